@@ -1,0 +1,104 @@
+# bigmac — build, test, sanitize, run.
+#   make            library + bin/bigmac
+#   make test       every test; last line "N passed, N failed"; non-zero exit on failure
+#   make asan       the whole suite under AddressSanitizer + UBSan (separate build dir)
+#   make run        the embedded demo
+#   make bench      benchmarks (print figures; never asserted as wall-clock limits)
+#   make deps       install the Debian packages (no-op when present)
+
+CC      ?= cc
+BUILD   ?= build
+BIN     ?= bin
+OPT     ?= -O2
+SAN     ?=
+WERROR  ?= -Werror
+CFLAGS  := -std=c11 -Wall -Wextra -Wpedantic -Wno-format-truncation $(WERROR) -g $(OPT) $(SAN) \
+           -D_DEFAULT_SOURCE -D_POSIX_C_SOURCE=200809L -Iinclude -Isrc $(EXTRA_CFLAGS)
+LDFLAGS := $(SAN) $(EXTRA_LDFLAGS)
+LDLIBS  := -ljansson -lopenblas -lm
+
+DEPS_PKGS := libopenmpi-dev openmpi-bin libopenblas-dev libjansson-dev
+
+MPICC   := $(shell command -v mpicc 2>/dev/null)
+HAS_BLAS := $(shell test -f /usr/include/x86_64-linux-gnu/cblas.h -o -f /usr/include/cblas.h -o -f /usr/include/openblas/cblas.h && echo yes)
+HAS_JANSSON := $(shell test -f /usr/include/jansson.h && echo yes)
+
+# The library is every src/*/*.c except the CLI and the one MPI file.
+MPI_SRC  := $(wildcard src/exec/comm_mpi.c)
+LIB_SRC  := $(filter-out src/cli/% $(MPI_SRC),$(sort $(wildcard src/*/*.c)))
+CLI_SRC  := $(sort $(wildcard src/cli/*.c))
+TEST_SRC := $(sort $(wildcard tests/test_*.c))
+BENCH_SRC := $(sort $(wildcard bench/bench_*.c))
+
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
+CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
+MPI_OBJ  := $(MPI_SRC:%.c=$(BUILD)/%.o)
+LIB      := $(BUILD)/libbigmac.a
+TESTS    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+BENCHES  := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
+
+# bin/bigmac links with mpicc when the executor's MPI file exists; otherwise with the
+# single-process stand-in only.
+ifneq ($(MPI_SRC),)
+LINK := $(if $(MPICC),OMPI_CC=$(CC) $(MPICC),$(error mpicc not found: run `make deps`))
+else
+LINK := $(CC)
+endif
+
+.PHONY: all test asan run bench deps clean info fuzz
+all: info $(BIN)/bigmac
+
+info:
+	@echo "mpicc: $(if $(MPICC),yes,no)  openblas: $(if $(HAS_BLAS),yes,no)  jansson: $(if $(HAS_JANSSON),yes,no)  build: $(BUILD)"
+
+$(BUILD)/%.o: %.c include/bigmac.h $(wildcard src/*/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/src/exec/comm_mpi.o: src/exec/comm_mpi.c include/bigmac.h $(wildcard src/*/*.h)
+	@mkdir -p $(dir $@)
+	OMPI_CC=$(CC) $(MPICC) $(CFLAGS) -c $< -o $@
+
+$(LIB): $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@
+	ar rcs $@ $^
+
+$(BIN)/bigmac: $(CLI_OBJ) $(MPI_OBJ) $(LIB)
+	@mkdir -p $(dir $@)
+	$(LINK) $(LDFLAGS) -o $@ $(CLI_OBJ) $(MPI_OBJ) $(LIB) $(LDLIBS)
+
+$(BUILD)/tests/%: tests/%.c tests/test.h $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests -o $@ $< $(LIB) $(LDFLAGS) $(LDLIBS)
+
+$(BUILD)/bench/%: bench/%.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(LIB) $(LDFLAGS) $(LDLIBS)
+
+test: all $(TESTS)
+	@BIGMAC=$(BIN)/bigmac TEST_BUILD=$(BUILD) bash tests/run.sh
+
+# ASan/UBSan build of everything in its own directories; leak detection on except for MPI
+# tests (tests/run.sh sets detect_leaks=0 for those).
+asan:
+	$(MAKE) BUILD=build-asan BIN=build-asan/bin OPT=-O1 \
+	  SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" test
+
+# The embedded demo (scripts/run-demo.sh says what it runs).
+run: all
+	@BIGMAC=$(BIN)/bigmac bash scripts/run-demo.sh
+
+bench: all $(BENCHES)
+	@for b in $(BENCHES); do echo "== $$b"; $$b || exit 1; done
+
+deps:
+	@missing=""; for p in $(DEPS_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  sudo=""; [ "$$(id -u)" = 0 ] || sudo=sudo; \
+	  echo "installing:$$missing"; \
+	  $$sudo apt-get update && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y $$missing; \
+	else echo "deps: all present ($(DEPS_PKGS))"; fi
+
+clean:
+	rm -rf build build-asan bin out

@@ -1,0 +1,318 @@
+/* bigmac.h — nested pipeline parallelism for multimodal LLM training.
+ *
+ * A runnable example (see examples/ and `bin/bigmac plan --help`):
+ *
+ *     struct bm_err err;
+ *     struct bm_spec *spec;
+ *     struct bm_table *table;
+ *     if (bm_spec_load("examples/tiny-mllm.json", &spec, &err) != BM_OK) { puts(err.msg); return 1; }
+ *     struct bm_plan_opts o;
+ *     bm_plan_opts_from_spec(&o, spec);          // flags would override fields of o here
+ *     o.policy = BM_POL_BIGMAC;
+ *     if (bm_plan_build(spec, &o, &table, &err) != BM_OK) { puts(err.msg); return 1; }
+ *     if (bm_verify(table, &err) != BM_OK) { puts(err.msg); return 1; }
+ *     bm_table_write_json(table, stdout);
+ *     bm_table_free(table);
+ *     bm_spec_free(spec);
+ *
+ * Data flow: spec (modules, produces/consumes, costs) -> planner -> operator table
+ * (per-rank ordered compute + send/recv ops) -> verifier / simulator / renderers / executor.
+ * The operator table is the single source of truth; nothing downstream re-derives a schedule.
+ *
+ * Conventions
+ *  - P ranks (pp), V chunks per rank (vpp), M microbatches, unit U (default P), window W.
+ *  - Backbone global chunk c lives on rank c % P; local chunk j of rank r is global j*P + r.
+ *  - Nested (encoder/generator) work of microbatch m runs on rank m % P (owner) except in the
+ *    `unified` policies, where encoders run on rank 0 and generators on rank P-1.
+ *  - Every function returning int returns BM_OK (0) or BM_ERR (1); on BM_ERR the
+ *    struct bm_err holds a message that reads like a compiler diagnostic.
+ *  - Objects returned through `**out` are owned by the caller and released with the
+ *    matching *_free.
+ */
+#ifndef BIGMAC_H
+#define BIGMAC_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------- errors */
+
+enum { BM_OK = 0, BM_ERR = 1, BM_USAGE = 2 };
+
+struct bm_err {
+    char msg[4096];  /* "file:line:col: what went wrong" (+ "\nhint: ..." lines) */
+};
+
+/* printf-style; overwrites err->msg. err may be NULL. Always returns BM_ERR. */
+int bm_err_set(struct bm_err *err, const char *fmt, ...)
+#ifdef __GNUC__
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+/* ---------------------------------------------------------------- enums */
+
+enum bm_role { BM_ROLE_ENCODER = 0, BM_ROLE_BACKBONE = 1, BM_ROLE_GENERATOR = 2 };
+#define BM_N_ROLES 3
+enum bm_pass { BM_PASS_F = 0, BM_PASS_B = 1, BM_PASS_W = 2 };
+enum bm_backbone { BM_BB_GPIPE = 0, BM_BB_1F1B = 1, BM_BB_INTERLEAVED = 2 };
+enum bm_policy {
+    BM_POL_BIGMAC = 0,
+    BM_POL_OPTIMUS,
+    BM_POL_UNIFIED,
+    BM_POL_UNIFIED_BALANCED,
+    BM_POL_IDEAL,
+    BM_POL_NONE
+};
+#define BM_N_POLICIES 6
+
+/* Name <-> enum. The *_parse functions return BM_OK or BM_ERR (unknown name). */
+const char *bm_role_name(enum bm_role r);
+const char *bm_pass_name(enum bm_pass p);          /* "F", "B", "W" */
+const char *bm_backbone_name(enum bm_backbone b);  /* "gpipe", "1f1b", "interleaved" */
+const char *bm_policy_name(enum bm_policy p);      /* "bigmac", "optimus", ... */
+int bm_role_parse(const char *s, enum bm_role *out);
+int bm_backbone_parse(const char *s, enum bm_backbone *out);
+int bm_policy_parse(const char *s, enum bm_policy *out);
+
+/* ---------------------------------------------------------------- spec (DESIGN §3) */
+
+/* Per-microbatch numbers for the whole module. */
+struct bm_cost {
+    double fwd_ms;     /* forward time of one microbatch */
+    double bwd_ms;     /* backward time (input + weight grad) */
+    double act_mib;    /* activation memory kept alive between F and B */
+    double state_mib;  /* resident params + grads + optimizer state per hosting rank */
+    double out_mib;    /* what one microbatch sends downstream */
+};
+
+/* Architecture of a built-in model ("impl"); also used to derive costs when "cost" is
+ * absent. 0 means "not given". */
+struct bm_arch {
+    double params;    /* parameter count (for cost derivation) */
+    int layers;       /* transformer blocks */
+    int hidden;       /* model width */
+    int heads;        /* attention heads */
+    int ffn;          /* MLP inner width (0 = 4*hidden) */
+    int vocab;        /* token vocabulary (gpt) */
+    int seq;          /* text tokens per sample (gpt) */
+    int tokens;       /* tokens processed per microbatch (cost derivation) */
+    int image;        /* image side in pixels (vit, dit) */
+    int patch;        /* patch side in pixels (vit, dit) */
+    int channels;     /* image channels (vit, dit) */
+    int cond;         /* conditioning width (dit; 0 = backbone hidden) */
+};
+
+struct bm_module {
+    char *name;
+    enum bm_role role;       /* derived from the graph; checked against a given one */
+    int role_given;          /* 1 when the spec said "role" */
+    char **consumes;  int n_consumes;
+    char **produces;  int n_produces;
+    int layers;              /* backbone: layer count for chunk splitting (0 = continuous) */
+    struct bm_cost cost;     /* explicit, derived from arch, or defaults (1, 2, 0, 0, 0) */
+    int cost_given;          /* 1 when the spec said "cost" */
+    int grad_to_backbone;    /* generators: loss flows back into the backbone (default 1) */
+    char *impl;              /* built-in model name ("vit", "gpt", "dit", or registered); NULL */
+    struct bm_arch arch;
+    int has_arch;
+};
+
+struct bm_device {
+    double memory_gib;        /* default 80 */
+    double peak_tflops;       /* default 989 */
+    double efficiency;        /* default 0.4 */
+    double link_gbytes_per_s; /* default 25 */
+    double link_latency_us;   /* default 10 */
+};
+
+enum bm_dist { BM_DIST_NONE = 0, BM_DIST_UNIFORM, BM_DIST_LOGNORMAL };
+struct bm_scale_dist {
+    enum bm_dist dist;  /* NONE = every multiplier 1 */
+    double min, max;    /* uniform: bounds; lognormal: clamp bounds (0 = none) */
+    double sigma;       /* lognormal: sigma of log (mean of the multiplier is 1) */
+    uint64_t seed;
+};
+
+struct bm_data {
+    struct bm_scale_dist encoder_cost_scale;
+    uint64_t seed;              /* dataset seed (default 1) */
+    int samples_per_microbatch; /* default 1 */
+    int max_images;             /* images per sample drawn from 1..max_images (default 1) */
+};
+
+struct bm_train {
+    int steps;           /* default 20 */
+    double lr;           /* default 1e-3 */
+    double weight_decay; /* default 0 */
+    double beta1, beta2; /* default 0.9, 0.999 */
+    double eps;          /* default 1e-8 */
+    uint64_t seed;       /* parameter init seed (default 1) */
+};
+
+struct bm_spec {
+    char *path;              /* file the spec came from (for messages) */
+    char *name;
+    char *doc;               /* free text; may be NULL */
+    struct bm_device device;
+    int pp, vpp, microbatches, unit;  /* unit 0 = default (pp) */
+    enum bm_backbone backbone;
+    enum bm_policy policy;
+    int window;              /* 0 = "auto" */
+    char **inputs; int n_inputs;
+    struct bm_module *modules; int n_modules;
+    int backbone_module;     /* index of the backbone module */
+    struct bm_data data;
+    struct bm_train train;
+};
+
+/* Parse and check the spec at 'path'. On success returns BM_OK and stores a new spec in *out,
+ * owned by the caller (release with bm_spec_free). On failure *out is NULL and err->msg reads
+ * "path:line:col: what went wrong". */
+int bm_spec_load(const char *path, struct bm_spec **out, struct bm_err *err);
+/* Same, from a string; 'name' is used in messages. */
+int bm_spec_parse(const char *text, const char *name, struct bm_spec **out, struct bm_err *err);
+void bm_spec_free(struct bm_spec *s);
+/* Index of the module called 'name', or -1. */
+int bm_spec_find_module(const struct bm_spec *s, const char *name);
+
+/* Per-microbatch encoder cost multipliers for M microbatches, drawn from
+ * data.encoder_cost_scale (xoshiro256** seeded by splitmix64(seed); see docs/spec.md).
+ * Writes M values into out. */
+void bm_spec_encoder_scales(const struct bm_spec *s, int M, double *out);
+
+/* ---------------------------------------------------------------- operator table (DESIGN §4) */
+
+enum bm_op_kind { BM_OP_COMPUTE = 0, BM_OP_SEND = 1, BM_OP_RECV = 2 };
+
+struct bm_op {
+    uint8_t kind;    /* enum bm_op_kind */
+    uint8_t pass;    /* compute: enum bm_pass */
+    int16_t module;  /* compute: index into table->modules; comm: module whose tensor travels */
+    int32_t chunk;   /* compute on the backbone: global chunk 0..P*V-1; otherwise -1 */
+    int32_t mb;      /* microbatch */
+    int32_t peer;    /* send/recv: the other rank; compute: -1 */
+    int32_t tensor;  /* send/recv: index into table->tensors; compute: -1 */
+};
+
+struct bm_tensor {
+    char *name;      /* "vis_emb", "llm.c0.out", "grad:vis_emb" */
+    int module;      /* producing module (the backbone for chunk outputs) */
+    int grad;        /* 1 for "grad:<tensor>" */
+    double mib;      /* size of one microbatch's tensor (producer's out_mib) */
+};
+
+struct bm_table_module {
+    char *name;
+    enum bm_role role;
+    char **consumes;  int n_consumes;
+    char **produces;  int n_produces;
+    int grad_to_backbone;
+    struct bm_cost cost;
+};
+
+struct bm_rank_ops {
+    struct bm_op *ops;
+    int n_ops, cap;
+};
+
+struct bm_table {
+    int pp, vpp, microbatches, unit, window;  /* window 0 = policy uses none */
+    enum bm_backbone backbone;
+    enum bm_policy policy;
+    int warmup_extra;         /* extra warm-up forwards per stage (DESIGN §6 step 2) */
+    int n_modules;
+    struct bm_table_module *modules;
+    int backbone_module;      /* index into modules */
+    int n_tensors, cap_tensors;
+    struct bm_tensor *tensors;
+    double *chunk_weights;    /* [pp*vpp] share of backbone cost per global chunk (sums to 1) */
+    int *chunk_layers;        /* [pp*vpp] layers per chunk, or NULL when layers unknown */
+    double *mb_scale;         /* [microbatches] encoder cost multiplier per microbatch */
+    struct bm_device device;
+    struct bm_rank_ops *ranks;/* [pp] */
+    void *tensor_index;       /* private: name -> tensor hash */
+};
+
+/* Backbone chunk tensor name: "<backbone>.c<chunk>.out". */
+#define BM_MAX_NAME 256
+
+/* Allocate an empty table for P ranks (fields zeroed, ranks allocated). NULL on OOM. */
+struct bm_table *bm_table_new(int pp);
+void bm_table_free(struct bm_table *t);
+/* Append op to rank's list. BM_ERR (with message) on allocation failure. */
+int bm_table_push(struct bm_table *t, int rank, struct bm_op op, struct bm_err *err);
+/* Index of tensor 'name', interning it (module, grad, mib filled from the arguments) when new.
+ * Returns -1 on allocation failure. */
+int bm_table_tensor(struct bm_table *t, const char *name, int module, int grad, double mib);
+/* Index of tensor 'name' or -1 when the table has none by that name. */
+int bm_table_find_tensor(const struct bm_table *t, const char *name);
+/* Total op count over all ranks. */
+long bm_table_n_ops(const struct bm_table *t);
+/* Index of the module called 'name', or -1. */
+int bm_table_find_module(const struct bm_table *t, const char *name);
+
+/* PyTorch-pipelining style action string for an op: backbone "2F0" (global chunk, pass, mb),
+ * nested "vit:F3", comm "SEND_F:vis_emb:3>1" / "RECV_B:grad:llm.c0.out:3<1". Writes at most n bytes. */
+void bm_op_format(const struct bm_table *t, const struct bm_op *op, char *buf, size_t n);
+
+/* Write the table as JSON (DESIGN §4, plus the extension fields documented in docs/table.md). */
+int bm_table_write_json(const struct bm_table *t, FILE *f);
+/* Write to 'path' ("-" = stdout). */
+int bm_table_save(const struct bm_table *t, const char *path, struct bm_err *err);
+/* Parse a table; errors name path:line:col and the field. Caller owns *out (bm_table_free). */
+int bm_table_load(const char *path, struct bm_table **out, struct bm_err *err);
+int bm_table_parse(const char *text, const char *name, struct bm_table **out, struct bm_err *err);
+
+/* ---------------------------------------------------------------- backbone schedules (DESIGN §5) */
+
+struct bm_bb_step {
+    uint8_t pass;   /* BM_PASS_F or BM_PASS_B */
+    int32_t chunk;  /* global chunk */
+    int32_t mb;
+};
+
+/* Number of warm-up forwards of 'rank' (Megatron's rule plus 'warmup_extra', capped). */
+int bm_backbone_warmup(enum bm_backbone bb, int P, int V, int M, int rank, int warmup_extra);
+/* Fill out[0 .. 2*V*M-1] with rank's backbone F/B order. Returns BM_ERR for invalid
+ * parameters (e.g. interleaved with M % P != 0). */
+int bm_backbone_order(enum bm_backbone bb, int P, int V, int M, int rank, int warmup_extra,
+                      struct bm_bb_step *out, struct bm_err *err);
+
+/* ---------------------------------------------------------------- planner (DESIGN §6) */
+
+struct bm_plan_opts {
+    int pp, vpp, microbatches;
+    int unit;                 /* 0 = pp */
+    int window;               /* 0 = auto (smallest deadlock-free) */
+    enum bm_backbone backbone;
+    enum bm_policy policy;
+};
+
+/* Copy the spec's parallel/schedule settings into o (command-line flags then override). */
+void bm_plan_opts_from_spec(struct bm_plan_opts *o, const struct bm_spec *s);
+/* Build the lowered operator table. Caller owns *out. On failure (bad options, window too
+ * small, ...) *out is NULL and err says why. */
+int bm_plan_build(const struct bm_spec *s, const struct bm_plan_opts *o, struct bm_table **out,
+                  struct bm_err *err);
+
+/* ---------------------------------------------------------------- verifier (DESIGN §7) */
+
+/* Check every invariant. BM_OK, or BM_ERR with the first violated invariant explained
+ * (for deadlocks: each rank's blocked op and what it waits for). */
+int bm_verify(const struct bm_table *t, struct bm_err *err);
+
+/* Peak number of live microbatches (F done, B not yet) per rank and module, computed from
+ * program order: out[rank * t->n_modules + module]. For the backbone the count is summed over
+ * the rank's chunks. */
+void bm_table_peak_live(const struct bm_table *t, int *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,32 @@
+/* cli.h — subcommands of bin/bigmac and shared flag parsing.
+ * Exit codes: 0 ok, 1 runtime failure (including "verification failed"), 2 usage error. */
+#ifndef BM_CLI_H
+#define BM_CLI_H
+
+#include "bigmac.h"
+
+int bm_cmd_plan(int argc, char **argv);
+int bm_cmd_verify(int argc, char **argv);
+
+/* Plan flags shared by plan/simulate/sweep/render: --pp --vpp --microbatches --unit
+ * --backbone --policy --window. Values are "set" only when the flag was given. */
+struct bm_cli_plan_flags {
+    int pp, vpp, microbatches, unit, window;  /* 0 = not given (window: -1 = auto given) */
+    int backbone_set, policy_set;
+    enum bm_backbone backbone;
+    enum bm_policy policy;
+};
+
+/* If argv[*i] is a plan flag, parse it (and its value, advancing *i) and return 1; return 0
+ * when it is not a plan flag; print an error and return -1 on a bad value. */
+int bm_cli_plan_flag(int argc, char **argv, int *i, struct bm_cli_plan_flags *f);
+/* Override o's fields with the flags that were given. */
+void bm_cli_plan_apply(const struct bm_cli_plan_flags *f, struct bm_plan_opts *o);
+
+/* Print "bigmac: error: <msg>" (each line of a multi-line message; lines starting with
+ * "hint:" are printed as "bigmac: hint: ..."). */
+void bm_cli_error(const char *msg);
+/* Parse a positive int for flag 'flag'; prints an error and returns -1 on failure. */
+int bm_cli_int(const char *flag, const char *val, int *out);
+
+#endif

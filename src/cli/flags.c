@@ -1,0 +1,102 @@
+/* flags.c — plan flags shared by several subcommands, and error printing. */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+void bm_cli_error(const char *msg)
+{
+    const char *p = msg;
+    while (*p) {
+        const char *nl = strchr(p, '\n');
+        int len = nl ? (int)(nl - p) : (int)strlen(p);
+        if (len >= 5 && !strncmp(p, "hint:", 5))
+            fprintf(stderr, "bigmac: hint:%.*s\n", len - 5, p + 5);
+        else if (len >= 2 && p[0] == ' ' && p[1] == ' ')
+            fprintf(stderr, "%.*s\n", len, p);
+        else
+            fprintf(stderr, "bigmac: error: %.*s\n", len, p);
+        p += len;
+        if (*p == '\n') p++;
+    }
+}
+
+int bm_cli_int(const char *flag, const char *val, int *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(val, &end, 10);
+    if (errno || *end || end == val || v < 1 || v > INT_MAX) {
+        fprintf(stderr, "bigmac: error: %s: expected a positive integer, got '%s'\n", flag, val);
+        return -1;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+static const char *need_value(int argc, char **argv, int *i)
+{
+    if (*i + 1 >= argc) {
+        fprintf(stderr, "bigmac: error: %s needs a value\n", argv[*i]);
+        return NULL;
+    }
+    return argv[++*i];
+}
+
+int bm_cli_plan_flag(int argc, char **argv, int *i, struct bm_cli_plan_flags *f)
+{
+    const char *a = argv[*i], *v;
+    int *intp = NULL;
+    if (!strcmp(a, "--pp")) intp = &f->pp;
+    else if (!strcmp(a, "--vpp")) intp = &f->vpp;
+    else if (!strcmp(a, "--microbatches")) intp = &f->microbatches;
+    else if (!strcmp(a, "--unit")) intp = &f->unit;
+    if (intp) {
+        if (!(v = need_value(argc, argv, i))) return -1;
+        return bm_cli_int(a, v, intp) ? -1 : 1;
+    }
+    if (!strcmp(a, "--window")) {
+        if (!(v = need_value(argc, argv, i))) return -1;
+        if (!strcmp(v, "auto")) {
+            f->window = -1;
+            return 1;
+        }
+        return bm_cli_int(a, v, &f->window) ? -1 : 1;
+    }
+    if (!strcmp(a, "--backbone")) {
+        if (!(v = need_value(argc, argv, i))) return -1;
+        if (bm_backbone_parse(v, &f->backbone)) {
+            fprintf(stderr, "bigmac: error: --backbone: unknown schedule '%s' (gpipe, 1f1b, interleaved)\n", v);
+            return -1;
+        }
+        f->backbone_set = 1;
+        return 1;
+    }
+    if (!strcmp(a, "--policy")) {
+        if (!(v = need_value(argc, argv, i))) return -1;
+        if (bm_policy_parse(v, &f->policy)) {
+            fprintf(stderr,
+                    "bigmac: error: --policy: unknown policy '%s' (bigmac, optimus, unified, "
+                    "unified-balanced, ideal, none)\n", v);
+            return -1;
+        }
+        f->policy_set = 1;
+        return 1;
+    }
+    return 0;
+}
+
+void bm_cli_plan_apply(const struct bm_cli_plan_flags *f, struct bm_plan_opts *o)
+{
+    if (f->pp) o->pp = f->pp;
+    if (f->vpp) o->vpp = f->vpp;
+    if (f->microbatches) o->microbatches = f->microbatches;
+    if (f->unit) o->unit = f->unit;
+    if (f->window == -1) o->window = 0;
+    else if (f->window) o->window = f->window;
+    if (f->backbone_set) o->backbone = f->backbone;
+    if (f->policy_set) o->policy = f->policy;
+}

@@ -1,0 +1,41 @@
+/* main.c — bin/bigmac: dispatch to subcommands. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+struct command {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *summary;
+};
+
+static const struct command commands[] = {
+    {"plan", bm_cmd_plan, "spec -> operator table for a backbone schedule and nesting policy"},
+    {"verify", bm_cmd_verify, "check a table: counts, deadlock freedom, dependencies, order, residency"},
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: bigmac <command> [args]\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
+    fprintf(f, "\n`bigmac <command> --help` describes each command.\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return BM_USAGE;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(argv[1], commands[i].name)) return commands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "bigmac: error: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return BM_USAGE;
+}

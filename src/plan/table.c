@@ -1,0 +1,162 @@
+/* table.c — the operator table in memory: creation, ops, tensor interning, action strings. */
+#include <stdio.h>
+#include <string.h>
+
+#include "util/util.h"
+
+/* ---------------------------------------------------------------- tensor name hash */
+
+struct tindex {
+    int cap;     /* power of two */
+    int *slot;   /* tensor index + 1; 0 = empty */
+};
+
+static uint64_t hash_str(const char *s)
+{
+    uint64_t h = 1469598103934665603ULL;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+    return h;
+}
+
+static int tindex_rebuild(struct bm_table *t, int cap)
+{
+    int *slot = bm_calloc((size_t)cap, sizeof *slot);
+    if (!slot) return -1;
+    struct tindex *ix = t->tensor_index;
+    if (!ix) {
+        ix = bm_calloc(1, sizeof *ix);
+        if (!ix) {
+            bm_free(slot);
+            return -1;
+        }
+        t->tensor_index = ix;
+    }
+    bm_free(ix->slot);
+    ix->slot = slot;
+    ix->cap = cap;
+    for (int i = 0; i < t->n_tensors; i++) {
+        uint64_t h = hash_str(t->tensors[i].name) & (uint64_t)(cap - 1);
+        while (slot[h]) h = (h + 1) & (uint64_t)(cap - 1);
+        slot[h] = i + 1;
+    }
+    return 0;
+}
+
+int bm_table_find_tensor(const struct bm_table *t, const char *name)
+{
+    const struct tindex *ix = t->tensor_index;
+    if (!ix) return -1;
+    uint64_t h = hash_str(name) & (uint64_t)(ix->cap - 1);
+    while (ix->slot[h]) {
+        int i = ix->slot[h] - 1;
+        if (!strcmp(t->tensors[i].name, name)) return i;
+        h = (h + 1) & (uint64_t)(ix->cap - 1);
+    }
+    return -1;
+}
+
+int bm_table_tensor(struct bm_table *t, const char *name, int module, int grad, double mib)
+{
+    int i = bm_table_find_tensor(t, name);
+    if (i >= 0) return i;
+    struct tindex *ix = t->tensor_index;
+    if (!ix || (t->n_tensors + 1) * 2 > ix->cap)
+        if (tindex_rebuild(t, ix ? ix->cap * 2 : 64)) return -1;
+    if (bm_grow(&t->tensors, &t->cap_tensors, t->n_tensors + 1, sizeof *t->tensors)) return -1;
+    char *copy = bm_strdup(name);
+    if (!copy) return -1;
+    i = t->n_tensors++;
+    t->tensors[i] = (struct bm_tensor){copy, module, grad, mib};
+    ix = t->tensor_index;
+    uint64_t h = hash_str(name) & (uint64_t)(ix->cap - 1);
+    while (ix->slot[h]) h = (h + 1) & (uint64_t)(ix->cap - 1);
+    ix->slot[h] = i + 1;
+    return i;
+}
+
+/* ---------------------------------------------------------------- table */
+
+struct bm_table *bm_table_new(int pp)
+{
+    struct bm_table *t = bm_calloc(1, sizeof *t);
+    if (!t) return NULL;
+    t->pp = pp;
+    t->ranks = bm_calloc((size_t)(pp > 0 ? pp : 1), sizeof *t->ranks);
+    if (!t->ranks) {
+        bm_free(t);
+        return NULL;
+    }
+    t->backbone_module = -1;
+    return t;
+}
+
+static void free_strv(char **v, int n)
+{
+    for (int i = 0; i < n; i++) bm_free(v[i]);
+    bm_free(v);
+}
+
+void bm_table_free(struct bm_table *t)
+{
+    if (!t) return;
+    for (int r = 0; r < t->pp; r++) bm_free(t->ranks[r].ops);
+    bm_free(t->ranks);
+    for (int i = 0; i < t->n_modules; i++) {
+        struct bm_table_module *m = &t->modules[i];
+        bm_free(m->name);
+        free_strv(m->consumes, m->n_consumes);
+        free_strv(m->produces, m->n_produces);
+    }
+    bm_free(t->modules);
+    for (int i = 0; i < t->n_tensors; i++) bm_free(t->tensors[i].name);
+    bm_free(t->tensors);
+    if (t->tensor_index) bm_free(((struct tindex *)t->tensor_index)->slot);
+    bm_free(t->tensor_index);
+    bm_free(t->chunk_weights);
+    bm_free(t->chunk_layers);
+    bm_free(t->mb_scale);
+    bm_free(t);
+}
+
+int bm_table_push(struct bm_table *t, int rank, struct bm_op op, struct bm_err *err)
+{
+    struct bm_rank_ops *r = &t->ranks[rank];
+    if (bm_grow(&r->ops, &r->cap, r->n_ops + 1, sizeof *r->ops))
+        return bm_err_set(err, "out of memory growing rank %d's op list (%d ops)", rank, r->n_ops);
+    r->ops[r->n_ops++] = op;
+    return BM_OK;
+}
+
+long bm_table_n_ops(const struct bm_table *t)
+{
+    long n = 0;
+    for (int r = 0; r < t->pp; r++) n += t->ranks[r].n_ops;
+    return n;
+}
+
+int bm_table_find_module(const struct bm_table *t, const char *name)
+{
+    for (int i = 0; i < t->n_modules; i++)
+        if (!strcmp(t->modules[i].name, name)) return i;
+    return -1;
+}
+
+void bm_op_format(const struct bm_table *t, const struct bm_op *op, char *buf, size_t n)
+{
+    if (op->kind == BM_OP_COMPUTE) {
+        const char *pass = bm_pass_name((enum bm_pass)op->pass);
+        if (op->chunk >= 0)
+            snprintf(buf, n, "%d%s%d", op->chunk, pass, op->mb);
+        else
+            snprintf(buf, n, "%s:%s%d",
+                     op->module >= 0 && op->module < t->n_modules ? t->modules[op->module].name : "?",
+                     pass, op->mb);
+        return;
+    }
+    const char *tn = op->tensor >= 0 && op->tensor < t->n_tensors ? t->tensors[op->tensor].name : "?";
+    int grad = op->tensor >= 0 && op->tensor < t->n_tensors && t->tensors[op->tensor].grad;
+    if (op->kind == BM_OP_SEND)
+        snprintf(buf, n, "SEND_%c:%s:%d>%d", grad ? 'B' : 'F', tn, op->mb, op->peer);
+    else
+        snprintf(buf, n, "RECV_%c:%s:%d<%d", grad ? 'B' : 'F', tn, op->mb, op->peer);
+}

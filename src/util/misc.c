@@ -1,0 +1,111 @@
+/* misc.c — errors, enum names, file reading, clock. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "util/util.h"
+
+int bm_err_set(struct bm_err *err, const char *fmt, ...)
+{
+    if (!err) return BM_ERR;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+    va_end(ap);
+    return BM_ERR;
+}
+
+static const char *const role_names[] = {"encoder", "backbone", "generator"};
+static const char *const pass_names[] = {"F", "B", "W"};
+static const char *const backbone_names[] = {"gpipe", "1f1b", "interleaved"};
+static const char *const policy_names[] = {"bigmac", "optimus", "unified",
+                                           "unified-balanced", "ideal", "none"};
+
+const char *bm_role_name(enum bm_role r) { return (unsigned)r < 3 ? role_names[r] : "?"; }
+const char *bm_pass_name(enum bm_pass p) { return (unsigned)p < 3 ? pass_names[p] : "?"; }
+const char *bm_backbone_name(enum bm_backbone b)
+{
+    return (unsigned)b < 3 ? backbone_names[b] : "?";
+}
+const char *bm_policy_name(enum bm_policy p)
+{
+    return (unsigned)p < BM_N_POLICIES ? policy_names[p] : "?";
+}
+
+static int lookup(const char *s, const char *const *names, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (strcmp(s, names[i]) == 0) return i;
+    return -1;
+}
+
+int bm_role_parse(const char *s, enum bm_role *out)
+{
+    int i = lookup(s, role_names, 3);
+    if (i < 0) return BM_ERR;
+    *out = (enum bm_role)i;
+    return BM_OK;
+}
+
+int bm_backbone_parse(const char *s, enum bm_backbone *out)
+{
+    int i = lookup(s, backbone_names, 3);
+    if (i < 0) return BM_ERR;
+    *out = (enum bm_backbone)i;
+    return BM_OK;
+}
+
+int bm_policy_parse(const char *s, enum bm_policy *out)
+{
+    int i = lookup(s, policy_names, BM_N_POLICIES);
+    if (i < 0) return BM_ERR;
+    *out = (enum bm_policy)i;
+    return BM_OK;
+}
+
+char *bm_read_file(const char *path, size_t *len, struct bm_err *err)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        bm_err_set(err, "%s: cannot open: %s", path, strerror(errno));
+        return NULL;
+    }
+    size_t cap = 1 << 16, n = 0;
+    char *buf = bm_malloc(cap);
+    if (!buf) goto oom;
+    for (;;) {
+        if (n + 1 >= cap) {
+            char *b2 = bm_realloc(buf, cap * 2);
+            if (!b2) goto oom;
+            buf = b2;
+            cap *= 2;
+        }
+        size_t k = fread(buf + n, 1, cap - n - 1, f);
+        n += k;
+        if (k == 0) break;
+    }
+    if (ferror(f)) {
+        bm_err_set(err, "%s: read error: %s", path, strerror(errno));
+        bm_free(buf);
+        fclose(f);
+        return NULL;
+    }
+    fclose(f);
+    buf[n] = 0;
+    if (len) *len = n;
+    return buf;
+oom:
+    bm_free(buf);
+    fclose(f);
+    bm_err_set(err, "%s: out of memory reading the file", path);
+    return NULL;
+}
+
+double bm_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}

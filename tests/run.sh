@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Runs every test binary (build/tests/test_*) and every shell test (tests/test_*.sh).
+# Each prints "PASS name" / "FAIL name" lines; a binary that dies without reporting counts as
+# one failure. The last line is "N passed, N failed"; exit status is non-zero on any failure.
+set -u
+cd "$(dirname "$0")/.."
+: "${TEST_BUILD:=build}"
+: "${BIGMAC:=bin/bigmac}"
+export BIGMAC TEST_BUILD
+export OPENBLAS_NUM_THREADS=1
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_rmaps_base_oversubscribe=1
+export TEST_TMP=$(mktemp -d)
+trap 'rm -rf "$TEST_TMP"' EXIT
+
+passed=0
+failed=0
+failed_names=()
+
+run_one() {
+    local name=$1; shift
+    local log="$TEST_TMP/$(basename "$name").log"
+    local t0=$(date +%s.%N)
+    timeout "${TEST_TIMEOUT:-300}" "$@" >"$log" 2>&1
+    local rc=$?
+    local t1=$(date +%s.%N)
+    local p f
+    p=$(grep -c '^PASS ' "$log")
+    f=$(grep -c '^FAIL ' "$log")
+    if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
+        f=1
+        echo "FAIL $name (exit $rc$([ $rc -eq 124 ] && echo ', timed out'))" >>"$log"
+    fi
+    passed=$((passed + p))
+    failed=$((failed + f))
+    printf '%-40s %3d passed %3d failed  %6.2fs\n' "$name" "$p" "$f" "$(awk "BEGIN{print $t1 - $t0}")"
+    if [ "$f" -ne 0 ]; then
+        failed_names+=("$name")
+        sed 's/^/    /' "$log" | grep -v '^    PASS ' | tail -n 60
+    fi
+}
+
+for t in "$TEST_BUILD"/tests/test_*; do
+    [ -x "$t" ] || continue
+    run_one "$(basename "$t")" "$t"
+done
+for s in tests/test_*.sh; do
+    [ -f "$s" ] || continue
+    run_one "$(basename "$s")" bash "$s"
+done
+
+if [ ${#failed_names[@]} -gt 0 ]; then echo "failed: ${failed_names[*]}"; fi
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
