@@ -1,0 +1,155 @@
+/* flow.c — per-op needs/makes tensors from the module graph (see flow.h). */
+#include <stdio.h>
+#include <string.h>
+
+#include "plan/flow.h"
+#include "util/util.h"
+
+int bm_flow_grad_flows(const struct bm_table *t, int x, int y)
+{
+    const struct bm_table_module *my = &t->modules[y];
+    if (my->role == BM_ROLE_GENERATOR && !my->grad_to_backbone &&
+        t->modules[x].role != BM_ROLE_GENERATOR)
+        return 0;
+    return 1;
+}
+
+/* Index of the module producing 'name', or -1 (a spec input or unknown). */
+static int producer_of(const struct bm_table *t, const char *name)
+{
+    for (int i = 0; i < t->n_modules; i++)
+        for (int k = 0; k < t->modules[i].n_produces; k++)
+            if (!strcmp(t->modules[i].produces[k], name)) return i;
+    return -1;
+}
+
+static int slot(const struct bm_flow *f, int module, int chunk, int pass)
+{
+    /* backbone: n_modules*2 + chunk*2 + pass after the per-module slots */
+    if (module == f->backbone) return f->n_modules * 2 + chunk * 2 + pass;
+    return module * 2 + pass;
+}
+
+const struct bm_flow_op *bm_flow_get(const struct bm_flow *f, int module, int chunk, int pass)
+{
+    if (module < 0 || module >= f->n_modules || pass < 0 || pass > 1) return NULL;
+    if (module == f->backbone && (chunk < 0 || chunk >= f->n_chunks)) return NULL;
+    return &f->ops[slot(f, module, chunk, pass)];
+}
+
+void bm_flow_free(struct bm_flow *f)
+{
+    if (!f) return;
+    int n = f->ops ? f->n_modules * 2 + f->n_chunks * 2 : 0;
+    for (int i = 0; i < n; i++) {
+        bm_free(f->ops[i].needs);
+        bm_free(f->ops[i].makes);
+    }
+    bm_free(f->ops);
+    bm_free(f->producer);
+    bm_free(f);
+}
+
+static int add(int **v, int *n, int x)
+{
+    for (int i = 0; i < *n; i++)
+        if ((*v)[i] == x) return 0;
+    int *q = bm_realloc(*v, (size_t)(*n + 1) * sizeof **v);
+    if (!q) return -1;
+    q[(*n)++] = x;
+    *v = q;
+    return 0;
+}
+
+/* Intern a tensor; returns index or -1. */
+static int tensor(struct bm_table *t, const char *name, int grad, int module)
+{
+    char buf[BM_MAX_NAME + 8];
+    snprintf(buf, sizeof buf, "%s%s", grad ? "grad:" : "", name);
+    return bm_table_tensor(t, buf, module, grad, t->modules[module].cost.out_mib);
+}
+
+int bm_flow_build(struct bm_table *t, struct bm_flow **out, struct bm_err *err)
+{
+    *out = NULL;
+    int bb = t->backbone_module;
+    if (bb < 0 || bb >= t->n_modules) return bm_err_set(err, "table has no backbone module");
+    int C = t->pp * t->vpp;
+    struct bm_flow *f = bm_calloc(1, sizeof *f);
+    if (!f) goto oom;
+    f->n_modules = t->n_modules;
+    f->n_chunks = C;
+    f->backbone = bb;
+    f->ops = bm_calloc((size_t)(t->n_modules * 2 + C * 2), sizeof *f->ops);
+    if (!f->ops) goto oom;
+    const char *bbname = t->modules[bb].name;
+    char name[BM_MAX_NAME + 32];
+
+    /* Backbone chunk hand-offs. */
+    for (int c = 0; c + 1 < C; c++) {
+        snprintf(name, sizeof name, "%s.c%d.out", bbname, c);
+        int a = tensor(t, name, 0, bb), g = tensor(t, name, 1, bb);
+        if (a < 0 || g < 0) goto oom;
+        if (add(&f->ops[slot(f, bb, c, 0)].makes, &f->ops[slot(f, bb, c, 0)].n_makes, a) ||
+            add(&f->ops[slot(f, bb, c + 1, 0)].needs, &f->ops[slot(f, bb, c + 1, 0)].n_needs, a) ||
+            add(&f->ops[slot(f, bb, c + 1, 1)].makes, &f->ops[slot(f, bb, c + 1, 1)].n_makes, g) ||
+            add(&f->ops[slot(f, bb, c, 1)].needs, &f->ops[slot(f, bb, c, 1)].n_needs, g))
+            goto oom;
+    }
+
+    /* Module-to-module edges through named tensors. */
+    for (int y = 0; y < t->n_modules; y++) {
+        const struct bm_table_module *my = &t->modules[y];
+        for (int k = 0; k < my->n_consumes; k++) {
+            int x = producer_of(t, my->consumes[k]);
+            if (x < 0) continue; /* a data input */
+            int a = tensor(t, my->consumes[k], 0, x);
+            if (a < 0) goto oom;
+            int xf = x == bb ? slot(f, bb, C - 1, 0) : slot(f, x, -1, 0);
+            int xb = x == bb ? slot(f, bb, C - 1, 1) : slot(f, x, -1, 1);
+            int yf = y == bb ? slot(f, bb, 0, 0) : slot(f, y, -1, 0);
+            int yb = y == bb ? slot(f, bb, 0, 1) : slot(f, y, -1, 1);
+            if (add(&f->ops[xf].makes, &f->ops[xf].n_makes, a) ||
+                add(&f->ops[yf].needs, &f->ops[yf].n_needs, a))
+                goto oom;
+            if (bm_flow_grad_flows(t, x, y)) {
+                int g = tensor(t, my->consumes[k], 1, x);
+                if (g < 0) goto oom;
+                if (add(&f->ops[yb].makes, &f->ops[yb].n_makes, g) ||
+                    add(&f->ops[xb].needs, &f->ops[xb].n_needs, g))
+                    goto oom;
+            }
+        }
+    }
+
+    /* Reverse map: tensor -> producing op. */
+    f->n_tensors = t->n_tensors;
+    f->producer = bm_malloc((size_t)(t->n_tensors > 0 ? t->n_tensors : 1) * 3 * sizeof(int));
+    if (!f->producer) goto oom;
+    for (int i = 0; i < t->n_tensors * 3; i++) f->producer[i] = -1;
+    for (int m = 0; m < t->n_modules; m++)
+        for (int c = 0; c < (m == bb ? C : 1); c++)
+            for (int p = 0; p < 2; p++) {
+                const struct bm_flow_op *o = &f->ops[slot(f, m, m == bb ? c : -1, p)];
+                for (int i = 0; i < o->n_makes; i++) {
+                    int *pr = &f->producer[o->makes[i] * 3];
+                    pr[0] = m;
+                    pr[1] = m == bb ? c : -1;
+                    pr[2] = p;
+                }
+            }
+    *out = f;
+    return BM_OK;
+oom:
+    bm_flow_free(f);
+    return bm_err_set(err, "out of memory building the dataflow");
+}
+
+int bm_flow_producer(const struct bm_flow *f, int tensor_i, int *module, int *chunk, int *pass)
+{
+    if (tensor_i < 0 || tensor_i >= f->n_tensors || f->producer[tensor_i * 3] < 0) return -1;
+    *module = f->producer[tensor_i * 3];
+    *chunk = f->producer[tensor_i * 3 + 1];
+    *pass = f->producer[tensor_i * 3 + 2];
+    return 0;
+}
