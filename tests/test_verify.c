@@ -464,7 +464,7 @@ TEST(structure_errors_name_rank_and_op)
     CHECK_STR_CONTAINS(verify_fail(t), "module vit is not the backbone, so its chunk must be -1");
     t->ranks[0].ops[v].chunk = -1;
     t->ranks[0].ops[v].module = 42;
-    CHECK_STR_CONTAINS(verify_fail(t), "compute op with module index 42");
+    CHECK_STR_CONTAINS(verify_fail(t), "compute: module index 42 is out of range (the table has 2 modules)");
     t->ranks[0].ops[v].module = 0;
     t->ranks[0].ops[v].kind = 7;
     CHECK_STR_CONTAINS(verify_fail(t), "unknown op kind 7");
@@ -934,13 +934,19 @@ TEST(large_interleaved_table_is_fast)
     struct bm_table *t = fx_build(&f);
     double t1 = bm_now();
     CHECK(t != NULL);
+    (void)t1;
     if (!t) return;
     struct bm_err err;
-    int rc = bm_verify(t, &err);
-    double t2 = bm_now();
-    CHECKF(rc == BM_OK, "%s", err.msg);
-    printf("  large table: P=64 V=4 M=1024, %ld ops; built in %.2fs, verified in %.3fs\n",
-           bm_table_n_ops(t), t1 - t0, t2 - t1);
+    double best = 1e9;
+    for (int k = 0; k < 3; k++) { /* the first run pays for page faults */
+        double a = bm_now();
+        int rc = bm_verify(t, &err);
+        double b = bm_now();
+        CHECKF(rc == BM_OK, "%s", err.msg);
+        if (b - a < best) best = b - a;
+    }
+    printf("  large table: P=64 V=4 M=1024, %ld ops; built in %.2fs, verified in %.3fs (best of 3)\n",
+           bm_table_n_ops(t), t1 - t0, best);
     bm_table_free(t);
 }
 

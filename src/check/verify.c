@@ -89,6 +89,7 @@ struct comm {
     long long send_pos2, recv_pos2;    /* a second one (duplicate), -1 when none */
     int n_send, n_recv;
     int sent;                          /* deadlock pass: the send has executed */
+    int next;                          /* next message with the same (tensor, mb), + 1 */
 };
 
 struct ctx {
@@ -101,8 +102,7 @@ struct ctx {
     long long *cpos2;          /* [(N+C)*2*M] a duplicate's position, -1 = none */
     struct comm *comms;
     int n_comms, cap_comms;
-    int *hash;                 /* open addressing over comms: index + 1, 0 = empty */
-    size_t hash_cap;
+    int *head;                 /* [T*M] first message carrying (tensor, mb), + 1; 0 = none */
     int **comm_of;             /* [P][n_ops] comm index of each send/recv op, -1 otherwise */
     struct msg msg;
     struct bm_err *err;
@@ -236,11 +236,32 @@ static void free_scratch(struct ctx *c)
     c->scratch = NULL;
 }
 
+/* One structure problem of rank r op #i: "  rank r op #i <action>: <what>". The action string
+ * is only formatted here, on the error path. */
+static void bad_op(struct ctx *c, int r, int i, const char *fmt, ...)
+#ifdef __GNUC__
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
+static void bad_op(struct ctx *c, int r, int i, const char *fmt, ...)
+{
+    char a[BM_MAX_NAME + 64], what[512];
+    const struct bm_op *op = &c->t->ranks[r].ops[i];
+    if (op->kind == BM_OP_COMPUTE && (op->module < 0 || op->module >= c->N))
+        snprintf(a, sizeof a, "compute");
+    else
+        act(c, op, a, sizeof a);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    msg_line(&c->msg, "  rank %d op #%d %s: %s", r, i, a, what);
+}
+
 static int check_ops(struct ctx *c)
 {
     const struct bm_table *t = c->t;
     struct msg *m = &c->msg;
-    char a[BM_MAX_NAME + 64];
     for (int r = 0; r < c->P; r++) {
         const struct bm_rank_ops *ro = &t->ranks[r];
         for (int i = 0; i < ro->n_ops; i++) {
@@ -250,60 +271,48 @@ static int check_ops(struct ctx *c)
                 msg_line(m, "  rank %d op #%d: unknown op kind %d", r, i, op->kind);
                 continue;
             }
-            if (op->mb < 0 || op->mb >= c->M) {
-                act(c, op, a, sizeof a);
-                msg_line(m, "  rank %d op #%d %s: mb %d is out of range 0..%d", r, i, a, op->mb,
-                         c->M - 1);
-            }
+            if (op->mb < 0 || op->mb >= c->M)
+                bad_op(c, r, i, "mb %d is out of range 0..%d", op->mb, c->M - 1);
             if (op->kind == BM_OP_COMPUTE) {
                 if (op->module < 0 || op->module >= c->N) {
-                    msg_line(m, "  rank %d op #%d: compute op with module index %d (the table "
-                             "has %d modules)", r, i, op->module, c->N);
+                    bad_op(c, r, i, "module index %d is out of range (the table has %d modules)",
+                           op->module, c->N);
                     continue;
                 }
-                act(c, op, a, sizeof a);
                 if (op->pass == BM_PASS_W)
-                    msg_line(m, "  rank %d op #%d %s: pass W (zero-bubble weight-grad split) is "
-                             "not part of table version 1; use B", r, i, a);
+                    bad_op(c, r, i, "pass W (zero-bubble weight-grad split) is not part of table "
+                           "version 1; use B");
                 else if (op->pass > BM_PASS_W)
-                    msg_line(m, "  rank %d op #%d %s: unknown pass %d", r, i, a, op->pass);
+                    bad_op(c, r, i, "unknown pass %d", op->pass);
                 if (op->module == c->bb) {
                     if (op->chunk < 0 || op->chunk >= c->C)
-                        msg_line(m, "  rank %d op #%d %s: backbone chunk %d is out of range "
-                                 "0..%d", r, i, a, op->chunk, c->C - 1);
+                        bad_op(c, r, i, "backbone chunk %d is out of range 0..%d", op->chunk,
+                               c->C - 1);
                     else if (op->chunk % c->P != r)
-                        msg_line(m, "  rank %d op #%d %s: backbone chunk %d lives on rank %d "
-                                 "(chunk %% pp), not rank %d", r, i, a, op->chunk,
-                                 op->chunk % c->P, r);
+                        bad_op(c, r, i, "backbone chunk %d lives on rank %d (chunk %% pp), not "
+                               "rank %d", op->chunk, op->chunk % c->P, r);
                 } else if (op->chunk != -1) {
-                    msg_line(m, "  rank %d op #%d %s: module %s is not the backbone, so its "
-                             "chunk must be -1 (got %d)", r, i, a, t->modules[op->module].name,
-                             op->chunk);
+                    bad_op(c, r, i, "module %s is not the backbone, so its chunk must be -1 "
+                           "(got %d)", t->modules[op->module].name, op->chunk);
                 }
                 if (op->pass <= BM_PASS_B && !c->active[op->module])
-                    msg_line(m, "  rank %d op #%d %s: policy none runs the backbone only", r,
-                             i, a);
-            } else {
-                act(c, op, a, sizeof a);
-                if (op->peer < 0 || op->peer >= c->P)
-                    msg_line(m, "  rank %d op #%d %s: peer %d is not a rank 0..%d", r, i, a,
-                             op->peer, c->P - 1);
-                else if (op->peer == r)
-                    msg_line(m, "  rank %d op #%d %s: a rank cannot %s itself", r, i, a,
-                             op->kind == BM_OP_SEND ? "send to" : "receive from");
-                if (op->tensor < 0 || op->tensor >= t->n_tensors) {
-                    msg_line(m, "  rank %d op #%d %s: tensor index %d is out of range 0..%d", r,
-                             i, a, op->tensor, t->n_tensors - 1);
-                } else {
-                    int pm, pc, pp;
-                    if (bm_flow_producer(c->flow, op->tensor, &pm, &pc, &pp))
-                        msg_line(m, "  rank %d op #%d %s: no module of the graph makes tensor "
-                                 "%s", r, i, a, t->tensors[op->tensor].name);
-                }
-                if (op->module < -1 || op->module >= c->N)
-                    msg_line(m, "  rank %d op #%d %s: module index %d is out of range", r, i, a,
-                             op->module);
+                    bad_op(c, r, i, "policy none runs the backbone only");
+                continue;
             }
+            if (op->peer < 0 || op->peer >= c->P)
+                bad_op(c, r, i, "peer %d is not a rank 0..%d", op->peer, c->P - 1);
+            else if (op->peer == r)
+                bad_op(c, r, i, "a rank cannot %s itself",
+                       op->kind == BM_OP_SEND ? "send to" : "receive from");
+            int pm, pc, pp;
+            if (op->tensor < 0 || op->tensor >= t->n_tensors)
+                bad_op(c, r, i, "tensor index %d is out of range 0..%d", op->tensor,
+                       t->n_tensors - 1);
+            else if (bm_flow_producer(c->flow, op->tensor, &pm, &pc, &pp))
+                bad_op(c, r, i, "no module of the graph makes tensor %s",
+                       t->tensors[op->tensor].name);
+            if (op->module < -1 || op->module >= c->N)
+                bad_op(c, r, i, "module index %d is out of range", op->module);
         }
     }
     return m->len ? BM_ERR : BM_OK;
@@ -311,29 +320,17 @@ static int check_ops(struct ctx *c)
 
 /* ---------------------------------------------------------------- 1. counts */
 
-static uint64_t comm_hash(int src, int dst, int tensor, int mb)
-{
-    uint64_t h = (uint64_t)(uint32_t)src * 0x9E3779B97F4A7C15ULL;
-    h ^= (uint64_t)(uint32_t)dst + 0x632BE59BD9B4E019ULL + (h << 6) + (h >> 2);
-    h ^= (uint64_t)(uint32_t)tensor * 0xBF58476D1CE4E5B9ULL + (h << 6) + (h >> 2);
-    h ^= (uint64_t)(uint32_t)mb * 0x94D049BB133111EBULL + (h << 6) + (h >> 2);
-    return h ^ (h >> 31);
-}
-
-/* Index of the (src, dst, tensor, mb) message, created when new; -1 on OOM. */
+/* Index of the (src, dst, tensor, mb) message, created when new; -1 on OOM. Messages are
+ * chained per (tensor, mb): a chain holds one entry per (sender, receiver) pair, usually one. */
 static int comm_get(struct ctx *c, int src, int dst, int tensor, int mb)
 {
-    size_t mask = c->hash_cap - 1, h = (size_t)comm_hash(src, dst, tensor, mb) & mask;
-    while (c->hash[h]) {
-        struct comm *e = &c->comms[c->hash[h] - 1];
-        if (e->src == src && e->dst == dst && e->tensor == tensor && e->mb == mb)
-            return c->hash[h] - 1;
-        h = (h + 1) & mask;
-    }
+    int *head = &c->head[(size_t)tensor * c->M + mb];
+    for (int k = *head - 1; k >= 0; k = c->comms[k].next - 1)
+        if (c->comms[k].src == src && c->comms[k].dst == dst) return k;
     if (bm_grow(&c->comms, &c->cap_comms, c->n_comms + 1, sizeof *c->comms)) return -1;
     int k = c->n_comms++;
-    c->comms[k] = (struct comm){src, dst, tensor, mb, -1, -1, -1, -1, 0, 0, 0};
-    c->hash[h] = k + 1;
+    c->comms[k] = (struct comm){src, dst, tensor, mb, -1, -1, -1, -1, 0, 0, 0, *head};
+    *head = k + 1;
     return k;
 }
 
@@ -363,13 +360,8 @@ static int check_counts(struct ctx *c)
     c->comm_of = bm_calloc((size_t)c->P, sizeof *c->comm_of);
     if (!c->cpos || !c->cpos2 || !c->comm_of) return oom(c, "op index");
     for (size_t k = 0; k < nkeys; k++) c->cpos[k] = c->cpos2[k] = -1;
-    long n_comm = 0;
-    for (int r = 0; r < c->P; r++)
-        for (int i = 0; i < t->ranks[r].n_ops; i++) n_comm += t->ranks[r].ops[i].kind != BM_OP_COMPUTE;
-    c->hash_cap = 16;
-    while (c->hash_cap < (size_t)n_comm * 2) c->hash_cap *= 2;
-    c->hash = bm_calloc(c->hash_cap, sizeof *c->hash);
-    if (!c->hash) return oom(c, "message index");
+    c->head = bm_calloc((size_t)(c->T > 0 ? c->T : 1) * (size_t)c->M, sizeof *c->head);
+    if (!c->head) return oom(c, "message index");
 
     int cn = 0, missing = 0, dup = 0, unmatched = 0;
     for (int r = 0; r < c->P; r++) {
@@ -850,7 +842,7 @@ out:
     bm_free(c.cpos);
     bm_free(c.cpos2);
     bm_free(c.comms);
-    bm_free(c.hash);
+    bm_free(c.head);
     if (c.comm_of)
         for (int r = 0; r < c.P; r++) bm_free(c.comm_of[r]);
     bm_free(c.comm_of);
