@@ -151,6 +151,9 @@ static int check_table_fields(struct ctx *c)
     if ((long long)t->pp * t->vpp * t->microbatches > (1LL << 26))
         msg_line(m, "  pp*vpp*microbatches = %lld is too large to verify (limit 2^26)",
                  (long long)t->pp * t->vpp * t->microbatches);
+    if ((long long)(t->n_modules + (long long)t->pp * t->vpp) * t->microbatches > (1LL << 27))
+        msg_line(m, "  (modules + pp*vpp) * microbatches = %lld is too large to verify (limit 2^27)",
+                 (long long)(t->n_modules + (long long)t->pp * t->vpp) * t->microbatches);
     if ((unsigned)t->backbone > BM_BB_INTERLEAVED)
         msg_line(m, "  unknown backbone schedule %d", (int)t->backbone);
     if ((unsigned)t->policy >= BM_N_POLICIES) msg_line(m, "  unknown policy %d", (int)t->policy);
