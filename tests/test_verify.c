@@ -605,7 +605,7 @@ TEST(deadlock_two_ranks_receiving_first)
     bm_table_free(t);
 }
 
-TEST(deadlock_three_rank_cycle_with_bystander)
+TEST(deadlock_cycle_with_bystanders)
 {
     struct fx f = fx_default(4, 4);
     f.vit = 0;
@@ -963,7 +963,7 @@ int main(void)
     RUN(counts_duplicated_op);
     RUN(counts_unmatched_send_and_recv);
     RUN(deadlock_two_ranks_receiving_first);
-    RUN(deadlock_three_rank_cycle_with_bystander);
+    RUN(deadlock_cycle_with_bystanders);
     RUN(order_swapped_backbone_ops);
     RUN(order_wrong_schedule_label);
     RUN(deps_consumer_before_producer);

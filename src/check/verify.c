@@ -781,6 +781,9 @@ static int check_residency(struct ctx *c)
                          first[k], a, peak[k], lim);
         }
     }
+    if (bad)
+        msg_line(&c->msg, "hint: a unit's encoder forwards may start only when the backward of "
+                 "the unit W earlier has run (DESIGN §6); or raise --window");
     bm_free(live);
     bm_free(peak);
     bm_free(first);
