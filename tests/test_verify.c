@@ -495,6 +495,62 @@ TEST(structure_many_problems_are_summarised)
     bm_table_free(t);
 }
 
+TEST(malformed_headers_are_structure_errors)
+{
+    struct bm_table *t = small();
+    if (!t) return;
+    struct bm_rank_ops *ranks = t->ranks;
+    t->ranks = NULL;
+    CHECK_STR_CONTAINS(verify_fail(t), "the table has no rank list (pp 2)");
+    t->ranks = ranks;
+    t->pp = -1;
+    CHECK_STR_CONTAINS(verify_fail(t), "pp is -1");
+    t->pp = 2;
+    t->vpp = 0;
+    CHECK_STR_CONTAINS(verify_fail(t), "vpp is 0");
+    t->vpp = 1;
+    t->n_modules = 0;
+    CHECK_STR_CONTAINS(verify_fail(t), "the table lists 0 modules");
+    t->n_modules = 2;
+    t->modules[0].role = BM_ROLE_BACKBONE;
+    CHECK_STR_CONTAINS(verify_fail(t), "module vit has role backbone but the backbone is module #1");
+    t->modules[0].role = 9;
+    CHECK_STR_CONTAINS(verify_fail(t), "module vit has unknown role 9");
+    t->modules[0].role = BM_ROLE_ENCODER;
+    char *name = t->modules[0].name;
+    t->modules[0].name = t->modules[1].name;
+    CHECK_STR_CONTAINS(verify_fail(t), "module name llm is used twice");
+    t->modules[0].name = NULL;
+    CHECK_STR_CONTAINS(verify_fail(t), "module #0 has no name");
+    t->modules[0].name = name;
+    char *c0 = t->modules[1].consumes[0];
+    t->modules[1].consumes[0] = NULL;
+    CHECK_STR_CONTAINS(verify_fail(t), "module llm: consumes[0] is null");
+    t->modules[1].consumes[0] = c0;
+    t->policy = 77;
+    CHECK_STR_CONTAINS(verify_fail(t), "unknown policy 77");
+    t->policy = BM_POL_OPTIMUS;
+    t->window = -2;
+    CHECK_STR_CONTAINS(verify_fail(t), "window is -2");
+    t->window = 0;
+    t->microbatches = 1 << 24;
+    t->vpp = 4096;
+    CHECK_STR_CONTAINS(verify_fail(t), "too large to verify");
+    t->microbatches = 2;
+    t->vpp = 1;
+    /* two tensors with one name */
+    CHECK(t->n_tensors >= 2);
+    char *n1 = t->tensors[1].name;
+    t->tensors[1].name = bm_strdup(t->tensors[0].name);
+    char want[128];
+    snprintf(want, sizeof want, "tensor name %s is used twice (#0 and #1)", t->tensors[0].name);
+    CHECK_STR_CONTAINS(verify_fail(t), want);
+    bm_free(t->tensors[1].name);
+    t->tensors[1].name = n1;
+    CHECK(verify_ok(t));
+    bm_table_free(t);
+}
+
 TEST(tensor_unknown_to_graph_is_structure_error)
 {
     struct bm_table *t = small();
@@ -958,6 +1014,7 @@ int main(void)
     RUN(policy_none_ignores_other_modules);
     RUN(structure_errors_name_rank_and_op);
     RUN(structure_many_problems_are_summarised);
+    RUN(malformed_headers_are_structure_errors);
     RUN(tensor_unknown_to_graph_is_structure_error);
     RUN(counts_missing_op);
     RUN(counts_duplicated_op);

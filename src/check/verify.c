@@ -142,8 +142,10 @@ static int check_table_fields(struct ctx *c)
 {
     const struct bm_table *t = c->t;
     struct msg *m = &c->msg;
-    if (t->pp < 1 || t->pp > 65536 || !t->ranks)
+    if (t->pp < 1 || t->pp > 65536)
         msg_line(m, "  pp is %d; a table needs 1..65536 ranks", t->pp);
+    else if (!t->ranks)
+        msg_line(m, "  the table has no rank list (pp %d)", t->pp);
     if (t->vpp < 1 || t->vpp > 4096) msg_line(m, "  vpp is %d; it must be 1..4096", t->vpp);
     if (t->microbatches < 1 || t->microbatches > (1 << 24))
         msg_line(m, "  microbatches is %d; it must be 1..16777216", t->microbatches);
