@@ -303,8 +303,13 @@ int bm_plan_build(const struct bm_spec *s, const struct bm_plan_opts *o, struct 
 
 /* ---------------------------------------------------------------- verifier (DESIGN §7) */
 
-/* Check every invariant. BM_OK, or BM_ERR with the first violated invariant explained
- * (for deadlocks: each rank's blocked op and what it waits for). */
+/* Check every invariant: 0 structure (indices in range; safe on hand-edited garbage),
+ * 1 counts, 2 deadlock freedom, 3 backbone order, 4 dependencies, 5 residency (policy bigmac
+ * with window > 0). BM_OK, or BM_ERR with the first violated invariant explained: the first
+ * line reads "invariant N (name) violated: ...", indented lines name ranks and ops ("rank 1
+ * blocked at op #5 RECV_F:llm.c0.out:3<0: waits for ..."), "hint:" lines say what to change.
+ * t is not modified: the dataflow is built on a private copy of t's tensor list, so t's
+ * tensors need not be interned beforehand. err may be NULL. O(ops) time. */
 int bm_verify(const struct bm_table *t, struct bm_err *err);
 
 /* Peak number of live microbatches (F done, B not yet) per rank and module, computed from
