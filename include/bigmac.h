@@ -363,6 +363,7 @@ struct bm_rank_timeline {
     double peak_mib;          /* state_mib + peak of total live activations */
     double peak_act_mib[BM_N_ROLES]; /* each role's own peak (may occur at different times) */
     double busy_ms;           /* sum of compute op durations */
+    double busy_role_ms[BM_N_ROLES]; /* busy_ms split by the role of the op's module */
     double idle_lead_ms;      /* before the first compute op starts (all of makespan if none) */
     double idle_mid_ms;       /* between the first compute start and the last compute end */
     double idle_tail_ms;      /* after the last compute op ends, up to makespan */

@@ -409,6 +409,9 @@ TEST(unified_encoder_on_critical_path)
     CHECK(tl != NULL);
     if (tl) {
         CHECK_NEAR(tl->ranks[0].busy_ms, 4 * (1 + 2 + 1 + 2), 1e-9);
+        CHECK_NEAR(tl->ranks[0].busy_role_ms[BM_ROLE_ENCODER], 4 * (1 + 2), 1e-9);
+        CHECK_NEAR(tl->ranks[0].busy_role_ms[BM_ROLE_BACKBONE], 4 * (1 + 2), 1e-9);
+        CHECK_NEAR(tl->ranks[1].busy_role_ms[BM_ROLE_ENCODER], 0, 1e-12);
         CHECK_NEAR(tl->ranks[1].idle_lead_ms, 2, 1e-9); /* EF0 [0,1] F0 [1,2] */
         CHECK(tl->makespan_ms > 16);
         /* encoder activations: rank 0 holds EF of mb 0 and 1 before EB0 (warm-up 1 + 1) */

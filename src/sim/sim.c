@@ -90,10 +90,14 @@ void bm_timeline_summarize(struct bm_timeline *tl, const struct bm_table *t)
         struct bm_rank_timeline *rt = &tl->ranks[r];
         const struct bm_op *ops = t->ranks[r].ops;
         double busy = 0, first = -1, last = 0;
+        for (int k = 0; k < BM_N_ROLES; k++) rt->busy_role_ms[k] = 0;
         for (int i = 0; i < rt->n_ops; i++) {
             if (ops[i].kind != BM_OP_COMPUTE) continue;
             const struct bm_op_time *ot = &rt->ops[i];
             busy += ot->end_ms - ot->start_ms;
+            int mod = ops[i].module;
+            int role = mod >= 0 && mod < t->n_modules ? (int)t->modules[mod].role : -1;
+            if (role >= 0 && role < BM_N_ROLES) rt->busy_role_ms[role] += ot->end_ms - ot->start_ms;
             if (first < 0) first = ot->start_ms;
             if (ot->end_ms > last) last = ot->end_ms;
         }
