@@ -101,6 +101,37 @@ static void check_idle_sums(const struct bm_timeline *tl)
     }
 }
 
+/* Per-op invariants of any simulated timeline (no jitter): ops run in program order, a compute
+ * op lasts its cost and starts once its inputs are ready, a send takes no time, a recv ends at
+ * max(reached, arrival) and arrival = its send's issue + transfer. */
+static void check_ops(const struct bm_table *t, const struct bm_timeline *tl)
+{
+    for (int r = 0; r < t->pp; r++) {
+        double prev = 0;
+        for (int i = 0; i < t->ranks[r].n_ops; i++) {
+            const struct bm_op *o = &t->ranks[r].ops[i];
+            const struct bm_op_time *ot = &tl->ranks[r].ops[i];
+            CHECKF(fabs(ot->start_ms - prev) < 1e-9, "rank %d op %d starts %g after %g", r, i,
+                   ot->start_ms, prev);
+            CHECK(ot->end_ms <= tl->makespan_ms + 1e-9);
+            if (o->kind == BM_OP_COMPUTE) {
+                CHECK_NEAR(ot->end_ms - ot->start_ms, bm_cost_compute_ms(t, o, 0), 1e-9);
+                CHECK(ot->ready_ms <= ot->start_ms + 1e-9);
+            } else if (o->kind == BM_OP_SEND) {
+                CHECK(ot->end_ms == ot->start_ms);
+            } else {
+                CHECK(ot->wait_rank == o->peer && ot->wait_op >= 0);
+                const struct bm_op *s = &t->ranks[o->peer].ops[ot->wait_op];
+                CHECK(s->kind == BM_OP_SEND && s->peer == r && s->tensor == o->tensor && s->mb == o->mb);
+                CHECK_NEAR(ot->ready_ms,
+                           tl->ranks[o->peer].ops[ot->wait_op].start_ms + bm_cost_comm_ms(t, o->tensor), 1e-9);
+                CHECK_NEAR(ot->end_ms, BM_MAX(ot->start_ms, ot->ready_ms), 1e-12);
+            }
+            prev = ot->end_ms;
+        }
+    }
+}
+
 /* ---------------------------------------------------------------- makespans */
 
 TEST(makespan_1f1b_p4_m8_is_33)
@@ -111,6 +142,7 @@ TEST(makespan_1f1b_p4_m8_is_33)
     CHECK(tl != NULL);
     if (tl) {
         CHECK_NEAR(tl->makespan_ms, 33, 1e-9);
+        check_ops(t, tl);
         for (int r = 0; r < 4; r++) CHECK_NEAR(tl->ranks[r].busy_ms, 24, 1e-9);
         CHECK_NEAR(tl->bubble_ratio, 4 * 9.0 / (4 * 33.0), 1e-12);
         CHECK_NEAR(tl->samples_per_s, 8 / 0.033, 1e-6);
@@ -134,6 +166,7 @@ TEST(makespan_interleaved_p4_v2_m8_is_28_5)
     CHECK(tl != NULL);
     if (tl) {
         CHECK_NEAR(tl->makespan_ms, 28.5, 1e-9);
+        check_ops(t, tl);
         for (int r = 0; r < 4; r++) CHECK_NEAR(tl->ranks[r].busy_ms, 24, 1e-9);
         check_idle_sums(tl);
     }
@@ -217,6 +250,7 @@ TEST(comm_latency_and_bandwidth_add_exactly)
     tl = sim(t, NULL);
     CHECK(tl && fabs(tl->makespan_ms - (6 + 2 * 2.048576)) < 1e-9);
     if (tl) check_idle_sums(tl);
+    if (tl) check_ops(t, tl);
     bm_timeline_free(tl);
     bm_table_free(t);
 }
@@ -410,6 +444,7 @@ TEST(unified_encoder_on_critical_path)
     if (tl) {
         CHECK_NEAR(tl->ranks[0].busy_ms, 4 * (1 + 2 + 1 + 2), 1e-9);
         CHECK_NEAR(tl->ranks[0].busy_role_ms[BM_ROLE_ENCODER], 4 * (1 + 2), 1e-9);
+        check_ops(t, tl);
         CHECK_NEAR(tl->ranks[0].busy_role_ms[BM_ROLE_BACKBONE], 4 * (1 + 2), 1e-9);
         CHECK_NEAR(tl->ranks[1].busy_role_ms[BM_ROLE_ENCODER], 0, 1e-12);
         CHECK_NEAR(tl->ranks[1].idle_lead_ms, 2, 1e-9); /* EF0 [0,1] F0 [1,2] */
@@ -568,6 +603,7 @@ TEST(grid_idle_sums_and_makespan_bounds)
                         continue;
                     }
                     check_idle_sums(tl);
+                    check_ops(t, tl);
                     for (int r = 0; r < P; r++) CHECK(tl->makespan_ms >= tl->ranks[r].busy_ms - 1e-9);
                     double per = 3.0 / P + 6.0 / P;
                     if (bbs[bi] != BM_BB_INTERLEAVED)
@@ -576,6 +612,146 @@ TEST(grid_idle_sums_and_makespan_bounds)
                     bm_timeline_free(tl);
                     bm_table_free(t);
                 }
+}
+
+/* ---------------------------------------------------------------- differential */
+
+/* Naive reference: sweep every rank in program order again and again, advancing an op only when
+ * its matching send (the k-th send of the same key for the k-th recv, found by linear scan) has
+ * a time, until nothing changes. Fills start/end per op; returns the makespan, or -1 when stuck. */
+static double reference_sim(const struct bm_table *t, double **start, double **end)
+{
+    int P = t->pp;
+    int *pc = calloc((size_t)P, sizeof *pc);
+    double *tf = calloc((size_t)P, sizeof *tf);
+    for (int progress = 1; progress;) {
+        progress = 0;
+        for (int r = 0; r < P; r++)
+            for (; pc[r] < t->ranks[r].n_ops; pc[r]++) {
+                int i = pc[r];
+                const struct bm_op *o = &t->ranks[r].ops[i];
+                if (o->kind == BM_OP_COMPUTE) {
+                    start[r][i] = tf[r];
+                    tf[r] += bm_cost_compute_ms(t, o, 0);
+                } else if (o->kind == BM_OP_SEND) {
+                    start[r][i] = tf[r];
+                } else {
+                    int k = 0; /* this is the k-th recv of its key on r */
+                    for (int j = 0; j < i; j++) {
+                        const struct bm_op *q = &t->ranks[r].ops[j];
+                        k += q->kind == BM_OP_RECV && q->peer == o->peer && q->tensor == o->tensor && q->mb == o->mb;
+                    }
+                    int p = o->peer, found = -1;
+                    for (int j = 0; j < t->ranks[p].n_ops && found < 0; j++) {
+                        const struct bm_op *q = &t->ranks[p].ops[j];
+                        if (q->kind == BM_OP_SEND && q->peer == r && q->tensor == o->tensor && q->mb == o->mb && k-- == 0)
+                            found = j;
+                    }
+                    if (found < 0 || found >= pc[p]) break; /* not issued yet */
+                    start[r][i] = tf[r];
+                    double arrive = start[p][found] + bm_cost_comm_ms(t, o->tensor);
+                    if (arrive > tf[r]) tf[r] = arrive;
+                }
+                end[r][i] = tf[r];
+                progress = 1;
+            }
+    }
+    double ms = 0;
+    int stuck = 0;
+    for (int r = 0; r < P; r++) {
+        stuck |= pc[r] < t->ranks[r].n_ops;
+        if (tf[r] > ms) ms = tf[r];
+    }
+    free(pc);
+    free(tf);
+    return stuck ? -1 : ms;
+}
+
+/* Backbone schedule + Optimus-style encoder on owner rank m % P (EF hoisted, EB deferred) with
+ * random costs, chunk weights, mb scales, latency and bandwidth. */
+static struct bm_table *random_table(struct bm_rng *g)
+{
+    int P = 1 + (int)(bm_rng_next(g) % 5), bbk = (int)(bm_rng_next(g) % 3), V = 1;
+    enum bm_backbone bb = (enum bm_backbone)bbk;
+    if (bb == BM_BB_INTERLEAVED) V = 1 + (int)(bm_rng_next(g) % 3);
+    int M = P * (1 + (int)(bm_rng_next(g) % 3)) + (bb == BM_BB_INTERLEAVED ? 0 : (int)(bm_rng_next(g) % 3));
+    struct bm_table *t = new_table(bb, P, V, M, 1 + 9 * bm_rng_uniform(g), 2 + 18 * bm_rng_uniform(g), 0, 0);
+    int vit = add_module(t, "vit", BM_ROLE_ENCODER, bm_rng_uniform(g), 2 * bm_rng_uniform(g), 1, 1, 1);
+    int C = P * V;
+    t->chunk_weights = bm_malloc((size_t)C * sizeof(double));
+    double sum = 0;
+    for (int c = 0; c < C; c++) sum += t->chunk_weights[c] = 0.2 + bm_rng_uniform(g);
+    for (int c = 0; c < C; c++) t->chunk_weights[c] /= sum;
+    t->mb_scale = bm_malloc((size_t)M * sizeof(double));
+    for (int m = 0; m < M; m++) t->mb_scale[m] = 0.5 + 1.5 * bm_rng_uniform(g);
+    t->device.link_latency_us = 1000 * bm_rng_uniform(g);
+    t->device.link_gbytes_per_s = bm_rng_uniform(g) < 0.5 ? 0 : 1 + 10 * bm_rng_uniform(g);
+    int emb = bm_table_tensor(t, "vis_emb", vit, 0, 2), gemb = bm_table_tensor(t, "grad:vis_emb", vit, 1, 2);
+    /* backbone first (into a scratch table), then splice encoder ops around it */
+    add_backbone(t, 0);
+    for (int r = 0; r < P; r++) {
+        struct bm_rank_ops old = t->ranks[r];
+        t->ranks[r] = (struct bm_rank_ops){0};
+        for (int m = r; m < M; m += P) {
+            push(t, r, BM_OP_COMPUTE, BM_PASS_F, vit, -1, m, -1, -1);
+            push(t, r, BM_OP_SEND, 0, vit, -1, m, 0, emb);
+        }
+        for (int i = 0; i < old.n_ops; i++) {
+            struct bm_op o = old.ops[i];
+            if (o.kind == BM_OP_COMPUTE && o.chunk == 0 && o.pass == BM_PASS_F)
+                push(t, r, BM_OP_RECV, 0, vit, -1, o.mb, o.mb % P, emb);
+            push(t, r, o.kind, o.pass, o.module, o.chunk, o.mb, o.peer, o.tensor);
+            if (o.kind == BM_OP_COMPUTE && o.chunk == 0 && o.pass == BM_PASS_B)
+                push(t, r, BM_OP_SEND, 0, vit, -1, o.mb, o.mb % P, gemb);
+        }
+        bm_free(old.ops);
+    }
+    for (int r = 0; r < P; r++)
+        for (int m = r; m < M; m += P) {
+            push(t, r, BM_OP_RECV, 0, vit, -1, m, 0, gemb);
+            push(t, r, BM_OP_COMPUTE, BM_PASS_B, vit, -1, m, -1, -1);
+        }
+    return t;
+}
+
+TEST(differential_against_naive_reference)
+{
+    struct bm_rng g;
+    bm_rng_seed(&g, 2026);
+    for (int iter = 0; iter < 200; iter++) {
+        struct bm_table *t = random_table(&g);
+        double **st = calloc((size_t)t->pp, sizeof *st), **en = calloc((size_t)t->pp, sizeof *en);
+        for (int r = 0; r < t->pp; r++) {
+            st[r] = calloc((size_t)t->ranks[r].n_ops + 1, sizeof **st);
+            en[r] = calloc((size_t)t->ranks[r].n_ops + 1, sizeof **en);
+        }
+        double ref = reference_sim(t, st, en);
+        struct bm_timeline *tl = sim(t, NULL);
+        CHECKF(ref >= 0 && tl, "iter %d: reference %g, simulate %p", iter, ref, (void *)tl);
+        if (tl && ref >= 0) {
+            CHECKF(fabs(tl->makespan_ms - ref) < 1e-9, "iter %d P=%d V=%d M=%d %s: %g vs reference %g",
+                   iter, t->pp, t->vpp, t->microbatches, bm_backbone_name(t->backbone), tl->makespan_ms, ref);
+            int bad = 0;
+            for (int r = 0; r < t->pp; r++)
+                for (int i = 0; i < t->ranks[r].n_ops; i++)
+                    bad += fabs(tl->ranks[r].ops[i].start_ms - st[r][i]) > 1e-9 ||
+                           fabs(tl->ranks[r].ops[i].end_ms - en[r][i]) > 1e-9;
+            CHECKF(bad == 0, "iter %d: %d ops differ from the reference", iter, bad);
+            check_ops(t, tl);
+            check_idle_sums(tl);
+            /* encoder activations: optimus holds every owned microbatch until the end */
+            for (int r = 0; r < t->pp; r++)
+                CHECK_NEAR(tl->ranks[r].peak_act_mib[BM_ROLE_ENCODER], (t->microbatches - r + t->pp - 1) / t->pp, 1e-9);
+        }
+        for (int r = 0; r < t->pp; r++) {
+            free(st[r]);
+            free(en[r]);
+        }
+        free(st);
+        free(en);
+        bm_timeline_free(tl);
+        bm_table_free(t);
+    }
 }
 
 int main(void)
@@ -597,5 +773,6 @@ int main(void)
     RUN(allocation_failures_are_reported);
     RUN(summarize_a_measured_trace);
     RUN(grid_idle_sums_and_makespan_bounds);
+    RUN(differential_against_naive_reference);
     return test_summary();
 }
