@@ -53,7 +53,8 @@ info:
 
 $(BUILD)/%.o: %.c include/bigmac.h $(wildcard src/*/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -c $< -o $@
+	@echo "  CC      $<"
+	@$(CC) $(CFLAGS) -c $< -o $@
 
 $(BUILD)/src/exec/comm_mpi.o: src/exec/comm_mpi.c include/bigmac.h $(wildcard src/*/*.h)
 	@mkdir -p $(dir $@)
@@ -61,16 +62,19 @@ $(BUILD)/src/exec/comm_mpi.o: src/exec/comm_mpi.c include/bigmac.h $(wildcard sr
 
 $(LIB): $(LIB_OBJ)
 	@mkdir -p $(dir $@)
-	rm -f $@
-	ar rcs $@ $^
+	@rm -f $@
+	@echo "  AR      $@"
+	@ar rcs $@ $^
 
 $(BIN)/bigmac: $(CLI_OBJ) $(MPI_OBJ) $(LIB)
 	@mkdir -p $(dir $@)
-	$(LINK) $(LDFLAGS) -o $@ $(CLI_OBJ) $(MPI_OBJ) $(LIB) $(LDLIBS)
+	@echo "  LINK    $@"
+	@$(LINK) $(LDFLAGS) -o $@ $(CLI_OBJ) $(MPI_OBJ) $(LIB) $(LDLIBS)
 
 $(BUILD)/tests/%: tests/%.c tests/test.h $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Itests -o $@ $< $(LIB) $(LDFLAGS) $(LDLIBS)
+	@echo "  TEST    $<"
+	@$(CC) $(CFLAGS) -Itests -o $@ $< $(LIB) $(LDFLAGS) $(LDLIBS)
 
 $(BUILD)/bench/%: bench/%.c $(LIB)
 	@mkdir -p $(dir $@)

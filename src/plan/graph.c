@@ -1,0 +1,241 @@
+/* graph.c — the iteration's task graph: every compute op, where it runs, how long it takes
+ * nominally and which ops it waits for (from the dataflow in flow.c). */
+#include <string.h>
+
+#include "plan/plan.h"
+#include "util/util.h"
+
+double bm_plan_comm_ms(const struct bm_table *t, double mib)
+{
+    /* latency + bytes / bandwidth; MiB are 2^20 bytes, GB/s are 1e9 bytes/s. */
+    double bw = t->device.link_gbytes_per_s > 0 ? t->device.link_gbytes_per_s : 25;
+    return t->device.link_latency_us / 1000.0 + mib * 1048576.0 / (bw * 1e9) * 1000.0;
+}
+
+int bm_plan_warmup_extra(const struct bm_table *t)
+{
+    if (t->policy != BM_POL_BIGMAC && t->policy != BM_POL_IDEAL) return 0;
+    int bb = t->backbone_module;
+    for (int g = 0; g < t->n_modules; g++) {
+        if (t->modules[g].role != BM_ROLE_GENERATOR || !t->modules[g].grad_to_backbone) continue;
+        for (int k = 0; k < t->modules[g].n_consumes; k++)
+            for (int j = 0; j < t->modules[bb].n_produces; j++)
+                if (!strcmp(t->modules[g].consumes[k], t->modules[bb].produces[j]))
+                    return t->unit - 1;
+    }
+    return 0;
+}
+
+static int task_rank(const struct bm_table *t, int module, int chunk, int mb)
+{
+    if (module == t->backbone_module) return chunk % t->pp;
+    if (t->policy == BM_POL_UNIFIED || t->policy == BM_POL_UNIFIED_BALANCED)
+        return t->modules[module].role == BM_ROLE_ENCODER ? 0 : t->pp - 1;
+    return mb % t->pp;
+}
+
+void bm_graph_free(struct bm_graph *g)
+{
+    if (!g) return;
+    bm_free(g->task);
+    bm_free(g->pred);
+    bm_free(g->succ);
+    bm_free(g->nested_module);
+    bm_free(g->nested_slot);
+    bm_free(g);
+}
+
+/* Preds of task (module, chunk, pass, mb): producers of its needs, and its own F for a B.
+ * Calls visit(pred_task, comm_ms) for each; returns the count. */
+static int for_preds(const struct bm_graph *g, int id, struct bm_edge *out)
+{
+    const struct bm_table *t = g->t;
+    const struct bm_task *x = &g->task[id];
+    const struct bm_flow_op *fo = bm_flow_get(g->flow, x->module, x->chunk, x->pass);
+    int n = 0;
+    for (int i = 0; i < fo->n_needs; i++) {
+        int pm, pc, pp;
+        if (bm_flow_producer(g->flow, fo->needs[i], &pm, &pc, &pp)) continue;
+        int pid = pm == t->backbone_module ? bm_task_bb(g, pc, pp, x->mb)
+                                           : bm_task_nested(g, g->nested_slot[pm], pp, x->mb);
+        float comm = g->task[pid].rank != x->rank
+                         ? (float)bm_plan_comm_ms(t, t->tensors[fo->needs[i]].mib)
+                         : 0.0f;
+        int dup = 0;
+        for (int j = 0; j < n; j++)
+            if (out[j].task == pid) {
+                if (comm > out[j].comm_ms) out[j].comm_ms = comm;
+                dup = 1;
+            }
+        if (!dup) out[n++] = (struct bm_edge){pid, comm};
+    }
+    if (x->pass == BM_PASS_B) {
+        int fid = x->chunk >= 0 ? bm_task_bb(g, x->chunk, BM_PASS_F, x->mb)
+                                : bm_task_nested(g, g->nested_slot[x->module], BM_PASS_F, x->mb);
+        int dup = 0;
+        for (int j = 0; j < n; j++) dup |= out[j].task == fid;
+        if (!dup) out[n++] = (struct bm_edge){fid, 0.0f};
+    }
+    return n;
+}
+
+int bm_graph_build(const struct bm_table *t, const struct bm_flow *flow, struct bm_graph **out,
+                   struct bm_err *err)
+{
+    *out = NULL;
+    struct bm_graph *g = bm_calloc(1, sizeof *g);
+    if (!g) goto oom;
+    g->t = t;
+    g->flow = flow;
+    g->C = t->pp * t->vpp;
+    g->M = t->microbatches;
+    g->nested_module = bm_calloc((size_t)t->n_modules, sizeof(int));
+    g->nested_slot = bm_calloc((size_t)t->n_modules, sizeof(int));
+    if (!g->nested_module || !g->nested_slot) goto oom;
+    for (int i = 0; i < t->n_modules; i++) {
+        g->nested_slot[i] = -1;
+        if (i != t->backbone_module) {
+            g->nested_slot[i] = g->n_nested;
+            g->nested_module[g->n_nested++] = i;
+        }
+    }
+    long n = 2L * g->M * (g->C + g->n_nested);
+    if (n > 200000000L) {
+        bm_graph_free(g);
+        return bm_err_set(err, "plan too large: %ld compute ops (limit 200 million)", n);
+    }
+    g->n_tasks = (int)n;
+    g->task = bm_calloc((size_t)n, sizeof *g->task);
+    if (!g->task) goto oom;
+    const struct bm_table_module *bbm = &t->modules[t->backbone_module];
+    for (int c = 0; c < g->C; c++)
+        for (int p = 0; p < 2; p++)
+            for (int m = 0; m < g->M; m++) {
+                struct bm_task *x = &g->task[bm_task_bb(g, c, p, m)];
+                x->module = (int16_t)t->backbone_module;
+                x->pass = (int8_t)p;
+                x->chunk = c;
+                x->mb = m;
+                x->rank = task_rank(t, t->backbone_module, c, m);
+                x->dur = (p ? bbm->cost.bwd_ms : bbm->cost.fwd_ms) * t->chunk_weights[c];
+            }
+    for (int k = 0; k < g->n_nested; k++) {
+        int mod = g->nested_module[k];
+        const struct bm_table_module *mm = &t->modules[mod];
+        for (int p = 0; p < 2; p++)
+            for (int m = 0; m < g->M; m++) {
+                struct bm_task *x = &g->task[bm_task_nested(g, k, p, m)];
+                x->module = (int16_t)mod;
+                x->pass = (int8_t)p;
+                x->chunk = -1;
+                x->mb = m;
+                x->rank = task_rank(t, mod, -1, m);
+                double scale = mm->role == BM_ROLE_ENCODER && t->mb_scale ? t->mb_scale[m] : 1.0;
+                x->dur = (p ? mm->cost.bwd_ms : mm->cost.fwd_ms) * scale;
+            }
+    }
+    /* Edges in CSR form: count, then fill. */
+    struct bm_edge tmp[64 + 2 * 256];
+    long np = 0;
+    for (int i = 0; i < g->n_tasks; i++) {
+        int k = for_preds(g, i, tmp);
+        g->task[i].pred0 = (int32_t)np;
+        g->task[i].npred = k;
+        np += k;
+    }
+    g->pred = bm_malloc((size_t)(np ? np : 1) * sizeof *g->pred);
+    g->succ = bm_malloc((size_t)(np ? np : 1) * sizeof *g->succ);
+    if (!g->pred || !g->succ) goto oom;
+    for (int i = 0; i < g->n_tasks; i++) for_preds(g, i, g->pred + g->task[i].pred0);
+    for (int i = 0; i < g->n_tasks; i++) g->task[i].nsucc = 0;
+    for (long e = 0; e < np; e++) g->task[g->pred[e].task].nsucc++;
+    long s = 0;
+    for (int i = 0; i < g->n_tasks; i++) {
+        g->task[i].succ0 = (int32_t)s;
+        s += g->task[i].nsucc;
+        g->task[i].nsucc = 0;
+    }
+    for (int i = 0; i < g->n_tasks; i++)
+        for (int e = 0; e < g->task[i].npred; e++) {
+            struct bm_edge pe = g->pred[g->task[i].pred0 + e];
+            struct bm_task *p = &g->task[pe.task];
+            g->succ[p->succ0 + p->nsucc++] = (struct bm_edge){i, pe.comm_ms};
+        }
+    *out = g;
+    return BM_OK;
+oom:
+    bm_graph_free(g);
+    return bm_err_set(err, "out of memory building the task graph");
+}
+
+void bm_order_free(struct bm_order *o)
+{
+    if (!o) return;
+    for (int r = 0; r < o->pp; r++) bm_free(o->seq ? o->seq[r] : NULL);
+    bm_free(o->seq);
+    bm_free(o->n);
+    bm_free(o);
+}
+
+static int order_times(const struct bm_graph *g, const struct bm_order *o, double *start,
+                       double *finish, double *makespan, int backbone_only, struct bm_err *err)
+{
+    int P = o->pp;
+    int *pos = bm_calloc((size_t)P, sizeof *pos);
+    double *free_at = bm_calloc((size_t)P, sizeof *free_at);
+    char *done = bm_calloc((size_t)g->n_tasks, 1);
+    if (!pos || !free_at || !done) {
+        bm_free(pos);
+        bm_free(free_at);
+        bm_free(done);
+        return bm_err_set(err, "out of memory timing the plan");
+    }
+    long remaining = 0;
+    for (int r = 0; r < P; r++) remaining += o->n[r];
+    int progress = 1;
+    double end = 0;
+    while (remaining > 0 && progress) {
+        progress = 0;
+        for (int r = 0; r < P; r++) {
+            while (pos[r] < o->n[r]) {
+                int id = o->seq[r][pos[r]];
+                const struct bm_task *x = &g->task[id];
+                double ready = free_at[r];
+                int ok = 1;
+                for (int e = 0; e < x->npred && ok; e++) {
+                    struct bm_edge pe = g->pred[x->pred0 + e];
+                    if (backbone_only && g->task[pe.task].chunk < 0) continue;
+                    if (!done[pe.task]) ok = 0;
+                    else if (finish[pe.task] + pe.comm_ms > ready) ready = finish[pe.task] + pe.comm_ms;
+                }
+                if (!ok) break;
+                start[id] = ready;
+                finish[id] = ready + x->dur;
+                free_at[r] = finish[id];
+                if (finish[id] > end) end = finish[id];
+                done[id] = 1;
+                pos[r]++;
+                remaining--;
+                progress = 1;
+            }
+        }
+    }
+    bm_free(pos);
+    bm_free(free_at);
+    bm_free(done);
+    if (remaining > 0) return bm_err_set(err, "internal: the planned order deadlocks");
+    if (makespan) *makespan = end;
+    return BM_OK;
+}
+
+int bm_order_times(const struct bm_graph *g, const struct bm_order *o, double *start,
+                   double *finish, double *makespan, struct bm_err *err)
+{
+    return order_times(g, o, start, finish, makespan, 0, err);
+}
+
+int bm_order_times_backbone(const struct bm_graph *g, const struct bm_order *o, double *start,
+                            double *finish, struct bm_err *err)
+{
+    return order_times(g, o, start, finish, NULL, 1, err);
+}

@@ -1,0 +1,88 @@
+/* lower.c — turn each rank's compute order into an executable op list: a recv right before
+ * the first op on the rank that needs a tensor made elsewhere, a send right after the op that
+ * makes it, one per destination rank (DESIGN §4: sends are non-blocking, recvs block). */
+#include <string.h>
+
+#include "plan/plan.h"
+#include "util/util.h"
+
+static int task_id_of(const struct bm_graph *g, int module, int chunk, int pass, int mb)
+{
+    if (chunk >= 0) return bm_task_bb(g, chunk, pass, mb);
+    return bm_task_nested(g, g->nested_slot[module], pass, mb);
+}
+
+static int push_compute(struct bm_table *t, int r, const struct bm_task *x, struct bm_err *err)
+{
+    struct bm_op op = {BM_OP_COMPUTE, (uint8_t)x->pass, x->module, x->chunk, x->mb, -1, -1};
+    return bm_table_push(t, r, op, err);
+}
+
+int bm_lower(struct bm_table *t, const struct bm_graph *g, const struct bm_order *o,
+             struct bm_err *err)
+{
+    const struct bm_flow *f = g->flow;
+    long nbits = (long)t->n_tensors * t->microbatches;
+    unsigned char *have = bm_malloc((size_t)(nbits / 8 + 1));
+    int *dests = bm_malloc((size_t)(t->pp + 1) * sizeof(int));
+    if (!have || !dests) {
+        bm_free(have);
+        bm_free(dests);
+        return bm_err_set(err, "out of memory lowering the plan");
+    }
+    int rc = BM_OK;
+    for (int r = 0; r < t->pp && !rc; r++) {
+        memset(have, 0, (size_t)(nbits / 8 + 1));
+        for (int i = 0; i < o->n[r] && !rc; i++) {
+            const struct bm_task *x = &g->task[o->seq[r][i]];
+            const struct bm_flow_op *fo = bm_flow_get(f, x->module, x->chunk, x->pass);
+            /* receive what this op needs from other ranks, unless already here */
+            for (int k = 0; k < fo->n_needs && !rc; k++) {
+                int tn = fo->needs[k];
+                long bit = (long)tn * t->microbatches + x->mb;
+                if (have[bit >> 3] & (1u << (bit & 7))) continue;
+                int pm, pc, pp;
+                if (bm_flow_producer(f, tn, &pm, &pc, &pp)) continue;
+                int src = g->task[task_id_of(g, pm, pc, pp, x->mb)].rank;
+                if (src == r) continue;
+                struct bm_op op = {BM_OP_RECV, 0, (int16_t)pm, -1, x->mb, src, tn};
+                rc = bm_table_push(t, r, op, err);
+                have[bit >> 3] |= (unsigned char)(1u << (bit & 7));
+            }
+            if (rc) break;
+            rc = push_compute(t, r, x, err);
+            /* send what it makes to every other rank that consumes it */
+            for (int k = 0; k < fo->n_makes && !rc; k++) {
+                int tn = fo->makes[k];
+                int nd = 0;
+                for (int e = 0; e < x->nsucc; e++) {
+                    const struct bm_task *s = &g->task[g->succ[x->succ0 + e].task];
+                    if (s->rank == r) continue;
+                    const struct bm_flow_op *so = bm_flow_get(f, s->module, s->chunk, s->pass);
+                    int needs = 0;
+                    for (int q = 0; q < so->n_needs; q++) needs |= so->needs[q] == tn;
+                    if (!needs) continue;
+                    int dup = 0;
+                    for (int q = 0; q < nd; q++) dup |= dests[q] == s->rank;
+                    if (!dup) dests[nd++] = s->rank;
+                }
+                /* ascending destination order keeps tables stable across runs */
+                for (int a = 1; a < nd; a++)
+                    for (int b2 = a; b2 > 0 && dests[b2 - 1] > dests[b2]; b2--) {
+                        int tmp = dests[b2];
+                        dests[b2] = dests[b2 - 1];
+                        dests[b2 - 1] = tmp;
+                    }
+                for (int q = 0; q < nd && !rc; q++) {
+                    struct bm_op op = {BM_OP_SEND, 0, x->module, -1, x->mb, dests[q], tn};
+                    rc = bm_table_push(t, r, op, err);
+                }
+                long bit = (long)tn * t->microbatches + x->mb;
+                have[bit >> 3] |= (unsigned char)(1u << (bit & 7));
+            }
+        }
+    }
+    bm_free(have);
+    bm_free(dests);
+    return rc;
+}

@@ -1,0 +1,976 @@
+/* nest.c — nesting policies (DESIGN §6): where and when encoder/generator work runs.
+ *
+ * The backbone order of every rank is fixed (schedule.c). Nested work is placed by an
+ * event-driven list scheduler over the nominal timeline: at each step the rank whose next op
+ * can start earliest commits one op, chosen by the policy's rule:
+ *
+ *   bigmac / ideal  a nested op goes into the idle gap before the rank's next backbone op when
+ *                   it fits entirely ("bubble filling"); otherwise it runs before the backbone op
+ *                   only when waiting would delay its consumer more than it delays the backbone
+ *                   op ("column" placement: at the earliest point its inputs are ready without
+ *                   moving the backbone order). Encoder forwards are admitted W units at a time:
+ *                   unit u+W may start on a rank once that rank's backwards of unit u are done,
+ *                   and those become ready only when the chunk-0 backwards of the whole unit are
+ *                   done. Generator work of a unit starts when the last chunk has produced the
+ *                   whole unit, and each microbatch's generator F and B run back to back.
+ *   optimus         encoder forwards first (consumption order), the backbone, then encoder
+ *                   backwards (gradient order); generators as soon as their inputs allow; then
+ *                   a refinement moves single encoder ops into idle gaps they fit entirely.
+ *   unified(-balanced)  encoders fused around chunk 0 on rank 0, generators after the last
+ *                   chunk on rank P-1 (built directly, no scheduling needed).
+ *   none            the backbone alone.
+ *
+ * Because ops are committed only when their inputs are committed, every order produced here is
+ * executable; a window too small for the backbone shows up as a stall, which is reported with
+ * each rank's blocked op. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "plan/plan.h"
+#include "util/util.h"
+
+#define INF 1e300
+#define EPS 1e-9
+
+/* ---------------------------------------------------------------- small int vector */
+
+struct ivec {
+    int *v;
+    int n, cap;
+};
+
+static int ivec_push(struct ivec *a, int x)
+{
+    if (bm_grow(&a->v, &a->cap, a->n + 1, sizeof *a->v)) return -1;
+    a->v[a->n++] = x;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- scheduler state */
+
+struct sched {
+    const struct bm_graph *g;
+    const struct bm_table *t;
+    int P, M, U, W, n_units;
+    int nested_rules;      /* bigmac/ideal: window, unit gates, generator blocks */
+    int optimus;
+
+    int *unsched;          /* [task] preds not yet committed */
+    double *ready;         /* [task] inputs' arrival once unsched == 0 */
+    double *start, *finish;
+    char *done;
+    double *s0;            /* [task] backbone-only nominal start (backbone tasks) */
+
+    double *t_free;        /* [rank] */
+    double *delta;         /* [rank] lateness of its last backbone op vs s0 */
+    int *bi;               /* [rank] next index into bbseq */
+    int **bbseq, *bbn;     /* [rank] backbone task order */
+    struct ivec *avail;    /* [rank] nested tasks with unsched == 0, not yet committed */
+    struct ivec *forced;   /* [rank] generator-block continuation, committed in order */
+    int *forced_head;      /* [rank] index of next forced task */
+    struct ivec *out;      /* [rank] committed order */
+
+    /* proposals: a rank's next op is recomputed only when something it depends on changed
+     * (its "dirty" flag); a min-heap of (start, rank, version) picks the earliest. */
+    int *prop_task;        /* [rank] -1 = blocked */
+    double *prop_start;
+    char *prop_valid;
+    int *dirty, n_dirty;   /* ranks whose proposal must be recomputed */
+    int *version;          /* [rank] bumps on every recomputation */
+    struct heap_ent { double start; int rank, version; } *heap;
+    int heap_n, heap_cap;
+
+    /* gates */
+    int *c0_b_left;        /* [unit] chunk-0 backwards not yet committed */
+    int *last_f_left;      /* [unit] last-chunk forwards not yet committed */
+    int *frontier;         /* [k*P + r] leading units whose encoder-k backwards on r are done */
+    int *eb_left;          /* [(k*P + r)*n_units + u] encoder-k backwards of unit u left on r */
+    char *feeds_backbone;  /* [k] encoder slot k's output is consumed by the backbone */
+    char *gen_head;        /* [k] generator slot k starts the per-microbatch generator block */
+    int *topo;             /* nested slots in topological order (F order) */
+    int n_topo;
+    int n_enc_slots;
+    long remaining;
+};
+
+static int is_bb(const struct sched *S, int id) { return S->g->task[id].chunk >= 0; }
+
+static int slot_of(const struct sched *S, int id)
+{
+    return S->g->nested_slot[S->g->task[id].module];
+}
+
+static enum bm_role role_of(const struct sched *S, int id)
+{
+    return S->t->modules[S->g->task[id].module].role;
+}
+
+static int unit_of(const struct sched *S, int mb) { return mb / S->U; }
+
+/* Is the policy's gate open for nested task id? */
+static int gate_open(const struct sched *S, int id)
+{
+    if (!S->nested_rules) return 1;
+    const struct bm_task *x = &S->g->task[id];
+    int k = slot_of(S, id), u = unit_of(S, x->mb);
+    if (role_of(S, id) == BM_ROLE_ENCODER) {
+        if (x->pass == BM_PASS_F) return u < S->frontier[k * S->P + x->rank] + S->W;
+        if (S->feeds_backbone[k]) return S->c0_b_left[u] == 0;
+        return 1;
+    }
+    if (role_of(S, id) == BM_ROLE_GENERATOR && x->pass == BM_PASS_F && S->gen_head[k])
+        return S->last_f_left[u] == 0;
+    return 1;
+}
+
+/* Estimated start of a backbone task not yet committed. */
+static double est_bb(const struct sched *S, int id)
+{
+    const struct bm_task *x = &S->g->task[id];
+    if (S->done[id]) return S->start[id];
+    double d = S->delta[x->rank];
+    int C = S->g->C;
+    int q = x->rank;
+    if (x->pass == BM_PASS_F && x->chunk > 0) q = (x->chunk - 1) % S->P;
+    if (x->pass == BM_PASS_B && x->chunk < C - 1) q = (x->chunk + 1) % S->P;
+    if (S->delta[q] > d) d = S->delta[q];
+    return S->s0[id] + d;
+}
+
+/* Total duration of microbatch mb's generator block (every generator's F and B). */
+static double gen_block_dur(const struct sched *S, int mb)
+{
+    double d = 0;
+    for (int k = 0; k < S->g->n_nested; k++) {
+        int mod = S->g->nested_module[k];
+        if (S->t->modules[mod].role != BM_ROLE_GENERATOR) continue;
+        d += S->g->task[bm_task_nested(S->g, k, BM_PASS_F, mb)].dur +
+             S->g->task[bm_task_nested(S->g, k, BM_PASS_B, mb)].dur;
+    }
+    return d;
+}
+
+/* Latest start of nested task id that does not delay the backbone op consuming its result
+ * (INF when nothing in the backbone waits for it). depth bounds encoder chains. */
+static double deadline(const struct sched *S, int id, int depth)
+{
+    const struct bm_graph *g = S->g;
+    const struct bm_task *x = &g->task[id];
+    if (depth > 64) return INF;
+    if (role_of(S, id) == BM_ROLE_ENCODER && x->pass == BM_PASS_F) {
+        double d = INF;
+        for (int e = 0; e < x->nsucc; e++) {
+            struct bm_edge se = g->succ[x->succ0 + e];
+            const struct bm_task *s = &g->task[se.task];
+            if (s->pass != BM_PASS_F) continue;
+            double ls = is_bb(S, se.task) ? est_bb(S, se.task) : deadline(S, se.task, depth + 1);
+            if (ls - se.comm_ms < d) d = ls - se.comm_ms;
+        }
+        return d >= INF ? INF : d - x->dur;
+    }
+    if (role_of(S, id) == BM_ROLE_ENCODER && x->pass == BM_PASS_B) {
+        /* An encoder backward matters when the window holds back a forward on this rank. */
+        if (!S->nested_rules) return INF;
+        int k = slot_of(S, id);
+        int u = S->frontier[k * S->P + x->rank] + S->W;
+        for (int m = u * S->U; m < S->M && m < (u + 1) * S->U; m++) {
+            int f = bm_task_nested(g, k, BM_PASS_F, m);
+            if (g->task[f].rank == x->rank && !S->done[f]) {
+                double d = deadline(S, f, depth + 1);
+                return d >= INF ? INF : d - x->dur;
+            }
+        }
+        return INF;
+    }
+    if (role_of(S, id) == BM_ROLE_GENERATOR) {
+        /* The block's result feeds the last chunk's backward (when gradient flows). */
+        int bb_b = bm_task_bb(g, g->C - 1, BM_PASS_B, x->mb);
+        const struct bm_task *b = &g->task[bb_b];
+        double d = INF;
+        for (int e = 0; e < b->npred; e++) {
+            struct bm_edge pe = g->pred[b->pred0 + e];
+            if (g->task[pe.task].chunk < 0 && est_bb(S, bb_b) - pe.comm_ms < d)
+                d = est_bb(S, bb_b) - pe.comm_ms;
+        }
+        return d >= INF ? INF : d - gen_block_dur(S, x->mb);
+    }
+    return INF;
+}
+
+static void invalidate(struct sched *S, int r)
+{
+    if (!S->prop_valid[r]) return;
+    S->prop_valid[r] = 0;
+    S->dirty[S->n_dirty++] = r;
+}
+
+static void invalidate_all(struct sched *S)
+{
+    for (int r = 0; r < S->P; r++) invalidate(S, r);
+}
+
+static int heap_less(const struct heap_ent *a, const struct heap_ent *b)
+{
+    return a->start < b->start || (a->start == b->start && a->rank < b->rank);
+}
+
+static int heap_push(struct sched *S, struct heap_ent e)
+{
+    if (bm_grow(&S->heap, &S->heap_cap, S->heap_n + 1, sizeof *S->heap)) return -1;
+    int i = S->heap_n++;
+    while (i > 0 && heap_less(&e, &S->heap[(i - 1) / 2])) {
+        S->heap[i] = S->heap[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    S->heap[i] = e;
+    return 0;
+}
+
+static struct heap_ent heap_pop(struct sched *S)
+{
+    struct heap_ent top = S->heap[0], last = S->heap[--S->heap_n];
+    int i = 0;
+    for (;;) {
+        int c = 2 * i + 1;
+        if (c >= S->heap_n) break;
+        if (c + 1 < S->heap_n && heap_less(&S->heap[c + 1], &S->heap[c])) c++;
+        if (!heap_less(&S->heap[c], &last)) break;
+        S->heap[i] = S->heap[c];
+        i = c;
+    }
+    if (S->heap_n > 0) S->heap[i] = last;
+    return top;
+}
+
+/* ---------------------------------------------------------------- proposals per policy */
+
+struct pick {
+    int task;
+    double start;
+};
+
+static struct pick propose_nested_rules(struct sched *S, int r)
+{
+    const struct bm_graph *g = S->g;
+    double t = S->t_free[r];
+    int b = S->bi[r] < S->bbn[r] ? S->bbseq[r][S->bi[r]] : -1;
+    int b_known = b >= 0 && S->unsched[b] == 0;
+    double rb = b < 0 ? INF : b_known ? S->ready[b] : est_bb(S, b);
+    double start_b = rb > t ? rb : t;
+    if (!b_known && start_b < t + EPS) start_b = t + EPS; /* not ready now, whatever the estimate */
+
+    int fit = -1, urgent = -1;
+    double fit_d = INF, urg_d = INF, fit_s = 0, urg_s = 0;
+    const struct ivec *av = &S->avail[r];
+    for (int i = 0; i < av->n; i++) {
+        int n = av->v[i];
+        if (!gate_open(S, n)) continue;
+        double sn = S->ready[n] > t ? S->ready[n] : t;
+        double d = deadline(S, n, 0);
+        /* prefer backwards (they free memory and open the window) among equals */
+        double key = d - (g->task[n].pass == BM_PASS_B ? 1e-6 : 0) + 1e-12 * g->task[n].mb;
+        if (sn + g->task[n].dur <= start_b + EPS && (fit < 0 || key < fit_d)) {
+            fit = n;
+            fit_d = key;
+            fit_s = sn;
+        }
+        if (urgent < 0 || key < urg_d || (key == urg_d && sn < urg_s)) {
+            urgent = n;
+            urg_d = key;
+            urg_s = sn;
+        }
+    }
+    if (fit >= 0) return (struct pick){fit, fit_s};
+    if (urgent >= 0) {
+        if (b < 0) return (struct pick){urgent, urg_s};
+        double dn = deadline(S, urgent, 0);
+        if (b_known) {
+            double delay_b = urg_s + g->task[urgent].dur - start_b;
+            double late_n = start_b + g->task[b].dur - dn;
+            if (late_n > delay_b) return (struct pick){urgent, urg_s};
+            return (struct pick){b, start_b};
+        }
+        if (dn < INF) return (struct pick){urgent, dn > urg_s ? dn : urg_s};
+        return (struct pick){-1, INF};
+    }
+    if (b_known) return (struct pick){b, start_b};
+    return (struct pick){-1, INF};
+}
+
+static struct pick propose_optimus(struct sched *S, int r)
+{
+    const struct bm_graph *g = S->g;
+    double t = S->t_free[r];
+    int b = S->bi[r] < S->bbn[r] ? S->bbseq[r][S->bi[r]] : -1;
+    int b_known = b >= 0 && S->unsched[b] == 0;
+    double start_b = b_known ? (S->ready[b] > t ? S->ready[b] : t) : INF;
+    int ef = -1, gen = -1, eb = -1;
+    const struct ivec *av = &S->avail[r];
+    for (int i = 0; i < av->n; i++) {
+        int n = av->v[i];
+        const struct bm_task *x = &g->task[n];
+        if (role_of(S, n) == BM_ROLE_ENCODER && x->pass == BM_PASS_F) {
+            if (ef < 0 || x->mb < g->task[ef].mb) ef = n;
+        } else if (role_of(S, n) == BM_ROLE_GENERATOR) {
+            if (gen < 0 || S->ready[n] < S->ready[gen]) gen = n;
+        } else if (eb < 0 || S->ready[n] < S->ready[eb] ||
+                   (S->ready[n] == S->ready[eb] && x->mb < g->task[eb].mb)) {
+            eb = n;
+        }
+    }
+    double sg = gen >= 0 ? (S->ready[gen] > t ? S->ready[gen] : t) : INF;
+    if (gen >= 0 && sg <= start_b) return (struct pick){gen, sg};
+    if (ef >= 0) return (struct pick){ef, S->ready[ef] > t ? S->ready[ef] : t};
+    if (b_known) return (struct pick){b, start_b};
+    if (b >= 0) {
+        if (gen >= 0) return (struct pick){gen, sg};
+        return (struct pick){-1, INF};
+    }
+    if (gen >= 0) return (struct pick){gen, sg};
+    if (eb >= 0) return (struct pick){eb, S->ready[eb] > t ? S->ready[eb] : t};
+    return (struct pick){-1, INF};
+}
+
+static struct pick propose(struct sched *S, int r)
+{
+    struct ivec *fq = &S->forced[r];
+    if (S->forced_head[r] < fq->n) {
+        int x = fq->v[S->forced_head[r]];
+        if (S->unsched[x]) return (struct pick){-1, INF};
+        double t = S->t_free[r];
+        return (struct pick){x, S->ready[x] > t ? S->ready[x] : t};
+    }
+    return S->optimus ? propose_optimus(S, r) : propose_nested_rules(S, r);
+}
+
+/* ---------------------------------------------------------------- committing */
+
+static int make_avail(struct sched *S, int id)
+{
+    const struct bm_task *x = &S->g->task[id];
+    double rd = 0;
+    for (int e = 0; e < x->npred; e++) {
+        struct bm_edge pe = S->g->pred[x->pred0 + e];
+        double a = S->finish[pe.task] + pe.comm_ms;
+        if (a > rd) rd = a;
+    }
+    S->ready[id] = rd;
+    invalidate(S, x->rank);
+    if (is_bb(S, id)) return 0;
+    /* generator block members after the head are committed through the forced queue */
+    if (S->nested_rules || S->optimus) {
+        if (role_of(S, id) == BM_ROLE_GENERATOR && !(x->pass == BM_PASS_F && S->gen_head[slot_of(S, id)]))
+            return 0;
+    }
+    return ivec_push(&S->avail[x->rank], id);
+}
+
+static void remove_avail(struct sched *S, int r, int id)
+{
+    struct ivec *a = &S->avail[r];
+    for (int i = 0; i < a->n; i++)
+        if (a->v[i] == id) {
+            a->v[i] = a->v[--a->n];
+            return;
+        }
+}
+
+/* Queue the rest of microbatch mb's generator block on rank r after its head. */
+static int queue_gen_block(struct sched *S, int r, int head)
+{
+    const struct bm_graph *g = S->g;
+    int mb = g->task[head].mb;
+    for (int i = 0; i < S->n_topo; i++) {
+        int k = S->topo[i];
+        if (S->t->modules[g->nested_module[k]].role != BM_ROLE_GENERATOR) continue;
+        int f = bm_task_nested(g, k, BM_PASS_F, mb);
+        if (f != head && ivec_push(&S->forced[r], f)) return -1;
+    }
+    for (int i = S->n_topo - 1; i >= 0; i--) {
+        int k = S->topo[i];
+        if (S->t->modules[g->nested_module[k]].role != BM_ROLE_GENERATOR) continue;
+        if (ivec_push(&S->forced[r], bm_task_nested(g, k, BM_PASS_B, mb))) return -1;
+    }
+    return 0;
+}
+
+static int commit(struct sched *S, int r, struct pick p)
+{
+    const struct bm_graph *g = S->g;
+    int id = p.task;
+    const struct bm_task *x = &g->task[id];
+    S->start[id] = p.start;
+    S->finish[id] = p.start + x->dur;
+    S->done[id] = 1;
+    S->t_free[r] = S->finish[id];
+    S->remaining--;
+    if (ivec_push(&S->out[r], id)) return -1;
+    invalidate(S, r);
+    if (is_bb(S, id)) {
+        S->bi[r]++;
+        S->delta[r] = p.start - S->s0[id];
+        int u = unit_of(S, x->mb);
+        if (x->chunk == 0 && x->pass == BM_PASS_B && --S->c0_b_left[u] == 0) invalidate_all(S);
+        if (x->chunk == g->C - 1 && x->pass == BM_PASS_F && --S->last_f_left[u] == 0)
+            invalidate_all(S);
+    } else if (S->forced_head[r] < S->forced[r].n && S->forced[r].v[S->forced_head[r]] == id) {
+        S->forced_head[r]++;
+    } else {
+        remove_avail(S, r, id);
+        if (role_of(S, id) == BM_ROLE_GENERATOR && x->pass == BM_PASS_F && S->gen_head[slot_of(S, id)])
+            if (queue_gen_block(S, r, id)) return -1;
+        if (S->nested_rules && role_of(S, id) == BM_ROLE_ENCODER && x->pass == BM_PASS_B) {
+            int k = slot_of(S, id), u = unit_of(S, x->mb);
+            int *fr = &S->frontier[k * S->P + r];
+            int *left = &S->eb_left[(size_t)(k * S->P + r) * S->n_units];
+            left[u]--;
+            while (*fr < S->n_units && left[*fr] == 0) (*fr)++;
+        }
+    }
+    for (int e = 0; e < x->nsucc; e++) {
+        int s = g->succ[x->succ0 + e].task;
+        if (--S->unsched[s] == 0 && make_avail(S, s)) return -1;
+    }
+    /* a changed delay moves other ranks' estimates; cheap to refresh lazily */
+    return 0;
+}
+
+/* ---------------------------------------------------------------- setup */
+
+static void sched_free(struct sched *S)
+{
+    bm_free(S->unsched);
+    bm_free(S->ready);
+    bm_free(S->start);
+    bm_free(S->finish);
+    bm_free(S->done);
+    bm_free(S->s0);
+    bm_free(S->t_free);
+    bm_free(S->delta);
+    bm_free(S->bi);
+    if (S->bbseq)
+        for (int r = 0; r < S->P; r++) bm_free(S->bbseq[r]);
+    bm_free(S->bbseq);
+    bm_free(S->bbn);
+    for (int r = 0; S->avail && r < S->P; r++) bm_free(S->avail[r].v);
+    for (int r = 0; S->forced && r < S->P; r++) bm_free(S->forced[r].v);
+    for (int r = 0; S->out && r < S->P; r++) bm_free(S->out[r].v);
+    bm_free(S->avail);
+    bm_free(S->forced);
+    bm_free(S->forced_head);
+    bm_free(S->out);
+    bm_free(S->prop_task);
+    bm_free(S->prop_start);
+    bm_free(S->prop_valid);
+    bm_free(S->dirty);
+    bm_free(S->version);
+    bm_free(S->heap);
+    bm_free(S->c0_b_left);
+    bm_free(S->last_f_left);
+    bm_free(S->frontier);
+    bm_free(S->eb_left);
+    bm_free(S->feeds_backbone);
+    bm_free(S->gen_head);
+    bm_free(S->topo);
+}
+
+/* Backbone order per rank as task ids. */
+static int backbone_seqs(const struct bm_graph *g, int ***seq, int **n, struct bm_err *err)
+{
+    const struct bm_table *t = g->t;
+    int P = t->pp, len = 2 * t->vpp * t->microbatches;
+    *seq = bm_calloc((size_t)P, sizeof **seq);
+    *n = bm_calloc((size_t)P, sizeof **n);
+    struct bm_bb_step *steps = bm_malloc((size_t)len * sizeof *steps);
+    if (!*seq || !*n || !steps) {
+        bm_free(steps);
+        return bm_err_set(err, "out of memory building backbone orders");
+    }
+    for (int r = 0; r < P; r++) {
+        if (bm_backbone_order(t->backbone, P, t->vpp, t->microbatches, r, t->warmup_extra, steps, err)) {
+            bm_free(steps);
+            return BM_ERR;
+        }
+        (*seq)[r] = bm_malloc((size_t)len * sizeof(int));
+        if (!(*seq)[r]) {
+            bm_free(steps);
+            return bm_err_set(err, "out of memory building backbone orders");
+        }
+        for (int i = 0; i < len; i++)
+            (*seq)[r][i] = bm_task_bb(g, steps[i].chunk, steps[i].pass, steps[i].mb);
+        (*n)[r] = len;
+    }
+    bm_free(steps);
+    return BM_OK;
+}
+
+/* Nested slots in dependency order (producers first). */
+static int topo_slots(struct sched *S)
+{
+    const struct bm_graph *g = S->g;
+    int K = g->n_nested;
+    S->topo = bm_malloc((size_t)(K ? K : 1) * sizeof(int));
+    char *placed = bm_calloc((size_t)(K ? K : 1), 1);
+    if (!S->topo || !placed) {
+        bm_free(placed);
+        return -1;
+    }
+    S->n_topo = 0;
+    for (int round = 0; round < K && S->n_topo < K; round++)
+        for (int k = 0; k < K; k++) {
+            if (placed[k]) continue;
+            const struct bm_task *x = &g->task[bm_task_nested(g, k, BM_PASS_F, 0)];
+            int ok = 1;
+            for (int e = 0; e < x->npred; e++) {
+                int p = g->pred[x->pred0 + e].task;
+                if (g->task[p].chunk < 0 && !placed[g->nested_slot[g->task[p].module]]) ok = 0;
+            }
+            if (ok) {
+                placed[k] = 1;
+                S->topo[S->n_topo++] = k;
+            }
+        }
+    bm_free(placed);
+    return S->n_topo == K ? 0 : -1;
+}
+
+static int sched_init(struct sched *S, const struct bm_graph *g, int window, struct bm_err *err)
+{
+    const struct bm_table *t = g->t;
+    memset(S, 0, sizeof *S);
+    S->g = g;
+    S->t = t;
+    S->P = t->pp;
+    S->M = t->microbatches;
+    S->U = t->unit > 0 ? t->unit : t->pp;
+    S->n_units = (S->M + S->U - 1) / S->U;
+    S->W = window;
+    S->nested_rules = t->policy == BM_POL_BIGMAC || t->policy == BM_POL_IDEAL;
+    S->optimus = t->policy == BM_POL_OPTIMUS;
+    int N = g->n_tasks, P = S->P, K = g->n_nested;
+    S->unsched = bm_malloc((size_t)N * sizeof(int));
+    S->ready = bm_calloc((size_t)N, sizeof(double));
+    S->start = bm_calloc((size_t)N, sizeof(double));
+    S->finish = bm_calloc((size_t)N, sizeof(double));
+    S->done = bm_calloc((size_t)N, 1);
+    S->s0 = bm_calloc((size_t)N, sizeof(double));
+    S->t_free = bm_calloc((size_t)P, sizeof(double));
+    S->delta = bm_calloc((size_t)P, sizeof(double));
+    S->bi = bm_calloc((size_t)P, sizeof(int));
+    S->avail = bm_calloc((size_t)P, sizeof *S->avail);
+    S->forced = bm_calloc((size_t)P, sizeof *S->forced);
+    S->forced_head = bm_calloc((size_t)P, sizeof(int));
+    S->out = bm_calloc((size_t)P, sizeof *S->out);
+    S->prop_task = bm_calloc((size_t)P, sizeof(int));
+    S->prop_start = bm_calloc((size_t)P, sizeof(double));
+    S->prop_valid = bm_calloc((size_t)P, 1);
+    S->dirty = bm_calloc((size_t)P, sizeof(int));
+    S->version = bm_calloc((size_t)P, sizeof(int));
+    S->c0_b_left = bm_calloc((size_t)S->n_units, sizeof(int));
+    S->last_f_left = bm_calloc((size_t)S->n_units, sizeof(int));
+    S->frontier = bm_calloc((size_t)(K ? K : 1) * (size_t)P, sizeof(int));
+    S->eb_left = bm_calloc((size_t)(K ? K : 1) * (size_t)P * (size_t)S->n_units, sizeof(int));
+    S->feeds_backbone = bm_calloc((size_t)(K ? K : 1), 1);
+    S->gen_head = bm_calloc((size_t)(K ? K : 1), 1);
+    if (!S->unsched || !S->ready || !S->start || !S->finish || !S->done || !S->s0 ||
+        !S->t_free || !S->delta || !S->bi || !S->avail || !S->forced || !S->forced_head ||
+        !S->out || !S->prop_task || !S->prop_start || !S->prop_valid || !S->dirty ||
+        !S->version || !S->c0_b_left ||
+        !S->last_f_left || !S->frontier || !S->eb_left || !S->feeds_backbone || !S->gen_head)
+        return bm_err_set(err, "out of memory planning");
+    if (topo_slots(S)) return bm_err_set(err, "out of memory planning (or a module cycle)");
+    if (backbone_seqs(g, &S->bbseq, &S->bbn, err)) return BM_ERR;
+
+    /* Backbone-only nominal timeline: the reference the nested ops are fitted around. */
+    {
+        struct bm_order o = {P, S->bbseq, S->bbn};
+        if (bm_order_times_backbone(g, &o, S->s0, S->finish, err)) return BM_ERR;
+        memset(S->finish, 0, (size_t)N * sizeof(double));
+    }
+    for (int m = 0; m < S->M; m++) {
+        S->c0_b_left[unit_of(S, m)]++;
+        S->last_f_left[unit_of(S, m)]++;
+    }
+    for (int k = 0; k < K; k++) {
+        int mod = g->nested_module[k];
+        enum bm_role role = t->modules[mod].role;
+        const struct bm_task *f0 = &g->task[bm_task_nested(g, k, BM_PASS_F, 0)];
+        for (int e = 0; e < f0->nsucc; e++)
+            if (g->task[g->succ[f0->succ0 + e].task].chunk >= 0) S->feeds_backbone[k] = 1;
+        if (role == BM_ROLE_GENERATOR) {
+            /* the head is the first generator in dependency order */
+            int first = -1;
+            for (int i = 0; i < S->n_topo && first < 0; i++)
+                if (t->modules[g->nested_module[S->topo[i]]].role == BM_ROLE_GENERATOR)
+                    first = S->topo[i];
+            S->gen_head[k] = first == k;
+        }
+        if (role == BM_ROLE_ENCODER)
+            for (int m = 0; m < S->M; m++) {
+                int r = g->task[bm_task_nested(g, k, BM_PASS_F, m)].rank;
+                S->eb_left[(size_t)(k * P + r) * S->n_units + unit_of(S, m)]++;
+            }
+    }
+    /* frontier: leading units with nothing to do on the rank are already "done" */
+    for (int k = 0; k < K; k++)
+        for (int r = 0; r < P; r++) {
+            int *fr = &S->frontier[k * P + r];
+            const int *left = &S->eb_left[(size_t)(k * P + r) * S->n_units];
+            while (*fr < S->n_units && left[*fr] == 0) (*fr)++;
+        }
+    S->remaining = 0;
+    for (int r = 0; r < P; r++) S->remaining += S->bbn[r];
+    for (int i = 0; i < N; i++) {
+        S->unsched[i] = g->task[i].npred;
+        if (!is_bb(S, i)) S->remaining++;
+    }
+    for (int i = 0; i < N; i++)
+        if (S->unsched[i] == 0 && make_avail(S, i)) return bm_err_set(err, "out of memory planning");
+    return BM_OK;
+}
+
+/* Describe why the scheduler cannot go on: each rank's next op and what it waits for. Ranks
+ * that only wait for the previous stage's backbone op are summarised after the first few. */
+static void describe_stall(struct sched *S, char *buf, size_t n)
+{
+    const struct bm_graph *g = S->g;
+    size_t len = 0;
+    int chained = 0, chained_shown = 0;
+    for (int r = 0; r < S->P; r++) {
+        int b = S->bi[r] < S->bbn[r] ? S->bbseq[r][S->bi[r]] : -1;
+        if (b < 0) continue;
+        char what[64];
+        struct bm_op op = {BM_OP_COMPUTE, (uint8_t)g->task[b].pass, g->task[b].module,
+                           g->task[b].chunk, g->task[b].mb, -1, -1};
+        bm_op_format(S->t, &op, what, sizeof what);
+        const struct bm_task *x = &g->task[b];
+        int p = -1;
+        for (int e = 0; e < x->npred && p < 0; e++)
+            if (!S->done[g->pred[x->pred0 + e].task]) p = g->pred[x->pred0 + e].task;
+        if (p < 0) continue;
+        char pw[64];
+        struct bm_op po = {BM_OP_COMPUTE, (uint8_t)g->task[p].pass, g->task[p].module,
+                           g->task[p].chunk, g->task[p].mb, -1, -1};
+        bm_op_format(S->t, &po, pw, sizeof pw);
+        int chain = is_bb(S, p);
+        if (chain && ++chained > 3) continue;
+        if (chain) chained_shown++;
+        const char *why = "";
+        if (!is_bb(S, p) && S->unsched[p] == 0 && !gate_open(S, p))
+            why = role_of(S, p) == BM_ROLE_ENCODER && g->task[p].pass == BM_PASS_F
+                      ? " (held back by the window: the encoder backwards of an earlier unit "
+                        "need chunk-0 backwards that come later on rank 0)"
+                      : " (held back until its unit is complete)";
+        if (len + 300 < n)
+            len += (size_t)snprintf(buf + len, n - len, "\n  rank %d blocked at %s, waiting for %s on rank %d%s",
+                                    r, what, pw, g->task[p].rank, why);
+    }
+    if (chained > chained_shown && len + 100 < n)
+        snprintf(buf + len, n - len, "\n  ... and %d more ranks waiting for the stage before them",
+                 chained - chained_shown);
+}
+
+static int run(struct sched *S, struct bm_err *err)
+{
+    int P = S->P;
+    S->n_dirty = 0;
+    for (int r = 0; r < P; r++) S->dirty[S->n_dirty++] = r;
+    while (S->remaining > 0) {
+        while (S->n_dirty > 0) {
+            int r = S->dirty[--S->n_dirty];
+            struct pick p = propose(S, r);
+            S->prop_task[r] = p.task;
+            S->prop_start[r] = p.start;
+            S->prop_valid[r] = 1;
+            S->version[r]++;
+            if (p.task >= 0 && heap_push(S, (struct heap_ent){p.start, r, S->version[r]}))
+                return bm_err_set(err, "out of memory planning");
+        }
+        int best = -1;
+        while (S->heap_n > 0 && best < 0) {
+            struct heap_ent e = heap_pop(S);
+            if (e.version == S->version[e.rank] && S->prop_valid[e.rank]) best = e.rank;
+        }
+        if (best < 0) {
+            char why[3000];
+            describe_stall(S, why, sizeof why);
+            return bm_err_set(err,
+                              "%s with %s backbone at P=%d, V=%d, M=%d, U=%d: window W=%d is too "
+                              "small (deadlock):%s",
+                              bm_policy_name(S->t->policy), bm_backbone_name(S->t->backbone), P,
+                              S->t->vpp, S->M, S->U, S->W, why);
+        }
+        struct pick p = {S->prop_task[best], S->prop_start[best]};
+        if (commit(S, best, p)) return bm_err_set(err, "out of memory planning");
+    }
+    return BM_OK;
+}
+
+static int take_order(struct sched *S, struct bm_order **out, struct bm_err *err)
+{
+    struct bm_order *o = bm_calloc(1, sizeof *o);
+    if (!o) return bm_err_set(err, "out of memory planning");
+    o->pp = S->P;
+    o->seq = bm_calloc((size_t)S->P, sizeof *o->seq);
+    o->n = bm_calloc((size_t)S->P, sizeof *o->n);
+    if (!o->seq || !o->n) {
+        bm_order_free(o);
+        return bm_err_set(err, "out of memory planning");
+    }
+    for (int r = 0; r < S->P; r++) {
+        o->seq[r] = S->out[r].v;
+        o->n[r] = S->out[r].n;
+        S->out[r].v = NULL;
+    }
+    *out = o;
+    return BM_OK;
+}
+
+/* ---------------------------------------------------------------- unified / none */
+
+static int build_fused(const struct bm_graph *g, struct bm_order **out, struct bm_err *err)
+{
+    struct sched S;
+    int rc = sched_init(&S, g, 0, err);
+    if (rc) {
+        sched_free(&S);
+        return rc;
+    }
+    int P = S.P;
+    for (int r = 0; r < P && rc == 0; r++) {
+        for (int i = 0; i < S.bbn[r] && rc == 0; i++) {
+            int b = S.bbseq[r][i];
+            const struct bm_task *x = &g->task[b];
+            int first = x->chunk == 0, last = x->chunk == g->C - 1;
+            if (x->pass == BM_PASS_F && first)
+                for (int j = 0; j < S.n_topo && !rc; j++) {
+                    int k = S.topo[j];
+                    if (g->t->modules[g->nested_module[k]].role == BM_ROLE_ENCODER)
+                        rc = ivec_push(&S.out[r], bm_task_nested(g, k, BM_PASS_F, x->mb));
+                }
+            rc = rc || ivec_push(&S.out[r], b);
+            if (x->pass == BM_PASS_F && last) {
+                for (int j = 0; j < S.n_topo && !rc; j++) {
+                    int k = S.topo[j];
+                    if (g->t->modules[g->nested_module[k]].role == BM_ROLE_GENERATOR)
+                        rc = ivec_push(&S.out[r], bm_task_nested(g, k, BM_PASS_F, x->mb));
+                }
+                for (int j = S.n_topo - 1; j >= 0 && !rc; j--) {
+                    int k = S.topo[j];
+                    if (g->t->modules[g->nested_module[k]].role == BM_ROLE_GENERATOR)
+                        rc = ivec_push(&S.out[r], bm_task_nested(g, k, BM_PASS_B, x->mb));
+                }
+            }
+            if (x->pass == BM_PASS_B && first)
+                for (int j = S.n_topo - 1; j >= 0 && !rc; j--) {
+                    int k = S.topo[j];
+                    if (g->t->modules[g->nested_module[k]].role == BM_ROLE_ENCODER)
+                        rc = ivec_push(&S.out[r], bm_task_nested(g, k, BM_PASS_B, x->mb));
+                }
+        }
+    }
+    if (rc) rc = bm_err_set(err, "out of memory planning");
+    if (!rc) rc = take_order(&S, out, err);
+    sched_free(&S);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- optimus refinement */
+
+/* Move single encoder ops into nominal idle gaps they fit entirely: forwards out of the
+ * leading block to later gaps (before their consumer needs them), backwards out of the
+ * trailing block to earlier gaps (after their gradient arrived). Keeps a round only when the
+ * nominal makespan does not grow. */
+static int optimus_refine(const struct bm_graph *g, struct bm_order *o, struct bm_err *err)
+{
+    int N = g->n_tasks, P = o->pp;
+    double *start = bm_malloc((size_t)N * sizeof(double));
+    double *finish = bm_malloc((size_t)N * sizeof(double));
+    int *ins_before = bm_malloc((size_t)N * sizeof(int)); /* task -> index it moves before, -1 */
+    double *cap = NULL;
+    int rc = BM_OK;
+    if (!start || !finish || !ins_before) {
+        rc = bm_err_set(err, "out of memory refining the optimus plan");
+        goto done;
+    }
+    double best;
+    if (bm_order_times(g, o, start, finish, &best, err)) {
+        rc = BM_ERR;
+        goto done;
+    }
+    for (int round = 0; round < 8; round++) {
+        int moved = 0;
+        struct bm_order *n = bm_calloc(1, sizeof *n);
+        if (!n) {
+            rc = bm_err_set(err, "out of memory refining the optimus plan");
+            goto done;
+        }
+        n->pp = P;
+        n->seq = bm_calloc((size_t)P, sizeof *n->seq);
+        n->n = bm_calloc((size_t)P, sizeof *n->n);
+        if (!n->seq || !n->n) {
+            bm_order_free(n);
+            rc = bm_err_set(err, "out of memory refining the optimus plan");
+            goto done;
+        }
+        for (int r = 0; r < P; r++) {
+            int len = o->n[r];
+            int *seq = o->seq[r];
+            bm_free(cap);
+            cap = bm_malloc((size_t)(len + 1) * sizeof(double)); /* free time at gap i (before seq[i]) */
+            n->seq[r] = bm_malloc((size_t)(len ? len : 1) * sizeof(int));
+            if (!cap || !n->seq[r]) {
+                bm_order_free(n);
+                rc = bm_err_set(err, "out of memory refining the optimus plan");
+                goto done;
+            }
+            for (int i = 0; i < len; i++) ins_before[seq[i]] = -1;
+            /* gap i lies between seq[i-1] and seq[i]; cap[i] = where free time starts */
+            for (int i = 1; i < len; i++) cap[i] = finish[seq[i - 1]];
+            cap[0] = 0;
+            int first_bb = -1, last_bb = -1;
+            for (int i = 0; i < len; i++)
+                if (g->task[seq[i]].chunk >= 0) {
+                    if (first_bb < 0) first_bb = i;
+                    last_bb = i;
+                }
+            if (first_bb < 0) {
+                memcpy(n->seq[r], seq, (size_t)len * sizeof(int));
+                n->n[r] = len;
+                continue;
+            }
+            /* backwards in the trailing block -> earliest gap after their inputs arrive */
+            for (int i = last_bb + 1; i < len; i++) {
+                int x = seq[i];
+                const struct bm_task *tx = &g->task[x];
+                if (g->t->modules[tx->module].role != BM_ROLE_ENCODER || tx->pass != BM_PASS_B) continue;
+                double rd = 0;
+                int pred_pos_ok = 1;
+                for (int e = 0; e < tx->npred; e++) {
+                    struct bm_edge pe = g->pred[tx->pred0 + e];
+                    double a = finish[pe.task] + pe.comm_ms;
+                    if (a > rd) rd = a;
+                    if (g->task[pe.task].rank == r && g->task[pe.task].chunk < 0 &&
+                        g->task[pe.task].pass == BM_PASS_B)
+                        pred_pos_ok = 0; /* chained encoder backwards stay put */
+                }
+                if (!pred_pos_ok) continue;
+                for (int gi = first_bb + 1; gi <= last_bb; gi++) {
+                    double s = cap[gi] > rd ? cap[gi] : rd;
+                    if (s + tx->dur <= start[seq[gi]] + EPS && g->task[seq[gi - 1]].chunk >= 0) {
+                        ins_before[x] = gi;
+                        cap[gi] = s + tx->dur;
+                        moved = 1;
+                        break;
+                    }
+                }
+            }
+            /* forwards in the leading block -> latest gap that still feeds the consumer */
+            for (int i = first_bb - 1; i >= 0; i--) {
+                int x = seq[i];
+                const struct bm_task *tx = &g->task[x];
+                if (g->t->modules[tx->module].role != BM_ROLE_ENCODER || tx->pass != BM_PASS_F) continue;
+                double need = INF;
+                int chain = 0;
+                for (int e = 0; e < tx->nsucc; e++) {
+                    struct bm_edge se = g->succ[tx->succ0 + e];
+                    if (g->task[se.task].chunk < 0 && g->task[se.task].pass == BM_PASS_F) chain = 1;
+                    if (g->task[se.task].pass == BM_PASS_F && start[se.task] - se.comm_ms < need)
+                        need = start[se.task] - se.comm_ms;
+                }
+                if (chain) continue;
+                for (int gi = last_bb; gi > first_bb; gi--) {
+                    double s = cap[gi];
+                    double end = start[seq[gi]] < need ? start[seq[gi]] : need;
+                    if (s + tx->dur <= end + EPS && g->task[seq[gi - 1]].chunk >= 0 &&
+                        finish[seq[gi - 1]] <= need) {
+                        ins_before[x] = gi;
+                        cap[gi] = s + tx->dur;
+                        moved = 1;
+                        break;
+                    }
+                }
+            }
+            /* rebuild: ops staying put, plus moved ops before their target index (bucketed,
+             * keeping their relative order) */
+            int *head = bm_malloc((size_t)(len + 1) * sizeof(int));
+            int *next = bm_malloc((size_t)(len ? len : 1) * sizeof(int));
+            int *tail = bm_malloc((size_t)(len + 1) * sizeof(int));
+            if (!head || !next || !tail) {
+                bm_free(head);
+                bm_free(next);
+                bm_free(tail);
+                bm_order_free(n);
+                rc = bm_err_set(err, "out of memory refining the optimus plan");
+                goto done;
+            }
+            for (int i = 0; i <= len; i++) head[i] = tail[i] = -1;
+            for (int j = 0; j < len; j++) {
+                int gi = ins_before[seq[j]];
+                next[j] = -1;
+                if (gi < 0 || gi == j) continue;
+                if (tail[gi] < 0) head[gi] = j;
+                else next[tail[gi]] = j;
+                tail[gi] = j;
+            }
+            int k = 0;
+            for (int i = 0; i <= len; i++) {
+                for (int j = head[i]; j >= 0; j = next[j]) n->seq[r][k++] = seq[j];
+                if (i < len && (ins_before[seq[i]] < 0 || ins_before[seq[i]] == i))
+                    n->seq[r][k++] = seq[i];
+            }
+            bm_free(head);
+            bm_free(next);
+            bm_free(tail);
+            n->n[r] = k;
+        }
+        if (!moved) {
+            bm_order_free(n);
+            break;
+        }
+        double ms;
+        struct bm_err e2;
+        if (bm_order_times(g, n, start, finish, &ms, &e2) || ms > best + EPS) {
+            bm_order_free(n);
+            break;
+        }
+        best = ms;
+        for (int r = 0; r < P; r++) {
+            bm_free(o->seq[r]);
+            o->seq[r] = n->seq[r];
+            o->n[r] = n->n[r];
+            n->seq[r] = NULL;
+        }
+        bm_order_free(n);
+    }
+done:
+    bm_free(start);
+    bm_free(finish);
+    bm_free(ins_before);
+    bm_free(cap);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- entry */
+
+int bm_nest(const struct bm_graph *g, int window, struct bm_order **out, struct bm_err *err)
+{
+    *out = NULL;
+    enum bm_policy pol = g->t->policy;
+    if (pol == BM_POL_UNIFIED || pol == BM_POL_UNIFIED_BALANCED || pol == BM_POL_NONE)
+        return build_fused(g, out, err);
+    struct sched S;
+    int rc = sched_init(&S, g, window, err);
+    if (!rc) rc = run(&S, err);
+    if (!rc) rc = take_order(&S, out, err);
+    sched_free(&S);
+    if (!rc && pol == BM_POL_OPTIMUS) {
+        rc = optimus_refine(g, *out, err);
+        if (rc) {
+            bm_order_free(*out);
+            *out = NULL;
+        }
+    }
+    return rc;
+}

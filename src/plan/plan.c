@@ -1,0 +1,244 @@
+/* plan.c — bm_plan_build: spec + options -> lowered operator table.
+ * Steps: resolve options, copy modules and costs into the table, split the backbone into
+ * chunks, derive the dataflow and task graph, nest the encoder/generator work (nest.c), and
+ * lower to send/recv (lower.c). */
+#include <math.h>
+#include <string.h>
+
+#include "plan/plan.h"
+#include "util/util.h"
+
+void bm_plan_opts_from_spec(struct bm_plan_opts *o, const struct bm_spec *s)
+{
+    o->pp = s->pp;
+    o->vpp = s->vpp;
+    o->microbatches = s->microbatches;
+    o->unit = s->unit;
+    o->window = s->window;
+    o->backbone = s->backbone;
+    o->policy = s->policy;
+}
+
+static int check_opts(const struct bm_plan_opts *o, struct bm_err *err)
+{
+    if (o->pp < 1 || o->pp > 4096) return bm_err_set(err, "pp = %d: must be in 1..4096", o->pp);
+    if (o->vpp < 1 || o->vpp > 64) return bm_err_set(err, "vpp = %d: must be in 1..64", o->vpp);
+    if (o->microbatches < 1 || o->microbatches > 1000000)
+        return bm_err_set(err, "microbatches = %d: must be in 1..1000000", o->microbatches);
+    if (o->unit < 0 || o->unit > 1000000) return bm_err_set(err, "unit = %d: must be >= 1", o->unit);
+    if (o->window < 0) return bm_err_set(err, "window = %d: must be >= 1 or auto", o->window);
+    if (o->backbone != BM_BB_INTERLEAVED && o->vpp != 1)
+        return bm_err_set(err, "vpp = %d needs the interleaved backbone (got %s)\nhint: add --backbone interleaved, or use --vpp 1",
+                          o->vpp, bm_backbone_name(o->backbone));
+    if (o->backbone == BM_BB_INTERLEAVED && o->microbatches % o->pp)
+        return bm_err_set(err, "interleaved needs microbatches divisible by pp (M = %d, P = %d)\nhint: use --microbatches %d or %d",
+                          o->microbatches, o->pp,
+                          (o->microbatches / o->pp) > 0 ? (o->microbatches / o->pp) * o->pp : o->pp,
+                          (o->microbatches / o->pp + 1) * o->pp);
+    long ops = 2L * o->pp * o->vpp * (long)o->microbatches;
+    if (ops > 50000000L)
+        return bm_err_set(err, "plan too large: pp*vpp*microbatches = %ld backbone ops (limit 50 million)", ops / 2);
+    return BM_OK;
+}
+
+static char **copy_strv(char **v, int n)
+{
+    char **c = bm_calloc((size_t)(n ? n : 1), sizeof *c);
+    if (!c) return NULL;
+    for (int i = 0; i < n; i++)
+        if (!(c[i] = bm_strdup(v[i]))) {
+            for (int j = 0; j < i; j++) bm_free(c[j]);
+            bm_free(c);
+            return NULL;
+        }
+    return c;
+}
+
+static int copy_modules(struct bm_table *t, const struct bm_spec *s, struct bm_err *err)
+{
+    int only_backbone = t->policy == BM_POL_NONE;
+    t->modules = bm_calloc((size_t)s->n_modules, sizeof *t->modules);
+    if (!t->modules) return bm_err_set(err, "out of memory");
+    for (int i = 0; i < s->n_modules; i++) {
+        const struct bm_module *m = &s->modules[i];
+        if (only_backbone && i != s->backbone_module) continue;
+        struct bm_table_module *d = &t->modules[t->n_modules];
+        d->role = m->role;
+        d->grad_to_backbone = m->grad_to_backbone;
+        d->cost = m->cost;
+        d->name = bm_strdup(m->name);
+        d->consumes = copy_strv(m->consumes, m->n_consumes);
+        d->produces = copy_strv(m->produces, m->n_produces);
+        t->n_modules++;  /* counted before the checks so bm_table_free releases partial copies */
+        d->n_consumes = d->consumes ? m->n_consumes : 0;
+        d->n_produces = d->produces ? m->n_produces : 0;
+        if (!d->name || !d->consumes || !d->produces) return bm_err_set(err, "out of memory");
+        if (i == s->backbone_module) t->backbone_module = t->n_modules - 1;
+    }
+    if (t->backbone_module < 0) return bm_err_set(err, "the spec has no backbone module");
+    return BM_OK;
+}
+
+/* Even split of L layers over C chunks (extra layers spread evenly). */
+static void even_layers(int L, int C, int *out)
+{
+    for (int c = 0; c < C; c++) out[c] = (int)((long)(c + 1) * L / C - (long)c * L / C);
+}
+
+int bm_plan_chunks(struct bm_table *t, const struct bm_spec *s, struct bm_err *err)
+{
+    int P = t->pp, V = t->vpp, C = P * V;
+    const struct bm_module *bb = &s->modules[s->backbone_module];
+    int L = bb->layers;
+    t->chunk_weights = bm_calloc((size_t)C, sizeof(double));
+    if (!t->chunk_weights) return bm_err_set(err, "out of memory");
+    if (L > 0 && L < C)
+        return bm_err_set(err, "backbone \"%s\" has %d layers, too few for pp*vpp = %d chunks\nhint: use a smaller --pp/--vpp, or omit \"layers\" for a continuous split",
+                          bb->name, L, C);
+    if (L > 0) {
+        t->chunk_layers = bm_calloc((size_t)C, sizeof(int));
+        if (!t->chunk_layers) return bm_err_set(err, "out of memory");
+    }
+    if (t->policy != BM_POL_UNIFIED_BALANCED) {
+        if (L > 0) {
+            even_layers(L, C, t->chunk_layers);
+            for (int c = 0; c < C; c++) t->chunk_weights[c] = (double)t->chunk_layers[c] / L;
+        } else {
+            for (int c = 0; c < C; c++) t->chunk_weights[c] = 1.0 / C;
+        }
+        return BM_OK;
+    }
+    /* unified-balanced: move backbone work away from the ranks that also carry the encoders
+     * (rank 0) and generators (rank P-1) so per-rank cost is as even as the layers allow. */
+    double *extra = bm_calloc((size_t)P, sizeof(double));
+    double *share = bm_calloc((size_t)P, sizeof(double));
+    if (!extra || !share) {
+        bm_free(extra);
+        bm_free(share);
+        return bm_err_set(err, "out of memory");
+    }
+    double mean_scale = 0;
+    for (int m = 0; m < t->microbatches; m++) mean_scale += t->mb_scale[m];
+    mean_scale /= t->microbatches;
+    for (int i = 0; i < s->n_modules; i++) {
+        const struct bm_module *m = &s->modules[i];
+        double c = m->cost.fwd_ms + m->cost.bwd_ms;
+        if (m->role == BM_ROLE_ENCODER) extra[0] += c * mean_scale;
+        if (m->role == BM_ROLE_GENERATOR) extra[P - 1] += c;
+    }
+    double Bk = bb->cost.fwd_ms + bb->cost.bwd_ms;
+    if (L > 0) {
+        /* greedy: every chunk keeps >= 1 layer; each further layer goes where it raises the
+         * busiest rank least */
+        int *lr = bm_calloc((size_t)P, sizeof(int));
+        if (!lr) {
+            bm_free(extra);
+            bm_free(share);
+            return bm_err_set(err, "out of memory");
+        }
+        for (int r = 0; r < P; r++) lr[r] = V;
+        for (int left = L - C; left > 0; left--) {
+            int best = 0;
+            for (int r = 1; r < P; r++)
+                if (extra[r] + (lr[r] + 1) * Bk / L < extra[best] + (lr[best] + 1) * Bk / L) best = r;
+            lr[best]++;
+        }
+        for (int r = 0; r < P; r++) {
+            int tmp[64];
+            even_layers(lr[r], V, tmp);
+            for (int j = 0; j < V; j++) t->chunk_layers[j * P + r] = tmp[j];
+        }
+        for (int c = 0; c < C; c++) t->chunk_weights[c] = (double)t->chunk_layers[c] / L;
+        bm_free(lr);
+    } else {
+        /* water-filling: per-rank backbone share = max(0, level - extra), summing to Bk */
+        double lo = 0, hi = Bk + extra[0] + extra[P - 1] + 1;
+        for (int it = 0; it < 200; it++) {
+            double mid = 0.5 * (lo + hi), sum = 0;
+            for (int r = 0; r < P; r++) sum += fmax(0, mid - extra[r]);
+            if (sum > Bk) hi = mid;
+            else lo = mid;
+        }
+        double sum = 0;
+        for (int r = 0; r < P; r++) sum += share[r] = fmax(0, lo - extra[r]);
+        for (int r = 0; r < P; r++)
+            for (int j = 0; j < V; j++)
+                t->chunk_weights[j * P + r] = sum > 0 ? share[r] / sum / V : 1.0 / C;
+    }
+    bm_free(extra);
+    bm_free(share);
+    return BM_OK;
+}
+
+/* Plan with window W; the table's ops are (re)filled. */
+static int plan_with_window(struct bm_table *t, const struct bm_graph *g, int W, struct bm_err *err)
+{
+    struct bm_order *o;
+    if (bm_nest(g, W, &o, err)) return BM_ERR;
+    for (int r = 0; r < t->pp; r++) t->ranks[r].n_ops = 0;
+    int rc = bm_lower(t, g, o, err);
+    bm_order_free(o);
+    return rc;
+}
+
+int bm_plan_build(const struct bm_spec *s, const struct bm_plan_opts *opts, struct bm_table **out,
+                  struct bm_err *err)
+{
+    *out = NULL;
+    if (check_opts(opts, err)) return BM_ERR;
+    struct bm_table *t = bm_table_new(opts->pp);
+    if (!t) return bm_err_set(err, "out of memory");
+    struct bm_flow *flow = NULL;
+    struct bm_graph *g = NULL;
+    int rc = BM_ERR;
+    t->vpp = opts->vpp;
+    t->microbatches = opts->microbatches;
+    t->unit = opts->unit > 0 ? opts->unit : opts->pp;
+    t->backbone = opts->backbone;
+    t->policy = opts->policy;
+    t->device = s->device;
+    int M = t->microbatches, n_units = (M + t->unit - 1) / t->unit;
+    t->mb_scale = bm_malloc((size_t)M * sizeof(double));
+    if (!t->mb_scale) {
+        bm_err_set(err, "out of memory");
+        goto done;
+    }
+    bm_spec_encoder_scales(s, M, t->mb_scale);
+    if (copy_modules(t, s, err) || bm_plan_chunks(t, s, err)) goto done;
+    t->warmup_extra = bm_plan_warmup_extra(t);
+    if (bm_flow_build(t, &flow, err) || bm_graph_build(t, flow, &g, err)) goto done;
+
+    if (t->policy == BM_POL_BIGMAC) {
+        if (opts->window > 0) {
+            t->window = opts->window;
+            if (plan_with_window(t, g, opts->window, err)) {
+                /* say which window would work */
+                struct bm_err e2;
+                for (int w = opts->window + 1; w <= n_units; w++)
+                    if (plan_with_window(t, g, w, &e2) == BM_OK) {
+                        size_t len = strlen(err->msg);
+                        snprintf(err->msg + len, sizeof err->msg - len,
+                                 "\nhint: the smallest safe window here is %d (--window %d, or --window auto)", w, w);
+                        break;
+                    }
+                goto done;
+            }
+        } else {
+            int w;
+            for (w = 1; w <= n_units; w++)
+                if (plan_with_window(t, g, w, err) == BM_OK) break;
+            if (w > n_units) goto done;
+            t->window = w;
+        }
+    } else {
+        t->window = t->policy == BM_POL_IDEAL ? n_units : 0;
+        if (plan_with_window(t, g, t->policy == BM_POL_IDEAL ? n_units : 0, err)) goto done;
+    }
+    rc = BM_OK;
+done:
+    bm_graph_free(g);
+    bm_flow_free(flow);
+    if (rc) bm_table_free(t);
+    else *out = t;
+    return rc;
+}

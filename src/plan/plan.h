@@ -1,0 +1,87 @@
+/* plan.h — planner internals shared by its files (src/plan/). */
+#ifndef BM_PLAN_H
+#define BM_PLAN_H
+
+#include "bigmac.h"
+#include "plan/flow.h"
+
+/* Extra warm-up forwards per stage for t's policy and modules (DESIGN §6 step 2): U-1 for the
+ * nested policies (bigmac, ideal) when a generator sends gradient into the backbone. */
+int bm_plan_warmup_extra(const struct bm_table *t);
+
+/* One compute op of the iteration as the planner sees it. */
+struct bm_task {
+    int16_t module;
+    int8_t pass;
+    int32_t chunk;     /* backbone global chunk, else -1 */
+    int32_t mb;
+    int32_t rank;      /* where it runs */
+    double dur;        /* nominal duration, ms */
+    int32_t pred0, npred;  /* preds in graph->pred[pred0 .. pred0+npred) */
+    int32_t succ0, nsucc;  /* succs in graph->succ[...] */
+};
+
+struct bm_edge {
+    int32_t task;     /* the other end */
+    float comm_ms;    /* transfer time when the ends are on different ranks, else 0 */
+};
+
+/* The task graph of one iteration: every compute op with its data dependencies. */
+struct bm_graph {
+    const struct bm_table *t;
+    const struct bm_flow *flow;
+    int n_tasks;
+    struct bm_task *task;
+    struct bm_edge *pred, *succ;
+    int C, M;
+    int n_nested;          /* non-backbone modules */
+    int *nested_module;    /* [n_nested] module index */
+    int *nested_slot;      /* [n_modules] slot in nested_module or -1 */
+};
+
+/* Task ids: backbone (chunk c, pass p, mb m) and nested module slot k. */
+static inline int bm_task_bb(const struct bm_graph *g, int c, int p, int m)
+{
+    return (c * 2 + p) * g->M + m;
+}
+static inline int bm_task_nested(const struct bm_graph *g, int k, int p, int m)
+{
+    return g->C * 2 * g->M + (k * 2 + p) * g->M + m;
+}
+
+/* Build the task graph for table t (modules, pp, vpp, M, chunk_weights, mb_scale, device set)
+ * placing nested work per policy. Caller frees with bm_graph_free. */
+int bm_graph_build(const struct bm_table *t, const struct bm_flow *flow, struct bm_graph **out,
+                   struct bm_err *err);
+void bm_graph_free(struct bm_graph *g);
+
+/* Nominal transfer time of 'mib' MiB over one link of t's device, ms. */
+double bm_plan_comm_ms(const struct bm_table *t, double mib);
+
+/* Per-rank compute order (task ids), the policy's output. */
+struct bm_order {
+    int pp;
+    int **seq;   /* [rank][i] task id */
+    int *n;      /* [rank] */
+};
+void bm_order_free(struct bm_order *o);
+
+/* Nominal times of an order: start/finish per task (ms). Returns BM_ERR if the order
+ * deadlocks (a rank waits on a task that never runs first). */
+int bm_order_times(const struct bm_graph *g, const struct bm_order *o, double *start,
+                   double *finish, double *makespan, struct bm_err *err);
+/* The same, ignoring dependencies on non-backbone tasks (the backbone-only timeline). */
+int bm_order_times_backbone(const struct bm_graph *g, const struct bm_order *o, double *start,
+                            double *finish, struct bm_err *err);
+
+/* Run t's policy over the graph and produce the per-rank order. */
+int bm_nest(const struct bm_graph *g, int window, struct bm_order **out, struct bm_err *err);
+
+/* Turn the order into the table's ops (compute + send/recv). */
+int bm_lower(struct bm_table *t, const struct bm_graph *g, const struct bm_order *o,
+             struct bm_err *err);
+
+/* Chunk weights (and layers) for t's policy; sets t->chunk_weights / t->chunk_layers. */
+int bm_plan_chunks(struct bm_table *t, const struct bm_spec *s, struct bm_err *err);
+
+#endif

@@ -1,0 +1,528 @@
+/* table_json.c — the operator table as JSON (DESIGN §4): writer (streamed with fprintf, so a
+ * million-op table stays proportionate) and loader (jansson, errors name file:line:col). */
+#include <errno.h>
+#include <stdarg.h>
+#include <jansson.h>
+#include <math.h>
+#include <string.h>
+
+#include "plan/flow.h"
+#include "plan/plan.h"
+#include "spec/jpos.h"
+#include "util/util.h"
+
+/* ---------------------------------------------------------------- writer */
+
+static void put_str(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
+        else if (c < 0x20) fprintf(f, "\\u%04x", c);
+        else fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+static void put_strv(FILE *f, char **v, int n)
+{
+    fputc('[', f);
+    for (int i = 0; i < n; i++) {
+        if (i) fputs(", ", f);
+        put_str(f, v[i]);
+    }
+    fputc(']', f);
+}
+
+/* %.17g round-trips doubles; %g keeps common values short. */
+static void put_num(FILE *f, double x)
+{
+    char buf[40];
+    snprintf(buf, sizeof buf, "%.15g", x);
+    if (strtod(buf, NULL) != x) snprintf(buf, sizeof buf, "%.17g", x);
+    fputs(buf, f);
+}
+
+int bm_table_write_json(const struct bm_table *t, FILE *f)
+{
+    fprintf(f, "{\"format\": \"bigmac-table\", \"version\": 1,\n");
+    fprintf(f, " \"pp\": %d, \"vpp\": %d, \"microbatches\": %d, \"unit\": %d, \"window\": %d,\n",
+            t->pp, t->vpp, t->microbatches, t->unit, t->window);
+    fprintf(f, " \"backbone\": \"%s\", \"policy\": \"%s\", \"warmup_extra\": %d,\n",
+            bm_backbone_name(t->backbone), bm_policy_name(t->policy), t->warmup_extra);
+    fprintf(f, " \"device\": {\"memory_gib\": ");
+    put_num(f, t->device.memory_gib);
+    fprintf(f, ", \"peak_tflops\": ");
+    put_num(f, t->device.peak_tflops);
+    fprintf(f, ", \"efficiency\": ");
+    put_num(f, t->device.efficiency);
+    fprintf(f, ", \"link_gbytes_per_s\": ");
+    put_num(f, t->device.link_gbytes_per_s);
+    fprintf(f, ", \"link_latency_us\": ");
+    put_num(f, t->device.link_latency_us);
+    fprintf(f, "},\n \"modules\": [\n");
+    for (int i = 0; i < t->n_modules; i++) {
+        const struct bm_table_module *m = &t->modules[i];
+        fprintf(f, "  {\"name\": ");
+        put_str(f, m->name);
+        fprintf(f, ", \"role\": \"%s\", \"consumes\": ", bm_role_name(m->role));
+        put_strv(f, m->consumes, m->n_consumes);
+        fprintf(f, ", \"produces\": ");
+        put_strv(f, m->produces, m->n_produces);
+        if (m->role == BM_ROLE_GENERATOR)
+            fprintf(f, ", \"grad_to_backbone\": %s", m->grad_to_backbone ? "true" : "false");
+        fprintf(f, ",\n   \"cost\": {\"fwd_ms\": ");
+        put_num(f, m->cost.fwd_ms);
+        fprintf(f, ", \"bwd_ms\": ");
+        put_num(f, m->cost.bwd_ms);
+        fprintf(f, ", \"act_mib\": ");
+        put_num(f, m->cost.act_mib);
+        fprintf(f, ", \"state_mib\": ");
+        put_num(f, m->cost.state_mib);
+        fprintf(f, ", \"out_mib\": ");
+        put_num(f, m->cost.out_mib);
+        fprintf(f, "}}%s\n", i + 1 < t->n_modules ? "," : "");
+    }
+    int C = t->pp * t->vpp;
+    fprintf(f, " ],\n \"chunk_weights\": [");
+    for (int c = 0; c < C; c++) {
+        if (c) fputs(", ", f);
+        put_num(f, t->chunk_weights ? t->chunk_weights[c] : 1.0 / C);
+    }
+    fprintf(f, "],\n");
+    if (t->chunk_layers) {
+        fprintf(f, " \"chunk_layers\": [");
+        for (int c = 0; c < C; c++) fprintf(f, "%s%d", c ? ", " : "", t->chunk_layers[c]);
+        fprintf(f, "],\n");
+    }
+    fprintf(f, " \"mb_scale\": [");
+    for (int m = 0; m < t->microbatches; m++) {
+        if (m) fputs(", ", f);
+        put_num(f, t->mb_scale ? t->mb_scale[m] : 1.0);
+    }
+    fprintf(f, "],\n \"ranks\": [\n");
+    for (int r = 0; r < t->pp; r++) {
+        const struct bm_rank_ops *ro = &t->ranks[r];
+        fprintf(f, "  {\"rank\": %d, \"ops\": [\n", r);
+        for (int i = 0; i < ro->n_ops; i++) {
+            const struct bm_op *op = &ro->ops[i];
+            const char *sep = i + 1 < ro->n_ops ? "," : "";
+            if (op->kind == BM_OP_COMPUTE) {
+                fprintf(f, "    {\"op\": \"compute\", \"module\": ");
+                put_str(f, t->modules[op->module].name);
+                fprintf(f, ", \"pass\": \"%s\"", bm_pass_name((enum bm_pass)op->pass));
+                if (op->chunk >= 0) fprintf(f, ", \"chunk\": %d", op->chunk);
+                fprintf(f, ", \"mb\": %d}%s\n", op->mb, sep);
+            } else {
+                fprintf(f, "    {\"op\": \"%s\", \"peer\": %d, \"tensor\": ",
+                        op->kind == BM_OP_SEND ? "send" : "recv", op->peer);
+                put_str(f, t->tensors[op->tensor].name);
+                fprintf(f, ", \"mb\": %d}%s\n", op->mb, sep);
+            }
+        }
+        fprintf(f, "  ]}%s\n", r + 1 < t->pp ? "," : "");
+    }
+    fprintf(f, " ]}\n");
+    return ferror(f) ? BM_ERR : BM_OK;
+}
+
+int bm_table_save(const struct bm_table *t, const char *path, struct bm_err *err)
+{
+    if (!strcmp(path, "-")) {
+        if (bm_table_write_json(t, stdout)) return bm_err_set(err, "<stdout>: write error");
+        return BM_OK;
+    }
+    FILE *f = fopen(path, "w");
+    if (!f) return bm_err_set(err, "%s: cannot write: %s", path, strerror(errno));
+    int rc = bm_table_write_json(t, f);
+    if (fclose(f) || rc) return bm_err_set(err, "%s: write error: %s", path, strerror(errno));
+    return BM_OK;
+}
+
+/* ---------------------------------------------------------------- loader */
+
+struct ld {
+    const char *text, *name;
+    struct bm_err *err;
+};
+
+/* Report an error at JSON path 'path' ("ranks[1].ops[3].mb"). */
+static int fail(struct ld *L, const char *path, const char *fmt, ...)
+#ifdef __GNUC__
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+static int fail(struct ld *L, const char *path, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    int line = 1, col = 1;
+    bm_jpos_find(L->text, path, &line, &col);
+    return bm_err_set(L->err, "%s:%d:%d: %s", L->name, line, col, msg);
+}
+
+/* Reject keys of object o (at 'path') that are not in the NULL-terminated list 'known'. */
+static int check_keys(struct ld *L, json_t *o, const char *path, const char *const *known)
+{
+    const char *key;
+    json_t *v;
+    json_object_foreach(o, key, v) {
+        int ok = 0;
+        for (int i = 0; known[i]; i++)
+            if (!strcmp(key, known[i])) ok = 1;
+        if (!ok) {
+            char p[512];
+            snprintf(p, sizeof p, "%s%s%s", path, *path ? "." : "", key);
+            return fail(L, p, "unknown key \"%s\" in %s", key, *path ? path : "the table");
+        }
+    }
+    return BM_OK;
+}
+
+static int get_int(struct ld *L, json_t *o, const char *path, const char *key, int required,
+                   int lo, int hi, int *out)
+{
+    char p[512];
+    snprintf(p, sizeof p, "%s%s%s", path, *path ? "." : "", key);
+    json_t *v = json_object_get(o, key);
+    if (!v) {
+        if (required) return fail(L, path, "missing required field \"%s\"", key);
+        return BM_OK;
+    }
+    if (!json_is_integer(v)) return fail(L, p, "\"%s\" must be an integer", key);
+    json_int_t x = json_integer_value(v);
+    if (x < lo || x > hi)
+        return fail(L, p, "\"%s\" is %lld, must be in %d..%d", key, (long long)x, lo, hi);
+    *out = (int)x;
+    return BM_OK;
+}
+
+static int get_num(struct ld *L, json_t *o, const char *path, const char *key, double *out)
+{
+    char p[512];
+    snprintf(p, sizeof p, "%s%s%s", path, *path ? "." : "", key);
+    json_t *v = json_object_get(o, key);
+    if (!v) return BM_OK;
+    if (!json_is_number(v)) return fail(L, p, "\"%s\" must be a number", key);
+    double x = json_number_value(v);
+    if (!isfinite(x) || x < 0) return fail(L, p, "\"%s\" must be a finite number >= 0", key);
+    *out = x;
+    return BM_OK;
+}
+
+static int get_str(struct ld *L, json_t *o, const char *path, const char *key, const char **out)
+{
+    char p[512];
+    snprintf(p, sizeof p, "%s%s%s", path, *path ? "." : "", key);
+    json_t *v = json_object_get(o, key);
+    if (!v) return fail(L, path, "missing required field \"%s\"", key);
+    if (!json_is_string(v)) return fail(L, p, "\"%s\" must be a string", key);
+    *out = json_string_value(v);
+    return BM_OK;
+}
+
+static int get_strv(struct ld *L, json_t *o, const char *path, const char *key, char ***out, int *n)
+{
+    char p[512];
+    snprintf(p, sizeof p, "%s%s%s", path, *path ? "." : "", key);
+    json_t *v = json_object_get(o, key);
+    *out = NULL;
+    *n = 0;
+    if (!v) return BM_OK;
+    if (!json_is_array(v)) return fail(L, p, "\"%s\" must be an array of strings", key);
+    size_t k = json_array_size(v);
+    if (k == 0) return BM_OK;
+    *out = bm_calloc(k, sizeof **out);
+    if (!*out) return bm_err_set(L->err, "%s: out of memory", L->name);
+    for (size_t i = 0; i < k; i++) {
+        json_t *s = json_array_get(v, i);
+        if (!json_is_string(s)) {
+            char q[560];
+            snprintf(q, sizeof q, "%s[%zu]", p, i);
+            return fail(L, q, "\"%s\" must be an array of strings", key);
+        }
+        (*out)[i] = bm_strdup(json_string_value(s));
+        if (!(*out)[i]) return bm_err_set(L->err, "%s: out of memory", L->name);
+        (*n)++;
+    }
+    return BM_OK;
+}
+
+static int load_modules(struct ld *L, json_t *root, struct bm_table *t)
+{
+    static const char *const mkeys[] = {"name", "role", "consumes", "produces", "grad_to_backbone",
+                                        "cost", NULL};
+    static const char *const ckeys[] = {"fwd_ms", "bwd_ms", "act_mib", "state_mib", "out_mib", NULL};
+    json_t *mods = json_object_get(root, "modules");
+    if (!mods) return fail(L, "", "missing required field \"modules\"");
+    if (!json_is_array(mods) || json_array_size(mods) == 0)
+        return fail(L, "modules", "\"modules\" must be a non-empty array");
+    if (json_array_size(mods) > 256) return fail(L, "modules", "more than 256 modules");
+    int n = (int)json_array_size(mods);
+    t->modules = bm_calloc((size_t)n, sizeof *t->modules);
+    if (!t->modules) return bm_err_set(L->err, "%s: out of memory", L->name);
+    for (int i = 0; i < n; i++) {
+        char p[64];
+        snprintf(p, sizeof p, "modules[%d]", i);
+        json_t *mo = json_array_get(mods, (size_t)i);
+        if (!json_is_object(mo)) return fail(L, p, "a module must be an object");
+        if (check_keys(L, mo, p, mkeys)) return BM_ERR;
+        struct bm_table_module *m = &t->modules[i];
+        t->n_modules = i + 1;
+        m->cost = (struct bm_cost){1, 2, 0, 0, 0};
+        m->grad_to_backbone = 1;
+        const char *name, *role;
+        if (get_str(L, mo, p, "name", &name) || get_str(L, mo, p, "role", &role)) return BM_ERR;
+        if (!(m->name = bm_strdup(name))) return bm_err_set(L->err, "%s: out of memory", L->name);
+        for (int j = 0; j < i; j++)
+            if (!strcmp(t->modules[j].name, name))
+                return fail(L, p, "duplicate module name \"%s\"", name);
+        if (bm_role_parse(role, &m->role)) {
+            char q[80];
+            snprintf(q, sizeof q, "%s.role", p);
+            return fail(L, q, "unknown role \"%s\" (encoder, backbone, generator)", role);
+        }
+        if (m->role == BM_ROLE_BACKBONE) {
+            if (t->backbone_module >= 0) return fail(L, p, "a second backbone module \"%s\"", name);
+            t->backbone_module = i;
+        }
+        if (get_strv(L, mo, p, "consumes", &m->consumes, &m->n_consumes) ||
+            get_strv(L, mo, p, "produces", &m->produces, &m->n_produces))
+            return BM_ERR;
+        json_t *g = json_object_get(mo, "grad_to_backbone");
+        if (g) {
+            if (!json_is_boolean(g)) {
+                char q[80];
+                snprintf(q, sizeof q, "%s.grad_to_backbone", p);
+                return fail(L, q, "\"grad_to_backbone\" must be true or false");
+            }
+            m->grad_to_backbone = json_is_true(g);
+        }
+        json_t *c = json_object_get(mo, "cost");
+        if (c) {
+            char q[80];
+            snprintf(q, sizeof q, "%s.cost", p);
+            if (!json_is_object(c)) return fail(L, q, "\"cost\" must be an object");
+            if (check_keys(L, c, q, ckeys) || get_num(L, c, q, "fwd_ms", &m->cost.fwd_ms) ||
+                get_num(L, c, q, "bwd_ms", &m->cost.bwd_ms) ||
+                get_num(L, c, q, "act_mib", &m->cost.act_mib) ||
+                get_num(L, c, q, "state_mib", &m->cost.state_mib) ||
+                get_num(L, c, q, "out_mib", &m->cost.out_mib))
+                return BM_ERR;
+        }
+    }
+    if (t->backbone_module < 0) return fail(L, "modules", "no module has role \"backbone\"");
+    return BM_OK;
+}
+
+static int load_doubles(struct ld *L, json_t *root, const char *key, int n, double dflt,
+                        double **out)
+{
+    *out = bm_malloc((size_t)n * sizeof **out);
+    if (!*out) return bm_err_set(L->err, "%s: out of memory", L->name);
+    json_t *v = json_object_get(root, key);
+    for (int i = 0; i < n; i++) (*out)[i] = dflt;
+    if (!v) return BM_OK;
+    if (!json_is_array(v) || (int)json_array_size(v) != n)
+        return fail(L, key, "\"%s\" must be an array of %d numbers", key, n);
+    for (int i = 0; i < n; i++) {
+        json_t *x = json_array_get(v, (size_t)i);
+        if (!json_is_number(x) || !(json_number_value(x) >= 0)) {
+            char p[64];
+            snprintf(p, sizeof p, "%s[%d]", key, i);
+            return fail(L, p, "\"%s\" entries must be numbers >= 0", key);
+        }
+        (*out)[i] = json_number_value(x);
+    }
+    return BM_OK;
+}
+
+static int load_op(struct ld *L, json_t *o, const char *p, struct bm_table *t, struct bm_op *op)
+{
+    static const char *const ckeys[] = {"op", "module", "pass", "chunk", "mb", NULL};
+    static const char *const mkeys[] = {"op", "peer", "tensor", "mb", NULL};
+    const char *kind;
+    if (!json_is_object(o)) return fail(L, p, "an op must be an object");
+    if (get_str(L, o, p, "op", &kind)) return BM_ERR;
+    *op = (struct bm_op){0, 0, -1, -1, 0, -1, -1};
+    if (get_int(L, o, p, "mb", 1, 0, t->microbatches - 1, &op->mb)) return BM_ERR;
+    char q[600];
+    if (!strcmp(kind, "compute")) {
+        const char *mod, *pass;
+        if (check_keys(L, o, p, ckeys) || get_str(L, o, p, "module", &mod) ||
+            get_str(L, o, p, "pass", &pass))
+            return BM_ERR;
+        op->kind = BM_OP_COMPUTE;
+        op->module = (int16_t)bm_table_find_module(t, mod);
+        snprintf(q, sizeof q, "%s.module", p);
+        if (op->module < 0) return fail(L, q, "unknown module \"%s\"", mod);
+        snprintf(q, sizeof q, "%s.pass", p);
+        if (!strcmp(pass, "F")) op->pass = BM_PASS_F;
+        else if (!strcmp(pass, "B")) op->pass = BM_PASS_B;
+        else if (!strcmp(pass, "W")) op->pass = BM_PASS_W;
+        else return fail(L, q, "unknown pass \"%s\" (F, B, W)", pass);
+        int is_bb = op->module == t->backbone_module;
+        if (is_bb) {
+            if (get_int(L, o, p, "chunk", 1, 0, t->pp * t->vpp - 1, &op->chunk)) return BM_ERR;
+        } else if (json_object_get(o, "chunk")) {
+            snprintf(q, sizeof q, "%s.chunk", p);
+            return fail(L, q, "\"chunk\" is only for backbone ops (module \"%s\" is not the backbone)", mod);
+        }
+        return BM_OK;
+    }
+    if (!strcmp(kind, "send") || !strcmp(kind, "recv")) {
+        const char *tensor;
+        if (check_keys(L, o, p, mkeys) || get_str(L, o, p, "tensor", &tensor) ||
+            get_int(L, o, p, "peer", 1, 0, t->pp - 1, &op->peer))
+            return BM_ERR;
+        op->kind = kind[0] == 's' ? BM_OP_SEND : BM_OP_RECV;
+        op->tensor = bm_table_find_tensor(t, tensor);
+        snprintf(q, sizeof q, "%s.tensor", p);
+        if (op->tensor < 0)
+            return fail(L, q, "unknown tensor \"%s\" (no module produces it; tensors are module outputs, \"<backbone>.c<N>.out\" and \"grad:<tensor>\")", tensor);
+        op->module = (int16_t)t->tensors[op->tensor].module;
+        return BM_OK;
+    }
+    snprintf(q, sizeof q, "%s.op", p);
+    return fail(L, q, "unknown op \"%s\" (compute, send, recv)", kind);
+}
+
+static int load_root(struct ld *L, json_t *root, struct bm_table **out)
+{
+    static const char *const keys[] = {"format", "version", "pp", "vpp", "microbatches", "unit",
+                                       "window", "backbone", "policy", "warmup_extra", "device",
+                                       "modules", "chunk_weights", "chunk_layers", "mb_scale",
+                                       "ranks", NULL};
+    static const char *const dkeys[] = {"memory_gib", "peak_tflops", "efficiency",
+                                        "link_gbytes_per_s", "link_latency_us", NULL};
+    if (!json_is_object(root)) return fail(L, "", "a table must be a JSON object");
+    if (check_keys(L, root, "", keys)) return BM_ERR;
+    const char *fmt, *bbs, *pols;
+    int version = 0, pp = 0;
+    if (get_str(L, root, "", "format", &fmt)) return BM_ERR;
+    if (strcmp(fmt, "bigmac-table"))
+        return fail(L, "format", "\"format\" is \"%s\", expected \"bigmac-table\"", fmt);
+    if (get_int(L, root, "", "version", 1, 1, 1, &version) ||
+        get_int(L, root, "", "pp", 1, 1, 4096, &pp))
+        return BM_ERR;
+    struct bm_table *t = bm_table_new(pp);
+    if (!t) return bm_err_set(L->err, "%s: out of memory", L->name);
+    *out = t;
+    t->vpp = 1;
+    if (get_int(L, root, "", "vpp", 0, 1, 64, &t->vpp) ||
+        get_int(L, root, "", "microbatches", 1, 1, 1000000, &t->microbatches))
+        return BM_ERR;
+    t->unit = pp;
+    if (get_int(L, root, "", "unit", 0, 1, 1000000, &t->unit) ||
+        get_int(L, root, "", "window", 0, 0, 1000000, &t->window) ||
+        get_str(L, root, "", "backbone", &bbs) || get_str(L, root, "", "policy", &pols))
+        return BM_ERR;
+    if (bm_backbone_parse(bbs, &t->backbone))
+        return fail(L, "backbone", "unknown backbone schedule \"%s\" (gpipe, 1f1b, interleaved)", bbs);
+    if (bm_policy_parse(pols, &t->policy))
+        return fail(L, "policy", "unknown policy \"%s\"", pols);
+    t->device = (struct bm_device){80, 989, 0.4, 25, 10};
+    json_t *d = json_object_get(root, "device");
+    if (d) {
+        if (!json_is_object(d)) return fail(L, "device", "\"device\" must be an object");
+        if (check_keys(L, d, "device", dkeys) ||
+            get_num(L, d, "device", "memory_gib", &t->device.memory_gib) ||
+            get_num(L, d, "device", "peak_tflops", &t->device.peak_tflops) ||
+            get_num(L, d, "device", "efficiency", &t->device.efficiency) ||
+            get_num(L, d, "device", "link_gbytes_per_s", &t->device.link_gbytes_per_s) ||
+            get_num(L, d, "device", "link_latency_us", &t->device.link_latency_us))
+            return BM_ERR;
+    }
+    if (load_modules(L, root, t)) return BM_ERR;
+    if (json_object_get(root, "warmup_extra")) {
+        if (get_int(L, root, "", "warmup_extra", 0, 0, 1000000, &t->warmup_extra)) return BM_ERR;
+    } else {
+        t->warmup_extra = bm_plan_warmup_extra(t);
+    }
+    int C = t->pp * t->vpp;
+    if (load_doubles(L, root, "chunk_weights", C, 1.0 / C, &t->chunk_weights) ||
+        load_doubles(L, root, "mb_scale", t->microbatches, 1.0, &t->mb_scale))
+        return BM_ERR;
+    json_t *cl = json_object_get(root, "chunk_layers");
+    if (cl) {
+        double *tmp;
+        if (load_doubles(L, root, "chunk_layers", C, 0, &tmp)) return BM_ERR;
+        t->chunk_layers = bm_malloc((size_t)C * sizeof(int));
+        if (!t->chunk_layers) {
+            bm_free(tmp);
+            return bm_err_set(L->err, "%s: out of memory", L->name);
+        }
+        for (int c = 0; c < C; c++) t->chunk_layers[c] = (int)tmp[c];
+        bm_free(tmp);
+    }
+    struct bm_flow *flow;
+    if (bm_flow_build(t, &flow, L->err)) return BM_ERR;
+    bm_flow_free(flow);
+
+    json_t *ranks = json_object_get(root, "ranks");
+    if (!ranks) return fail(L, "", "missing required field \"ranks\"");
+    if (!json_is_array(ranks) || (int)json_array_size(ranks) != pp)
+        return fail(L, "ranks", "\"ranks\" must be an array of %d rank objects (pp = %d)", pp, pp);
+    for (int r = 0; r < pp; r++) {
+        static const char *const rkeys[] = {"rank", "ops", NULL};
+        char p[64];
+        snprintf(p, sizeof p, "ranks[%d]", r);
+        json_t *ro = json_array_get(ranks, (size_t)r);
+        if (!json_is_object(ro)) return fail(L, p, "a rank must be an object");
+        int rank = -1;
+        if (check_keys(L, ro, p, rkeys) || get_int(L, ro, p, "rank", 1, 0, pp - 1, &rank))
+            return BM_ERR;
+        if (rank != r) {
+            char q[80];
+            snprintf(q, sizeof q, "%s.rank", p);
+            return fail(L, q, "ranks must be listed in order: expected rank %d here, found %d", r, rank);
+        }
+        json_t *ops = json_object_get(ro, "ops");
+        char q[80];
+        snprintf(q, sizeof q, "%s.ops", p);
+        if (!ops || !json_is_array(ops)) return fail(L, ops ? q : p, "\"ops\" must be an array");
+        size_t n = json_array_size(ops);
+        for (size_t i = 0; i < n; i++) {
+            char op_path[96];
+            snprintf(op_path, sizeof op_path, "%s.ops[%zu]", p, i);
+            struct bm_op op;
+            if (load_op(L, json_array_get(ops, i), op_path, t, &op)) return BM_ERR;
+            if (op.kind != BM_OP_COMPUTE && op.peer == r)
+                return fail(L, op_path, "rank %d %ss to itself", r, op.kind == BM_OP_SEND ? "send" : "recv");
+            if (bm_table_push(t, r, op, L->err)) return BM_ERR;
+        }
+    }
+    return BM_OK;
+}
+
+int bm_table_parse(const char *text, const char *name, struct bm_table **out, struct bm_err *err)
+{
+    *out = NULL;
+    json_error_t je;
+    json_t *root = json_loads(text, JSON_REJECT_DUPLICATES, &je);
+    if (!root) return bm_err_set(err, "%s:%d:%d: %s", name, je.line, je.column, je.text);
+    struct ld L = {text, name, err};
+    struct bm_table *t = NULL;
+    int rc = load_root(&L, root, &t);
+    json_decref(root);
+    if (rc) {
+        bm_table_free(t);
+        return BM_ERR;
+    }
+    *out = t;
+    return BM_OK;
+}
+
+int bm_table_load(const char *path, struct bm_table **out, struct bm_err *err)
+{
+    *out = NULL;
+    char *text = bm_read_file(path, NULL, err);
+    if (!text) return BM_ERR;
+    int rc = bm_table_parse(text, path, out, err);
+    bm_free(text);
+    return rc;
+}
