@@ -317,6 +317,106 @@ int bm_verify(const struct bm_table *t, struct bm_err *err);
  * the rank's chunks. */
 void bm_table_peak_live(const struct bm_table *t, int *out);
 
+/* ---------------------------------------------------------------- simulator (DESIGN §8) */
+
+/* A timeline: when every op of a table ran, what it waited for, and the memory it held.
+ * The simulator produces one (bm_simulate); the executor's measured trace is loaded into the
+ * same struct (bm_timeline_new, fill ops[] and push memory points, bm_timeline_summarize), so
+ * renderers draw either. All times are milliseconds from the iteration's start; all memory is
+ * MiB (1 MiB = 2^20 bytes).
+ *
+ * Op times (one struct bm_op_time per op, parallel to table->ranks[r].ops):
+ *   compute  start_ms..end_ms is the rank's busy interval for it.
+ *   send     non-blocking: start_ms == end_ms == issue time. The data arrives at the matching
+ *            recv's ready_ms.
+ *   recv     start_ms = when the rank reached it (began waiting); end_ms = when it completed
+ *            = max(start_ms, ready_ms). end_ms - start_ms is idle time spent blocked on it.
+ * ready_ms is when the op's inputs were available, ignoring whether the rank was busy:
+ *   recv     the data's arrival (matching send's issue + transfer time);
+ *   compute  the latest of: the arrival of every recv of the same microbatch since the rank's
+ *            previous compute op of that microbatch, and that previous compute op's end (the
+ *            local producer); 0 when neither exists;
+ *   send     the end of the rank's previous compute op of the same microbatch (the producer),
+ *            or start_ms when there is none.
+ * wait_rank/wait_op name the op whose completion (for a send: whose data's arrival) set
+ * ready_ms: for a recv its matching send; for a compute op either that send (seen through the
+ * recv) or the local producer; -1/-1 when none. An op was delayed by its inputs, not by its
+ * rank, when ready_ms > the end of the rank's previous op. */
+struct bm_op_time {
+    double start_ms;   /* see above */
+    double end_ms;
+    double ready_ms;
+    int32_t wait_rank; /* rank of the op waited on, or -1 */
+    int32_t wait_op;   /* index into table->ranks[wait_rank].ops, or -1 */
+};
+
+/* One point of a rank's activation-memory trace: from t_ms on (until the next point) the rank
+ * holds act_mib[role] MiB of live activations per role (enum bm_role). Points are appended only
+ * where a value changes, in non-decreasing time; two points may share a time (a free followed
+ * by an allocation). Before the first point every value is 0. */
+struct bm_mem_point {
+    double t_ms;
+    double act_mib[BM_N_ROLES];
+};
+
+struct bm_rank_timeline {
+    struct bm_op_time *ops;   /* [n_ops], parallel to table->ranks[r].ops */
+    int n_ops;
+    struct bm_mem_point *mem; /* [n_mem] activation trace (see struct bm_mem_point) */
+    int n_mem, cap_mem;
+    double state_mib;         /* resident params + grads + optimizer state */
+    double peak_mib;          /* state_mib + peak of total live activations */
+    double peak_act_mib[BM_N_ROLES]; /* each role's own peak (may occur at different times) */
+    double busy_ms;           /* sum of compute op durations */
+    double busy_role_ms[BM_N_ROLES]; /* busy_ms split by the role of the op's module */
+    double idle_lead_ms;      /* before the first compute op starts (all of makespan if none) */
+    double idle_mid_ms;       /* between the first compute start and the last compute end */
+    double idle_tail_ms;      /* after the last compute op ends, up to makespan */
+    /* busy + lead + mid + tail == makespan_ms */
+    int oom;                  /* peak_mib > memory_cap_mib (never when the cap is 0) */
+};
+
+struct bm_timeline {
+    int pp;                   /* ranks (== table->pp) */
+    int microbatches;
+    int samples_per_microbatch;
+    int measured;             /* 0 = simulated, 1 = loaded from an executor trace */
+    struct bm_rank_timeline *ranks; /* [pp] */
+    double makespan_ms;       /* latest end_ms of any op */
+    double bubble_ratio;      /* sum of idle over ranks / (pp * makespan_ms) */
+    double samples_per_s;     /* microbatches * samples_per_microbatch / makespan in seconds */
+    double memory_cap_mib;    /* device.memory_gib * 1024; 0 = no cap */
+    double peak_mib;          /* max over ranks of peak_mib */
+    double peak_act_mib[BM_N_ROLES]; /* max over ranks of peak_act_mib[role] */
+    int oom;                  /* any rank oom */
+};
+
+struct bm_sim_opts {
+    double jitter;    /* encoder/generator op durations x (1 + jitter*u), u ~ U[-1,1]; 0 = none */
+    uint64_t seed;    /* jitter seed (xoshiro256**); draws are per (module, pass, mb), so the same
+                       * work gets the same jitter whatever the policy placed it */
+    int samples_per_microbatch; /* for samples_per_s; 0 = 1 */
+};
+
+/* Simulate table t (DESIGN §8; the cost and memory model are in docs/simulator.md and
+ * src/sim/cost.h). o may be NULL (no jitter). On success returns BM_OK and stores a new
+ * timeline in *out (caller owns it: bm_timeline_free). On failure (malformed table, a recv with
+ * no matching send, a deadlock) *out is NULL and err names the blocked ranks' ops. Never hangs:
+ * runs in O(ops). */
+int bm_simulate(const struct bm_table *t, const struct bm_sim_opts *o, struct bm_timeline **out,
+                struct bm_err *err);
+void bm_timeline_free(struct bm_timeline *tl);
+
+/* For loaders of measured traces: a timeline shaped like t (ops zeroed, wait = -1, no memory
+ * points, state_mib from the memory model). NULL on allocation failure. */
+struct bm_timeline *bm_timeline_new(const struct bm_table *t);
+/* Append a memory point to rank r (skipped when equal to the last one). BM_ERR on OOM. */
+int bm_timeline_mem_push(struct bm_timeline *tl, int r, double t_ms,
+                         const double act_mib[BM_N_ROLES]);
+/* Recompute every derived figure (busy/idle, peaks, OOM, makespan, bubble ratio, samples/s)
+ * from ops[] times, the memory traces and state_mib. */
+void bm_timeline_summarize(struct bm_timeline *tl, const struct bm_table *t);
+
 #ifdef __cplusplus
 }
 #endif

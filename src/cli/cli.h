@@ -7,6 +7,8 @@
 
 int bm_cmd_plan(int argc, char **argv);
 int bm_cmd_verify(int argc, char **argv);
+int bm_cmd_simulate(int argc, char **argv);
+int bm_cmd_sweep(int argc, char **argv);
 
 /* Plan flags shared by plan/simulate/sweep/render: --pp --vpp --microbatches --unit
  * --backbone --policy --window. Values are "set" only when the flag was given. */
@@ -28,5 +30,19 @@ void bm_cli_plan_apply(const struct bm_cli_plan_flags *f, struct bm_plan_opts *o
 void bm_cli_error(const char *msg);
 /* Parse a positive int for flag 'flag'; prints an error and returns -1 on failure. */
 int bm_cli_int(const char *flag, const char *val, int *out);
+
+/* Parse a non-negative number for flag 'flag'; prints an error and returns -1 on failure. */
+int bm_cli_double(const char *flag, const char *val, double *out);
+
+/* ---- shared by simulate and sweep (cmd_simulate.c) */
+struct json_t;
+/* Plan s with o and simulate the table with so. On success the caller owns *t and *tl. */
+int bm_cli_sim_run(const struct bm_spec *s, const struct bm_plan_opts *o,
+                   const struct bm_sim_opts *so, struct bm_table **t, struct bm_timeline **tl,
+                   struct bm_err *err);
+/* The JSON object `simulate --json` prints for one policy (new reference). */
+struct json_t *bm_cli_sim_json(const struct bm_table *t, const struct bm_timeline *tl);
+/* Print j to stdout (indented, 10 significant digits) and a newline. */
+void bm_cli_json_print(struct json_t *j);
 
 #endif

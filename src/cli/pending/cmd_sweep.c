@@ -1,0 +1,257 @@
+/* cmd_sweep.c — `bigmac sweep SPEC --pp 2,4,8 --vpp 1,2 --microbatches 8,16,32 [--policy all|LIST]
+ * [--mem-cap-gib G] [--json]`: plan and simulate every combination, skip invalid ones with a
+ * note, rank the feasible ones by throughput, mark OOM ones, name the best. */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "util/util.h"
+
+#define MAXV 64
+#define GIB(mib) ((mib) / 1024.0)
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: bigmac sweep SPEC [--pp LIST] [--vpp LIST] [--microbatches LIST]\n"
+            "                    [--policy all|LIST] [--backbone B] [--unit N] [--window N|auto]\n"
+            "                    [--mem-cap-gib G] [--jitter X] [--seed S] [--json]\n"
+            "\n"
+            "Plan and simulate every combination of the comma-separated lists (each defaults to\n"
+            "the spec's value), skip invalid ones with a note, and rank the rest by samples/s.\n"
+            "A configuration is OOM when its peak exceeds min(device memory, --mem-cap-gib); OOM\n"
+            "ones are listed after the feasible ones. vpp > 1 uses the interleaved backbone; vpp 1\n"
+            "the spec's (or --backbone's) schedule. Progress goes to stderr.\n");
+}
+
+/* "2,4,8" -> ints; prints an error and returns -1 on a bad list. */
+static int parse_list(const char *flag, const char *v, int *out, int *n)
+{
+    *n = 0;
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", v);
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (*n >= MAXV) {
+            fprintf(stderr, "bigmac: error: %s: at most %d values\n", flag, MAXV);
+            return -1;
+        }
+        if (bm_cli_int(flag, tok, &out[*n])) return -1;
+        (*n)++;
+    }
+    if (!*n) {
+        fprintf(stderr, "bigmac: error: %s: expected a comma-separated list, got '%s'\n", flag, v);
+        return -1;
+    }
+    return 0;
+}
+
+static int parse_policies(const char *v, enum bm_policy *out, int *n)
+{
+    *n = 0;
+    if (!strcmp(v, "all")) {
+        for (int i = 0; i < BM_N_POLICIES; i++) out[(*n)++] = (enum bm_policy)i;
+        return 0;
+    }
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", v);
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (*n >= BM_N_POLICIES || bm_policy_parse(tok, &out[*n])) {
+            fprintf(stderr,
+                    "bigmac: error: --policy: unknown policy '%s' (all, or a list of bigmac, "
+                    "optimus, unified, unified-balanced, ideal, none)\n", tok);
+            return -1;
+        }
+        (*n)++;
+    }
+    return *n ? 0 : -1;
+}
+
+struct row {
+    int pp, vpp, mb, oom;
+    enum bm_backbone bb;
+    enum bm_policy pol;
+    int window, unit;
+    double makespan, bubble, sps, peak_mib;
+};
+
+static int cmp_rows(const void *a, const void *b)
+{
+    const struct row *x = a, *y = b;
+    if (x->oom != y->oom) return x->oom - y->oom;
+    if (x->sps != y->sps) return x->sps < y->sps ? 1 : -1;
+    return x->makespan < y->makespan ? -1 : x->makespan > y->makespan;
+}
+
+static json_t *row_json(const struct row *r, int rank)
+{
+    return json_pack("{s:i, s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:f, s:f, s:f, s:f, s:b}", "rank", rank,
+                     "policy", bm_policy_name(r->pol), "backbone", bm_backbone_name(r->bb), "pp",
+                     r->pp, "vpp", r->vpp, "microbatches", r->mb, "unit", r->unit, "window",
+                     r->window, "makespan_ms", r->makespan, "bubble_ratio", r->bubble,
+                     "samples_per_s", r->sps, "peak_mem_gib", GIB(r->peak_mib), "oom", r->oom);
+}
+
+int bm_cmd_sweep(int argc, char **argv)
+{
+    int pps[MAXV], vpps[MAXV], mbs[MAXV], npp = 0, nvpp = 0, nmb = 0, npol = 0, json = 0;
+    enum bm_policy pols[BM_N_POLICIES];
+    double cap_gib = 0;
+    struct bm_cli_plan_flags f;
+    memset(&f, 0, sizeof f);
+    struct bm_sim_opts so = {0, 1, 0};
+    const char *path = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int *list = NULL, *nlist = NULL;
+        if (!strcmp(a, "--pp")) list = pps, nlist = &npp;
+        else if (!strcmp(a, "--vpp")) list = vpps, nlist = &nvpp;
+        else if (!strcmp(a, "--microbatches")) list = mbs, nlist = &nmb;
+        int value_flag = list || !strcmp(a, "--policy") || !strcmp(a, "--mem-cap-gib") ||
+                         !strcmp(a, "--jitter") || !strcmp(a, "--seed");
+        if (value_flag && i + 1 >= argc) {
+            fprintf(stderr, "bigmac: error: %s needs a value\n", a);
+            return BM_USAGE;
+        }
+        if (list) {
+            if (parse_list(a, argv[++i], list, nlist)) return BM_USAGE;
+        } else if (!strcmp(a, "--policy")) {
+            if (parse_policies(argv[++i], pols, &npol)) return BM_USAGE;
+        } else if (!strcmp(a, "--mem-cap-gib") || !strcmp(a, "--jitter")) {
+            if (bm_cli_double(a, argv[i + 1], a[2] == 'm' ? &cap_gib : &so.jitter)) return BM_USAGE;
+            i++;
+        } else if (!strcmp(a, "--seed")) {
+            char *end;
+            so.seed = strtoull(argv[++i], &end, 10);
+            if (*end || argv[i][0] == '-' || !argv[i][0]) {
+                fprintf(stderr, "bigmac: error: --seed: expected a non-negative integer, got '%s'\n", argv[i]);
+                return BM_USAGE;
+            }
+        } else if (!strcmp(a, "--json")) {
+            json = 1;
+        } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        } else {
+            int k = bm_cli_plan_flag(argc, argv, &i, &f);
+            if (k < 0) return BM_USAGE;
+            if (k > 0) continue;
+            if (a[0] == '-' && a[1]) {
+                fprintf(stderr, "bigmac: error: sweep: unknown flag '%s'\n", a);
+                usage(stderr);
+                return BM_USAGE;
+            }
+            if (path) {
+                fprintf(stderr, "bigmac: error: sweep: one SPEC only (got '%s' and '%s')\n", path, a);
+                return BM_USAGE;
+            }
+            path = a;
+        }
+    }
+    if (!path) {
+        fprintf(stderr, "bigmac: error: sweep: missing SPEC\n");
+        usage(stderr);
+        return BM_USAGE;
+    }
+    struct bm_err err;
+    struct bm_spec *s;
+    if (bm_spec_load(path, &s, &err)) {
+        bm_cli_error(err.msg);
+        return 1;
+    }
+    so.samples_per_microbatch = s->data.samples_per_microbatch;
+    struct bm_plan_opts base;
+    bm_plan_opts_from_spec(&base, s);
+    bm_cli_plan_apply(&f, &base);
+    if (!f.unit && base.unit == s->pp) base.unit = 0; /* the spec's default unit follows pp */
+    if (!npp) pps[npp++] = base.pp;
+    if (!nvpp) vpps[nvpp++] = base.vpp;
+    if (!nmb) mbs[nmb++] = base.microbatches;
+    if (!npol) pols[npol++] = base.policy;
+    double cap_mib = s->device.memory_gib * 1024.0;
+    if (cap_gib > 0 && (cap_mib <= 0 || cap_gib * 1024.0 < cap_mib)) cap_mib = cap_gib * 1024.0;
+
+    int total = npp * nvpp * nmb * npol, done = 0, n_rows = 0;
+    struct row *rows = bm_calloc((size_t)total, sizeof *rows);
+    json_t *skipped = json_array();
+    if (!rows) {
+        bm_spec_free(s);
+        bm_cli_error("sweep: out of memory");
+        return 1;
+    }
+    char note[8192];
+    size_t note_len = 0;
+    note[0] = 0;
+    for (int a = 0; a < npp; a++)
+        for (int b = 0; b < nvpp; b++)
+            for (int c = 0; c < nmb; c++)
+                for (int d = 0; d < npol; d++) {
+                    struct bm_plan_opts o = base;
+                    o.pp = pps[a];
+                    o.vpp = vpps[b];
+                    o.microbatches = mbs[c];
+                    o.policy = pols[d];
+                    if (o.vpp > 1) o.backbone = BM_BB_INTERLEAVED;
+                    fprintf(stderr, "sweep: [%d/%d] pp %d vpp %d microbatches %d %s\n", ++done, total,
+                            o.pp, o.vpp, o.microbatches, bm_policy_name(o.policy));
+                    struct bm_table *t;
+                    struct bm_timeline *tl;
+                    if (bm_cli_sim_run(s, &o, &so, &t, &tl, &err)) {
+                        char *nl = strchr(err.msg, '\n');
+                        if (nl) *nl = 0;
+                        json_array_append_new(
+                            skipped, json_pack("{s:s, s:s, s:i, s:i, s:i, s:s}", "policy",
+                                               bm_policy_name(o.policy), "backbone",
+                                               bm_backbone_name(o.backbone), "pp", o.pp, "vpp", o.vpp,
+                                               "microbatches", o.microbatches, "reason", err.msg));
+                        if (note_len + 400 < sizeof note)
+                            note_len += (size_t)snprintf(note + note_len, sizeof note - note_len,
+                                                         "skipped: pp %d vpp %d microbatches %d %s: %.300s\n",
+                                                         o.pp, o.vpp, o.microbatches,
+                                                         bm_policy_name(o.policy), err.msg);
+                        continue;
+                    }
+                    struct row *r = &rows[n_rows++];
+                    *r = (struct row){o.pp, o.vpp, o.microbatches, cap_mib > 0 && tl->peak_mib > cap_mib,
+                                      t->backbone, t->policy, t->window, t->unit, tl->makespan_ms,
+                                      tl->bubble_ratio, tl->samples_per_s, tl->peak_mib};
+                    bm_timeline_free(tl);
+                    bm_table_free(t);
+                }
+    qsort(rows, (size_t)n_rows, sizeof *rows, cmp_rows);
+    int best = n_rows > 0 && !rows[0].oom ? 0 : -1;
+    if (json) {
+        json_t *res = json_array();
+        for (int i = 0; i < n_rows; i++) json_array_append_new(res, row_json(&rows[i], i + 1));
+        json_t *j = json_pack("{s:s, s:f, s:i, s:o, s:o, s:o}", "spec", s->name ? s->name : path,
+                              "mem_cap_gib", GIB(cap_mib), "configs", total, "results", res,
+                              "skipped", skipped, "best", best >= 0 ? row_json(&rows[0], 1) : json_null());
+        bm_cli_json_print(j);
+        json_decref(j);
+    } else {
+        json_decref(skipped);
+        printf("%s: %d configurations, memory cap %.3f GiB\n\n", s->name ? s->name : path, total,
+               GIB(cap_mib));
+        printf("%4s %4s %4s %6s %-12s %-17s %6s %12s %8s %11s %10s %5s\n", "#", "pp", "vpp", "M",
+               "backbone", "policy", "window", "makespan ms", "bubble", "samples/s", "peak GiB", "oom");
+        for (int i = 0; i < n_rows; i++) {
+            const struct row *r = &rows[i];
+            printf("%4d %4d %4d %6d %-12s %-17s %6d %12.3f %7.1f%% %11.2f %10.3f %5s\n", i + 1, r->pp,
+                   r->vpp, r->mb, bm_backbone_name(r->bb), bm_policy_name(r->pol), r->window,
+                   r->makespan, 100 * r->bubble, r->sps, GIB(r->peak_mib), r->oom ? "OOM" : "no");
+        }
+        if (note_len) printf("\n%s", note);
+        if (best >= 0)
+            printf("\nbest: pp %d vpp %d microbatches %d %s %s: %.2f samples/s, peak %.3f GiB\n",
+                   rows[0].pp, rows[0].vpp, rows[0].mb, bm_backbone_name(rows[0].bb),
+                   bm_policy_name(rows[0].pol), rows[0].sps, GIB(rows[0].peak_mib));
+        else
+            printf("\nbest: none (%s)\n", n_rows ? "every configuration is OOM" : "no valid configuration");
+    }
+    int rc = n_rows ? 0 : 1;
+    if (!n_rows) bm_cli_error("sweep: no valid configuration (see the skipped notes)");
+    bm_free(rows);
+    bm_spec_free(s);
+    return rc;
+}

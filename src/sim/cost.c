@@ -1,0 +1,72 @@
+/* cost.c — cost and memory model (see cost.h for the rules and units). */
+#include "sim/cost.h"
+#include "util/util.h"
+
+double bm_cost_chunk_weight(const struct bm_table *t, int chunk)
+{
+    int C = t->pp * (t->vpp > 0 ? t->vpp : 1);
+    if (chunk < 0 || chunk >= C) return 0;
+    if (!t->chunk_weights) return 1.0 / C;
+    return t->chunk_weights[chunk];
+}
+
+double bm_cost_mb_scale(const struct bm_table *t, int mb)
+{
+    if (!t->mb_scale || mb < 0 || mb >= t->microbatches) return 1;
+    return t->mb_scale[mb];
+}
+
+double bm_cost_compute_ms(const struct bm_table *t, const struct bm_op *op, int split)
+{
+    if (op->module < 0 || op->module >= t->n_modules) return 0;
+    const struct bm_table_module *m = &t->modules[op->module];
+    double d;
+    if (op->pass == BM_PASS_F) d = m->cost.fwd_ms;
+    else if (split) d = m->cost.bwd_ms * 0.5;  /* B and W halves */
+    else d = op->pass == BM_PASS_W ? 0 : m->cost.bwd_ms;
+    if (op->module == t->backbone_module) return d * bm_cost_chunk_weight(t, op->chunk);
+    if (m->role == BM_ROLE_ENCODER) return d * bm_cost_mb_scale(t, op->mb);
+    return d;
+}
+
+double bm_cost_comm_ms(const struct bm_table *t, int tensor)
+{
+    double ms = t->device.link_latency_us / 1000.0;
+    if (tensor >= 0 && tensor < t->n_tensors && t->device.link_gbytes_per_s > 0)
+        ms += t->tensors[tensor].mib * 1048576.0 / (t->device.link_gbytes_per_s * 1e9) * 1000.0;
+    return ms;
+}
+
+double bm_cost_act_mib(const struct bm_table *t, const struct bm_op *op)
+{
+    if (op->module < 0 || op->module >= t->n_modules) return 0;
+    double a = t->modules[op->module].cost.act_mib;
+    if (op->module == t->backbone_module) return a * bm_cost_chunk_weight(t, op->chunk);
+    return a;
+}
+
+void bm_cost_state_mib(const struct bm_table *t, double *out)
+{
+    int P = t->pp, C = P * (t->vpp > 0 ? t->vpp : 1), bb = t->backbone_module;
+    for (int r = 0; r < P; r++) {
+        out[r] = 0;
+        if (bb >= 0 && bb < t->n_modules)
+            for (int c = r; c < C; c += P)
+                out[r] += t->modules[bb].cost.state_mib * bm_cost_chunk_weight(t, c);
+        /* replicas: a module's state counts once on every rank that computes it */
+        for (int m = 0; m < t->n_modules; m++) {
+            if (m == bb) continue;
+            const struct bm_rank_ops *ro = &t->ranks[r];
+            for (int i = 0; i < ro->n_ops; i++)
+                if (ro->ops[i].kind == BM_OP_COMPUTE && ro->ops[i].module == m) {
+                    out[r] += t->modules[m].cost.state_mib;
+                    break;
+                }
+        }
+    }
+}
+
+double bm_cost_memory_cap_mib(const struct bm_table *t)
+{
+    return t->device.memory_gib > 0 ? t->device.memory_gib * 1024.0 : 0;
+}

@@ -1,0 +1,50 @@
+/* cost.h — the cost and memory model over an operator table (DESIGN §8), shared by the
+ * simulator and the planner's nominal timeline. Pure functions of the table: no state, no
+ * allocation except bm_cost_state_mib's caller-provided output.
+ *
+ * Units: milliseconds, MiB (2^20 bytes), link bandwidth in GB/s (10^9 bytes per second,
+ * converted exactly), latency in microseconds.
+ *
+ * Compute durations (per op, before the simulator's optional jitter):
+ *   backbone F/B   module fwd_ms / bwd_ms x chunk_weights[chunk]
+ *   encoder  F/B   fwd_ms / bwd_ms x mb_scale[mb]
+ *   generator F/B  fwd_ms / bwd_ms
+ *   W (split backward)  when a module's backward is split in the table (B and W ops both
+ *                  present), B and W each take half of bwd_ms (times the same factors).
+ * A NULL chunk_weights means uniform 1/(P*V); a NULL mb_scale means 1.
+ *
+ * Comm: a send and a recv take no rank time; the data arrives
+ *   link_latency_us / 1000 + mib * 2^20 / (link_gbytes_per_s * 1e9) * 1000  ms
+ * after the send is issued. link_gbytes_per_s <= 0 means unlimited bandwidth. Links are
+ * contention-free (each transfer gets the whole link).
+ *
+ * Memory:
+ *   resident state per rank: backbone state_mib x (sum of chunk_weights of the rank's chunks,
+ *     global chunk c lives on rank c % P) + the full state_mib of every other module with at
+ *     least one compute op on that rank (a replica);
+ *   activations: a forward allocates the op's act_mib when it starts (conservative: the peak
+ *     is reached during F) and its B frees it when B ends (W's end for a split backward).
+ *     Backbone act_mib x chunk weight per chunk; encoder/generator act_mib per microbatch
+ *     (not scaled by mb_scale: memory is sized for the nominal microbatch). */
+#ifndef BM_SIM_COST_H
+#define BM_SIM_COST_H
+
+#include "bigmac.h"
+
+/* Share of the backbone in global chunk c (uniform when t->chunk_weights is NULL). */
+double bm_cost_chunk_weight(const struct bm_table *t, int chunk);
+/* Encoder cost multiplier of microbatch mb (1 when t->mb_scale is NULL or mb out of range). */
+double bm_cost_mb_scale(const struct bm_table *t, int mb);
+/* Duration (ms) of compute op 'op', without jitter. split = 1 when op's module has its
+ * backward split into B and W in this table (see above); the planner passes 0. */
+double bm_cost_compute_ms(const struct bm_table *t, const struct bm_op *op, int split);
+/* Transfer time (ms) of one microbatch of tensor i from issue to arrival. */
+double bm_cost_comm_ms(const struct bm_table *t, int tensor);
+/* Activation MiB that compute op 'op' (its F) keeps alive until its B (or W). */
+double bm_cost_act_mib(const struct bm_table *t, const struct bm_op *op);
+/* Resident state per rank into out[0 .. pp-1]. */
+void bm_cost_state_mib(const struct bm_table *t, double *out);
+/* Memory cap (MiB) of one device: memory_gib * 1024; 0 = none. */
+double bm_cost_memory_cap_mib(const struct bm_table *t);
+
+#endif

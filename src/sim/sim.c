@@ -1,0 +1,502 @@
+/* sim.c — discrete-event simulation of an operator table (DESIGN §8).
+ *
+ * Every op's times are a function of its rank's previous op and, for a recv, of the matching
+ * send: the table is a DAG (program order + send->recv edges) and the simulation is a longest
+ * path over it. No event queue is needed: each rank runs forward until it reaches a recv whose
+ * send has not been issued yet, then parks; issuing a send wakes the rank parked on it.
+ * Every op is visited once, so the whole run is O(ops) (plus O(ops) hashing to match sends
+ * to recvs up front). When no rank can move and some have ops left, the table deadlocks and
+ * the error names each blocked rank's op and what it waits for.
+ *
+ * Cost and memory rules live in sim/cost.h. */
+#include <stdio.h>
+#include <string.h>
+
+#include "sim/cost.h"
+#include "util/util.h"
+
+/* ---------------------------------------------------------------- timeline objects */
+
+void bm_timeline_free(struct bm_timeline *tl)
+{
+    if (!tl) return;
+    if (tl->ranks)
+        for (int r = 0; r < tl->pp; r++) {
+            bm_free(tl->ranks[r].ops);
+            bm_free(tl->ranks[r].mem);
+        }
+    bm_free(tl->ranks);
+    bm_free(tl);
+}
+
+struct bm_timeline *bm_timeline_new(const struct bm_table *t)
+{
+    struct bm_timeline *tl = bm_calloc(1, sizeof *tl);
+    if (!tl) return NULL;
+    tl->pp = t->pp;
+    tl->microbatches = t->microbatches;
+    tl->samples_per_microbatch = 1;
+    tl->memory_cap_mib = bm_cost_memory_cap_mib(t);
+    tl->ranks = bm_calloc((size_t)(t->pp > 0 ? t->pp : 1), sizeof *tl->ranks);
+    double *state = bm_malloc((size_t)(t->pp > 0 ? t->pp : 1) * sizeof *state);
+    if (!tl->ranks || !state) goto fail;
+    bm_cost_state_mib(t, state);
+    for (int r = 0; r < t->pp; r++) {
+        struct bm_rank_timeline *rt = &tl->ranks[r];
+        int n = t->ranks[r].n_ops;
+        rt->n_ops = n;
+        rt->state_mib = state[r];
+        rt->ops = bm_malloc((size_t)(n > 0 ? n : 1) * sizeof *rt->ops);
+        if (!rt->ops) goto fail;
+        for (int i = 0; i < n; i++)
+            rt->ops[i] = (struct bm_op_time){0, 0, 0, -1, -1};
+    }
+    bm_free(state);
+    return tl;
+fail:
+    bm_free(state);
+    bm_timeline_free(tl);
+    return NULL;
+}
+
+int bm_timeline_mem_push(struct bm_timeline *tl, int r, double t_ms, const double act[BM_N_ROLES])
+{
+    struct bm_rank_timeline *rt = &tl->ranks[r];
+    const double *last = rt->n_mem ? rt->mem[rt->n_mem - 1].act_mib : NULL;
+    static const double zero[BM_N_ROLES];
+    if (!last) last = zero;
+    if (!memcmp(last, act, sizeof zero)) return BM_OK;
+    if (bm_grow(&rt->mem, &rt->cap_mem, rt->n_mem + 1, sizeof *rt->mem)) return BM_ERR;
+    struct bm_mem_point *p = &rt->mem[rt->n_mem++];
+    p->t_ms = t_ms;
+    memcpy(p->act_mib, act, sizeof p->act_mib);
+    return BM_OK;
+}
+
+void bm_timeline_summarize(struct bm_timeline *tl, const struct bm_table *t)
+{
+    double makespan = 0;
+    for (int r = 0; r < tl->pp; r++) {
+        const struct bm_rank_timeline *rt = &tl->ranks[r];
+        for (int i = 0; i < rt->n_ops; i++)
+            if (rt->ops[i].end_ms > makespan) makespan = rt->ops[i].end_ms;
+    }
+    tl->makespan_ms = makespan;
+    tl->peak_mib = 0;
+    tl->oom = 0;
+    for (int k = 0; k < BM_N_ROLES; k++) tl->peak_act_mib[k] = 0;
+    double idle = 0;
+    for (int r = 0; r < tl->pp; r++) {
+        struct bm_rank_timeline *rt = &tl->ranks[r];
+        const struct bm_op *ops = t->ranks[r].ops;
+        double busy = 0, first = -1, last = 0;
+        for (int k = 0; k < BM_N_ROLES; k++) rt->busy_role_ms[k] = 0;
+        for (int i = 0; i < rt->n_ops; i++) {
+            if (ops[i].kind != BM_OP_COMPUTE) continue;
+            const struct bm_op_time *ot = &rt->ops[i];
+            busy += ot->end_ms - ot->start_ms;
+            int mod = ops[i].module;
+            int role = mod >= 0 && mod < t->n_modules ? (int)t->modules[mod].role : -1;
+            if (role >= 0 && role < BM_N_ROLES) rt->busy_role_ms[role] += ot->end_ms - ot->start_ms;
+            if (first < 0) first = ot->start_ms;
+            if (ot->end_ms > last) last = ot->end_ms;
+        }
+        rt->busy_ms = busy;
+        if (first < 0) {
+            rt->idle_lead_ms = makespan;
+            rt->idle_mid_ms = rt->idle_tail_ms = 0;
+        } else {
+            rt->idle_lead_ms = first;
+            rt->idle_tail_ms = makespan - last;
+            rt->idle_mid_ms = last - first - busy;
+            if (rt->idle_mid_ms < 0) rt->idle_mid_ms = 0; /* overlapping measured ops */
+        }
+        idle += rt->idle_lead_ms + rt->idle_mid_ms + rt->idle_tail_ms;
+        double peak_total = 0;
+        for (int k = 0; k < BM_N_ROLES; k++) rt->peak_act_mib[k] = 0;
+        for (int j = 0; j < rt->n_mem; j++) {
+            const double *a = rt->mem[j].act_mib;
+            double s = 0;
+            for (int k = 0; k < BM_N_ROLES; k++) {
+                s += a[k];
+                if (a[k] > rt->peak_act_mib[k]) rt->peak_act_mib[k] = a[k];
+            }
+            if (s > peak_total) peak_total = s;
+        }
+        rt->peak_mib = rt->state_mib + peak_total;
+        rt->oom = tl->memory_cap_mib > 0 && rt->peak_mib > tl->memory_cap_mib;
+        if (rt->peak_mib > tl->peak_mib) tl->peak_mib = rt->peak_mib;
+        for (int k = 0; k < BM_N_ROLES; k++)
+            if (rt->peak_act_mib[k] > tl->peak_act_mib[k]) tl->peak_act_mib[k] = rt->peak_act_mib[k];
+        tl->oom |= rt->oom;
+    }
+    tl->bubble_ratio = makespan > 0 && tl->pp > 0 ? idle / (tl->pp * makespan) : 0;
+    int spm = tl->samples_per_microbatch > 0 ? tl->samples_per_microbatch : 1;
+    tl->samples_per_s = makespan > 0 ? (double)tl->microbatches * spm / (makespan / 1000.0) : 0;
+}
+
+/* ---------------------------------------------------------------- simulation state */
+
+struct slot {           /* send-matching hash slot: one per (src, dst, tensor, mb) key */
+    int32_t rank, op;   /* the first send inserted with this key (defines the key); rank -1 = empty */
+    int64_t head, tail; /* FIFO of unmatched sends (global op ids), -1 = empty */
+};
+
+struct sim {
+    const struct bm_table *t;
+    struct bm_timeline *tl;
+    int P, M, C;
+    long *base;        /* [P+1] global op id of rank r's op 0 */
+    int32_t *match;    /* [ops] send: matching recv's index on the peer (-1 none); recv: send's */
+    int64_t *chain;    /* [ops] next unmatched send with the same key (global id), -1 */
+    struct slot *slots;
+    uint64_t mask;
+    double *jit;       /* [n_modules*2*M] duration factor of (module, F|B, mb) */
+    uint8_t *split;    /* [n_modules] backward split into B and W somewhere in the table */
+    double *comm;      /* [n_tensors] transfer ms */
+    /* per (rank, mb): last compute op of the mb and pending recv arrivals since */
+    double *last_end;  /* -1 = none */
+    int32_t *last_op;
+    double *pend;      /* -1 = none */
+    int32_t *pend_rank, *pend_op;
+    int *pc;           /* next op per rank */
+    double *tfree;     /* end of the rank's last op */
+    double *act;       /* [P*3] live activations per role */
+    uint8_t *parked;   /* rank waits at pc for a send */
+    int *stack, sp;
+};
+
+static uint64_t key_hash(int32_t a, int32_t b, int32_t c, int32_t d)
+{
+    uint64_t h = ((uint64_t)(uint32_t)a << 32 | (uint32_t)b) * 0x9e3779b97f4a7c15ULL;
+    h ^= ((uint64_t)(uint32_t)c << 32 | (uint32_t)d) + 0x632be59bd9b4e019ULL + (h << 6) + (h >> 2);
+    h ^= h >> 31;
+    h *= 0xbf58476d1ce4e5b9ULL;
+    h ^= h >> 29;
+    return h;
+}
+
+/* Slot for the key (src, dst, tensor, mb); an empty slot when absent. */
+static struct slot *slot_find(struct sim *s, int32_t src, int32_t dst, int32_t tensor, int32_t mb)
+{
+    uint64_t h = key_hash(src, dst, tensor, mb) & s->mask;
+    for (;;) {
+        struct slot *sl = &s->slots[h];
+        if (sl->rank < 0) return sl;
+        const struct bm_op *o = &s->t->ranks[sl->rank].ops[sl->op];
+        if (sl->rank == src && o->peer == dst && o->tensor == tensor && o->mb == mb) return sl;
+        h = (h + 1) & s->mask;
+    }
+}
+
+static void sim_free(struct sim *s)
+{
+    bm_free(s->base);
+    bm_free(s->match);
+    bm_free(s->chain);
+    bm_free(s->slots);
+    bm_free(s->jit);
+    bm_free(s->split);
+    bm_free(s->comm);
+    bm_free(s->last_end);
+    bm_free(s->last_op);
+    bm_free(s->pend);
+    bm_free(s->pend_rank);
+    bm_free(s->pend_op);
+    bm_free(s->pc);
+    bm_free(s->tfree);
+    bm_free(s->act);
+    bm_free(s->parked);
+    bm_free(s->stack);
+}
+
+/* Check every op's fields; BM_ERR naming the first bad op. */
+static int validate(const struct bm_table *t, struct bm_err *err)
+{
+    int P = t->pp, M = t->microbatches, C = t->pp * (t->vpp > 0 ? t->vpp : 1);
+    if (P < 1 || M < 1) return bm_err_set(err, "simulate: table has pp=%d microbatches=%d", P, M);
+    for (int r = 0; r < P; r++)
+        for (int i = 0; i < t->ranks[r].n_ops; i++) {
+            const struct bm_op *o = &t->ranks[r].ops[i];
+            const char *bad = NULL;
+            if (o->mb < 0 || o->mb >= M) bad = "microbatch out of range";
+            else if (o->kind == BM_OP_COMPUTE) {
+                if (o->module < 0 || o->module >= t->n_modules) bad = "unknown module";
+                else if (o->pass > BM_PASS_W) bad = "unknown pass";
+                else if (o->module == t->backbone_module && (o->chunk < 0 || o->chunk >= C))
+                    bad = "backbone chunk out of range";
+            } else if (o->kind == BM_OP_SEND || o->kind == BM_OP_RECV) {
+                if (o->peer < 0 || o->peer >= P) bad = "peer rank out of range";
+                else if (o->tensor < 0 || o->tensor >= t->n_tensors) bad = "unknown tensor";
+            } else
+                bad = "unknown op kind";
+            if (bad)
+                return bm_err_set(err,
+                                  "simulate: rank %d op %d (kind %d, module %d, chunk %d, mb %d, "
+                                  "peer %d, tensor %d): %s",
+                                  r, i, o->kind, o->module, o->chunk, o->mb, o->peer, o->tensor, bad);
+        }
+    return BM_OK;
+}
+
+static int sim_init(struct sim *s, const struct bm_table *t, const struct bm_sim_opts *o,
+                    struct bm_err *err)
+{
+    int P = t->pp, M = t->microbatches, NM = t->n_modules;
+    s->t = t;
+    s->P = P;
+    s->M = M;
+    s->C = P * (t->vpp > 0 ? t->vpp : 1);
+    long n = bm_table_n_ops(t);
+    size_t nz = (size_t)(n > 0 ? n : 1), pm = (size_t)P * (size_t)M;
+    s->base = bm_malloc((size_t)(P + 1) * sizeof *s->base);
+    s->match = bm_malloc(nz * sizeof *s->match);
+    s->chain = bm_malloc(nz * sizeof *s->chain);
+    s->jit = bm_malloc((size_t)(NM > 0 ? NM : 1) * 2 * (size_t)M * sizeof *s->jit);
+    s->split = bm_calloc((size_t)(NM > 0 ? NM : 1), 1);
+    s->comm = bm_malloc((size_t)(t->n_tensors > 0 ? t->n_tensors : 1) * sizeof *s->comm);
+    s->last_end = bm_malloc(pm * sizeof *s->last_end);
+    s->last_op = bm_malloc(pm * sizeof *s->last_op);
+    s->pend = bm_malloc(pm * sizeof *s->pend);
+    s->pend_rank = bm_malloc(pm * sizeof *s->pend_rank);
+    s->pend_op = bm_malloc(pm * sizeof *s->pend_op);
+    s->pc = bm_calloc((size_t)P, sizeof *s->pc);
+    s->tfree = bm_calloc((size_t)P, sizeof *s->tfree);
+    s->act = bm_calloc((size_t)P * BM_N_ROLES, sizeof *s->act);
+    s->parked = bm_calloc((size_t)P, 1);
+    s->stack = bm_malloc((size_t)P * sizeof *s->stack);
+    if (!s->base || !s->match || !s->chain || !s->jit || !s->split || !s->comm || !s->last_end ||
+        !s->last_op || !s->pend || !s->pend_rank || !s->pend_op || !s->pc || !s->tfree ||
+        !s->act || !s->parked || !s->stack)
+        return bm_err_set(err, "simulate: out of memory (%ld ops)", n);
+
+    s->base[0] = 0;
+    for (int r = 0; r < P; r++) s->base[r + 1] = s->base[r] + t->ranks[r].n_ops;
+    for (size_t i = 0; i < pm; i++) {
+        s->last_end[i] = -1;
+        s->last_op[i] = -1;
+        s->pend[i] = -1;
+        s->pend_rank[i] = s->pend_op[i] = -1;
+    }
+    for (int i = 0; i < t->n_tensors; i++) s->comm[i] = bm_cost_comm_ms(t, i);
+
+    /* Jitter: one draw per (module, F|B, mb) in a fixed order, independent of placement. */
+    double j = o ? o->jitter : 0;
+    struct bm_rng rng;
+    bm_rng_seed(&rng, o ? o->seed : 0);
+    for (int m = 0; m < NM; m++)
+        for (int p = 0; p < 2; p++)
+            for (int mb = 0; mb < M; mb++) {
+                double f = 1;
+                if (j != 0 && m != t->backbone_module) {
+                    f = 1 + j * (2 * bm_rng_uniform(&rng) - 1);
+                    if (f < 0) f = 0;
+                }
+                s->jit[((size_t)m * 2 + (size_t)p) * (size_t)M + (size_t)mb] = f;
+            }
+
+    /* Backward split per module; send matching (FIFO per key). */
+    long n_send = 0;
+    for (int r = 0; r < P; r++)
+        for (int i = 0; i < t->ranks[r].n_ops; i++) {
+            const struct bm_op *op = &t->ranks[r].ops[i];
+            if (op->kind == BM_OP_COMPUTE && op->pass == BM_PASS_W) s->split[op->module] = 1;
+            if (op->kind == BM_OP_SEND) n_send++;
+        }
+    uint64_t cap = 16;
+    while (cap < (uint64_t)n_send * 2) cap <<= 1;
+    s->mask = cap - 1;
+    s->slots = bm_malloc((size_t)cap * sizeof *s->slots);
+    if (!s->slots) return bm_err_set(err, "simulate: out of memory (%ld sends)", n_send);
+    for (uint64_t i = 0; i < cap; i++) s->slots[i] = (struct slot){-1, -1, -1, -1};
+    for (int r = 0; r < P; r++)
+        for (int i = 0; i < t->ranks[r].n_ops; i++) {
+            const struct bm_op *op = &t->ranks[r].ops[i];
+            int64_t g = s->base[r] + i;
+            s->match[g] = -1;
+            s->chain[g] = -1;
+            if (op->kind != BM_OP_SEND) continue;
+            struct slot *sl = slot_find(s, r, op->peer, op->tensor, op->mb);
+            if (sl->rank < 0) {
+                sl->rank = r;
+                sl->op = i;
+            }
+            if (sl->tail < 0) sl->head = g;
+            else s->chain[sl->tail] = g;
+            sl->tail = g;
+        }
+    for (int r = 0; r < P; r++)
+        for (int i = 0; i < t->ranks[r].n_ops; i++) {
+            const struct bm_op *op = &t->ranks[r].ops[i];
+            if (op->kind != BM_OP_RECV) continue;
+            struct slot *sl = slot_find(s, op->peer, r, op->tensor, op->mb);
+            if (sl->rank < 0 || sl->head < 0) {
+                char buf[BM_MAX_NAME + 64];
+                bm_op_format(t, op, buf, sizeof buf);
+                return bm_err_set(err,
+                                  "simulate: rank %d op %d %s has no matching send on rank %d "
+                                  "(it would wait forever)\nhint: run `bigmac verify` on the table",
+                                  r, i, buf, op->peer);
+            }
+            int64_t g = sl->head;
+            sl->head = s->chain[g];
+            if (sl->head < 0) sl->tail = -1;
+            s->match[g] = i;
+            s->match[s->base[r] + i] = (int32_t)(g - s->base[op->peer]);
+        }
+    return BM_OK;
+}
+
+static int mem_change(struct sim *s, int r, double t_ms, int role, double delta)
+{
+    if (delta == 0) return BM_OK;
+    double *a = &s->act[r * BM_N_ROLES];
+    a[role] += delta;
+    if (a[role] < 1e-9 && a[role] > -1e-9) a[role] = 0; /* float noise of +x-x */
+    return bm_timeline_mem_push(s->tl, r, t_ms, a);
+}
+
+/* Run rank r until it ends or parks at a recv whose send is not issued yet. */
+static int run_rank(struct sim *s, int r, struct bm_err *err)
+{
+    const struct bm_table *t = s->t;
+    const struct bm_op *ops = t->ranks[r].ops;
+    struct bm_op_time *times = s->tl->ranks[r].ops;
+    int n = t->ranks[r].n_ops;
+    double tf = s->tfree[r];
+    for (int i = s->pc[r]; i < n; i++) {
+        const struct bm_op *op = &ops[i];
+        struct bm_op_time *ot = &times[i];
+        size_t mi = (size_t)r * (size_t)s->M + (size_t)op->mb;
+        if (op->kind == BM_OP_COMPUTE) {
+            double ready = s->last_end[mi] >= 0 ? s->last_end[mi] : 0;
+            int wr = s->last_op[mi] >= 0 ? r : -1, wo = s->last_op[mi];
+            if (s->pend[mi] >= 0 && s->pend[mi] >= ready) {
+                ready = s->pend[mi];
+                wr = s->pend_rank[mi];
+                wo = s->pend_op[mi];
+            }
+            int split = s->split[op->module];
+            double d = bm_cost_compute_ms(t, op, split);
+            if (op->module != t->backbone_module)
+                d *= s->jit[((size_t)op->module * 2 + (op->pass == BM_PASS_F ? 0 : 1)) * (size_t)s->M +
+                            (size_t)op->mb];
+            *ot = (struct bm_op_time){tf, tf + d, ready, wr, wo};
+            int role = t->modules[op->module].role;
+            if ((unsigned)role >= BM_N_ROLES) role = BM_ROLE_BACKBONE;
+            double a = bm_cost_act_mib(t, op);
+            if (op->pass == BM_PASS_F) {
+                if (mem_change(s, r, tf, role, a)) goto oom;
+            } else if (op->pass == BM_PASS_W || !split) {
+                if (mem_change(s, r, tf + d, role, -a)) goto oom;
+            }
+            tf += d;
+            s->last_end[mi] = tf;
+            s->last_op[mi] = i;
+            s->pend[mi] = -1;
+            s->pend_rank[mi] = s->pend_op[mi] = -1;
+            s->pc[r] = i + 1;
+        } else if (op->kind == BM_OP_SEND) {
+            int has = s->last_op[mi] >= 0;
+            *ot = (struct bm_op_time){tf, tf, has ? s->last_end[mi] : tf, has ? r : -1,
+                                      has ? s->last_op[mi] : -1};
+            s->pc[r] = i + 1;
+            int q = op->peer;
+            int32_t ri = s->match[s->base[r] + i];
+            if (q != r && s->parked[q] && ri >= 0 && s->pc[q] == ri) {
+                s->parked[q] = 0;
+                s->stack[s->sp++] = q;
+            }
+        } else { /* recv */
+            int p = op->peer;
+            int32_t si = s->match[s->base[r] + i];
+            if (s->pc[p] <= si) { /* not issued yet: park */
+                s->pc[r] = i;
+                s->tfree[r] = tf;
+                s->parked[r] = 1;
+                return BM_OK;
+            }
+            double arrive = s->tl->ranks[p].ops[si].start_ms + s->comm[op->tensor];
+            double end = arrive > tf ? arrive : tf;
+            *ot = (struct bm_op_time){tf, end, arrive, p, si};
+            if (arrive > s->pend[mi]) {
+                s->pend[mi] = arrive;
+                s->pend_rank[mi] = p;
+                s->pend_op[mi] = si;
+            }
+            tf = end;
+            s->pc[r] = i + 1;
+        }
+    }
+    s->tfree[r] = tf;
+    return BM_OK;
+oom:
+    return bm_err_set(err, "simulate: out of memory recording rank %d's memory trace", r);
+}
+
+/* Explain a deadlock: each blocked rank's op and what it waits for. */
+static int deadlock_error(struct sim *s, struct bm_err *err)
+{
+    const struct bm_table *t = s->t;
+    int blocked = 0;
+    for (int r = 0; r < s->P; r++) blocked += s->pc[r] < t->ranks[r].n_ops;
+    char msg[sizeof err->msg];
+    size_t len = (size_t)snprintf(msg, sizeof msg,
+                                  "simulate: deadlock: %d of %d ranks are blocked and none can proceed",
+                                  blocked, s->P);
+    int shown = 0;
+    for (int r = 0; r < s->P && len + 300 < sizeof msg; r++) {
+        if (s->pc[r] >= t->ranks[r].n_ops) continue;
+        const struct bm_op *op = &t->ranks[r].ops[s->pc[r]];
+        int p = op->peer;
+        int32_t si = s->match[s->base[r] + s->pc[r]];
+        char a[BM_MAX_NAME + 64], b[BM_MAX_NAME + 64];
+        bm_op_format(t, op, a, sizeof a);
+        bm_op_format(t, &t->ranks[p].ops[si], b, sizeof b);
+        char c[BM_MAX_NAME + 64] = "its end";
+        if (s->pc[p] < t->ranks[p].n_ops) bm_op_format(t, &t->ranks[p].ops[s->pc[p]], c, sizeof c);
+        len += (size_t)snprintf(msg + len, sizeof msg - len,
+                                "\n  rank %d blocked at op %d %s: waits for op %d %s on rank %d, "
+                                "which is blocked at op %d %s",
+                                r, s->pc[r], a, si, b, p, s->pc[p], c);
+        shown++;
+    }
+    if (shown < blocked && len + 40 < sizeof msg)
+        snprintf(msg + len, sizeof msg - len, "\n  ... and %d more", blocked - shown);
+    return bm_err_set(err, "%s\nhint: run `bigmac verify` on the table", msg);
+}
+
+int bm_simulate(const struct bm_table *t, const struct bm_sim_opts *o, struct bm_timeline **out,
+                struct bm_err *err)
+{
+    *out = NULL;
+    if (validate(t, err)) return BM_ERR;
+    struct sim s;
+    memset(&s, 0, sizeof s);
+    int rc = BM_ERR;
+    s.tl = bm_timeline_new(t);
+    if (!s.tl) {
+        bm_err_set(err, "simulate: out of memory allocating the timeline");
+        goto done;
+    }
+    if (o && o->samples_per_microbatch > 0) s.tl->samples_per_microbatch = o->samples_per_microbatch;
+    if (sim_init(&s, t, o, err)) goto done;
+    for (int r = s.P - 1; r >= 0; r--) s.stack[s.sp++] = r;
+    while (s.sp > 0) {
+        int r = s.stack[--s.sp];
+        if (run_rank(&s, r, err)) goto done;
+    }
+    for (int r = 0; r < s.P; r++)
+        if (s.pc[r] < t->ranks[r].n_ops) {
+            deadlock_error(&s, err);
+            goto done;
+        }
+    bm_timeline_summarize(s.tl, t);
+    *out = s.tl;
+    s.tl = NULL;
+    rc = BM_OK;
+done:
+    bm_timeline_free(s.tl);
+    sim_free(&s);
+    return rc;
+}
