@@ -4,6 +4,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 : "${BIGMAC:=bin/bigmac}"
 mkdir -p out
-"$BIGMAC" plan examples/tiny-mllm.json --ascii -o out/table.json
+"$BIGMAC" plan examples/tiny-mllm.json -o out/table.json
 "$BIGMAC" verify out/table.json
 echo "operator table: out/table.json"

@@ -1,4 +1,130 @@
-/* cmd_plan.c — `bigmac plan` (placeholder until the planner lands in this session). */
+/* cmd_plan.c — `bigmac plan SPEC [plan flags] [-o TABLE.json]`: spec -> operator table. */
 #include <stdio.h>
+#include <string.h>
+
 #include "cli/cli.h"
-int bm_cmd_plan(int argc, char **argv) { (void)argc; (void)argv; fprintf(stderr, "plan: not built yet\n"); return 1; }
+#include "util/util.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: bigmac plan SPEC [--pp N] [--vpp V] [--microbatches M] [--unit U]\n"
+            "                        [--backbone gpipe|1f1b|interleaved]\n"
+            "                        [--policy bigmac|optimus|unified|unified-balanced|ideal|none]\n"
+            "                        [--window W|auto] [-o TABLE.json]\n"
+            "\n"
+            "Plans one training iteration: every rank's ordered compute and send/recv ops.\n"
+            "Flags override the spec's \"parallel\" and \"schedule\" settings. Prints a summary\n"
+            "(ranks, ops, peak live microbatches per module and rank, nominal makespan);\n"
+            "-o writes the operator table (docs/table.md; '-' = stdout).\n");
+}
+
+/* Print the summary of table t planned from spec s. */
+static int summary(const struct bm_spec *s, const struct bm_table *t, FILE *f)
+{
+    long n = 0, nc = 0, ns = 0;
+    for (int r = 0; r < t->pp; r++)
+        for (int i = 0; i < t->ranks[r].n_ops; i++) {
+            n++;
+            nc += t->ranks[r].ops[i].kind == BM_OP_COMPUTE;
+            ns += t->ranks[r].ops[i].kind == BM_OP_SEND;
+        }
+    fprintf(f, "%s: policy %s, backbone %s, P=%d V=%d M=%d U=%d", s->name ? s->name : s->path,
+            bm_policy_name(t->policy), bm_backbone_name(t->backbone), t->pp, t->vpp,
+            t->microbatches, t->unit);
+    if (t->window) fprintf(f, " W=%d", t->window);
+    fprintf(f, "\nops: %ld (%ld compute, %ld send, %ld recv)\n", n, nc, ns, ns);
+    int *live = bm_calloc((size_t)t->pp * (size_t)t->n_modules, sizeof(int));
+    if (!live) return BM_ERR;
+    bm_table_peak_live(t, live);
+    fprintf(f, "peak live microbatches per rank:\n  %-6s", "rank");
+    for (int m = 0; m < t->n_modules; m++) {
+        char h[80];
+        snprintf(h, sizeof h, "%s (%s)", t->modules[m].name, bm_role_name(t->modules[m].role));
+        fprintf(f, " %18s", h);
+    }
+    fprintf(f, "\n");
+    for (int r = 0; r < t->pp && r < 64; r++) {
+        fprintf(f, "  %-6d", r);
+        for (int m = 0; m < t->n_modules; m++) fprintf(f, " %18d", live[r * t->n_modules + m]);
+        fprintf(f, "\n");
+    }
+    if (t->pp > 64) fprintf(f, "  ... %d more ranks\n", t->pp - 64);
+    bm_free(live);
+    struct bm_timeline *tl;
+    struct bm_err err;
+    if (bm_simulate(t, NULL, &tl, &err) == BM_OK) {
+        fprintf(f, "nominal makespan %.3f ms, bubble ratio %.3f, peak memory %.2f GiB%s\n",
+                tl->makespan_ms, tl->bubble_ratio, tl->peak_mib / 1024.0,
+                tl->oom ? " (OUT OF MEMORY on some rank)" : "");
+        bm_timeline_free(tl);
+    }
+    return BM_OK;
+}
+
+int bm_cmd_plan(int argc, char **argv)
+{
+    struct bm_cli_plan_flags flags = {0};
+    const char *spec_path = NULL, *out_path = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        }
+        int k = bm_cli_plan_flag(argc, argv, &i, &flags);
+        if (k < 0) return BM_USAGE;
+        if (k > 0) continue;
+        if (!strcmp(a, "-o")) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "bigmac: error: -o needs a file name\n");
+                return BM_USAGE;
+            }
+            out_path = argv[++i];
+        } else if (a[0] == '-' && a[1]) {
+            fprintf(stderr, "bigmac: error: plan: unknown flag '%s'\n", a);
+            usage(stderr);
+            return BM_USAGE;
+        } else if (!spec_path) {
+            spec_path = a;
+        } else {
+            fprintf(stderr, "bigmac: error: plan takes one SPEC (got '%s' and '%s')\n", spec_path, a);
+            return BM_USAGE;
+        }
+    }
+    if (!spec_path) {
+        usage(stderr);
+        return BM_USAGE;
+    }
+    struct bm_err err;
+    struct bm_spec *spec;
+    if (bm_spec_load(spec_path, &spec, &err)) {
+        bm_cli_error(err.msg);
+        return BM_ERR;
+    }
+    struct bm_plan_opts o;
+    bm_plan_opts_from_spec(&o, spec);
+    bm_cli_plan_apply(&flags, &o);
+    struct bm_table *t;
+    if (bm_plan_build(spec, &o, &t, &err)) {
+        char msg[sizeof err.msg + 300];
+        snprintf(msg, sizeof msg, "%s: cannot plan: %s", spec_path, err.msg);
+        bm_cli_error(msg);
+        bm_spec_free(spec);
+        return BM_ERR;
+    }
+    int rc = BM_OK;
+    FILE *info = out_path && !strcmp(out_path, "-") ? stderr : stdout;
+    if (summary(spec, t, info)) rc = BM_ERR;
+    if (!rc && out_path) {
+        if (bm_table_save(t, out_path, &err)) {
+            bm_cli_error(err.msg);
+            rc = BM_ERR;
+        } else if (strcmp(out_path, "-")) {
+            fprintf(info, "wrote %s\n", out_path);
+        }
+    }
+    bm_table_free(t);
+    bm_spec_free(spec);
+    return rc;
+}

@@ -3,14 +3,8 @@
 #include <string.h>
 
 #include "plan/plan.h"
+#include "sim/cost.h"
 #include "util/util.h"
-
-double bm_plan_comm_ms(const struct bm_table *t, double mib)
-{
-    /* latency + bytes / bandwidth; MiB are 2^20 bytes, GB/s are 1e9 bytes/s. */
-    double bw = t->device.link_gbytes_per_s > 0 ? t->device.link_gbytes_per_s : 25;
-    return t->device.link_latency_us / 1000.0 + mib * 1048576.0 / (bw * 1e9) * 1000.0;
-}
 
 int bm_plan_warmup_extra(const struct bm_table *t)
 {
@@ -58,9 +52,7 @@ static int for_preds(const struct bm_graph *g, int id, struct bm_edge *out)
         if (bm_flow_producer(g->flow, fo->needs[i], &pm, &pc, &pp)) continue;
         int pid = pm == t->backbone_module ? bm_task_bb(g, pc, pp, x->mb)
                                            : bm_task_nested(g, g->nested_slot[pm], pp, x->mb);
-        float comm = g->task[pid].rank != x->rank
-                         ? (float)bm_plan_comm_ms(t, t->tensors[fo->needs[i]].mib)
-                         : 0.0f;
+        float comm = g->task[pid].rank != x->rank ? (float)bm_cost_comm_ms(t, fo->needs[i]) : 0.0f;
         int dup = 0;
         for (int j = 0; j < n; j++)
             if (out[j].task == pid) {
@@ -107,7 +99,6 @@ int bm_graph_build(const struct bm_table *t, const struct bm_flow *flow, struct 
     g->n_tasks = (int)n;
     g->task = bm_calloc((size_t)n, sizeof *g->task);
     if (!g->task) goto oom;
-    const struct bm_table_module *bbm = &t->modules[t->backbone_module];
     for (int c = 0; c < g->C; c++)
         for (int p = 0; p < 2; p++)
             for (int m = 0; m < g->M; m++) {
@@ -117,11 +108,11 @@ int bm_graph_build(const struct bm_table *t, const struct bm_flow *flow, struct 
                 x->chunk = c;
                 x->mb = m;
                 x->rank = task_rank(t, t->backbone_module, c, m);
-                x->dur = (p ? bbm->cost.bwd_ms : bbm->cost.fwd_ms) * t->chunk_weights[c];
+                struct bm_op op = {BM_OP_COMPUTE, (uint8_t)p, x->module, c, m, -1, -1};
+                x->dur = bm_cost_compute_ms(t, &op, 0);
             }
     for (int k = 0; k < g->n_nested; k++) {
         int mod = g->nested_module[k];
-        const struct bm_table_module *mm = &t->modules[mod];
         for (int p = 0; p < 2; p++)
             for (int m = 0; m < g->M; m++) {
                 struct bm_task *x = &g->task[bm_task_nested(g, k, p, m)];
@@ -130,8 +121,8 @@ int bm_graph_build(const struct bm_table *t, const struct bm_flow *flow, struct 
                 x->chunk = -1;
                 x->mb = m;
                 x->rank = task_rank(t, mod, -1, m);
-                double scale = mm->role == BM_ROLE_ENCODER && t->mb_scale ? t->mb_scale[m] : 1.0;
-                x->dur = (p ? mm->cost.bwd_ms : mm->cost.fwd_ms) * scale;
+                struct bm_op op = {BM_OP_COMPUTE, (uint8_t)p, (int16_t)mod, -1, m, -1, -1};
+                x->dur = bm_cost_compute_ms(t, &op, 0);
             }
     }
     /* Edges in CSR form: count, then fill. */

@@ -55,9 +55,6 @@ int bm_graph_build(const struct bm_table *t, const struct bm_flow *flow, struct 
                    struct bm_err *err);
 void bm_graph_free(struct bm_graph *g);
 
-/* Nominal transfer time of 'mib' MiB over one link of t's device, ms. */
-double bm_plan_comm_ms(const struct bm_table *t, double mib);
-
 /* Per-rank compute order (task ids), the policy's output. */
 struct bm_order {
     int pp;
