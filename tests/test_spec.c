@@ -343,7 +343,9 @@ TEST(err_wrong_types)
     ERR_AT(with("\"grad_to_backbone\": true", "\"grad_to_backbone\": 1"), "\"grad_to_backbone\"",
            "module \"dit\": grad_to_backbone must be true or false, got 1");
     ERR_AT(with("\"name\": \"vit\"", "\"name\": 5"), "\"name\": 5", "modules[0].name must be a string");
-    ERR_AT(with("{\"name\": \"vit\"", "{\"nam\": \"vit\""), "{\"nam\"", "modules[0] has no \"name\"");
+    ERR_AT(with("{\"name\": \"vit\"", "{\"nam\": \"vit\""), "\"nam\"",
+           "unknown key \"nam\" in modules[0]\nhint: did you mean \"name\"?");
+    ERR_AT(with("{\"name\": \"vit\", ", "{"), "{\"role\": \"encoder\"", "modules[0] has no \"name\"");
     ERR_AT(with2(MIN, "\"device\": {}", "\"device\": []"), "\"device\"", "device must be an object, got an array");
     ERR_AT(with2(MIN, "\"inputs\": []", "\"inputs\": {}"), "\"inputs\"", "inputs must be an array");
     ERR_AT(with("\"role\": \"encoder\"", "\"role\": \"encoderr\""), "\"role\"",
@@ -522,6 +524,19 @@ TEST(err_limits)
     for (int i = 0; i < 70; i++) deep[o++] = ']';
     snprintf(deep + o, sizeof deep - o, "}");
     ERR_AT_LC(deep, 1, 34 + 63, "JSON nested deeper than 64 levels");
+    /* text over 8 MiB: refused before parsing */
+    size_t big_n = (8u << 20) + 16;
+    char *huge = malloc(big_n + 1);
+    CHECK(huge != NULL);
+    if (!huge) return;
+    memset(huge, ' ', big_n);
+    memcpy(huge + big_n - 2, "{}", 2);
+    huge[big_n] = 0;
+    struct bm_spec *hs = (struct bm_spec *)(intptr_t)1;
+    struct bm_err err;
+    CHECK(bm_spec_parse(huge, "spec.json", &hs, &err) == BM_ERR && hs == NULL);
+    CHECK_STR_CONTAINS(err.msg, "spec.json: the spec is 8388624 bytes; a spec may be at most 8 MiB");
+    free(huge);
 }
 
 TEST(err_invalid_json_value_out_of_range)
