@@ -1085,6 +1085,8 @@ static int parse_root(struct ctx *c, json_t *root)
     if (!json_is_object(root))
         return fail(c, "", "a spec must be a JSON object, got %s", describe(root, d, sizeof d));
     json_t *f = json_object_get(root, "format"), *v = json_object_get(root, "version");
+    /* a misspelt "format"/"version" gets its did-you-mean rather than "missing" */
+    if ((!f || !v) && check_keys(c, root, "", "the spec", top_keys)) return BM_ERR;
     if (!f)
         return fail(c, "", "missing \"format\": \"bigmac-spec\"\nhint: a spec starts with "
                            "{\"format\": \"bigmac-spec\", \"version\": 1, ...}");
