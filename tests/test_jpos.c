@@ -1,6 +1,7 @@
 /* test_jpos.c — the JSON path -> line:column locator used by every loader's diagnostics. */
 #include "test.h"
 #include "spec/jpos.h"
+#include "util/util.h"
 
 /* Expect path found at (l, c). */
 #define AT(text, path, l, c)                                                         \
@@ -166,6 +167,62 @@ TEST(offset_to_position)
     CHECK(l == 1 && c == 3);
 }
 
+/* Random texts built from JSON-ish bytes and random paths: never a crash or an overread
+ * (asan), positions always >= 1, and found paths point into the text. */
+TEST(random_texts_and_paths)
+{
+    struct bm_rng r;
+    bm_rng_seed(&r, 7);
+    const char *alpha = "{}[]\",:\\ \n\tab0u\xc3\xa9.";
+    const char *seg[] = {"a", ".a", ".b", "[0]", "[1]", "[\"a\"]", "[\"\\\"\"]", ".", "[", "x"};
+    char text[64], path[64];
+    for (int it = 0; it < 20000; it++) {
+        int n = (int)(bm_rng_next(&r) % 40);
+        for (int i = 0; i < n; i++) text[i] = alpha[bm_rng_next(&r) % strlen(alpha)];
+        text[n] = 0;
+        path[0] = 0;
+        int k = (int)(bm_rng_next(&r) % 4);
+        for (int i = 0; i < k; i++) strcat(path, seg[bm_rng_next(&r) % 10]);
+        int l = 0, c = 0;
+        int rc = bm_jpos_find(text, path, &l, &c);
+        CHECK(l >= 1 && c >= 1 && l <= n + 1 && c <= n + 1);
+        CHECK(rc == 0 || rc == -1);
+        (void)bm_jpos_depth(text, 2, &l, &c);
+        CHECK(l >= 1 && c >= 1);
+    }
+}
+
+TEST(json_parse_wrapper)
+{
+    struct bm_err err;
+    json_t *j = bm_json_parse("{\"a\": [1, 2]}", "x.json", 64, JSON_REJECT_DUPLICATES, &err);
+    CHECK(j && json_is_array(json_object_get(j, "a")));
+    json_decref(j);
+    CHECK(bm_json_parse("{\"a\": 1,\n \"a\": 2}", "x.json", 64, JSON_REJECT_DUPLICATES, &err) == NULL);
+    CHECK_STR_CONTAINS(err.msg, "x.json:2:");
+    CHECK_STR_CONTAINS(err.msg, "invalid JSON: duplicate object key");
+    CHECK(bm_json_parse("[[[1]]]", "x.json", 2, 0, &err) == NULL);
+    CHECK(!strcmp(err.msg, "x.json:1:3: JSON nested deeper than 2 levels (a guard against absurd input)"));
+    /* every allocation failure is reported, never a silently damaged document */
+    const char *t = "{\"doc\": \"a string long enough to make jansson grow its lexer buffer more than "
+                    "once, once, once, once, once\", \"k\": [1, 2, {\"x\": 3}]}";
+    int n;
+    for (n = 1; n < 1000; n++) {
+        bm_alloc_fail_at(n);
+        j = bm_json_parse(t, "x.json", 64, 0, &err);
+        int fired = bm_alloc_failed();
+        bm_alloc_fail_at(0);
+        if (j) {
+            CHECK(!fired);
+            CHECK(json_string_length(json_object_get(j, "doc")) == 97);
+            json_decref(j);
+            break;
+        }
+        CHECKF(fired && !strcmp(err.msg, "x.json: out of memory while parsing JSON"), "n=%d: %s", n, err.msg);
+    }
+    CHECK(n > 3 && n < 1000);
+}
+
 int main(void)
 {
     RUN(root_and_top_level_keys);
@@ -179,5 +236,7 @@ int main(void)
     RUN(path_builders_round_trip);
     RUN(depth_limit);
     RUN(offset_to_position);
+    RUN(random_texts_and_paths);
+    RUN(json_parse_wrapper);
     return test_summary();
 }

@@ -299,6 +299,9 @@ TEST(err_format_and_version)
     ERR_AT(with("\"version\": 1", "\"version\": 2"), "\"version\"", "unsupported spec version 2");
     ERR_AT(with("\"version\": 1", "\"version\": \"1\""), "\"version\"", "version");
     ERR_AT(with(", \"version\": 1", ""), "{", "missing \"version\"");
+    ERR_AT(with("\"format\"", "\"formt\""), "\"formt\"", "unknown key \"formt\" in the spec\nhint: did you mean \"format\"?");
+    ERR_AT(with("\"format\": \"bigmac-spec\"", "\"format\": \"bigmac-table\", \"ranks\": []"), "\"format\"",
+           "hint: this is an operator table");
     ERR_AT_LC("[1, 2]", 1, 1, "must be a JSON object");
 }
 
@@ -343,7 +346,9 @@ TEST(err_wrong_types)
     ERR_AT(with("\"grad_to_backbone\": true", "\"grad_to_backbone\": 1"), "\"grad_to_backbone\"",
            "module \"dit\": grad_to_backbone must be true or false, got 1");
     ERR_AT(with("\"name\": \"vit\"", "\"name\": 5"), "\"name\": 5", "modules[0].name must be a string");
-    ERR_AT(with("{\"name\": \"vit\"", "{\"nam\": \"vit\""), "{\"nam\"", "modules[0] has no \"name\"");
+    ERR_AT(with("{\"name\": \"vit\"", "{\"nam\": \"vit\""), "\"nam\"",
+           "unknown key \"nam\" in modules[0]\nhint: did you mean \"name\"?");
+    ERR_AT(with("{\"name\": \"vit\", ", "{"), "{\"role\": \"encoder\"", "modules[0] has no \"name\"");
     ERR_AT(with2(MIN, "\"device\": {}", "\"device\": []"), "\"device\"", "device must be an object, got an array");
     ERR_AT(with2(MIN, "\"inputs\": []", "\"inputs\": {}"), "\"inputs\"", "inputs must be an array");
     ERR_AT(with("\"role\": \"encoder\"", "\"role\": \"encoderr\""), "\"role\"",
@@ -522,6 +527,19 @@ TEST(err_limits)
     for (int i = 0; i < 70; i++) deep[o++] = ']';
     snprintf(deep + o, sizeof deep - o, "}");
     ERR_AT_LC(deep, 1, 34 + 63, "JSON nested deeper than 64 levels");
+    /* text over 8 MiB: refused before parsing */
+    size_t big_n = (8u << 20) + 16;
+    char *huge = malloc(big_n + 1);
+    CHECK(huge != NULL);
+    if (!huge) return;
+    memset(huge, ' ', big_n);
+    memcpy(huge + big_n - 2, "{}", 2);
+    huge[big_n] = 0;
+    struct bm_spec *hs = (struct bm_spec *)(intptr_t)1;
+    struct bm_err err;
+    CHECK(bm_spec_parse(huge, "spec.json", &hs, &err) == BM_ERR && hs == NULL);
+    CHECK_STR_CONTAINS(err.msg, "spec.json: the spec is 8388624 bytes; a spec may be at most 8 MiB");
+    free(huge);
 }
 
 TEST(err_invalid_json_value_out_of_range)
@@ -605,6 +623,54 @@ TEST(encoder_scales_deterministic)
     bm_spec_free(s);
 }
 
+/* ---------------------------------------------------------------- robustness */
+
+/* Random mutations of BASE: every outcome is a clean success or a positioned message. */
+TEST(mutations_never_crash)
+{
+    struct bm_rng r;
+    bm_rng_seed(&r, 42);
+    static char t[8192];
+    const char *ins = "{}[]\",:0-9e.\\ a\xc3\xa9";
+    size_t n0 = strlen(BASE);
+    int lines = 0;
+    for (const char *p = BASE; *p; p++) lines += *p == '\n';
+    int errors = 0;
+    for (int it = 0; it < 3000; it++) {
+        memcpy(t, BASE, n0 + 1);
+        size_t n = n0;
+        int k = 1 + (int)(bm_rng_next(&r) % 4);
+        for (int j = 0; j < k; j++) {
+            size_t at = (size_t)(bm_rng_next(&r) % n);
+            int op = (int)(bm_rng_next(&r) % 3);
+            if (op == 0) {                 /* delete a byte */
+                memmove(t + at, t + at + 1, n - at);
+                n--;
+            } else if (op == 1) {          /* replace a byte */
+                t[at] = ins[bm_rng_next(&r) % strlen(ins)];
+            } else if (n + 2 < sizeof t) { /* insert a byte */
+                memmove(t + at + 1, t + at, n - at + 1);
+                t[at] = ins[bm_rng_next(&r) % strlen(ins)];
+                n++;
+            }
+        }
+        struct bm_spec *s = NULL;
+        struct bm_err err;
+        err.msg[0] = 0;
+        if (bm_spec_parse(t, "spec.json", &s, &err) == BM_OK) {
+            CHECK(s && s->n_modules >= 1 && s->backbone_module >= 0);
+            bm_spec_free(s);
+            continue;
+        }
+        errors++;
+        int l = 0, c = 0;
+        int got = sscanf(err.msg, "spec.json:%d:%d: ", &l, &c);
+        CHECKF(got == 2 && l >= 1 && c >= 1 && l <= lines + 3, "%s", err.msg);
+        CHECK(s == NULL);
+    }
+    CHECK(errors > 1000);
+}
+
 /* ---------------------------------------------------------------- allocation failures */
 
 TEST(every_allocation_failure_is_clean)
@@ -658,6 +724,7 @@ int main(void)
     RUN(err_invalid_json_value_out_of_range);
     RUN(load_errors);
     RUN(encoder_scales_deterministic);
+    RUN(mutations_never_crash);
     RUN(every_allocation_failure_is_clean);
     return test_summary();
 }

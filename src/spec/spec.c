@@ -29,7 +29,7 @@
 #define MAX_COUNT    1000000   /* any other count (unit, window, layers, samples, ...) */
 #define MAX_DIM      (1 << 30) /* arch integer dimensions */
 #define MAX_STEPS    1000000000
-#define MAX_FILE     (64L << 20)
+#define MAX_TEXT     (8L << 20)  /* bytes of spec text */
 
 #define PATH_N 1024
 
@@ -593,9 +593,13 @@ static int parse_module(struct ctx *c, int i, json_t *mo)
     m->grad_to_backbone = 1;
 
     const char *name;
+    char where[300];
     if (get_str(c, mo, P, "name", MAX_NAME, &name)) return BM_ERR;
-    if (!name)
+    if (!name) {
+        /* a misspelt "name" gets its did-you-mean first */
+        if (check_keys(c, mo, P, P, module_keys)) return BM_ERR;
         return fail(c, P, "%s has no \"name\"\nhint: add \"name\": \"...\" (unique per spec)", P);
+    }
     for (int j = 0; j < i; j++)
         if (!strcmp(c->s->modules[j].name, name)) {
             char q[PATH_N];
@@ -610,7 +614,6 @@ static int parse_module(struct ctx *c, int i, json_t *mo)
         }
     if (!(m->name = bm_strdup(name))) return oom(c);
     snprintf(subj, sizeof subj, "module \"%s\": ", esc(name, e, sizeof e));
-    char where[300];
     snprintf(where, sizeof where, "module \"%s\"", e);
     if (check_keys(c, mo, P, where, module_keys)) return BM_ERR;
     c->subject = subj;
@@ -1082,6 +1085,8 @@ static int parse_root(struct ctx *c, json_t *root)
     if (!json_is_object(root))
         return fail(c, "", "a spec must be a JSON object, got %s", describe(root, d, sizeof d));
     json_t *f = json_object_get(root, "format"), *v = json_object_get(root, "version");
+    /* a misspelt "format"/"version" gets its did-you-mean rather than "missing" */
+    if ((!f || !v) && check_keys(c, root, "", "the spec", top_keys)) return BM_ERR;
     if (!f)
         return fail(c, "", "missing \"format\": \"bigmac-spec\"\nhint: a spec starts with "
                            "{\"format\": \"bigmac-spec\", \"version\": 1, ...}");
@@ -1108,40 +1113,17 @@ static int parse_root(struct ctx *c, json_t *root)
     return BM_OK;
 }
 
-/* jansson allocates through bm_malloc; a failed allocation is remembered because jansson
- * reports some as syntax errors and swallows others (its lexer ignores a failed buffer grow
- * and silently drops the byte), so a document parsed while one failed cannot be trusted. */
-static int json_oom;
-static void *json_malloc(size_t n)
-{
-    void *p = bm_malloc(n);
-    if (!p) json_oom = 1;
-    return p;
-}
-
 int bm_spec_parse(const char *text, const char *name, struct bm_spec **out, struct bm_err *err)
 {
     if (out) *out = NULL;
     if (!name) name = "<spec>";
     if (!text || !out) return bm_err_set(err, "%s: no spec text", name);
-    int line, col;
-    if (bm_jpos_depth(text, MAX_DEPTH, &line, &col))
-        return bm_err_set(err, "%s:%d:%d: JSON nested deeper than %d levels (a guard against "
-                               "absurd input)", name, line, col, MAX_DEPTH);
-    json_set_alloc_funcs(json_malloc, bm_free);
-    json_oom = 0;
-    json_error_t je;
-    json_t *root = json_loads(text, JSON_REJECT_DUPLICATES, &je);
-    if (root && json_oom) {
-        json_decref(root);
-        root = NULL;
-    }
-    if (!root) {
-        if (json_oom || json_error_code(&je) == json_error_out_of_memory)
-            return bm_err_set(err, "%s: out of memory while loading the spec", name);
-        return bm_err_set(err, "%s:%d:%d: invalid JSON: %s", name, je.line > 0 ? je.line : 1,
-                          je.column > 0 ? je.column : 1, je.text);
-    }
+    size_t len = strlen(text);
+    if (len > (size_t)MAX_TEXT)
+        return bm_err_set(err, "%s: the spec is %zu bytes; a spec may be at most %ld MiB", name,
+                          len, MAX_TEXT >> 20);
+    json_t *root = bm_json_parse(text, name, MAX_DEPTH, JSON_REJECT_DUPLICATES, err);
+    if (!root) return BM_ERR;
     struct bm_spec *s = bm_calloc(1, sizeof *s);
     struct ctx c = {name, text, err, s, NULL, "", 0};
     int rc = BM_ERR;
@@ -1164,9 +1146,9 @@ int bm_spec_load(const char *path, struct bm_spec **out, struct bm_err *err)
 {
     if (out) *out = NULL;
     struct stat st;
-    if (stat(path, &st) == 0 && st.st_size > MAX_FILE)
+    if (stat(path, &st) == 0 && st.st_size > MAX_TEXT)
         return bm_err_set(err, "%s: the file is %lld bytes; a spec may be at most %ld MiB", path,
-                          (long long)st.st_size, MAX_FILE >> 20);
+                          (long long)st.st_size, MAX_TEXT >> 20);
     size_t len;
     char *text = bm_read_file(path, &len, err);
     if (!text) return BM_ERR;
