@@ -1,0 +1,215 @@
+/* comm_mpi.c — the executor's transport over MPI: one pipeline rank per process. The ONLY file
+ * of bigmac that includes mpi.h (CoMD style); comm_local.c is its single-process stand-in.
+ *
+ * Point to point: MPI_Isend / MPI_Irecv on MPI_COMM_WORLD; a blocking wait polls MPI_Test
+ * (yielding the core between polls, so oversubscribed runs stay fast) and fails after
+ * comm->timeout_s, so a peer that hangs turns into an error instead of a hang. Errors abort the
+ * whole job with MPI_Abort (a dead peer makes mpirun end every process). */
+#include <mpi.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "exec/comm.h"
+#include "util/util.h"
+
+struct mpi {
+    MPI_Request *req;
+    int n_req, cap_req;
+};
+
+static long new_req(struct mpi *m, struct bm_err *err)
+{
+    for (int i = 0; i < m->n_req; i++)
+        if (m->req[i] == MPI_REQUEST_NULL) return i;
+    if (bm_grow(&m->req, &m->cap_req, m->n_req + 1, sizeof *m->req)) {
+        bm_err_set(err, "out of memory for a message request");
+        return -1;
+    }
+    m->req[m->n_req] = MPI_REQUEST_NULL;
+    return m->n_req++;
+}
+
+static int check(int rc, const char *what, struct bm_err *err)
+{
+    if (rc == MPI_SUCCESS) return BM_OK;
+    char s[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    MPI_Error_string(rc, s, &len);
+    return bm_err_set(err, "%s failed: %s", what, s);
+}
+
+static int m_isend(struct bm_comm *c, int from, int to, int tag, const void *buf, size_t bytes, long *req,
+                   struct bm_err *err)
+{
+    (void)from;
+    struct mpi *m = c->impl;
+    if (bytes > (size_t)0x7fffffff) return bm_err_set(err, "message of %zu bytes is too large", bytes);
+    long id = new_req(m, err);
+    if (id < 0) return BM_ERR;
+    if (check(MPI_Isend(buf, (int)bytes, MPI_BYTE, to, tag, MPI_COMM_WORLD, &m->req[id]), "MPI_Isend", err))
+        return BM_ERR;
+    *req = id;
+    return BM_OK;
+}
+
+static int m_irecv(struct bm_comm *c, int to, int from, int tag, void *buf, size_t bytes, long *req,
+                   struct bm_err *err)
+{
+    (void)to;
+    struct mpi *m = c->impl;
+    if (bytes > (size_t)0x7fffffff) return bm_err_set(err, "message of %zu bytes is too large", bytes);
+    long id = new_req(m, err);
+    if (id < 0) return BM_ERR;
+    if (check(MPI_Irecv(buf, (int)bytes, MPI_BYTE, from, tag, MPI_COMM_WORLD, &m->req[id]), "MPI_Irecv", err))
+        return BM_ERR;
+    *req = id;
+    return BM_OK;
+}
+
+static int m_wait(struct bm_comm *c, long req, int block, int *done, struct bm_err *err)
+{
+    struct mpi *m = c->impl;
+    if (req < 0 || req >= m->n_req) return bm_err_set(err, "bad request id %ld", req);
+    double t0 = bm_now();
+    long polls = 0;
+    for (;;) {
+        int flag = 0;
+        MPI_Status st;
+        if (check(MPI_Test(&m->req[req], &flag, &st), "MPI_Test", err)) return BM_ERR;
+        if (flag) {
+            *done = 1; /* MPI_Test set the request to MPI_REQUEST_NULL: the id is free again */
+            return BM_OK;
+        }
+        if (!block) {
+            *done = 0;
+            return BM_OK;
+        }
+        if (++polls > 64) {
+            struct timespec ts = {0, 20000}; /* 20 us: leave the core to a peer on the same one */
+            nanosleep(&ts, NULL);
+            if (c->timeout_s > 0 && bm_now() - t0 > c->timeout_s)
+                return bm_err_set(err, "no message after %.0f s (a peer hung or died)", c->timeout_s);
+        } else {
+            sched_yield();
+        }
+    }
+}
+
+static int m_allreduce_sum(struct bm_comm *c, float **bufs, size_t n, struct bm_err *err)
+{
+    (void)c;
+    size_t done = 0;
+    while (done < n) { /* MPI counts are ints */
+        int k = n - done > (1u << 30) ? 1 << 30 : (int)(n - done);
+        if (check(MPI_Allreduce(MPI_IN_PLACE, bufs[0] + done, k, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD),
+                  "MPI_Allreduce", err))
+            return BM_ERR;
+        done += (size_t)k;
+    }
+    return BM_OK;
+}
+
+static int m_allreduce_max(struct bm_comm *c, const int *vals, int *out, struct bm_err *err)
+{
+    (void)c;
+    return check(MPI_Allreduce(vals, out, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce", err);
+}
+
+static int m_gather(struct bm_comm *c, const void *const *items, const size_t *bytes, void **out,
+                    size_t *out_bytes, struct bm_err *err)
+{
+    int P = c->size, me = c->first_rank, rc = BM_OK;
+    *out = NULL;
+    if (bytes[0] > (size_t)0x7fffffff) return bm_err_set(err, "gather of %zu bytes is too large", bytes[0]);
+    int mine = (int)bytes[0];
+    int *counts = NULL, *displs = NULL;
+    char *buf = NULL;
+    if (me == 0) {
+        counts = bm_calloc((size_t)P, sizeof *counts);
+        displs = bm_calloc((size_t)P, sizeof *displs);
+        if (!counts || !displs) rc = bm_err_set(err, "out of memory");
+    }
+    if (check(MPI_Gather(&mine, 1, MPI_INT, counts, 1, MPI_INT, 0, MPI_COMM_WORLD), "MPI_Gather", err)) {
+        rc = BM_ERR;
+        goto out;
+    }
+    if (me == 0 && rc == BM_OK) {
+        long total = 0;
+        for (int r = 0; r < P; r++) displs[r] = (int)total, total += counts[r], out_bytes[r] = (size_t)counts[r];
+        if (total > 0x7fffffff) rc = bm_err_set(err, "gather of %ld bytes is too large", total);
+        else if (!(buf = bm_malloc((size_t)total + 1))) rc = bm_err_set(err, "out of memory gathering %ld bytes", total);
+    }
+    if (check(MPI_Gatherv(items[0], mine, MPI_BYTE, buf, counts, displs, MPI_BYTE, 0, MPI_COMM_WORLD),
+              "MPI_Gatherv", err))
+        rc = BM_ERR;
+out:
+    bm_free(counts), bm_free(displs);
+    if (rc == BM_OK) *out = buf;
+    else bm_free(buf);
+    return rc;
+}
+
+static int m_bcast(struct bm_comm *c, void *buf, size_t bytes, struct bm_err *err)
+{
+    (void)c;
+    if (bytes > (size_t)0x7fffffff) return bm_err_set(err, "broadcast of %zu bytes is too large", bytes);
+    return check(MPI_Bcast(buf, (int)bytes, MPI_BYTE, 0, MPI_COMM_WORLD), "MPI_Bcast", err);
+}
+
+static void m_abort(struct bm_comm *c, int code)
+{
+    (void)c;
+    fflush(stdout);
+    fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, code);
+    exit(code);
+}
+
+static void m_free(struct bm_comm *c)
+{
+    if (!c) return;
+    struct mpi *m = c->impl;
+    if (m) {
+        for (int i = 0; i < m->n_req; i++)
+            if (m->req[i] != MPI_REQUEST_NULL) MPI_Cancel(&m->req[i]), MPI_Request_free(&m->req[i]);
+        bm_free(m->req);
+        bm_free(m);
+    }
+    bm_free(c);
+    MPI_Finalize();
+}
+
+static const struct bm_comm_ops mpi_ops = {
+    .isend = m_isend, .irecv = m_irecv, .wait = m_wait, .allreduce_sum = m_allreduce_sum,
+    .allreduce_max = m_allreduce_max, .gather = m_gather, .bcast = m_bcast, .abort = m_abort,
+    .free = m_free,
+};
+
+struct bm_comm *bm_comm_mpi_new(int *argc, char ***argv, struct bm_err *err)
+{
+    int inited = 0;
+    MPI_Initialized(&inited);
+    if (!inited && MPI_Init(argc, argv) != MPI_SUCCESS) {
+        bm_err_set(err, "MPI_Init failed");
+        return NULL;
+    }
+    /* Errors come back as codes; the executor turns them into messages and MPI_Abort. */
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    struct bm_comm *c = bm_calloc(1, sizeof *c);
+    struct mpi *m = bm_calloc(1, sizeof *m);
+    if (!c || !m) {
+        bm_free(c), bm_free(m);
+        bm_err_set(err, "out of memory");
+        return NULL;
+    }
+    int rank, size, *ub = NULL, flag = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag);
+    *c = (struct bm_comm){.ops = &mpi_ops, .size = size, .first_rank = rank, .nlocal = 1,
+                          .tag_ub = flag && ub ? *ub : 32767, .cooperative = 0, .timeout_s = 60, .impl = m};
+    return c;
+}

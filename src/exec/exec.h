@@ -1,0 +1,103 @@
+/* exec.h — the pipelined executor (DESIGN §9): one rank's op walker (exec.c) and the training
+ * driver around it (run.c). See docs/executor.md.
+ *
+ * A process drives comm->nlocal pipeline ranks (1 under MPI, all P with comm_local). Each rank
+ * owns its backbone chunks (layer ranges from table->chunk_layers) and a replica of every
+ * encoder and generator, all created through bm_module_find(impl)->create with the reference
+ * trainer's seeds (bm_train_module_seed), so replicas are identical on every rank and the
+ * whole model equals the reference's.
+ *
+ * One step on a rank: bm_exec_step_begin (zero grads, draw the microbatches the rank touches,
+ * post every recv of the step) -> bm_exec_advance until done (walk the op list; compute ops run
+ * forward/backward, sends start non-blocking transfers, recvs wait for theirs) ->
+ * bm_exec_step_finish (complete the sends, check nothing is left alive). Then the driver sums the
+ * replicated modules' gradients over ranks and steps AdamW.
+ *
+ * Activation accounting: a context's ctx_bytes counts for its module's role from the end of its
+ * F until its B starts (when backward frees it). Tensors in flight (outputs waiting to be sent
+ * or consumed, received buffers) are NOT counted: they are the simulator's out_mib traffic, not
+ * act_mib, and the reference trainer does not count them either. */
+#ifndef BM_EXEC_H
+#define BM_EXEC_H
+
+#include <stdio.h>
+
+#include "bigmac.h"
+#include "bigmac_module.h"
+#include "exec/comm.h"
+
+enum bm_fault { BM_FAULT_NONE = 0, BM_FAULT_NAN, BM_FAULT_CRASH, BM_FAULT_EXIT, BM_FAULT_HANG };
+
+struct bm_exec_opts {
+    int steps;                 /* 0 = spec's train.steps */
+    const char *log_path;      /* JSON line per step (rank 0) */
+    const char *trace_path;    /* Chrome trace of the last step (rank 0) */
+    const char *dump_params;   /* final parameters, raw little-endian floats in spec module order */
+    const char *ckpt_dir;      /* write checkpoints here ... */
+    int ckpt_every;            /* ... every N steps (0 = only after the last step) */
+    const char *resume_dir;    /* resume from the checkpoint in this directory */
+    FILE *progress;            /* progress lines (rank 0 only); NULL = quiet */
+    int fault_rank, fault_op;  /* --inject-fault RANK:OP:KIND (op index in the rank's list) */
+    int fault_step;            /* the step (0-based) the fault fires in */
+    enum bm_fault fault;
+};
+
+/* Per-step figures of one rank (gathered to rank 0). */
+struct bm_exec_rank_stats {
+    size_t peak_act[BM_N_ROLES];  /* peak live context bytes per role during the step */
+    double ms;                    /* wall time of the rank's step */
+};
+
+struct bm_exec;
+
+/* Build pipeline rank 'rank' of table t for spec s. The table must carry chunk_layers (or the
+ * backbone arch.layers must split evenly). Caller owns *out (bm_exec_free). */
+int bm_exec_new(const struct bm_spec *s, struct bm_table *t, int rank, struct bm_comm *comm,
+                const struct bm_exec_opts *o, struct bm_exec **out, struct bm_err *err);
+void bm_exec_free(struct bm_exec *x);
+/* Start step 'step': zero grads, draw data, post the step's recvs. origin: the shared clock
+ * origin (seconds, bm_now() of rank 0) that op times are measured from. */
+int bm_exec_step_begin(struct bm_exec *x, long step, double origin, struct bm_err *err);
+/* Walk ops from the current position. block = 1: wait at recvs until done; block = 0: return
+ * at the first recv whose data has not arrived. *done = 1 when the op list is finished.
+ * *progress = number of ops executed by this call. On failure err reads
+ * "rank R: op #K ACTION: what went wrong". */
+int bm_exec_advance(struct bm_exec *x, int block, int *done, int *progress, struct bm_err *err);
+/* Complete outstanding sends and check that the step left no context or tensor behind. */
+int bm_exec_step_finish(struct bm_exec *x, struct bm_err *err);
+/* AdamW on every module instance of the rank (the gradients are final: call after the
+ * replicated modules' all-reduce). step is 0-based. */
+void bm_exec_optimizer(struct bm_exec *x, long step);
+
+/* Module instances of the rank: for i in 0..n-1, module index (spec order), global chunk (-1 for
+ * non-backbone), replicated (1 = encoder/generator replica, all-reduced). */
+int bm_exec_n_inst(const struct bm_exec *x);
+void bm_exec_inst(const struct bm_exec *x, int i, int *module, int *chunk, int *replicated);
+/* Parameters / gradients / AdamW moments (m then v, 2n floats) of instance i. */
+float *bm_exec_inst_params(struct bm_exec *x, int i, size_t *n);
+float *bm_exec_inst_grads(struct bm_exec *x, int i, size_t *n);
+float *bm_exec_inst_moments(struct bm_exec *x, int i, size_t *n);
+
+/* Losses of the last step's microbatches computed on this rank (0 elsewhere): lm[M], gen[M]. */
+const double *bm_exec_losses_lm(const struct bm_exec *x);
+const double *bm_exec_losses_gen(const struct bm_exec *x);
+void bm_exec_stats(const struct bm_exec *x, struct bm_exec_rank_stats *st);
+
+/* The last step's measured op times, parallel to table->ranks[rank].ops: 3 doubles per op
+ * (start_ms, end_ms, ready_ms from the origin); and the activation trace: 4 doubles per point
+ * (t_ms, encoder, backbone, generator bytes). Pointers valid until the next step. */
+const double *bm_exec_op_times(const struct bm_exec *x, int *n_ops);
+const double *bm_exec_mem_trace(const struct bm_exec *x, int *n_points);
+/* Measured context bytes of F ops of the last step: out[k] for the rank's op k (0 for non-F). */
+const size_t *bm_exec_op_bytes(const struct bm_exec *x);
+
+/* ---------------------------------------------------------------- driver (run.c) */
+
+/* Train: plan (or take) table t, build the local ranks, run opts->steps steps, log, trace,
+ * checkpoint. The process runs comm->nlocal ranks. Returns 0 on success; on a failure the
+ * message is in err (cooperative comm) or the job was aborted (MPI). Rank 0's process writes the
+ * log and trace. */
+int bm_exec_train(const struct bm_spec *s, struct bm_table *t, struct bm_comm *comm,
+                  const struct bm_exec_opts *o, struct bm_err *err);
+
+#endif
