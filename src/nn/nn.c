@@ -109,11 +109,15 @@ void bm_layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
 
 #define GELU_SCALE 0.7978845608028654f /* sqrt(2/pi) */
 
+/* tanh through one expf: 1 - 2 / (1 + e^{2u}); saturates cleanly (e^{2u} = inf -> 1, 0 -> -1).
+ * About 3x cheaper than glibc's tanhf, absolute error ~1e-7. */
+static inline float tanh_fast(float u) { return 1.0f - 2.0f / (1.0f + expf(2.0f * u)); }
+
 void bm_gelu_forward(float *out, const float *inp, long n)
 {
     for (long i = 0; i < n; i++) {
         float x = inp[i];
-        out[i] = 0.5f * x * (1.0f + tanhf(GELU_SCALE * (x + 0.044715f * x * x * x)));
+        out[i] = 0.5f * x * (1.0f + tanh_fast(GELU_SCALE * (x + 0.044715f * x * x * x)));
     }
 }
 
@@ -122,7 +126,7 @@ void bm_gelu_backward(float *dinp, const float *inp, const float *dout, long n)
     for (long i = 0; i < n; i++) {
         float x = inp[i];
         float u = GELU_SCALE * (x + 0.044715f * x * x * x);
-        float th = tanhf(u);
+        float th = tanh_fast(u);
         float sech2 = 1.0f - th * th;
         float g = 0.5f * (1.0f + th) + 0.5f * x * sech2 * GELU_SCALE * (1.0f + 3.0f * 0.044715f * x * x);
         dinp[i] += g * dout[i];
