@@ -1,0 +1,633 @@
+/* exec.c — one pipeline rank's op walker: module instances, the tensor and activation stores,
+ * the walk of the rank's op list with non-blocking sends and early-posted recvs, measured op
+ * times and live bytes (see exec.h). */
+#include <math.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "data/data.h"
+#include "exec/exec.h"
+#include "nn/nn.h"
+#include "plan/flow.h"
+#include "train/train.h"
+#include "util/util.h"
+
+/* A module instance: a replica of an encoder/generator or one backbone chunk. */
+struct inst {
+    int module, chunk;               /* chunk: global, -1 for non-backbone */
+    const struct bm_module_ops *ops;
+    void *self;
+    float *opt;                      /* AdamW m then v: 2 * n floats */
+    size_t n;
+};
+
+/* A tensor of one microbatch on this rank: produced locally or received. */
+struct entry {
+    float *data;
+    size_t count;
+    int uses;      /* local consumers + sends still to come */
+    int ready;     /* data valid (produced, or the recv completed) */
+    long req;      /* pending recv request (-1 none) */
+};
+
+struct pending_send {
+    long req;
+    int key;       /* tensor * M + mb */
+};
+
+struct bm_exec {
+    const struct bm_spec *s;
+    struct bm_table *t;
+    struct bm_flow *flow;
+    struct bm_comm *comm;
+    struct bm_exec_opts o;
+    int rank, P, V, M, n_ops;
+    const struct bm_op *ops;
+    struct bm_data_cfg dcfg;
+
+    struct inst *inst;   /* replicas (spec module order, not the backbone), then local chunks */
+    int n_inst;
+    int *inst_of;        /* [n_modules + P*V]: module -> instance, n_modules + chunk -> instance */
+
+    int *uses0;          /* [n_tensors * M] static use counts of (tensor, mb) on this rank */
+    int *recv_consumer;  /* [n_ops] for recvs: index of the local compute op that consumes it */
+    struct entry *store; /* [n_tensors * M] */
+    void **ctx;          /* [n_inst * M] live contexts */
+    struct bm_data_batch **data; /* [M] this step's microbatches (the ones the rank touches) */
+    struct pending_send *sends;
+    int n_sends, cap_sends;
+
+    long step;
+    int pc;
+    double origin, t_begin;
+    double *lm, *gen;    /* [M] */
+    size_t live[BM_N_ROLES], peak[BM_N_ROLES];
+    double *times;       /* [n_ops * 3] */
+    double *mem;         /* [cap_mem * 4] */
+    int n_mem, cap_mem;
+    size_t *op_bytes;    /* [n_ops] */
+    double ms;
+};
+
+static int role_of(const struct bm_exec *x, int module) { return (int)x->t->modules[module].role; }
+
+static void op_name(const struct bm_table *t, const struct bm_op *op, char *buf, size_t n)
+{
+    if (op->kind == BM_OP_COMPUTE) {
+        const char *mn = op->module >= 0 && op->module < t->n_modules ? t->modules[op->module].name : "?";
+        if (op->chunk >= 0)
+            snprintf(buf, n, "%s:%s chunk %d mb %d", mn, bm_pass_name((enum bm_pass)op->pass), op->chunk, op->mb);
+        else
+            snprintf(buf, n, "%s:%s mb %d", mn, bm_pass_name((enum bm_pass)op->pass), op->mb);
+    } else {
+        bm_op_format(t, op, buf, n);
+    }
+}
+
+/* err = "rank R: op #K NAME: <err's message>". */
+static int op_fail_t(const struct bm_table *t, int rank, int k, struct bm_err *err)
+{
+    char name[BM_MAX_NAME + 64], msg[sizeof err->msg];
+    op_name(t, &t->ranks[rank].ops[k], name, sizeof name);
+    snprintf(msg, sizeof msg, "%s", err->msg);
+    return bm_err_set(err, "rank %d: op #%d %s: %s", rank, k, name, msg);
+}
+
+static int op_fail(const struct bm_exec *x, int k, struct bm_err *err) { return op_fail_t(x->t, x->rank, k, err); }
+
+/* ---------------------------------------------------------------- build */
+
+int bm_exec_n_inst(const struct bm_exec *x) { return x->n_inst; }
+
+void bm_exec_inst(const struct bm_exec *x, int i, int *module, int *chunk, int *replicated)
+{
+    *module = x->inst[i].module;
+    *chunk = x->inst[i].chunk;
+    *replicated = x->inst[i].chunk < 0;
+}
+
+float *bm_exec_inst_params(struct bm_exec *x, int i, size_t *n) { return x->inst[i].ops->params(x->inst[i].self, n); }
+float *bm_exec_inst_grads(struct bm_exec *x, int i, size_t *n) { return x->inst[i].ops->grads(x->inst[i].self, n); }
+float *bm_exec_inst_moments(struct bm_exec *x, int i, size_t *n)
+{
+    *n = x->inst[i].n;
+    return x->inst[i].opt;
+}
+const double *bm_exec_losses_lm(const struct bm_exec *x) { return x->lm; }
+const double *bm_exec_losses_gen(const struct bm_exec *x) { return x->gen; }
+const size_t *bm_exec_op_bytes(const struct bm_exec *x) { return x->op_bytes; }
+
+void bm_exec_stats(const struct bm_exec *x, struct bm_exec_rank_stats *st)
+{
+    memcpy(st->peak_act, x->peak, sizeof x->peak);
+    st->ms = x->ms;
+}
+
+const double *bm_exec_op_times(const struct bm_exec *x, int *n_ops)
+{
+    *n_ops = x->n_ops;
+    return x->times;
+}
+
+const double *bm_exec_mem_trace(const struct bm_exec *x, int *n_points)
+{
+    *n_points = x->n_mem;
+    return x->mem;
+}
+
+/* Layers [a, b) of global chunk c. */
+static int chunk_range(const struct bm_exec *x, int c, int *a, int *b, struct bm_err *err)
+{
+    const struct bm_module *m = &x->s->modules[x->s->backbone_module];
+    int C = x->P * x->V, L = m->arch.layers, acc = 0;
+    if (x->t->chunk_layers) {
+        for (int i = 0; i < c; i++) acc += x->t->chunk_layers[i];
+        *a = acc, *b = acc + x->t->chunk_layers[c];
+        int total = 0;
+        for (int i = 0; i < C; i++) total += x->t->chunk_layers[i];
+        if (total != L)
+            return bm_err_set(err, "the table splits %d backbone layers over its chunks, the model has %d", total, L);
+    } else {
+        *a = (int)((long)c * L / C), *b = (int)((long)(c + 1) * L / C);
+    }
+    if (*b <= *a)
+        return bm_err_set(err, "backbone chunk %d gets no layer (%d layers over %d chunks)\n"
+                               "hint: use fewer chunks (--pp/--vpp) or more layers", c, L, C);
+    return BM_OK;
+}
+
+static int make_inst(struct bm_exec *x, int module, int chunk, struct bm_err *err)
+{
+    const struct bm_module *m = &x->s->modules[module];
+    struct inst *in = &x->inst[x->n_inst];
+    in->module = module, in->chunk = chunk;
+    if (!m->impl)
+        return bm_err_set(err, "module \"%s\" has no \"impl\": nothing to train\n"
+                               "hint: add \"impl\": \"vit\" / \"gpt\" / \"dit\" (or a registered one) and an \"arch\"",
+                          m->name);
+    in->ops = bm_module_find(m->impl);
+    if (!in->ops) return bm_err_set(err, "module \"%s\": unknown impl \"%s\"\nhint: built-in: vit, gpt, dit", m->name, m->impl);
+    if (in->ops->role != m->role)
+        return bm_err_set(err, "module \"%s\": impl \"%s\" is a %s, the module a %s", m->name, m->impl,
+                          bm_role_name(in->ops->role), bm_role_name(m->role));
+    int a = 0, b = 0;
+    if (chunk >= 0 && chunk_range(x, chunk, &a, &b, err)) return BM_ERR;
+    if (in->ops->create(m, x->s, a, b, bm_train_module_seed(x->s, module), &in->self, err)) return BM_ERR;
+    x->n_inst++;
+    in->ops->params(in->self, &in->n);
+    in->opt = bm_calloc(2 * in->n + 1, sizeof(float));
+    if (!in->opt) return bm_err_set(err, "out of memory for the optimizer state of \"%s\"", m->name);
+    return BM_OK;
+}
+
+void bm_exec_free(struct bm_exec *x)
+{
+    if (!x) return;
+    if (x->store) {
+        for (int i = 0; i < x->t->n_tensors * x->M; i++) bm_free(x->store[i].data);
+        bm_free(x->store);
+    }
+    if (x->ctx)
+        for (int i = 0; i < x->n_inst * x->M; i++)
+            if (x->ctx[i]) x->inst[i / x->M].ops->ctx_free(x->ctx[i]);
+    bm_free(x->ctx);
+    for (int i = 0; i < x->n_inst; i++) {
+        x->inst[i].ops->free(x->inst[i].self);
+        bm_free(x->inst[i].opt);
+    }
+    if (x->data)
+        for (int m = 0; m < x->M; m++) bm_data_batch_free(x->data[m]);
+    bm_free(x->data);
+    bm_free(x->inst), bm_free(x->inst_of), bm_free(x->uses0), bm_free(x->recv_consumer);
+    bm_free(x->sends), bm_free(x->lm), bm_free(x->gen), bm_free(x->times), bm_free(x->mem);
+    bm_free(x->op_bytes);
+    bm_flow_free(x->flow);
+    bm_free(x);
+}
+
+/* The instance running compute op op. */
+static struct inst *inst_for(const struct bm_exec *x, const struct bm_op *op)
+{
+    int k = op->chunk >= 0 ? x->inst_of[x->t->n_modules + op->chunk] : x->inst_of[op->module];
+    return k >= 0 ? &x->inst[k] : NULL;
+}
+
+static const struct bm_flow_op *flow_of(const struct bm_exec *x, const struct bm_op *op)
+{
+    int pass = op->pass == BM_PASS_F ? 0 : 1;
+    return bm_flow_get(x->flow, op->module, op->module == x->t->backbone_module ? op->chunk : -1, pass);
+}
+
+int bm_exec_new(const struct bm_spec *s, struct bm_table *t, int rank, struct bm_comm *comm,
+                const struct bm_exec_opts *o, struct bm_exec **out, struct bm_err *err)
+{
+    *out = NULL;
+    struct bm_exec *x = bm_calloc(1, sizeof *x);
+    if (!x) return bm_err_set(err, "out of memory");
+    x->s = s, x->t = t, x->comm = comm, x->o = *o, x->rank = rank;
+    x->P = t->pp, x->V = t->vpp, x->M = t->microbatches;
+    x->ops = t->ranks[rank].ops, x->n_ops = t->ranks[rank].n_ops;
+    int nm = t->n_modules, C = x->P * x->V, M = x->M;
+    if (nm != s->n_modules || t->backbone_module != s->backbone_module) {
+        bm_err_set(err, "the table's modules do not match the spec's");
+        goto fail;
+    }
+    for (int i = 0; i < nm; i++)
+        if (strcmp(t->modules[i].name, s->modules[i].name)) {
+            bm_err_set(err, "table module %d is \"%s\", the spec's \"%s\"", i, t->modules[i].name, s->modules[i].name);
+            goto fail;
+        }
+    int n_enc = 0;
+    for (int i = 0; i < nm; i++) n_enc += s->modules[i].role == BM_ROLE_ENCODER;
+    if (n_enc != 1) {
+        bm_err_set(err, "the executor trains models with exactly one encoder (this one has %d)", n_enc);
+        goto fail;
+    }
+    if (bm_flow_build(t, &x->flow, err)) goto fail;
+    if (bm_train_data_cfg(s, &x->dcfg, err)) goto fail;
+    long max_tag = (long)t->n_tensors * M - 1;
+    if (max_tag > comm->tag_ub) {
+        bm_err_set(err, "%d tensors x %d microbatches need message tags up to %ld; the transport allows %d",
+                   t->n_tensors, M, max_tag, comm->tag_ub);
+        goto fail;
+    }
+    x->inst = bm_calloc((size_t)(nm + x->V), sizeof *x->inst);
+    x->inst_of = bm_malloc((size_t)(nm + C) * sizeof *x->inst_of);
+    x->uses0 = bm_calloc((size_t)t->n_tensors * M + 1, sizeof *x->uses0);
+    x->recv_consumer = bm_malloc(((size_t)x->n_ops + 1) * sizeof *x->recv_consumer);
+    x->store = bm_calloc((size_t)t->n_tensors * M + 1, sizeof *x->store);
+    x->data = bm_calloc((size_t)M, sizeof *x->data);
+    x->lm = bm_calloc((size_t)M, sizeof *x->lm);
+    x->gen = bm_calloc((size_t)M, sizeof *x->gen);
+    x->times = bm_calloc((size_t)x->n_ops * 3 + 1, sizeof *x->times);
+    x->op_bytes = bm_calloc((size_t)x->n_ops + 1, sizeof *x->op_bytes);
+    if (!x->inst || !x->inst_of || !x->uses0 || !x->recv_consumer || !x->store || !x->data || !x->lm || !x->gen ||
+        !x->times || !x->op_bytes) {
+        bm_err_set(err, "out of memory");
+        goto fail;
+    }
+    for (int i = 0; i < nm + C; i++) x->inst_of[i] = -1;
+    for (int i = 0; i < nm; i++) {
+        if (i == s->backbone_module) continue;
+        x->inst_of[i] = x->n_inst;
+        if (make_inst(x, i, -1, err)) goto fail;
+    }
+    for (int j = 0; j < x->V; j++) {
+        int c = j * x->P + rank;
+        x->inst_of[nm + c] = x->n_inst;
+        if (make_inst(x, s->backbone_module, c, err)) goto fail;
+    }
+    x->ctx = bm_calloc((size_t)x->n_inst * M + 1, sizeof *x->ctx);
+    if (!x->ctx) {
+        bm_err_set(err, "out of memory");
+        goto fail;
+    }
+    /* Static use counts and checks of every op. */
+    for (int k = 0; k < x->n_ops; k++) {
+        const struct bm_op *op = &x->ops[k];
+        x->recv_consumer[k] = -1;
+        if (op->mb < 0 || op->mb >= M) {
+            bm_err_set(err, "microbatch %d out of range", op->mb);
+            op_fail_t(t, rank, k, err);
+            goto fail;
+        }
+        if (op->kind == BM_OP_COMPUTE) {
+            if (op->pass == BM_PASS_W) {
+                bm_err_set(err, "split backward (W) is not supported by the executor");
+                op_fail_t(t, rank, k, err);
+                goto fail;
+            }
+            if (op->module < 0 || op->module >= nm || !inst_for(x, op)) {
+                bm_err_set(err, "no instance of this module/chunk on rank %d", rank);
+                op_fail_t(t, rank, k, err);
+                goto fail;
+            }
+            const struct bm_flow_op *f = flow_of(x, op);
+            if (!f || f->n_needs > 1 || f->n_makes > 1) {
+                bm_err_set(err, "modules with more than one input or output tensor are not supported");
+                op_fail_t(t, rank, k, err);
+                goto fail;
+            }
+            for (int i = 0; i < f->n_needs; i++) x->uses0[f->needs[i] * M + op->mb]++;
+        } else {
+            if (op->tensor < 0 || op->tensor >= t->n_tensors || op->peer < 0 || op->peer >= x->P ||
+                op->peer == rank) {
+                bm_err_set(err, "bad tensor or peer");
+                op_fail_t(t, rank, k, err);
+                goto fail;
+            }
+            if (op->kind == BM_OP_SEND) x->uses0[op->tensor * M + op->mb]++;
+        }
+    }
+    for (int k = 0; k < x->n_ops; k++) {
+        const struct bm_op *op = &x->ops[k];
+        if (op->kind != BM_OP_RECV) continue;
+        for (int j = k + 1; j < x->n_ops && x->recv_consumer[k] < 0; j++) {
+            const struct bm_op *c = &x->ops[j];
+            if (c->kind != BM_OP_COMPUTE || c->mb != op->mb) continue;
+            const struct bm_flow_op *f = flow_of(x, c);
+            if (f->n_needs && f->needs[0] == op->tensor) x->recv_consumer[k] = j;
+        }
+        if (x->recv_consumer[k] < 0) {
+            bm_err_set(err, "no later compute op on rank %d consumes this tensor", rank);
+            op_fail_t(t, rank, k, err);
+            goto fail;
+        }
+    }
+    *out = x;
+    return BM_OK;
+fail:
+    bm_exec_free(x);
+    return BM_ERR;
+}
+
+/* ---------------------------------------------------------------- step */
+
+static void mem_push(struct bm_exec *x, double t_ms)
+{
+    if (x->n_mem + 1 > x->cap_mem) {
+        int cap = x->cap_mem ? 2 * x->cap_mem : 64;
+        double *p = bm_realloc(x->mem, (size_t)cap * 4 * sizeof *p);
+        if (!p) return; /* the trace loses a point; the accounting itself is unaffected */
+        x->mem = p, x->cap_mem = cap;
+    }
+    double *q = &x->mem[x->n_mem++ * 4];
+    q[0] = t_ms;
+    for (int r = 0; r < BM_N_ROLES; r++) q[1 + r] = (double)x->live[r];
+}
+
+static double now_ms(const struct bm_exec *x) { return (bm_now() - x->origin) * 1e3; }
+
+/* Element count of the tensor recv op k brings, from its local consumer's interface. */
+static size_t recv_count(const struct bm_exec *x, int k)
+{
+    const struct bm_op *c = &x->ops[x->recv_consumer[k]];
+    const struct inst *in = inst_for(x, c);
+    const struct bm_batch *b = &x->data[c->mb]->b;
+    return c->pass == BM_PASS_F ? in->ops->in_count(in->self, b) : in->ops->out_count(in->self, b);
+}
+
+int bm_exec_step_begin(struct bm_exec *x, long step, double origin, struct bm_err *err)
+{
+    x->step = step, x->pc = 0, x->origin = origin, x->t_begin = bm_now();
+    x->n_mem = 0;
+    memset(x->live, 0, sizeof x->live);
+    memset(x->peak, 0, sizeof x->peak);
+    memset(x->lm, 0, (size_t)x->M * sizeof *x->lm);
+    memset(x->gen, 0, (size_t)x->M * sizeof *x->gen);
+    memset(x->times, 0, (size_t)x->n_ops * 3 * sizeof *x->times);
+    memset(x->op_bytes, 0, (size_t)x->n_ops * sizeof *x->op_bytes);
+    mem_push(x, now_ms(x));
+    for (int i = 0; i < x->n_inst; i++) {
+        size_t n;
+        float *g = x->inst[i].ops->grads(x->inst[i].self, &n);
+        memset(g, 0, n * sizeof(float));
+    }
+    for (int k = 0; k < x->n_ops; k++) {
+        int mb = x->ops[k].mb;
+        if (x->data[mb]) continue;
+        if (bm_data_batch(&x->dcfg, step, mb, &x->data[mb], err)) return BM_ERR;
+    }
+    for (int i = 0; i < x->t->n_tensors * x->M; i++)
+        x->store[i] = (struct entry){.uses = x->uses0[i], .req = -1};
+    /* Post every recv of the step now, so a sender never waits for its receiver. */
+    for (int k = 0; k < x->n_ops; k++) {
+        const struct bm_op *op = &x->ops[k];
+        if (op->kind != BM_OP_RECV) continue;
+        int key = op->tensor * x->M + op->mb;
+        struct entry *e = &x->store[key];
+        if (e->data) {
+            bm_err_set(err, "the same tensor is received twice");
+            return op_fail(x, k, err);
+        }
+        e->count = recv_count(x, k);
+        e->data = bm_malloc(e->count * sizeof(float) + 1);
+        if (!e->data) {
+            bm_err_set(err, "out of memory for a %zu-float receive buffer", e->count);
+            return op_fail(x, k, err);
+        }
+        if (x->comm->ops->irecv(x->comm, x->rank, op->peer, key, e->data, e->count * sizeof(float), &e->req, err))
+            return op_fail(x, k, err);
+    }
+    return BM_OK;
+}
+
+static void entry_release(struct entry *e)
+{
+    if (--e->uses <= 0) {
+        bm_free(e->data);
+        e->data = NULL, e->ready = 0, e->count = 0;
+    }
+}
+
+/* Complete finished sends (all of them when block). */
+static int poll_sends(struct bm_exec *x, int block, struct bm_err *err)
+{
+    int w = 0;
+    for (int i = 0; i < x->n_sends; i++) {
+        int done = 0;
+        if (x->comm->ops->wait(x->comm, x->sends[i].req, block, &done, err)) return BM_ERR;
+        if (done) entry_release(&x->store[x->sends[i].key]);
+        else x->sends[w++] = x->sends[i];
+    }
+    x->n_sends = w;
+    return BM_OK;
+}
+
+static int all_finite(const float *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(p[i])) return 0;
+    return 1;
+}
+
+static void fire_fault(struct bm_exec *x, float *out, size_t n, float *loss)
+{
+    if (x->o.fault == BM_FAULT_NAN) {
+        for (size_t i = 0; i < n; i++) out[i] = NAN;
+        if (loss) *loss = NAN;
+    } else if (x->o.fault == BM_FAULT_CRASH) {
+        fflush(stdout), fflush(stderr);
+        raise(SIGSEGV);
+    } else if (x->o.fault == BM_FAULT_EXIT) {
+        fflush(stdout), fflush(stderr);
+        _exit(3);
+    } else if (x->o.fault == BM_FAULT_HANG) {
+        for (;;) pause();
+    }
+}
+
+static int faulty(const struct bm_exec *x, int k)
+{
+    return x->o.fault != BM_FAULT_NONE && x->o.fault_rank == x->rank && x->o.fault_op == k &&
+           x->o.fault_step == x->step;
+}
+
+static int run_compute(struct bm_exec *x, int k, struct bm_err *err)
+{
+    const struct bm_op *op = &x->ops[k];
+    struct inst *in = inst_for(x, op);
+    const struct bm_flow_op *f = flow_of(x, op);
+    const struct bm_batch *b = &x->data[op->mb]->b;
+    void **ctxp = &x->ctx[(in - x->inst) * x->M + op->mb];
+    int role = role_of(x, op->module);
+    struct entry *ein = NULL, *eout = NULL;
+    if (f->n_needs) {
+        ein = &x->store[f->needs[0] * x->M + op->mb];
+        if (!ein->ready)
+            return bm_err_set(err, "input %s of microbatch %d is not here (no earlier recv or producer on this rank)",
+                              x->t->tensors[f->needs[0]].name, op->mb);
+    }
+    size_t nout = 0;
+    if (f->n_makes) {
+        eout = &x->store[f->makes[0] * x->M + op->mb];
+        if (eout->data) return bm_err_set(err, "%s of microbatch %d made twice", x->t->tensors[f->makes[0]].name, op->mb);
+        nout = op->pass == BM_PASS_F ? in->ops->out_count(in->self, b) : in->ops->in_count(in->self, b);
+        eout->data = bm_malloc(nout * sizeof(float) + 1);
+        if (!eout->data) return bm_err_set(err, "out of memory for a %zu-float output", nout);
+        eout->count = nout;
+    }
+    if (op->pass == BM_PASS_F) {
+        if (*ctxp) return bm_err_set(err, "forward run twice");
+        size_t nin = in->ops->in_count(in->self, b);
+        if (nin && (!ein || ein->count != nin))
+            return bm_err_set(err, "input has %zu floats, the module expects %zu", ein ? ein->count : 0, nin);
+        float loss = 0;
+        if (in->ops->forward(in->self, b, ein ? ein->data : NULL, eout ? eout->data : NULL, &loss, ctxp, err))
+            return BM_ERR;
+        if (faulty(x, k)) fire_fault(x, eout ? eout->data : NULL, nout, &loss);
+        size_t bytes = in->ops->ctx_bytes(*ctxp);
+        x->op_bytes[k] = bytes;
+        x->live[role] += bytes;
+        if (x->live[role] > x->peak[role]) x->peak[role] = x->live[role];
+        if (!isfinite(loss)) return bm_err_set(err, "loss is %s", isnan(loss) ? "NaN" : "Inf");
+        if (eout && !all_finite(eout->data, nout)) return bm_err_set(err, "output is not finite (NaN or Inf)");
+        if (role == BM_ROLE_BACKBONE) x->lm[op->mb] = loss;
+        else if (role == BM_ROLE_GENERATOR) x->gen[op->mb] += loss;
+    } else {
+        if (!*ctxp) return bm_err_set(err, "backward without its forward on this rank");
+        size_t bytes = in->ops->ctx_bytes(*ctxp);
+        x->live[role] -= bytes;
+        void *c = *ctxp;
+        *ctxp = NULL;
+        const float *dout = ein ? ein->data : NULL;
+        if (ein && ein->count != in->ops->out_count(in->self, b))
+            return bm_err_set(err, "gradient has %zu floats, the module's output %zu", ein->count,
+                              in->ops->out_count(in->self, b));
+        if (in->ops->backward(in->self, c, b, dout, 1.0f / (float)x->M, eout ? eout->data : NULL, err))
+            return BM_ERR;
+        if (faulty(x, k)) fire_fault(x, eout ? eout->data : NULL, nout, NULL);
+        if (eout && !all_finite(eout->data, nout)) return bm_err_set(err, "gradient is not finite (NaN or Inf)");
+    }
+    if (eout) {
+        eout->ready = 1;
+        if (eout->uses == 0) { /* nobody here or downstream needs it (e.g. a loss-only module) */
+            eout->uses = 1;
+            entry_release(eout);
+        }
+    }
+    if (ein) entry_release(ein);
+    return BM_OK;
+}
+
+int bm_exec_advance(struct bm_exec *x, int block, int *done, int *progress, struct bm_err *err)
+{
+    *progress = 0;
+    while (x->pc < x->n_ops) {
+        int k = x->pc;
+        const struct bm_op *op = &x->ops[k];
+        double *tm = &x->times[k * 3];
+        int key = op->tensor * x->M + op->mb;
+        if (op->kind == BM_OP_RECV) {
+            struct entry *e = &x->store[key];
+            if (tm[0] == 0) tm[0] = now_ms(x);
+            int ok = 0;
+            if (x->comm->ops->wait(x->comm, e->req, block, &ok, err)) return op_fail(x, k, err);
+            if (!ok) {
+                *done = 0;
+                return BM_OK;
+            }
+            if (faulty(x, k)) fire_fault(x, e->data, e->count, NULL);
+            e->req = -1, e->ready = 1;
+            tm[1] = now_ms(x);
+            tm[2] = tm[1];
+        } else if (op->kind == BM_OP_SEND) {
+            struct entry *e = &x->store[key];
+            tm[0] = tm[1] = tm[2] = now_ms(x);
+            if (!e->ready) {
+                bm_err_set(err, "sends %s of microbatch %d before it is made or received here",
+                           x->t->tensors[op->tensor].name, op->mb);
+                return op_fail(x, k, err);
+            }
+            if (faulty(x, k)) fire_fault(x, e->data, e->count, NULL);
+            if (bm_grow(&x->sends, &x->cap_sends, x->n_sends + 1, sizeof *x->sends)) {
+                bm_err_set(err, "out of memory");
+                return op_fail(x, k, err);
+            }
+            long req;
+            if (x->comm->ops->isend(x->comm, x->rank, op->peer, key, e->data, e->count * sizeof(float), &req, err))
+                return op_fail(x, k, err);
+            x->sends[x->n_sends++] = (struct pending_send){req, key};
+        } else {
+            tm[0] = now_ms(x);
+            /* ready: the latest input arrival (recvs of this microbatch since the previous
+             * compute op of it) or that op's end */
+            double ready = 0;
+            for (int j = k - 1; j >= 0; j--) {
+                if (x->ops[j].mb != op->mb) continue;
+                if (x->ops[j].kind == BM_OP_RECV && x->times[j * 3 + 1] > ready) ready = x->times[j * 3 + 1];
+                if (x->ops[j].kind == BM_OP_COMPUTE) {
+                    if (x->times[j * 3 + 1] > ready) ready = x->times[j * 3 + 1];
+                    break;
+                }
+            }
+            if (run_compute(x, k, err)) return op_fail(x, k, err);
+            tm[1] = now_ms(x);
+            tm[2] = ready;
+            if (op->pass == BM_PASS_F) mem_push(x, tm[1]);
+            else mem_push(x, tm[0]);
+        }
+        x->pc++;
+        ++*progress;
+        if (x->n_sends && poll_sends(x, 0, err)) return op_fail(x, k, err);
+    }
+    *done = 1;
+    return BM_OK;
+}
+
+int bm_exec_step_finish(struct bm_exec *x, struct bm_err *err)
+{
+    if (poll_sends(x, 1, err)) return bm_err_set(err, "rank %d: completing sends: %s", x->rank, err->msg);
+    for (int i = 0; i < x->n_inst * x->M; i++)
+        if (x->ctx[i])
+            return bm_err_set(err, "rank %d: %s microbatch %d: forward without a backward in the table", x->rank,
+                              x->t->modules[x->inst[i / x->M].module].name, i % x->M);
+    for (int i = 0; i < x->t->n_tensors * x->M; i++) {
+        struct entry *e = &x->store[i];
+        if (e->data) {
+            bm_err_set(err, "rank %d: tensor %s of microbatch %d was never used up", x->rank,
+                       x->t->tensors[i / x->M].name, i % x->M);
+            return BM_ERR;
+        }
+    }
+    for (int m = 0; m < x->M; m++) {
+        bm_data_batch_free(x->data[m]);
+        x->data[m] = NULL;
+    }
+    x->ms = (bm_now() - x->t_begin) * 1e3;
+    return BM_OK;
+}
+
+void bm_exec_optimizer(struct bm_exec *x, long step)
+{
+    const struct bm_train *tr = &x->s->train;
+    for (int i = 0; i < x->n_inst; i++) {
+        struct inst *in = &x->inst[i];
+        size_t n;
+        float *p = in->ops->params(in->self, &n), *g = in->ops->grads(in->self, &n);
+        bm_adamw_update(p, g, in->opt, in->opt + n, n, (float)tr->lr, (float)tr->beta1, (float)tr->beta2,
+                        (float)tr->eps, (float)tr->weight_decay, (int)step + 1);
+    }
+}
