@@ -14,6 +14,7 @@ static const struct command commands[] = {
     {"plan", bm_cmd_plan, "spec -> operator table for a backbone schedule and nesting policy"},
     {"train", bm_cmd_train, "train the spec's model (--reference: single process, no pipeline)"},
     {"verify", bm_cmd_verify, "check a table: counts, deadlock freedom, dependencies, order, residency"},
+    {"render", bm_cmd_render, "draw a schedule: ascii, svg, html report, Chrome trace, csv"},
 };
 
 static void usage(FILE *f)
