@@ -417,6 +417,15 @@ int bm_timeline_mem_push(struct bm_timeline *tl, int r, double t_ms,
  * from ops[] times, the memory traces and state_mib. */
 void bm_timeline_summarize(struct bm_timeline *tl, const struct bm_table *t);
 
+/* ---------------------------------------------------------------- executor (DESIGN §9) */
+
+/* `bigmac train` as a library call: argv[0] is ignored ("train"), then SPEC and flags exactly as
+ * on the command line (`bigmac train --help`; docs/executor.md). Run it under mpirun (one
+ * pipeline rank per process) or with --local / --reference. Register custom modules
+ * (bigmac_module.h) before calling it. Returns the exit status: 0 ok, 1 failure, 2 usage. Only
+ * programs linked with the MPI transport (src/exec/comm_mpi.c) can run it without --local. */
+int bm_train_main(int argc, char **argv);
+
 #ifdef __cplusplus
 }
 #endif

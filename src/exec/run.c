@@ -178,3 +178,192 @@ out:
     bm_free(packed), bm_free(items), bm_free(bytes), bm_free(out_bytes), bm_free(all);
     return rc;
 }
+
+/* Gather the traced step's op times and live-byte traces to rank 0 and write the trace. */
+static int write_trace(struct bm_exec **x, const struct bm_table *t, struct bm_comm *c, const char *path,
+                       struct bm_err *err)
+{
+    int n = c->nlocal, P = t->pp, rc = BM_OK;
+    const void **items = bm_calloc((size_t)n, sizeof *items);
+    size_t *bytes = bm_calloc((size_t)n, sizeof *bytes), *ob = bm_calloc((size_t)P, sizeof *ob);
+    double **packed = bm_calloc((size_t)n, sizeof *packed);
+    const double **times = bm_calloc((size_t)P, sizeof *times), **mem = bm_calloc((size_t)P, sizeof *mem);
+    int *n_mem = bm_calloc((size_t)P, sizeof *n_mem);
+    void *allv = NULL;
+    struct bm_timeline *tl = NULL;
+    if (!items || !bytes || !ob || !packed || !times || !mem || !n_mem) {
+        rc = bm_err_set(err, "out of memory");
+        goto out;
+    }
+    for (int l = 0; l < n; l++) {
+        int no, nm;
+        const double *tm = bm_exec_op_times(x[l], &no), *mm = bm_exec_mem_trace(x[l], &nm);
+        packed[l] = bm_malloc(((size_t)no * 3 + (size_t)nm * 4 + 1) * sizeof(double));
+        if (!packed[l]) {
+            rc = bm_err_set(err, "out of memory");
+            goto out;
+        }
+        memcpy(packed[l], tm, (size_t)no * 3 * sizeof(double));
+        memcpy(packed[l] + (size_t)no * 3, mm, (size_t)nm * 4 * sizeof(double));
+        items[l] = packed[l];
+        bytes[l] = ((size_t)no * 3 + (size_t)nm * 4) * sizeof(double);
+    }
+    if ((rc = c->ops->gather(c, items, bytes, &allv, ob, err)) || c->first_rank != 0) goto out;
+    size_t off = 0;
+    for (int r = 0; r < P; r++) {
+        const double *base = (const double *)(const void *)((const char *)allv + off);
+        int no = t->ranks[r].n_ops;
+        times[r] = base;
+        mem[r] = base + (size_t)no * 3;
+        n_mem[r] = (int)((ob[r] / sizeof(double) - (size_t)no * 3) / 4);
+        off += ob[r];
+    }
+    if ((rc = bm_exec_timeline(t, times, mem, n_mem, &tl, err))) goto out;
+    rc = bm_exec_trace_write(t, tl, path, err);
+out:
+    bm_timeline_free(tl);
+    if (packed)
+        for (int l = 0; l < n; l++) bm_free(packed[l]);
+    bm_free(packed), bm_free(items), bm_free(bytes), bm_free(ob), bm_free(allv);
+    bm_free(times), bm_free(mem), bm_free(n_mem);
+    return rc;
+}
+
+int bm_exec_train(const struct bm_spec *s, struct bm_table *t, struct bm_comm *c,
+                  const struct bm_exec_opts *o, struct bm_err *err)
+{
+    int P = t->pp, M = t->microbatches, nl = c->nlocal, rc = BM_OK;
+    int rank0 = c->first_rank == 0;
+    FILE *log = NULL, *pr = rank0 ? o->progress : NULL;
+    if (c->size != P) {
+        bm_err_set(err, "the table has pp %d but %d ranks run it\nhint: mpirun -np %d (or plan with --pp %d)", P,
+                   c->size, P, c->size);
+        return fail(c, err);
+    }
+    struct bm_exec **x = bm_calloc((size_t)nl, sizeof *x);
+    int nrec = 4 + 2 * M;
+    double *rec = bm_calloc((size_t)nl * nrec, sizeof *rec);
+    const void **items = bm_calloc((size_t)nl, sizeof *items);
+    size_t *bytes = bm_calloc((size_t)nl, sizeof *bytes), *ob = bm_calloc((size_t)P, sizeof *ob);
+    if (!x || !rec || !items || !bytes || !ob) {
+        rc = bm_err_set(err, "out of memory");
+        goto out;
+    }
+    for (int l = 0; l < nl; l++)
+        if ((rc = bm_exec_new(s, t, c->first_rank + l, c, o, &x[l], err))) goto out;
+    int steps = o->steps > 0 ? o->steps : s->train.steps;
+    long start = 0;
+    if (o->resume_dir) {
+        int lo = 0, hi = 0, st = 0, vals[2];
+        for (int l = 0; l < nl; l++) {
+            long sd = 0;
+            if (bm_ckpt_load(x[l], t, c->first_rank + l, o->resume_dir, &sd, err)) {
+                rc = BM_ERR;
+                goto out;
+            }
+            vals[0] = (int)sd;
+            if (l == 0 || sd > hi) hi = (int)sd;
+            if (l == 0 || sd < lo) lo = (int)sd;
+        }
+        (void)vals;
+        int neg = -lo;
+        if ((rc = c->ops->allreduce_max(c, &hi, &st, err))) goto out;
+        hi = st;
+        if ((rc = c->ops->allreduce_max(c, &neg, &st, err))) goto out;
+        lo = -st;
+        if (lo != hi) {
+            rc = bm_err_set(err, "%s: the ranks' checkpoints are of different steps (%d and %d)", o->resume_dir, lo, hi);
+            goto out;
+        }
+        start = lo;
+        if (pr) fprintf(pr, "resumed from %s after step %ld\n", o->resume_dir, start);
+    }
+    if (rank0 && o->log_path && !(log = fopen(o->log_path, start ? "a" : "w"))) {
+        rc = bm_err_set(err, "%s: cannot open for writing", o->log_path);
+        goto out;
+    }
+    if (pr) {
+        size_t total = 0, k;
+        for (int i = 0; i < bm_exec_n_inst(x[0]); i++) bm_exec_inst_params(x[0], i, &k), total += k;
+        fprintf(pr, "%s: %d ranks, %s backbone, policy %s, %d microbatches/step, %d steps\n",
+                s->name ? s->name : "model", P, bm_backbone_name(t->backbone), bm_policy_name(t->policy), M, steps);
+    }
+    for (long step = start; step < steps; step++) {
+        double t0 = bm_now(), origin = t0;
+        if ((rc = c->ops->bcast(c, &origin, sizeof origin, err))) goto out;
+        for (int l = 0; l < nl; l++)
+            if ((rc = bm_exec_step_begin(x[l], step, origin, err))) goto out;
+        if ((rc = walk(x, c, err))) goto out;
+        for (int l = 0; l < nl; l++)
+            if ((rc = bm_exec_step_finish(x[l], err))) goto out;
+        if ((rc = allreduce_grads(x, c, err))) goto out;
+        for (int l = 0; l < nl; l++) bm_exec_optimizer(x[l], step);
+        double ms = (bm_now() - t0) * 1e3;
+        /* per-rank figures to rank 0 */
+        for (int l = 0; l < nl; l++) {
+            double *q = &rec[(size_t)l * nrec];
+            struct bm_exec_rank_stats st;
+            bm_exec_stats(x[l], &st);
+            for (int r = 0; r < BM_N_ROLES; r++) q[r] = (double)st.peak_act[r];
+            q[3] = ms;
+            memcpy(q + 4, bm_exec_losses_lm(x[l]), (size_t)M * sizeof(double));
+            memcpy(q + 4 + M, bm_exec_losses_gen(x[l]), (size_t)M * sizeof(double));
+            items[l] = q, bytes[l] = (size_t)nrec * sizeof(double);
+        }
+        void *allv = NULL;
+        if ((rc = c->ops->gather(c, items, bytes, &allv, ob, err))) goto out;
+        if (rank0) {
+            const double *all = allv;
+            /* losses summed exactly as the reference trainer does: float loss / M in mb order */
+            double lm = 0, gen = 0;
+            int bad = 0;
+            for (int m = 0; m < M; m++) {
+                float a = 0, g = 0;
+                for (int r = 0; r < P; r++) a += (float)all[(size_t)r * nrec + 4 + m], g += (float)all[(size_t)r * nrec + 4 + M + m];
+                lm += a / M, gen += g / M;
+            }
+            double loss = lm + gen;
+            if (!isfinite(loss)) bad = 1;
+            if (pr) {
+                fprintf(pr, "step %4ld/%d  loss %.4f  (lm %.4f  gen %.4f)  %7.1f ms  peak act KiB enc/bb/gen:", step + 1,
+                        steps, loss, lm, gen, ms);
+                for (int r = 0; r < P; r++) {
+                    const double *q = &all[(size_t)r * nrec];
+                    fprintf(pr, "  r%d %.0f/%.0f/%.0f", r, q[0] / 1024, q[1] / 1024, q[2] / 1024);
+                }
+                fprintf(pr, "\n");
+                fflush(pr);
+            }
+            if (log) {
+                fprintf(log, "{\"step\": %ld, \"loss\": %.6f, \"lm\": %.6f, \"gen\": %.6f, \"ms\": %.3f, \"ranks\": [",
+                        step + 1, loss, lm, gen, ms);
+                for (int r = 0; r < P; r++) {
+                    const double *q = &all[(size_t)r * nrec];
+                    fprintf(log, "%s{\"rank\": %d, \"peak_act_bytes\": {\"encoder\": %.0f, \"backbone\": %.0f, "
+                                 "\"generator\": %.0f}}", r ? ", " : "", r, q[0], q[1], q[2]);
+                }
+                fprintf(log, "]}\n");
+                fflush(log);
+            }
+            if (bad) bm_err_set(err, "step %ld: loss is not finite", step + 1);
+            bm_free(allv);
+            if (bad) {
+                rc = BM_ERR;
+                goto out;
+            }
+        }
+        if (o->trace_path && step == steps - 1 && (rc = write_trace(x, t, c, o->trace_path, err))) goto out;
+        if (o->ckpt_dir && ((o->ckpt_every > 0 && (step + 1) % o->ckpt_every == 0) || step == steps - 1)) {
+            for (int l = 0; l < nl; l++)
+                if ((rc = bm_ckpt_save(x[l], t, c->first_rank + l, o->ckpt_dir, step + 1, err))) goto out;
+        }
+    }
+    if (o->dump_params && (rc = dump_params(x, t, c, o->dump_params, err))) goto out;
+    if (pr && o->trace_path) fprintf(pr, "trace: %s\n", o->trace_path);
+out:
+    if (log) fclose(log);
+    if (x)
+        for (int l = 0; l < nl; l++) bm_exec_free(x[l]);
+    bm_free(x), bm_free(rec), bm_free(items), bm_free(bytes), bm_free(ob);
+    return rc ? fail(c, err) : BM_OK;
+}

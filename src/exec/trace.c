@@ -1,0 +1,73 @@
+/* trace.c — measured timeline and Chrome trace of an executor run (see trace.h). */
+#include <stdio.h>
+#include <string.h>
+
+#include "exec/trace.h"
+#include "report/report.h"
+#include "util/util.h"
+
+int bm_exec_timeline(const struct bm_table *t, const double *const *times, const double *const *mem,
+                     const int *n_mem, struct bm_timeline **out, struct bm_err *err)
+{
+    *out = NULL;
+    struct bm_timeline *tl = bm_timeline_new(t);
+    int **match = NULL;
+    if (!tl) return bm_err_set(err, "out of memory");
+    if (bm_report_match_sends(t, &match, err)) goto fail;
+    tl->measured = 1;
+    for (int r = 0; r < t->pp; r++) {
+        const struct bm_rank_ops *ro = &t->ranks[r];
+        struct bm_rank_timeline *rt = &tl->ranks[r];
+        for (int k = 0; k < ro->n_ops; k++) {
+            const struct bm_op *op = &ro->ops[k];
+            struct bm_op_time *ot = &rt->ops[k];
+            ot->start_ms = times[r][k * 3], ot->end_ms = times[r][k * 3 + 1], ot->ready_ms = times[r][k * 3 + 2];
+            ot->wait_rank = ot->wait_op = -1;
+            if (op->kind == BM_OP_RECV && match[r][k] >= 0) {
+                ot->wait_rank = op->peer, ot->wait_op = match[r][k];
+            } else if (op->kind == BM_OP_COMPUTE) {
+                /* the input it waited for: the latest recv of its microbatch since the previous
+                 * compute op of it, or that op */
+                for (int j = k - 1; j >= 0; j--) {
+                    const struct bm_op *p = &ro->ops[j];
+                    if (p->mb != op->mb) continue;
+                    if (p->kind == BM_OP_RECV && match[r][j] >= 0 && rt->ops[j].end_ms >= ot->ready_ms) {
+                        ot->wait_rank = p->peer, ot->wait_op = match[r][j];
+                        break;
+                    }
+                    if (p->kind == BM_OP_COMPUTE) {
+                        ot->wait_rank = r, ot->wait_op = j;
+                        break;
+                    }
+                }
+            }
+        }
+        for (int i = 0; i < n_mem[r]; i++) {
+            const double *q = &mem[r][i * 4];
+            double mib[BM_N_ROLES];
+            for (int role = 0; role < BM_N_ROLES; role++) mib[role] = q[1 + role] / 1048576.0;
+            if (bm_timeline_mem_push(tl, r, q[0], mib)) {
+                bm_err_set(err, "out of memory");
+                goto fail;
+            }
+        }
+    }
+    bm_report_match_free(t, match);
+    bm_timeline_summarize(tl, t);
+    *out = tl;
+    return BM_OK;
+fail:
+    if (match) bm_report_match_free(t, match);
+    bm_timeline_free(tl);
+    return BM_ERR;
+}
+
+int bm_exec_trace_write(const struct bm_table *t, const struct bm_timeline *tl, const char *path,
+                        struct bm_err *err)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) return bm_err_set(err, "%s: cannot open for writing", path);
+    int rc = bm_render_trace(t, tl, f);
+    if (fclose(f) || rc) return bm_err_set(err, "%s: write failed", path);
+    return BM_OK;
+}
