@@ -199,10 +199,10 @@ int bm_train_main(int argc, char **argv)
     } else {
         struct bm_plan_opts po;
         bm_plan_opts_from_spec(&po, spec);
-        if (comm && !pf.pp && po.pp != comm->size) {
-            if (po.unit == po.pp) po.unit = 0;
-            po.pp = comm->size;
-        }
+        int spec_pp = po.pp;
+        if (comm && !pf.pp) pf.pp = comm->size;
+        /* a unit the spec tied to its own pp follows the pp actually used (DESIGN: U = P) */
+        if (pf.pp && pf.pp != spec_pp && !pf.unit && po.unit == spec_pp) po.unit = 0;
         bm_cli_plan_apply(&pf, &po);
         spec->microbatches = po.microbatches;
         if (bm_plan_build(spec, &po, &t, &err)) goto fail;

@@ -447,7 +447,7 @@ static void fire_fault(struct bm_exec *x, float *out, size_t n, float *loss)
 {
     if (x->o.fault == BM_FAULT_NAN) {
         for (size_t i = 0; i < n; i++) out[i] = NAN;
-        if (loss) *loss = NAN;
+        if (loss && !n) *loss = NAN; /* no output to poison: the loss */
     } else if (x->o.fault == BM_FAULT_CRASH) {
         fflush(stdout), fflush(stderr);
         raise(SIGSEGV);

@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# test_exec_mpi.sh — the pipelined executor under mpirun against the single-process reference:
+# for every policy (bigmac, optimus, unified) x backbone (1f1b, interleaved) x P (2, 4), the
+# per-step losses and the final parameters match `train --reference` within 1e-4 relative.
+# Also: --trace renders, failure handling (NaN, crash, exit, hang: every rank exits non-zero
+# within seconds, naming the rank and op), checkpoint + resume == uninterrupted run, --table.
+# Every MPI run is wrapped in `timeout` so a bug is a failure, not a hang.
+cd "$(dirname "$0")/.."
+. tests/lib.sh
+export OPENBLAS_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_rmaps_base_oversubscribe=1
+SPEC=examples/tiny-mllm.json
+STEPS=3
+T=$TEST_TMP/exec_mpi
+mkdir -p "$T"
+
+if ! command -v mpirun >/dev/null; then
+    echo "PASS exec_mpi_skipped_no_mpirun"
+    exit 0
+fi
+
+mpi() { # mpi NP ARGS... : bigmac under mpirun, 60 s at most
+    local np=$1; shift
+    timeout 60 mpirun --oversubscribe -np "$np" "$BIGMAC" "$@"
+}
+
+# losses NAME LOG_A LOG_B : same number of steps, every loss within 1e-4 relative
+losses_match() {
+    local name=$1 a=$2 b=$3
+    local r
+    r=$(paste -d' ' <(sed 's/.*"loss": \([^,]*\),.*/\1/' "$a") <(sed 's/.*"loss": \([^,]*\),.*/\1/' "$b") |
+        awk 'NF!=2{bad=1} {d=$1-$2; if(d<0)d=-d; a=$2<0?-$2:$2; if(d>1e-4*a)bad=1; n++} END{print (bad||n==0)?"bad":"ok", n}')
+    if [ "${r%% *}" = ok ] && [ "$(wc -l <"$a")" = "$(wc -l <"$b")" ]; then echo "PASS $name"; else
+        echo "FAIL $name: losses differ ($r)"; paste "$a" "$b" | head -5 | sed 's/^/    /'; fi
+}
+
+# params_match NAME A B : same size; max |a-b| <= 1e-4 max |b| and relative L2 <= 1e-4
+params_match() {
+    local name=$1 a=$2 b=$3
+    if [ ! -s "$a" ] || [ "$(stat -c %s "$a")" != "$(stat -c %s "$b")" ]; then
+        echo "FAIL $name: parameter files differ in size"; return; fi
+    local r
+    r=$(paste <(od -An -v -f -w4 "$a") <(od -An -v -f -w4 "$b") |
+        awk '{d=$1-$2; if(d<0)d=-d; a=$2<0?-$2:$2; if(d>md)md=d; if(a>ma)ma=a; s+=d*d; n2+=$2*$2}
+             END{rl=sqrt(s/(n2>0?n2:1)); printf "%s maxdiff=%g maxabs=%g rel_l2=%g\n", (md<=1e-4*ma && rl<=1e-4)?"ok":"bad", md, ma, rl}')
+    if [ "${r%% *}" = ok ]; then echo "PASS $name"; else echo "FAIL $name: $r"; fi
+}
+
+"$BIGMAC" train $SPEC --reference --steps $STEPS --log "$T/ref.log" --dump-params "$T/ref.bin" >/dev/null 2>&1 ||
+    echo "FAIL reference_run"
+
+for P in 2 4; do
+    for bb in 1f1b interleaved; do
+        V=1; [ $bb = interleaved ] && V=2
+        for pol in bigmac optimus unified; do
+            n=p${P}_${bb}_${pol}
+            if mpi $P train $SPEC --pp $P --vpp $V --backbone $bb --policy $pol --steps $STEPS --quiet \
+                   --log "$T/$n.log" --dump-params "$T/$n.bin" >"$T/$n.out" 2>&1; then
+                losses_match "losses_${n}_match_reference" "$T/$n.log" "$T/ref.log"
+                params_match "params_${n}_match_reference" "$T/$n.bin" "$T/ref.bin"
+            else
+                echo "FAIL run_$n"; sed 's/^/    /' "$T/$n.out" | tail -5
+            fi
+        done
+    done
+done
+
+# The log has one line per step with a peak per rank and role.
+if [ "$(grep -c '"peak_act_bytes": {"encoder": [0-9]*, "backbone": [0-9]*, "generator": [0-9]*}' "$T/p4_1f1b_bigmac.log")" = $STEPS ] &&
+   [ "$(grep -o '"rank": ' "$T/p4_1f1b_bigmac.log" | wc -l)" = $((STEPS * 4)) ]; then
+    echo "PASS log_has_peak_bytes_per_rank_and_role"; else echo "FAIL log_has_peak_bytes_per_rank_and_role"; fi
+
+# --trace: a Chrome trace of the last step that render reads back.
+expect_exit trace_written 0 mpi 4 train $SPEC --steps 1 --quiet --trace "$T/trace.json"
+expect_exit trace_renders 0 "$BIGMAC" render "$T/trace.json" --format ascii
+expect_contains trace_is_measured "measured timeline"
+
+# --table: run a saved table; its pp must equal the number of ranks.
+"$BIGMAC" plan $SPEC --pp 2 --vpp 1 --backbone 1f1b --policy optimus -o "$T/table.json" >/dev/null
+expect_exit table_runs 0 mpi 2 train $SPEC --table "$T/table.json" --steps 2 --quiet --log "$T/table.log"
+expect_exit table_pp_checked 1 mpi 4 train $SPEC --table "$T/table.json" --steps 1 --quiet
+expect_contains table_pp_message "the table has pp 2 but 4 ranks run it"
+
+# Failure handling: every rank exits non-zero within seconds, the message names rank and op.
+fault() { # fault NAME KIND PATTERN
+    local t0=$(date +%s)
+    OUT_TXT=$(timeout 30 mpirun --oversubscribe -np 4 "$BIGMAC" train $SPEC --steps 2 --quiet --timeout 10 \
+              --inject-fault "2:$2" 2>&1)
+    local rc=$? dt=$(( $(date +%s) - t0 ))
+    if [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $dt -le 25 ]; then echo "PASS fault_${1}_exits_nonzero"; else
+        echo "FAIL fault_${1}_exits_nonzero: exit $rc after ${dt}s"; echo "$OUT_TXT" | head -10 | sed 's/^/    /'; fi
+    expect_contains "fault_${1}_message" "$3"
+}
+op=$("$BIGMAC" plan $SPEC -o - 2>/dev/null | awk '/"rank": 2/{r=1} r&&/"op": "compute"/{print n; exit} r&&/"op":/{n++}')
+fault nan "${op:-0}:nan" "bigmac: error: rank 2: op #${op:-0} "
+expect_contains fault_nan_says_not_finite "not finite"
+fault crash "5:crash" ""
+fault exit "5:exit" ""
+fault hang "5:hang" "no message after"
+
+# Checkpoint + resume == uninterrupted.
+mpi 4 train $SPEC --steps 4 --quiet --log "$T/full.log" >/dev/null 2>&1
+mpi 4 train $SPEC --steps 2 --quiet --checkpoint "$T/ckpt" --log "$T/part.log" >/dev/null 2>&1
+mpi 4 train $SPEC --steps 4 --quiet --resume "$T/ckpt" --log "$T/part.log" >/dev/null 2>&1
+if [ -f "$T/ckpt/rank-0.ckpt" ] && [ -f "$T/ckpt/rank-3.ckpt" ]; then echo "PASS checkpoint_file_per_rank"; else
+    echo "FAIL checkpoint_file_per_rank"; fi
+losses_match resume_losses_equal_uninterrupted "$T/part.log" "$T/full.log"
+if [ "$(sed -n 3,4p "$T/part.log" | sed 's/.*"loss": \([^,]*\),.*/\1/')" = "$(sed -n 3,4p "$T/full.log" | sed 's/.*"loss": \([^,]*\),.*/\1/')" ]; then
+    echo "PASS resume_step3_4_losses_identical"; else echo "FAIL resume_step3_4_losses_identical"; fi
+expect_exit resume_wrong_pp_fails 1 mpi 2 train $SPEC --steps 4 --quiet --resume "$T/ckpt"
+expect_contains resume_wrong_pp_message "rank-0.ckpt"
