@@ -237,6 +237,11 @@ struct bm_table {
     struct bm_device device;
     struct bm_rank_ops *ranks;/* [pp] */
     void *tensor_index;       /* private: name -> tensor hash */
+    /* Optional measured activation bytes of each forward, [(module * pp*vpp + chunk) * M + mb]
+     * (chunk 0 for non-backbone modules), NULL = use the modules' act_mib (src/sim/cost.h).
+     * The executor's measured ctx_bytes go here so the simulator predicts its exact peaks.
+     * Not part of the JSON table. Owned by the table (bm_table_free frees it). */
+    double *act_bytes;
 };
 
 /* Backbone chunk tensor name: "<backbone>.c<chunk>.out". */

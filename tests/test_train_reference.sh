@@ -32,7 +32,9 @@ else
     echo "FAIL train_reference_deterministic"
 fi
 
-expect_exit train_pipelined_not_yet 1 "$BIGMAC" train "$spec"
-expect_contains train_pipelined_not_yet_says_why "pipelined training arrives with the executor"
+# without --reference training is pipelined (the executor; tests/test_exec_mpi.sh); --local runs
+# every rank in this process
+expect_exit train_pipelined_local_runs 0 "$BIGMAC" train "$spec" --local --steps 1
+expect_contains train_pipelined_local_progress "step    1/1  loss $(printf '%.4f' "$first")"
 expect_exit train_no_spec_is_usage 2 "$BIGMAC" train --reference
 expect_exit train_bad_steps_is_usage 2 "$BIGMAC" train "$spec" --reference --steps 0

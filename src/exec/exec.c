@@ -345,17 +345,18 @@ fail:
 
 /* ---------------------------------------------------------------- step */
 
-static void mem_push(struct bm_exec *x, double t_ms)
+static int mem_push(struct bm_exec *x, double t_ms)
 {
     if (x->n_mem + 1 > x->cap_mem) {
         int cap = x->cap_mem ? 2 * x->cap_mem : 64;
         double *p = bm_realloc(x->mem, (size_t)cap * 4 * sizeof *p);
-        if (!p) return; /* the trace loses a point; the accounting itself is unaffected */
+        if (!p) return BM_ERR;
         x->mem = p, x->cap_mem = cap;
     }
     double *q = &x->mem[x->n_mem++ * 4];
     q[0] = t_ms;
     for (int r = 0; r < BM_N_ROLES; r++) q[1 + r] = (double)x->live[r];
+    return BM_OK;
 }
 
 static double now_ms(const struct bm_exec *x) { return (bm_now() - x->origin) * 1e3; }
@@ -379,7 +380,7 @@ int bm_exec_step_begin(struct bm_exec *x, long step, double origin, struct bm_er
     memset(x->gen, 0, (size_t)x->M * sizeof *x->gen);
     memset(x->times, 0, (size_t)x->n_ops * 3 * sizeof *x->times);
     memset(x->op_bytes, 0, (size_t)x->n_ops * sizeof *x->op_bytes);
-    mem_push(x, now_ms(x));
+    if (mem_push(x, now_ms(x))) return bm_err_set(err, "rank %d: out of memory for the memory trace", x->rank);
     for (int i = 0; i < x->n_inst; i++) {
         size_t n;
         float *g = x->inst[i].ops->grads(x->inst[i].self, &n);
@@ -586,8 +587,10 @@ int bm_exec_advance(struct bm_exec *x, int block, int *done, int *progress, stru
             if (run_compute(x, k, err)) return op_fail(x, k, err);
             tm[1] = now_ms(x);
             tm[2] = ready;
-            if (op->pass == BM_PASS_F) mem_push(x, tm[1]);
-            else mem_push(x, tm[0]);
+            if (mem_push(x, op->pass == BM_PASS_F ? tm[1] : tm[0])) {
+                bm_err_set(err, "out of memory for the memory trace");
+                return op_fail(x, k, err);
+            }
         }
         x->pc++;
         ++*progress;

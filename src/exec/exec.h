@@ -40,6 +40,9 @@ struct bm_exec_opts {
     int fault_rank, fault_op;  /* --inject-fault RANK:OP:KIND (op index in the rank's list) */
     int fault_step;            /* the step (0-based) the fault fires in */
     enum bm_fault fault;
+    double *loss_out;          /* optional [steps]: each step's loss (process of rank 0) */
+    double *peak_out;          /* optional [P * 3]: last step's peak act bytes per rank and role */
+    double *ms_out;            /* optional [steps]: each step's wall time, ms (rank 0) */
 };
 
 /* Per-step figures of one rank (gathered to rank 0). */
@@ -92,6 +95,10 @@ const double *bm_exec_mem_trace(const struct bm_exec *x, int *n_points);
 const size_t *bm_exec_op_bytes(const struct bm_exec *x);
 
 /* ---------------------------------------------------------------- driver (run.c) */
+
+/* One whole training step of the local ranks x[0 .. comm->nlocal-1]: begin, walk (cooperative
+ * round-robin when comm is), finish, all-reduce the replicas' gradients, AdamW. */
+int bm_exec_run_step(struct bm_exec **x, struct bm_comm *c, long step, struct bm_err *err);
 
 /* Train: plan (or take) table t, build the local ranks, run opts->steps steps, log, trace,
  * checkpoint. The process runs comm->nlocal ranks. Returns 0 on success; on a failure the

@@ -179,6 +179,20 @@ out:
     return rc;
 }
 
+int bm_exec_run_step(struct bm_exec **x, struct bm_comm *c, long step, struct bm_err *err)
+{
+    double origin = bm_now(); /* rank 0's clock is everyone's origin (same host: one clock) */
+    if (c->ops->bcast(c, &origin, sizeof origin, err)) return BM_ERR;
+    for (int l = 0; l < c->nlocal; l++)
+        if (bm_exec_step_begin(x[l], step, origin, err)) return BM_ERR;
+    if (walk(x, c, err)) return BM_ERR;
+    for (int l = 0; l < c->nlocal; l++)
+        if (bm_exec_step_finish(x[l], err)) return BM_ERR;
+    if (allreduce_grads(x, c, err)) return BM_ERR;
+    for (int l = 0; l < c->nlocal; l++) bm_exec_optimizer(x[l], step);
+    return BM_OK;
+}
+
 /* Gather the traced step's op times and live-byte traces to rank 0 and write the trace. */
 static int write_trace(struct bm_exec **x, const struct bm_table *t, struct bm_comm *c, const char *path,
                        struct bm_err *err)
@@ -254,25 +268,20 @@ int bm_exec_train(const struct bm_spec *s, struct bm_table *t, struct bm_comm *c
     int steps = o->steps > 0 ? o->steps : s->train.steps;
     long start = 0;
     if (o->resume_dir) {
-        int lo = 0, hi = 0, st = 0, vals[2];
-        for (int l = 0; l < nl; l++) {
+        int *hi = bm_calloc((size_t)nl, sizeof *hi), *neg = bm_calloc((size_t)nl, sizeof *neg), a = 0, b = 0;
+        if (!hi || !neg) rc = bm_err_set(err, "out of memory");
+        for (int l = 0; l < nl && rc == BM_OK; l++) {
             long sd = 0;
-            if (bm_ckpt_load(x[l], t, c->first_rank + l, o->resume_dir, &sd, err)) {
-                rc = BM_ERR;
-                goto out;
-            }
-            vals[0] = (int)sd;
-            if (l == 0 || sd > hi) hi = (int)sd;
-            if (l == 0 || sd < lo) lo = (int)sd;
+            rc = bm_ckpt_load(x[l], t, c->first_rank + l, o->resume_dir, &sd, err);
+            hi[l] = (int)sd, neg[l] = -(int)sd;
         }
-        (void)vals;
-        int neg = -lo;
-        if ((rc = c->ops->allreduce_max(c, &hi, &st, err))) goto out;
-        hi = st;
-        if ((rc = c->ops->allreduce_max(c, &neg, &st, err))) goto out;
-        lo = -st;
-        if (lo != hi) {
-            rc = bm_err_set(err, "%s: the ranks' checkpoints are of different steps (%d and %d)", o->resume_dir, lo, hi);
+        if (rc == BM_OK) rc = c->ops->allreduce_max(c, hi, &a, err);
+        if (rc == BM_OK) rc = c->ops->allreduce_max(c, neg, &b, err);
+        bm_free(hi), bm_free(neg);
+        if (rc) goto out;
+        int lo = -b;
+        if (lo != a) {
+            rc = bm_err_set(err, "%s: the ranks' checkpoints are of different steps (%d and %d)", o->resume_dir, lo, a);
             goto out;
         }
         start = lo;
@@ -289,15 +298,8 @@ int bm_exec_train(const struct bm_spec *s, struct bm_table *t, struct bm_comm *c
                 s->name ? s->name : "model", P, bm_backbone_name(t->backbone), bm_policy_name(t->policy), M, steps);
     }
     for (long step = start; step < steps; step++) {
-        double t0 = bm_now(), origin = t0;
-        if ((rc = c->ops->bcast(c, &origin, sizeof origin, err))) goto out;
-        for (int l = 0; l < nl; l++)
-            if ((rc = bm_exec_step_begin(x[l], step, origin, err))) goto out;
-        if ((rc = walk(x, c, err))) goto out;
-        for (int l = 0; l < nl; l++)
-            if ((rc = bm_exec_step_finish(x[l], err))) goto out;
-        if ((rc = allreduce_grads(x, c, err))) goto out;
-        for (int l = 0; l < nl; l++) bm_exec_optimizer(x[l], step);
+        double t0 = bm_now();
+        if ((rc = bm_exec_run_step(x, c, step, err))) goto out;
         double ms = (bm_now() - t0) * 1e3;
         /* per-rank figures to rank 0 */
         for (int l = 0; l < nl; l++) {
@@ -323,6 +325,11 @@ int bm_exec_train(const struct bm_spec *s, struct bm_table *t, struct bm_comm *c
                 lm += a / M, gen += g / M;
             }
             double loss = lm + gen;
+            if (o->loss_out) o->loss_out[step] = loss;
+            if (o->ms_out) o->ms_out[step] = ms;
+            if (o->peak_out)
+                for (int r = 0; r < P; r++)
+                    for (int k = 0; k < BM_N_ROLES; k++) o->peak_out[r * BM_N_ROLES + k] = all[(size_t)r * nrec + k];
             if (!isfinite(loss)) bad = 1;
             if (pr) {
                 fprintf(pr, "step %4ld/%d  loss %.4f  (lm %.4f  gen %.4f)  %7.1f ms  peak act KiB enc/bb/gen:", step + 1,

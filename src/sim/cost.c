@@ -40,6 +40,11 @@ double bm_cost_comm_ms(const struct bm_table *t, int tensor)
 double bm_cost_act_mib(const struct bm_table *t, const struct bm_op *op)
 {
     if (op->module < 0 || op->module >= t->n_modules) return 0;
+    if (t->act_bytes && op->mb >= 0 && op->mb < t->microbatches) {
+        int C = t->pp * (t->vpp > 0 ? t->vpp : 1), c = op->chunk >= 0 && op->chunk < C ? op->chunk : 0;
+        return t->act_bytes[((size_t)op->module * (size_t)C + (size_t)c) * (size_t)t->microbatches +
+                            (size_t)op->mb] / 1048576.0;
+    }
     double a = t->modules[op->module].cost.act_mib;
     if (op->module == t->backbone_module) return a * bm_cost_chunk_weight(t, op->chunk);
     return a;

@@ -25,7 +25,9 @@
  *   activations: a forward allocates the op's act_mib when it starts (conservative: the peak
  *     is reached during F) and its B frees it when B ends (W's end for a split backward).
  *     Backbone act_mib x chunk weight per chunk; encoder/generator act_mib per microbatch
- *     (not scaled by mb_scale: memory is sized for the nominal microbatch). */
+ *     (not scaled by mb_scale: memory is sized for the nominal microbatch).
+ *     When the table carries measured act_bytes (the executor's ctx_bytes per module, chunk and
+ *     microbatch), those bytes are used instead, exactly. */
 #ifndef BM_SIM_COST_H
 #define BM_SIM_COST_H
 

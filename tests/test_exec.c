@@ -1,0 +1,386 @@
+/* test_exec.c — the executor through the single-process transport (comm_local):
+ * pipelined == reference (losses and parameters) for every policy and backbone at P = 2 and 4,
+ * measured peak activation bytes == the simulator's prediction given the measured bytes,
+ * cooperative deadlock detection, fault messages naming rank and op, checkpoint + resume ==
+ * uninterrupted, allocation failures reported (never a crash), the comm_local mailbox. */
+#include <unistd.h>
+
+#include "exec/ckpt.h"
+#include "exec/comm.h"
+#include "exec/exec.h"
+#include "test.h"
+#include "train/train.h"
+#include "util/util.h"
+
+#define SPEC "tests/specs/exec-small.json"
+
+static char tmpdir[512];
+
+static const char *tmp_path(const char *name)
+{
+    static char buf[8][1024];
+    static int k;
+    char *p = buf[k++ % 8];
+    snprintf(p, 1024, "%s/%s", tmpdir, name);
+    return p;
+}
+
+static struct bm_spec *load_spec(void)
+{
+    struct bm_spec *s = NULL;
+    struct bm_err err;
+    if (bm_spec_load(SPEC, &s, &err)) fprintf(stderr, "%s\n", err.msg);
+    return s;
+}
+
+static struct bm_table *plan(const struct bm_spec *s, int P, int V, enum bm_backbone bb, enum bm_policy pol)
+{
+    struct bm_plan_opts o;
+    struct bm_err err;
+    struct bm_table *t = NULL;
+    bm_plan_opts_from_spec(&o, s);
+    o.pp = P, o.vpp = V, o.backbone = bb, o.policy = pol, o.unit = 0;
+    if (bm_plan_build(s, &o, &t, &err)) fprintf(stderr, "plan: %s\n", err.msg);
+    return t;
+}
+
+/* Reference losses[steps] and flat parameters (spec order); caller frees params. */
+static float *reference(const struct bm_spec *s, int steps, double *losses, size_t *n)
+{
+    struct bm_ref *r;
+    struct bm_err err;
+    if (bm_ref_new(s, &r, &err)) {
+        fprintf(stderr, "%s\n", err.msg);
+        return NULL;
+    }
+    for (int k = 0; k < steps; k++) {
+        struct bm_step_stats st;
+        if (bm_ref_step(r, k, &st, &err)) fprintf(stderr, "%s\n", err.msg);
+        losses[k] = st.loss;
+    }
+    size_t total = 0, m;
+    for (int i = 0; i < s->n_modules; i++) bm_ref_params(r, i, &m), total += m;
+    float *p = bm_malloc(total * sizeof(float));
+    size_t off = 0;
+    for (int i = 0; i < s->n_modules; i++) {
+        float *q = bm_ref_params(r, i, &m);
+        memcpy(p + off, q, m * sizeof(float));
+        off += m;
+    }
+    *n = total;
+    bm_ref_free(r);
+    return p;
+}
+
+static float *read_floats(const char *path, size_t *n)
+{
+    struct bm_err err;
+    size_t len = 0;
+    char *b = bm_read_file(path, &len, &err);
+    if (!b) return NULL;
+    *n = len / sizeof(float);
+    return (float *)(void *)b;
+}
+
+static int train_local(const struct bm_spec *s, struct bm_table *t, struct bm_exec_opts *o, struct bm_err *err)
+{
+    struct bm_comm *c = bm_comm_local_new(t->pp);
+    int rc = bm_exec_train(s, t, c, o, err);
+    c->ops->free(c);
+    return rc;
+}
+
+TEST(local_matches_reference_every_policy)
+{
+    struct bm_spec *s = load_spec();
+    CHECK(s != NULL);
+    if (!s) return;
+    enum { STEPS = 3 };
+    double ref_loss[STEPS];
+    size_t nref = 0;
+    float *ref = reference(s, STEPS, ref_loss, &nref);
+    CHECK(ref != NULL);
+    struct { int P, V; enum bm_backbone bb; } cfg[] = {
+        {2, 1, BM_BB_1F1B}, {4, 1, BM_BB_1F1B}, {2, 2, BM_BB_INTERLEAVED}, {2, 1, BM_BB_GPIPE}};
+    enum bm_policy pols[] = {BM_POL_BIGMAC, BM_POL_OPTIMUS, BM_POL_UNIFIED, BM_POL_UNIFIED_BALANCED, BM_POL_IDEAL};
+    for (size_t ci = 0; ci < sizeof cfg / sizeof cfg[0]; ci++)
+        for (size_t pi = 0; pi < sizeof pols / sizeof pols[0]; pi++) {
+            struct bm_table *t = plan(s, cfg[ci].P, cfg[ci].V, cfg[ci].bb, pols[pi]);
+            CHECKF(t != NULL, "P=%d %s %s", cfg[ci].P, bm_backbone_name(cfg[ci].bb), bm_policy_name(pols[pi]));
+            if (!t) continue;
+            double loss[STEPS] = {0};
+            struct bm_exec_opts o = {.steps = STEPS, .dump_params = tmp_path("params.bin"), .loss_out = loss};
+            struct bm_err err;
+            int rc = train_local(s, t, &o, &err);
+            CHECKF(rc == BM_OK, "%s", err.msg);
+            for (int k = 0; k < STEPS; k++)
+                CHECKF(fabs(loss[k] - ref_loss[k]) <= 1e-4 * fabs(ref_loss[k]), "P=%d %s %s step %d: %.7f vs %.7f",
+                       cfg[ci].P, bm_backbone_name(cfg[ci].bb), bm_policy_name(pols[pi]), k, loss[k], ref_loss[k]);
+            size_t n = 0;
+            float *p = read_floats(tmp_path("params.bin"), &n);
+            CHECK(p && n == nref);
+            if (p && n == nref) {
+                double md = 0, ma = 0;
+                for (size_t i = 0; i < n; i++) {
+                    double d = fabs((double)p[i] - ref[i]);
+                    if (d > md) md = d;
+                    if (fabs(ref[i]) > ma) ma = fabs(ref[i]);
+                }
+                CHECKF(md <= 1e-4 * ma, "P=%d %s %s: params differ by %g (max |p| %g)", cfg[ci].P,
+                       bm_backbone_name(cfg[ci].bb), bm_policy_name(pols[pi]), md, ma);
+            }
+            bm_free(p);
+            bm_table_free(t);
+        }
+    bm_free(ref);
+    bm_spec_free(s);
+}
+
+/* Build the P local ranks of t. */
+static struct bm_exec **build(const struct bm_spec *s, struct bm_table *t, struct bm_comm *c, const struct bm_exec_opts *o)
+{
+    struct bm_exec **x = bm_calloc((size_t)t->pp, sizeof *x);
+    struct bm_err err;
+    for (int r = 0; r < t->pp; r++)
+        if (bm_exec_new(s, t, r, c, o, &x[r], &err)) fprintf(stderr, "%s\n", err.msg);
+    return x;
+}
+
+static void unbuild(struct bm_exec **x, int P)
+{
+    for (int r = 0; r < P; r++) bm_exec_free(x[r]);
+    bm_free(x);
+}
+
+/* The simulator, given the executor's measured ctx bytes per (module, chunk, mb), predicts the
+ * executor's measured peak activation bytes per rank and role exactly (same byte model). */
+TEST(measured_peaks_equal_simulated_with_measured_bytes)
+{
+    struct bm_spec *s = load_spec();
+    if (!s) return;
+    enum bm_policy pols[] = {BM_POL_BIGMAC, BM_POL_OPTIMUS, BM_POL_UNIFIED};
+    for (int pi = 0; pi < 3; pi++)
+        for (int V = 1; V <= 2; V++) {
+            struct bm_table *t = plan(s, 2, V, V == 2 ? BM_BB_INTERLEAVED : BM_BB_1F1B, pols[pi]);
+            if (!t) continue;
+            struct bm_comm *c = bm_comm_local_new(2);
+            struct bm_exec_opts o = {0};
+            struct bm_exec **x = build(s, t, c, &o);
+            struct bm_err err;
+            int rc = bm_exec_run_step(x, c, 0, &err);
+            CHECKF(rc == BM_OK, "%s", err.msg);
+            int C = t->pp * t->vpp, M = t->microbatches;
+            t->act_bytes = bm_calloc((size_t)t->n_modules * C * M, sizeof(double));
+            for (int r = 0; r < 2; r++) {
+                const size_t *b = bm_exec_op_bytes(x[r]);
+                for (int k = 0; k < t->ranks[r].n_ops; k++) {
+                    const struct bm_op *op = &t->ranks[r].ops[k];
+                    if (op->kind != BM_OP_COMPUTE || op->pass != BM_PASS_F) continue;
+                    CHECK(b[k] > 0);
+                    t->act_bytes[((size_t)op->module * C + (op->chunk >= 0 ? op->chunk : 0)) * M + op->mb] = (double)b[k];
+                }
+            }
+            struct bm_timeline *tl = NULL;
+            rc = bm_simulate(t, NULL, &tl, &err);
+            CHECKF(rc == BM_OK, "%s", err.msg);
+            for (int r = 0; tl && r < 2; r++) {
+                struct bm_exec_rank_stats st;
+                bm_exec_stats(x[r], &st);
+                for (int role = 0; role < BM_N_ROLES; role++)
+                    CHECKF(tl->ranks[r].peak_act_mib[role] * 1048576.0 == (double)st.peak_act[role],
+                           "%s V=%d rank %d role %d: simulated %.0f bytes, measured %zu", bm_policy_name(pols[pi]), V, r,
+                           role, tl->ranks[r].peak_act_mib[role] * 1048576.0, st.peak_act[role]);
+            }
+            bm_timeline_free(tl);
+            unbuild(x, 2);
+            c->ops->free(c);
+            bm_table_free(t);
+        }
+    bm_spec_free(s);
+}
+
+/* bigmac keeps encoder activations bounded as M grows; optimus holds every microbatch's. */
+TEST(bigmac_encoder_peak_flat_in_M_optimus_grows)
+{
+    struct bm_spec *s = load_spec();
+    if (!s) return;
+    double peak[2][3];
+    int Ms[3] = {4, 8, 16};
+    for (int pi = 0; pi < 2; pi++)
+        for (int mi = 0; mi < 3; mi++) {
+            s->microbatches = Ms[mi];
+            struct bm_table *t = plan(s, 2, 1, BM_BB_1F1B, pi ? BM_POL_OPTIMUS : BM_POL_BIGMAC);
+            if (!t) continue;
+            double pk[2 * BM_N_ROLES] = {0};
+            struct bm_exec_opts o = {.steps = 1, .peak_out = pk};
+            struct bm_err err;
+            CHECKF(train_local(s, t, &o, &err) == BM_OK, "%s", err.msg);
+            peak[pi][mi] = BM_MAX(pk[BM_ROLE_ENCODER], pk[BM_N_ROLES + BM_ROLE_ENCODER]);
+            bm_table_free(t);
+        }
+    /* data differ per M (image counts vary), so "flat" = within the spread of one microbatch's size */
+    CHECKF(peak[0][2] < 2 * peak[0][0], "bigmac encoder peak %g -> %g", peak[0][0], peak[0][2]);
+    CHECKF(peak[1][2] > 2.5 * peak[1][0], "optimus encoder peak %g -> %g", peak[1][0], peak[1][2]);
+    CHECKF(peak[1][2] > 2 * peak[0][2], "M=16: optimus %g vs bigmac %g", peak[1][2], peak[0][2]);
+    bm_spec_free(s);
+}
+
+TEST(deadlock_is_reported_not_hung)
+{
+    struct bm_spec *s = load_spec();
+    if (!s) return;
+    struct bm_table *t = plan(s, 2, 1, BM_BB_1F1B, BM_POL_BIGMAC);
+    if (!t) return;
+    /* drop rank 0's first send: its receiver can never finish */
+    struct bm_rank_ops *ro = &t->ranks[0];
+    for (int k = 0; k < ro->n_ops; k++)
+        if (ro->ops[k].kind == BM_OP_SEND) {
+            memmove(&ro->ops[k], &ro->ops[k + 1], (size_t)(ro->n_ops - k - 1) * sizeof *ro->ops);
+            ro->n_ops--;
+            break;
+        }
+    struct bm_exec_opts o = {.steps = 1};
+    struct bm_err err;
+    err.msg[0] = 0;
+    CHECK(train_local(s, t, &o, &err) == BM_ERR);
+    CHECK_STR_CONTAINS(err.msg, "deadlock");
+    bm_table_free(t);
+    bm_spec_free(s);
+}
+
+TEST(nan_fault_names_rank_and_op)
+{
+    struct bm_spec *s = load_spec();
+    if (!s) return;
+    struct bm_table *t = plan(s, 2, 1, BM_BB_1F1B, BM_POL_BIGMAC);
+    if (!t) return;
+    int k = 0; /* rank 1's first compute op */
+    while (t->ranks[1].ops[k].kind != BM_OP_COMPUTE) k++;
+    struct bm_exec_opts o = {.steps = 2, .fault = BM_FAULT_NAN, .fault_rank = 1, .fault_op = k, .fault_step = 1};
+    struct bm_err err;
+    CHECK(train_local(s, t, &o, &err) == BM_ERR);
+    char want[64];
+    snprintf(want, sizeof want, "rank 1: op #%d ", k);
+    CHECK_STR_CONTAINS(err.msg, want);
+    CHECK_STR_CONTAINS(err.msg, "not finite");
+    /* the last chunk's forward carries the LM loss: poisoning it is reported as a NaN loss when it
+     * has no output of its own to poison; here every F has an output, so "not finite" it is */
+    bm_table_free(t);
+    bm_spec_free(s);
+}
+
+TEST(checkpoint_resume_equals_uninterrupted)
+{
+    struct bm_spec *s = load_spec();
+    if (!s) return;
+    struct bm_table *t = plan(s, 2, 1, BM_BB_1F1B, BM_POL_BIGMAC);
+    if (!t) return;
+    double full[4] = {0}, part[4] = {0};
+    struct bm_err err;
+    struct bm_exec_opts o = {.steps = 4, .loss_out = full};
+    CHECK(train_local(s, t, &o, &err) == BM_OK);
+    struct bm_exec_opts a = {.steps = 2, .loss_out = part, .ckpt_dir = tmp_path("ckpt"), .ckpt_every = 1};
+    CHECKF(train_local(s, t, &a, &err) == BM_OK, "%s", err.msg);
+    struct bm_exec_opts b = {.steps = 4, .loss_out = part, .resume_dir = tmp_path("ckpt")};
+    CHECKF(train_local(s, t, &b, &err) == BM_OK, "%s", err.msg);
+    for (int k = 0; k < 4; k++) CHECKF(part[k] == full[k], "step %d: %.9g vs %.9g", k + 1, part[k], full[k]);
+    /* a corrupt checkpoint is refused */
+    FILE *f = fopen(tmp_path("ckpt/rank-1.ckpt"), "r+b");
+    CHECK(f != NULL);
+    if (f) {
+        fseek(f, 200, SEEK_SET);
+        fputc(0x55, f);
+        fclose(f);
+    }
+    CHECK(train_local(s, t, &b, &err) == BM_ERR);
+    CHECK_STR_CONTAINS(err.msg, "corrupt");
+    bm_table_free(t);
+    bm_spec_free(s);
+}
+
+/* Every allocation of a one-step run may fail: the run reports an error, never crashes, and
+ * (under ASan) never leaks. */
+TEST(allocation_failures_are_errors)
+{
+    struct bm_spec *s = load_spec();
+    if (!s) return;
+    struct bm_table *t = plan(s, 2, 1, BM_BB_1F1B, BM_POL_BIGMAC);
+    if (!t) return;
+    struct bm_exec_opts o = {.steps = 1};
+    struct bm_err err;
+    bm_alloc_fail_at(0);
+    CHECK(train_local(s, t, &o, &err) == BM_OK);
+    long total = bm_alloc_count();
+    CHECK(total > 10);
+    long stride = total / 150 + 1;
+    int failures = 0;
+    for (long n = 2; n <= total; n += stride) { /* n = 1 is bm_comm_local_new itself */
+        bm_alloc_fail_at(n);
+        struct bm_comm *c = bm_comm_local_new(t->pp);
+        if (!c) {
+            bm_alloc_fail_at(0);
+            continue;
+        }
+        err.msg[0] = 0;
+        int rc = bm_exec_train(s, t, c, &o, &err);
+        int fired = bm_alloc_failed();
+        bm_alloc_fail_at(0);
+        c->ops->free(c);
+        if (fired) {
+            failures++;
+            CHECKF(rc == BM_ERR && err.msg[0], "allocation %ld failed but the run said ok", n);
+        }
+    }
+    CHECK(failures > 0);
+    bm_table_free(t);
+    bm_spec_free(s);
+}
+
+TEST(local_mailbox_matches_any_order)
+{
+    struct bm_comm *c = bm_comm_local_new(3);
+    struct bm_err err;
+    float a[4] = {1, 2, 3, 4}, b[4] = {0}, d[4] = {0};
+    long r1, r2, r3;
+    int done = 0;
+    /* send before recv (buffered) */
+    CHECK(c->ops->isend(c, 0, 2, 7, a, sizeof a, &r1, &err) == BM_OK);
+    CHECK(c->ops->wait(c, r1, 0, &done, &err) == BM_OK && done);
+    a[0] = 99; /* the send buffer may be reused once the send completed */
+    CHECK(c->ops->irecv(c, 2, 0, 7, b, sizeof b, &r2, &err) == BM_OK);
+    CHECK(c->ops->wait(c, r2, 0, &done, &err) == BM_OK && done);
+    CHECK(b[0] == 1 && b[3] == 4);
+    /* recv before send; a different tag does not match */
+    CHECK(c->ops->irecv(c, 1, 2, 8, d, sizeof d, &r3, &err) == BM_OK);
+    CHECK(c->ops->isend(c, 2, 1, 9, a, sizeof a, &r1, &err) == BM_OK);
+    CHECK(c->ops->wait(c, r3, 0, &done, &err) == BM_OK && !done);
+    CHECK(c->ops->isend(c, 2, 1, 8, a, sizeof a, &r2, &err) == BM_OK);
+    CHECK(c->ops->wait(c, r3, 0, &done, &err) == BM_OK && done);
+    CHECK(d[0] == 99);
+    /* size mismatch is an error */
+    CHECK(c->ops->irecv(c, 1, 2, 9, d, 8, &r3, &err) == BM_ERR);
+    float x0[2] = {1, 2}, x1[2] = {10, 20}, x2[2] = {100, 200}, *bufs[3] = {x0, x1, x2};
+    CHECK(c->ops->allreduce_sum(c, bufs, 2, &err) == BM_OK);
+    CHECK(x0[0] == 111 && x2[1] == 222);
+    c->ops->free(c);
+}
+
+int main(void)
+{
+    const char *tmp = getenv("TEST_TMP");
+    snprintf(tmpdir, sizeof tmpdir, "%s/test_exec.%d", tmp ? tmp : "/tmp", (int)getpid());
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s'", tmpdir);
+    if (system(cmd)) return 1;
+    RUN(local_mailbox_matches_any_order);
+    RUN(local_matches_reference_every_policy);
+    RUN(measured_peaks_equal_simulated_with_measured_bytes);
+    RUN(bigmac_encoder_peak_flat_in_M_optimus_grows);
+    RUN(deadlock_is_reported_not_hung);
+    RUN(nan_fault_names_rank_and_op);
+    RUN(checkpoint_resume_equals_uninterrupted);
+    RUN(allocation_failures_are_errors);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    if (system(cmd)) return 1;
+    return test_summary();
+}
