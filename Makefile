@@ -30,12 +30,16 @@ CLI_SRC  := $(sort $(wildcard src/cli/*.c))
 TEST_SRC := $(sort $(wildcard tests/test_*.c))
 BENCH_SRC := $(sort $(wildcard bench/bench_*.c))
 
+EXAMPLE_SRC := $(sort $(wildcard examples/*.c))
+
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 MPI_OBJ  := $(MPI_SRC:%.c=$(BUILD)/%.o)
 LIB      := $(BUILD)/libbigmac.a
 TESTS    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 BENCHES  := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
+# Programs with custom modules (examples/*.c) link the CLI (bm_train_main) without its main().
+EXAMPLES := $(EXAMPLE_SRC:examples/%.c=$(BUILD)/examples/%)
 
 # bin/bigmac links with mpicc when the executor's MPI file exists; otherwise with the
 # single-process stand-in only.
@@ -46,7 +50,7 @@ LINK := $(CC)
 endif
 
 .PHONY: all test asan run bench deps clean info fuzz
-all: info $(BIN)/bigmac
+all: info $(BIN)/bigmac $(EXAMPLES)
 
 info:
 	@echo "mpicc: $(if $(MPICC),yes,no)  openblas: $(if $(HAS_BLAS),yes,no)  jansson: $(if $(HAS_JANSSON),yes,no)  build: $(BUILD)"
@@ -70,6 +74,11 @@ $(BIN)/bigmac: $(CLI_OBJ) $(MPI_OBJ) $(LIB)
 	@mkdir -p $(dir $@)
 	@echo "  LINK    $@"
 	@$(LINK) $(LDFLAGS) -o $@ $(CLI_OBJ) $(MPI_OBJ) $(LIB) $(LDLIBS)
+
+$(BUILD)/examples/%: examples/%.c $(filter-out $(BUILD)/src/cli/main.o,$(CLI_OBJ)) $(MPI_OBJ) $(LIB)
+	@mkdir -p $(dir $@)
+	@echo "  EXAMPLE $<"
+	@$(LINK) $(CFLAGS) $(LDFLAGS) -o $@ $< $(filter-out $(BUILD)/src/cli/main.o,$(CLI_OBJ)) $(MPI_OBJ) $(LIB) $(LDLIBS)
 
 $(BUILD)/tests/%: tests/%.c tests/test.h $(LIB)
 	@mkdir -p $(dir $@)

@@ -12,7 +12,8 @@ struct command {
 
 static const struct command commands[] = {
     {"plan", bm_cmd_plan, "spec -> operator table for a backbone schedule and nesting policy"},
-    {"train", bm_cmd_train, "train the spec's model (--reference: single process, no pipeline)"},
+    {"train", bm_cmd_train, "train the spec's model pipelined (mpirun; --local, --reference: single process)"},
+    {"calibrate", bm_cmd_calibrate, "executor trace -> measured spec costs for the simulator"},
     {"verify", bm_cmd_verify, "check a table: counts, deadlock freedom, dependencies, order, residency"},
     {"render", bm_cmd_render, "draw a schedule: ascii, svg, html report, Chrome trace, csv"},
 };

@@ -1,0 +1,138 @@
+/* cmd_calibrate.c — `bigmac calibrate TRACE.json [--spec SPEC.json] [-o FILE]`: measured op
+ * times and bytes of an executor trace -> spec costs (src/exec/calibrate.h, docs/executor.md). */
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "exec/calibrate.h"
+#include "report/report.h"
+#include "util/util.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: bigmac calibrate TRACE.json [--spec SPEC.json] [-o FILE]\n"
+            "\n"
+            "Turns the measured op times and activation bytes of an executor trace\n"
+            "(`bigmac train ... --trace TRACE.json`) into per-module spec costs: fwd_ms/bwd_ms per\n"
+            "microbatch (the backbone's summed over its chunks: whole model), act_mib from the\n"
+            "measured bytes. state_mib and out_mib are kept.\n"
+            "\n"
+            "Without --spec it writes a cost fragment:\n"
+            "  {\"format\": \"bigmac-costs\", \"version\": 1, \"trace\": ..., \"modules\":\n"
+            "   [{\"name\": \"vit\", \"cost\": {\"fwd_ms\": ..., ...}}, ...]}\n"
+            "whose \"cost\" objects paste into the spec's modules. With --spec it writes that spec\n"
+            "with every traced module's \"cost\" replaced and data.encoder_cost_scale removed (the\n"
+            "measured microbatch variation is already averaged in): ready for `bigmac simulate`.\n"
+            "-o - (the default) writes to stdout.\n");
+}
+
+static json_t *cost_json(const struct bm_cost *c)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "fwd_ms", json_real(c->fwd_ms));
+    json_object_set_new(o, "bwd_ms", json_real(c->bwd_ms));
+    json_object_set_new(o, "act_mib", json_real(c->act_mib));
+    json_object_set_new(o, "state_mib", json_real(c->state_mib));
+    json_object_set_new(o, "out_mib", json_real(c->out_mib));
+    return o;
+}
+
+int bm_cmd_calibrate(int argc, char **argv)
+{
+    const char *trace = NULL, *spec = NULL, *out = "-";
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "--spec") || !strcmp(a, "-o")) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "bigmac: error: %s needs a value\n", a);
+                return BM_USAGE;
+            }
+            if (!strcmp(a, "-o")) out = argv[++i];
+            else spec = argv[++i];
+        } else if (a[0] == '-' && a[1]) {
+            fprintf(stderr, "bigmac: error: calibrate: unknown flag '%s'\n", a);
+            usage(stderr);
+            return BM_USAGE;
+        } else if (trace) {
+            fprintf(stderr, "bigmac: error: calibrate: more than one trace ('%s', '%s')\n", trace, a);
+            return BM_USAGE;
+        } else {
+            trace = a;
+        }
+    }
+    if (!trace) {
+        usage(stderr);
+        return BM_USAGE;
+    }
+    struct bm_err err;
+    struct bm_table *t = NULL;
+    struct bm_timeline *tl = NULL;
+    struct bm_cost *costs = NULL;
+    json_t *root = NULL;
+    int rc = 1;
+    if (bm_trace_load(trace, &t, &tl, &err)) goto fail;
+    if (!tl->measured) {
+        bm_err_set(&err, "%s: a simulated trace; calibrate needs one measured by `bigmac train --trace`", trace);
+        goto fail;
+    }
+    costs = bm_calloc((size_t)t->n_modules, sizeof *costs);
+    if (!costs) {
+        bm_err_set(&err, "out of memory");
+        goto fail;
+    }
+    if (bm_calibrate(t, tl, costs, &err)) goto fail;
+    if (spec) {
+        json_error_t je;
+        root = json_load_file(spec, 0, &je);
+        if (!root) {
+            bm_err_set(&err, "%s:%d:%d: %s", spec, je.line, je.column, je.text);
+            goto fail;
+        }
+        json_t *mods = json_object_get(root, "modules");
+        size_t i;
+        json_t *m;
+        json_array_foreach(mods, i, m)
+        {
+            const char *name = json_string_value(json_object_get(m, "name"));
+            int k = name ? bm_table_find_module(t, name) : -1;
+            if (k >= 0) json_object_set_new(m, "cost", cost_json(&costs[k]));
+        }
+        json_t *data = json_object_get(root, "data");
+        if (data) json_object_del(data, "encoder_cost_scale");
+    } else {
+        root = json_object();
+        json_object_set_new(root, "format", json_string("bigmac-costs"));
+        json_object_set_new(root, "version", json_integer(1));
+        json_object_set_new(root, "trace", json_string(trace));
+        json_t *mods = json_array();
+        for (int k = 0; k < t->n_modules; k++) {
+            json_t *m = json_object();
+            json_object_set_new(m, "name", json_string(t->modules[k].name));
+            json_object_set_new(m, "cost", cost_json(&costs[k]));
+            json_array_append_new(mods, m);
+        }
+        json_object_set_new(root, "modules", mods);
+    }
+    size_t flags = JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6);
+    int wr = !strcmp(out, "-") ? json_dumpf(root, stdout, flags) : json_dump_file(root, out, flags);
+    if (!strcmp(out, "-")) printf("\n");
+    if (wr) {
+        bm_err_set(&err, "%s: write failed", out);
+        goto fail;
+    }
+    rc = 0;
+    goto done;
+fail:
+    bm_cli_error(err.msg);
+done:
+    if (root) json_decref(root);
+    bm_free(costs);
+    bm_timeline_free(tl);
+    bm_table_free(t);
+    return rc;
+}
