@@ -332,8 +332,13 @@ int bm_exec_train(const struct bm_spec *s, struct bm_table *t, struct bm_comm *c
                     for (int k = 0; k < BM_N_ROLES; k++) o->peak_out[r * BM_N_ROLES + k] = all[(size_t)r * nrec + k];
             if (!isfinite(loss)) bad = 1;
             if (pr) {
-                fprintf(pr, "step %4ld/%d  loss %.4f  (lm %.4f  gen %.4f)  %7.1f ms  peak act KiB enc/bb/gen:", step + 1,
-                        steps, loss, lm, gen, ms);
+                double mn = all[3], mx = all[3], avg = 0;
+                for (int r = 0; r < P; r++) {
+                    double v = all[(size_t)r * nrec + 3];
+                    mn = v < mn ? v : mn, mx = v > mx ? v : mx, avg += v / P;
+                }
+                fprintf(pr, "step %4ld/%d  loss %.4f  (lm %.4f  gen %.4f)  ms min/avg/max %.1f/%.1f/%.1f  peak act KiB enc/bb/gen:",
+                        step + 1, steps, loss, lm, gen, mn, avg, mx);
                 for (int r = 0; r < P; r++) {
                     const double *q = &all[(size_t)r * nrec];
                     fprintf(pr, "  r%d %.0f/%.0f/%.0f", r, q[0] / 1024, q[1] / 1024, q[2] / 1024);
