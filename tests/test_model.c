@@ -5,6 +5,7 @@
 #include "bigmac_module.h"
 #include "data/data.h"
 #include "model/model.h"
+#include "train/train.h"
 #include "test.h"
 #include "util/util.h"
 
@@ -415,6 +416,37 @@ TEST(bad_arch_is_an_error)
     CHECK_STR_CONTAINS(err.msg, "chunk layers");
 }
 
+/* ---------------------------------------------------------------- allocation failures */
+
+TEST(every_allocation_failure_is_clean)
+{
+    /* build the reference trainer and run one step, failing the n-th allocation, for every n
+     * until nothing fails: each failure is reported, nothing crashes (ASan: nothing leaks) */
+    spec.train = (struct bm_train){1, 1e-3, 0, 0.9, 0.999, 1e-8, 1};
+    int n, ok = 0;
+    for (n = 1; n < 100000; n++) {
+        struct bm_ref *r = NULL;
+        struct bm_step_stats st;
+        struct bm_err err;
+        err.msg[0] = 0;
+        bm_alloc_fail_at(n);
+        int rc = bm_ref_new(&spec, &r, &err);
+        if (rc == BM_OK) rc = bm_ref_step(r, 0, &st, &err);
+        int fired = bm_alloc_failed();
+        bm_alloc_fail_at(0);
+        bm_ref_free(r);
+        if (!fired) {
+            CHECK(rc == BM_OK);
+            ok = 1;
+            break;
+        }
+        CHECKF(rc == BM_ERR, "n=%d: an injected failure went unreported", n);
+        CHECKF(strstr(err.msg, "out of memory") != NULL, "n=%d: %s", n, err.msg);
+    }
+    CHECK(ok);
+    CHECKF(n > 30, "only %d allocations?", n);
+}
+
 int main(void)
 {
     make_spec();
@@ -425,5 +457,6 @@ int main(void)
     RUN(context_bytes_track_the_microbatch);
     RUN(registry);
     RUN(bad_arch_is_an_error);
+    RUN(every_allocation_failure_is_clean);
     return test_summary();
 }
