@@ -415,6 +415,10 @@ TEST(bad_arch_is_an_error)
     CHECK(m == NULL);
     CHECK(bm_module_find("gpt")->create(&mods[1], &spec, 2, 6, 1, &m, &err) == BM_ERR);
     CHECK_STR_CONTAINS(err.msg, "chunk layers");
+    g = mods[1];
+    g.layers = 6;
+    CHECK(bm_module_find("gpt")->create(&g, &spec, 0, 4, 1, &m, &err) == BM_ERR);
+    CHECK_STR_CONTAINS(err.msg, "disagrees with arch.layers");
 }
 
 /* ---------------------------------------------------------------- reference trainer */
