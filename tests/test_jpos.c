@@ -192,6 +192,37 @@ TEST(random_texts_and_paths)
     }
 }
 
+TEST(json_parse_wrapper)
+{
+    struct bm_err err;
+    json_t *j = bm_json_parse("{\"a\": [1, 2]}", "x.json", 64, JSON_REJECT_DUPLICATES, &err);
+    CHECK(j && json_is_array(json_object_get(j, "a")));
+    json_decref(j);
+    CHECK(bm_json_parse("{\"a\": 1,\n \"a\": 2}", "x.json", 64, JSON_REJECT_DUPLICATES, &err) == NULL);
+    CHECK_STR_CONTAINS(err.msg, "x.json:2:");
+    CHECK_STR_CONTAINS(err.msg, "invalid JSON: duplicate object key");
+    CHECK(bm_json_parse("[[[1]]]", "x.json", 2, 0, &err) == NULL);
+    CHECK(!strcmp(err.msg, "x.json:1:3: JSON nested deeper than 2 levels (a guard against absurd input)"));
+    /* every allocation failure is reported, never a silently damaged document */
+    const char *t = "{\"doc\": \"a string long enough to make jansson grow its lexer buffer more than "
+                    "once, once, once, once, once\", \"k\": [1, 2, {\"x\": 3}]}";
+    int n;
+    for (n = 1; n < 1000; n++) {
+        bm_alloc_fail_at(n);
+        j = bm_json_parse(t, "x.json", 64, 0, &err);
+        int fired = bm_alloc_failed();
+        bm_alloc_fail_at(0);
+        if (j) {
+            CHECK(!fired);
+            CHECK(json_string_length(json_object_get(j, "doc")) == 97);
+            json_decref(j);
+            break;
+        }
+        CHECKF(fired && !strcmp(err.msg, "x.json: out of memory while parsing JSON"), "n=%d: %s", n, err.msg);
+    }
+    CHECK(n > 3 && n < 1000);
+}
+
 int main(void)
 {
     RUN(root_and_top_level_keys);
@@ -206,5 +237,6 @@ int main(void)
     RUN(depth_limit);
     RUN(offset_to_position);
     RUN(random_texts_and_paths);
+    RUN(json_parse_wrapper);
     return test_summary();
 }

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "spec/jpos.h"
+#include "util/util.h"
 
 /* ---------------------------------------------------------------- scanner */
 
@@ -372,4 +373,47 @@ void bm_jpos_offset(const char *text, size_t off, int *line, int *col)
     while (*s.p && (size_t)(s.p - text) < off) adv(&s);
     if (line) *line = s.line;
     if (col) *col = s.col;
+}
+
+/* ---------------------------------------------------------------- parsing */
+
+static int json_oom;
+
+static void *json_malloc(size_t n)
+{
+    void *p = bm_malloc(n);
+    if (!p) json_oom = 1;
+    return p;
+}
+
+json_t *bm_json_parse(const char *text, const char *name, int max_depth, size_t flags,
+                      struct bm_err *err)
+{
+    int line, col;
+    if (!name) name = "<json>";
+    if (!text) {
+        bm_err_set(err, "%s: no text", name);
+        return NULL;
+    }
+    if (max_depth > 0 && bm_jpos_depth(text, max_depth, &line, &col)) {
+        bm_err_set(err, "%s:%d:%d: JSON nested deeper than %d levels (a guard against absurd "
+                        "input)", name, line, col, max_depth);
+        return NULL;
+    }
+    json_set_alloc_funcs(json_malloc, bm_free);
+    json_oom = 0;
+    json_error_t je;
+    json_t *root = json_loads(text, flags, &je);
+    if (root && json_oom) {
+        json_decref(root);
+        root = NULL;
+    }
+    if (!root) {
+        if (json_oom || json_error_code(&je) == json_error_out_of_memory)
+            bm_err_set(err, "%s: out of memory while parsing JSON", name);
+        else
+            bm_err_set(err, "%s:%d:%d: invalid JSON: %s", name, je.line > 0 ? je.line : 1,
+                       je.column > 0 ? je.column : 1, je.text);
+    }
+    return root;
 }

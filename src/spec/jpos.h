@@ -30,6 +30,10 @@
 
 #include <stddef.h>
 
+#include <jansson.h>
+
+#include "bigmac.h"
+
 /* Position of 'path' in the JSON 'text'. Returns 0 and sets *line, *col when found. Returns -1
  * when not found (or the text or the path is malformed); *line, *col then hold the position of
  * the deepest enclosing element that was found (1:1 when not even the root was). */
@@ -49,5 +53,16 @@ int bm_jpos_depth(const char *text, int max_depth, int *line, int *col);
 
 /* Line and column (as above) of byte offset 'off' in text (clamped to the text's end). */
 void bm_jpos_offset(const char *text, size_t off, int *line, int *col);
+
+/* Parse 'text' with jansson (flags as for json_loads, e.g. JSON_REJECT_DUPLICATES), allocating
+ * through bm_malloc so fault injection reaches the parser. Returns the document (caller owns it:
+ * json_decref), or NULL with err reading "name:line:col: JSON nested deeper than N levels",
+ * "name:line:col: invalid JSON: <jansson's text>" or "name: out of memory while parsing JSON".
+ * The nesting check (max_depth > 0) runs first, so deep input never reaches jansson's recursion.
+ * Any allocation failure during the parse fails it: jansson's lexer ignores a failed buffer
+ * grow and silently drops a byte, so such a document cannot be trusted. Not thread-safe
+ * (jansson's allocator hooks are global). */
+json_t *bm_json_parse(const char *text, const char *name, int max_depth, size_t flags,
+                      struct bm_err *err);
 
 #endif

@@ -1113,17 +1113,6 @@ static int parse_root(struct ctx *c, json_t *root)
     return BM_OK;
 }
 
-/* jansson allocates through bm_malloc; a failed allocation is remembered because jansson
- * reports some as syntax errors and swallows others (its lexer ignores a failed buffer grow
- * and silently drops the byte), so a document parsed while one failed cannot be trusted. */
-static int json_oom;
-static void *json_malloc(size_t n)
-{
-    void *p = bm_malloc(n);
-    if (!p) json_oom = 1;
-    return p;
-}
-
 int bm_spec_parse(const char *text, const char *name, struct bm_spec **out, struct bm_err *err)
 {
     if (out) *out = NULL;
@@ -1133,24 +1122,8 @@ int bm_spec_parse(const char *text, const char *name, struct bm_spec **out, stru
     if (len > (size_t)MAX_TEXT)
         return bm_err_set(err, "%s: the spec is %zu bytes; a spec may be at most %ld MiB", name,
                           len, MAX_TEXT >> 20);
-    int line, col;
-    if (bm_jpos_depth(text, MAX_DEPTH, &line, &col))
-        return bm_err_set(err, "%s:%d:%d: JSON nested deeper than %d levels (a guard against "
-                               "absurd input)", name, line, col, MAX_DEPTH);
-    json_set_alloc_funcs(json_malloc, bm_free);
-    json_oom = 0;
-    json_error_t je;
-    json_t *root = json_loads(text, JSON_REJECT_DUPLICATES, &je);
-    if (root && json_oom) {
-        json_decref(root);
-        root = NULL;
-    }
-    if (!root) {
-        if (json_oom || json_error_code(&je) == json_error_out_of_memory)
-            return bm_err_set(err, "%s: out of memory while loading the spec", name);
-        return bm_err_set(err, "%s:%d:%d: invalid JSON: %s", name, je.line > 0 ? je.line : 1,
-                          je.column > 0 ? je.column : 1, je.text);
-    }
+    json_t *root = bm_json_parse(text, name, MAX_DEPTH, JSON_REJECT_DUPLICATES, err);
+    if (!root) return BM_ERR;
     struct bm_spec *s = bm_calloc(1, sizeof *s);
     struct ctx c = {name, text, err, s, NULL, "", 0};
     int rc = BM_ERR;
