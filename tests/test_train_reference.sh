@@ -38,3 +38,11 @@ expect_exit train_pipelined_local_runs 0 "$BIGMAC" train "$spec" --local --steps
 expect_contains train_pipelined_local_progress "step    1/1  loss $(printf '%.4f' "$first")"
 expect_exit train_no_spec_is_usage 2 "$BIGMAC" train --reference
 expect_exit train_bad_steps_is_usage 2 "$BIGMAC" train "$spec" --reference --steps 0
+
+# a spec without "impl" cannot be trained, and says how to fix it
+expect_exit train_needs_impl 1 "$BIGMAC" train tests/specs/design-example.json --reference
+expect_contains train_needs_impl_hint 'hint: add "impl"'
+
+# a generator whose loss does not reach the backbone still trains (no gradient into gpt from it)
+sed 's/"grad_to_backbone": true/"grad_to_backbone": false/' "$spec" >"$TEST_TMP/nog2b.json"
+expect_exit train_no_grad_to_backbone 0 "$BIGMAC" train "$TEST_TMP/nog2b.json" --reference --steps 2

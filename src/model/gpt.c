@@ -44,6 +44,12 @@ static int gpt_create(const struct bm_module *m, const struct bm_spec *s, int a,
         bm_err_set(err, "module \"%s\": gpt arch needs layers, heads (hidden %% heads == 0)", m->name);
         goto fail;
     }
+    if (m->layers && m->layers != ar->layers) {
+        bm_err_set(err, "module \"%s\": \"layers\" %d disagrees with arch.layers %d\n"
+                        "hint: give one of them (the chunk split uses \"layers\")", m->name,
+                   m->layers, ar->layers);
+        goto fail;
+    }
     if (a < 0 || b > ar->layers || a >= b) {
         bm_err_set(err, "module \"%s\": chunk layers [%d, %d) outside 0..%d", m->name, a, b, ar->layers);
         goto fail;

@@ -110,6 +110,12 @@ float *bm_ref_params(struct bm_ref *r, int module, size_t *n)
     return r->ops[module]->params(r->self[module], n);
 }
 
+float *bm_ref_grads(struct bm_ref *r, int module, size_t *n)
+{
+    if (module < 0 || module >= r->n) return NULL;
+    return r->ops[module]->grads(r->self[module], n);
+}
+
 /* Live context bytes per role, and their peaks. */
 struct live {
     size_t now[BM_N_ROLES], peak[BM_N_ROLES];

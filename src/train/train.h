@@ -42,6 +42,8 @@ void bm_ref_free(struct bm_ref *r);
 int bm_ref_step(struct bm_ref *r, long step, struct bm_step_stats *st, struct bm_err *err);
 /* The flat parameters of module i (spec order); NULL when i is out of range. */
 float *bm_ref_params(struct bm_ref *r, int module, size_t *n);
+/* Its gradients: after bm_ref_step, the step's accumulated gradient of the mean loss. */
+float *bm_ref_grads(struct bm_ref *r, int module, size_t *n);
 
 /* Train `steps` steps: progress lines to `progress` (may be NULL), one JSON object per step
  * to `log` (may be NULL). *first_loss / *last_loss (may be NULL) get the first and last step's
