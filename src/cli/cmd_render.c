@@ -179,9 +179,9 @@ int bm_cmd_render(int argc, char **argv)
             json_decref(root);
             if (bm_table_parse(text, in, &t, &err)) goto fail;
         } else {
-            json_decref(root);
             bm_err_set(&err, "%s: not a bigmac spec, table or trace (\"format\" is \"%s\"; a trace has \"traceEvents\")",
                        in, format);
+            json_decref(root);
             goto fail;
         }
     }
