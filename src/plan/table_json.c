@@ -502,9 +502,8 @@ static int load_root(struct ld *L, json_t *root, struct bm_table **out)
 int bm_table_parse(const char *text, const char *name, struct bm_table **out, struct bm_err *err)
 {
     *out = NULL;
-    json_error_t je;
-    json_t *root = json_loads(text, JSON_REJECT_DUPLICATES, &je);
-    if (!root) return bm_err_set(err, "%s:%d:%d: %s", name, je.line, je.column, je.text);
+    json_t *root = bm_json_parse(text, name, 64, JSON_REJECT_DUPLICATES, err);
+    if (!root) return BM_ERR;
     struct ld L = {text, name, err};
     struct bm_table *t = NULL;
     int rc = load_root(&L, root, &t);
