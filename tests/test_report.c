@@ -70,7 +70,7 @@ static int w_trace(const struct bm_table *t, const struct bm_timeline *tl, FILE 
 }
 static int w_svg(const struct bm_table *t, const struct bm_timeline *tl, FILE *f)
 {
-    return bm_render_svg(t, tl, "test <&> \"title\"", f);
+    return bm_render_svg(t, tl, "test <&> \"title\"", 0, f);
 }
 static int w_html(const struct bm_table *t, const struct bm_timeline *tl, FILE *f)
 {

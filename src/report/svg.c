@@ -51,9 +51,11 @@ static double mem_total(const struct bm_mem_point *p)
     return s;
 }
 
-int bm_render_svg(const struct bm_table *t, const struct bm_timeline *tl, const char *title, FILE *f)
+int bm_render_svg(const struct bm_table *t, const struct bm_timeline *tl, const char *title,
+                  double span_ms, FILE *f)
 {
     double ms = tl->makespan_ms > 0 ? tl->makespan_ms : 1;
+    if (span_ms > ms) ms = span_ms;
     double pw = SVG_W - LEFT - RIGHT, sx = pw / ms;
     double H = TOP + t->pp * LANE_H + 30;
     long n_ops = bm_table_n_ops(t);
@@ -110,7 +112,7 @@ int bm_render_svg(const struct bm_table *t, const struct bm_timeline *tl, const 
         fprintf(f, "<g class=\"lane\" data-rank=\"%d\">\n<text x=\"6\" y=\"%.1f\">rank %d</text>\n", r,
                 y + BAR_H - 4, r);
         fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.2f\" height=\"%.0f\" fill=\"#e8e8e8\"/>\n",
-                LEFT, y, pw, BAR_H);
+                LEFT, y, tl->makespan_ms * sx, BAR_H);
         /* ops, merging sub-pixel runs of one colour */
         double run_x0 = -1, run_x1 = -1;
         char run_col[8] = "";
@@ -172,13 +174,18 @@ int bm_render_svg(const struct bm_table *t, const struct bm_timeline *tl, const 
                 prev = v;
                 last_x = x;
             }
-            fprintf(f, "H%.2fV%.2fZ\"/>\n", LEFT + ms * sx, base);
+            fprintf(f, "H%.2fV%.2fZ\"/>\n", LEFT + tl->makespan_ms * sx, base);
         }
         fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"9\" fill=\"#3182bd\">%.0f MiB</text>\n",
                 LEFT + pw + 4, base - 2, rt->peak_act_mib[0] + rt->peak_act_mib[1] + rt->peak_act_mib[2] > 0
                     ? rt->peak_mib - rt->state_mib : 0.0);
         fprintf(f, "</g>\n");
     }
+    if (ms > tl->makespan_ms)
+        fprintf(f, "<line x1=\"%.2f\" y1=\"%.0f\" x2=\"%.2f\" y2=\"%.0f\" stroke=\"#d62728\" stroke-dasharray=\"4 3\"/>"
+                   "<text x=\"%.2f\" y=\"%.0f\" font-size=\"10\" fill=\"#d62728\">makespan %.3g ms</text>\n",
+                LEFT + tl->makespan_ms * sx, TOP - 4, LEFT + tl->makespan_ms * sx, TOP + t->pp * LANE_H,
+                LEFT + tl->makespan_ms * sx + 4, TOP + t->pp * LANE_H + 8, tl->makespan_ms);
     fprintf(f, "<text x=\"%.0f\" y=\"%.0f\" font-size=\"10\" fill=\"#666666\">time (ms) →; grey = idle (incl. blocked in recv); blue curve = live activation memory of the rank</text>\n",
             LEFT, H - 10);
     fprintf(f, "</svg>\n");
