@@ -16,12 +16,13 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: bigmac render TABLE.json|SPEC.json|TRACE.json|SCHEDULE.csv\n"
             "                     --format ascii|svg|html|trace|csv [-o FILE] [--width N]\n"
-            "                     [--title TEXT] [plan flags: --pp --vpp --microbatches --unit\n"
-            "                      --backbone --policy --window]\n"
+            "                     [--title TEXT] [--span MS] [plan flags: --pp --vpp --microbatches\n"
+            "                      --unit --backbone --policy --window]\n"
             "\n"
             "Draws one training iteration's schedule:\n"
             "  ascii  one line per rank in the terminal (--width columns; default $COLUMNS or 120)\n"
             "  svg    standalone SVG timeline: lanes per rank, colours by module and pass, memory\n"
+            "         (--span MS: time axis length, to draw several schedules on one scale)\n"
             "  html   self-contained report (no network): zoomable timeline, hover shows each op\n"
             "         and what it waited for, memory curves, metrics; from a SPEC also a comparison\n"
             "         of all six policies and the zero-added-bubble bound\n"
@@ -56,7 +57,7 @@ static int default_width(void)
 /* Render t/tl (cmp may be NULL) in format fm to path. */
 static int write_out(int fm, const struct bm_table *t, const struct bm_timeline *tl,
                      const struct bm_report_compare *cmp, const char *title, int width,
-                     const char *path)
+                     double span, const char *path)
 {
     FILE *f = stdout;
     if (path && strcmp(path, "-")) {
@@ -70,7 +71,7 @@ static int write_out(int fm, const struct bm_table *t, const struct bm_timeline 
     int rc;
     switch (fm) {
     case F_ASCII: rc = bm_render_ascii(t, tl, width, f); break;
-    case F_SVG: rc = bm_render_svg(t, tl, title, f); break;
+    case F_SVG: rc = bm_render_svg(t, tl, title, span, f); break;
     case F_HTML: rc = bm_render_html(t, tl, cmp, title, f); break;
     case F_TRACE: rc = bm_render_trace(t, tl, f); break;
     default: rc = bm_csv_write(t, f); break;
@@ -89,6 +90,7 @@ int bm_cmd_render(int argc, char **argv)
     struct bm_cli_plan_flags flags = {0};
     const char *in = NULL, *out = "-", *title = NULL;
     int fm = F_NONE, width = 0, any_plan_flag = 0;
+    double span = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -102,7 +104,7 @@ int bm_cmd_render(int argc, char **argv)
             continue;
         }
         if (!strcmp(a, "-o") || !strcmp(a, "--format") || !strcmp(a, "--width") ||
-            !strcmp(a, "--title")) {
+            !strcmp(a, "--title") || !strcmp(a, "--span")) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "bigmac: error: %s needs a value\n", a);
                 return BM_USAGE;
@@ -110,6 +112,9 @@ int bm_cmd_render(int argc, char **argv)
             const char *v = argv[++i];
             if (a[1] == 'o') out = v;
             else if (!strcmp(a, "--title")) title = v;
+            else if (!strcmp(a, "--span")) {
+                if (bm_cli_double(a, v, &span)) return BM_USAGE;
+            }
             else if (!strcmp(a, "--width")) {
                 if (bm_cli_int(a, v, &width)) return BM_USAGE;
             } else if ((fm = parse_format(v)) == F_NONE) {
@@ -179,9 +184,9 @@ int bm_cmd_render(int argc, char **argv)
             json_decref(root);
             if (bm_table_parse(text, in, &t, &err)) goto fail;
         } else {
-            json_decref(root);
             bm_err_set(&err, "%s: not a bigmac spec, table or trace (\"format\" is \"%s\"; a trace has \"traceEvents\")",
                        in, format);
+            json_decref(root);
             goto fail;
         }
     }
@@ -213,7 +218,7 @@ int bm_cmd_render(int argc, char **argv)
         goto fail;
     }
     if (!title) title = spec && spec->name ? spec->name : in;
-    rc = write_out(fm, t, tl, cmp, title, width, out);
+    rc = write_out(fm, t, tl, cmp, title, width, span, out);
     if (!rc && strcmp(out, "-")) fprintf(stderr, "wrote %s\n", out);
     goto done;
 fail:

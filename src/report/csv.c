@@ -194,6 +194,7 @@ static char **split_list(const char *v, int *n)
         if (!out[i]) {
             for (int j = 0; j < i; j++) bm_free(out[j]);
             bm_free(out);
+            *n = 0;
             return NULL;
         }
         memcpy(out[i], p, len);

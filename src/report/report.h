@@ -63,9 +63,10 @@ int bm_report_compare_build(const struct bm_spec *s, const struct bm_plan_opts *
 int bm_render_ascii(const struct bm_table *t, const struct bm_timeline *tl, int width, FILE *f);
 /* Chrome Trace Event JSON (docs/trace.md). */
 int bm_render_trace(const struct bm_table *t, const struct bm_timeline *tl, FILE *f);
-/* Standalone SVG; title may be NULL. */
+/* Standalone SVG; title may be NULL. span_ms: the time axis' length (<= makespan or 0: the
+ * makespan), so pictures of several policies can share one scale. */
 int bm_render_svg(const struct bm_table *t, const struct bm_timeline *tl, const char *title,
-                  FILE *f);
+                  double span_ms, FILE *f);
 /* Self-contained HTML report; cmp (policy comparison) and title may be NULL. */
 int bm_render_html(const struct bm_table *t, const struct bm_timeline *tl,
                    const struct bm_report_compare *cmp, const char *title, FILE *f);

@@ -207,7 +207,10 @@ int bm_trace_load_json(const void *rootv, const char *name, struct bm_table **tp
     snprintf(tname, sizeof tname, "%s (embedded table)", name);
     struct bm_table *t;
     int rc = bm_table_parse(text, tname, &t, err);
-    free(text);
+    json_malloc_t jm;
+    json_free_t jf;
+    json_get_alloc_funcs(&jm, &jf);  /* jansson's allocator may be bm_malloc (see jpos.h) */
+    jf(text);
     if (rc) return BM_ERR;
     struct bm_timeline *tl = bm_timeline_new(t);
     char **seen = bm_calloc((size_t)t->pp, sizeof *seen);
