@@ -67,6 +67,16 @@ for P in 2 4; do
     done
 done
 
+# A generator whose loss does not train the backbone (no grad:hidden travels).
+sed 's/"grad_to_backbone": true/"grad_to_backbone": false/' $SPEC >"$T/nog2b.json"
+"$BIGMAC" train "$T/nog2b.json" --reference --steps 2 --log "$T/nog2b_ref.log" --dump-params "$T/nog2b_ref.bin" >/dev/null 2>&1
+if mpi 2 train "$T/nog2b.json" --steps 2 --quiet --log "$T/nog2b.log" --dump-params "$T/nog2b.bin" >"$T/nog2b.out" 2>&1; then
+    losses_match losses_no_grad_to_backbone_match_reference "$T/nog2b.log" "$T/nog2b_ref.log"
+    params_match params_no_grad_to_backbone_match_reference "$T/nog2b.bin" "$T/nog2b_ref.bin"
+else
+    echo "FAIL run_no_grad_to_backbone"; tail -5 "$T/nog2b.out" | sed 's/^/    /'
+fi
+
 # The log has one line per step with a peak per rank and role.
 if [ "$(grep -c '"peak_act_bytes": {"encoder": [0-9]*, "backbone": [0-9]*, "generator": [0-9]*}' "$T/p4_1f1b_bigmac.log")" = $STEPS ] &&
    [ "$(grep -o '"rank": ' "$T/p4_1f1b_bigmac.log" | wc -l)" = $((STEPS * 4)) ]; then
