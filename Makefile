@@ -104,6 +104,7 @@ run: all
 
 bench: all $(BENCHES)
 	@for b in $(BENCHES); do echo "== $$b"; $$b || exit 1; done
+	@for s in bench/bench_*.sh; do [ -f "$$s" ] || continue; echo "== $$s"; BIGMAC=$(BIN)/bigmac bash $$s || exit 1; done
 
 deps:
 	@missing=""; for p in $(DEPS_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
