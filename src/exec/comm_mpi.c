@@ -74,7 +74,6 @@ static int m_wait(struct bm_comm *c, long req, int block, int *done, struct bm_e
     struct mpi *m = c->impl;
     if (req < 0 || req >= m->n_req) return bm_err_set(err, "bad request id %ld", req);
     double t0 = bm_now();
-    long polls = 0;
     for (;;) {
         int flag = 0;
         MPI_Status st;
@@ -87,13 +86,16 @@ static int m_wait(struct bm_comm *c, long req, int block, int *done, struct bm_e
             *done = 0;
             return BM_OK;
         }
-        if (++polls > 64) {
-            struct timespec ts = {0, 20000}; /* 20 us: leave the core to a peer on the same one */
-            nanosleep(&ts, NULL);
-            if (c->timeout_s > 0 && bm_now() - t0 > c->timeout_s)
-                return bm_err_set(err, "no message after %.0f s (a peer hung or died)", c->timeout_s);
-        } else {
+        /* The first millisecond: poll, yielding the core between polls (lowest latency, and a
+         * peer sharing the core still runs). Then sleep 50 us between polls. */
+        double waited = bm_now() - t0;
+        if (waited < 1e-3) {
             sched_yield();
+        } else {
+            struct timespec ts = {0, 50000};
+            nanosleep(&ts, NULL);
+            if (c->timeout_s > 0 && waited > c->timeout_s)
+                return bm_err_set(err, "no message after %.0f s (a peer hung or died)", c->timeout_s);
         }
     }
 }
