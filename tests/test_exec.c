@@ -5,7 +5,9 @@
  * uninterrupted, allocation failures reported (never a crash), the comm_local mailbox. */
 #include <unistd.h>
 
+#include "exec/calibrate.h"
 #include "exec/ckpt.h"
+#include "exec/trace.h"
 #include "exec/comm.h"
 #include "exec/exec.h"
 #include "test.h"
@@ -225,6 +227,62 @@ TEST(bigmac_encoder_peak_flat_in_M_optimus_grows)
     bm_spec_free(s);
 }
 
+/* calibrate: medians of the op durations (backbone: summed over chunks), act_mib from the memory
+ * trace's increases == the measured ctx bytes per microbatch. */
+TEST(calibrate_from_measured_timeline)
+{
+    struct bm_spec *s = load_spec();
+    if (!s) return;
+    struct bm_table *t = plan(s, 2, 1, BM_BB_1F1B, BM_POL_BIGMAC);
+    if (!t) return;
+    struct bm_comm *c = bm_comm_local_new(2);
+    struct bm_exec_opts o = {0};
+    struct bm_exec **x = build(s, t, c, &o);
+    struct bm_err err;
+    CHECK(bm_exec_run_step(x, c, 0, &err) == BM_OK);
+    const double *times[2], *mem[2];
+    int n_mem[2], n;
+    double bytes[BM_N_ROLES] = {0};
+    for (int r = 0; r < 2; r++) {
+        times[r] = bm_exec_op_times(x[r], &n);
+        mem[r] = bm_exec_mem_trace(x[r], &n_mem[r]);
+        const size_t *b = bm_exec_op_bytes(x[r]);
+        for (int k = 0; k < t->ranks[r].n_ops; k++) bytes[t->modules[t->ranks[r].ops[k].module < 0 ? 0 : t->ranks[r].ops[k].module].role] += b[k];
+    }
+    struct bm_timeline *tl = NULL;
+    CHECKF(bm_exec_timeline(t, times, mem, n_mem, &tl, &err) == BM_OK, "%s", err.msg);
+    if (tl) {
+        CHECK(tl->measured && tl->makespan_ms > 0);
+        /* synthetic durations: encoder F = 1 + mb (median 2.5 for mbs 0..3; mean would be the
+         * same, so make mb 3 an outlier: 100), backbone chunk c F = 0.5 + c, B = 2 */
+        for (int r = 0; r < 2; r++)
+            for (int k = 0; k < t->ranks[r].n_ops; k++) {
+                const struct bm_op *op = &t->ranks[r].ops[k];
+                struct bm_op_time *ot = &tl->ranks[r].ops[k];
+                if (op->kind != BM_OP_COMPUTE) continue;
+                double d = op->module == t->backbone_module ? (op->pass == BM_PASS_F ? 0.5 + op->chunk : 2)
+                                                            : (op->pass == BM_PASS_F ? (op->mb == 3 ? 100 : 1 + op->mb) : 3);
+                ot->end_ms = ot->start_ms + d;
+            }
+        struct bm_cost costs[3];
+        CHECKF(bm_calibrate(t, tl, costs, &err) == BM_OK, "%s", err.msg);
+        int enc = bm_table_find_module(t, "vit"), bb = t->backbone_module;
+        CHECK_NEAR(costs[enc].fwd_ms, 2.5, 1e-9); /* median of 1, 2, 3, 100 */
+        CHECK_NEAR(costs[enc].bwd_ms, 3, 1e-9);
+        CHECK_NEAR(costs[bb].fwd_ms, 0.5 + 1.5, 1e-9); /* chunk 0 + chunk 1 */
+        CHECK_NEAR(costs[bb].bwd_ms, 4, 1e-9);
+        for (int m = 0; m < 3; m++) {
+            int role = t->modules[m].role;
+            CHECK_NEAR(costs[m].act_mib * t->microbatches * 1048576.0, bytes[role], 0.5);
+        }
+    }
+    bm_timeline_free(tl);
+    unbuild(x, 2);
+    c->ops->free(c);
+    bm_table_free(t);
+    bm_spec_free(s);
+}
+
 TEST(deadlock_is_reported_not_hung)
 {
     struct bm_spec *s = load_spec();
@@ -376,6 +434,7 @@ int main(void)
     RUN(local_matches_reference_every_policy);
     RUN(measured_peaks_equal_simulated_with_measured_bytes);
     RUN(bigmac_encoder_peak_flat_in_M_optimus_grows);
+    RUN(calibrate_from_measured_timeline);
     RUN(deadlock_is_reported_not_hung);
     RUN(nan_fault_names_rank_and_op);
     RUN(checkpoint_resume_equals_uninterrupted);

@@ -1,31 +1,59 @@
 /* calibrate.c — spec costs from a measured timeline (see calibrate.h). */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "exec/calibrate.h"
 #include "util/util.h"
 
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Median of the durations of every (module, chunk, pass) slot; NAN for an empty slot. */
+static double median(double *v, int n)
+{
+    if (n <= 0) return NAN;
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
 int bm_calibrate(const struct bm_table *t, const struct bm_timeline *tl, struct bm_cost *costs,
                  struct bm_err *err)
 {
     int nm = t->n_modules, M = t->microbatches > 0 ? t->microbatches : 1;
+    int C = t->pp * (t->vpp > 0 ? t->vpp : 1), ns = (nm + C) * 2; /* slots: module or nm + chunk, pass */
     if (tl->pp != t->pp) return bm_err_set(err, "timeline has %d ranks, table %d", tl->pp, t->pp);
-    double *sum = bm_calloc((size_t)nm * 2, sizeof *sum);
-    int *cnt = bm_calloc((size_t)nm * 2, sizeof *cnt);
-    if (!sum || !cnt) {
-        bm_free(sum), bm_free(cnt);
+    long total = bm_table_n_ops(t);
+    double *dur = bm_malloc(((size_t)total + 1) * sizeof *dur);
+    int *slot_n = bm_calloc((size_t)ns, sizeof *slot_n), *slot_off = bm_calloc((size_t)ns + 1, sizeof *slot_off);
+    int *fill = bm_calloc((size_t)ns, sizeof *fill);
+    if (!dur || !slot_n || !slot_off || !fill) {
+        bm_free(dur), bm_free(slot_n), bm_free(slot_off), bm_free(fill);
         return bm_err_set(err, "out of memory");
     }
+#define SLOT(op) ((((op)->module == t->backbone_module && (op)->chunk >= 0 && (op)->chunk < C) ? nm + (op)->chunk \
+                                                                                                : (op)->module) * 2 + \
+                  ((op)->pass == BM_PASS_F ? 0 : 1))
     double role_bytes[BM_N_ROLES] = {0};
-    for (int r = 0; r < t->pp; r++) {
+    for (int r = 0; r < t->pp; r++) /* count per slot, then place */
         for (int k = 0; k < t->ranks[r].n_ops; k++) {
             const struct bm_op *op = &t->ranks[r].ops[k];
             if (op->kind != BM_OP_COMPUTE || op->module < 0 || op->module >= nm || op->pass == BM_PASS_W) continue;
-            const struct bm_op_time *ot = &tl->ranks[r].ops[k];
-            int i = op->module * 2 + (op->pass == BM_PASS_F ? 0 : 1);
-            sum[i] += ot->end_ms - ot->start_ms;
-            cnt[i]++;
+            slot_n[SLOT(op)]++;
         }
+    for (int i = 0; i < ns; i++) slot_off[i + 1] = slot_off[i] + slot_n[i];
+    for (int r = 0; r < t->pp; r++)
+        for (int k = 0; k < t->ranks[r].n_ops; k++) {
+            const struct bm_op *op = &t->ranks[r].ops[k];
+            if (op->kind != BM_OP_COMPUTE || op->module < 0 || op->module >= nm || op->pass == BM_PASS_W) continue;
+            int sl = SLOT(op);
+            dur[slot_off[sl] + fill[sl]++] = tl->ranks[r].ops[k].end_ms - tl->ranks[r].ops[k].start_ms;
+        }
+#undef SLOT
+    for (int r = 0; r < t->pp; r++) {
         const struct bm_rank_timeline *rt = &tl->ranks[r];
         double prev[BM_N_ROLES] = {0};
         for (int j = 0; j < rt->n_mem; j++)
@@ -37,16 +65,38 @@ int bm_calibrate(const struct bm_table *t, const struct bm_timeline *tl, struct 
             }
     }
     double role_fwd[BM_N_ROLES] = {0};
-    for (int m = 0; m < nm; m++) role_fwd[t->modules[m].role] += sum[m * 2];
+    double *med = bm_calloc((size_t)nm * 2, sizeof *med);
+    if (!med) {
+        bm_free(dur), bm_free(slot_n), bm_free(slot_off), bm_free(fill);
+        return bm_err_set(err, "out of memory");
+    }
+    for (int m = 0; m < nm; m++)
+        for (int p = 0; p < 2; p++) {
+            if (m == t->backbone_module) {
+                double sum = 0;
+                int any = 0;
+                for (int c = 0; c < C; c++) {
+                    int sl = (nm + c) * 2 + p;
+                    double v = median(dur + slot_off[sl], slot_n[sl]);
+                    if (!isnan(v)) sum += v, any = 1;
+                }
+                med[m * 2 + p] = any ? sum : NAN;
+            } else {
+                int sl = m * 2 + p;
+                med[m * 2 + p] = median(dur + slot_off[sl], slot_n[sl]);
+            }
+        }
+    for (int m = 0; m < nm; m++)
+        if (!isnan(med[m * 2])) role_fwd[t->modules[m].role] += med[m * 2];
     for (int m = 0; m < nm; m++) {
         costs[m] = t->modules[m].cost;
-        if (!cnt[m * 2]) continue;
-        int bb = m == t->backbone_module, role = t->modules[m].role;
-        costs[m].fwd_ms = bb ? sum[m * 2] / M : sum[m * 2] / cnt[m * 2];
-        if (cnt[m * 2 + 1]) costs[m].bwd_ms = bb ? sum[m * 2 + 1] / M : sum[m * 2 + 1] / cnt[m * 2 + 1];
-        double share = role_fwd[role] > 0 ? sum[m * 2] / role_fwd[role] : 1;
+        if (isnan(med[m * 2])) continue;
+        int role = t->modules[m].role;
+        costs[m].fwd_ms = med[m * 2];
+        if (!isnan(med[m * 2 + 1])) costs[m].bwd_ms = med[m * 2 + 1];
+        double share = role_fwd[role] > 0 ? med[m * 2] / role_fwd[role] : 1;
         costs[m].act_mib = role_bytes[role] * share / M / 1048576.0;
     }
-    bm_free(sum), bm_free(cnt);
+    bm_free(med), bm_free(dur), bm_free(slot_n), bm_free(slot_off), bm_free(fill);
     return BM_OK;
 }

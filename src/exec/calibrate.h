@@ -2,8 +2,9 @@
  * simulator can use (`bigmac calibrate`, docs/executor.md).
  *
  * Per module (fwd_ms, bwd_ms are per microbatch for the whole module, as in the spec):
- *   encoder / generator   mean duration of its F (B) ops over the microbatches;
- *   backbone              total duration of its F (B) ops over all chunks / M: the whole model's
+ *   encoder / generator   median duration of its F (B) ops over the microbatches (the median,
+ *                         not the mean: one op preempted by another process must not skew it);
+ *   backbone              sum over chunks of the chunk's median F (B) duration: the whole model's
  *                         per-microbatch cost (the planner divides it over chunks again);
  *   act_mib               sum of the role's activation increases in the memory traces / M
  *                         (each forward's ctx bytes appear as one increase), i.e. the mean bytes
