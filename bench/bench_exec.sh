@@ -27,13 +27,14 @@ echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //
 echo
 echo "| policy | step ms (median) | step / bigmac | makespan ms (min of $REPS traces) | makespan / bigmac | predicted makespan ms | prediction error |"
 echo "|---|---|---|---|---|---|---|"
+: >"$T/cpu"
 declare -A STEP MK BEST
 for pol in bigmac optimus unified; do
     : >"$T/$pol.ms"
     best=""
     for rep in $(seq "$REPS"); do
-        timeout 300 mpirun -np 2 "$BIGMAC" train $SPEC --pp 2 --unit 2 --policy $pol --steps "$STEPS" --quiet \
-            --log "$T/$pol.log" --trace "$T/$pol.$rep.json"
+        /usr/bin/time -a -o "$T/cpu" -f "%e %U %S" timeout 300 mpirun -np 2 "$BIGMAC" train $SPEC --pp 2 --unit 2 \
+            --policy $pol --steps "$STEPS" --quiet --log "$T/$pol.log" --trace "$T/$pol.$rep.json"
         tail -n +4 "$T/$pol.log" | sed 's/.*"ms": \([0-9.]*\).*/\1/' >>"$T/$pol.ms"
         mk=$(makespan_of "$T/$pol.$rep.json")
         if [ -z "$best" ] || awk -v a="$mk" -v b="${MK[$pol]}" 'BEGIN{exit !(a < b)}'; then MK[$pol]=$mk; best=$rep; fi
@@ -48,6 +49,9 @@ for pol in bigmac optimus unified; do
     awk -v p=$pol -v s="${STEP[$pol]}" -v m="${MK[$pol]}" -v b="${STEP[bigmac]}" -v mb="${MK[bigmac]}" -v pr="$pred" \
         'BEGIN{printf "| %s | %.2f | %.3f | %.2f | %.3f | %.2f | %+.1f%% |\n", p, s, s/b, m, m/mb, pr, (pr-m)/m*100}'
 done
+echo
+awk '{e+=$1; c+=$2+$3} END{printf "CPU share: the two ranks got %.0f%% of the 2 cores over the runs (user+sys / 2 x elapsed; load average %s)\n", c/(2*e)*100, ENVIRON["LOADAVG"]}' \
+    LOADAVG="$(cut -d' ' -f1-3 /proc/loadavg)" "$T/cpu"
 echo
 echo "calibrated costs (from bigmac's fastest trace):"
 "$BIGMAC" calibrate "${BEST[bigmac]}" | tr -d ' \n' | sed 's/},{/},\n  {/g; s/$/\n/'
