@@ -50,8 +50,8 @@ for pol in bigmac optimus unified; do
         'BEGIN{printf "| %s | %.2f | %.3f | %.2f | %.3f | %.2f | %+.1f%% |\n", p, s, s/b, m, m/mb, pr, (pr-m)/m*100}'
 done
 echo
-awk '{e+=$1; c+=$2+$3} END{printf "CPU share: the two ranks got %.0f%% of the 2 cores over the runs (user+sys / 2 x elapsed; load average %s)\n", c/(2*e)*100, ENVIRON["LOADAVG"]}' \
-    LOADAVG="$(cut -d' ' -f1-3 /proc/loadavg)" "$T/cpu"
+awk -v la="$(cut -d' ' -f1-3 /proc/loadavg)" '{e+=$1; c+=$2+$3}
+    END{printf "CPU share: the two ranks got %.0f%% of the 2 cores over the runs (user+sys / 2 x elapsed; load average %s)\n", c/(2*e)*100, la}' "$T/cpu"
 echo
 echo "calibrated costs (from bigmac's fastest trace):"
 "$BIGMAC" calibrate "${BEST[bigmac]}" | tr -d ' \n' | sed 's/},{/},\n  {/g; s/$/\n/'
