@@ -7,7 +7,8 @@
  *   k kind (module*3+pass for compute; K = send, K+1 = recv, K = number of compute kinds)
  *   m microbatch, x chunk (backbone) or tensor index (comm) or 0, p peer (comm) or 0,
  *   s start in ns as a delta from the previous op's start, d duration in ns,
- *   wr/wo the op waited for (-1 = none)
+ *   wr/wo the op waited for (-1 = none), rd how long (ns) the op's inputs were ready before it
+ *   started (the rank was busy)
  * and the memory trace: mt time in ns (delta), me/mb/mg encoder/backbone/generator MiB x 100,
  * at most MEM_POINTS points per rank (an upper envelope when the trace is longer).
  * The script and style are in this file (report_js, report_css). */
@@ -65,7 +66,7 @@ static const char *const report_js[] = {
     "      var tot = (src.me[j] + src.mb[j] + src.mg[j]) / 100;\n",
     "      if (tot > memMax) memMax = tot;\n",
     "    }\n",
-    "    R.push({k: src.k, m: src.m, x: src.x, p: src.p, wr: src.wr, wo: src.wo, s: s, e: e, mt: mt,\n",
+    "    R.push({k: src.k, m: src.m, x: src.x, p: src.p, wr: src.wr, wo: src.wo, rd: src.rd, s: s, e: e, mt: mt,\n",
     "            me: src.me, mb: src.mb, mg: src.mg});\n",
     "  }\n",
     "  /* lane labels: one DOM element per rank (tests count them) */\n",
@@ -244,7 +245,10 @@ static const char *const report_js[] = {
     "          html += \"start \" + fmt(a.s[i2]) + \" ms, duration \" + fmt(a.e[i2] - a.s[i2]) + \" ms, end \" + fmt(a.e[i2]) + \" ms<br>\";\n",
     "          if (a.wr[i2] >= 0) {\n",
     "            var wr = a.wr[i2], wo = a.wo[i2];\n",
-    "            html += \"waited for <b>\" + esc(label(wr, wo)) + \"</b> on rank \" + wr + \" (ends \" + fmt(R[wr].e[wo]) + \" ms)\";\n",
+    "            var what = R[wr].k[wo] === K ? \"sent at \" : \"ended \", ready = a.s[i2] - a.rd[i2] / 1e6;\n",
+    "            html += \"waited for <b>\" + esc(label(wr, wo)) + \"</b> on rank \" + wr + \" (\" + what + fmt(R[wr].e[wo]) + \" ms)<br>\";\n",
+    "            html += a.rd[i2] > 1000 ? \"input ready at \" + fmt(ready) + \" ms: started \" + fmt(a.rd[i2] / 1e6) + \" ms later (rank busy)\"\n",
+    "                                    : \"started when its input was ready\";\n",
     "            hover = {r: r, i: i2, wr: wr, wo: wo};\n",
     "          } else html += \"waited for nothing (inputs ready)\";\n",
     "        } else {\n",
@@ -343,6 +347,11 @@ static void put_rank(FILE *f, const struct bm_table *t, const struct bm_timeline
         int ok = ot->wait_rank >= 0 && ot->wait_rank < t->pp && ot->wait_op >= 0 &&
                  ot->wait_op < t->ranks[ot->wait_rank].n_ops;
         fprintf(f, "%s%d", i ? "," : "", ok ? ot->wait_op : -1);
+    }
+    fprintf(f, "],\n\"rd\":[");
+    for (int i = 0; i < n; i++) {
+        long long rd = ns(rt->ops[i].start_ms) - ns(rt->ops[i].ready_ms);
+        fprintf(f, "%s%lld", i ? "," : "", rd > 0 ? rd : 0);
     }
     /* memory: all points, or the per-bucket maximum when there are too many */
     fprintf(f, "],\n");
