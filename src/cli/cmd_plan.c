@@ -152,6 +152,10 @@ int bm_cmd_plan(int argc, char **argv)
             bm_timeline_free(tl);
         }
     }
+    if (!rc && csv_out && bm_csv_check_names(t, &err)) {
+        bm_cli_error(err.msg);
+        rc = BM_ERR;
+    }
     if (!rc && csv_out) {
         FILE *cf = strcmp(csv_out, "-") ? fopen(csv_out, "w") : stdout;
         int bad = !cf || bm_csv_write(t, cf);

@@ -215,6 +215,7 @@ int bm_cmd_render(int argc, char **argv)
         snprintf(err.msg, sizeof err.msg, "%s", msg);
         goto fail;
     }
+    if (fm == F_CSV && bm_csv_check_names(t, &err)) goto fail;
     if (!title) title = spec && spec->name ? spec->name : in;
     rc = write_out(fm, t, tl, cmp, title, width, span, out);
     if (!rc && strcmp(out, "-")) fprintf(stderr, "wrote %s\n", out);

@@ -70,8 +70,10 @@ int bm_render_svg(const struct bm_table *t, const struct bm_timeline *tl, const 
 /* Self-contained HTML report; cmp (policy comparison) and title may be NULL. */
 int bm_render_html(const struct bm_table *t, const struct bm_timeline *tl,
                    const struct bm_report_compare *cmp, const char *title, FILE *f);
-/* CSV of the table (docs/csv.md): '#' header lines, then one row per rank. */
+/* CSV of the table (docs/csv.md): '#' header lines, then one row per rank. BM_ERR (nothing
+ * written) when a name cannot be written as CSV; bm_csv_check_names says which. */
 int bm_csv_write(const struct bm_table *t, FILE *f);
+int bm_csv_check_names(const struct bm_table *t, struct bm_err *err);
 
 /* ---------------------------------------------------------------- loaders */
 
