@@ -41,7 +41,8 @@ static double nested_max(const struct bm_timeline *tl)
     return m;
 }
 
-static void run_cell(const struct bm_spec *s, enum bm_backbone bb, int M, enum bm_policy pol, struct cell *c)
+static void run_cell_w(const struct bm_spec *s, enum bm_backbone bb, int M, enum bm_policy pol, int W,
+                       struct cell *c)
 {
     struct bm_plan_opts o;
     struct bm_err err;
@@ -53,6 +54,7 @@ static void run_cell(const struct bm_spec *s, enum bm_backbone bb, int M, enum b
     o.vpp = bb == BM_BB_INTERLEAVED ? (s->vpp > 1 ? s->vpp : 2) : 1;
     o.microbatches = M;
     o.policy = pol;
+    o.window = W;
     struct bm_sim_opts so = {0, 1, s->data.samples_per_microbatch};
     if (bm_plan_build(s, &o, &t, &err) || bm_simulate(t, &so, &tl, &err)) {
         snprintf(c->err, sizeof c->err, "%s", strtok(err.msg, "\n"));
@@ -68,6 +70,29 @@ static void run_cell(const struct bm_spec *s, enum bm_backbone bb, int M, enum b
     c->oom = tl->oom;
     bm_timeline_free(tl);
     bm_table_free(t);
+}
+
+/* Same with the spec's window (auto unless the spec says otherwise). */
+static void run_cell(const struct bm_spec *s, enum bm_backbone bb, int M, enum bm_policy pol, struct cell *c)
+{
+    run_cell_w(s, bb, M, pol, s->window, c);
+}
+
+/* bigmac at M = 8P with every window from the smallest safe one to M/U (= ideal's): how much
+ * of the gap to optimus/ideal is the window. */
+static void window_sweep(const struct bm_spec *s, enum bm_backbone bb)
+{
+    int M = 8 * s->pp, U = s->unit > 0 ? s->unit : s->pp, units = (M + U - 1) / U;
+    struct cell op, w;
+    run_cell(s, bb, M, BM_POL_OPTIMUS, &op);
+    printf("\nbigmac window sweep, %s, M = %d (optimus %s%.0f ms):\n\n| W | bigmac ms | / optimus | enc act GiB | peak GiB |\n|---|---|---|---|---|\n",
+           bm_backbone_name(bb), M, op.ok ? "" : "failed, ", op.ok ? op.makespan : 0.0);
+    for (int W = 1; W <= units; W++) {
+        run_cell_w(s, bb, M, BM_POL_BIGMAC, W, &w);
+        if (!w.ok) continue;  /* below the smallest deadlock-free window */
+        printf("| %d | %.0f | %.3f | %.2f | %.1f%s |\n", W, w.makespan, op.ok ? w.makespan / op.makespan : 0,
+               w.enc_act, w.peak, w.oom ? "*" : "");
+    }
 }
 
 /* Claim tallies over the M rows of one table. */
@@ -191,6 +216,7 @@ int main(int argc, char **argv)
             struct claims cl;
             bench_table(s, bbs[j], &cl);
             print_claims(&cl);
+            window_sweep(s, bbs[j]);
         }
         bm_spec_free(s);
     }
