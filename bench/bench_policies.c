@@ -3,6 +3,7 @@
  * M = 4P, 8P, 12P, 16P, plan and simulate bigmac, optimus, unified, unified-balanced, ideal and
  * none; print each policy's makespan as a ratio to bigmac, bigmac against the zero-added-bubble
  * bound (DESIGN §6), peak encoder/generator activation memory of bigmac vs optimus, OOM flags,
+ * bigmac again with `--window fit` (the fastest window whose memory fits the device),
  * then which of the paper's claims hold in this run. Nothing is asserted: the figures are what
  * the planner on this branch produces.
  *
@@ -26,7 +27,7 @@ static const int MULT[N_MULT] = {4, 8, 12, 16};
 struct cell {
     int ok;
     double makespan, nested_max, enc_act, gen_act, peak;
-    int oom;
+    int oom, window;
     char err[160];
 };
 
@@ -68,6 +69,7 @@ static void run_cell_w(const struct bm_spec *s, enum bm_backbone bb, int M, enum
     c->gen_act = GIB(tl->peak_act_mib[BM_ROLE_GENERATOR]);
     c->peak = GIB(tl->peak_mib);
     c->oom = tl->oom;
+    c->window = t->window;
     bm_timeline_free(tl);
     bm_table_free(t);
 }
@@ -98,7 +100,8 @@ static void window_sweep(const struct bm_spec *s, enum bm_backbone bb)
 /* Claim tallies over the M rows of one table. */
 struct claims {
     int rows;              /* rows where bigmac, optimus, unified, unified-balanced, none all planned */
-    int le_bound, le_optimus, unified_slower, balanced_slower;
+    int le_bound, le_optimus, unified_slower, balanced_slower, fit_le_optimus, fit_rows;
+    double r_fit_min, r_fit_max;   /* optimus / bigmac(window fit) */
     double r_opt_min, r_opt_max, r_uni_min, r_uni_max, r_bal_min, r_bal_max, r_bound_max;
     int bm_flat, opt_growing, opt_oom_last, bm_oom_any;
     int first_opt_oom_mult;  /* M/P of the first optimus OOM, 0 = none */
@@ -115,7 +118,8 @@ static void bench_table(const struct bm_spec *s, enum bm_backbone bb, struct cla
     int P = s->pp;
     struct cell c[N_MULT][BM_N_POLICIES];
     memset(cl, 0, sizeof *cl);
-    cl->r_opt_min = cl->r_uni_min = cl->r_bal_min = 1e300;
+    cl->r_opt_min = cl->r_uni_min = cl->r_bal_min = cl->r_fit_min = 1e300;
+    struct cell fit[N_MULT];
     printf("\n### %s, %s, P = %d%s\n\n", s->name, bm_backbone_name(bb), P,
            bb == BM_BB_INTERLEAVED ? ", V = 2" : "");
     printf("makespan of each policy / bigmac's (* = OOM: peak > %.0f GiB); bound = none + max per-rank "
@@ -123,8 +127,8 @@ static void bench_table(const struct bm_spec *s, enum bm_backbone bb, struct cla
     printf("| M | M/P | bigmac ms |");
     for (int p = 1; p < BM_N_POLICIES; p++) printf(" %s |", SHORT[p]);
     printf(" bound ms | bigmac/bound | enc act bigmac | enc act optimus | gen act bigmac | gen act optimus "
-           "| peak GiB bigmac | peak GiB optimus |\n|");
-    for (int i = 0; i < 3 + BM_N_POLICIES - 1 + 8; i++) printf("---|");
+           "| peak GiB bigmac | peak GiB optimus | bigmac fit | fit W | fit enc act | fit peak GiB |\n|");
+    for (int i = 0; i < 3 + BM_N_POLICIES - 1 + 12; i++) printf("---|");
     printf("\n");
     for (int i = 0; i < N_MULT; i++) {
         int M = MULT[i] * P;
@@ -139,8 +143,19 @@ static void bench_table(const struct bm_spec *s, enum bm_backbone bb, struct cla
         }
         double bound = (b->ok && none->ok) ? none->makespan + b->nested_max : -1;
         if (bound > 0) printf(" %.0f | %.3f |", bound, b->makespan / bound); else printf(" - | - |");
-        printf(" %.2f | %.2f | %.2f | %.2f | %.1f%s | %.1f%s |\n", b->enc_act, op->enc_act, b->gen_act,
+        printf(" %.2f | %.2f | %.2f | %.2f | %.1f%s | %.1f%s |", b->enc_act, op->enc_act, b->gen_act,
                op->gen_act, b->peak, b->oom ? "*" : "", op->peak, op->oom ? "*" : "");
+        run_cell_w(s, bb, M, BM_POL_BIGMAC, BM_WINDOW_FIT, &fit[i]);
+        if (fit[i].ok && b->ok)
+            printf(" %.3f%s | %d | %.2f | %.1f |\n", fit[i].makespan / b->makespan, fit[i].oom ? "*" : "",
+                   fit[i].window, fit[i].enc_act, fit[i].peak);
+        else
+            printf(" error | - | - | - |\n");
+        if (fit[i].ok && op->ok) {
+            cl->fit_rows++;
+            cl->fit_le_optimus += fit[i].makespan <= op->makespan * (1 + 1e-9);
+            minmax(op->makespan / fit[i].makespan, &cl->r_fit_min, &cl->r_fit_max);
+        }
         for (int p = 0; p < BM_N_POLICIES; p++)
             if (!c[i][p].ok) printf("  (%s, M = %d: %s)\n", bm_policy_name(ORDER[p]), M, c[i][p].err);
 
@@ -186,6 +201,9 @@ static void print_claims(const struct claims *cl)
            cl->rows, cl->r_bound_max);
     printf("  bigmac <= optimus                      %d/%d  (optimus/bigmac %.3f .. %.3f; paper 1.08-1.1)\n",
            cl->le_optimus, cl->rows, cl->r_opt_min, cl->r_opt_max);
+    if (cl->fit_rows)
+        printf("  bigmac (window fit) <= optimus         %d/%d  (optimus/bigmac-fit %.3f .. %.3f)\n",
+               cl->fit_le_optimus, cl->fit_rows, cl->r_fit_min, cl->r_fit_max);
     printf("  unified slower than bigmac             %d/%d  (unified/bigmac %.3f .. %.3f; paper 1.6-1.9 "
            "understanding, 1.5-1.9 generation)\n", cl->unified_slower, cl->rows, cl->r_uni_min, cl->r_uni_max);
     printf("  unified-balanced slower than bigmac    %d/%d  (unified-balanced/bigmac %.3f .. %.3f)\n",
