@@ -612,11 +612,11 @@ TEST(csv_hand_edit_with_spec)
     o.vpp = 1;
     o.microbatches = 2;
     o.backbone_set = 1;
-    o.backbone = BM_BB_1F1B;
+    o.backbone = BM_BB_GPIPE;  /* all F then all B, whatever the policy's warm-up */
     o.policy_set = 1;
     o.policy = BM_POL_OPTIMUS;
     struct bm_table *t;
-    int rc = bm_csv_parse("vit:F0, vit:F1,,0F0 ,dit:F0,dit:B0,0B0,0F1,dit:F1,dit:B1,0B1,vit:B0,vit:B1\n",
+    int rc = bm_csv_parse("vit:F0, vit:F1,,0F0 ,0F1,dit:F0,dit:B0,dit:F1,dit:B1,0B0,0B1,vit:B0,vit:B1\n",
                           "hand.csv", s, &o, &t, &err);
     CHECKF(rc == BM_OK, "%s", err.msg);
     if (!rc) {
