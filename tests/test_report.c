@@ -297,7 +297,8 @@ TEST(trace_counts_and_reload)
             for (int r = 0; r < t->pp; r++) {
                 CHECK(tl2->ranks[r].n_mem == tl->ranks[r].n_mem);
                 for (int i = 0; i < t->ranks[r].n_ops; i++) {
-                    CHECK_NEAR(tl2->ranks[r].ops[i].start_ms, tl->ranks[r].ops[i].start_ms, 1e-5);
+                    /* comm slices issued together are nudged 1 ns apart (docs/trace.md) */
+                    CHECK_NEAR(tl2->ranks[r].ops[i].start_ms, tl->ranks[r].ops[i].start_ms, 1e-4);
                     CHECK(tl2->ranks[r].ops[i].wait_rank == tl->ranks[r].ops[i].wait_rank);
                     CHECK(tl2->ranks[r].ops[i].wait_op == tl->ranks[r].ops[i].wait_op);
                 }

@@ -2,6 +2,7 @@
  * The shape is documented in docs/trace.md: one process per rank with threads compute (tid 0),
  * send (1), recv (2); an "X" slice per op; a "C" counter event per memory change; an "s"/"f"
  * flow pair per send -> recv; the table embedded under "bigmac" so the trace re-renders. */
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,25 @@ static void put_jstr(FILE *f, const char *s)
         else fputc(c, f);
     }
     fputc('"', f);
+}
+
+/* Integer nanoseconds as microseconds ("12.345"). */
+static void put_ns(FILE *f, long long ns)
+{
+    if (ns < 0) {
+        fputc('-', f);
+        ns = -ns;
+    }
+    long long us = ns / 1000, frac = ns % 1000;
+    if (!frac) fprintf(f, "%lld", us);
+    else if (frac % 100 == 0) fprintf(f, "%lld.%lld", us, frac / 100);
+    else if (frac % 10 == 0) fprintf(f, "%lld.%02lld", us, frac / 10);
+    else fprintf(f, "%lld.%03lld", us, frac);
+}
+
+static long long to_ns(double ms)
+{
+    return (long long)llround(ms * 1e6);
 }
 
 /* Microseconds with nanosecond resolution, trailing zeros trimmed. */
@@ -82,6 +102,42 @@ int bm_render_trace(const struct bm_table *t, const struct bm_timeline *tl, FILE
             meta(f, r, k, "thread_sort_index", "sort_index", NULL, k);
         }
     }
+    /* Slice times in integer ns. On the send and recv threads, slices that would start at the
+     * same nanosecond as the previous one (zero-length sends and recvs issued together) are
+     * nudged 1 ns apart: viewers mis-nest zero-length slices with identical timestamps. */
+    long long **ts = bm_calloc((size_t)(t->pp > 0 ? t->pp : 1), sizeof *ts);
+    long long **te = bm_calloc((size_t)(t->pp > 0 ? t->pp : 1), sizeof *te);
+    int ok = ts && te;
+    for (int r = 0; ok && r < t->pp; r++) {
+        int n = t->ranks[r].n_ops;
+        ts[r] = bm_malloc((size_t)(n ? n : 1) * sizeof **ts);
+        te[r] = bm_malloc((size_t)(n ? n : 1) * sizeof **te);
+        if (!ts[r] || !te[r]) {
+            ok = 0;
+            break;
+        }
+        long long last[3] = {LLONG_MIN, LLONG_MIN, LLONG_MIN};
+        for (int i = 0; i < n; i++) {
+            const struct bm_op_time *ot = &tl->ranks[r].ops[i];
+            int k = t->ranks[r].ops[i].kind;
+            long long a = to_ns(ot->start_ms), b = to_ns(ot->end_ms);
+            if (k != BM_OP_COMPUTE && last[k] != LLONG_MIN && a <= last[k]) a = last[k] + 1;
+            if (b < a) b = a;
+            last[k] = a;
+            ts[r][i] = a;
+            te[r][i] = b;
+        }
+    }
+    if (!ok) {
+        for (int r = 0; ts && te && r < t->pp; r++) {
+            bm_free(ts[r]);
+            bm_free(te[r]);
+        }
+        bm_free(ts);
+        bm_free(te);
+        bm_report_match_free(t, match);
+        return BM_ERR;
+    }
     char buf[BM_MAX_NAME + 64], wbuf[BM_MAX_NAME + 64];
     long flow_id = 0;
     for (int r = 0; r < t->pp; r++) {
@@ -96,9 +152,9 @@ int bm_render_trace(const struct bm_table *t, const struct bm_timeline *tl, FILE
                               : op->module >= 0 && op->module < t->n_modules
                                   ? roles[t->modules[op->module].role] : "compute";
             fprintf(f, "{\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":", r, tid);
-            put_us(f, ot->start_ms);
+            put_ns(f, ts[r][i]);
             fprintf(f, ",\"dur\":");
-            put_us(f, ot->end_ms > ot->start_ms ? ot->end_ms - ot->start_ms : 0);
+            put_ns(f, te[r][i] - ts[r][i]);
             fprintf(f, ",\"name\":");
             put_jstr(f, buf);
             fprintf(f, ",\"cat\":\"%s\",\"args\":{\"op\":%d,\"mb\":%d", cat, i, op->mb);
@@ -126,14 +182,13 @@ int bm_render_trace(const struct bm_table *t, const struct bm_timeline *tl, FILE
             /* flow: the matching send -> this recv */
             if (op->kind == BM_OP_RECV && match[r][i] >= 0) {
                 int p = op->peer;
-                const struct bm_op_time *st = &tl->ranks[p].ops[match[r][i]];
                 fprintf(f, "{\"ph\":\"s\",\"id\":%ld,\"pid\":%d,\"tid\":1,\"ts\":", flow_id, p);
-                put_us(f, st->start_ms);
+                put_ns(f, ts[p][match[r][i]]);
                 fprintf(f, ",\"name\":");
                 put_jstr(f, buf);
                 fprintf(f, ",\"cat\":\"dep\"},\n{\"ph\":\"f\",\"bp\":\"e\",\"id\":%ld,\"pid\":%d,\"tid\":2,\"ts\":",
                         flow_id, r);
-                put_us(f, ot->end_ms);
+                put_ns(f, te[r][i]);
                 fprintf(f, ",\"name\":");
                 put_jstr(f, buf);
                 fprintf(f, ",\"cat\":\"dep\"},\n");
@@ -156,6 +211,12 @@ int bm_render_trace(const struct bm_table *t, const struct bm_timeline *tl, FILE
     fprintf(f, "{\"ph\":\"i\",\"s\":\"g\",\"pid\":0,\"tid\":0,\"ts\":");
     put_us(f, tl->makespan_ms);
     fprintf(f, ",\"name\":\"end of iteration\"}\n]}\n");
+    for (int r = 0; r < t->pp; r++) {
+        bm_free(ts[r]);
+        bm_free(te[r]);
+    }
+    bm_free(ts);
+    bm_free(te);
     bm_report_match_free(t, match);
     return ferror(f) ? BM_ERR : BM_OK;
 }
