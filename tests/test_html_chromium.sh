@@ -64,3 +64,40 @@ check_report html_trace "$T/trace.html" 4
 size=$(stat -c %s "$T/svg.png" 2>/dev/null || echo 0)
 if [ "$size" -gt $((blank * 3)) ]; then echo "PASS svg_screenshot_not_blank"; else
     echo "FAIL svg_screenshot_not_blank: $size bytes"; fi
+
+# interaction: hover over a lane shows the op, its times and what it waited for; the zoom
+# button narrows the shown range (events dispatched by a script appended to a copy)
+sed 's|</body></html>||' "$T/spec.html" >"$T/hover.html"
+cat >>"$T/hover.html" <<'JS'
+<script>
+(function () {
+  var cv = document.getElementById("cv"), r = cv.getBoundingClientRect(), out = [];
+  for (var lane = 0; lane < 4; lane++)
+    for (var f = 0.05; f < 1; f += 0.05) {
+      cv.dispatchEvent(new MouseEvent("mousemove", {clientX: r.left + f * r.width, clientY: r.top + 24 + lane * 58 + 10, bubbles: true}));
+      out.push(document.getElementById("tip").textContent);
+    }
+  var before = document.getElementById("range").textContent;
+  document.getElementById("zin").click();
+  var after = document.getElementById("range").textContent;
+  cv.dispatchEvent(new WheelEvent("wheel", {clientX: r.left + 100, clientY: r.top + 30, deltaY: -100, bubbles: true, cancelable: true}));
+  var wheel = document.getElementById("range").textContent;
+  var pre = document.createElement("pre");
+  pre.id = "probe";
+  pre.textContent = out.join("\n") + "\nRANGE " + before + "\nZOOMED " + after + "\nWHEEL " + wheel;
+  document.body.appendChild(pre);
+})();
+</script></body></html>
+JS
+chrome --dump-dom --virtual-time-budget=5000 "file://$T/hover.html" >"$T/hover.dom"
+probe=$(sed -n '/<pre id="probe">/,/<\/pre>/p' "$T/hover.dom")
+if printf '%s' "$probe" | grep -q "start .* ms, duration .* ms"; then echo "PASS html_hover_shows_times"; else
+    echo "FAIL html_hover_shows_times"; printf '%s\n' "$probe" | head -5; fi
+if printf '%s' "$probe" | grep -q "waited for .* on rank [0-9]"; then echo "PASS html_hover_shows_wait"; else
+    echo "FAIL html_hover_shows_wait"; fi
+if printf '%s' "$probe" | grep -q "idle at"; then echo "PASS html_hover_shows_idle"; else
+    echo "FAIL html_hover_shows_idle"; fi
+b=$(printf '%s\n' "$probe" | sed -n 's/^RANGE //p'); z=$(printf '%s\n' "$probe" | sed -n 's/^ZOOMED //p')
+w=$(printf '%s\n' "$probe" | sed -n 's/^WHEEL //p')
+if [ -n "$b" ] && [ -n "$z" ] && [ "$b" != "$z" ] && [ -n "$w" ] && [ "$w" != "$z" ]; then
+    echo "PASS html_zoom_changes_range"; else echo "FAIL html_zoom_changes_range ('$b' / '$z' / '$w')"; fi

@@ -93,3 +93,23 @@ expect_exit plan_from_csv_swapped 0 "$BIGMAC" plan --from-csv "$T/swap.csv" -o "
 expect_exit verify_swapped_fails 1 "$BIGMAC" verify "$T/swap.json"
 expect_exit plan_from_csv_missing 1 "$BIGMAC" plan --from-csv "$T/nope.csv"
 expect_exit plan_csv_needs_value 2 "$BIGMAC" plan "$S" --csv
+
+# names the CSV grammar cannot carry are refused, not written broken; other formats escape them
+sed 's/"name": "vit"/"name": "my <vit>"/' "$S" >"$T/odd.json"
+expect_exit csv_odd_name_refused 1 "$BIGMAC" render "$T/odd.json" --format csv -o "$T/odd.csv"
+expect_contains csv_odd_name_says "module name \"my <vit>\" cannot be written as CSV"
+expect_exit plan_csv_odd_name_refused 1 "$BIGMAC" plan "$T/odd.json" --csv "$T/odd.csv"
+expect_exit svg_odd_name 0 "$BIGMAC" render "$T/odd.json" --format svg -o "$T/odd.svg"
+if grep -q "my &lt;vit&gt;" "$T/odd.svg"; then echo "PASS svg_odd_name_escaped"; else echo "FAIL svg_odd_name_escaped"; fi
+expect_exit html_odd_name 0 "$BIGMAC" render "$T/odd.json" --format html -o "$T/odd.html"
+if grep -q '"my \\u003cvit\\u003e"' "$T/odd.html" && ! grep -q "my <vit>" "$T/odd.html"; then
+    echo "PASS html_odd_name_escaped"; else echo "FAIL html_odd_name_escaped"; fi
+
+# a measured trace (the executor's) is drawn as measured
+sed 's/"measured": false, "samples_per_microbatch"/"measured": true, "samples_per_microbatch"/' "$T/t.trace.json" >"$T/m.trace.json"
+expect_exit render_measured 0 "$BIGMAC" render "$T/m.trace.json" --format ascii
+expect_contains render_measured_says "measured timeline"
+# a truncated trace is an error with a position, not a crash
+head -c 5000 "$T/t.trace.json" >"$T/cut.trace.json"
+expect_exit render_truncated_trace 1 "$BIGMAC" render "$T/cut.trace.json" --format html
+expect_contains render_truncated_trace_pos "cut.trace.json:"

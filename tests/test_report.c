@@ -284,7 +284,7 @@ TEST(trace_counts_and_reload)
         struct bm_table *t2;
         struct bm_timeline *tl2;
         struct bm_err err;
-        int rc = bm_trace_load_json(root, "test.json", &t2, &tl2, &err);
+        int rc = bm_trace_parse(text, "test.json", &t2, &tl2, &err);
         CHECKF(rc == BM_OK, "%s", err.msg);
         if (!rc) {
             char *a = capture(w_json, t, NULL, NULL), *b = capture(w_json, t2, NULL, NULL);
@@ -297,7 +297,8 @@ TEST(trace_counts_and_reload)
             for (int r = 0; r < t->pp; r++) {
                 CHECK(tl2->ranks[r].n_mem == tl->ranks[r].n_mem);
                 for (int i = 0; i < t->ranks[r].n_ops; i++) {
-                    CHECK_NEAR(tl2->ranks[r].ops[i].start_ms, tl->ranks[r].ops[i].start_ms, 1e-5);
+                    /* comm slices issued together are nudged 1 ns apart (docs/trace.md) */
+                    CHECK_NEAR(tl2->ranks[r].ops[i].start_ms, tl->ranks[r].ops[i].start_ms, 1e-4);
                     CHECK(tl2->ranks[r].ops[i].wait_rank == tl->ranks[r].ops[i].wait_rank);
                     CHECK(tl2->ranks[r].ops[i].wait_op == tl->ranks[r].ops[i].wait_op);
                 }
@@ -315,15 +316,46 @@ TEST(trace_counts_and_reload)
                 break;
             }
         }
-        rc = bm_trace_load_json(copy, "cut.json", &t2, &tl2, &err);
+        char *cut = json_dumps(copy, 0);
+        rc = bm_trace_parse(cut, "cut.json", &t2, &tl2, &err);
         CHECK(rc == BM_ERR);
         CHECK_STR_CONTAINS(err.msg, "cut.json: rank 0 op #0");
         json_decref(copy);
+        /* the same trace re-serialized by jansson (other key order and spacing) loads */
+        copy = json_deep_copy(root);
+        char *again = json_dumps(copy, JSON_SORT_KEYS | JSON_INDENT(1));
+        rc = bm_trace_parse(again, "sorted.json", &t2, &tl2, &err);
+        CHECKF(rc == BM_OK, "%s", err.msg);
+        if (!rc) {
+            CHECK_NEAR(tl2->makespan_ms, tl->makespan_ms, 1e-5);
+            bm_timeline_free(tl2);
+            bm_table_free(t2);
+        }
+        json_decref(copy);
+        json_malloc_t jm;
+        json_free_t jf;
+        json_get_alloc_funcs(&jm, &jf);
+        jf(cut);
+        jf(again);
+        /* malformed JSON names line:col; truncation anywhere never crashes */
+        CHECK(bm_trace_parse("{\"traceEvents\": [1, 2", "bad.json", &t2, &tl2, &err) == BM_ERR);
+        CHECK_STR_CONTAINS(err.msg, "bad.json:1:");
+        size_t len = strlen(text);
+        char *trunc = malloc(len + 1);
+        for (size_t cutat = 0; cutat < len; cutat += len / 97 + 1) {
+            memcpy(trunc, text, cutat);
+            trunc[cutat] = 0;
+            if (bm_trace_parse(trunc, "trunc.json", &t2, &tl2, &err) == BM_OK) {
+                bm_timeline_free(tl2);
+                bm_table_free(t2);
+            }
+        }
+        free(trunc);
+        CHECK(bm_trace_sniff(text) == 1);
+        CHECK(bm_trace_sniff("{\"format\": \"bigmac-table\", \"x\": {\"traceEvents\": 1}}") == 0);
         /* a trace without the bigmac object says what is missing */
-        json_t *bare = json_pack("{s:[]}", "traceEvents");
-        CHECK(bm_trace_load_json(bare, "bare.json", &t2, &tl2, &err) == BM_ERR);
+        CHECK(bm_trace_parse("{\"traceEvents\": []}", "bare.json", &t2, &tl2, &err) == BM_ERR);
         CHECK_STR_CONTAINS(err.msg, "without a \"bigmac\" object");
-        json_decref(bare);
         json_decref(root);
     }
     free(text);
@@ -581,11 +613,11 @@ TEST(csv_hand_edit_with_spec)
     o.vpp = 1;
     o.microbatches = 2;
     o.backbone_set = 1;
-    o.backbone = BM_BB_1F1B;
+    o.backbone = BM_BB_GPIPE;  /* all F then all B, whatever the policy's warm-up */
     o.policy_set = 1;
     o.policy = BM_POL_OPTIMUS;
     struct bm_table *t;
-    int rc = bm_csv_parse("vit:F0, vit:F1,,0F0 ,dit:F0,dit:B0,0B0,0F1,dit:F1,dit:B1,0B1,vit:B0,vit:B1\n",
+    int rc = bm_csv_parse("vit:F0, vit:F1,,0F0 ,0F1,dit:F0,dit:B0,dit:F1,dit:B1,0B0,0B1,vit:B0,vit:B1\n",
                           "hand.csv", s, &o, &t, &err);
     CHECKF(rc == BM_OK, "%s", err.msg);
     if (!rc) {
@@ -607,8 +639,6 @@ TEST(alloc_failures_never_crash)
         return;
     }
     char *csv = capture(w_csv, t, NULL, NULL), *trace = capture(w_trace, t, tl, NULL);
-    json_error_t je;
-    json_t *root = json_loads(trace, 0, &je);
     int done_csv = 0, done_trace = 0;
     for (long n = 1; n < 5000 && !(done_csv && done_trace); n++) {
         struct bm_err err;
@@ -629,7 +659,7 @@ TEST(alloc_failures_never_crash)
         }
         if (!done_trace) {
             bm_alloc_fail_at(n);
-            int rc = bm_trace_load_json(root, "x.json", &t2, &tl2, &err);
+            int rc = bm_trace_parse(trace, "x.json", &t2, &tl2, &err);
             int fired = bm_alloc_failed();
             bm_alloc_fail_at(0);
             /* an injected failure inside jansson's parser of the embedded table may go
@@ -654,7 +684,6 @@ TEST(alloc_failures_never_crash)
         free(out);
     }
     CHECK(done_csv && done_trace);
-    json_decref(root);
     free(csv);
     free(trace);
     bm_timeline_free(tl);

@@ -13,7 +13,7 @@ static void usage(FILE *f)
             "usage: bigmac plan SPEC [--pp N] [--vpp V] [--microbatches M] [--unit U]\n"
             "                        [--backbone gpipe|1f1b|interleaved]\n"
             "                        [--policy bigmac|optimus|unified|unified-balanced|ideal|none]\n"
-            "                        [--window W|auto] [-o TABLE.json] [--csv FILE] [--ascii]\n"
+            "                        [--window W|auto|fit] [-o TABLE.json] [--csv FILE] [--ascii]\n"
             "       bigmac plan --from-csv SCHEDULE.csv [SPEC] [plan flags] [-o TABLE.json]\n"
             "\n"
             "Plans one training iteration: every rank's ordered compute and send/recv ops.\n"
@@ -151,6 +151,10 @@ int bm_cmd_plan(int argc, char **argv)
             if (bm_render_ascii(t, tl, w, info)) rc = BM_ERR;
             bm_timeline_free(tl);
         }
+    }
+    if (!rc && csv_out && bm_csv_check_names(t, &err)) {
+        bm_cli_error(err.msg);
+        rc = BM_ERR;
     }
     if (!rc && csv_out) {
         FILE *cf = strcmp(csv_out, "-") ? fopen(csv_out, "w") : stdout;

@@ -163,6 +163,9 @@ int bm_cmd_render(int argc, char **argv)
     }
     if (*p != '{') {
         if (bm_csv_parse(text, in, NULL, NULL, &t, &err)) goto fail;
+    } else if (bm_trace_sniff(text)) {
+        is_trace = 1;
+        if (bm_trace_parse(text, in, &t, &tl, &err)) goto fail;
     } else {
         json_error_t je;
         json_t *root = json_loads(text, 0, &je);
@@ -172,12 +175,7 @@ int bm_cmd_render(int argc, char **argv)
         }
         json_t *jf = json_object_get(root, "format");
         const char *format = json_is_string(jf) ? json_string_value(jf) : "";
-        if (json_object_get(root, "traceEvents")) {
-            is_trace = 1;
-            int r = bm_trace_load_json(root, in, &t, &tl, &err);
-            json_decref(root);
-            if (r) goto fail;
-        } else if (!strcmp(format, "bigmac-spec")) {
+        if (!strcmp(format, "bigmac-spec")) {
             json_decref(root);
             if (bm_spec_parse(text, in, &spec, &err)) goto fail;
         } else if (!strcmp(format, "bigmac-table")) {
@@ -217,6 +215,7 @@ int bm_cmd_render(int argc, char **argv)
         snprintf(err.msg, sizeof err.msg, "%s", msg);
         goto fail;
     }
+    if (fm == F_CSV && bm_csv_check_names(t, &err)) goto fail;
     if (!title) title = spec && spec->name ? spec->name : in;
     rc = write_out(fm, t, tl, cmp, title, width, span, out);
     if (!rc && strcmp(out, "-")) fprintf(stderr, "wrote %s\n", out);

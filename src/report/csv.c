@@ -39,8 +39,33 @@ static void put_list(FILE *f, const char *key, char **v, int n)
     for (int i = 0; i < n; i++) fprintf(f, "%s%s", i ? "," : "", v[i]);
 }
 
+/* A name is CSV-safe when it has no separator of the grammar (docs/csv.md). */
+static const char *bad_char(const char *name, int is_module)
+{
+    for (const char *p = name; *p; p++)
+        if (*p == ',' || *p == '=' || *p == '"' || isspace((unsigned char)*p) || (is_module && *p == ':'))
+            return p;
+    return *name ? NULL : name;
+}
+
+int bm_csv_check_names(const struct bm_table *t, struct bm_err *err)
+{
+    for (int m = 0; m < t->n_modules; m++) {
+        const struct bm_table_module *mod = &t->modules[m];
+        if (bad_char(mod->name, 1))
+            return bm_err_set(err, "module name \"%s\" cannot be written as CSV (no spaces, ',', '=', '\"' or ':' in names)", mod->name);
+        for (int k = 0; k < mod->n_consumes + mod->n_produces; k++) {
+            const char *n = k < mod->n_consumes ? mod->consumes[k] : mod->produces[k - mod->n_consumes];
+            if (bad_char(n, 0))
+                return bm_err_set(err, "tensor name \"%s\" of module \"%s\" cannot be written as CSV (no spaces, ',', '=' or '\"' in names)", n, mod->name);
+        }
+    }
+    return BM_OK;
+}
+
 int bm_csv_write(const struct bm_table *t, FILE *f)
 {
+    if (bm_csv_check_names(t, NULL)) return BM_ERR;
     fprintf(f, "# bigmac-table version=1 pp=%d vpp=%d microbatches=%d unit=%d window=%d "
                "backbone=%s policy=%s warmup_extra=%d\n",
             t->pp, t->vpp, t->microbatches, t->unit, t->window, bm_backbone_name(t->backbone),

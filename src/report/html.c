@@ -7,7 +7,8 @@
  *   k kind (module*3+pass for compute; K = send, K+1 = recv, K = number of compute kinds)
  *   m microbatch, x chunk (backbone) or tensor index (comm) or 0, p peer (comm) or 0,
  *   s start in ns as a delta from the previous op's start, d duration in ns,
- *   wr/wo the op waited for (-1 = none)
+ *   wr/wo the op waited for (-1 = none), rd how long (ns) the op's inputs were ready before it
+ *   started (the rank was busy)
  * and the memory trace: mt time in ns (delta), me/mb/mg encoder/backbone/generator MiB x 100,
  * at most MEM_POINTS points per rank (an upper envelope when the trace is longer).
  * The script and style are in this file (report_js, report_css). */
@@ -65,7 +66,7 @@ static const char *const report_js[] = {
     "      var tot = (src.me[j] + src.mb[j] + src.mg[j]) / 100;\n",
     "      if (tot > memMax) memMax = tot;\n",
     "    }\n",
-    "    R.push({k: src.k, m: src.m, x: src.x, p: src.p, wr: src.wr, wo: src.wo, s: s, e: e, mt: mt,\n",
+    "    R.push({k: src.k, m: src.m, x: src.x, p: src.p, wr: src.wr, wo: src.wo, rd: src.rd, s: s, e: e, mt: mt,\n",
     "            me: src.me, mb: src.mb, mg: src.mg});\n",
     "  }\n",
     "  /* lane labels: one DOM element per rank (tests count them) */\n",
@@ -120,13 +121,13 @@ static const char *const report_js[] = {
     "    for (var t = Math.ceil(view.t0 / st) * st; t <= view.t1; t += st) {\n",
     "      var x = xOf(t);\n",
     "      ctx.beginPath(); ctx.moveTo(x + 0.5, AXIS - 4); ctx.lineTo(x + 0.5, h); ctx.stroke();\n",
-    "      ctx.textAlign = x < 24 ? \"left\" : \"center\";\n",
-    "      ctx.fillText(+t.toPrecision(6) + \" ms\", x < 24 ? Math.max(x, 0) : x, 9);\n",
+    "      ctx.textAlign = x < 24 ? \"left\" : x > w - 30 ? \"right\" : \"center\";\n",
+    "      ctx.fillText(+t.toPrecision(6) + \" ms\", x < 24 ? Math.max(x, 0) : Math.min(x, w), 9);\n",
     "    }\n",
     "    for (var r = 0; r < P; r++) {\n",
     "      var a = R[r], y = AXIS + r * LANE_H;\n",
     "      ctx.fillStyle = \"#e6e6e6\"; ctx.fillRect(0, y, w, LANE_BAR);\n",
-    "      var i = first(a, view.t0), lastPx = -1, lastK = -1;\n",
+    "      var i = first(a, view.t0), lastPx = -1;\n",
     "      for (; i < a.s.length && a.s[i] <= view.t1; i++) {\n",
     "        var k = a.k[i];\n",
     "        if (k > K) { /* recv: time blocked */\n",
@@ -139,8 +140,8 @@ static const char *const report_js[] = {
     "        }\n",
     "        if (k === K) continue;\n",
     "        var x0 = xOf(a.s[i]), x1 = xOf(a.e[i]), px = Math.floor(x0);\n",
-    "        if (x1 - x0 < 1 && px === lastPx && k === lastK) continue;\n",
-    "        lastPx = px; lastK = k;\n",
+    "        if (x1 - x0 < 1 && px === lastPx) continue;  /* one op per pixel column when zoomed out */\n",
+    "        lastPx = px;\n",
     "        ctx.fillStyle = D.kinds[k].color;\n",
     "        ctx.fillRect(x0, y, Math.max(x1 - x0, 0.6), LANE_BAR);\n",
     "        if (x1 - x0 > 4) { ctx.fillStyle = \"#fff\"; ctx.fillRect(x1 - 0.5, y, 0.5, LANE_BAR); }\n",
@@ -244,7 +245,10 @@ static const char *const report_js[] = {
     "          html += \"start \" + fmt(a.s[i2]) + \" ms, duration \" + fmt(a.e[i2] - a.s[i2]) + \" ms, end \" + fmt(a.e[i2]) + \" ms<br>\";\n",
     "          if (a.wr[i2] >= 0) {\n",
     "            var wr = a.wr[i2], wo = a.wo[i2];\n",
-    "            html += \"waited for <b>\" + esc(label(wr, wo)) + \"</b> on rank \" + wr + \" (ends \" + fmt(R[wr].e[wo]) + \" ms)\";\n",
+    "            var what = R[wr].k[wo] === K ? \"sent at \" : \"ended \", ready = a.s[i2] - a.rd[i2] / 1e6;\n",
+    "            html += \"waited for <b>\" + esc(label(wr, wo)) + \"</b> on rank \" + wr + \" (\" + what + fmt(R[wr].e[wo]) + \" ms)<br>\";\n",
+    "            html += a.rd[i2] > 1000 ? \"input ready at \" + fmt(ready) + \" ms: started \" + fmt(a.rd[i2] / 1e6) + \" ms later (rank busy)\"\n",
+    "                                    : \"started when its input was ready\";\n",
     "            hover = {r: r, i: i2, wr: wr, wo: wo};\n",
     "          } else html += \"waited for nothing (inputs ready)\";\n",
     "        } else {\n",
@@ -343,6 +347,11 @@ static void put_rank(FILE *f, const struct bm_table *t, const struct bm_timeline
         int ok = ot->wait_rank >= 0 && ot->wait_rank < t->pp && ot->wait_op >= 0 &&
                  ot->wait_op < t->ranks[ot->wait_rank].n_ops;
         fprintf(f, "%s%d", i ? "," : "", ok ? ot->wait_op : -1);
+    }
+    fprintf(f, "],\n\"rd\":[");
+    for (int i = 0; i < n; i++) {
+        long long rd = ns(rt->ops[i].start_ms) - ns(rt->ops[i].ready_ms);
+        fprintf(f, "%s%lld", i ? "," : "", rd > 0 ? rd : 0);
     }
     /* memory: all points, or the per-bucket maximum when there are too many */
     fprintf(f, "],\n");

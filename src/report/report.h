@@ -70,8 +70,10 @@ int bm_render_svg(const struct bm_table *t, const struct bm_timeline *tl, const 
 /* Self-contained HTML report; cmp (policy comparison) and title may be NULL. */
 int bm_render_html(const struct bm_table *t, const struct bm_timeline *tl,
                    const struct bm_report_compare *cmp, const char *title, FILE *f);
-/* CSV of the table (docs/csv.md): '#' header lines, then one row per rank. */
+/* CSV of the table (docs/csv.md): '#' header lines, then one row per rank. BM_ERR (nothing
+ * written) when a name cannot be written as CSV; bm_csv_check_names says which. */
 int bm_csv_write(const struct bm_table *t, FILE *f);
+int bm_csv_check_names(const struct bm_table *t, struct bm_err *err);
 
 /* ---------------------------------------------------------------- loaders */
 
@@ -93,11 +95,14 @@ int bm_csv_load(const char *path, const struct bm_spec *spec, const struct bm_cs
 int bm_csv_parse(const char *text, const char *name, const struct bm_spec *spec,
                  const struct bm_csv_opts *o, struct bm_table **out, struct bm_err *err);
 
-/* Load a Chrome trace written by bm_render_trace (or by the executor in that shape): the
- * embedded table and the op times/memory of its events. *t and *tl are new (caller frees);
- * tl->measured is the trace's "measured" flag. 'root' is the parsed JSON (a json_t *). */
-int bm_trace_load_json(const void *root, const char *name, struct bm_table **t,
-                       struct bm_timeline **tl, struct bm_err *err);
+/* Load a Chrome trace written by bm_render_trace (or by the executor in that shape,
+ * docs/trace.md): the embedded table and the op times/memory of its events. *t and *tl are new
+ * (caller frees); tl->measured is the trace's "measured" flag. Streams over the text (no JSON
+ * tree), so traces of hundreds of MB load in seconds. Errors name name:line:col. */
+int bm_trace_parse(const char *text, const char *name, struct bm_table **t,
+                   struct bm_timeline **tl, struct bm_err *err);
+/* 1 when text is a JSON object with a top-level "traceEvents" member (a Chrome trace). */
+int bm_trace_sniff(const char *text);
 int bm_trace_load(const char *path, struct bm_table **t, struct bm_timeline **tl,
                   struct bm_err *err);
 

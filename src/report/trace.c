@@ -2,12 +2,13 @@
  * The shape is documented in docs/trace.md: one process per rank with threads compute (tid 0),
  * send (1), recv (2); an "X" slice per op; a "C" counter event per memory change; an "s"/"f"
  * flow pair per send -> recv; the table embedded under "bigmac" so the trace re-renders. */
-#include <jansson.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "report/report.h"
+#include "spec/jpos.h"
 #include "util/util.h"
 
 #define MEM_COUNTER "activation MiB"
@@ -22,6 +23,25 @@ static void put_jstr(FILE *f, const char *s)
         else fputc(c, f);
     }
     fputc('"', f);
+}
+
+/* Integer nanoseconds as microseconds ("12.345"). */
+static void put_ns(FILE *f, long long ns)
+{
+    if (ns < 0) {
+        fputc('-', f);
+        ns = -ns;
+    }
+    long long us = ns / 1000, frac = ns % 1000;
+    if (!frac) fprintf(f, "%lld", us);
+    else if (frac % 100 == 0) fprintf(f, "%lld.%lld", us, frac / 100);
+    else if (frac % 10 == 0) fprintf(f, "%lld.%02lld", us, frac / 10);
+    else fprintf(f, "%lld.%03lld", us, frac);
+}
+
+static long long to_ns(double ms)
+{
+    return (long long)llround(ms * 1e6);
 }
 
 /* Microseconds with nanosecond resolution, trailing zeros trimmed. */
@@ -82,6 +102,42 @@ int bm_render_trace(const struct bm_table *t, const struct bm_timeline *tl, FILE
             meta(f, r, k, "thread_sort_index", "sort_index", NULL, k);
         }
     }
+    /* Slice times in integer ns. On the send and recv threads, slices that would start at the
+     * same nanosecond as the previous one (zero-length sends and recvs issued together) are
+     * nudged 1 ns apart: viewers mis-nest zero-length slices with identical timestamps. */
+    long long **ts = bm_calloc((size_t)(t->pp > 0 ? t->pp : 1), sizeof *ts);
+    long long **te = bm_calloc((size_t)(t->pp > 0 ? t->pp : 1), sizeof *te);
+    int ok = ts && te;
+    for (int r = 0; ok && r < t->pp; r++) {
+        int n = t->ranks[r].n_ops;
+        ts[r] = bm_malloc((size_t)(n ? n : 1) * sizeof **ts);
+        te[r] = bm_malloc((size_t)(n ? n : 1) * sizeof **te);
+        if (!ts[r] || !te[r]) {
+            ok = 0;
+            break;
+        }
+        long long last[3] = {LLONG_MIN, LLONG_MIN, LLONG_MIN};
+        for (int i = 0; i < n; i++) {
+            const struct bm_op_time *ot = &tl->ranks[r].ops[i];
+            int k = t->ranks[r].ops[i].kind;
+            long long a = to_ns(ot->start_ms), b = to_ns(ot->end_ms);
+            if (k != BM_OP_COMPUTE && last[k] != LLONG_MIN && a <= last[k]) a = last[k] + 1;
+            if (b < a) b = a;
+            last[k] = a;
+            ts[r][i] = a;
+            te[r][i] = b;
+        }
+    }
+    if (!ok) {
+        for (int r = 0; ts && te && r < t->pp; r++) {
+            bm_free(ts[r]);
+            bm_free(te[r]);
+        }
+        bm_free(ts);
+        bm_free(te);
+        bm_report_match_free(t, match);
+        return BM_ERR;
+    }
     char buf[BM_MAX_NAME + 64], wbuf[BM_MAX_NAME + 64];
     long flow_id = 0;
     for (int r = 0; r < t->pp; r++) {
@@ -96,9 +152,9 @@ int bm_render_trace(const struct bm_table *t, const struct bm_timeline *tl, FILE
                               : op->module >= 0 && op->module < t->n_modules
                                   ? roles[t->modules[op->module].role] : "compute";
             fprintf(f, "{\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":", r, tid);
-            put_us(f, ot->start_ms);
+            put_ns(f, ts[r][i]);
             fprintf(f, ",\"dur\":");
-            put_us(f, ot->end_ms > ot->start_ms ? ot->end_ms - ot->start_ms : 0);
+            put_ns(f, te[r][i] - ts[r][i]);
             fprintf(f, ",\"name\":");
             put_jstr(f, buf);
             fprintf(f, ",\"cat\":\"%s\",\"args\":{\"op\":%d,\"mb\":%d", cat, i, op->mb);
@@ -126,14 +182,13 @@ int bm_render_trace(const struct bm_table *t, const struct bm_timeline *tl, FILE
             /* flow: the matching send -> this recv */
             if (op->kind == BM_OP_RECV && match[r][i] >= 0) {
                 int p = op->peer;
-                const struct bm_op_time *st = &tl->ranks[p].ops[match[r][i]];
                 fprintf(f, "{\"ph\":\"s\",\"id\":%ld,\"pid\":%d,\"tid\":1,\"ts\":", flow_id, p);
-                put_us(f, st->start_ms);
+                put_ns(f, ts[p][match[r][i]]);
                 fprintf(f, ",\"name\":");
                 put_jstr(f, buf);
                 fprintf(f, ",\"cat\":\"dep\"},\n{\"ph\":\"f\",\"bp\":\"e\",\"id\":%ld,\"pid\":%d,\"tid\":2,\"ts\":",
                         flow_id, r);
-                put_us(f, ot->end_ms);
+                put_ns(f, te[r][i]);
                 fprintf(f, ",\"name\":");
                 put_jstr(f, buf);
                 fprintf(f, ",\"cat\":\"dep\"},\n");
@@ -156,11 +211,284 @@ int bm_render_trace(const struct bm_table *t, const struct bm_timeline *tl, FILE
     fprintf(f, "{\"ph\":\"i\",\"s\":\"g\",\"pid\":0,\"tid\":0,\"ts\":");
     put_us(f, tl->makespan_ms);
     fprintf(f, ",\"name\":\"end of iteration\"}\n]}\n");
+    for (int r = 0; r < t->pp; r++) {
+        bm_free(ts[r]);
+        bm_free(te[r]);
+    }
+    bm_free(ts);
+    bm_free(te);
     bm_report_match_free(t, match);
     return ferror(f) ? BM_ERR : BM_OK;
 }
 
-/* ---------------------------------------------------------------- loader */
+/* ---------------------------------------------------------------- loader
+ *
+ * A trace of a big run is hundreds of MB, so the loader does not build a JSON tree: a small
+ * pull scanner walks the text, finds the "bigmac" object and the "traceEvents" array (in either
+ * order), hands the embedded table's text to bm_table_parse and reads each event's few fields
+ * in place. Any valid JSON is accepted (key order, whitespace, unknown keys and events of other
+ * tools are free); malformed JSON is an error naming line:col. */
+
+struct scan {
+    const char *text, *p, *end;
+    const char *name;
+    struct bm_err *err;
+};
+
+static int sc_fail(struct scan *S, const char *what)
+{
+    int line, col;
+    bm_jpos_offset(S->text, (size_t)(S->p - S->text), &line, &col);
+    return bm_err_set(S->err, "%s:%d:%d: %s", S->name, line, col, what);
+}
+
+static void sc_ws(struct scan *S)
+{
+    while (S->p < S->end && (*S->p == ' ' || *S->p == '\n' || *S->p == '\r' || *S->p == '\t')) S->p++;
+}
+
+static int sc_lit(struct scan *S, char c)
+{
+    sc_ws(S);
+    if (S->p >= S->end || *S->p != c) {
+        char m[64];
+        snprintf(m, sizeof m, "invalid JSON: expected '%c'", c);
+        return sc_fail(S, m);
+    }
+    S->p++;
+    return BM_OK;
+}
+
+/* A string into buf (truncated to n-1 bytes; \uXXXX outside ASCII becomes '?'). */
+static int sc_str(struct scan *S, char *buf, size_t n)
+{
+    sc_ws(S);
+    if (S->p >= S->end || *S->p != '"') return sc_fail(S, "invalid JSON: expected a string");
+    S->p++;
+    size_t k = 0;
+    while (S->p < S->end && *S->p != '"') {
+        char c = *S->p++;
+        if ((unsigned char)c < 0x20) return sc_fail(S, "invalid JSON: control character in a string");
+        if (c == '\\') {
+            if (S->p >= S->end) break;
+            char e = *S->p++;
+            switch (e) {
+            case 'n': c = '\n'; break;
+            case 't': c = '\t'; break;
+            case 'r': c = '\r'; break;
+            case 'b': c = '\b'; break;
+            case 'f': c = '\f'; break;
+            case 'u': {
+                unsigned v = 0;
+                for (int i = 0; i < 4; i++) {
+                    if (S->p >= S->end) return sc_fail(S, "invalid JSON: bad \\u escape");
+                    char h = *S->p++;
+                    v = v * 16 + (unsigned)(h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10
+                                          : h >= 'A' && h <= 'F' ? h - 'A' + 10 : 99);
+                    if (v > 0xffff) return sc_fail(S, "invalid JSON: bad \\u escape");
+                }
+                c = v < 0x80 ? (char)v : '?';
+                break;
+            }
+            case '"': case '\\': case '/': c = e; break;
+            default: return sc_fail(S, "invalid JSON: bad escape in a string");
+            }
+        }
+        if (buf && k + 1 < n) buf[k++] = c;
+    }
+    if (S->p >= S->end) return sc_fail(S, "invalid JSON: unterminated string");
+    S->p++;
+    if (buf && n) buf[k] = 0;
+    return BM_OK;
+}
+
+static int sc_num(struct scan *S, double *out)
+{
+    sc_ws(S);
+    const char *q = S->p;
+    if (q < S->end && (*q == '-' || *q == '+')) q++;
+    int digits = 0;
+    while (q < S->end && ((*q >= '0' && *q <= '9') || *q == '.' || *q == 'e' || *q == 'E' ||
+                          ((*q == '-' || *q == '+') && (q[-1] == 'e' || q[-1] == 'E'))))
+        q++, digits++;
+    if (!digits) return sc_fail(S, "invalid JSON: expected a number");
+    char buf[64];
+    size_t n = (size_t)(q - S->p) < sizeof buf - 1 ? (size_t)(q - S->p) : sizeof buf - 1;
+    memcpy(buf, S->p, n);
+    buf[n] = 0;
+    char *e;
+    *out = strtod(buf, &e);
+    if (*e) return sc_fail(S, "invalid JSON: bad number");
+    S->p = q;
+    return BM_OK;
+}
+
+/* Skip any value (iteratively: nesting depth is not limited by the C stack). */
+static int sc_skip(struct scan *S)
+{
+    long depth = 0;
+    do {
+        sc_ws(S);
+        if (S->p >= S->end) return sc_fail(S, "invalid JSON: unexpected end");
+        char c = *S->p;
+        if (c == '"') {
+            if (sc_str(S, NULL, 0)) return BM_ERR;
+        } else if (c == '{' || c == '[') {
+            S->p++;
+            depth++;
+            sc_ws(S);
+            if (S->p < S->end && (*S->p == '}' || *S->p == ']')) {
+                S->p++;
+                depth--;
+            } else if (c == '{') {
+                if (sc_str(S, NULL, 0) || sc_lit(S, ':')) return BM_ERR;
+                continue;
+            } else {
+                continue;
+            }
+        } else if (c == 't' || c == 'f' || c == 'n') {
+            const char *w = c == 't' ? "true" : c == 'f' ? "false" : "null";
+            size_t n = strlen(w);
+            if ((size_t)(S->end - S->p) < n || strncmp(S->p, w, n)) return sc_fail(S, "invalid JSON: bad literal");
+            S->p += n;
+        } else {
+            double d;
+            if (sc_num(S, &d)) return BM_ERR;
+        }
+        /* after a value: ',' continues the container, '}'/']' closes it */
+        for (;;) {
+            if (!depth) return BM_OK;
+            sc_ws(S);
+            if (S->p >= S->end) return sc_fail(S, "invalid JSON: unexpected end");
+            if (*S->p == ',') {
+                S->p++;
+                break;
+            }
+            if (*S->p == '}' || *S->p == ']') {
+                S->p++;
+                depth--;
+                continue;
+            }
+            return sc_fail(S, "invalid JSON: expected ',' or a closing bracket");
+        }
+        /* inside an object the next member starts with its key: peek back for '{' context */
+        sc_ws(S);
+        if (S->p < S->end && *S->p == '"') {
+            /* could be an object key or an array element string: look past it for ':' */
+            const char *save = S->p;
+            if (sc_str(S, NULL, 0)) return BM_ERR;
+            sc_ws(S);
+            if (S->p < S->end && *S->p == ':') S->p++;
+            else S->p = save;
+        }
+    } while (depth > 0);
+    return BM_OK;
+}
+
+/* Iterate an object's members: call with *first = 1; returns 1 with the key in key[], 0 at the
+ * closing '}', -1 on error. */
+static int sc_member(struct scan *S, int *first, char *key, size_t n)
+{
+    sc_ws(S);
+    if (*first) {
+        if (sc_lit(S, '{')) return -1;
+        *first = 0;
+        sc_ws(S);
+        if (S->p < S->end && *S->p == '}') {
+            S->p++;
+            return 0;
+        }
+    } else {
+        if (S->p < S->end && *S->p == '}') {
+            S->p++;
+            return 0;
+        }
+        if (sc_lit(S, ',')) return -1;
+    }
+    if (sc_str(S, key, n) || sc_lit(S, ':')) return -1;
+    return 1;
+}
+
+/* The same for array elements: 1 = an element follows, 0 = ']' consumed, -1 = error. */
+static int sc_elem(struct scan *S, int *first)
+{
+    sc_ws(S);
+    if (*first) {
+        if (sc_lit(S, '[')) return -1;
+        *first = 0;
+        sc_ws(S);
+        if (S->p < S->end && *S->p == ']') {
+            S->p++;
+            return 0;
+        }
+        return 1;
+    }
+    if (S->p < S->end && *S->p == ']') {
+        S->p++;
+        return 0;
+    }
+    if (S->p < S->end && *S->p == ',') {
+        S->p++;
+        return 1;
+    }
+    sc_fail(S, "invalid JSON: expected ',' or ']'");
+    return -1;
+}
+
+/* One trace event's fields that matter here. */
+struct event {
+    char ph[8], name[BM_MAX_NAME];
+    double pid, ts, dur, op, ready, wait_rank, wait_op, act[BM_N_ROLES];
+    int has_pid, has_ts, has_dur, has_op, has_ready, has_wr, has_wo;
+};
+
+static int read_event(struct scan *S, struct event *e)
+{
+    static const char *const roles[BM_N_ROLES] = {"encoder", "backbone", "generator"};
+    memset(e, 0, sizeof *e);
+    char key[64];
+    int first = 1, k;
+    while ((k = sc_member(S, &first, key, sizeof key)) == 1) {
+        sc_ws(S);
+        int is_num = S->p < S->end && (*S->p == '-' || (*S->p >= '0' && *S->p <= '9'));
+        if (!strcmp(key, "ph") && S->p < S->end && *S->p == '"') {
+            if (sc_str(S, e->ph, sizeof e->ph)) return BM_ERR;
+        } else if (!strcmp(key, "name") && S->p < S->end && *S->p == '"') {
+            if (sc_str(S, e->name, sizeof e->name)) return BM_ERR;
+        } else if (is_num && (!strcmp(key, "pid") || !strcmp(key, "ts") || !strcmp(key, "dur"))) {
+            double *d = key[0] == 'p' ? &e->pid : key[0] == 't' ? &e->ts : &e->dur;
+            if (sc_num(S, d)) return BM_ERR;
+            if (key[0] == 'p') e->has_pid = 1;
+            else if (key[0] == 't') e->has_ts = 1;
+            else e->has_dur = 1;
+        } else if (!strcmp(key, "args") && S->p < S->end && *S->p == '{') {
+            int f2 = 1, k2;
+            char ak[64];
+            while ((k2 = sc_member(S, &f2, ak, sizeof ak)) == 1) {
+                sc_ws(S);
+                int num = S->p < S->end && (*S->p == '-' || (*S->p >= '0' && *S->p <= '9'));
+                double *d = NULL;
+                int *has = NULL;
+                if (!strcmp(ak, "op")) d = &e->op, has = &e->has_op;
+                else if (!strcmp(ak, "ready_ms")) d = &e->ready, has = &e->has_ready;
+                else if (!strcmp(ak, "wait_rank")) d = &e->wait_rank, has = &e->has_wr;
+                else if (!strcmp(ak, "wait_op")) d = &e->wait_op, has = &e->has_wo;
+                for (int j = 0; j < BM_N_ROLES && !d; j++)
+                    if (!strcmp(ak, roles[j])) d = &e->act[j];
+                if (d && num) {
+                    if (sc_num(S, d)) return BM_ERR;
+                    if (has) *has = 1;
+                } else if (sc_skip(S)) {
+                    return BM_ERR;
+                }
+            }
+            if (k2 < 0) return BM_ERR;
+        } else if (sc_skip(S)) {
+            return BM_ERR;
+        }
+    }
+    return k < 0 ? BM_ERR : BM_OK;
+}
 
 struct mem_ev {
     double t;
@@ -175,42 +503,77 @@ static int mem_cmp(const void *a, const void *b)
     return (x->seq > y->seq) - (x->seq < y->seq);
 }
 
-static int get_int_field(json_t *o, const char *k, long lo, long hi, long *out)
+int bm_trace_parse(const char *text, const char *name, struct bm_table **tp,
+                   struct bm_timeline **tlp, struct bm_err *err)
 {
-    json_t *v = json_object_get(o, k);
-    if (!json_is_integer(v)) return -1;
-    long x = (long)json_integer_value(v);
-    if (x < lo || x > hi) return -1;
-    *out = x;
-    return 0;
-}
-
-int bm_trace_load_json(const void *rootv, const char *name, struct bm_table **tp,
-                       struct bm_timeline **tlp, struct bm_err *err)
-{
-    json_t *root = (json_t *)rootv;
     *tp = NULL;
     *tlp = NULL;
-    json_t *bm = json_object_get(root, "bigmac");
-    json_t *evs = json_object_get(root, "traceEvents");
-    if (!json_is_object(bm))
+    struct scan S = {text, text, text + strlen(text), name, err};
+    /* pass 1: the top-level members we need */
+    const char *bm_at = NULL, *ev_at = NULL, *table_at = NULL, *table_end = NULL;
+    char key[64], counter[BM_MAX_NAME] = MEM_COUNTER, fmt[64] = "";
+    int measured = 0, first = 1, k;
+    double spm = 1;
+    while ((k = sc_member(&S, &first, key, sizeof key)) == 1) {
+        sc_ws(&S);
+        if (!strcmp(key, "bigmac") && S.p < S.end && *S.p == '{') {
+            bm_at = S.p;
+            int f2 = 1, k2;
+            char bk[64];
+            while ((k2 = sc_member(&S, &f2, bk, sizeof bk)) == 1) {
+                sc_ws(&S);
+                if (!strcmp(bk, "format") && *S.p == '"') {
+                    if (sc_str(&S, fmt, sizeof fmt)) return BM_ERR;
+                } else if (!strcmp(bk, "memory_counter") && *S.p == '"') {
+                    if (sc_str(&S, counter, sizeof counter)) return BM_ERR;
+                } else if (!strcmp(bk, "measured") && *S.p == 't') {
+                    measured = 1;
+                    if (sc_skip(&S)) return BM_ERR;
+                } else if (!strcmp(bk, "samples_per_microbatch") && *S.p >= '0' && *S.p <= '9') {
+                    if (sc_num(&S, &spm)) return BM_ERR;
+                } else if (!strcmp(bk, "table")) {
+                    table_at = S.p;
+                    if (sc_skip(&S)) return BM_ERR;
+                    table_end = S.p;
+                } else if (sc_skip(&S)) {
+                    return BM_ERR;
+                }
+            }
+            if (k2 < 0) return BM_ERR;
+        } else if (!strcmp(key, "traceEvents") && S.p < S.end && *S.p == '[') {
+            ev_at = S.p;
+            if (sc_skip(&S)) return BM_ERR;
+        } else if (sc_skip(&S)) {
+            return BM_ERR;
+        }
+    }
+    if (k < 0) return BM_ERR;
+    sc_ws(&S);
+    if (S.p < S.end) return sc_fail(&S, "invalid JSON: text after the top-level object");
+    if (!bm_at)
         return bm_err_set(err, "%s: a Chrome trace without a \"bigmac\" object: only traces written by bigmac (render --format trace, or the executor) can be re-rendered\nhint: see docs/trace.md", name);
-    json_t *fmt = json_object_get(bm, "format");
-    if (!json_is_string(fmt) || strcmp(json_string_value(fmt), "bigmac-trace"))
-        return bm_err_set(err, "%s: \"bigmac.format\" must be \"bigmac-trace\"", name);
-    json_t *tab = json_object_get(bm, "table");
-    if (!json_is_object(tab)) return bm_err_set(err, "%s: \"bigmac.table\" (the operator table) is missing", name);
-    if (!json_is_array(evs)) return bm_err_set(err, "%s: \"traceEvents\" must be an array", name);
-    char *text = json_dumps(tab, JSON_COMPACT);
-    if (!text) return bm_err_set(err, "%s: out of memory", name);
+    if (strcmp(fmt, "bigmac-trace")) {
+        S.p = bm_at;
+        return sc_fail(&S, "\"bigmac.format\" must be \"bigmac-trace\"");
+    }
+    if (!table_at) {
+        S.p = bm_at;
+        return sc_fail(&S, "\"bigmac.table\" (the operator table) is missing");
+    }
+    if (!ev_at) return bm_err_set(err, "%s: \"traceEvents\" (an array) is missing", name);
+    /* the table: its own text, so its errors point into the trace */
+    size_t tlen = (size_t)(table_end - table_at);
+    char *ttext = bm_malloc(tlen + 1);
+    if (!ttext) return bm_err_set(err, "%s: out of memory", name);
+    memcpy(ttext, table_at, tlen);
+    ttext[tlen] = 0;
     char tname[600];
-    snprintf(tname, sizeof tname, "%s (embedded table)", name);
+    int tline, tcol;
+    bm_jpos_offset(text, (size_t)(table_at - text), &tline, &tcol);
+    snprintf(tname, sizeof tname, "%s (table at line %d)", name, tline);
     struct bm_table *t;
-    int rc = bm_table_parse(text, tname, &t, err);
-    json_malloc_t jm;
-    json_free_t jf;
-    json_get_alloc_funcs(&jm, &jf);  /* jansson's allocator may be bm_malloc (see jpos.h) */
-    jf(text);
+    int rc = bm_table_parse(ttext, tname, &t, err);
+    bm_free(ttext);
     if (rc) return BM_ERR;
     struct bm_timeline *tl = bm_timeline_new(t);
     char **seen = bm_calloc((size_t)t->pp, sizeof *seen);
@@ -219,60 +582,54 @@ int bm_trace_load_json(const void *rootv, const char *name, struct bm_table **tp
     if (!tl || !seen || !mem || !n_mem || !cap_mem) goto oom;
     for (int r = 0; r < t->pp; r++)
         if (!(seen[r] = bm_calloc((size_t)t->ranks[r].n_ops + 1, 1))) goto oom;
-    tl->measured = json_is_true(json_object_get(bm, "measured"));
-    long spm;
-    if (!get_int_field(bm, "samples_per_microbatch", 1, 1000000000L, &spm)) tl->samples_per_microbatch = (int)spm;
-    const char *counter = MEM_COUNTER;
-    if (json_is_string(json_object_get(bm, "memory_counter")))
-        counter = json_string_value(json_object_get(bm, "memory_counter"));
-    size_t n = json_array_size(evs);
-    for (size_t k = 0; k < n; k++) {
-        json_t *e = json_array_get(evs, k);
-        json_t *ph = json_object_get(e, "ph");
-        if (!json_is_string(ph)) continue;
-        const char *p = json_string_value(ph);
-        long pid;
-        if (get_int_field(e, "pid", 0, t->pp - 1, &pid)) continue;
-        json_t *ts = json_object_get(e, "ts");
-        if (!json_is_number(ts)) continue;
-        double t0 = json_number_value(ts) / 1000.0;
-        json_t *args = json_object_get(e, "args");
-        if (!strcmp(p, "X")) {
-            long op, wr, wo;
-            if (!json_is_object(args) || get_int_field(args, "op", 0, t->ranks[pid].n_ops - 1, &op))
-                continue;
-            json_t *dur = json_object_get(e, "dur");
-            double d = json_is_number(dur) ? json_number_value(dur) / 1000.0 : 0;
+    tl->measured = measured;
+    if (spm >= 1 && spm <= 1e9) tl->samples_per_microbatch = (int)spm;
+    /* pass 2: the events */
+    S.p = ev_at;
+    first = 1;
+    long seq = 0;
+    struct event e;
+    while ((k = sc_elem(&S, &first)) == 1) {
+        sc_ws(&S);
+        if (S.p >= S.end || *S.p != '{') {
+            if (sc_skip(&S)) goto fail;
+            continue;
+        }
+        const char *at = S.p;
+        if (read_event(&S, &e)) goto fail;
+        seq++;
+        if (!e.has_pid || !e.has_ts || e.pid < 0 || e.pid >= t->pp || e.pid != (int)e.pid) continue;
+        int pid = (int)e.pid;
+        double t0 = e.ts / 1000.0;
+        if (!strcmp(e.ph, "X") && e.has_op) {
+            if (e.op < 0 || e.op >= t->ranks[pid].n_ops || e.op != (long)e.op) continue;
+            double d = e.has_dur ? e.dur / 1000.0 : 0;
             if (!isfinite(t0) || !isfinite(d) || d < 0) {
-                bm_err_set(err, "%s: traceEvents[%zu]: \"ts\"/\"dur\" must be finite and \"dur\" >= 0", name, k);
+                S.p = at;
+                sc_fail(&S, "\"ts\"/\"dur\" must be finite and \"dur\" >= 0");
                 goto fail;
             }
+            int op = (int)e.op;
             struct bm_op_time *ot = &tl->ranks[pid].ops[op];
             ot->start_ms = t0;
             ot->end_ms = t0 + d;
-            json_t *ready = json_object_get(args, "ready_ms");
-            ot->ready_ms = json_is_number(ready) ? json_number_value(ready) : t0;
-            if (!get_int_field(args, "wait_rank", 0, t->pp - 1, &wr) &&
-                !get_int_field(args, "wait_op", 0, t->ranks[wr].n_ops - 1, &wo)) {
-                ot->wait_rank = (int)wr;
-                ot->wait_op = (int)wo;
+            ot->ready_ms = e.has_ready && isfinite(e.ready) ? e.ready : t0;
+            if (e.has_wr && e.has_wo && e.wait_rank >= 0 && e.wait_rank < t->pp &&
+                e.wait_rank == (int)e.wait_rank && e.wait_op >= 0 &&
+                e.wait_op < t->ranks[(int)e.wait_rank].n_ops && e.wait_op == (long)e.wait_op) {
+                ot->wait_rank = (int)e.wait_rank;
+                ot->wait_op = (int)e.wait_op;
             }
             seen[pid][op] = 1;
-        } else if (!strcmp(p, "C")) {
-            json_t *nm = json_object_get(e, "name");
-            if (!json_is_string(nm) || strcmp(json_string_value(nm), counter) || !json_is_object(args))
-                continue;
+        } else if (!strcmp(e.ph, "C") && !strcmp(e.name, counter) && isfinite(t0)) {
             if (bm_grow(&mem[pid], &cap_mem[pid], n_mem[pid] + 1, sizeof **mem)) goto oom;
             struct mem_ev *me = &mem[pid][n_mem[pid]++];
             me->t = t0;
-            me->seq = (long)k;
-            static const char *const roles[BM_N_ROLES] = {"encoder", "backbone", "generator"};
-            for (int j = 0; j < BM_N_ROLES; j++) {
-                json_t *v = json_object_get(args, roles[j]);
-                me->act[j] = json_is_number(v) ? json_number_value(v) : 0;
-            }
+            me->seq = seq;
+            for (int j = 0; j < BM_N_ROLES; j++) me->act[j] = isfinite(e.act[j]) ? e.act[j] : 0;
         }
     }
+    if (k < 0) goto fail;
     for (int r = 0; r < t->pp; r++) {
         for (int i = 0; i < t->ranks[r].n_ops; i++)
             if (!seen[r][i]) {
@@ -283,24 +640,17 @@ int bm_trace_load_json(const void *rootv, const char *name, struct bm_table **tp
                 goto fail;
             }
         qsort(mem[r], (size_t)n_mem[r], sizeof **mem, mem_cmp);
-        for (int k = 0; k < n_mem[r]; k++)
-            if (bm_timeline_mem_push(tl, r, mem[r][k].t, mem[r][k].act)) goto oom;
+        for (int j = 0; j < n_mem[r]; j++)
+            if (bm_timeline_mem_push(tl, r, mem[r][j].t, mem[r][j].act)) goto oom;
     }
     bm_timeline_summarize(tl, t);
-    for (int r = 0; r < t->pp; r++) {
-        bm_free(seen[r]);
-        bm_free(mem[r]);
-    }
-    bm_free(seen);
-    bm_free(mem);
-    bm_free(n_mem);
-    bm_free(cap_mem);
-    *tp = t;
-    *tlp = tl;
-    return BM_OK;
+    rc = BM_OK;
+    goto done;
 oom:
     bm_err_set(err, "%s: out of memory loading the trace", name);
 fail:
+    rc = BM_ERR;
+done:
     for (int r = 0; r < t->pp; r++) {
         if (seen) bm_free(seen[r]);
         if (mem) bm_free(mem[r]);
@@ -309,17 +659,38 @@ fail:
     bm_free(mem);
     bm_free(n_mem);
     bm_free(cap_mem);
-    bm_timeline_free(tl);
-    bm_table_free(t);
-    return BM_ERR;
+    if (rc) {
+        bm_timeline_free(tl);
+        bm_table_free(t);
+        return BM_ERR;
+    }
+    *tp = t;
+    *tlp = tl;
+    return BM_OK;
+}
+
+int bm_trace_sniff(const char *text)
+{
+    struct bm_err err;
+    struct scan S = {text, text, text + strlen(text), "", &err};
+    char key[64];
+    int first = 1, k;
+    while ((k = sc_member(&S, &first, key, sizeof key)) == 1) {
+        if (!strcmp(key, "traceEvents")) return 1;
+        if (sc_skip(&S)) return 0;
+    }
+    return 0;
 }
 
 int bm_trace_load(const char *path, struct bm_table **t, struct bm_timeline **tl, struct bm_err *err)
 {
-    json_error_t je;
-    json_t *root = json_load_file(path, 0, &je);
-    if (!root) return bm_err_set(err, "%s:%d:%d: %s", path, je.line, je.column, je.text);
-    int rc = bm_trace_load_json(root, path, t, tl, err);
-    json_decref(root);
+    *t = NULL;
+    *tl = NULL;
+    size_t len;
+    char *text = bm_read_file(path, &len, err);
+    if (!text) return BM_ERR;
+    int rc = strlen(text) != len ? bm_err_set(err, "%s: not a text file", path)
+                                 : bm_trace_parse(text, path, t, tl, err);
+    bm_free(text);
     return rc;
 }
