@@ -63,6 +63,8 @@ struct bm_exec {
     int pc;
     double origin, t_begin;
     double *lm, *gen;    /* [M] */
+    double *mb_pend;     /* [M] latest recv end of the microbatch since its last compute op */
+    double *mb_last;     /* [M] end of the microbatch's last compute op on this rank */
     size_t live[BM_N_ROLES], peak[BM_N_ROLES];
     double *times;       /* [n_ops * 3] */
     double *mem;         /* [cap_mem * 4] */
@@ -202,7 +204,7 @@ void bm_exec_free(struct bm_exec *x)
     bm_free(x->data);
     bm_free(x->inst), bm_free(x->inst_of), bm_free(x->uses0), bm_free(x->recv_consumer);
     bm_free(x->sends), bm_free(x->lm), bm_free(x->gen), bm_free(x->times), bm_free(x->mem);
-    bm_free(x->op_bytes);
+    bm_free(x->op_bytes), bm_free(x->mb_pend), bm_free(x->mb_last);
     bm_flow_free(x->flow);
     bm_free(x);
 }
@@ -261,9 +263,11 @@ int bm_exec_new(const struct bm_spec *s, struct bm_table *t, int rank, struct bm
     x->data = bm_calloc((size_t)M, sizeof *x->data);
     x->lm = bm_calloc((size_t)M, sizeof *x->lm);
     x->gen = bm_calloc((size_t)M, sizeof *x->gen);
+    x->mb_pend = bm_calloc((size_t)M, sizeof *x->mb_pend);
+    x->mb_last = bm_calloc((size_t)M, sizeof *x->mb_last);
     x->times = bm_calloc((size_t)x->n_ops * 3 + 1, sizeof *x->times);
     x->op_bytes = bm_calloc((size_t)x->n_ops + 1, sizeof *x->op_bytes);
-    if (!x->inst || !x->inst_of || !x->uses0 || !x->recv_consumer || !x->store || !x->data || !x->lm || !x->gen ||
+    if (!x->inst || !x->inst_of || !x->uses0 || !x->recv_consumer || !x->store || !x->data || !x->lm || !x->gen || !x->mb_pend || !x->mb_last ||
         !x->times || !x->op_bytes) {
         bm_err_set(err, "out of memory");
         goto fail;
@@ -378,6 +382,8 @@ int bm_exec_step_begin(struct bm_exec *x, long step, double origin, struct bm_er
     memset(x->peak, 0, sizeof x->peak);
     memset(x->lm, 0, (size_t)x->M * sizeof *x->lm);
     memset(x->gen, 0, (size_t)x->M * sizeof *x->gen);
+    memset(x->mb_pend, 0, (size_t)x->M * sizeof *x->mb_pend);
+    memset(x->mb_last, 0, (size_t)x->M * sizeof *x->mb_last);
     memset(x->times, 0, (size_t)x->n_ops * 3 * sizeof *x->times);
     memset(x->op_bytes, 0, (size_t)x->n_ops * sizeof *x->op_bytes);
     if (mem_push(x, now_ms(x))) return bm_err_set(err, "rank %d: out of memory for the memory trace", x->rank);
@@ -554,6 +560,7 @@ int bm_exec_advance(struct bm_exec *x, int block, int *done, int *progress, stru
             e->req = -1, e->ready = 1;
             tm[1] = now_ms(x);
             tm[2] = tm[1];
+            if (tm[1] > x->mb_pend[op->mb]) x->mb_pend[op->mb] = tm[1];
         } else if (op->kind == BM_OP_SEND) {
             struct entry *e = &x->store[key];
             tm[0] = tm[1] = tm[2] = now_ms(x);
@@ -575,18 +582,11 @@ int bm_exec_advance(struct bm_exec *x, int block, int *done, int *progress, stru
             tm[0] = now_ms(x);
             /* ready: the latest input arrival (recvs of this microbatch since the previous
              * compute op of it) or that op's end */
-            double ready = 0;
-            for (int j = k - 1; j >= 0; j--) {
-                if (x->ops[j].mb != op->mb) continue;
-                if (x->ops[j].kind == BM_OP_RECV && x->times[j * 3 + 1] > ready) ready = x->times[j * 3 + 1];
-                if (x->ops[j].kind == BM_OP_COMPUTE) {
-                    if (x->times[j * 3 + 1] > ready) ready = x->times[j * 3 + 1];
-                    break;
-                }
-            }
+            double ready = BM_MAX(x->mb_pend[op->mb], x->mb_last[op->mb]);
             if (run_compute(x, k, err)) return op_fail(x, k, err);
             tm[1] = now_ms(x);
             tm[2] = ready;
+            x->mb_last[op->mb] = tm[1], x->mb_pend[op->mb] = 0;
             if (mem_push(x, op->pass == BM_PASS_F ? tm[1] : tm[0])) {
                 bm_err_set(err, "out of memory for the memory trace");
                 return op_fail(x, k, err);
