@@ -109,6 +109,9 @@ expect_contains fault_nan_says_not_finite "not finite"
 fault crash "5:crash" ""
 fault exit "5:exit" ""
 fault hang "5:hang" "no message after"
+# a rank that hangs after its last op: the others wait in the gradient all-reduce, not forever
+last=$("$BIGMAC" plan $SPEC -o - 2>/dev/null | awk '/"rank": 2/{r=1} r&&/"rank": 3/{print n-1; exit} r&&/"op":/{n++}')
+fault hang_in_allreduce "${last:-0}:hang" "no gradient all-reduce result after"
 
 # Checkpoint + resume == uninterrupted.
 mpi 4 train $SPEC --steps 4 --quiet --log "$T/full.log" >/dev/null 2>&1

@@ -3,8 +3,9 @@
  *
  * Point to point: MPI_Isend / MPI_Irecv on MPI_COMM_WORLD; a blocking wait polls MPI_Test
  * (yielding the core between polls, so oversubscribed runs stay fast) and fails after
- * comm->timeout_s, so a peer that hangs turns into an error instead of a hang. Errors abort the
- * whole job with MPI_Abort (a dead peer makes mpirun end every process). */
+ * comm->timeout_s, so a peer that hangs turns into an error instead of a hang. Collectives are the
+ * non-blocking MPI-3 ones (MPI_Iallreduce, MPI_Igatherv, MPI_Ibcast) waited the same way. Errors
+ * abort the whole job with MPI_Abort (a dead peer makes mpirun end every process). */
 #include <mpi.h>
 #include <sched.h>
 #include <stdio.h>
@@ -69,15 +70,14 @@ static int m_irecv(struct bm_comm *c, int to, int from, int tag, void *buf, size
     return BM_OK;
 }
 
-static int m_wait(struct bm_comm *c, long req, int block, int *done, struct bm_err *err)
+/* Poll *r until it completes (block) or once (!block); a blocking wait fails after timeout_s. */
+static int poll_req(struct bm_comm *c, MPI_Request *r, int block, int *done, const char *what, struct bm_err *err)
 {
-    struct mpi *m = c->impl;
-    if (req < 0 || req >= m->n_req) return bm_err_set(err, "bad request id %ld", req);
     double t0 = bm_now();
     for (;;) {
         int flag = 0;
         MPI_Status st;
-        if (check(MPI_Test(&m->req[req], &flag, &st), "MPI_Test", err)) return BM_ERR;
+        if (check(MPI_Test(r, &flag, &st), "MPI_Test", err)) return BM_ERR;
         if (flag) {
             *done = 1; /* MPI_Test set the request to MPI_REQUEST_NULL: the id is free again */
             return BM_OK;
@@ -95,19 +95,35 @@ static int m_wait(struct bm_comm *c, long req, int block, int *done, struct bm_e
             struct timespec ts = {0, 50000};
             nanosleep(&ts, NULL);
             if (c->timeout_s > 0 && waited > c->timeout_s)
-                return bm_err_set(err, "no message after %.0f s (a peer hung or died)", c->timeout_s);
+                return bm_err_set(err, "%s after %.0f s (a peer hung or died)", what, c->timeout_s);
         }
     }
 }
 
+static int m_wait(struct bm_comm *c, long req, int block, int *done, struct bm_err *err)
+{
+    struct mpi *m = c->impl;
+    if (req < 0 || req >= m->n_req) return bm_err_set(err, "bad request id %ld", req);
+    return poll_req(c, &m->req[req], block, done, "no message", err);
+}
+
+/* Wait for a collective's request with the same timeout as point-to-point waits, so a peer that
+ * hangs outside the op walk cannot hang everyone inside a collective. */
+static int coll_wait(struct bm_comm *c, MPI_Request *r, const char *what, struct bm_err *err)
+{
+    int done = 0;
+    return poll_req(c, r, 1, &done, what, err);
+}
+
 static int m_allreduce_sum(struct bm_comm *c, float **bufs, size_t n, struct bm_err *err)
 {
-    (void)c;
     size_t done = 0;
     while (done < n) { /* MPI counts are ints */
         int k = n - done > (1u << 30) ? 1 << 30 : (int)(n - done);
-        if (check(MPI_Allreduce(MPI_IN_PLACE, bufs[0] + done, k, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD),
-                  "MPI_Allreduce", err))
+        MPI_Request r;
+        if (check(MPI_Iallreduce(MPI_IN_PLACE, bufs[0] + done, k, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &r),
+                  "MPI_Iallreduce", err) ||
+            coll_wait(c, &r, "no gradient all-reduce result", err))
             return BM_ERR;
         done += (size_t)k;
     }
@@ -116,8 +132,10 @@ static int m_allreduce_sum(struct bm_comm *c, float **bufs, size_t n, struct bm_
 
 static int m_allreduce_max(struct bm_comm *c, const int *vals, int *out, struct bm_err *err)
 {
-    (void)c;
-    return check(MPI_Allreduce(vals, out, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce", err);
+    MPI_Request r;
+    if (check(MPI_Iallreduce(vals, out, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD, &r), "MPI_Iallreduce", err))
+        return BM_ERR;
+    return coll_wait(c, &r, "no all-reduce result", err);
 }
 
 static int m_gather(struct bm_comm *c, const void *const *items, const size_t *bytes, void **out,
@@ -134,7 +152,9 @@ static int m_gather(struct bm_comm *c, const void *const *items, const size_t *b
         displs = bm_calloc((size_t)P, sizeof *displs);
         if (!counts || !displs) rc = bm_err_set(err, "out of memory");
     }
-    if (check(MPI_Gather(&mine, 1, MPI_INT, counts, 1, MPI_INT, 0, MPI_COMM_WORLD), "MPI_Gather", err)) {
+    MPI_Request r;
+    if (check(MPI_Igather(&mine, 1, MPI_INT, counts, 1, MPI_INT, 0, MPI_COMM_WORLD, &r), "MPI_Igather", err) ||
+        coll_wait(c, &r, "no gather result", err)) {
         rc = BM_ERR;
         goto out;
     }
@@ -144,8 +164,9 @@ static int m_gather(struct bm_comm *c, const void *const *items, const size_t *b
         if (total > 0x7fffffff) rc = bm_err_set(err, "gather of %ld bytes is too large", total);
         else if (!(buf = bm_malloc((size_t)total + 1))) rc = bm_err_set(err, "out of memory gathering %ld bytes", total);
     }
-    if (check(MPI_Gatherv(items[0], mine, MPI_BYTE, buf, counts, displs, MPI_BYTE, 0, MPI_COMM_WORLD),
-              "MPI_Gatherv", err))
+    if (check(MPI_Igatherv(items[0], mine, MPI_BYTE, buf, counts, displs, MPI_BYTE, 0, MPI_COMM_WORLD, &r),
+              "MPI_Igatherv", err) ||
+        coll_wait(c, &r, "no gather result", err))
         rc = BM_ERR;
 out:
     bm_free(counts), bm_free(displs);
@@ -156,9 +177,10 @@ out:
 
 static int m_bcast(struct bm_comm *c, void *buf, size_t bytes, struct bm_err *err)
 {
-    (void)c;
     if (bytes > (size_t)0x7fffffff) return bm_err_set(err, "broadcast of %zu bytes is too large", bytes);
-    return check(MPI_Bcast(buf, (int)bytes, MPI_BYTE, 0, MPI_COMM_WORLD), "MPI_Bcast", err);
+    MPI_Request r;
+    if (check(MPI_Ibcast(buf, (int)bytes, MPI_BYTE, 0, MPI_COMM_WORLD, &r), "MPI_Ibcast", err)) return BM_ERR;
+    return coll_wait(c, &r, "no broadcast", err);
 }
 
 static void m_abort(struct bm_comm *c, int code)

@@ -32,6 +32,11 @@ static void print_error(const char *msg)
 static int fail(struct bm_comm *c, struct bm_err *err)
 {
     if (!c->cooperative) {
+        if (strncmp(err->msg, "rank ", 5)) { /* every message says which rank failed */
+            char msg[sizeof err->msg];
+            snprintf(msg, sizeof msg, "%s", err->msg);
+            bm_err_set(err, "rank %d: %s", c->first_rank, msg);
+        }
         print_error(err->msg);
         c->ops->abort(c, 1);
     }
