@@ -12,7 +12,7 @@
  *
  * Point to point: isend/irecv start a transfer and give a request id; wait() completes it.
  * A message matches on (sender, receiver, tag); the executor makes tags unique per
- * (tensor, microbatch) within a step. isend's buffer must stay untouched until its request
+ * (tensor, microbatch) within a step; tag_ub itself is reserved for the clock ping-pong. isend's buffer must stay untouched until its request
  * completes. With block = 0, wait() only tests (*done = 0 when not complete yet); with block = 1
  * it returns when the request completed (MPI: polls, failing after timeout_s seconds; local:
  * same as block = 0, since nothing else could make progress while we wait).
@@ -44,6 +44,10 @@ struct bm_comm_ops {
                   size_t *out_bytes, struct bm_err *err);
     /* Broadcast bytes from pipeline rank 0's buffer to everyone's. */
     int (*bcast)(struct bm_comm *c, void *buf, size_t bytes, struct bm_err *err);
+    /* Offset (seconds) to add to this process's bm_now() to read rank 0's clock, estimated by
+     * ping-pong with rank 0 (the round with the smallest round trip; NTP's midpoint rule). 0 in
+     * one process. Every rank must call it (collective). */
+    int (*clock_offset)(struct bm_comm *c, double *offset, struct bm_err *err);
     /* End every process of the job with exit status code (never returns). */
     void (*abort)(struct bm_comm *c, int code);
     void (*free)(struct bm_comm *c);

@@ -153,6 +153,13 @@ static int l_bcast(struct bm_comm *c, void *buf, size_t bytes, struct bm_err *er
     return BM_OK;
 }
 
+static int l_clock_offset(struct bm_comm *c, double *offset, struct bm_err *err)
+{
+    (void)c, (void)err;
+    *offset = 0; /* one process, one clock */
+    return BM_OK;
+}
+
 static void l_abort(struct bm_comm *c, int code)
 {
     (void)c;
@@ -179,7 +186,7 @@ static void l_free(struct bm_comm *c)
 
 static const struct bm_comm_ops local_ops = {
     .isend = l_isend, .irecv = l_irecv, .wait = l_wait, .allreduce_sum = l_allreduce_sum,
-    .allreduce_max = l_allreduce_max, .gather = l_gather, .bcast = l_bcast, .abort = l_abort,
+    .allreduce_max = l_allreduce_max, .gather = l_gather, .bcast = l_bcast, .clock_offset = l_clock_offset, .abort = l_abort,
     .free = l_free,
 };
 

@@ -183,6 +183,34 @@ static int m_bcast(struct bm_comm *c, void *buf, size_t bytes, struct bm_err *er
     return coll_wait(c, &r, "no broadcast", err);
 }
 
+static int m_clock_offset(struct bm_comm *c, double *offset, struct bm_err *err)
+{
+    enum { ROUNDS = 8 };
+    int me = c->first_rank, tag = c->tag_ub;
+    *offset = 0;
+    for (int r = 1; r < c->size; r++) {
+        if (me != 0 && me != r) continue;
+        double best_rtt = 1e30;
+        for (int k = 0; k < ROUNDS; k++) {
+            double t[2];
+            if (me == r) {
+                double t1 = bm_now();
+                if (check(MPI_Send(&t1, 1, MPI_DOUBLE, 0, tag, MPI_COMM_WORLD), "MPI_Send", err) ||
+                    check(MPI_Recv(t, 2, MPI_DOUBLE, 0, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE), "MPI_Recv", err))
+                    return BM_ERR;
+                double t3 = bm_now(), rtt = t3 - t1;
+                if (rtt < best_rtt) best_rtt = rtt, *offset = t[1] - 0.5 * (t1 + t3);
+            } else {
+                if (check(MPI_Recv(&t[0], 1, MPI_DOUBLE, r, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE), "MPI_Recv", err))
+                    return BM_ERR;
+                t[1] = bm_now();
+                if (check(MPI_Send(t, 2, MPI_DOUBLE, r, tag, MPI_COMM_WORLD), "MPI_Send", err)) return BM_ERR;
+            }
+        }
+    }
+    return BM_OK;
+}
+
 static void m_abort(struct bm_comm *c, int code)
 {
     (void)c;
@@ -208,7 +236,7 @@ static void m_free(struct bm_comm *c)
 
 static const struct bm_comm_ops mpi_ops = {
     .isend = m_isend, .irecv = m_irecv, .wait = m_wait, .allreduce_sum = m_allreduce_sum,
-    .allreduce_max = m_allreduce_max, .gather = m_gather, .bcast = m_bcast, .abort = m_abort,
+    .allreduce_max = m_allreduce_max, .gather = m_gather, .bcast = m_bcast, .clock_offset = m_clock_offset, .abort = m_abort,
     .free = m_free,
 };
 

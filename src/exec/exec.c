@@ -62,6 +62,7 @@ struct bm_exec {
     long step;
     int pc;
     double origin, t_begin;
+    double clock_offset; /* seconds to add to bm_now() to read rank 0's clock */
     double *lm, *gen;    /* [M] */
     double *mb_pend;     /* [M] latest recv end of the microbatch since its last compute op */
     double *mb_last;     /* [M] end of the microbatch's last compute op on this rank */
@@ -250,7 +251,7 @@ int bm_exec_new(const struct bm_spec *s, struct bm_table *t, int rank, struct bm
     if (bm_flow_build(t, &x->flow, err)) goto fail;
     if (bm_train_data_cfg(s, &x->dcfg, err)) goto fail;
     long max_tag = (long)t->n_tensors * M - 1;
-    if (max_tag > comm->tag_ub) {
+    if (max_tag >= comm->tag_ub) { /* tag_ub itself is the clock ping-pong's */
         bm_err_set(err, "%d tensors x %d microbatches need message tags up to %ld; the transport allows %d",
                    t->n_tensors, M, max_tag, comm->tag_ub);
         goto fail;
@@ -363,7 +364,10 @@ static int mem_push(struct bm_exec *x, double t_ms)
     return BM_OK;
 }
 
-static double now_ms(const struct bm_exec *x) { return (bm_now() - x->origin) * 1e3; }
+/* Milliseconds since the step's origin, on rank 0's clock. */
+static double now_ms(const struct bm_exec *x) { return (bm_now() + x->clock_offset - x->origin) * 1e3; }
+
+void bm_exec_set_clock_offset(struct bm_exec *x, double offset) { x->clock_offset = offset; }
 
 /* Element count of the tensor recv op k brings, from its local consumer's interface. */
 static size_t recv_count(const struct bm_exec *x, int k)

@@ -58,6 +58,8 @@ struct bm_exec;
 int bm_exec_new(const struct bm_spec *s, struct bm_table *t, int rank, struct bm_comm *comm,
                 const struct bm_exec_opts *o, struct bm_exec **out, struct bm_err *err);
 void bm_exec_free(struct bm_exec *x);
+/* Offset (seconds) that turns this process's bm_now() into rank 0's clock (comm clock_offset). */
+void bm_exec_set_clock_offset(struct bm_exec *x, double offset);
 /* Start step 'step': zero grads, draw data, post the step's recvs. origin: the shared clock
  * origin (seconds, bm_now() of rank 0) that op times are measured from. */
 int bm_exec_step_begin(struct bm_exec *x, long step, double origin, struct bm_err *err);

@@ -270,6 +270,9 @@ int bm_exec_train(const struct bm_spec *s, struct bm_table *t, struct bm_comm *c
     }
     for (int l = 0; l < nl; l++)
         if ((rc = bm_exec_new(s, t, c->first_rank + l, c, o, &x[l], err))) goto out;
+    double offset = 0;
+    if ((rc = c->ops->clock_offset(c, &offset, err))) goto out;
+    for (int l = 0; l < nl; l++) bm_exec_set_clock_offset(x[l], offset);
     int steps = o->steps > 0 ? o->steps : s->train.steps;
     long start = 0;
     if (o->resume_dir) {
