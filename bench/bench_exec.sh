@@ -33,8 +33,9 @@ for pol in bigmac optimus unified; do
     : >"$T/$pol.ms"
     best=""
     for rep in $(seq "$REPS"); do
-        /usr/bin/time -a -o "$T/cpu" -f "%e %U %S" timeout 300 mpirun -np 2 "$BIGMAC" train $SPEC --pp 2 --unit 2 \
-            --policy $pol --steps "$STEPS" --quiet --log "$T/$pol.log" --trace "$T/$pol.$rep.json"
+        timeout 300 mpirun -np 2 "$BIGMAC" train $SPEC --pp 2 --unit 2 --policy $pol --steps "$STEPS" \
+            --log "$T/$pol.log" --trace "$T/$pol.$rep.json" >"$T/progress"
+        sed -n 's/^step *\([0-9]*\)\/.* cpu \([0-9]*\)%.*/\1 \2/p' "$T/progress" | awk '$1 > 3 {print $2}' >>"$T/cpu"
         tail -n +4 "$T/$pol.log" | sed 's/.*"ms": \([0-9.]*\).*/\1/' >>"$T/$pol.ms"
         mk=$(makespan_of "$T/$pol.$rep.json")
         if [ -z "$best" ] || awk -v a="$mk" -v b="${MK[$pol]}" 'BEGIN{exit !(a < b)}'; then MK[$pol]=$mk; best=$rep; fi
@@ -50,8 +51,7 @@ for pol in bigmac optimus unified; do
         'BEGIN{printf "| %s | %.2f | %.3f | %.2f | %.3f | %.2f | %+.1f%% |\n", p, s, s/b, m, m/mb, pr, (pr-m)/m*100}'
 done
 echo
-awk -v la="$(cut -d' ' -f1-3 /proc/loadavg)" '{e+=$1; c+=$2+$3}
-    END{printf "CPU share: the two ranks got %.0f%% of the 2 cores over the runs (user+sys / 2 x elapsed; load average %s)\n", c/(2*e)*100, la}' "$T/cpu"
+echo "CPU share: the ranks' processes were on a CPU $(median <"$T/cpu")% of their steps' wall time (median; load average $(cut -d' ' -f1-3 /proc/loadavg))"
 echo
 echo "calibrated costs (from bigmac's fastest trace):"
 "$BIGMAC" calibrate "${BEST[bigmac]}" | tr -d ' \n' | sed 's/},{/},\n  {/g; s/$/\n/'

@@ -5,11 +5,20 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "exec/ckpt.h"
 #include "exec/exec.h"
 #include "exec/trace.h"
 #include "util/util.h"
+
+/* CPU seconds this process has used. */
+static double cpu_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
 
 /* Print a (multi-line) error the way the CLI does. */
 static void print_error(const char *msg)
@@ -260,7 +269,7 @@ int bm_exec_train(const struct bm_spec *s, struct bm_table *t, struct bm_comm *c
         return fail(c, err);
     }
     struct bm_exec **x = bm_calloc((size_t)nl, sizeof *x);
-    int nrec = 4 + 2 * M;
+    int nrec = 5 + 2 * M; /* peak[3], ms, cpu_ms, lm[M], gen[M] */
     double *rec = bm_calloc((size_t)nl * nrec, sizeof *rec);
     const void **items = bm_calloc((size_t)nl, sizeof *items);
     size_t *bytes = bm_calloc((size_t)nl, sizeof *bytes), *ob = bm_calloc((size_t)P, sizeof *ob);
@@ -306,18 +315,18 @@ int bm_exec_train(const struct bm_spec *s, struct bm_table *t, struct bm_comm *c
                 s->name ? s->name : "model", P, bm_backbone_name(t->backbone), bm_policy_name(t->policy), M, steps);
     }
     for (long step = start; step < steps; step++) {
-        double t0 = bm_now();
+        double t0 = bm_now(), c0 = cpu_now();
         if ((rc = bm_exec_run_step(x, c, step, err))) goto out;
-        double ms = (bm_now() - t0) * 1e3;
+        double ms = (bm_now() - t0) * 1e3, cpu_ms = (cpu_now() - c0) * 1e3;
         /* per-rank figures to rank 0 */
         for (int l = 0; l < nl; l++) {
             double *q = &rec[(size_t)l * nrec];
             struct bm_exec_rank_stats st;
             bm_exec_stats(x[l], &st);
             for (int r = 0; r < BM_N_ROLES; r++) q[r] = (double)st.peak_act[r];
-            q[3] = ms;
-            memcpy(q + 4, bm_exec_losses_lm(x[l]), (size_t)M * sizeof(double));
-            memcpy(q + 4 + M, bm_exec_losses_gen(x[l]), (size_t)M * sizeof(double));
+            q[3] = ms, q[4] = cpu_ms;
+            memcpy(q + 5, bm_exec_losses_lm(x[l]), (size_t)M * sizeof(double));
+            memcpy(q + 5 + M, bm_exec_losses_gen(x[l]), (size_t)M * sizeof(double));
             items[l] = q, bytes[l] = (size_t)nrec * sizeof(double);
         }
         void *allv = NULL;
@@ -329,7 +338,7 @@ int bm_exec_train(const struct bm_spec *s, struct bm_table *t, struct bm_comm *c
             int bad = 0;
             for (int m = 0; m < M; m++) {
                 float a = 0, g = 0;
-                for (int r = 0; r < P; r++) a += (float)all[(size_t)r * nrec + 4 + m], g += (float)all[(size_t)r * nrec + 4 + M + m];
+                for (int r = 0; r < P; r++) a += (float)all[(size_t)r * nrec + 5 + m], g += (float)all[(size_t)r * nrec + 5 + M + m];
                 lm += a / M, gen += g / M;
             }
             double loss = lm + gen;
@@ -340,13 +349,15 @@ int bm_exec_train(const struct bm_spec *s, struct bm_table *t, struct bm_comm *c
                     for (int k = 0; k < BM_N_ROLES; k++) o->peak_out[r * BM_N_ROLES + k] = all[(size_t)r * nrec + k];
             if (!isfinite(loss)) bad = 1;
             if (pr) {
-                double mn = all[3], mx = all[3], avg = 0;
+                double mn = all[3], mx = all[3], avg = 0, cpu = 0;
                 for (int r = 0; r < P; r++) {
                     double v = all[(size_t)r * nrec + 3];
                     mn = v < mn ? v : mn, mx = v > mx ? v : mx, avg += v / P;
+                    cpu += all[(size_t)r * nrec + 4] / (v > 0 ? v : 1) / P * 100; /* process CPU / wall, mean over ranks */
                 }
-                fprintf(pr, "step %4ld/%d  loss %.4f  (lm %.4f  gen %.4f)  ms min/avg/max %.1f/%.1f/%.1f  peak act KiB enc/bb/gen:",
-                        step + 1, steps, loss, lm, gen, mn, avg, mx);
+                fprintf(pr, "step %4ld/%d  loss %.4f  (lm %.4f  gen %.4f)  ms min/avg/max %.1f/%.1f/%.1f  cpu %.0f%%"
+                            "  peak act KiB enc/bb/gen:",
+                        step + 1, steps, loss, lm, gen, mn, avg, mx, cpu);
                 for (int r = 0; r < P; r++) {
                     const double *q = &all[(size_t)r * nrec];
                     fprintf(pr, "  r%d %.0f/%.0f/%.0f", r, q[0] / 1024, q[1] / 1024, q[2] / 1024);
