@@ -124,3 +124,8 @@ if [ "$(sed -n 3,4p "$T/part.log" | sed 's/.*"loss": \([^,]*\),.*/\1/')" = "$(se
     echo "PASS resume_step3_4_losses_identical"; else echo "FAIL resume_step3_4_losses_identical"; fi
 expect_exit resume_wrong_pp_fails 1 mpi 2 train $SPEC --steps 4 --quiet --resume "$T/ckpt"
 expect_contains resume_wrong_pp_message "rank-0.ckpt"
+
+# Usage errors (exit 2) need no MPI job.
+expect_exit usage_checkpoint_every_needs_dir 2 "$BIGMAC" train $SPEC --local --checkpoint-every 2
+expect_exit usage_reference_with_trace 2 "$BIGMAC" train $SPEC --reference --trace "$T/x.json"
+expect_exit usage_bad_fault 2 "$BIGMAC" train $SPEC --local --inject-fault 1:2:boom

@@ -160,6 +160,14 @@ int bm_train_main(int argc, char **argv)
         usage(stderr);
         return BM_USAGE;
     }
+    if (o.ckpt_every && !o.ckpt_dir) {
+        fprintf(stderr, "bigmac: error: --checkpoint-every needs --checkpoint DIR\n");
+        return BM_USAGE;
+    }
+    if (reference && (o.ckpt_dir || o.resume_dir || o.trace_path || table_path || o.fault || local)) {
+        fprintf(stderr, "bigmac: error: --reference takes only --steps, --log, --dump-params and --microbatches\n");
+        return BM_USAGE;
+    }
     struct bm_err err;
     struct bm_spec *spec = NULL;
     struct bm_table *t = NULL;
