@@ -283,6 +283,39 @@ TEST(calibrate_from_measured_timeline)
     bm_spec_free(s);
 }
 
+TEST(malformed_table_is_an_error_not_a_crash)
+{
+    struct bm_spec *s = load_spec();
+    if (!s) return;
+    struct bm_table *t = plan(s, 2, 1, BM_BB_1F1B, BM_POL_BIGMAC);
+    if (!t) return;
+    struct bm_exec_opts o = {.steps = 1};
+    struct bm_err err;
+    struct { int field, value; const char *want; } cases[] = {
+        {0, 99, "no instance"}, {0, -5, "no instance"}, {1, 77, "microbatch 77 out of range"},
+        {2, 9, "bad tensor or peer"}, {3, 9999, "bad tensor or peer"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct bm_rank_ops *ro = &t->ranks[1];
+        int k = 0, want_comm = cases[i].field >= 2;
+        while (k < ro->n_ops && (ro->ops[k].kind == BM_OP_COMPUTE) == want_comm) k++;
+        if (k == ro->n_ops) continue;
+        struct bm_op saved = ro->ops[k];
+        if (cases[i].field == 0) ro->ops[k].chunk = cases[i].value;
+        else if (cases[i].field == 1) ro->ops[k].mb = cases[i].value;
+        else if (cases[i].field == 2) ro->ops[k].peer = cases[i].value;
+        else ro->ops[k].tensor = cases[i].value;
+        err.msg[0] = 0;
+        CHECK(train_local(s, t, &o, &err) == BM_ERR);
+        char want[64];
+        snprintf(want, sizeof want, "rank 1: op #%d ", k);
+        CHECK_STR_CONTAINS(err.msg, want);
+        CHECK_STR_CONTAINS(err.msg, cases[i].want);
+        ro->ops[k] = saved;
+    }
+    bm_table_free(t);
+    bm_spec_free(s);
+}
+
 TEST(deadlock_is_reported_not_hung)
 {
     struct bm_spec *s = load_spec();
@@ -435,6 +468,7 @@ int main(void)
     RUN(measured_peaks_equal_simulated_with_measured_bytes);
     RUN(bigmac_encoder_peak_flat_in_M_optimus_grows);
     RUN(calibrate_from_measured_timeline);
+    RUN(malformed_table_is_an_error_not_a_crash);
     RUN(deadlock_is_reported_not_hung);
     RUN(nan_fault_names_rank_and_op);
     RUN(checkpoint_resume_equals_uninterrupted);

@@ -268,8 +268,8 @@ int bm_exec_new(const struct bm_spec *s, struct bm_table *t, int rank, struct bm
     x->mb_last = bm_calloc((size_t)M, sizeof *x->mb_last);
     x->times = bm_calloc((size_t)x->n_ops * 3 + 1, sizeof *x->times);
     x->op_bytes = bm_calloc((size_t)x->n_ops + 1, sizeof *x->op_bytes);
-    if (!x->inst || !x->inst_of || !x->uses0 || !x->recv_consumer || !x->store || !x->data || !x->lm || !x->gen || !x->mb_pend || !x->mb_last ||
-        !x->times || !x->op_bytes) {
+    if (!x->inst || !x->inst_of || !x->uses0 || !x->recv_consumer || !x->store || !x->data || !x->lm || !x->gen ||
+        !x->mb_pend || !x->mb_last || !x->times || !x->op_bytes) {
         bm_err_set(err, "out of memory");
         goto fail;
     }
@@ -304,7 +304,8 @@ int bm_exec_new(const struct bm_spec *s, struct bm_table *t, int rank, struct bm
                 op_fail_t(t, rank, k, err);
                 goto fail;
             }
-            if (op->module < 0 || op->module >= nm || !inst_for(x, op)) {
+            if (op->module < 0 || op->module >= nm || op->chunk < -1 || op->chunk >= C ||
+                (op->module == t->backbone_module) != (op->chunk >= 0) || !inst_for(x, op)) {
                 bm_err_set(err, "no instance of this module/chunk on rank %d", rank);
                 op_fail_t(t, rank, k, err);
                 goto fail;
@@ -317,7 +318,7 @@ int bm_exec_new(const struct bm_spec *s, struct bm_table *t, int rank, struct bm
             }
             for (int i = 0; i < f->n_needs; i++) x->uses0[f->needs[i] * M + op->mb]++;
         } else {
-            if (op->tensor < 0 || op->tensor >= t->n_tensors || op->peer < 0 || op->peer >= x->P ||
+            if (op->kind > BM_OP_RECV || op->tensor < 0 || op->tensor >= t->n_tensors || op->peer < 0 || op->peer >= x->P ||
                 op->peer == rank) {
                 bm_err_set(err, "bad tensor or peer");
                 op_fail_t(t, rank, k, err);
