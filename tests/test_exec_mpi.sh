@@ -16,6 +16,18 @@ STEPS=3
 T=$TEST_TMP/exec_mpi
 mkdir -p "$T"
 
+# --local needs no MPI: the same op lists in one process, traced and calibrated.
+expect_exit local_trace 0 "$BIGMAC" train $SPEC --local --steps 1 --quiet --trace "$T/local.json"
+expect_exit local_trace_renders 0 "$BIGMAC" render "$T/local.json" --format ascii
+expect_contains local_trace_is_measured "measured timeline"
+expect_exit calibrate_fragment 0 "$BIGMAC" calibrate "$T/local.json" -o "$T/costs.json"
+if grep -q '"format": "bigmac-costs"' "$T/costs.json" && [ "$(grep -c '"fwd_ms"' "$T/costs.json")" = 3 ]; then
+    echo "PASS calibrate_fragment_has_three_modules"; else echo "FAIL calibrate_fragment_has_three_modules"; fi
+expect_exit calibrate_spec 0 "$BIGMAC" calibrate "$T/local.json" --spec $SPEC -o "$T/calibrated.json"
+expect_exit calibrated_spec_simulates 0 "$BIGMAC" simulate "$T/calibrated.json"
+expect_exit calibrate_refuses_simulated_trace 1 "$BIGMAC" calibrate <("$BIGMAC" render $SPEC --format trace 2>/dev/null)
+expect_contains calibrate_refuses_simulated_trace_message "a simulated trace"
+
 if ! command -v mpirun >/dev/null; then
     echo "PASS exec_mpi_skipped_no_mpirun"
     exit 0
