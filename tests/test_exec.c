@@ -265,12 +265,15 @@ TEST(calibrate_from_measured_timeline)
                 ot->end_ms = ot->start_ms + d;
             }
         struct bm_cost costs[3];
-        CHECKF(bm_calibrate(t, tl, costs, &err) == BM_OK, "%s", err.msg);
+        CHECKF(bm_calibrate(t, tl, 0, costs, &err) == BM_OK, "%s", err.msg);
         int enc = bm_table_find_module(t, "vit"), bb = t->backbone_module;
         CHECK_NEAR(costs[enc].fwd_ms, 2.5, 1e-9); /* median of 1, 2, 3, 100 */
         CHECK_NEAR(costs[enc].bwd_ms, 3, 1e-9);
         CHECK_NEAR(costs[bb].fwd_ms, 0.5 + 1.5, 1e-9); /* chunk 0 + chunk 1 */
         CHECK_NEAR(costs[bb].bwd_ms, 4, 1e-9);
+        CHECKF(bm_calibrate(t, tl, 1, costs, &err) == BM_OK, "%s", err.msg);
+        CHECK_NEAR(costs[enc].fwd_ms, (1 + 2 + 3 + 100) / 4.0, 1e-9); /* the mean takes the outlier */
+        CHECK_NEAR(costs[bb].fwd_ms, 2, 1e-9);
         for (int m = 0; m < 3; m++) {
             int role = t->modules[m].role;
             CHECK_NEAR(costs[m].act_mib * t->microbatches * 1048576.0, bytes[role], 0.5);

@@ -1,4 +1,4 @@
-/* cmd_calibrate.c — `bigmac calibrate TRACE.json [--spec SPEC.json] [-o FILE]`: measured op
+/* cmd_calibrate.c — `bigmac calibrate TRACE.json [--spec SPEC.json] [--mean] [-o FILE]`: measured op
  * times and bytes of an executor trace -> spec costs (src/exec/calibrate.h, docs/executor.md). */
 #include <jansson.h>
 #include <stdio.h>
@@ -12,12 +12,14 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: bigmac calibrate TRACE.json [--spec SPEC.json] [-o FILE]\n"
+            "usage: bigmac calibrate TRACE.json [--spec SPEC.json] [--mean] [-o FILE]\n"
             "\n"
             "Turns the measured op times and activation bytes of an executor trace\n"
             "(`bigmac train ... --trace TRACE.json`) into per-module spec costs: fwd_ms/bwd_ms per\n"
             "microbatch (the backbone's summed over its chunks: whole model), act_mib from the\n"
-            "measured bytes. state_mib and out_mib are kept.\n"
+            "measured bytes. state_mib and out_mib are kept. Durations are medians over the\n"
+            "microbatches (robust to an op preempted by another process); --mean takes means\n"
+            "(the unbiased estimate for a trace of an undisturbed run).\n"
             "\n"
             "Without --spec it writes a cost fragment:\n"
             "  {\"format\": \"bigmac-costs\", \"version\": 1, \"trace\": ..., \"modules\":\n"
@@ -42,11 +44,14 @@ static json_t *cost_json(const struct bm_cost *c)
 int bm_cmd_calibrate(int argc, char **argv)
 {
     const char *trace = NULL, *spec = NULL, *out = "-";
+    int mean = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
             return 0;
+        } else if (!strcmp(a, "--mean")) {
+            mean = 1;
         } else if (!strcmp(a, "--spec") || !strcmp(a, "-o")) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "bigmac: error: %s needs a value\n", a);
@@ -85,7 +90,7 @@ int bm_cmd_calibrate(int argc, char **argv)
         bm_err_set(&err, "out of memory");
         goto fail;
     }
-    if (bm_calibrate(t, tl, costs, &err)) goto fail;
+    if (bm_calibrate(t, tl, mean, costs, &err)) goto fail;
     if (spec) {
         json_error_t je;
         root = json_load_file(spec, 0, &je);

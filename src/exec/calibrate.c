@@ -12,15 +12,20 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* Median of the durations of every (module, chunk, pass) slot; NAN for an empty slot. */
-static double median(double *v, int n)
+/* Median (or mean) of the n durations of one (module, chunk, pass) slot; NAN for an empty slot. */
+static double stat(double *v, int n, int mean)
 {
     if (n <= 0) return NAN;
+    if (mean) {
+        double s = 0;
+        for (int i = 0; i < n; i++) s += v[i];
+        return s / n;
+    }
     qsort(v, (size_t)n, sizeof *v, cmp_double);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-int bm_calibrate(const struct bm_table *t, const struct bm_timeline *tl, struct bm_cost *costs,
+int bm_calibrate(const struct bm_table *t, const struct bm_timeline *tl, int mean, struct bm_cost *costs,
                  struct bm_err *err)
 {
     int nm = t->n_modules, M = t->microbatches > 0 ? t->microbatches : 1;
@@ -77,13 +82,13 @@ int bm_calibrate(const struct bm_table *t, const struct bm_timeline *tl, struct 
                 int any = 0;
                 for (int c = 0; c < C; c++) {
                     int sl = (nm + c) * 2 + p;
-                    double v = median(dur + slot_off[sl], slot_n[sl]);
+                    double v = stat(dur + slot_off[sl], slot_n[sl], mean);
                     if (!isnan(v)) sum += v, any = 1;
                 }
                 med[m * 2 + p] = any ? sum : NAN;
             } else {
                 int sl = m * 2 + p;
-                med[m * 2 + p] = median(dur + slot_off[sl], slot_n[sl]);
+                med[m * 2 + p] = stat(dur + slot_off[sl], slot_n[sl], mean);
             }
         }
     for (int m = 0; m < nm; m++)

@@ -17,8 +17,10 @@
 
 #include "bigmac.h"
 
-/* costs[t->n_modules] filled (starting from t's module costs). */
-int bm_calibrate(const struct bm_table *t, const struct bm_timeline *tl, struct bm_cost *costs,
+/* costs[t->n_modules] filled (starting from t's module costs). mean = 1: means of the durations
+ * instead of medians (for traces of undisturbed runs, where a makespan is a sum of durations and
+ * the mean is the unbiased estimate of it). */
+int bm_calibrate(const struct bm_table *t, const struct bm_timeline *tl, int mean, struct bm_cost *costs,
                  struct bm_err *err);
 
 #endif

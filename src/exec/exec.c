@@ -379,24 +379,9 @@ static size_t recv_count(const struct bm_exec *x, int k)
     return c->pass == BM_PASS_F ? in->ops->in_count(in->self, b) : in->ops->out_count(in->self, b);
 }
 
-int bm_exec_step_begin(struct bm_exec *x, long step, double origin, struct bm_err *err)
+int bm_exec_step_prepare(struct bm_exec *x, long step, struct bm_err *err)
 {
-    x->step = step, x->pc = 0, x->origin = origin, x->t_begin = bm_now();
-    x->n_mem = 0;
-    memset(x->live, 0, sizeof x->live);
-    memset(x->peak, 0, sizeof x->peak);
-    memset(x->lm, 0, (size_t)x->M * sizeof *x->lm);
-    memset(x->gen, 0, (size_t)x->M * sizeof *x->gen);
-    memset(x->mb_pend, 0, (size_t)x->M * sizeof *x->mb_pend);
-    memset(x->mb_last, 0, (size_t)x->M * sizeof *x->mb_last);
-    memset(x->times, 0, (size_t)x->n_ops * 3 * sizeof *x->times);
-    memset(x->op_bytes, 0, (size_t)x->n_ops * sizeof *x->op_bytes);
-    if (mem_push(x, now_ms(x))) return bm_err_set(err, "rank %d: out of memory for the memory trace", x->rank);
-    for (int i = 0; i < x->n_inst; i++) {
-        size_t n;
-        float *g = x->inst[i].ops->grads(x->inst[i].self, &n);
-        memset(g, 0, n * sizeof(float));
-    }
+    x->step = step;
     for (int k = 0; k < x->n_ops; k++) {
         int mb = x->ops[k].mb;
         if (x->data[mb]) continue;
@@ -422,6 +407,27 @@ int bm_exec_step_begin(struct bm_exec *x, long step, double origin, struct bm_er
         }
         if (x->comm->ops->irecv(x->comm, x->rank, op->peer, key, e->data, e->count * sizeof(float), &e->req, err))
             return op_fail(x, k, err);
+    }
+    return BM_OK;
+}
+
+int bm_exec_step_begin(struct bm_exec *x, double origin, struct bm_err *err)
+{
+    x->pc = 0, x->origin = origin, x->t_begin = bm_now();
+    x->n_mem = 0;
+    memset(x->live, 0, sizeof x->live);
+    memset(x->peak, 0, sizeof x->peak);
+    memset(x->lm, 0, (size_t)x->M * sizeof *x->lm);
+    memset(x->gen, 0, (size_t)x->M * sizeof *x->gen);
+    memset(x->mb_pend, 0, (size_t)x->M * sizeof *x->mb_pend);
+    memset(x->mb_last, 0, (size_t)x->M * sizeof *x->mb_last);
+    memset(x->times, 0, (size_t)x->n_ops * 3 * sizeof *x->times);
+    memset(x->op_bytes, 0, (size_t)x->n_ops * sizeof *x->op_bytes);
+    if (mem_push(x, now_ms(x))) return bm_err_set(err, "rank %d: out of memory for the memory trace", x->rank);
+    for (int i = 0; i < x->n_inst; i++) {
+        size_t n;
+        float *g = x->inst[i].ops->grads(x->inst[i].self, &n);
+        memset(g, 0, n * sizeof(float));
     }
     return BM_OK;
 }

@@ -7,8 +7,9 @@
  * trainer's seeds (bm_train_module_seed), so replicas are identical on every rank and the
  * whole model equals the reference's.
  *
- * One step on a rank: bm_exec_step_begin (zero grads, draw the microbatches the rank touches,
- * post every recv of the step) -> bm_exec_advance until done (walk the op list; compute ops run
+ * One step on a rank: bm_exec_step_prepare (draw the microbatches the rank touches, post every
+ * recv of the step) -> bm_exec_step_begin (zero grads; the step's clock starts) ->
+ * bm_exec_advance until done (walk the op list; compute ops run
  * forward/backward, sends start non-blocking transfers, recvs wait for theirs) ->
  * bm_exec_step_finish (complete the sends, check nothing is left alive). Then the driver sums the
  * replicated modules' gradients over ranks and steps AdamW.
@@ -48,7 +49,7 @@ struct bm_exec_opts {
 /* Per-step figures of one rank (gathered to rank 0). */
 struct bm_exec_rank_stats {
     size_t peak_act[BM_N_ROLES];  /* peak live context bytes per role during the step */
-    double ms;                    /* wall time of the rank's step */
+    double ms;                    /* wall time of the rank's op walk: step begin to finish */
 };
 
 struct bm_exec;
@@ -60,9 +61,12 @@ int bm_exec_new(const struct bm_spec *s, struct bm_table *t, int rank, struct bm
 void bm_exec_free(struct bm_exec *x);
 /* Offset (seconds) that turns this process's bm_now() into rank 0's clock (comm clock_offset). */
 void bm_exec_set_clock_offset(struct bm_exec *x, double offset);
-/* Start step 'step': zero grads, draw data, post the step's recvs. origin: the shared clock
- * origin (seconds, bm_now() of rank 0) that op times are measured from. */
-int bm_exec_step_begin(struct bm_exec *x, long step, double origin, struct bm_err *err);
+/* Prepare step 'step' (0-based): draw the microbatches the rank touches and post every recv of
+ * the step (data loading is not part of the measured op walk, as with a prefetching loader). */
+int bm_exec_step_prepare(struct bm_exec *x, long step, struct bm_err *err);
+/* Start the prepared step's walk: zero grads, reset the accounting and the profile. origin: the
+ * shared clock origin (seconds, bm_now() of rank 0) that op times are measured from. */
+int bm_exec_step_begin(struct bm_exec *x, double origin, struct bm_err *err);
 /* Walk ops from the current position. block = 1: wait at recvs until done; block = 0: return
  * at the first recv whose data has not arrived. *done = 1 when the op list is finished.
  * *progress = number of ops executed by this call. On failure err reads

@@ -195,10 +195,12 @@ out:
 
 int bm_exec_run_step(struct bm_exec **x, struct bm_comm *c, long step, struct bm_err *err)
 {
-    double origin = bm_now(); /* rank 0's clock is everyone's origin (same host: one clock) */
+    for (int l = 0; l < c->nlocal; l++)
+        if (bm_exec_step_prepare(x[l], step, err)) return BM_ERR;
+    double origin = bm_now(); /* rank 0's clock is everyone's origin (plus each rank's offset) */
     if (c->ops->bcast(c, &origin, sizeof origin, err)) return BM_ERR;
     for (int l = 0; l < c->nlocal; l++)
-        if (bm_exec_step_begin(x[l], step, origin, err)) return BM_ERR;
+        if (bm_exec_step_begin(x[l], origin, err)) return BM_ERR;
     if (walk(x, c, err)) return BM_ERR;
     for (int l = 0; l < c->nlocal; l++)
         if (bm_exec_step_finish(x[l], err)) return BM_ERR;
@@ -269,7 +271,7 @@ int bm_exec_train(const struct bm_spec *s, struct bm_table *t, struct bm_comm *c
         return fail(c, err);
     }
     struct bm_exec **x = bm_calloc((size_t)nl, sizeof *x);
-    int nrec = 5 + 2 * M; /* peak[3], ms, cpu_ms, lm[M], gen[M] */
+    int nrec = 6 + 2 * M; /* peak[3], ms, cpu_ms, walk_ms, lm[M], gen[M] */
     double *rec = bm_calloc((size_t)nl * nrec, sizeof *rec);
     const void **items = bm_calloc((size_t)nl, sizeof *items);
     size_t *bytes = bm_calloc((size_t)nl, sizeof *bytes), *ob = bm_calloc((size_t)P, sizeof *ob);
@@ -324,9 +326,9 @@ int bm_exec_train(const struct bm_spec *s, struct bm_table *t, struct bm_comm *c
             struct bm_exec_rank_stats st;
             bm_exec_stats(x[l], &st);
             for (int r = 0; r < BM_N_ROLES; r++) q[r] = (double)st.peak_act[r];
-            q[3] = ms, q[4] = cpu_ms;
-            memcpy(q + 5, bm_exec_losses_lm(x[l]), (size_t)M * sizeof(double));
-            memcpy(q + 5 + M, bm_exec_losses_gen(x[l]), (size_t)M * sizeof(double));
+            q[3] = ms, q[4] = cpu_ms, q[5] = st.ms;
+            memcpy(q + 6, bm_exec_losses_lm(x[l]), (size_t)M * sizeof(double));
+            memcpy(q + 6 + M, bm_exec_losses_gen(x[l]), (size_t)M * sizeof(double));
             items[l] = q, bytes[l] = (size_t)nrec * sizeof(double);
         }
         void *allv = NULL;
@@ -338,7 +340,7 @@ int bm_exec_train(const struct bm_spec *s, struct bm_table *t, struct bm_comm *c
             int bad = 0;
             for (int m = 0; m < M; m++) {
                 float a = 0, g = 0;
-                for (int r = 0; r < P; r++) a += (float)all[(size_t)r * nrec + 5 + m], g += (float)all[(size_t)r * nrec + 5 + M + m];
+                for (int r = 0; r < P; r++) a += (float)all[(size_t)r * nrec + 6 + m], g += (float)all[(size_t)r * nrec + 6 + M + m];
                 lm += a / M, gen += g / M;
             }
             double loss = lm + gen;
@@ -349,15 +351,16 @@ int bm_exec_train(const struct bm_spec *s, struct bm_table *t, struct bm_comm *c
                     for (int k = 0; k < BM_N_ROLES; k++) o->peak_out[r * BM_N_ROLES + k] = all[(size_t)r * nrec + k];
             if (!isfinite(loss)) bad = 1;
             if (pr) {
-                double mn = all[3], mx = all[3], avg = 0, cpu = 0;
+                double mn = all[3], mx = all[3], avg = 0, cpu = 0, walk = 0;
                 for (int r = 0; r < P; r++) {
                     double v = all[(size_t)r * nrec + 3];
+                    walk = BM_MAX(walk, all[(size_t)r * nrec + 5]);
                     mn = v < mn ? v : mn, mx = v > mx ? v : mx, avg += v / P;
                     cpu += all[(size_t)r * nrec + 4] / (v > 0 ? v : 1) / P * 100; /* process CPU / wall, mean over ranks */
                 }
-                fprintf(pr, "step %4ld/%d  loss %.4f  (lm %.4f  gen %.4f)  ms min/avg/max %.1f/%.1f/%.1f  cpu %.0f%%"
-                            "  peak act KiB enc/bb/gen:",
-                        step + 1, steps, loss, lm, gen, mn, avg, mx, cpu);
+                fprintf(pr, "step %4ld/%d  loss %.4f  (lm %.4f  gen %.4f)  ms min/avg/max %.1f/%.1f/%.1f  walk %.1f ms"
+                            "  cpu %.0f%%  peak act KiB enc/bb/gen:",
+                        step + 1, steps, loss, lm, gen, mn, avg, mx, walk, cpu);
                 for (int r = 0; r < P; r++) {
                     const double *q = &all[(size_t)r * nrec];
                     fprintf(pr, "  r%d %.0f/%.0f/%.0f", r, q[0] / 1024, q[1] / 1024, q[2] / 1024);
