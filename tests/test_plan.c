@@ -406,6 +406,33 @@ TEST(window_fit_is_fastest_window_within_memory)
     bm_spec_free(s);
 }
 
+/* Units other than P: the generator warm-up extension must cover a whole unit of last-chunk
+ * forwards also when they are spread over several interleaved groups (U > P). */
+TEST(units_other_than_pp_plan_and_verify)
+{
+    struct bm_spec *s = make_spec(1, 1, 1, 0);
+    static const enum bm_policy pols[] = {BM_POL_BIGMAC, BM_POL_OPTIMUS, BM_POL_IDEAL};
+    for (int P = 2; P <= 4; P += 2)
+        for (int V = 1; V <= 2; V++)
+            for (int ui = 0; ui < 3; ui++) {
+                int U = (int[]){1, P / 2, 2 * P}[ui];
+                for (size_t pi = 0; pi < 3; pi++) {
+                    struct bm_plan_opts o = opts(P, V, 8 * P, V > 1 ? BM_BB_INTERLEAVED : BM_BB_1F1B, pols[pi], 0);
+                    o.unit = U;
+                    struct bm_table *t;
+                    struct bm_err err;
+                    int rc = bm_plan_build(s, &o, &t, &err);
+                    CHECKF(rc == BM_OK, "P=%d V=%d U=%d %s: %s", P, V, U, bm_policy_name(pols[pi]), err.msg);
+                    if (rc) continue;
+                    CHECKF(bm_verify(t, &err) == BM_OK, "P=%d V=%d U=%d %s: %s", P, V, U,
+                           bm_policy_name(pols[pi]), err.msg);
+                    if (pols[pi] == BM_POL_BIGMAC) CHECK(peak_live(t, "dit") <= (U + P - 1) / P);
+                    bm_table_free(t);
+                }
+            }
+    bm_spec_free(s);
+}
+
 int main(void)
 {
     RUN(property_grid_every_table_verifies_or_window_is_refused);
@@ -417,5 +444,6 @@ int main(void)
     RUN(bad_options_are_refused);
     RUN(table_json_round_trip);
     RUN(window_fit_is_fastest_window_within_memory);
+    RUN(units_other_than_pp_plan_and_verify);
     return test_summary();
 }
