@@ -170,13 +170,15 @@ int bm_plan_chunks(struct bm_table *t, const struct bm_spec *s, struct bm_err *e
     return BM_OK;
 }
 
-/* Plan with window W; the table's ops are (re)filled. */
+/* Plan with window W; the table's ops are (re)filled. BM_PLAN_STALL when W is too small,
+ * BM_ERR on any other failure (out of memory). */
 static int plan_with_window(struct bm_table *t, const struct bm_graph *g, int W, struct bm_err *err)
 {
     struct bm_order *o;
-    if (bm_nest(g, W, &o, err)) return BM_ERR;
+    int rc = bm_nest(g, W, &o, err);
+    if (rc) return rc;
     for (int r = 0; r < t->pp; r++) t->ranks[r].n_ops = 0;
-    int rc = bm_lower(t, g, o, err);
+    rc = bm_lower(t, g, o, err);
     bm_order_free(o);
     return rc;
 }
@@ -211,22 +213,28 @@ int bm_plan_build(const struct bm_spec *s, const struct bm_plan_opts *opts, stru
     if (t->policy == BM_POL_BIGMAC) {
         if (opts->window > 0) {
             t->window = opts->window;
-            if (plan_with_window(t, g, opts->window, err)) {
-                /* say which window would work */
+            int wrc = plan_with_window(t, g, opts->window, err);
+            if (wrc == BM_PLAN_STALL) {
+                /* say which window would work (a search that runs out of memory just ends) */
                 struct bm_err e2;
-                for (int w = opts->window + 1; w <= n_units; w++)
-                    if (plan_with_window(t, g, w, &e2) == BM_OK) {
+                for (int w = opts->window + 1; w <= n_units; w++) {
+                    int hrc = plan_with_window(t, g, w, &e2);
+                    if (hrc == BM_OK) {
                         size_t len = strlen(err->msg);
                         snprintf(err->msg + len, sizeof err->msg - len,
                                  "\nhint: the smallest safe window here is %d (--window %d, or --window auto)", w, w);
-                        break;
                     }
-                goto done;
+                    if (hrc != BM_PLAN_STALL) break;
+                }
             }
+            if (wrc) goto done;
         } else {
             int w;
-            for (w = 1; w <= n_units; w++)
-                if (plan_with_window(t, g, w, err) == BM_OK) break;
+            for (w = 1; w <= n_units; w++) {
+                int wrc = plan_with_window(t, g, w, err);
+                if (wrc == BM_OK) break;
+                if (wrc != BM_PLAN_STALL) goto done; /* out of memory is not "too small" */
+            }
             if (w > n_units) goto done;
             t->window = w;
         }
