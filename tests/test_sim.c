@@ -754,6 +754,56 @@ TEST(differential_against_naive_reference)
     }
 }
 
+/* ---------------------------------------------------------------- planner tables */
+
+TEST(planned_tables_simulate_for_every_policy)
+{
+    struct bm_spec *spec;
+    struct bm_err err;
+    if (bm_spec_load("examples/tiny-mllm.json", &spec, &err)) {
+        CHECKF(0, "%s", err.msg);
+        return;
+    }
+    enum bm_backbone bbs[3] = {BM_BB_GPIPE, BM_BB_1F1B, BM_BB_INTERLEAVED};
+    for (int bi = 0; bi < 3; bi++)
+        for (int pol = 0; pol < BM_N_POLICIES; pol++)
+            for (int M = 4; M <= 16; M *= 2) {
+                struct bm_plan_opts o;
+                bm_plan_opts_from_spec(&o, spec);
+                o.backbone = bbs[bi];
+                o.vpp = bbs[bi] == BM_BB_INTERLEAVED ? 2 : 1;
+                o.microbatches = M;
+                o.policy = (enum bm_policy)pol;
+                struct bm_table *t;
+                if (bm_plan_build(spec, &o, &t, &err)) {
+                    CHECKF(0, "%s %s M=%d: plan: %s", bm_backbone_name(o.backbone),
+                           bm_policy_name(o.policy), M, err.msg);
+                    continue;
+                }
+                struct bm_timeline *tl = NULL;
+                CHECKF(bm_simulate(t, NULL, &tl, &err) == BM_OK, "%s %s M=%d: %s",
+                       bm_backbone_name(o.backbone), bm_policy_name(o.policy), M, err.msg);
+                if (tl) {
+                    check_ops(t, tl);
+                    check_idle_sums(tl);
+                    /* every activation is freed by the end of the iteration */
+                    for (int r = 0; r < t->pp; r++) {
+                        const struct bm_rank_timeline *rt = &tl->ranks[r];
+                        if (rt->n_mem)
+                            for (int k = 0; k < BM_N_ROLES; k++)
+                                CHECK(fabs(rt->mem[rt->n_mem - 1].act_mib[k]) < 1e-9);
+                    }
+                    /* P ranks cannot do more than P x makespan of work */
+                    double busy = 0;
+                    for (int r = 0; r < t->pp; r++) busy += tl->ranks[r].busy_ms;
+                    CHECK(tl->makespan_ms * t->pp >= busy - 1e-6);
+                }
+                bm_timeline_free(tl);
+                bm_table_free(t);
+            }
+    bm_spec_free(spec);
+}
+
 int main(void)
 {
     RUN(makespan_1f1b_p4_m8_is_33);
@@ -774,5 +824,6 @@ int main(void)
     RUN(summarize_a_measured_trace);
     RUN(grid_idle_sums_and_makespan_bounds);
     RUN(differential_against_naive_reference);
+    RUN(planned_tables_simulate_for_every_policy);
     return test_summary();
 }

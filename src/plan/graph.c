@@ -15,7 +15,7 @@ int bm_plan_warmup_extra(const struct bm_table *t)
         for (int k = 0; k < t->modules[g].n_consumes; k++)
             for (int j = 0; j < t->modules[bb].n_produces; j++)
                 if (!strcmp(t->modules[g].consumes[k], t->modules[bb].produces[j]))
-                    return t->unit - 1;
+                    return t->unit;
     }
     return 0;
 }

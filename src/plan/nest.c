@@ -54,6 +54,7 @@ struct sched {
     const struct bm_table *t;
     int P, M, U, W, n_units;
     int nested_rules;      /* bigmac/ideal: window, unit gates, generator blocks */
+    int gen_columns;       /* generator work of a unit runs as a column (bigmac, ideal) */
     int optimus;
 
     int *unsched;          /* [task] preds not yet committed */
@@ -69,6 +70,10 @@ struct sched {
     struct ivec *avail;    /* [rank] nested tasks with unsched == 0, not yet committed */
     struct ivec *forced;   /* [rank] generator-block continuation, committed in order */
     int *forced_head;      /* [rank] index of next forced task */
+    struct ivec *colq;     /* [rank] column blocks: EB(u) then EF(u+W), in order */
+    int *col_head;         /* [rank] index of the next column task */
+    double *col_t;         /* [task] the column's nominal time (not before) */
+    char *col_managed;     /* [task] placed by a column, not by bubble filling */
     struct ivec *out;      /* [rank] committed order */
 
     /* proposals: a rank's next op is recomputed only when something it depends on changed
@@ -119,8 +124,6 @@ static int gate_open(const struct sched *S, int id)
         if (S->feeds_backbone[k]) return S->c0_b_left[u] == 0;
         return 1;
     }
-    if (role_of(S, id) == BM_ROLE_GENERATOR && x->pass == BM_PASS_F && S->gen_head[k])
-        return S->last_f_left[u] == 0;
     return 1;
 }
 
@@ -265,7 +268,7 @@ static struct pick propose_nested_rules(struct sched *S, int r)
     const struct ivec *av = &S->avail[r];
     for (int i = 0; i < av->n; i++) {
         int n = av->v[i];
-        if (!gate_open(S, n)) continue;
+        if (S->col_managed[n] || !gate_open(S, n)) continue;
         double sn = S->ready[n] > t ? S->ready[n] : t;
         double d = deadline(S, n, 0);
         /* prefer backwards (they free memory and open the window) among equals */
@@ -335,13 +338,25 @@ static struct pick propose_optimus(struct sched *S, int r)
 static struct pick propose(struct sched *S, int r)
 {
     struct ivec *fq = &S->forced[r];
+    double t = S->t_free[r];
     if (S->forced_head[r] < fq->n) {
         int x = fq->v[S->forced_head[r]];
         if (S->unsched[x]) return (struct pick){-1, INF};
-        double t = S->t_free[r];
         return (struct pick){x, S->ready[x] > t ? S->ready[x] : t};
     }
-    return S->optimus ? propose_optimus(S, r) : propose_nested_rules(S, r);
+    if (S->optimus) return propose_optimus(S, r);
+    /* A pending column runs at its time on every rank: right away if the rank is already past
+     * it, else when the rank's next op would not start before it. */
+    int h = S->col_head[r] < S->colq[r].n ? S->colq[r].v[S->col_head[r]] : -1;
+    struct pick col = {-1, INF};
+    if (h >= 0 && S->unsched[h] == 0) {
+        double st = t > S->col_t[h] ? t : S->col_t[h];
+        col = (struct pick){h, S->ready[h] > st ? S->ready[h] : st};
+        if (t >= S->col_t[h] - EPS) return col;
+    }
+    struct pick p = propose_nested_rules(S, r);
+    if (col.task >= 0 && (p.task < 0 || p.start >= S->col_t[h] - EPS)) return col;
+    return p;
 }
 
 /* ---------------------------------------------------------------- committing */
@@ -362,6 +377,7 @@ static int make_avail(struct sched *S, int id)
     if (S->nested_rules || S->optimus) {
         if (role_of(S, id) == BM_ROLE_GENERATOR && !(x->pass == BM_PASS_F && S->gen_head[slot_of(S, id)]))
             return 0;
+        if (role_of(S, id) == BM_ROLE_GENERATOR && S->gen_columns) return 0;
     }
     return ivec_push(&S->avail[x->rank], id);
 }
@@ -395,11 +411,71 @@ static int queue_gen_block(struct sched *S, int r, int head)
     return 0;
 }
 
+/* Unit u's chunk-0 backwards are all committed: its encoder backwards, paired with the
+ * forwards of unit u+W, go into every rank's sequence at one nominal time (a "column"), so the
+ * whole pipeline shifts together instead of each rank delaying the others in turn. The last W
+ * units have no forwards to pair with; their backwards stay with bubble filling. */
+static int make_column(struct sched *S, int u)
+{
+    const struct bm_graph *g = S->g;
+    if (!S->nested_rules || u + S->W >= S->n_units) return 0;
+    double T = 0;
+    for (int k = 0; k < g->n_nested; k++) {
+        if (S->t->modules[g->nested_module[k]].role != BM_ROLE_ENCODER || !S->feeds_backbone[k]) continue;
+        for (int m = u * S->U; m < S->M && m < (u + 1) * S->U; m++) {
+            int b = bm_task_nested(g, k, BM_PASS_B, m);
+            if (S->unsched[b] == 0 && S->ready[b] > T) T = S->ready[b];
+        }
+    }
+    for (int pass = 0; pass < 2; pass++) {
+        int uu = pass == 0 ? u : u + S->W;
+        for (int m = uu * S->U; m < S->M && m < (uu + 1) * S->U; m++)
+            for (int i = 0; i < S->n_topo; i++) {
+                int k = S->topo[pass == 0 ? S->n_topo - 1 - i : i];
+                if (S->t->modules[g->nested_module[k]].role != BM_ROLE_ENCODER) continue;
+                int id = bm_task_nested(g, k, pass == 0 ? BM_PASS_B : BM_PASS_F, m);
+                if (S->done[id]) continue;
+                S->col_managed[id] = 1;
+                S->col_t[id] = T;
+                if (ivec_push(&S->colq[g->task[id].rank], id)) return -1;
+            }
+    }
+    return 0;
+}
+
+/* Unit u's last-chunk forwards are all committed: every rank runs its generator work of the
+ * unit (each microbatch's generator F and B back to back) at one nominal time, when the last
+ * of the unit's hidden states has arrived. */
+static int make_gen_column(struct sched *S, int u)
+{
+    const struct bm_graph *g = S->g;
+    double T = 0;
+    for (int m = u * S->U; m < S->M && m < (u + 1) * S->U; m++)
+        for (int k = 0; k < g->n_nested; k++) {
+            if (!S->gen_head[k]) continue;
+            int f = bm_task_nested(g, k, BM_PASS_F, m);
+            if (S->unsched[f] == 0 && S->ready[f] > T) T = S->ready[f];
+        }
+    for (int m = u * S->U; m < S->M && m < (u + 1) * S->U; m++) {
+        for (int pass = 0; pass < 2; pass++)
+            for (int i = 0; i < S->n_topo; i++) {
+                int k = S->topo[pass == 0 ? i : S->n_topo - 1 - i];
+                if (S->t->modules[g->nested_module[k]].role != BM_ROLE_GENERATOR) continue;
+                int id = bm_task_nested(g, k, pass, m);
+                S->col_managed[id] = 1;
+                S->col_t[id] = T;
+                if (ivec_push(&S->colq[g->task[id].rank], id)) return -1;
+            }
+    }
+    return 0;
+}
+
 static int commit(struct sched *S, int r, struct pick p)
 {
     const struct bm_graph *g = S->g;
     int id = p.task;
     const struct bm_task *x = &g->task[id];
+    int column_unit = -1, gen_column_unit = -1;
     S->start[id] = p.start;
     S->finish[id] = p.start + x->dur;
     S->done[id] = 1;
@@ -411,14 +487,21 @@ static int commit(struct sched *S, int r, struct pick p)
         S->bi[r]++;
         S->delta[r] = p.start - S->s0[id];
         int u = unit_of(S, x->mb);
-        if (x->chunk == 0 && x->pass == BM_PASS_B && --S->c0_b_left[u] == 0) invalidate_all(S);
-        if (x->chunk == g->C - 1 && x->pass == BM_PASS_F && --S->last_f_left[u] == 0)
+        if (x->chunk == 0 && x->pass == BM_PASS_B && --S->c0_b_left[u] == 0) {
+            column_unit = u; /* made below, once this op's successors know their ready times */
             invalidate_all(S);
+        }
+        if (x->chunk == g->C - 1 && x->pass == BM_PASS_F && --S->last_f_left[u] == 0) {
+            gen_column_unit = u;
+            invalidate_all(S);
+        }
     } else if (S->forced_head[r] < S->forced[r].n && S->forced[r].v[S->forced_head[r]] == id) {
         S->forced_head[r]++;
     } else {
+        if (S->col_head[r] < S->colq[r].n && S->colq[r].v[S->col_head[r]] == id) S->col_head[r]++;
         remove_avail(S, r, id);
-        if (role_of(S, id) == BM_ROLE_GENERATOR && x->pass == BM_PASS_F && S->gen_head[slot_of(S, id)])
+        if (role_of(S, id) == BM_ROLE_GENERATOR && x->pass == BM_PASS_F &&
+            S->gen_head[slot_of(S, id)] && !S->gen_columns)
             if (queue_gen_block(S, r, id)) return -1;
         if (S->nested_rules && role_of(S, id) == BM_ROLE_ENCODER && x->pass == BM_PASS_B) {
             int k = slot_of(S, id), u = unit_of(S, x->mb);
@@ -432,6 +515,8 @@ static int commit(struct sched *S, int r, struct pick p)
         int s = g->succ[x->succ0 + e].task;
         if (--S->unsched[s] == 0 && make_avail(S, s)) return -1;
     }
+    if (column_unit >= 0 && make_column(S, column_unit)) return -1;
+    if (gen_column_unit >= 0 && S->gen_columns && make_gen_column(S, gen_column_unit)) return -1;
     /* a changed delay moves other ranks' estimates; cheap to refresh lazily */
     return 0;
 }
@@ -459,6 +544,11 @@ static void sched_free(struct sched *S)
     bm_free(S->avail);
     bm_free(S->forced);
     bm_free(S->forced_head);
+    for (int r = 0; S->colq && r < S->P; r++) bm_free(S->colq[r].v);
+    bm_free(S->colq);
+    bm_free(S->col_head);
+    bm_free(S->col_t);
+    bm_free(S->col_managed);
     bm_free(S->out);
     bm_free(S->prop_task);
     bm_free(S->prop_start);
@@ -548,6 +638,7 @@ static int sched_init(struct sched *S, const struct bm_graph *g, int window, str
     S->W = window;
     S->nested_rules = t->policy == BM_POL_BIGMAC || t->policy == BM_POL_IDEAL;
     S->optimus = t->policy == BM_POL_OPTIMUS;
+    S->gen_columns = S->nested_rules;
     int N = g->n_tasks, P = S->P, K = g->n_nested;
     S->unsched = bm_malloc((size_t)N * sizeof(int));
     S->ready = bm_calloc((size_t)N, sizeof(double));
@@ -561,6 +652,10 @@ static int sched_init(struct sched *S, const struct bm_graph *g, int window, str
     S->avail = bm_calloc((size_t)P, sizeof *S->avail);
     S->forced = bm_calloc((size_t)P, sizeof *S->forced);
     S->forced_head = bm_calloc((size_t)P, sizeof(int));
+    S->colq = bm_calloc((size_t)P, sizeof *S->colq);
+    S->col_head = bm_calloc((size_t)P, sizeof(int));
+    S->col_t = bm_calloc((size_t)N, sizeof(double));
+    S->col_managed = bm_calloc((size_t)N, 1);
     S->out = bm_calloc((size_t)P, sizeof *S->out);
     S->prop_task = bm_calloc((size_t)P, sizeof(int));
     S->prop_start = bm_calloc((size_t)P, sizeof(double));
@@ -575,6 +670,7 @@ static int sched_init(struct sched *S, const struct bm_graph *g, int window, str
     S->gen_head = bm_calloc((size_t)(K ? K : 1), 1);
     if (!S->unsched || !S->ready || !S->start || !S->finish || !S->done || !S->s0 ||
         !S->t_free || !S->delta || !S->bi || !S->avail || !S->forced || !S->forced_head ||
+        !S->colq || !S->col_head || !S->col_t || !S->col_managed ||
         !S->out || !S->prop_task || !S->prop_start || !S->prop_valid || !S->dirty ||
         !S->version || !S->c0_b_left ||
         !S->last_f_left || !S->frontier || !S->eb_left || !S->feeds_backbone || !S->gen_head)

@@ -23,7 +23,8 @@ static void usage(FILE *f)
             "the spec's value), skip invalid ones with a note, and rank the rest by samples/s.\n"
             "A configuration is OOM when its peak exceeds min(device memory, --mem-cap-gib); OOM\n"
             "ones are listed after the feasible ones. vpp > 1 uses the interleaved backbone; vpp 1\n"
-            "the spec's (or --backbone's) schedule. Progress goes to stderr.\n");
+            "uses --backbone when given, else the spec's schedule (1f1b when that is interleaved).\n"
+            "Progress goes to stderr.\n");
 }
 
 /* "2,4,8" -> ints; prints an error and returns -1 on a bad list. */
@@ -193,6 +194,7 @@ int bm_cmd_sweep(int argc, char **argv)
                     o.microbatches = mbs[c];
                     o.policy = pols[d];
                     if (o.vpp > 1) o.backbone = BM_BB_INTERLEAVED;
+                    else if (!f.backbone_set && o.backbone == BM_BB_INTERLEAVED) o.backbone = BM_BB_1F1B;
                     fprintf(stderr, "sweep: [%d/%d] pp %d vpp %d microbatches %d %s\n", ++done, total,
                             o.pp, o.vpp, o.microbatches, bm_policy_name(o.policy));
                     struct bm_table *t;

@@ -98,6 +98,12 @@ for k in results skipped best samples_per_s peak_mem_gib oom mem_cap_gib; do
 done
 # 16 rows + best's copy
 expect_count sweep_json_rows '"makespan_ms": ' 17
+# vpp 1 rows of an interleaved spec run 1f1b; vpp 2 rows interleaved
+OUT_TXT=$("$BIGMAC" sweep "$SPEC" --pp 4 --vpp 1,2 --microbatches 8 --policy none --json 2>/dev/null)
+expect_contains sweep_vpp1_is_1f1b '"backbone": "1f1b"'
+expect_contains sweep_vpp2_is_interleaved '"backbone": "interleaved"'
+OUT_TXT=$("$BIGMAC" sweep "$SPEC" --pp 4 --vpp 1 --microbatches 8 --policy none --backbone gpipe --json 2>/dev/null)
+expect_contains sweep_backbone_flag '"backbone": "gpipe"'
 # interleaved with M % P != 0 is skipped with a note, the rest still run
 expect_exit sweep_skips_invalid 0 "$BIGMAC" sweep "$SPEC" --pp 3,4 --vpp 2 --microbatches 4 --policy none
 expect_contains sweep_skip_note "skipped: pp 3 vpp 2 microbatches 4"

@@ -1,0 +1,384 @@
+/* test_plan.c — the planner: every table it builds verifies (property grid over P, V, M, W,
+ * encoders, generators and policies), a too-small window is refused with the blocked ops,
+ * the smallest safe windows match DESIGN §6, bigmac's encoder residency is flat in M while
+ * optimus's grows, and the planner's nominal timeline equals the simulator's. */
+#include <time.h>
+
+#include "test.h"
+#include "plan/plan.h"
+#include "util/util.h"
+
+/* A spec with 1 or 2 encoders and an optional generator. Costs: encoders 1/2 ms, backbone
+ * 4/8 ms per chunk-equivalent, generator 1/2 ms; small transfers. */
+static struct bm_spec *make_spec(int encoders, int generator, int grad_to_backbone, int layers)
+{
+    char text[4096];
+    char layers_s[32] = "";
+    if (layers) snprintf(layers_s, sizeof layers_s, "\"layers\": %d,", layers);
+    snprintf(text, sizeof text,
+             "{\"format\": \"bigmac-spec\", \"version\": 1, \"name\": \"grid\",\n"
+             " \"inputs\": [\"image\", \"audio\", \"text\"],\n"
+             " \"modules\": [\n"
+             "  {\"name\": \"vit\", \"role\": \"encoder\", \"consumes\": [\"image\"], \"produces\": [\"vis\"],\n"
+             "   \"cost\": {\"fwd_ms\": 1, \"bwd_ms\": 2, \"act_mib\": 100, \"state_mib\": 10, \"out_mib\": 1}},\n"
+             "  %s"
+             "  {\"name\": \"llm\", \"role\": \"backbone\", %s \"consumes\": [\"text\", \"vis\"%s], \"produces\": [\"hidden\"],\n"
+             "   \"cost\": {\"fwd_ms\": 16, \"bwd_ms\": 32, \"act_mib\": 800, \"state_mib\": 1000, \"out_mib\": 1}}\n"
+             "  %s"
+             " ],\n"
+             " \"data\": {\"encoder_cost_scale\": {\"dist\": \"uniform\", \"min\": 0.5, \"max\": 1.5, \"seed\": 7}}}\n",
+             encoders > 1
+                 ? "{\"name\": \"whisper\", \"role\": \"encoder\", \"consumes\": [\"audio\"], \"produces\": [\"aud\"],\n"
+                   "   \"cost\": {\"fwd_ms\": 0.5, \"bwd_ms\": 1, \"act_mib\": 50, \"state_mib\": 5, \"out_mib\": 1}},\n"
+                 : "",
+             layers_s, encoders > 1 ? ", \"aud\"" : "",
+             generator ? (grad_to_backbone
+                              ? ",{\"name\": \"dit\", \"consumes\": [\"hidden\"], \"produces\": [\"loss\"],\n"
+                                "   \"cost\": {\"fwd_ms\": 1, \"bwd_ms\": 2, \"act_mib\": 100, \"state_mib\": 10, \"out_mib\": 1}}\n"
+                              : ",{\"name\": \"dit\", \"consumes\": [\"hidden\"], \"produces\": [\"loss\"], \"grad_to_backbone\": false,\n"
+                                "   \"cost\": {\"fwd_ms\": 1, \"bwd_ms\": 2, \"act_mib\": 100, \"state_mib\": 10, \"out_mib\": 1}}\n")
+                       : "");
+    struct bm_spec *s;
+    struct bm_err err;
+    if (bm_spec_parse(text, "grid.json", &s, &err)) {
+        fprintf(stderr, "spec: %s\n%s\n", err.msg, text);
+        return NULL;
+    }
+    return s;
+}
+
+static struct bm_plan_opts opts(int P, int V, int M, enum bm_backbone bb, enum bm_policy pol, int W)
+{
+    struct bm_plan_opts o = {P, V, M, 0, W, bb, pol};
+    return o;
+}
+
+static int module_index(const struct bm_table *t, const char *name)
+{
+    return bm_table_find_module(t, name);
+}
+
+/* Max over ranks of peak live microbatches of module 'name'. */
+static int peak_live(const struct bm_table *t, const char *name)
+{
+    int *live = bm_calloc((size_t)t->pp * (size_t)t->n_modules, sizeof(int));
+    bm_table_peak_live(t, live);
+    int k = module_index(t, name), best = 0;
+    for (int r = 0; r < t->pp; r++)
+        if (live[r * t->n_modules + k] > best) best = live[r * t->n_modules + k];
+    bm_free(live);
+    return best;
+}
+
+TEST(property_grid_every_table_verifies_or_window_is_refused)
+{
+    static const enum bm_policy pols[] = {BM_POL_BIGMAC, BM_POL_OPTIMUS, BM_POL_UNIFIED,
+                                          BM_POL_UNIFIED_BALANCED, BM_POL_IDEAL, BM_POL_NONE};
+    long planned = 0, refused = 0, failed = 0;
+    double t0 = bm_now();
+    for (int enc = 1; enc <= 2; enc++)
+        for (int gen = 0; gen <= 2; gen++) { /* 0 none, 1 grad_to_backbone, 2 loss only */
+            struct bm_spec *s = make_spec(enc, gen > 0, gen == 1, 0);
+            CHECK(s != NULL);
+            if (!s) continue;
+            for (int P = 1; P <= 8; P++)
+                for (int V = 1; V <= 4; V++)
+                    for (int mi = 0; mi < 3; mi++) {
+                        int M = (int[]){P, 4 * P, 32 * P}[mi];
+                        if (P * V * M > 4096 && mi == 2) M = 8 * P; /* keep the grid fast */
+                        enum bm_backbone bb = V == 1 ? (P % 2 ? BM_BB_1F1B : BM_BB_GPIPE) : BM_BB_INTERLEAVED;
+                        if (V == 1 && P % 3 == 0) bb = BM_BB_1F1B;
+                        for (size_t pi = 0; pi < sizeof pols / sizeof pols[0]; pi++)
+                            for (int W = 2; W <= (pols[pi] == BM_POL_BIGMAC ? 4 : 2); W++) {
+                                struct bm_plan_opts o = opts(P, V, M, bb, pols[pi], pols[pi] == BM_POL_BIGMAC ? W : 0);
+                                struct bm_table *t;
+                                struct bm_err err;
+                                if (bm_plan_build(s, &o, &t, &err)) {
+                                    if (strstr(err.msg, "too small") && strstr(err.msg, "blocked at")) {
+                                        refused++;
+                                    } else {
+                                        failed++;
+                                        CHECKF(0, "P=%d V=%d M=%d %s %s W=%d: %s", P, V, M,
+                                               bm_backbone_name(bb), bm_policy_name(pols[pi]), W, err.msg);
+                                    }
+                                    continue;
+                                }
+                                planned++;
+                                if (bm_verify(t, &err)) {
+                                    failed++;
+                                    CHECKF(0, "P=%d V=%d M=%d %s %s W=%d enc=%d gen=%d does not verify: %s", P,
+                                           V, M, bm_backbone_name(bb), bm_policy_name(pols[pi]), W, enc,
+                                           gen, err.msg);
+                                }
+                                if (pols[pi] == BM_POL_BIGMAC) {
+                                    int bound = t->window * ((t->unit + P - 1) / P);
+                                    CHECK(peak_live(t, "vit") <= bound);
+                                    if (gen) CHECK(peak_live(t, "dit") <= (t->unit + P - 1) / P);
+                                }
+                                bm_table_free(t);
+                                if (failed > 5) goto out;
+                            }
+                    }
+        out:
+            bm_spec_free(s);
+        }
+    printf("  grid: %ld tables planned and verified, %ld refused (window too small), %.2f s\n",
+           planned, refused, bm_now() - t0);
+    CHECK(planned > 3000);
+    CHECK(failed == 0);
+}
+
+/* DESIGN §6 step 4: the smallest deadlock-free windows (P >= 4): 1F1B 2, or 3 with a
+ * grad_to_backbone generator; interleaved 3 (2 at P = 2). One less is refused with the
+ * blocked ops named. */
+TEST(smallest_safe_window_per_backbone)
+{
+    struct bm_spec *plain = make_spec(1, 0, 0, 0), *gen = make_spec(1, 1, 1, 0);
+    struct {
+        struct bm_spec *s;
+        enum bm_backbone bb;
+        int V, P, want;
+    } cases[] = {
+        {plain, BM_BB_1F1B, 1, 4, 2},        {plain, BM_BB_1F1B, 1, 6, 2},
+        {plain, BM_BB_1F1B, 1, 8, 2},        {gen, BM_BB_1F1B, 1, 4, 3},
+        {gen, BM_BB_1F1B, 1, 8, 3},          {plain, BM_BB_INTERLEAVED, 2, 2, 2},
+        {plain, BM_BB_INTERLEAVED, 2, 4, 3}, {plain, BM_BB_INTERLEAVED, 2, 8, 3},
+        {plain, BM_BB_INTERLEAVED, 4, 4, 3},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct bm_plan_opts o = opts(cases[i].P, cases[i].V, 16 * cases[i].P, cases[i].bb, BM_POL_BIGMAC, 0);
+        struct bm_table *t;
+        struct bm_err err;
+        int rc = bm_plan_build(cases[i].s, &o, &t, &err);
+        CHECKF(rc == BM_OK, "case %zu: %s", i, err.msg);
+        if (rc) continue;
+        CHECKF(t->window == cases[i].want, "case %zu (%s P=%d V=%d): auto window %d, want %d", i,
+               bm_backbone_name(cases[i].bb), cases[i].P, cases[i].V, t->window, cases[i].want);
+        CHECK(bm_verify(t, &err) == BM_OK);
+        bm_table_free(t);
+        /* one less must be refused, naming the blocked ops and the working window */
+        o.window = cases[i].want - 1;
+        rc = bm_plan_build(cases[i].s, &o, &t, &err);
+        CHECKF(rc == BM_ERR, "case %zu: window %d accepted", i, o.window);
+        if (rc == BM_ERR) {
+            CHECK_STR_CONTAINS(err.msg, "too small");
+            CHECK_STR_CONTAINS(err.msg, "rank 0 blocked at");
+            CHECK_STR_CONTAINS(err.msg, "held back by the window");
+            char hint[64];
+            snprintf(hint, sizeof hint, "smallest safe window here is %d", cases[i].want);
+            CHECK_STR_CONTAINS(err.msg, hint);
+        } else {
+            bm_table_free(t);
+        }
+    }
+    bm_spec_free(plain);
+    bm_spec_free(gen);
+}
+
+/* bigmac's bound holds with and without a generator. Optimus's growth is shown without one:
+ * a grad_to_backbone generator stalls optimus's unextended 1F1B every microbatch, and its
+ * refinement then moves encoder work into those stalls (so its memory stays low there, at
+ * the price of the makespan; see policy_makespans_are_ordered_sensibly). */
+TEST(bigmac_residency_flat_in_m_optimus_grows)
+{
+    for (int with_gen = 0; with_gen <= 1; with_gen++)
+    for (int bbi = 0; bbi < 2; bbi++) {
+        struct bm_spec *s = make_spec(1, with_gen, 1, 0);
+        enum bm_backbone bb = bbi ? BM_BB_INTERLEAVED : BM_BB_1F1B;
+        int V = bbi ? 2 : 1;
+        for (int P = 2; P <= 8; P *= 2) {
+            int big[2], opt[2], W[2];
+            for (int k = 0; k < 2; k++) {
+                int M = (k ? 64 : 4) * P;
+                struct bm_plan_opts o = opts(P, V, M, bb, BM_POL_BIGMAC, 0);
+                struct bm_table *t;
+                struct bm_err err;
+                CHECK(bm_plan_build(s, &o, &t, &err) == BM_OK);
+                big[k] = peak_live(t, "vit");
+                W[k] = t->window;
+                CHECK(big[k] <= t->window * ((t->unit + P - 1) / P));
+                bm_table_free(t);
+                o.policy = BM_POL_OPTIMUS;
+                CHECK(bm_plan_build(s, &o, &t, &err) == BM_OK);
+                opt[k] = peak_live(t, "vit");
+                bm_table_free(t);
+            }
+            CHECKF(big[0] == big[1] && W[0] == W[1], "%s P=%d: bigmac peak %d at M=4P, %d at M=64P",
+                   bm_backbone_name(bb), P, big[0], big[1]);
+            if (!with_gen)
+                CHECKF(opt[1] > 4 * opt[0], "%s P=%d: optimus peak %d at M=4P, %d at M=64P",
+                       bm_backbone_name(bb), P, opt[0], opt[1]);
+        }
+        bm_spec_free(s);
+    }
+}
+
+/* The planner's nominal timeline (its list scheduler) and the simulator over the lowered
+ * table are independent computations of the same thing; they must agree. */
+TEST(planner_nominal_timeline_equals_simulator)
+{
+    struct bm_spec *s = make_spec(2, 1, 1, 0);
+    static const enum bm_policy pols[] = {BM_POL_BIGMAC, BM_POL_OPTIMUS, BM_POL_UNIFIED,
+                                          BM_POL_UNIFIED_BALANCED, BM_POL_IDEAL, BM_POL_NONE};
+    for (size_t pi = 0; pi < 6; pi++)
+        for (int V = 1; V <= 2; V++) {
+            struct bm_plan_opts o = opts(4, V, 16, V > 1 ? BM_BB_INTERLEAVED : BM_BB_1F1B, pols[pi], 0);
+            struct bm_table *t;
+            struct bm_err err;
+            CHECK(bm_plan_build(s, &o, &t, &err) == BM_OK);
+            struct bm_flow *f;
+            struct bm_graph *g;
+            CHECK(bm_flow_build(t, &f, &err) == BM_OK);
+            CHECK(bm_graph_build(t, f, &g, &err) == BM_OK);
+            struct bm_order ord = {t->pp, bm_calloc(4, sizeof(int *)), bm_calloc(4, sizeof(int))};
+            for (int r = 0; r < t->pp; r++) {
+                ord.seq[r] = bm_calloc((size_t)t->ranks[r].n_ops, sizeof(int));
+                for (int i = 0; i < t->ranks[r].n_ops; i++) {
+                    const struct bm_op *op = &t->ranks[r].ops[i];
+                    if (op->kind != BM_OP_COMPUTE) continue;
+                    ord.seq[r][ord.n[r]++] =
+                        op->chunk >= 0 ? bm_task_bb(g, op->chunk, op->pass, op->mb)
+                                       : bm_task_nested(g, g->nested_slot[op->module], op->pass, op->mb);
+                }
+            }
+            double *st = bm_calloc((size_t)g->n_tasks, sizeof(double));
+            double *fi = bm_calloc((size_t)g->n_tasks, sizeof(double));
+            double ms = 0;
+            CHECK(bm_order_times(g, &ord, st, fi, &ms, &err) == BM_OK);
+            struct bm_timeline *tl;
+            CHECK(bm_simulate(t, NULL, &tl, &err) == BM_OK);
+            CHECKF(fabs(tl->makespan_ms - ms) < 1e-6 * ms, "%s V=%d: planner %.6f vs simulator %.6f",
+                   bm_policy_name(pols[pi]), V, ms, tl->makespan_ms);
+            bm_timeline_free(tl);
+            bm_free(st);
+            bm_free(fi);
+            for (int r = 0; r < t->pp; r++) bm_free(ord.seq[r]);
+            bm_free(ord.seq);
+            bm_free(ord.n);
+            bm_graph_free(g);
+            bm_flow_free(f);
+            bm_table_free(t);
+        }
+    bm_spec_free(s);
+}
+
+/* With costs, the nested policies place work sensibly: bigmac and ideal never exceed the
+ * zero-added-bubble bound; unified is slower than bigmac; the balanced variant helps. */
+TEST(policy_makespans_are_ordered_sensibly)
+{
+    struct bm_spec *s = make_spec(1, 1, 1, 0);
+    for (int V = 1; V <= 2; V++) {
+        double ms[BM_N_POLICIES] = {0}, nested_max = 0;
+        for (int p = 0; p < BM_N_POLICIES; p++) {
+            struct bm_plan_opts o = opts(4, V, 32, V > 1 ? BM_BB_INTERLEAVED : BM_BB_1F1B, (enum bm_policy)p, 0);
+            struct bm_table *t;
+            struct bm_err err;
+            CHECK(bm_plan_build(s, &o, &t, &err) == BM_OK);
+            struct bm_timeline *tl;
+            CHECK(bm_simulate(t, NULL, &tl, &err) == BM_OK);
+            ms[p] = tl->makespan_ms;
+            if (p == BM_POL_BIGMAC)
+                for (int r = 0; r < t->pp; r++) {
+                    double n = tl->ranks[r].busy_role_ms[BM_ROLE_ENCODER] + tl->ranks[r].busy_role_ms[BM_ROLE_GENERATOR];
+                    if (n > nested_max) nested_max = n;
+                }
+            bm_timeline_free(tl);
+            bm_table_free(t);
+        }
+        double bound = ms[BM_POL_NONE] + nested_max;
+        printf("  V=%d: none %.1f bigmac %.1f ideal %.1f optimus %.1f unified %.1f balanced %.1f bound %.1f\n", V,
+               ms[BM_POL_NONE], ms[BM_POL_BIGMAC], ms[BM_POL_IDEAL], ms[BM_POL_OPTIMUS],
+               ms[BM_POL_UNIFIED], ms[BM_POL_UNIFIED_BALANCED], bound);
+        CHECK(ms[BM_POL_BIGMAC] <= bound + 1e-9);
+        CHECK(ms[BM_POL_IDEAL] <= bound + 1e-9);
+        CHECK(ms[BM_POL_NONE] <= ms[BM_POL_IDEAL] + 1e-9);
+        CHECK(ms[BM_POL_UNIFIED] > ms[BM_POL_BIGMAC]);
+        CHECK(ms[BM_POL_UNIFIED_BALANCED] < ms[BM_POL_UNIFIED]);
+    }
+    bm_spec_free(s);
+}
+
+TEST(layers_split_and_balanced_split)
+{
+    struct bm_spec *s = make_spec(1, 1, 1, 16);
+    struct bm_plan_opts o = opts(4, 1, 8, BM_BB_1F1B, BM_POL_UNIFIED, 0);
+    struct bm_table *t;
+    struct bm_err err;
+    CHECK(bm_plan_build(s, &o, &t, &err) == BM_OK);
+    CHECK(t->chunk_layers != NULL);
+    for (int c = 0; c < 4; c++) CHECK(t->chunk_layers[c] == 4);
+    bm_table_free(t);
+    o.policy = BM_POL_UNIFIED_BALANCED;
+    CHECK(bm_plan_build(s, &o, &t, &err) == BM_OK);
+    int sum = 0;
+    for (int c = 0; c < 4; c++) {
+        sum += t->chunk_layers[c];
+        CHECK(t->chunk_layers[c] >= 1);
+    }
+    CHECK(sum == 16);
+    /* rank 0 carries the encoder (3 ms/mb) and rank 3 the generator: they get fewer layers */
+    CHECK(t->chunk_layers[0] < t->chunk_layers[1]);
+    CHECK(t->chunk_layers[3] < t->chunk_layers[2]);
+    bm_table_free(t);
+    /* too few layers for the chunks */
+    o = opts(4, 8, 8, BM_BB_INTERLEAVED, BM_POL_BIGMAC, 0);
+    CHECK(bm_plan_build(s, &o, &t, &err) == BM_ERR);
+    CHECK_STR_CONTAINS(err.msg, "too few");
+    bm_spec_free(s);
+}
+
+TEST(bad_options_are_refused)
+{
+    struct bm_spec *s = make_spec(1, 0, 0, 0);
+    struct bm_table *t;
+    struct bm_err err;
+    struct bm_plan_opts o = opts(4, 2, 6, BM_BB_INTERLEAVED, BM_POL_BIGMAC, 0);
+    CHECK(bm_plan_build(s, &o, &t, &err) == BM_ERR);
+    CHECK_STR_CONTAINS(err.msg, "divisible");
+    o = opts(4, 2, 8, BM_BB_1F1B, BM_POL_BIGMAC, 0);
+    CHECK(bm_plan_build(s, &o, &t, &err) == BM_ERR);
+    CHECK_STR_CONTAINS(err.msg, "interleaved");
+    o = opts(100000, 1, 8, BM_BB_1F1B, BM_POL_BIGMAC, 0);
+    CHECK(bm_plan_build(s, &o, &t, &err) == BM_ERR);
+    o = opts(8, 1, 1000000000, BM_BB_1F1B, BM_POL_BIGMAC, 0);
+    CHECK(bm_plan_build(s, &o, &t, &err) == BM_ERR);
+    bm_spec_free(s);
+}
+
+TEST(table_json_round_trip)
+{
+    struct bm_spec *s = make_spec(2, 1, 1, 16);
+    struct bm_plan_opts o = opts(4, 2, 8, BM_BB_INTERLEAVED, BM_POL_BIGMAC, 0);
+    struct bm_table *t, *u;
+    struct bm_err err;
+    CHECK(bm_plan_build(s, &o, &t, &err) == BM_OK);
+    char *a = NULL, *b = NULL;
+    size_t na = 0, nb = 0;
+    FILE *f = open_memstream(&a, &na);
+    bm_table_write_json(t, f);
+    fclose(f);
+    CHECK(bm_table_parse(a, "t.json", &u, &err) == BM_OK);
+    f = open_memstream(&b, &nb);
+    bm_table_write_json(u, f);
+    fclose(f);
+    CHECK(na == nb && !memcmp(a, b, na));
+    CHECK(bm_verify(u, &err) == BM_OK);
+    free(a);
+    free(b);
+    bm_table_free(t);
+    bm_table_free(u);
+    bm_spec_free(s);
+}
+
+int main(void)
+{
+    RUN(property_grid_every_table_verifies_or_window_is_refused);
+    RUN(smallest_safe_window_per_backbone);
+    RUN(bigmac_residency_flat_in_m_optimus_grows);
+    RUN(planner_nominal_timeline_equals_simulator);
+    RUN(policy_makespans_are_ordered_sensibly);
+    RUN(layers_split_and_balanced_split);
+    RUN(bad_options_are_refused);
+    RUN(table_json_round_trip);
+    return test_summary();
+}
