@@ -118,8 +118,9 @@ fuzz: fuzz-build
 	@for f in $(FUZZ_SRC:fuzz/fuzz_%.c=%); do \
 	  mkdir -p $(FUZZ_BUILD)/corpus/$$f $(FUZZ_BUILD)/artifacts; \
 	  echo "== fuzz_$$f for $(FUZZ_SECONDS)s"; \
+	  dict=-dict=fuzz/json.dict; [ $$f = plan ] && dict=; \
 	  $(FUZZ_BUILD)/fuzz/fuzz_$$f $(FUZZ_FLAGS) -max_total_time=$(FUZZ_SECONDS) \
-	    -dict=fuzz/json.dict -artifact_prefix=$(FUZZ_BUILD)/artifacts/$$f- \
+	    $$dict -artifact_prefix=$(FUZZ_BUILD)/artifacts/$$f- \
 	    $(FUZZ_BUILD)/corpus/$$f tests/corpus/$$f || exit 1; \
 	done
 

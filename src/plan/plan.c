@@ -35,9 +35,10 @@ static int check_opts(const struct bm_plan_opts *o, struct bm_err *err)
                           o->microbatches, o->pp,
                           (o->microbatches / o->pp) > 0 ? (o->microbatches / o->pp) * o->pp : o->pp,
                           (o->microbatches / o->pp + 1) * o->pp);
-    long ops = 2L * o->pp * o->vpp * (long)o->microbatches;
-    if (ops > 50000000L)
-        return bm_err_set(err, "plan too large: pp*vpp*microbatches = %ld backbone ops (limit 50 million)", ops / 2);
+    long ops = (long)o->pp * o->vpp * (long)o->microbatches;
+    if (ops > BM_MAX_BACKBONE_OPS)
+        return bm_err_set(err, "plan too large: pp*vpp*microbatches = %d*%d*%d = %ld backbone ops per pass (limit %ld)\nhint: fewer microbatches or ranks",
+                          o->pp, o->vpp, o->microbatches, ops, BM_MAX_BACKBONE_OPS);
     return BM_OK;
 }
 
@@ -212,12 +213,14 @@ int bm_plan_build(const struct bm_spec *s, const struct bm_plan_opts *opts, stru
 
     if (t->policy == BM_POL_BIGMAC) {
         if (opts->window > 0) {
-            t->window = opts->window;
-            int wrc = plan_with_window(t, g, opts->window, err);
+            /* W >= the number of units is no limit at all; clamping keeps unit arithmetic
+             * (frontier + W, (u + W) * U) far from int overflow for --window 2147483647 */
+            t->window = BM_MIN(opts->window, n_units);
+            int wrc = plan_with_window(t, g, t->window, err);
             if (wrc == BM_PLAN_STALL) {
                 /* say which window would work (a search that runs out of memory just ends) */
                 struct bm_err e2;
-                for (int w = opts->window + 1; w <= n_units; w++) {
+                for (int w = t->window + 1; w <= n_units; w++) {
                     int hrc = plan_with_window(t, g, w, &e2);
                     if (hrc == BM_OK) {
                         size_t len = strlen(err->msg);

@@ -67,6 +67,11 @@ int bm_policy_parse(const char *s, enum bm_policy *out)
 
 char *bm_read_file(const char *path, size_t *len, struct bm_err *err)
 {
+    return bm_read_file_max(path, (size_t)-1 / 4, len, err);
+}
+
+char *bm_read_file_max(const char *path, size_t max, size_t *len, struct bm_err *err)
+{
     FILE *f = fopen(path, "rb");
     if (!f) {
         bm_err_set(err, "%s: cannot open: %s", path, strerror(errno));
@@ -85,6 +90,13 @@ char *bm_read_file(const char *path, size_t *len, struct bm_err *err)
         size_t k = fread(buf + n, 1, cap - n - 1, f);
         n += k;
         if (k == 0) break;
+        if (n > max) { /* a device or pipe that never ends, or just too big */
+            bm_err_set(err, "%s: more than %zu bytes (%zu MiB); the limit here is %zu MiB", path,
+                       max, max >> 20, max >> 20);
+            bm_free(buf);
+            fclose(f);
+            return NULL;
+        }
     }
     if (ferror(f)) {
         bm_err_set(err, "%s: read error: %s", path, strerror(errno));
