@@ -89,7 +89,7 @@ test: all $(TESTS)
 # ASan/UBSan build of everything in its own directories; leak detection on except for MPI
 # tests (tests/run.sh sets detect_leaks=0 for those).
 asan:
-	$(MAKE) BUILD=build-asan BIN=build-asan/bin OPT=-O1 \
+	@$(MAKE) --no-print-directory BUILD=build-asan BIN=build-asan/bin OPT=-O1 \
 	  SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" test
 
 # libFuzzer targets (docs/hardening.md): the library is rebuilt with clang in build-fuzz/ with
