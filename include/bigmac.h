@@ -163,7 +163,7 @@ struct bm_spec {
     int pp, vpp, microbatches, unit;  /* unit 0 = default (pp) */
     enum bm_backbone backbone;
     enum bm_policy policy;
-    int window;              /* 0 = "auto" */
+    int window;              /* 0 = "auto", BM_WINDOW_FIT = "fit" (see struct bm_plan_opts) */
     char **inputs; int n_inputs;
     struct bm_module *modules; int n_modules;
     int backbone_module;     /* index of the backbone module */
@@ -286,10 +286,16 @@ int bm_backbone_order(enum bm_backbone bb, int P, int V, int M, int rank, int wa
 
 /* ---------------------------------------------------------------- planner (DESIGN §6) */
 
+/* Window modes besides a fixed W >= 1. */
+#define BM_WINDOW_AUTO 0   /* the smallest deadlock-free window (least memory) */
+#define BM_WINDOW_FIT (-1) /* the window with the smallest nominal makespan among those whose
+                            * simulated peak memory fits device.memory_gib on every rank
+                            * (ties: the smaller window); falls back to auto if none fits */
+
 struct bm_plan_opts {
     int pp, vpp, microbatches;
     int unit;                 /* 0 = pp */
-    int window;               /* 0 = auto (smallest deadlock-free) */
+    int window;               /* >= 1, BM_WINDOW_AUTO or BM_WINDOW_FIT */
     enum bm_backbone backbone;
     enum bm_policy policy;
 };

@@ -88,3 +88,4 @@ bad interleaved_m '2:65: parallel.microbatches (10)'
 expect_contains bad_interleaved_m_text 'multiple of parallel.pp'
 expect_exit bad_missing_file 1 "$BIGMAC" plan "$D/nope.json"
 expect_contains bad_missing_file_text "$D/nope.json: cannot open"
+  expect_exit plan_window_fit 0 "$BIGMAC" plan "$D/ok.json" --window fit --microbatches 32

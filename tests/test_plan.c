@@ -370,6 +370,42 @@ TEST(table_json_round_trip)
     bm_spec_free(s);
 }
 
+/* --window fit: never slower than auto, never over the device memory when auto fits. */
+TEST(window_fit_is_fastest_window_within_memory)
+{
+    struct bm_spec *s = make_spec(1, 0, 0, 0);
+    for (int V = 1; V <= 2; V++) {
+        struct bm_plan_opts o = opts(4, V, 64, V > 1 ? BM_BB_INTERLEAVED : BM_BB_1F1B, BM_POL_BIGMAC, BM_WINDOW_AUTO);
+        struct bm_table *ta, *tf;
+        struct bm_err err;
+        CHECK(bm_plan_build(s, &o, &ta, &err) == BM_OK);
+        o.window = BM_WINDOW_FIT;
+        CHECK(bm_plan_build(s, &o, &tf, &err) == BM_OK);
+        struct bm_timeline *la, *lf;
+        CHECK(bm_simulate(ta, NULL, &la, &err) == BM_OK);
+        CHECK(bm_simulate(tf, NULL, &lf, &err) == BM_OK);
+        CHECK(tf->window >= ta->window);
+        CHECK(lf->makespan_ms <= la->makespan_ms + 1e-9);
+        CHECK(!lf->oom);
+        CHECK(bm_verify(tf, &err) == BM_OK);
+        printf("  V=%d: auto W=%d %.1f ms, fit W=%d %.1f ms\n", V, ta->window, la->makespan_ms, tf->window,
+               lf->makespan_ms);
+        bm_timeline_free(la);
+        bm_timeline_free(lf);
+        bm_table_free(ta);
+        bm_table_free(tf);
+    }
+    /* the spec accepts "fit" too */
+    struct bm_spec *f;
+    struct bm_err err;
+    CHECK(bm_spec_parse("{\"format\": \"bigmac-spec\", \"version\": 1, \"schedule\": {\"window\": \"fit\"},"
+                        " \"inputs\": [\"t\"], \"modules\": [{\"name\": \"llm\", \"consumes\": [\"t\"], \"produces\": [\"h\"]}]}",
+                        "fit.json", &f, &err) == BM_OK);
+    if (f) CHECK(f->window == BM_WINDOW_FIT);
+    bm_spec_free(f);
+    bm_spec_free(s);
+}
+
 int main(void)
 {
     RUN(property_grid_every_table_verifies_or_window_is_refused);
@@ -380,5 +416,6 @@ int main(void)
     RUN(layers_split_and_balanced_split);
     RUN(bad_options_are_refused);
     RUN(table_json_round_trip);
+    RUN(window_fit_is_fastest_window_within_memory);
     return test_summary();
 }

@@ -9,11 +9,12 @@ int bm_cmd_plan(int argc, char **argv);
 int bm_cmd_verify(int argc, char **argv);
 int bm_cmd_simulate(int argc, char **argv);
 int bm_cmd_sweep(int argc, char **argv);
+int bm_cmd_train(int argc, char **argv);
 
 /* Plan flags shared by plan/simulate/sweep/render: --pp --vpp --microbatches --unit
  * --backbone --policy --window. Values are "set" only when the flag was given. */
 struct bm_cli_plan_flags {
-    int pp, vpp, microbatches, unit, window;  /* 0 = not given (window: -1 = auto given) */
+    int pp, vpp, microbatches, unit, window;  /* 0 = not given (window: -1 auto, -2 fit) */
     int backbone_set, policy_set;
     enum bm_backbone backbone;
     enum bm_policy policy;

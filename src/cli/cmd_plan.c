@@ -11,7 +11,7 @@ static void usage(FILE *f)
             "usage: bigmac plan SPEC [--pp N] [--vpp V] [--microbatches M] [--unit U]\n"
             "                        [--backbone gpipe|1f1b|interleaved]\n"
             "                        [--policy bigmac|optimus|unified|unified-balanced|ideal|none]\n"
-            "                        [--window W|auto] [-o TABLE.json]\n"
+            "                        [--window W|auto|fit] [-o TABLE.json]\n"
             "\n"
             "Plans one training iteration: every rank's ordered compute and send/recv ops.\n"
             "Flags override the spec's \"parallel\" and \"schedule\" settings. Prints a summary\n"

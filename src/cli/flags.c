@@ -64,6 +64,10 @@ int bm_cli_plan_flag(int argc, char **argv, int *i, struct bm_cli_plan_flags *f)
             f->window = -1;
             return 1;
         }
+        if (!strcmp(v, "fit")) {
+            f->window = -2;
+            return 1;
+        }
         return bm_cli_int(a, v, &f->window) ? -1 : 1;
     }
     if (!strcmp(a, "--backbone")) {
@@ -95,7 +99,8 @@ void bm_cli_plan_apply(const struct bm_cli_plan_flags *f, struct bm_plan_opts *o
     if (f->vpp) o->vpp = f->vpp;
     if (f->microbatches) o->microbatches = f->microbatches;
     if (f->unit) o->unit = f->unit;
-    if (f->window == -1) o->window = 0;
+    if (f->window == -1) o->window = BM_WINDOW_AUTO;
+    else if (f->window == -2) o->window = BM_WINDOW_FIT;
     else if (f->window) o->window = f->window;
     if (f->backbone_set) o->backbone = f->backbone;
     if (f->policy_set) o->policy = f->policy;

@@ -12,6 +12,7 @@ struct command {
 
 static const struct command commands[] = {
     {"plan", bm_cmd_plan, "spec -> operator table for a backbone schedule and nesting policy"},
+    {"train", bm_cmd_train, "train the spec's model (--reference: single process, no pipeline)"},
     {"verify", bm_cmd_verify, "check a table: counts, deadlock freedom, dependencies, order, residency"},
     {"simulate", bm_cmd_simulate, "plan + simulate: makespan, bubbles, memory, OOM (--compare: every policy)"},
     {"sweep", bm_cmd_sweep, "simulate every pp/vpp/microbatches/policy combination, rank by throughput"},

@@ -8,7 +8,10 @@
 
 int bm_plan_warmup_extra(const struct bm_table *t)
 {
-    if (t->policy != BM_POL_BIGMAC && t->policy != BM_POL_IDEAL) return 0;
+    /* optimus gets the same extension: without it its last stage idles for the generator round
+     * trip after every forward, which would make the baseline a strawman */
+    if (t->policy != BM_POL_BIGMAC && t->policy != BM_POL_IDEAL && t->policy != BM_POL_OPTIMUS)
+        return 0;
     int bb = t->backbone_module;
     for (int g = 0; g < t->n_modules; g++) {
         if (t->modules[g].role != BM_ROLE_GENERATOR || !t->modules[g].grad_to_backbone) continue;

@@ -66,6 +66,7 @@ struct sched {
     double *t_free;        /* [rank] */
     double *delta;         /* [rank] lateness of its last backbone op vs s0 */
     int *bi;               /* [rank] next index into bbseq */
+    int *tail_from;        /* [rank] first index of the trailing run of chunk-0 backwards */
     int **bbseq, *bbn;     /* [rank] backbone task order */
     struct ivec *avail;    /* [rank] nested tasks with unsched == 0, not yet committed */
     struct ivec *forced;   /* [rank] generator-block continuation, committed in order */
@@ -285,6 +286,11 @@ static struct pick propose_nested_rules(struct sched *S, int r)
         }
     }
     if (fit >= 0) return (struct pick){fit, fit_s};
+    /* In the rank's tail (only chunk-0 backwards left, which no other rank waits for), idle
+     * time is pure loss: start nested work that would otherwise run after the backbone even if
+     * it does not fit the gap entirely. */
+    if (urgent >= 0 && S->bi[r] >= S->tail_from[r] && urg_s < start_b - EPS)
+        return (struct pick){urgent, urg_s};
     if (urgent >= 0) {
         if (b < 0) return (struct pick){urgent, urg_s};
         double dn = deadline(S, urgent, 0);
@@ -534,6 +540,7 @@ static void sched_free(struct sched *S)
     bm_free(S->t_free);
     bm_free(S->delta);
     bm_free(S->bi);
+    bm_free(S->tail_from);
     if (S->bbseq)
         for (int r = 0; r < S->P; r++) bm_free(S->bbseq[r]);
     bm_free(S->bbseq);
@@ -649,6 +656,7 @@ static int sched_init(struct sched *S, const struct bm_graph *g, int window, str
     S->t_free = bm_calloc((size_t)P, sizeof(double));
     S->delta = bm_calloc((size_t)P, sizeof(double));
     S->bi = bm_calloc((size_t)P, sizeof(int));
+    S->tail_from = bm_calloc((size_t)P, sizeof(int));
     S->avail = bm_calloc((size_t)P, sizeof *S->avail);
     S->forced = bm_calloc((size_t)P, sizeof *S->forced);
     S->forced_head = bm_calloc((size_t)P, sizeof(int));
@@ -669,7 +677,7 @@ static int sched_init(struct sched *S, const struct bm_graph *g, int window, str
     S->feeds_backbone = bm_calloc((size_t)(K ? K : 1), 1);
     S->gen_head = bm_calloc((size_t)(K ? K : 1), 1);
     if (!S->unsched || !S->ready || !S->start || !S->finish || !S->done || !S->s0 ||
-        !S->t_free || !S->delta || !S->bi || !S->avail || !S->forced || !S->forced_head ||
+        !S->t_free || !S->delta || !S->bi || !S->tail_from || !S->avail || !S->forced || !S->forced_head ||
         !S->colq || !S->col_head || !S->col_t || !S->col_managed ||
         !S->out || !S->prop_task || !S->prop_start || !S->prop_valid || !S->dirty ||
         !S->version || !S->c0_b_left ||
@@ -677,6 +685,13 @@ static int sched_init(struct sched *S, const struct bm_graph *g, int window, str
         return bm_err_set(err, "out of memory planning");
     if (topo_slots(S)) return bm_err_set(err, "out of memory planning (or a module cycle)");
     if (backbone_seqs(g, &S->bbseq, &S->bbn, err)) return BM_ERR;
+    for (int r = 0; r < P; r++) {
+        int i = S->bbn[r];
+        while (i > 0 && g->task[S->bbseq[r][i - 1]].chunk == 0 &&
+               g->task[S->bbseq[r][i - 1]].pass == BM_PASS_B)
+            i--;
+        S->tail_from[r] = i;
+    }
 
     /* Backbone-only nominal timeline: the reference the nested ops are fitted around. */
     {

@@ -26,7 +26,8 @@ static int check_opts(const struct bm_plan_opts *o, struct bm_err *err)
     if (o->microbatches < 1 || o->microbatches > 1000000)
         return bm_err_set(err, "microbatches = %d: must be in 1..1000000", o->microbatches);
     if (o->unit < 0 || o->unit > 1000000) return bm_err_set(err, "unit = %d: must be >= 1", o->unit);
-    if (o->window < 0) return bm_err_set(err, "window = %d: must be >= 1 or auto", o->window);
+    if (o->window < 0 && o->window != BM_WINDOW_FIT)
+        return bm_err_set(err, "window = %d: must be >= 1, auto or fit", o->window);
     if (o->backbone != BM_BB_INTERLEAVED && o->vpp != 1)
         return bm_err_set(err, "vpp = %d needs the interleaved backbone (got %s)\nhint: add --backbone interleaved, or use --vpp 1",
                           o->vpp, bm_backbone_name(o->backbone));
@@ -184,6 +185,45 @@ static int plan_with_window(struct bm_table *t, const struct bm_graph *g, int W,
     return rc;
 }
 
+/* Nominal makespan and whether every rank's simulated peak memory fits the device. */
+static int measure(struct bm_table *t, double *ms, int *fits, struct bm_err *err)
+{
+    struct bm_timeline *tl;
+    if (bm_simulate(t, NULL, &tl, err)) return BM_ERR;
+    *ms = tl->makespan_ms;
+    *fits = !tl->oom;
+    bm_timeline_free(tl);
+    return BM_OK;
+}
+
+/* --window fit: starting from the smallest safe window w0 (already planned into t), try larger
+ * windows and keep the one with the smallest nominal makespan among those that fit in memory
+ * (a larger window must gain at least 0.05% to be preferred). Stops once the makespan has not
+ * improved for 4 windows in a row or memory no longer fits. Leaves t planned with the choice. */
+static int fit_window(struct bm_table *t, const struct bm_graph *g, int w0, int n_units,
+                      struct bm_err *err)
+{
+    double best_ms;
+    int fits, best = w0;
+    if (measure(t, &best_ms, &fits, err)) return BM_ERR;
+    if (!fits) return BM_OK; /* not even the smallest window fits: report it as planned */
+    int stale = 0;
+    for (int w = w0 + 1; w <= n_units && stale < 4; w++) {
+        double ms;
+        if (plan_with_window(t, g, w, err) || measure(t, &ms, &fits, err)) return BM_ERR;
+        if (!fits) break;
+        if (ms < best_ms * (1 - 5e-4)) {
+            best_ms = ms;
+            best = w;
+            stale = 0;
+        } else {
+            stale++;
+        }
+    }
+    t->window = best;
+    return plan_with_window(t, g, best, err);
+}
+
 int bm_plan_build(const struct bm_spec *s, const struct bm_plan_opts *opts, struct bm_table **out,
                   struct bm_err *err)
 {
@@ -240,6 +280,7 @@ int bm_plan_build(const struct bm_spec *s, const struct bm_plan_opts *opts, stru
             }
             if (w > n_units) goto done;
             t->window = w;
+            if (opts->window == BM_WINDOW_FIT && fit_window(t, g, w, n_units, err)) goto done;
         }
     } else {
         t->window = t->policy == BM_POL_IDEAL ? n_units : 0;

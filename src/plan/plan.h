@@ -6,7 +6,8 @@
 #include "plan/flow.h"
 
 /* Extra warm-up forwards per stage for t's policy and modules (DESIGN §6 step 2): for the
- * nested policies (bigmac, ideal) when a generator sends gradient into the backbone, U: the
+ * policies that place generators off the last stage (bigmac, ideal, and optimus so that the
+ * baseline is not a strawman) when a generator sends gradient into the backbone, U: the
  * U-1 of the design (the last stage holds the whole unit's forwards before its first
  * backward) plus one forward that covers the round trip to the generator owners and back, so
  * the last stage computes instead of waiting for the first gradient. */

@@ -260,6 +260,21 @@ static int get_object(struct ctx *c, json_t *obj, const char *parent, const char
     return BM_OK;
 }
 
+static int get_int(struct ctx *c, json_t *obj, const char *parent, const char *key, long long lo,
+                   long long hi, int allow_auto, int *out, int *given);
+
+/* schedule.window: an integer >= 1, "auto" (0: the smallest deadlock-free window) or "fit"
+ * (BM_WINDOW_FIT: the fastest window whose peak memory fits the device). */
+static int get_window(struct ctx *c, json_t *obj, const char *parent, int *out)
+{
+    json_t *v = json_object_get(obj, "window");
+    if (v && json_is_string(v) && !strcmp(json_string_value(v), "fit")) {
+        *out = BM_WINDOW_FIT;
+        return BM_OK;
+    }
+    return get_int(c, obj, parent, "window", 1, MAX_COUNT, 1, out, NULL);
+}
+
 /* Integer member in [lo, hi]; "auto" (-> 0) when allow_auto. Unchanged when absent. */
 static int get_int(struct ctx *c, json_t *obj, const char *parent, const char *key, long long lo,
                    long long hi, int allow_auto, int *out, int *given)
@@ -483,7 +498,7 @@ static int parse_parallel_schedule(struct ctx *c, json_t *root)
         if (check_keys(c, o, P, "\"schedule\"", schedule_keys) ||
             get_enum(c, o, P, "backbone", backbone_names, &bb) ||
             get_enum(c, o, P, "policy", policy_names, &pol) ||
-            get_int(c, o, P, "window", 1, MAX_COUNT, 1, &s->window, NULL))
+            get_window(c, o, P, &s->window))
             return BM_ERR;
         /* the tables above mirror misc.c's; parse through it so the names stay one source */
         if (bm_backbone_parse(backbone_names[bb], &s->backbone) ||

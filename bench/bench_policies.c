@@ -1,0 +1,242 @@
+/* bench_policies.c — every nesting policy on the paper-shaped example workloads (docs/workloads.md),
+ * side by side, from one run: for each workload, backbone schedule (1f1b, interleaved) and
+ * M = 4P, 8P, 12P, 16P, plan and simulate bigmac, optimus, unified, unified-balanced, ideal and
+ * none; print each policy's makespan as a ratio to bigmac, bigmac against the zero-added-bubble
+ * bound (DESIGN §6), peak encoder/generator activation memory of bigmac vs optimus, OOM flags,
+ * bigmac again with `--window fit` (the fastest window whose memory fits the device),
+ * then which of the paper's claims hold in this run. Nothing is asserted: the figures are what
+ * the planner on this branch produces.
+ *
+ * Usage: build/bench/bench_policies [SPEC...]   (default: the two examples/ workloads) */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bigmac.h"
+
+#define GIB(mib) ((mib) / 1024.0)
+#define N_MULT 4
+
+static const enum bm_policy ORDER[BM_N_POLICIES] = {BM_POL_BIGMAC, BM_POL_OPTIMUS, BM_POL_UNIFIED,
+                                                    BM_POL_UNIFIED_BALANCED, BM_POL_IDEAL, BM_POL_NONE};
+static const char *SHORT[BM_N_POLICIES] = {"bigmac", "optimus", "unified", "unif-bal", "ideal", "none"};
+static const int MULT[N_MULT] = {4, 8, 12, 16};
+
+/* One (policy, M) result. ok = 0 when the planner or simulator refused (err holds why). */
+struct cell {
+    int ok;
+    double makespan, nested_max, enc_act, gen_act, peak;
+    int oom, window;
+    char err[160];
+};
+
+/* Largest per-rank encoder+generator busy time of a timeline. */
+static double nested_max(const struct bm_timeline *tl)
+{
+    double m = 0;
+    for (int r = 0; r < tl->pp; r++) {
+        double v = tl->ranks[r].busy_role_ms[BM_ROLE_ENCODER] + tl->ranks[r].busy_role_ms[BM_ROLE_GENERATOR];
+        if (v > m) m = v;
+    }
+    return m;
+}
+
+static void run_cell_w(const struct bm_spec *s, enum bm_backbone bb, int M, enum bm_policy pol, int W,
+                       struct cell *c)
+{
+    struct bm_plan_opts o;
+    struct bm_err err;
+    struct bm_table *t = NULL;
+    struct bm_timeline *tl = NULL;
+    memset(c, 0, sizeof *c);
+    bm_plan_opts_from_spec(&o, s);
+    o.backbone = bb;
+    o.vpp = bb == BM_BB_INTERLEAVED ? (s->vpp > 1 ? s->vpp : 2) : 1;
+    o.microbatches = M;
+    o.policy = pol;
+    o.window = W;
+    struct bm_sim_opts so = {0, 1, s->data.samples_per_microbatch};
+    if (bm_plan_build(s, &o, &t, &err) || bm_simulate(t, &so, &tl, &err)) {
+        snprintf(c->err, sizeof c->err, "%s", strtok(err.msg, "\n"));
+        bm_table_free(t);
+        return;
+    }
+    c->ok = 1;
+    c->makespan = tl->makespan_ms;
+    c->nested_max = nested_max(tl);
+    c->enc_act = GIB(tl->peak_act_mib[BM_ROLE_ENCODER]);
+    c->gen_act = GIB(tl->peak_act_mib[BM_ROLE_GENERATOR]);
+    c->peak = GIB(tl->peak_mib);
+    c->oom = tl->oom;
+    c->window = t->window;
+    bm_timeline_free(tl);
+    bm_table_free(t);
+}
+
+/* Same with the spec's window (auto unless the spec says otherwise). */
+static void run_cell(const struct bm_spec *s, enum bm_backbone bb, int M, enum bm_policy pol, struct cell *c)
+{
+    run_cell_w(s, bb, M, pol, s->window, c);
+}
+
+/* bigmac at M = 8P with every window from the smallest safe one to M/U (= ideal's): how much
+ * of the gap to optimus/ideal is the window. */
+static void window_sweep(const struct bm_spec *s, enum bm_backbone bb)
+{
+    int M = 8 * s->pp, U = s->unit > 0 ? s->unit : s->pp, units = (M + U - 1) / U;
+    struct cell op, w;
+    run_cell(s, bb, M, BM_POL_OPTIMUS, &op);
+    printf("\nbigmac window sweep, %s, M = %d (optimus %s%.0f ms):\n\n| W | bigmac ms | / optimus | enc act GiB | peak GiB |\n|---|---|---|---|---|\n",
+           bm_backbone_name(bb), M, op.ok ? "" : "failed, ", op.ok ? op.makespan : 0.0);
+    for (int W = 1; W <= units; W++) {
+        run_cell_w(s, bb, M, BM_POL_BIGMAC, W, &w);
+        if (!w.ok) continue;  /* below the smallest deadlock-free window */
+        printf("| %d | %.0f | %.3f | %.2f | %.1f%s |\n", W, w.makespan, op.ok ? w.makespan / op.makespan : 0,
+               w.enc_act, w.peak, w.oom ? "*" : "");
+    }
+}
+
+/* Claim tallies over the M rows of one table. */
+struct claims {
+    int rows;              /* rows where bigmac, optimus, unified, unified-balanced, none all planned */
+    int le_bound, le_optimus, unified_slower, balanced_slower, fit_le_optimus, fit_rows;
+    double r_fit_min, r_fit_max;   /* optimus / bigmac(window fit) */
+    double r_opt_min, r_opt_max, r_uni_min, r_uni_max, r_bal_min, r_bal_max, r_bound_max;
+    int bm_flat, opt_growing, opt_oom_last, bm_oom_any;
+    int first_opt_oom_mult;  /* M/P of the first optimus OOM, 0 = none */
+};
+
+static void minmax(double v, double *lo, double *hi)
+{
+    if (v < *lo) *lo = v;
+    if (v > *hi) *hi = v;
+}
+
+static void bench_table(const struct bm_spec *s, enum bm_backbone bb, struct claims *cl)
+{
+    int P = s->pp;
+    struct cell c[N_MULT][BM_N_POLICIES];
+    memset(cl, 0, sizeof *cl);
+    cl->r_opt_min = cl->r_uni_min = cl->r_bal_min = cl->r_fit_min = 1e300;
+    struct cell fit[N_MULT];
+    printf("\n### %s, %s, P = %d%s\n\n", s->name, bm_backbone_name(bb), P,
+           bb == BM_BB_INTERLEAVED ? ", V = 2" : "");
+    printf("makespan of each policy / bigmac's (* = OOM: peak > %.0f GiB); bound = none + max per-rank "
+           "nested busy of bigmac;\npeak activation GiB per role is the max over ranks.\n\n", s->device.memory_gib);
+    printf("| M | M/P | bigmac ms |");
+    for (int p = 1; p < BM_N_POLICIES; p++) printf(" %s |", SHORT[p]);
+    printf(" bound ms | bigmac/bound | enc act bigmac | enc act optimus | gen act bigmac | gen act optimus "
+           "| peak GiB bigmac | peak GiB optimus | bigmac fit | fit W | fit enc act | fit peak GiB |\n|");
+    for (int i = 0; i < 3 + BM_N_POLICIES - 1 + 12; i++) printf("---|");
+    printf("\n");
+    for (int i = 0; i < N_MULT; i++) {
+        int M = MULT[i] * P;
+        for (int p = 0; p < BM_N_POLICIES; p++) run_cell(s, bb, M, ORDER[p], &c[i][p]);
+        struct cell *b = &c[i][0], *op = &c[i][1], *none = &c[i][5];
+        printf("| %d | %d |", M, MULT[i]);
+        if (b->ok) printf(" %.0f%s |", b->makespan, b->oom ? "*" : ""); else printf(" error |");
+        for (int p = 1; p < BM_N_POLICIES; p++) {
+            if (!c[i][p].ok) printf(" error |");
+            else if (b->ok) printf(" %.3f%s |", c[i][p].makespan / b->makespan, c[i][p].oom ? "*" : "");
+            else printf(" %.0f ms%s |", c[i][p].makespan, c[i][p].oom ? "*" : "");
+        }
+        double bound = (b->ok && none->ok) ? none->makespan + b->nested_max : -1;
+        if (bound > 0) printf(" %.0f | %.3f |", bound, b->makespan / bound); else printf(" - | - |");
+        printf(" %.2f | %.2f | %.2f | %.2f | %.1f%s | %.1f%s |", b->enc_act, op->enc_act, b->gen_act,
+               op->gen_act, b->peak, b->oom ? "*" : "", op->peak, op->oom ? "*" : "");
+        run_cell_w(s, bb, M, BM_POL_BIGMAC, BM_WINDOW_FIT, &fit[i]);
+        if (fit[i].ok && b->ok)
+            printf(" %.3f%s | %d | %.2f | %.1f |\n", fit[i].makespan / b->makespan, fit[i].oom ? "*" : "",
+                   fit[i].window, fit[i].enc_act, fit[i].peak);
+        else
+            printf(" error | - | - | - |\n");
+        if (fit[i].ok && op->ok) {
+            cl->fit_rows++;
+            cl->fit_le_optimus += fit[i].makespan <= op->makespan * (1 + 1e-9);
+            minmax(op->makespan / fit[i].makespan, &cl->r_fit_min, &cl->r_fit_max);
+        }
+        for (int p = 0; p < BM_N_POLICIES; p++)
+            if (!c[i][p].ok) printf("  (%s, M = %d: %s)\n", bm_policy_name(ORDER[p]), M, c[i][p].err);
+
+        if (b->ok && op->ok && c[i][2].ok && c[i][3].ok && bound > 0) {
+            cl->rows++;
+            double ro = op->makespan / b->makespan, ru = c[i][2].makespan / b->makespan;
+            double rb = c[i][3].makespan / b->makespan;
+            cl->le_bound += b->makespan <= bound * (1 + 1e-9);
+            cl->le_optimus += b->makespan <= op->makespan * (1 + 1e-9);
+            cl->unified_slower += ru > 1;
+            cl->balanced_slower += rb > 1;
+            minmax(ro, &cl->r_opt_min, &cl->r_opt_max);
+            minmax(ru, &cl->r_uni_min, &cl->r_uni_max);
+            minmax(rb, &cl->r_bal_min, &cl->r_bal_max);
+            if (b->makespan / bound > cl->r_bound_max) cl->r_bound_max = b->makespan / bound;
+        }
+        if (op->ok && op->oom && !cl->first_opt_oom_mult) cl->first_opt_oom_mult = MULT[i];
+        if (b->ok && b->oom) cl->bm_oom_any = 1;
+    }
+    /* Memory claims: bigmac's nested activation peak the same at every M; optimus's encoder
+     * activation peak strictly growing with M, and optimus OOM at the largest M. */
+    cl->bm_flat = cl->opt_growing = 1;
+    for (int i = 0; i < N_MULT; i++) {
+        struct cell *b = &c[i][0], *op = &c[i][1];
+        if (!b->ok || !op->ok) { cl->bm_flat = cl->opt_growing = 0; continue; }
+        double b0 = c[0][0].enc_act + c[0][0].gen_act, bi = b->enc_act + b->gen_act;
+        if (fabs(bi - b0) > 1e-6 * (1 + b0)) cl->bm_flat = 0;
+        if (i > 0 && !(op->enc_act > c[i - 1][1].enc_act)) cl->opt_growing = 0;
+    }
+    cl->opt_oom_last = c[N_MULT - 1][1].ok && c[N_MULT - 1][1].oom;
+}
+
+static const char *yes(int x) { return x ? "holds" : "does not hold"; }
+
+static void print_claims(const struct claims *cl)
+{
+    printf("\nclaims over %d M values:\n", cl->rows);
+    if (!cl->rows) {
+        printf("  (no row planned for every policy)\n");
+        return;
+    }
+    printf("  bigmac <= zero-added-bubble bound      %d/%d  (worst bigmac/bound %.3f)\n", cl->le_bound,
+           cl->rows, cl->r_bound_max);
+    printf("  bigmac <= optimus                      %d/%d  (optimus/bigmac %.3f .. %.3f; paper 1.08-1.1)\n",
+           cl->le_optimus, cl->rows, cl->r_opt_min, cl->r_opt_max);
+    if (cl->fit_rows)
+        printf("  bigmac (window fit) <= optimus         %d/%d  (optimus/bigmac-fit %.3f .. %.3f)\n",
+               cl->fit_le_optimus, cl->fit_rows, cl->r_fit_min, cl->r_fit_max);
+    printf("  unified slower than bigmac             %d/%d  (unified/bigmac %.3f .. %.3f; paper 1.6-1.9 "
+           "understanding, 1.5-1.9 generation)\n", cl->unified_slower, cl->rows, cl->r_uni_min, cl->r_uni_max);
+    printf("  unified-balanced slower than bigmac    %d/%d  (unified-balanced/bigmac %.3f .. %.3f)\n",
+           cl->balanced_slower, cl->rows, cl->r_bal_min, cl->r_bal_max);
+    printf("  bigmac nested activation flat in M     %s%s\n", yes(cl->bm_flat),
+           cl->bm_oom_any ? "  (but bigmac OOMs at some M)" : "");
+    printf("  optimus encoder activation grows in M  %s\n", yes(cl->opt_growing));
+    printf("  optimus OOM at the largest M           %s", yes(cl->opt_oom_last));
+    if (cl->first_opt_oom_mult) printf("  (first OOM at M/P = %d; paper: beyond 8)\n", cl->first_opt_oom_mult);
+    else printf("  (no OOM at any M; paper: beyond M/P = 8)\n");
+}
+
+int main(int argc, char **argv)
+{
+    static const char *dflt[] = {"examples/understanding-qwen3-30b-a3b.json", "examples/generation-mmdit-20b.json"};
+    int n = argc > 1 ? argc - 1 : 2;
+    const char **paths = argc > 1 ? (const char **)argv + 1 : dflt;
+    printf("## Policies on the example workloads (build/bench/bench_policies)\n");
+    for (int i = 0; i < n; i++) {
+        struct bm_spec *s;
+        struct bm_err err;
+        if (bm_spec_load(paths[i], &s, &err)) {
+            fprintf(stderr, "bench_policies: %s\n", err.msg);
+            return 1;
+        }
+        const enum bm_backbone bbs[2] = {BM_BB_1F1B, BM_BB_INTERLEAVED};
+        for (int j = 0; j < 2; j++) {
+            struct claims cl;
+            bench_table(s, bbs[j], &cl);
+            print_claims(&cl);
+            window_sweep(s, bbs[j]);
+        }
+        bm_spec_free(s);
+    }
+    return 0;
+}

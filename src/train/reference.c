@@ -1,0 +1,245 @@
+/* reference.c — single-process training of a spec's model (see train.h). */
+#include <string.h>
+
+#include "model/model.h"
+#include "nn/nn.h"
+#include "train/train.h"
+#include "util/util.h"
+
+struct bm_ref {
+    const struct bm_spec *s;
+    struct bm_data_cfg data;
+    int n;                                   /* modules (spec order) */
+    const struct bm_module_ops **ops;        /* [n] */
+    void **self;                             /* [n] */
+    float **opt;                             /* [n] AdamW state: m then v, 2 * params floats */
+    int enc, bb, gen;                        /* module index per role (-1 = none) */
+};
+
+int bm_train_data_cfg(const struct bm_spec *s, struct bm_data_cfg *cfg, struct bm_err *err)
+{
+    struct bm_geom g;
+    if (bm_geom_from_spec(s, &g, err)) return BM_ERR;
+    if (!g.image) return bm_err_set(err, "the built-in dataset needs an image encoder (arch image, patch)");
+    *cfg = (struct bm_data_cfg){.seed = s->data.seed,
+                                .samples = s->data.samples_per_microbatch > 0 ? s->data.samples_per_microbatch : 1,
+                                .max_images = g.max_images, .image = g.image, .channels = g.channels,
+                                .seq = g.seq};
+    return BM_OK;
+}
+
+uint64_t bm_train_module_seed(const struct bm_spec *s, int module)
+{
+    return s->train.seed * 0x100000001B3ULL + (uint64_t)(module + 1) * 0x9E3779B97F4A7C15ULL;
+}
+
+void bm_ref_free(struct bm_ref *r)
+{
+    if (!r) return;
+    for (int i = 0; i < r->n; i++) {
+        if (r->self && r->self[i]) r->ops[i]->free(r->self[i]);
+        if (r->opt) bm_free(r->opt[i]);
+    }
+    bm_free(r->ops), bm_free(r->self), bm_free(r->opt);
+    bm_free(r);
+}
+
+int bm_ref_new(const struct bm_spec *s, struct bm_ref **out, struct bm_err *err)
+{
+    *out = NULL;
+    struct bm_ref *r = bm_calloc(1, sizeof *r);
+    if (!r) return bm_err_set(err, "out of memory");
+    r->s = s, r->n = s->n_modules, r->enc = r->bb = r->gen = -1;
+    r->ops = bm_calloc((size_t)r->n, sizeof *r->ops);
+    r->self = bm_calloc((size_t)r->n, sizeof *r->self);
+    r->opt = bm_calloc((size_t)r->n, sizeof *r->opt);
+    if (!r->ops || !r->self || !r->opt) {
+        bm_err_set(err, "out of memory");
+        goto fail;
+    }
+    for (int i = 0; i < r->n; i++) {
+        const struct bm_module *m = &s->modules[i];
+        int *slot = m->role == BM_ROLE_ENCODER ? &r->enc : m->role == BM_ROLE_BACKBONE ? &r->bb : &r->gen;
+        if (*slot >= 0) {
+            bm_err_set(err, "module \"%s\": the reference trainer takes one %s (\"%s\" is one already)",
+                       m->name, bm_role_name(m->role), s->modules[*slot].name);
+            goto fail;
+        }
+        *slot = i;
+        if (!m->impl) {
+            bm_err_set(err, "module \"%s\" has no \"impl\": nothing to train\n"
+                            "hint: add \"impl\": \"vit\" / \"gpt\" / \"dit\" and an \"arch\" to it", m->name);
+            goto fail;
+        }
+        r->ops[i] = bm_module_find(m->impl);
+        if (!r->ops[i]) {
+            bm_err_set(err, "module \"%s\": unknown impl \"%s\"\nhint: built-in: vit, gpt, dit",
+                       m->name, m->impl);
+            goto fail;
+        }
+        if (r->ops[i]->role != m->role) {
+            bm_err_set(err, "module \"%s\": impl \"%s\" is a %s, the module a %s", m->name, m->impl,
+                       bm_role_name(r->ops[i]->role), bm_role_name(m->role));
+            goto fail;
+        }
+        int L = m->role == BM_ROLE_BACKBONE ? m->arch.layers : 0;
+        if (r->ops[i]->create(m, s, 0, L, bm_train_module_seed(s, i), &r->self[i], err)) goto fail;
+        size_t np;
+        r->ops[i]->params(r->self[i], &np);
+        r->opt[i] = bm_calloc(2 * np + 1, sizeof(float));
+        if (!r->opt[i]) {
+            bm_err_set(err, "out of memory for optimizer state of \"%s\"", m->name);
+            goto fail;
+        }
+    }
+    if (r->bb < 0 || r->enc < 0) {
+        bm_err_set(err, "the reference trainer needs an encoder and a backbone");
+        goto fail;
+    }
+    if (bm_train_data_cfg(s, &r->data, err)) goto fail;
+    *out = r;
+    return BM_OK;
+fail:
+    bm_ref_free(r);
+    return BM_ERR;
+}
+
+float *bm_ref_params(struct bm_ref *r, int module, size_t *n)
+{
+    if (module < 0 || module >= r->n) return NULL;
+    return r->ops[module]->params(r->self[module], n);
+}
+
+float *bm_ref_grads(struct bm_ref *r, int module, size_t *n)
+{
+    if (module < 0 || module >= r->n) return NULL;
+    return r->ops[module]->grads(r->self[module], n);
+}
+
+/* Live context bytes per role, and their peaks. */
+struct live {
+    size_t now[BM_N_ROLES], peak[BM_N_ROLES];
+};
+
+static void live_add(struct live *l, int role, size_t bytes)
+{
+    l->now[role] += bytes;
+    if (l->now[role] > l->peak[role]) l->peak[role] = l->now[role];
+}
+
+int bm_ref_step(struct bm_ref *r, long step, struct bm_step_stats *st, struct bm_err *err)
+{
+    const struct bm_spec *s = r->s;
+    int M = s->microbatches > 0 ? s->microbatches : 1, rc = BM_OK;
+    double t0 = bm_now();
+    memset(st, 0, sizeof *st);
+    struct live live = {{0}, {0}};
+    for (int i = 0; i < r->n; i++) {
+        size_t np;
+        float *g = r->ops[i]->grads(r->self[i], &np);
+        memset(g, 0, np * sizeof(float));
+    }
+    const struct bm_module_ops *E = r->ops[r->enc], *B = r->ops[r->bb];
+    const struct bm_module_ops *G = r->gen >= 0 ? r->ops[r->gen] : NULL;
+    void *e = r->self[r->enc], *b = r->self[r->bb], *g = G ? r->self[r->gen] : NULL;
+    int g2b = G && s->modules[r->gen].grad_to_backbone;
+    float scale = 1.0f / (float)M;
+    for (int m = 0; m < M && rc == BM_OK; m++) {
+        struct bm_data_batch *d = NULL;
+        float *vis = NULL, *hid = NULL, *dhid = NULL, *dvis = NULL, lm = 0, gl = 0, l0;
+        void *ce = NULL, *cb = NULL, *cg = NULL;
+        if ((rc = bm_data_batch(&r->data, step, m, &d, err))) break;
+        const struct bm_batch *mb = &d->b;
+        vis = bm_malloc(E->out_count(e, mb) * sizeof(float) + 1);
+        hid = bm_malloc(B->out_count(b, mb) * sizeof(float) + 1);
+        dvis = bm_malloc(B->in_count(b, mb) * sizeof(float) + 1);
+        dhid = bm_calloc(B->out_count(b, mb) + 1, sizeof(float));
+        if (!vis || !hid || !dvis || !dhid) {
+            rc = bm_err_set(err, "out of memory for microbatch tensors");
+            goto next;
+        }
+        if ((rc = E->forward(e, mb, NULL, vis, &l0, &ce, err))) goto next;
+        live_add(&live, BM_ROLE_ENCODER, E->ctx_bytes(ce));
+        if ((rc = B->forward(b, mb, vis, hid, &lm, &cb, err))) goto next;
+        live_add(&live, BM_ROLE_BACKBONE, B->ctx_bytes(cb));
+        if (G) {
+            if ((rc = G->forward(g, mb, hid, NULL, &gl, &cg, err))) goto next;
+            live_add(&live, BM_ROLE_GENERATOR, G->ctx_bytes(cg));
+            live.now[BM_ROLE_GENERATOR] -= G->ctx_bytes(cg);
+            rc = G->backward(g, cg, mb, NULL, scale, g2b ? dhid : NULL, err);
+            cg = NULL;
+            if (rc) goto next;
+        }
+        live.now[BM_ROLE_BACKBONE] -= B->ctx_bytes(cb);
+        rc = B->backward(b, cb, mb, g2b ? dhid : NULL, scale, dvis, err);
+        cb = NULL;
+        if (rc) goto next;
+        live.now[BM_ROLE_ENCODER] -= E->ctx_bytes(ce);
+        rc = E->backward(e, ce, mb, dvis, scale, NULL, err);
+        ce = NULL;
+        if (rc) goto next;
+        st->lm += lm / M;
+        st->gen += gl / M;
+        st->flops += E->flops(e, mb) + B->flops(b, mb) + (G ? G->flops(g, mb) : 0);
+    next:
+        if (ce) E->ctx_free(ce);
+        if (cb) B->ctx_free(cb);
+        if (cg) G->ctx_free(cg);
+        bm_free(vis), bm_free(hid), bm_free(dvis), bm_free(dhid);
+        bm_data_batch_free(d);
+    }
+    if (rc) return rc;
+    const struct bm_train *t = &s->train;
+    for (int i = 0; i < r->n; i++) {
+        size_t np;
+        float *p = r->ops[i]->params(r->self[i], &np), *gr = r->ops[i]->grads(r->self[i], &np);
+        bm_adamw_update(p, gr, r->opt[i], r->opt[i] + np, np, (float)t->lr, (float)t->beta1,
+                        (float)t->beta2, (float)t->eps, (float)t->weight_decay, (int)step + 1);
+    }
+    st->loss = st->lm + st->gen;
+    memcpy(st->peak_act, live.peak, sizeof live.peak);
+    st->ms = (bm_now() - t0) * 1e3;
+    return BM_OK;
+}
+
+int bm_ref_train(const struct bm_spec *s, int steps, FILE *progress, FILE *log,
+                 double *first_loss, double *last_loss, struct bm_err *err)
+{
+    struct bm_ref *r;
+    if (bm_ref_new(s, &r, err)) return BM_ERR;
+    if (progress) {
+        size_t total = 0, np;
+        for (int i = 0; i < r->n; i++) {
+            r->ops[i]->params(r->self[i], &np);
+            fprintf(progress, "%s%s %s %.2fM params", i ? ", " : "", bm_role_name(s->modules[i].role),
+                    s->modules[i].name, np / 1e6);
+            total += np;
+        }
+        fprintf(progress, " (%.2fM total); %d microbatches/step, reference (single process)\n",
+                total / 1e6, s->microbatches > 0 ? s->microbatches : 1);
+    }
+    for (long k = 0; k < steps; k++) {
+        struct bm_step_stats st;
+        if (bm_ref_step(r, k, &st, err)) {
+            bm_ref_free(r);
+            return BM_ERR;
+        }
+        if (k == 0 && first_loss) *first_loss = st.loss;
+        if (last_loss) *last_loss = st.loss;
+        if (progress) {
+            fprintf(progress, "step %4ld/%d  loss %.4f  (lm %.4f  gen %.4f)  %7.1f ms  %.2f GFLOP/s\n",
+                    k + 1, steps, st.loss, st.lm, st.gen, st.ms, st.flops / (st.ms * 1e6));
+            fflush(progress);
+        }
+        if (log) {
+            fprintf(log, "{\"step\": %ld, \"loss\": %.6f, \"lm\": %.6f, \"gen\": %.6f, \"ms\": %.3f, "
+                         "\"ranks\": [{\"rank\": 0, \"peak_act_bytes\": {\"encoder\": %zu, "
+                         "\"backbone\": %zu, \"generator\": %zu}}]}\n",
+                    k + 1, st.loss, st.lm, st.gen, st.ms, st.peak_act[BM_ROLE_ENCODER],
+                    st.peak_act[BM_ROLE_BACKBONE], st.peak_act[BM_ROLE_GENERATOR]);
+            fflush(log);
+        }
+    }
+    bm_ref_free(r);
+    return BM_OK;
+}
