@@ -6,7 +6,7 @@
  *      "layers", bit 3 a second encoder chained behind the first (vit -> proj), bit 4 a
  *      uniform encoder cost scale, bit 5 raw options (skip the consistency fixes below)
  *   1  pp-1 (mod 8)        2  vpp-1 (mod 4)      3  microbatches-1 (mod 32)
- *   4  unit (mod 9, 0 = default)                 5  window (mod 6, 0 = auto)
+ *   4  unit (mod 9, 0 = default)                 5  window (mod 7: 0 auto, 6 fit, else W)
  *   6  backbone (mod 3)    7  policy (mod 6)     8  backbone layers (mod 64)
  *   9.. module costs (fwd, bwd per module): (byte + 1) / 4 milliseconds
  *
@@ -75,7 +75,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     o.vpp = 1 + (int)(byte_at(data, size, 2) % 4);
     o.microbatches = 1 + (int)(byte_at(data, size, 3) % 32);
     o.unit = (int)(byte_at(data, size, 4) % 9);
-    o.window = (int)(byte_at(data, size, 5) % 6);
+    o.window = (int)(byte_at(data, size, 5) % 7);
+    if (o.window == 6) o.window = BM_WINDOW_FIT;
     o.backbone = (enum bm_backbone)(byte_at(data, size, 6) % 3);
     o.policy = (enum bm_policy)(byte_at(data, size, 7) % BM_N_POLICIES);
     if (!raw) {

@@ -124,6 +124,15 @@ TEST(plan_bigmac_interleaved_window_auto)
     plan_sweep(&c, "bigmac interleaved auto");
 }
 
+/* window fit: auto's search, then larger windows simulated for makespan and memory */
+TEST(plan_bigmac_window_fit)
+{
+    struct plan_ctx c = {.spec_path = SPEC};
+    c.set_policy = 1, c.policy = BM_POL_BIGMAC;
+    c.set_window = 1, c.window = BM_WINDOW_FIT;
+    plan_sweep(&c, "bigmac interleaved fit");
+}
+
 TEST(plan_bigmac_1f1b_explicit_window)
 {
     struct plan_ctx c = {.spec_path = SPEC};
@@ -300,6 +309,7 @@ TEST(table_load_and_verify_deadlocked)
 int main(void)
 {
     RUN(plan_bigmac_interleaved_window_auto);
+    RUN(plan_bigmac_window_fit);
     RUN(plan_bigmac_1f1b_explicit_window);
     RUN(plan_optimus);
     RUN(plan_unified);

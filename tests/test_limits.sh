@@ -102,7 +102,7 @@ spec_with 's/"link_gbytes_per_s": 5,/"link_gbytes_per_s": 1e-308,/' "$T/n4.json"
 limit spec_link_1e-308 1 'device.link_gbytes_per_s must be >= 1e-06' "$BIGMAC" plan "$T/n4.json"
 spec_with 's/"max": 2.0/"max": 1e308/' "$T/n5.json"
 limit spec_scale_1e308 1 'encoder_cost_scale.max must be <= 1e+06' "$BIGMAC" plan "$T/n5.json"
-spec_with 's/"cost": {"fwd_ms": 8, "bwd_ms": 16, "act_mib": 8, "state_mib": 4, "out_mib": 0.1}/"arch": {"params": 1e308, "tokens": 100, "hidden": 10}/' "$T/n6.json"
+printf '{"format": "bigmac-spec", "version": 1, "inputs": ["t"], "modules": [{"name": "gpt", "consumes": ["t"], "produces": ["h"], "arch": {"params": 1e308, "tokens": 100, "hidden": 10}}]}' >"$T/n6.json"
 limit spec_arch_1e308 1 'the costs derived from "arch" of module "gpt" are out of range' \
     "$BIGMAC" plan "$T/n6.json"
 spec_with 's/"pp": 4,/"pp": 1e308,/' "$T/n7.json"
