@@ -6,7 +6,7 @@
  * search treating it as "window too small").
  *
  * Paths: spec load -> plan, for every policy (interleaved backbone, a generator sending
- * gradient into the backbone, window auto, explicit windows, 1f1b/gpipe); the simulator on a
+ * gradient into the backbone, window auto, fit and explicit, 1f1b/gpipe); the simulator on a
  * planned table; table load -> verify. */
 #include "test.h"
 
