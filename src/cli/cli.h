@@ -10,6 +10,7 @@ int bm_cmd_verify(int argc, char **argv);
 int bm_cmd_simulate(int argc, char **argv);
 int bm_cmd_sweep(int argc, char **argv);
 int bm_cmd_train(int argc, char **argv);
+int bm_cmd_render(int argc, char **argv);
 
 /* Plan flags shared by plan/simulate/sweep/render: --pp --vpp --microbatches --unit
  * --backbone --policy --window. Values are "set" only when the flag was given. */

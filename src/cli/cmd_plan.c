@@ -1,8 +1,10 @@
 /* cmd_plan.c — `bigmac plan SPEC [plan flags] [-o TABLE.json]`: spec -> operator table. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
+#include "report/report.h"
 #include "util/util.h"
 
 static void usage(FILE *f)
@@ -11,16 +13,21 @@ static void usage(FILE *f)
             "usage: bigmac plan SPEC [--pp N] [--vpp V] [--microbatches M] [--unit U]\n"
             "                        [--backbone gpipe|1f1b|interleaved]\n"
             "                        [--policy bigmac|optimus|unified|unified-balanced|ideal|none]\n"
-            "                        [--window W|auto|fit] [-o TABLE.json]\n"
+            "                        [--window W|auto|fit] [-o TABLE.json] [--csv FILE] [--ascii]\n"
+            "       bigmac plan --from-csv SCHEDULE.csv [SPEC] [plan flags] [-o TABLE.json]\n"
             "\n"
             "Plans one training iteration: every rank's ordered compute and send/recv ops.\n"
             "Flags override the spec's \"parallel\" and \"schedule\" settings. Prints a summary\n"
             "(ranks, ops, peak live microbatches per module and rank, nominal makespan);\n"
-            "-o writes the operator table (docs/table.md; '-' = stdout).\n");
+            "-o writes the operator table (docs/table.md; '-' = stdout), --csv the same as CSV\n"
+            "(docs/csv.md), --ascii prints the simulated timeline (one line per rank; $COLUMNS).\n"
+            "--from-csv loads a (hand-edited) CSV schedule instead of planning: the module graph\n"
+            "and costs come from SPEC when given, else from the CSV's '#' lines; header values\n"
+            "from its '# bigmac-table' line, overridden by the plan flags. Check it with verify.\n");
 }
 
 /* Print the summary of table t planned from spec s. */
-static int summary(const struct bm_spec *s, const struct bm_table *t, FILE *f)
+static int summary(const char *name, const struct bm_table *t, FILE *f)
 {
     long n = 0, nc = 0, ns = 0;
     for (int r = 0; r < t->pp; r++)
@@ -29,7 +36,7 @@ static int summary(const struct bm_spec *s, const struct bm_table *t, FILE *f)
             nc += t->ranks[r].ops[i].kind == BM_OP_COMPUTE;
             ns += t->ranks[r].ops[i].kind == BM_OP_SEND;
         }
-    fprintf(f, "%s: policy %s, backbone %s, P=%d V=%d M=%d U=%d", s->name ? s->name : s->path,
+    fprintf(f, "%s: policy %s, backbone %s, P=%d V=%d M=%d U=%d", name,
             bm_policy_name(t->policy), bm_backbone_name(t->backbone), t->pp, t->vpp,
             t->microbatches, t->unit);
     if (t->window) fprintf(f, " W=%d", t->window);
@@ -71,7 +78,8 @@ static int summary(const struct bm_spec *s, const struct bm_table *t, FILE *f)
 int bm_cmd_plan(int argc, char **argv)
 {
     struct bm_cli_plan_flags flags = {0};
-    const char *spec_path = NULL, *out_path = NULL;
+    const char *spec_path = NULL, *out_path = NULL, *csv_out = NULL, *csv_in = NULL;
+    int ascii = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -81,12 +89,16 @@ int bm_cmd_plan(int argc, char **argv)
         int k = bm_cli_plan_flag(argc, argv, &i, &flags);
         if (k < 0) return BM_USAGE;
         if (k > 0) continue;
-        if (!strcmp(a, "-o")) {
+        if (!strcmp(a, "-o") || !strcmp(a, "--csv") || !strcmp(a, "--from-csv")) {
             if (i + 1 >= argc) {
-                fprintf(stderr, "bigmac: error: -o needs a file name\n");
+                fprintf(stderr, "bigmac: error: %s needs a file name\n", a);
                 return BM_USAGE;
             }
-            out_path = argv[++i];
+            if (a[1] == 'o') out_path = argv[++i];
+            else if (!strcmp(a, "--csv")) csv_out = argv[++i];
+            else csv_in = argv[++i];
+        } else if (!strcmp(a, "--ascii")) {
+            ascii = 1;
         } else if (a[0] == '-' && a[1]) {
             fprintf(stderr, "bigmac: error: plan: unknown flag '%s'\n", a);
             usage(stderr);
@@ -98,30 +110,69 @@ int bm_cmd_plan(int argc, char **argv)
             return BM_USAGE;
         }
     }
-    if (!spec_path) {
+    if (!spec_path && !csv_in) {
         usage(stderr);
         return BM_USAGE;
     }
     struct bm_err err;
-    struct bm_spec *spec;
-    if (bm_spec_load(spec_path, &spec, &err)) {
+    struct bm_spec *spec = NULL;
+    if (spec_path && bm_spec_load(spec_path, &spec, &err)) {
         bm_cli_error(err.msg);
         return BM_ERR;
     }
     struct bm_plan_opts o;
-    bm_plan_opts_from_spec(&o, spec);
-    bm_cli_plan_apply(&flags, &o);
     struct bm_table *t;
-    if (bm_plan_build(spec, &o, &t, &err)) {
-        char msg[sizeof err.msg + 300];
-        snprintf(msg, sizeof msg, "%s: cannot plan: %s", spec_path, err.msg);
-        bm_cli_error(msg);
-        bm_spec_free(spec);
-        return BM_ERR;
+    if (csv_in) {
+        struct bm_csv_opts co = {flags.pp, flags.vpp, flags.microbatches, flags.unit,
+                                 flags.window > 0 ? flags.window : 0, flags.backbone_set, flags.policy_set,
+                                 flags.backbone, flags.policy};
+        if (bm_csv_load(csv_in, spec, &co, &t, &err)) {
+            bm_cli_error(err.msg);
+            bm_spec_free(spec);
+            return BM_ERR;
+        }
+    } else {
+        bm_plan_opts_from_spec(&o, spec);
+        bm_cli_plan_apply(&flags, &o);
+        if (bm_plan_build(spec, &o, &t, &err)) {
+            char msg[sizeof err.msg + 300];
+            snprintf(msg, sizeof msg, "%s: cannot plan: %s", spec_path, err.msg);
+            bm_cli_error(msg);
+            bm_spec_free(spec);
+            return BM_ERR;
+        }
     }
     int rc = BM_OK;
     FILE *info = out_path && !strcmp(out_path, "-") ? stderr : stdout;
-    if (summary(spec, t, info)) rc = BM_ERR;
+    const char *name = csv_in ? csv_in : spec->name ? spec->name : spec->path;
+    if (summary(name, t, info)) rc = BM_ERR;
+    if (!rc && ascii) {
+        struct bm_timeline *tl;
+        if (bm_simulate(t, NULL, &tl, &err)) {
+            bm_cli_error(err.msg);
+            rc = BM_ERR;
+        } else {
+            const char *c = getenv("COLUMNS");
+            int w = c && atoi(c) >= 20 && atoi(c) <= 100000 ? atoi(c) - 12 : 120;
+            if (bm_render_ascii(t, tl, w, info)) rc = BM_ERR;
+            bm_timeline_free(tl);
+        }
+    }
+    if (!rc && csv_out && bm_csv_check_names(t, &err)) {
+        bm_cli_error(err.msg);
+        rc = BM_ERR;
+    }
+    if (!rc && csv_out) {
+        FILE *cf = strcmp(csv_out, "-") ? fopen(csv_out, "w") : stdout;
+        int bad = !cf || bm_csv_write(t, cf);
+        if (cf && cf != stdout && fclose(cf)) bad = 1;
+        if (bad) {
+            fprintf(stderr, "bigmac: error: %s: cannot write the CSV\n", csv_out);
+            rc = BM_ERR;
+        } else if (cf != stdout) {
+            fprintf(info, "wrote %s\n", csv_out);
+        }
+    }
     if (!rc && out_path) {
         if (bm_table_save(t, out_path, &err)) {
             bm_cli_error(err.msg);

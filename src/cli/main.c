@@ -16,6 +16,7 @@ static const struct command commands[] = {
     {"verify", bm_cmd_verify, "check a table: counts, deadlock freedom, dependencies, order, residency"},
     {"simulate", bm_cmd_simulate, "plan + simulate: makespan, bubbles, memory, OOM (--compare: every policy)"},
     {"sweep", bm_cmd_sweep, "simulate every pp/vpp/microbatches/policy combination, rank by throughput"},
+    {"render", bm_cmd_render, "draw a schedule: ascii, svg, html report, Chrome trace, csv"},
 };
 
 static void usage(FILE *f)

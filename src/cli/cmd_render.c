@@ -1,0 +1,233 @@
+/* cmd_render.c — `bigmac render INPUT --format ascii|svg|html|trace|csv [-o FILE]`: draw a
+ * schedule. INPUT is a spec (planned with the plan flags, then simulated), an operator table
+ * (simulated), a Chrome trace written by bigmac (its measured or simulated times are drawn as
+ * they are) or a CSV schedule (docs/csv.md). */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "report/report.h"
+#include "util/util.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: bigmac render TABLE.json|SPEC.json|TRACE.json|SCHEDULE.csv\n"
+            "                     --format ascii|svg|html|trace|csv [-o FILE] [--width N]\n"
+            "                     [--title TEXT] [--span MS] [plan flags: --pp --vpp --microbatches\n"
+            "                      --unit --backbone --policy --window]\n"
+            "\n"
+            "Draws one training iteration's schedule:\n"
+            "  ascii  one line per rank in the terminal (--width columns; default $COLUMNS or 120)\n"
+            "  svg    standalone SVG timeline: lanes per rank, colours by module and pass, memory\n"
+            "         (--span MS: time axis length, to draw several schedules on one scale)\n"
+            "  html   self-contained report (no network): zoomable timeline, hover shows each op\n"
+            "         and what it waited for, memory curves, metrics; from a SPEC also a comparison\n"
+            "         of all six policies and the zero-added-bubble bound\n"
+            "  trace  Chrome trace JSON for Perfetto / chrome://tracing (docs/trace.md); it embeds\n"
+            "         the table, so `render trace.json --format html` works\n"
+            "  csv    PyTorch-pipelining style rows (docs/csv.md); reload with `plan --from-csv`\n"
+            "A SPEC is planned with the plan flags first; a table or CSV is simulated; a trace is\n"
+            "drawn with the times it holds. -o - (the default) writes to stdout.\n"
+            "\n"
+            "Exit status: 0 ok, 1 unreadable input or planning/simulation failure, 2 usage error.\n");
+}
+
+enum fmt { F_NONE = -1, F_ASCII, F_SVG, F_HTML, F_TRACE, F_CSV };
+
+static int parse_format(const char *s)
+{
+    static const char *const names[] = {"ascii", "svg", "html", "trace", "csv"};
+    for (int i = 0; i < 5; i++)
+        if (!strcmp(s, names[i])) return i;
+    return F_NONE;
+}
+
+/* Width for ascii: $COLUMNS minus the "rank N |...|" decoration, or 120. */
+static int default_width(void)
+{
+    const char *c = getenv("COLUMNS");
+    int w = c ? atoi(c) : 0;
+    if (w >= 20 && w <= 100000) return w - 12;
+    return 120;
+}
+
+/* Render t/tl (cmp may be NULL) in format fm to path. */
+static int write_out(int fm, const struct bm_table *t, const struct bm_timeline *tl,
+                     const struct bm_report_compare *cmp, const char *title, int width,
+                     double span, const char *path)
+{
+    FILE *f = stdout;
+    if (path && strcmp(path, "-")) {
+        f = fopen(path, "w");
+        if (!f) {
+            fprintf(stderr, "bigmac: error: %s: cannot write: ", path);
+            perror(NULL);
+            return BM_ERR;
+        }
+    }
+    int rc;
+    switch (fm) {
+    case F_ASCII: rc = bm_render_ascii(t, tl, width, f); break;
+    case F_SVG: rc = bm_render_svg(t, tl, title, span, f); break;
+    case F_HTML: rc = bm_render_html(t, tl, cmp, title, f); break;
+    case F_TRACE: rc = bm_render_trace(t, tl, f); break;
+    default: rc = bm_csv_write(t, f); break;
+    }
+    if (f != stdout) {
+        if (fclose(f)) rc = BM_ERR;
+    } else if (fflush(f)) {
+        rc = BM_ERR;
+    }
+    if (rc) fprintf(stderr, "bigmac: error: %s: write error\n", path && strcmp(path, "-") ? path : "<stdout>");
+    return rc;
+}
+
+int bm_cmd_render(int argc, char **argv)
+{
+    struct bm_cli_plan_flags flags = {0};
+    const char *in = NULL, *out = "-", *title = NULL;
+    int fm = F_NONE, width = 0, any_plan_flag = 0;
+    double span = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        }
+        int k = bm_cli_plan_flag(argc, argv, &i, &flags);
+        if (k < 0) return BM_USAGE;
+        if (k > 0) {
+            any_plan_flag = 1;
+            continue;
+        }
+        if (!strcmp(a, "-o") || !strcmp(a, "--format") || !strcmp(a, "--width") ||
+            !strcmp(a, "--title") || !strcmp(a, "--span")) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "bigmac: error: %s needs a value\n", a);
+                return BM_USAGE;
+            }
+            const char *v = argv[++i];
+            if (a[1] == 'o') out = v;
+            else if (!strcmp(a, "--title")) title = v;
+            else if (!strcmp(a, "--span")) {
+                if (bm_cli_double(a, v, &span)) return BM_USAGE;
+            }
+            else if (!strcmp(a, "--width")) {
+                if (bm_cli_int(a, v, &width)) return BM_USAGE;
+            } else if ((fm = parse_format(v)) == F_NONE) {
+                fprintf(stderr, "bigmac: error: --format: unknown format '%s' (ascii, svg, html, trace, csv)\n", v);
+                return BM_USAGE;
+            }
+        } else if (a[0] == '-' && a[1]) {
+            fprintf(stderr, "bigmac: error: render: unknown flag '%s'\n", a);
+            fprintf(stderr, "usage: bigmac render INPUT --format ascii|svg|html|trace|csv [-o FILE]   (--help for more)\n");
+            return BM_USAGE;
+        } else if (!in) {
+            in = a;
+        } else {
+            fprintf(stderr, "bigmac: error: render takes one input (got '%s' and '%s')\n", in, a);
+            return BM_USAGE;
+        }
+    }
+    if (!in) {
+        fprintf(stderr, "bigmac: error: render: what to draw? (a TABLE.json, SPEC.json, trace or CSV)\n");
+        fprintf(stderr, "usage: bigmac render INPUT --format ascii|svg|html|trace|csv [-o FILE]   (--help for more)\n");
+        return BM_USAGE;
+    }
+    if (fm == F_NONE) {
+        fprintf(stderr, "bigmac: error: render: --format is required (ascii, svg, html, trace, csv)\n");
+        return BM_USAGE;
+    }
+    if (!width) width = default_width();
+
+    struct bm_err err;
+    size_t len;
+    char *text = bm_read_file(in, &len, &err);
+    if (!text) {
+        bm_cli_error(err.msg);
+        return BM_ERR;
+    }
+    struct bm_spec *spec = NULL;
+    struct bm_table *t = NULL;
+    struct bm_timeline *tl = NULL;
+    struct bm_report_compare *cmp = NULL;
+    int rc = BM_ERR, is_trace = 0;
+    const char *p = text;
+    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') p++;
+    if (strlen(text) != len) {
+        bm_err_set(&err, "%s: not a text file", in);
+        goto fail;
+    }
+    if (*p != '{') {
+        if (bm_csv_parse(text, in, NULL, NULL, &t, &err)) goto fail;
+    } else if (bm_trace_sniff(text)) {
+        is_trace = 1;
+        if (bm_trace_parse(text, in, &t, &tl, &err)) goto fail;
+    } else {
+        json_error_t je;
+        json_t *root = json_loads(text, 0, &je);
+        if (!root) {
+            bm_err_set(&err, "%s:%d:%d: %s", in, je.line, je.column, je.text);
+            goto fail;
+        }
+        json_t *jf = json_object_get(root, "format");
+        const char *format = json_is_string(jf) ? json_string_value(jf) : "";
+        if (!strcmp(format, "bigmac-spec")) {
+            json_decref(root);
+            if (bm_spec_parse(text, in, &spec, &err)) goto fail;
+        } else if (!strcmp(format, "bigmac-table")) {
+            json_decref(root);
+            if (bm_table_parse(text, in, &t, &err)) goto fail;
+        } else {
+            bm_err_set(&err, "%s: not a bigmac spec, table or trace (\"format\" is \"%s\"; a trace has \"traceEvents\")",
+                       in, format);
+            json_decref(root);
+            goto fail;
+        }
+    }
+    if (!spec && any_plan_flag)
+        fprintf(stderr, "bigmac: warning: plan flags apply to a SPEC only; %s is already planned\n", in);
+    if (spec) {
+        struct bm_plan_opts o;
+        bm_plan_opts_from_spec(&o, spec);
+        bm_cli_plan_apply(&flags, &o);
+        if (bm_plan_build(spec, &o, &t, &err)) {
+            char msg[sizeof err.msg + 300];
+            snprintf(msg, sizeof msg, "%s: cannot plan: %s", in, err.msg);
+            snprintf(err.msg, sizeof err.msg, "%s", msg);
+            goto fail;
+        }
+        if (fm == F_HTML) {
+            cmp = bm_malloc(sizeof *cmp);
+            if (!cmp) {
+                bm_err_set(&err, "out of memory");
+                goto fail;
+            }
+            bm_report_compare_build(spec, &o, cmp);
+        }
+    }
+    if (!is_trace && fm != F_CSV && bm_simulate(t, NULL, &tl, &err)) {
+        char msg[sizeof err.msg + 300];
+        snprintf(msg, sizeof msg, "%s: cannot simulate: %s", in, err.msg);
+        snprintf(err.msg, sizeof err.msg, "%s", msg);
+        goto fail;
+    }
+    if (fm == F_CSV && bm_csv_check_names(t, &err)) goto fail;
+    if (!title) title = spec && spec->name ? spec->name : in;
+    rc = write_out(fm, t, tl, cmp, title, width, span, out);
+    if (!rc && strcmp(out, "-")) fprintf(stderr, "wrote %s\n", out);
+    goto done;
+fail:
+    bm_cli_error(err.msg);
+    rc = BM_ERR;
+done:
+    bm_free(cmp);
+    bm_timeline_free(tl);
+    bm_table_free(t);
+    bm_spec_free(spec);
+    bm_free(text);
+    return rc;
+}

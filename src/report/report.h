@@ -1,0 +1,109 @@
+/* report.h — renderers of a table and its timeline (DESIGN §10) and the loaders of their
+ * reloadable forms (CSV, Chrome trace).
+ *
+ *   ascii  one line per rank, time scaled to a width          (ascii.c)
+ *   trace  Chrome Trace Event JSON, table embedded             (trace.c, docs/trace.md)
+ *   svg    standalone SVG timeline with memory curves          (svg.c)
+ *   html   self-contained report: canvas timeline, hover, zoom (html.c)
+ *   csv    PyTorch-pipelining style action rows                (csv.c, docs/csv.md)
+ *
+ * All writers take the table t and a timeline tl of t (simulated by bm_simulate or measured:
+ * tl->measured), stream to FILE *f and return BM_OK, or BM_ERR on a write/allocation error.
+ * None keeps state between calls. */
+#ifndef BM_REPORT_H
+#define BM_REPORT_H
+
+#include "bigmac.h"
+
+/* ---------------------------------------------------------------- shared helpers (common.c) */
+
+/* "#rrggbb" for compute ops of 'module' with 'pass': a hue per module (backbone blue,
+ * encoders greens, generators oranges/purples), F lighter, B darker, W in between. */
+void bm_report_color(const struct bm_table *t, int module, int pass, char out[8]);
+
+/* For every recv, the index (into table->ranks[peer].ops) of its matching send: the k-th recv
+ * of (sender, receiver, tensor, mb) matches the k-th such send in program order. out[r] is a
+ * new array of t->ranks[r].n_ops ints (-1 for non-recv ops and unmatched recvs); free with
+ * bm_report_match_free. BM_ERR on allocation failure. */
+int bm_report_match_sends(const struct bm_table *t, int ***out, struct bm_err *err);
+void bm_report_match_free(const struct bm_table *t, int **m);
+
+/* Local chunk index (0..V-1) of a backbone op's global chunk. */
+static inline int bm_report_local_chunk(const struct bm_table *t, int chunk)
+{
+    return t->pp > 0 ? chunk / t->pp : 0;
+}
+
+/* One row of the policy comparison (HTML report from a spec). */
+struct bm_report_policy_row {
+    enum bm_policy policy;
+    int ok;                          /* 0: planning or simulation failed (see error) */
+    char error[256];
+    double makespan_ms, bubble_ratio;
+    double peak_act_mib[BM_N_ROLES]; /* max over ranks */
+    double peak_mib;
+    int oom;
+    int window;
+};
+struct bm_report_compare {
+    struct bm_report_policy_row rows[BM_N_POLICIES];
+    int n_rows;
+    double bound_ms;                 /* none's makespan + max per-rank nested busy of bigmac; <0 n/a */
+};
+
+/* Plan and simulate spec s under all six policies with o's parallel settings (o->policy is
+ * ignored) and fill cmp. A policy that fails to plan or simulate gets ok = 0 and its error.
+ * Returns BM_OK. */
+int bm_report_compare_build(const struct bm_spec *s, const struct bm_plan_opts *o,
+                            struct bm_report_compare *cmp);
+
+/* ---------------------------------------------------------------- writers */
+
+/* ASCII timeline, 'width' columns of time (<= 0: 120). */
+int bm_render_ascii(const struct bm_table *t, const struct bm_timeline *tl, int width, FILE *f);
+/* Chrome Trace Event JSON (docs/trace.md). */
+int bm_render_trace(const struct bm_table *t, const struct bm_timeline *tl, FILE *f);
+/* Standalone SVG; title may be NULL. span_ms: the time axis' length (<= makespan or 0: the
+ * makespan), so pictures of several policies can share one scale. */
+int bm_render_svg(const struct bm_table *t, const struct bm_timeline *tl, const char *title,
+                  double span_ms, FILE *f);
+/* Self-contained HTML report; cmp (policy comparison) and title may be NULL. */
+int bm_render_html(const struct bm_table *t, const struct bm_timeline *tl,
+                   const struct bm_report_compare *cmp, const char *title, FILE *f);
+/* CSV of the table (docs/csv.md): '#' header lines, then one row per rank. BM_ERR (nothing
+ * written) when a name cannot be written as CSV; bm_csv_check_names says which. */
+int bm_csv_write(const struct bm_table *t, FILE *f);
+int bm_csv_check_names(const struct bm_table *t, struct bm_err *err);
+
+/* ---------------------------------------------------------------- loaders */
+
+/* Header values that override the CSV's "# bigmac-table" line (0 / -1 = not given). */
+struct bm_csv_opts {
+    int pp, vpp, microbatches, unit, window;  /* 0 = not given; window -1 = 0 ("none") */
+    int backbone_set, policy_set;
+    enum bm_backbone backbone;
+    enum bm_policy policy;
+};
+
+/* Load a CSV schedule (docs/csv.md) into a new table (*out, caller frees). With spec != NULL
+ * the modules, costs, device, chunk split and microbatch scales come from the spec (the CSV's
+ * "# module"/"# device"/... lines are then ignored); otherwise from the CSV's '#' lines.
+ * Header values come from the "# bigmac-table" line, overridden by o (may be NULL). Errors read
+ * "path:line:col: what (in cell \"...\")". */
+int bm_csv_load(const char *path, const struct bm_spec *spec, const struct bm_csv_opts *o,
+                struct bm_table **out, struct bm_err *err);
+int bm_csv_parse(const char *text, const char *name, const struct bm_spec *spec,
+                 const struct bm_csv_opts *o, struct bm_table **out, struct bm_err *err);
+
+/* Load a Chrome trace written by bm_render_trace (or by the executor in that shape,
+ * docs/trace.md): the embedded table and the op times/memory of its events. *t and *tl are new
+ * (caller frees); tl->measured is the trace's "measured" flag. Streams over the text (no JSON
+ * tree), so traces of hundreds of MB load in seconds. Errors name name:line:col. */
+int bm_trace_parse(const char *text, const char *name, struct bm_table **t,
+                   struct bm_timeline **tl, struct bm_err *err);
+/* 1 when text is a JSON object with a top-level "traceEvents" member (a Chrome trace). */
+int bm_trace_sniff(const char *text);
+int bm_trace_load(const char *path, struct bm_table **t, struct bm_timeline **tl,
+                  struct bm_err *err);
+
+#endif

@@ -1,0 +1,696 @@
+/* trace.c — Chrome Trace Event JSON (Perfetto, chrome://tracing) of a timeline, and its loader.
+ * The shape is documented in docs/trace.md: one process per rank with threads compute (tid 0),
+ * send (1), recv (2); an "X" slice per op; a "C" counter event per memory change; an "s"/"f"
+ * flow pair per send -> recv; the table embedded under "bigmac" so the trace re-renders. */
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "report/report.h"
+#include "spec/jpos.h"
+#include "util/util.h"
+
+#define MEM_COUNTER "activation MiB"
+
+static void put_jstr(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
+        else if (c < 0x20) fprintf(f, "\\u%04x", c);
+        else fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+/* Integer nanoseconds as microseconds ("12.345"). */
+static void put_ns(FILE *f, long long ns)
+{
+    if (ns < 0) {
+        fputc('-', f);
+        ns = -ns;
+    }
+    long long us = ns / 1000, frac = ns % 1000;
+    if (!frac) fprintf(f, "%lld", us);
+    else if (frac % 100 == 0) fprintf(f, "%lld.%lld", us, frac / 100);
+    else if (frac % 10 == 0) fprintf(f, "%lld.%02lld", us, frac / 10);
+    else fprintf(f, "%lld.%03lld", us, frac);
+}
+
+static long long to_ns(double ms)
+{
+    return (long long)llround(ms * 1e6);
+}
+
+/* Microseconds with nanosecond resolution, trailing zeros trimmed. */
+static void put_us(FILE *f, double ms)
+{
+    char b[48];
+    snprintf(b, sizeof b, "%.3f", ms * 1000.0);
+    char *e = b + strlen(b) - 1;
+    while (*e == '0') *e-- = 0;
+    if (*e == '.') *e = 0;
+    if (!strcmp(b, "-0")) strcpy(b, "0");
+    fputs(b, f);
+}
+
+static void put_ms(FILE *f, double ms)
+{
+    char b[48];
+    snprintf(b, sizeof b, "%.9g", ms);
+    fputs(b, f);
+}
+
+static void meta(FILE *f, int pid, int tid, const char *name, const char *key, const char *sval,
+                 int ival)
+{
+    fprintf(f, "{\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"name\":\"%s\",\"args\":{\"%s\":", pid, tid,
+            name, key);
+    if (sval) put_jstr(f, sval);
+    else fprintf(f, "%d", ival);
+    fprintf(f, "}},\n");
+}
+
+int bm_render_trace(const struct bm_table *t, const struct bm_timeline *tl, FILE *f)
+{
+    struct bm_err err;
+    int **match;
+    if (bm_report_match_sends(t, &match, &err)) return BM_ERR;
+    static const char *const roles[BM_N_ROLES] = {"encoder", "backbone", "generator"};
+    static const char *const threads[3] = {"compute", "send", "recv"};
+    fprintf(f, "{\"displayTimeUnit\": \"ms\",\n\"otherData\": {\"generator\": \"bigmac\", "
+               "\"policy\": \"%s\", \"backbone\": \"%s\", \"pp\": %d, \"vpp\": %d, "
+               "\"microbatches\": %d, \"makespan_ms\": %.9g, \"bubble_ratio\": %.6g, "
+               "\"measured\": %s},\n",
+            bm_policy_name(t->policy), bm_backbone_name(t->backbone), t->pp, t->vpp,
+            t->microbatches, tl->makespan_ms, tl->bubble_ratio, tl->measured ? "true" : "false");
+    fprintf(f, "\"bigmac\": {\"format\": \"bigmac-trace\", \"version\": 1, \"measured\": %s, "
+               "\"samples_per_microbatch\": %d, \"memory_counter\": \"" MEM_COUNTER "\",\n\"table\": ",
+            tl->measured ? "true" : "false",
+            tl->samples_per_microbatch > 0 ? tl->samples_per_microbatch : 1);
+    bm_table_write_json(t, f);
+    fprintf(f, "},\n\"traceEvents\": [\n");
+    for (int r = 0; r < t->pp; r++) {
+        char name[32];
+        snprintf(name, sizeof name, "rank %d", r);
+        meta(f, r, 0, "process_name", "name", name, 0);
+        meta(f, r, 0, "process_sort_index", "sort_index", NULL, r);
+        for (int k = 0; k < 3; k++) {
+            meta(f, r, k, "thread_name", "name", threads[k], 0);
+            meta(f, r, k, "thread_sort_index", "sort_index", NULL, k);
+        }
+    }
+    /* Slice times in integer ns. On the send and recv threads, slices that would start at the
+     * same nanosecond as the previous one (zero-length sends and recvs issued together) are
+     * nudged 1 ns apart: viewers mis-nest zero-length slices with identical timestamps. */
+    long long **ts = bm_calloc((size_t)(t->pp > 0 ? t->pp : 1), sizeof *ts);
+    long long **te = bm_calloc((size_t)(t->pp > 0 ? t->pp : 1), sizeof *te);
+    int ok = ts && te;
+    for (int r = 0; ok && r < t->pp; r++) {
+        int n = t->ranks[r].n_ops;
+        ts[r] = bm_malloc((size_t)(n ? n : 1) * sizeof **ts);
+        te[r] = bm_malloc((size_t)(n ? n : 1) * sizeof **te);
+        if (!ts[r] || !te[r]) {
+            ok = 0;
+            break;
+        }
+        long long last[3] = {LLONG_MIN, LLONG_MIN, LLONG_MIN};
+        for (int i = 0; i < n; i++) {
+            const struct bm_op_time *ot = &tl->ranks[r].ops[i];
+            int k = t->ranks[r].ops[i].kind;
+            long long a = to_ns(ot->start_ms), b = to_ns(ot->end_ms);
+            if (k != BM_OP_COMPUTE && last[k] != LLONG_MIN && a <= last[k]) a = last[k] + 1;
+            if (b < a) b = a;
+            last[k] = a;
+            ts[r][i] = a;
+            te[r][i] = b;
+        }
+    }
+    if (!ok) {
+        for (int r = 0; ts && te && r < t->pp; r++) {
+            bm_free(ts[r]);
+            bm_free(te[r]);
+        }
+        bm_free(ts);
+        bm_free(te);
+        bm_report_match_free(t, match);
+        return BM_ERR;
+    }
+    char buf[BM_MAX_NAME + 64], wbuf[BM_MAX_NAME + 64];
+    long flow_id = 0;
+    for (int r = 0; r < t->pp; r++) {
+        const struct bm_rank_ops *ro = &t->ranks[r];
+        const struct bm_rank_timeline *rt = &tl->ranks[r];
+        for (int i = 0; i < ro->n_ops; i++) {
+            const struct bm_op *op = &ro->ops[i];
+            const struct bm_op_time *ot = &rt->ops[i];
+            bm_op_format(t, op, buf, sizeof buf);
+            int tid = op->kind == BM_OP_COMPUTE ? 0 : op->kind == BM_OP_SEND ? 1 : 2;
+            const char *cat = op->kind == BM_OP_SEND ? "send" : op->kind == BM_OP_RECV ? "recv"
+                              : op->module >= 0 && op->module < t->n_modules
+                                  ? roles[t->modules[op->module].role] : "compute";
+            fprintf(f, "{\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":", r, tid);
+            put_ns(f, ts[r][i]);
+            fprintf(f, ",\"dur\":");
+            put_ns(f, te[r][i] - ts[r][i]);
+            fprintf(f, ",\"name\":");
+            put_jstr(f, buf);
+            fprintf(f, ",\"cat\":\"%s\",\"args\":{\"op\":%d,\"mb\":%d", cat, i, op->mb);
+            if (op->kind == BM_OP_COMPUTE) {
+                fprintf(f, ",\"module\":");
+                put_jstr(f, op->module >= 0 && op->module < t->n_modules ? t->modules[op->module].name : "?");
+                fprintf(f, ",\"pass\":\"%s\"", bm_pass_name((enum bm_pass)op->pass));
+                if (op->chunk >= 0) fprintf(f, ",\"chunk\":%d", op->chunk);
+            } else {
+                fprintf(f, ",\"tensor\":");
+                put_jstr(f, op->tensor >= 0 && op->tensor < t->n_tensors ? t->tensors[op->tensor].name : "?");
+                fprintf(f, ",\"peer\":%d", op->peer);
+            }
+            fprintf(f, ",\"ready_ms\":");
+            put_ms(f, ot->ready_ms);
+            if (ot->wait_rank >= 0 && ot->wait_rank < t->pp && ot->wait_op >= 0 &&
+                ot->wait_op < t->ranks[ot->wait_rank].n_ops) {
+                bm_op_format(t, &t->ranks[ot->wait_rank].ops[ot->wait_op], wbuf, sizeof wbuf);
+                fprintf(f, ",\"wait_rank\":%d,\"wait_op\":%d,\"waited_for\":", ot->wait_rank, ot->wait_op);
+                char w2[sizeof wbuf + 32];
+                snprintf(w2, sizeof w2, "%s on rank %d", wbuf, ot->wait_rank);
+                put_jstr(f, w2);
+            }
+            fprintf(f, "}},\n");
+            /* flow: the matching send -> this recv */
+            if (op->kind == BM_OP_RECV && match[r][i] >= 0) {
+                int p = op->peer;
+                fprintf(f, "{\"ph\":\"s\",\"id\":%ld,\"pid\":%d,\"tid\":1,\"ts\":", flow_id, p);
+                put_ns(f, ts[p][match[r][i]]);
+                fprintf(f, ",\"name\":");
+                put_jstr(f, buf);
+                fprintf(f, ",\"cat\":\"dep\"},\n{\"ph\":\"f\",\"bp\":\"e\",\"id\":%ld,\"pid\":%d,\"tid\":2,\"ts\":",
+                        flow_id, r);
+                put_ns(f, te[r][i]);
+                fprintf(f, ",\"name\":");
+                put_jstr(f, buf);
+                fprintf(f, ",\"cat\":\"dep\"},\n");
+                flow_id++;
+            }
+        }
+        for (int k = 0; k < rt->n_mem; k++) {
+            const struct bm_mem_point *mp = &rt->mem[k];
+            fprintf(f, "{\"ph\":\"C\",\"pid\":%d,\"tid\":0,\"ts\":", r);
+            put_us(f, mp->t_ms);
+            fprintf(f, ",\"name\":\"" MEM_COUNTER "\",\"args\":{");
+            for (int j = 0; j < BM_N_ROLES; j++) {
+                fprintf(f, "%s\"%s\":", j ? "," : "", roles[j]);
+                put_ms(f, mp->act_mib[j]);
+            }
+            fprintf(f, "}},\n");
+        }
+    }
+    /* a closing instant so the list ends without a trailing comma */
+    fprintf(f, "{\"ph\":\"i\",\"s\":\"g\",\"pid\":0,\"tid\":0,\"ts\":");
+    put_us(f, tl->makespan_ms);
+    fprintf(f, ",\"name\":\"end of iteration\"}\n]}\n");
+    for (int r = 0; r < t->pp; r++) {
+        bm_free(ts[r]);
+        bm_free(te[r]);
+    }
+    bm_free(ts);
+    bm_free(te);
+    bm_report_match_free(t, match);
+    return ferror(f) ? BM_ERR : BM_OK;
+}
+
+/* ---------------------------------------------------------------- loader
+ *
+ * A trace of a big run is hundreds of MB, so the loader does not build a JSON tree: a small
+ * pull scanner walks the text, finds the "bigmac" object and the "traceEvents" array (in either
+ * order), hands the embedded table's text to bm_table_parse and reads each event's few fields
+ * in place. Any valid JSON is accepted (key order, whitespace, unknown keys and events of other
+ * tools are free); malformed JSON is an error naming line:col. */
+
+struct scan {
+    const char *text, *p, *end;
+    const char *name;
+    struct bm_err *err;
+};
+
+static int sc_fail(struct scan *S, const char *what)
+{
+    int line, col;
+    bm_jpos_offset(S->text, (size_t)(S->p - S->text), &line, &col);
+    return bm_err_set(S->err, "%s:%d:%d: %s", S->name, line, col, what);
+}
+
+static void sc_ws(struct scan *S)
+{
+    while (S->p < S->end && (*S->p == ' ' || *S->p == '\n' || *S->p == '\r' || *S->p == '\t')) S->p++;
+}
+
+static int sc_lit(struct scan *S, char c)
+{
+    sc_ws(S);
+    if (S->p >= S->end || *S->p != c) {
+        char m[64];
+        snprintf(m, sizeof m, "invalid JSON: expected '%c'", c);
+        return sc_fail(S, m);
+    }
+    S->p++;
+    return BM_OK;
+}
+
+/* A string into buf (truncated to n-1 bytes; \uXXXX outside ASCII becomes '?'). */
+static int sc_str(struct scan *S, char *buf, size_t n)
+{
+    sc_ws(S);
+    if (S->p >= S->end || *S->p != '"') return sc_fail(S, "invalid JSON: expected a string");
+    S->p++;
+    size_t k = 0;
+    while (S->p < S->end && *S->p != '"') {
+        char c = *S->p++;
+        if ((unsigned char)c < 0x20) return sc_fail(S, "invalid JSON: control character in a string");
+        if (c == '\\') {
+            if (S->p >= S->end) break;
+            char e = *S->p++;
+            switch (e) {
+            case 'n': c = '\n'; break;
+            case 't': c = '\t'; break;
+            case 'r': c = '\r'; break;
+            case 'b': c = '\b'; break;
+            case 'f': c = '\f'; break;
+            case 'u': {
+                unsigned v = 0;
+                for (int i = 0; i < 4; i++) {
+                    if (S->p >= S->end) return sc_fail(S, "invalid JSON: bad \\u escape");
+                    char h = *S->p++;
+                    v = v * 16 + (unsigned)(h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10
+                                          : h >= 'A' && h <= 'F' ? h - 'A' + 10 : 99);
+                    if (v > 0xffff) return sc_fail(S, "invalid JSON: bad \\u escape");
+                }
+                c = v < 0x80 ? (char)v : '?';
+                break;
+            }
+            case '"': case '\\': case '/': c = e; break;
+            default: return sc_fail(S, "invalid JSON: bad escape in a string");
+            }
+        }
+        if (buf && k + 1 < n) buf[k++] = c;
+    }
+    if (S->p >= S->end) return sc_fail(S, "invalid JSON: unterminated string");
+    S->p++;
+    if (buf && n) buf[k] = 0;
+    return BM_OK;
+}
+
+static int sc_num(struct scan *S, double *out)
+{
+    sc_ws(S);
+    const char *q = S->p;
+    if (q < S->end && (*q == '-' || *q == '+')) q++;
+    int digits = 0;
+    while (q < S->end && ((*q >= '0' && *q <= '9') || *q == '.' || *q == 'e' || *q == 'E' ||
+                          ((*q == '-' || *q == '+') && (q[-1] == 'e' || q[-1] == 'E'))))
+        q++, digits++;
+    if (!digits) return sc_fail(S, "invalid JSON: expected a number");
+    char buf[64];
+    size_t n = (size_t)(q - S->p) < sizeof buf - 1 ? (size_t)(q - S->p) : sizeof buf - 1;
+    memcpy(buf, S->p, n);
+    buf[n] = 0;
+    char *e;
+    *out = strtod(buf, &e);
+    if (*e) return sc_fail(S, "invalid JSON: bad number");
+    S->p = q;
+    return BM_OK;
+}
+
+/* Skip any value (iteratively: nesting depth is not limited by the C stack). */
+static int sc_skip(struct scan *S)
+{
+    long depth = 0;
+    do {
+        sc_ws(S);
+        if (S->p >= S->end) return sc_fail(S, "invalid JSON: unexpected end");
+        char c = *S->p;
+        if (c == '"') {
+            if (sc_str(S, NULL, 0)) return BM_ERR;
+        } else if (c == '{' || c == '[') {
+            S->p++;
+            depth++;
+            sc_ws(S);
+            if (S->p < S->end && (*S->p == '}' || *S->p == ']')) {
+                S->p++;
+                depth--;
+            } else if (c == '{') {
+                if (sc_str(S, NULL, 0) || sc_lit(S, ':')) return BM_ERR;
+                continue;
+            } else {
+                continue;
+            }
+        } else if (c == 't' || c == 'f' || c == 'n') {
+            const char *w = c == 't' ? "true" : c == 'f' ? "false" : "null";
+            size_t n = strlen(w);
+            if ((size_t)(S->end - S->p) < n || strncmp(S->p, w, n)) return sc_fail(S, "invalid JSON: bad literal");
+            S->p += n;
+        } else {
+            double d;
+            if (sc_num(S, &d)) return BM_ERR;
+        }
+        /* after a value: ',' continues the container, '}'/']' closes it */
+        for (;;) {
+            if (!depth) return BM_OK;
+            sc_ws(S);
+            if (S->p >= S->end) return sc_fail(S, "invalid JSON: unexpected end");
+            if (*S->p == ',') {
+                S->p++;
+                break;
+            }
+            if (*S->p == '}' || *S->p == ']') {
+                S->p++;
+                depth--;
+                continue;
+            }
+            return sc_fail(S, "invalid JSON: expected ',' or a closing bracket");
+        }
+        /* inside an object the next member starts with its key: peek back for '{' context */
+        sc_ws(S);
+        if (S->p < S->end && *S->p == '"') {
+            /* could be an object key or an array element string: look past it for ':' */
+            const char *save = S->p;
+            if (sc_str(S, NULL, 0)) return BM_ERR;
+            sc_ws(S);
+            if (S->p < S->end && *S->p == ':') S->p++;
+            else S->p = save;
+        }
+    } while (depth > 0);
+    return BM_OK;
+}
+
+/* Iterate an object's members: call with *first = 1; returns 1 with the key in key[], 0 at the
+ * closing '}', -1 on error. */
+static int sc_member(struct scan *S, int *first, char *key, size_t n)
+{
+    sc_ws(S);
+    if (*first) {
+        if (sc_lit(S, '{')) return -1;
+        *first = 0;
+        sc_ws(S);
+        if (S->p < S->end && *S->p == '}') {
+            S->p++;
+            return 0;
+        }
+    } else {
+        if (S->p < S->end && *S->p == '}') {
+            S->p++;
+            return 0;
+        }
+        if (sc_lit(S, ',')) return -1;
+    }
+    if (sc_str(S, key, n) || sc_lit(S, ':')) return -1;
+    return 1;
+}
+
+/* The same for array elements: 1 = an element follows, 0 = ']' consumed, -1 = error. */
+static int sc_elem(struct scan *S, int *first)
+{
+    sc_ws(S);
+    if (*first) {
+        if (sc_lit(S, '[')) return -1;
+        *first = 0;
+        sc_ws(S);
+        if (S->p < S->end && *S->p == ']') {
+            S->p++;
+            return 0;
+        }
+        return 1;
+    }
+    if (S->p < S->end && *S->p == ']') {
+        S->p++;
+        return 0;
+    }
+    if (S->p < S->end && *S->p == ',') {
+        S->p++;
+        return 1;
+    }
+    sc_fail(S, "invalid JSON: expected ',' or ']'");
+    return -1;
+}
+
+/* One trace event's fields that matter here. */
+struct event {
+    char ph[8], name[BM_MAX_NAME];
+    double pid, ts, dur, op, ready, wait_rank, wait_op, act[BM_N_ROLES];
+    int has_pid, has_ts, has_dur, has_op, has_ready, has_wr, has_wo;
+};
+
+static int read_event(struct scan *S, struct event *e)
+{
+    static const char *const roles[BM_N_ROLES] = {"encoder", "backbone", "generator"};
+    memset(e, 0, sizeof *e);
+    char key[64];
+    int first = 1, k;
+    while ((k = sc_member(S, &first, key, sizeof key)) == 1) {
+        sc_ws(S);
+        int is_num = S->p < S->end && (*S->p == '-' || (*S->p >= '0' && *S->p <= '9'));
+        if (!strcmp(key, "ph") && S->p < S->end && *S->p == '"') {
+            if (sc_str(S, e->ph, sizeof e->ph)) return BM_ERR;
+        } else if (!strcmp(key, "name") && S->p < S->end && *S->p == '"') {
+            if (sc_str(S, e->name, sizeof e->name)) return BM_ERR;
+        } else if (is_num && (!strcmp(key, "pid") || !strcmp(key, "ts") || !strcmp(key, "dur"))) {
+            double *d = key[0] == 'p' ? &e->pid : key[0] == 't' ? &e->ts : &e->dur;
+            if (sc_num(S, d)) return BM_ERR;
+            if (key[0] == 'p') e->has_pid = 1;
+            else if (key[0] == 't') e->has_ts = 1;
+            else e->has_dur = 1;
+        } else if (!strcmp(key, "args") && S->p < S->end && *S->p == '{') {
+            int f2 = 1, k2;
+            char ak[64];
+            while ((k2 = sc_member(S, &f2, ak, sizeof ak)) == 1) {
+                sc_ws(S);
+                int num = S->p < S->end && (*S->p == '-' || (*S->p >= '0' && *S->p <= '9'));
+                double *d = NULL;
+                int *has = NULL;
+                if (!strcmp(ak, "op")) d = &e->op, has = &e->has_op;
+                else if (!strcmp(ak, "ready_ms")) d = &e->ready, has = &e->has_ready;
+                else if (!strcmp(ak, "wait_rank")) d = &e->wait_rank, has = &e->has_wr;
+                else if (!strcmp(ak, "wait_op")) d = &e->wait_op, has = &e->has_wo;
+                for (int j = 0; j < BM_N_ROLES && !d; j++)
+                    if (!strcmp(ak, roles[j])) d = &e->act[j];
+                if (d && num) {
+                    if (sc_num(S, d)) return BM_ERR;
+                    if (has) *has = 1;
+                } else if (sc_skip(S)) {
+                    return BM_ERR;
+                }
+            }
+            if (k2 < 0) return BM_ERR;
+        } else if (sc_skip(S)) {
+            return BM_ERR;
+        }
+    }
+    return k < 0 ? BM_ERR : BM_OK;
+}
+
+struct mem_ev {
+    double t;
+    long seq;
+    double act[BM_N_ROLES];
+};
+
+static int mem_cmp(const void *a, const void *b)
+{
+    const struct mem_ev *x = a, *y = b;
+    if (x->t != y->t) return x->t < y->t ? -1 : 1;
+    return (x->seq > y->seq) - (x->seq < y->seq);
+}
+
+int bm_trace_parse(const char *text, const char *name, struct bm_table **tp,
+                   struct bm_timeline **tlp, struct bm_err *err)
+{
+    *tp = NULL;
+    *tlp = NULL;
+    struct scan S = {text, text, text + strlen(text), name, err};
+    /* pass 1: the top-level members we need */
+    const char *bm_at = NULL, *ev_at = NULL, *table_at = NULL, *table_end = NULL;
+    char key[64], counter[BM_MAX_NAME] = MEM_COUNTER, fmt[64] = "";
+    int measured = 0, first = 1, k;
+    double spm = 1;
+    while ((k = sc_member(&S, &first, key, sizeof key)) == 1) {
+        sc_ws(&S);
+        if (!strcmp(key, "bigmac") && S.p < S.end && *S.p == '{') {
+            bm_at = S.p;
+            int f2 = 1, k2;
+            char bk[64];
+            while ((k2 = sc_member(&S, &f2, bk, sizeof bk)) == 1) {
+                sc_ws(&S);
+                if (!strcmp(bk, "format") && *S.p == '"') {
+                    if (sc_str(&S, fmt, sizeof fmt)) return BM_ERR;
+                } else if (!strcmp(bk, "memory_counter") && *S.p == '"') {
+                    if (sc_str(&S, counter, sizeof counter)) return BM_ERR;
+                } else if (!strcmp(bk, "measured") && *S.p == 't') {
+                    measured = 1;
+                    if (sc_skip(&S)) return BM_ERR;
+                } else if (!strcmp(bk, "samples_per_microbatch") && *S.p >= '0' && *S.p <= '9') {
+                    if (sc_num(&S, &spm)) return BM_ERR;
+                } else if (!strcmp(bk, "table")) {
+                    table_at = S.p;
+                    if (sc_skip(&S)) return BM_ERR;
+                    table_end = S.p;
+                } else if (sc_skip(&S)) {
+                    return BM_ERR;
+                }
+            }
+            if (k2 < 0) return BM_ERR;
+        } else if (!strcmp(key, "traceEvents") && S.p < S.end && *S.p == '[') {
+            ev_at = S.p;
+            if (sc_skip(&S)) return BM_ERR;
+        } else if (sc_skip(&S)) {
+            return BM_ERR;
+        }
+    }
+    if (k < 0) return BM_ERR;
+    sc_ws(&S);
+    if (S.p < S.end) return sc_fail(&S, "invalid JSON: text after the top-level object");
+    if (!bm_at)
+        return bm_err_set(err, "%s: a Chrome trace without a \"bigmac\" object: only traces written by bigmac (render --format trace, or the executor) can be re-rendered\nhint: see docs/trace.md", name);
+    if (strcmp(fmt, "bigmac-trace")) {
+        S.p = bm_at;
+        return sc_fail(&S, "\"bigmac.format\" must be \"bigmac-trace\"");
+    }
+    if (!table_at) {
+        S.p = bm_at;
+        return sc_fail(&S, "\"bigmac.table\" (the operator table) is missing");
+    }
+    if (!ev_at) return bm_err_set(err, "%s: \"traceEvents\" (an array) is missing", name);
+    /* the table: its own text, so its errors point into the trace */
+    size_t tlen = (size_t)(table_end - table_at);
+    char *ttext = bm_malloc(tlen + 1);
+    if (!ttext) return bm_err_set(err, "%s: out of memory", name);
+    memcpy(ttext, table_at, tlen);
+    ttext[tlen] = 0;
+    char tname[600];
+    int tline, tcol;
+    bm_jpos_offset(text, (size_t)(table_at - text), &tline, &tcol);
+    snprintf(tname, sizeof tname, "%s (table at line %d)", name, tline);
+    struct bm_table *t;
+    int rc = bm_table_parse(ttext, tname, &t, err);
+    bm_free(ttext);
+    if (rc) return BM_ERR;
+    struct bm_timeline *tl = bm_timeline_new(t);
+    char **seen = bm_calloc((size_t)t->pp, sizeof *seen);
+    struct mem_ev **mem = bm_calloc((size_t)t->pp, sizeof *mem);
+    int *n_mem = bm_calloc((size_t)t->pp, sizeof *n_mem), *cap_mem = bm_calloc((size_t)t->pp, sizeof *cap_mem);
+    if (!tl || !seen || !mem || !n_mem || !cap_mem) goto oom;
+    for (int r = 0; r < t->pp; r++)
+        if (!(seen[r] = bm_calloc((size_t)t->ranks[r].n_ops + 1, 1))) goto oom;
+    tl->measured = measured;
+    if (spm >= 1 && spm <= 1e9) tl->samples_per_microbatch = (int)spm;
+    /* pass 2: the events */
+    S.p = ev_at;
+    first = 1;
+    long seq = 0;
+    struct event e;
+    while ((k = sc_elem(&S, &first)) == 1) {
+        sc_ws(&S);
+        if (S.p >= S.end || *S.p != '{') {
+            if (sc_skip(&S)) goto fail;
+            continue;
+        }
+        const char *at = S.p;
+        if (read_event(&S, &e)) goto fail;
+        seq++;
+        if (!e.has_pid || !e.has_ts || e.pid < 0 || e.pid >= t->pp || e.pid != (int)e.pid) continue;
+        int pid = (int)e.pid;
+        double t0 = e.ts / 1000.0;
+        if (!strcmp(e.ph, "X") && e.has_op) {
+            if (e.op < 0 || e.op >= t->ranks[pid].n_ops || e.op != (long)e.op) continue;
+            double d = e.has_dur ? e.dur / 1000.0 : 0;
+            if (!isfinite(t0) || !isfinite(d) || d < 0) {
+                S.p = at;
+                sc_fail(&S, "\"ts\"/\"dur\" must be finite and \"dur\" >= 0");
+                goto fail;
+            }
+            int op = (int)e.op;
+            struct bm_op_time *ot = &tl->ranks[pid].ops[op];
+            ot->start_ms = t0;
+            ot->end_ms = t0 + d;
+            ot->ready_ms = e.has_ready && isfinite(e.ready) ? e.ready : t0;
+            if (e.has_wr && e.has_wo && e.wait_rank >= 0 && e.wait_rank < t->pp &&
+                e.wait_rank == (int)e.wait_rank && e.wait_op >= 0 &&
+                e.wait_op < t->ranks[(int)e.wait_rank].n_ops && e.wait_op == (long)e.wait_op) {
+                ot->wait_rank = (int)e.wait_rank;
+                ot->wait_op = (int)e.wait_op;
+            }
+            seen[pid][op] = 1;
+        } else if (!strcmp(e.ph, "C") && !strcmp(e.name, counter) && isfinite(t0)) {
+            if (bm_grow(&mem[pid], &cap_mem[pid], n_mem[pid] + 1, sizeof **mem)) goto oom;
+            struct mem_ev *me = &mem[pid][n_mem[pid]++];
+            me->t = t0;
+            me->seq = seq;
+            for (int j = 0; j < BM_N_ROLES; j++) me->act[j] = isfinite(e.act[j]) ? e.act[j] : 0;
+        }
+    }
+    if (k < 0) goto fail;
+    for (int r = 0; r < t->pp; r++) {
+        for (int i = 0; i < t->ranks[r].n_ops; i++)
+            if (!seen[r][i]) {
+                char b[BM_MAX_NAME + 64];
+                bm_op_format(t, &t->ranks[r].ops[i], b, sizeof b);
+                bm_err_set(err, "%s: rank %d op #%d (%s) has no \"X\" event (pid %d, args.op %d): the trace does not cover the embedded table",
+                           name, r, i, b, r, i);
+                goto fail;
+            }
+        qsort(mem[r], (size_t)n_mem[r], sizeof **mem, mem_cmp);
+        for (int j = 0; j < n_mem[r]; j++)
+            if (bm_timeline_mem_push(tl, r, mem[r][j].t, mem[r][j].act)) goto oom;
+    }
+    bm_timeline_summarize(tl, t);
+    rc = BM_OK;
+    goto done;
+oom:
+    bm_err_set(err, "%s: out of memory loading the trace", name);
+fail:
+    rc = BM_ERR;
+done:
+    for (int r = 0; r < t->pp; r++) {
+        if (seen) bm_free(seen[r]);
+        if (mem) bm_free(mem[r]);
+    }
+    bm_free(seen);
+    bm_free(mem);
+    bm_free(n_mem);
+    bm_free(cap_mem);
+    if (rc) {
+        bm_timeline_free(tl);
+        bm_table_free(t);
+        return BM_ERR;
+    }
+    *tp = t;
+    *tlp = tl;
+    return BM_OK;
+}
+
+int bm_trace_sniff(const char *text)
+{
+    struct bm_err err;
+    struct scan S = {text, text, text + strlen(text), "", &err};
+    char key[64];
+    int first = 1, k;
+    while ((k = sc_member(&S, &first, key, sizeof key)) == 1) {
+        if (!strcmp(key, "traceEvents")) return 1;
+        if (sc_skip(&S)) return 0;
+    }
+    return 0;
+}
+
+int bm_trace_load(const char *path, struct bm_table **t, struct bm_timeline **tl, struct bm_err *err)
+{
+    *t = NULL;
+    *tl = NULL;
+    size_t len;
+    char *text = bm_read_file(path, &len, err);
+    if (!text) return BM_ERR;
+    int rc = strlen(text) != len ? bm_err_set(err, "%s: not a text file", path)
+                                 : bm_trace_parse(text, path, t, tl, err);
+    bm_free(text);
+    return rc;
+}
