@@ -95,7 +95,8 @@ asan:
 # libFuzzer targets (docs/hardening.md): the library is rebuilt with clang in build-fuzz/ with
 # coverage instrumentation (fuzzer-no-link) plus ASan/UBSan; each fuzz/fuzz_<t>.c links with
 # libFuzzer and runs FUZZ_SECONDS on tests/corpus/<t>/ (read-only seeds) and build-fuzz/corpus/<t>/
-# (where it keeps what it finds). Crashing inputs land in build-fuzz/artifacts/.
+# (where it keeps what it finds), with fuzz/<t>.dict (else fuzz/json.dict; plan takes raw bytes).
+# Crashing inputs land in build-fuzz/artifacts/.
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 60
 FUZZ_BUILD   := build-fuzz
@@ -118,9 +119,9 @@ fuzz: fuzz-build
 	@for f in $(FUZZ_SRC:fuzz/fuzz_%.c=%); do \
 	  mkdir -p $(FUZZ_BUILD)/corpus/$$f $(FUZZ_BUILD)/artifacts; \
 	  echo "== fuzz_$$f for $(FUZZ_SECONDS)s"; \
-	  dict=-dict=fuzz/json.dict; [ $$f = plan ] && dict=; \
+	  dict=fuzz/$$f.dict; [ -f $$dict ] || dict=fuzz/json.dict; [ $$f = plan ] && dict=; \
 	  $(FUZZ_BUILD)/fuzz/fuzz_$$f $(FUZZ_FLAGS) -max_total_time=$(FUZZ_SECONDS) \
-	    $$dict -artifact_prefix=$(FUZZ_BUILD)/artifacts/$$f- \
+	    $${dict:+-dict=$$dict} -artifact_prefix=$(FUZZ_BUILD)/artifacts/$$f- \
 	    $(FUZZ_BUILD)/corpus/$$f tests/corpus/$$f || exit 1; \
 	done
 

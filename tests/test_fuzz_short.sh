@@ -31,8 +31,10 @@ for f in fuzz/fuzz_*.c; do
     t=${t#fuzz_}
     bin=build-fuzz/fuzz/fuzz_$t
     mkdir -p "$work/corpus-$t" "$work/artifacts"
-    dict=-dict=fuzz/json.dict
+    dict=fuzz/$t.dict
+    [ -f "$dict" ] || dict=fuzz/json.dict
     [ "$t" = plan ] && dict=
+    dict=${dict:+-dict=$dict}
     "$bin" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 $dict \
         -artifact_prefix="$work/artifacts/$t-" "$work/corpus-$t" "tests/corpus/$t" >"$work/$t.log" 2>&1
     rc=$?
