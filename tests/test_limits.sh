@@ -81,6 +81,8 @@ limit spec_100mb 1 'a spec may be at most 8 MiB' "$BIGMAC" plan "$T/big.json"
 # endless input: /dev/zero and a pipe have no size to check; reading stops at the limit
 limit table_dev_zero 1 'more than 67108864 bytes' "$BIGMAC" verify /dev/zero
 limit spec_dev_zero 1 'more than 8388608 bytes' "$BIGMAC" plan /dev/zero
+limit render_dev_zero 1 'more than 1073741824 bytes' "$BIGMAC" render /dev/zero --format ascii
+limit csv_dev_zero 1 'more than 67108864 bytes' "$BIGMAC" plan --from-csv /dev/zero
 limit table_pipe_100mb 1 'more than 67108864 bytes' \
     "$BIGMAC" verify <(head -c 104857600 /dev/zero | tr '\0' ' ')
 # a tiny header claiming a huge schedule (made the verifier allocate 1.7 GB)

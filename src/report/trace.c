@@ -688,7 +688,7 @@ int bm_trace_load(const char *path, struct bm_table **t, struct bm_timeline **tl
     *t = NULL;
     *tl = NULL;
     size_t len;
-    char *text = bm_read_file(path, &len, err);
+    char *text = bm_read_file_max(path, (size_t)BM_MAX_TRACE_TEXT, &len, err);
     if (!text) return BM_ERR;
     int rc = strlen(text) != len ? bm_err_set(err, "%s: not a text file", path)
                                  : bm_trace_parse(text, path, t, tl, err);

@@ -82,10 +82,14 @@ char *bm_read_file_max(const char *path, size_t max, size_t *len, struct bm_err 
     if (!buf) goto oom;
     for (;;) {
         if (n + 1 >= cap) {
-            char *b2 = bm_realloc(buf, cap * 2);
+            /* grow by doubling, but never past max + 2 bytes: enough to see that the file is
+             * longer than max, so an endless input costs max bytes, not twice that */
+            size_t c2 = cap * 2;
+            if (max < (size_t)-1 / 4 && c2 > max + 2) c2 = max + 2;
+            char *b2 = bm_realloc(buf, c2);
             if (!b2) goto oom;
             buf = b2;
-            cap *= 2;
+            cap = c2;
         }
         size_t k = fread(buf + n, 1, cap - n - 1, f);
         n += k;

@@ -38,6 +38,9 @@ int bm_grow(void *p, int *cap, int need, size_t elem);
 #define BM_MAX_BACKBONE_OPS (1L << 20)
 /* Bytes of an operator table file (a P=64, M=2048 plan is 57 MB). */
 #define BM_MAX_TABLE_TEXT (64L << 20)
+/* Bytes of a Chrome trace (docs/trace.md; a 1.6M-op trace is a few hundred MB). Also the cap for
+ * `bigmac render`, which reads any kind of input before it knows which it is. */
+#define BM_MAX_TRACE_TEXT (1L << 30)
 /* Bytes of a module or tensor name in a table (as in the spec). */
 #define BM_MAX_NAME_LEN 200
 /* Any number in a table's device, costs and per-chunk/per-microbatch figures (ms, MiB, ...). */
