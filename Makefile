@@ -5,6 +5,7 @@
 #   make run        the embedded demo
 #   make bench      benchmarks (print figures; never asserted as wall-clock limits)
 #   make deps       install the Debian packages (no-op when present)
+#   make fuzz       libFuzzer targets (fuzz/) under ASan+UBSan, FUZZ_SECONDS (60) each
 
 CC      ?= cc
 BUILD   ?= build
@@ -29,6 +30,7 @@ LIB_SRC  := $(filter-out src/cli/% $(MPI_SRC),$(sort $(wildcard src/*/*.c)))
 CLI_SRC  := $(sort $(wildcard src/cli/*.c))
 TEST_SRC := $(sort $(wildcard tests/test_*.c))
 BENCH_SRC := $(sort $(wildcard bench/bench_*.c))
+FUZZ_SRC := $(sort $(wildcard fuzz/fuzz_*.c))
 
 EXAMPLE_SRC := $(sort $(wildcard examples/*.c))
 
@@ -40,6 +42,7 @@ TESTS    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 BENCHES  := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 # Programs with custom modules (examples/*.c) link the CLI (bm_train_main) without its main().
 EXAMPLES := $(EXAMPLE_SRC:examples/%.c=$(BUILD)/examples/%)
+FUZZERS  := $(FUZZ_SRC:fuzz/%.c=$(BUILD)/fuzz/%)
 
 # bin/bigmac links with mpicc when the executor's MPI file exists; otherwise with the
 # single-process stand-in only.
@@ -49,7 +52,7 @@ else
 LINK := $(CC)
 endif
 
-.PHONY: all test asan run bench deps clean info fuzz
+.PHONY: all test asan run bench deps clean info fuzz fuzz-build fuzzers
 all: info $(BIN)/bigmac $(EXAMPLES)
 
 info:
@@ -95,8 +98,41 @@ test: all $(TESTS)
 # ASan/UBSan build of everything in its own directories; leak detection on except for MPI
 # tests (tests/run.sh sets detect_leaks=0 for those).
 asan:
-	$(MAKE) BUILD=build-asan BIN=build-asan/bin OPT=-O1 \
+	@$(MAKE) --no-print-directory BUILD=build-asan BIN=build-asan/bin OPT=-O1 \
 	  SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" test
+
+# libFuzzer targets (docs/hardening.md): the library is rebuilt with clang in build-fuzz/ with
+# coverage instrumentation (fuzzer-no-link) plus ASan/UBSan; each fuzz/fuzz_<t>.c links with
+# libFuzzer and runs FUZZ_SECONDS on tests/corpus/<t>/ (read-only seeds) and build-fuzz/corpus/<t>/
+# (where it keeps what it finds), with fuzz/<t>.dict (else fuzz/json.dict; plan takes raw bytes).
+# Crashing inputs land in build-fuzz/artifacts/.
+FUZZ_CC      ?= clang
+FUZZ_SECONDS ?= 60
+FUZZ_BUILD   := build-fuzz
+FUZZ_SAN     := -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer \
+                -fno-sanitize-recover=undefined
+FUZZ_FLAGS   ?= -timeout=10 -rss_limit_mb=2048 -print_final_stats=1
+
+$(BUILD)/fuzz/%: fuzz/%.c $(LIB)
+	@mkdir -p $(dir $@)
+	@echo "  FUZZ    $<"
+	@$(CC) $(CFLAGS) -o $@ $< $(LIB) $(LDFLAGS) -fsanitize=fuzzer $(LDLIBS)
+
+fuzzers: $(FUZZERS)
+
+fuzz-build:
+	@$(MAKE) --no-print-directory CC=$(FUZZ_CC) BUILD=$(FUZZ_BUILD) BIN=$(FUZZ_BUILD)/bin OPT="-O1 -gline-tables-only" \
+	  SAN="$(FUZZ_SAN)" EXTRA_CFLAGS="-Wno-unknown-warning-option $(EXTRA_CFLAGS)" fuzzers
+
+fuzz: fuzz-build
+	@for f in $(FUZZ_SRC:fuzz/fuzz_%.c=%); do \
+	  mkdir -p $(FUZZ_BUILD)/corpus/$$f $(FUZZ_BUILD)/artifacts; \
+	  echo "== fuzz_$$f for $(FUZZ_SECONDS)s"; \
+	  dict=fuzz/$$f.dict; [ -f $$dict ] || dict=fuzz/json.dict; [ $$f = plan ] && dict=; \
+	  $(FUZZ_BUILD)/fuzz/fuzz_$$f $(FUZZ_FLAGS) -max_total_time=$(FUZZ_SECONDS) \
+	    $${dict:+-dict=$$dict} -artifact_prefix=$(FUZZ_BUILD)/artifacts/$$f- \
+	    $(FUZZ_BUILD)/corpus/$$f tests/corpus/$$f || exit 1; \
+	done
 
 # The embedded demo (scripts/run-demo.sh says what it runs).
 run: all
@@ -115,4 +151,4 @@ deps:
 	else echo "deps: all present ($(DEPS_PKGS))"; fi
 
 clean:
-	rm -rf build build-asan bin out
+	rm -rf build build-asan build-fuzz bin out

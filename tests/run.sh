@@ -21,6 +21,12 @@ run_one() {
     local name=$1; shift
     local log="$TEST_TMP/$(basename "$name").log"
     local t0=$(date +%s.%N)
+    # Sanitizer builds (make asan): leak detection on for everything except MPI tests (Open MPI
+    # keeps allocations alive until exit); UBSan reports come with a stack.
+    local leaks=1
+    case $name in *mpi*) leaks=0 ;; esac
+    ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=$leaks" \
+    UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1}" \
     timeout "${TEST_TIMEOUT:-300}" "$@" >"$log" 2>&1
     local rc=$?
     local t1=$(date +%s.%N)

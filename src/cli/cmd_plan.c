@@ -42,7 +42,10 @@ static int summary(const char *name, const struct bm_table *t, FILE *f)
     if (t->window) fprintf(f, " W=%d", t->window);
     fprintf(f, "\nops: %ld (%ld compute, %ld send, %ld recv)\n", n, nc, ns, ns);
     int *live = bm_calloc((size_t)t->pp * (size_t)t->n_modules, sizeof(int));
-    if (!live) return BM_ERR;
+    if (!live) {
+        bm_cli_error("out of memory printing the plan summary");
+        return BM_ERR;
+    }
     bm_table_peak_live(t, live);
     fprintf(f, "peak live microbatches per rank:\n  %-6s", "rank");
     for (int m = 0; m < t->n_modules; m++) {
@@ -60,12 +63,15 @@ static int summary(const char *name, const struct bm_table *t, FILE *f)
     bm_free(live);
     struct bm_timeline *tl;
     struct bm_err err;
-    if (bm_simulate(t, NULL, &tl, &err) == BM_OK) {
-        fprintf(f, "nominal makespan %.3f ms, bubble ratio %.3f, peak memory %.2f GiB%s\n",
-                tl->makespan_ms, tl->bubble_ratio, tl->peak_mib / 1024.0,
-                tl->oom ? " (OUT OF MEMORY on some rank)" : "");
-        bm_timeline_free(tl);
+    if (bm_simulate(t, NULL, &tl, &err) != BM_OK) {
+        /* a planned table always simulates; what is left is running out of memory */
+        bm_cli_error(err.msg);
+        return BM_ERR;
     }
+    fprintf(f, "nominal makespan %.3f ms, bubble ratio %.3f, peak memory %.2f GiB%s\n",
+            tl->makespan_ms, tl->bubble_ratio, tl->peak_mib / 1024.0,
+            tl->oom ? " (OUT OF MEMORY on some rank)" : "");
+    bm_timeline_free(tl);
     return BM_OK;
 }
 

@@ -145,7 +145,7 @@ int bm_cmd_render(int argc, char **argv)
 
     struct bm_err err;
     size_t len;
-    char *text = bm_read_file(in, &len, &err);
+    char *text = bm_read_file_max(in, (size_t)BM_MAX_TRACE_TEXT, &len, &err);
     if (!text) {
         bm_cli_error(err.msg);
         return BM_ERR;

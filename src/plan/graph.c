@@ -247,7 +247,10 @@ static int order_times(const struct bm_graph *g, const struct bm_order *o, doubl
     bm_free(pos);
     bm_free(free_at);
     bm_free(done);
-    if (remaining > 0) return bm_err_set(err, "internal: the planned order deadlocks");
+    if (remaining > 0) {
+        bm_err_set(err, "internal: the planned order deadlocks");
+        return BM_PLAN_STALL;
+    }
     if (makespan) *makespan = end;
     return BM_OK;
 }

@@ -806,11 +806,12 @@ static int run(struct sched *S, struct bm_err *err)
         if (best < 0) {
             char why[3000];
             describe_stall(S, why, sizeof why);
-            return bm_err_set(err,
+            bm_err_set(err,
                               "%s with %s backbone at P=%d, V=%d, M=%d, U=%d: window W=%d is too "
                               "small (deadlock):%s",
                               bm_policy_name(S->t->policy), bm_backbone_name(S->t->backbone), P,
                               S->t->vpp, S->M, S->U, S->W, why);
+            return BM_PLAN_STALL;
         }
         struct pick p = {S->prop_task[best], S->prop_start[best]};
         if (commit(S, best, p)) return bm_err_set(err, "out of memory planning");
@@ -907,7 +908,7 @@ static int optimus_refine(const struct bm_graph *g, struct bm_order *o, struct b
     }
     double best;
     if (bm_order_times(g, o, start, finish, &best, err)) {
-        rc = BM_ERR;
+        rc = BM_ERR; /* a stall of the order just scheduled cannot happen: internal error */
         goto done;
     }
     for (int round = 0; round < 8; round++) {
@@ -1042,7 +1043,13 @@ static int optimus_refine(const struct bm_graph *g, struct bm_order *o, struct b
         }
         double ms;
         struct bm_err e2;
-        if (bm_order_times(g, n, start, finish, &ms, &e2) || ms > best + EPS) {
+        int trc = bm_order_times(g, n, start, finish, &ms, &e2);
+        if (trc == BM_ERR) { /* out of memory: not "no better", which would mask it */
+            bm_order_free(n);
+            rc = bm_err_set(err, "%s", e2.msg);
+            goto done;
+        }
+        if (trc == BM_PLAN_STALL || ms > best + EPS) {
             bm_order_free(n);
             break;
         }

@@ -36,9 +36,10 @@ static int check_opts(const struct bm_plan_opts *o, struct bm_err *err)
                           o->microbatches, o->pp,
                           (o->microbatches / o->pp) > 0 ? (o->microbatches / o->pp) * o->pp : o->pp,
                           (o->microbatches / o->pp + 1) * o->pp);
-    long ops = 2L * o->pp * o->vpp * (long)o->microbatches;
-    if (ops > 50000000L)
-        return bm_err_set(err, "plan too large: pp*vpp*microbatches = %ld backbone ops (limit 50 million)", ops / 2);
+    long ops = (long)o->pp * o->vpp * (long)o->microbatches;
+    if (ops > BM_MAX_BACKBONE_OPS)
+        return bm_err_set(err, "plan too large: pp*vpp*microbatches = %d*%d*%d = %ld backbone ops per pass (limit %ld)\nhint: fewer microbatches or ranks",
+                          o->pp, o->vpp, o->microbatches, ops, BM_MAX_BACKBONE_OPS);
     return BM_OK;
 }
 
@@ -171,13 +172,15 @@ int bm_plan_chunks(struct bm_table *t, const struct bm_spec *s, struct bm_err *e
     return BM_OK;
 }
 
-/* Plan with window W; the table's ops are (re)filled. */
+/* Plan with window W; the table's ops are (re)filled. BM_PLAN_STALL when W is too small,
+ * BM_ERR on any other failure (out of memory). */
 static int plan_with_window(struct bm_table *t, const struct bm_graph *g, int W, struct bm_err *err)
 {
     struct bm_order *o;
-    if (bm_nest(g, W, &o, err)) return BM_ERR;
+    int rc = bm_nest(g, W, &o, err);
+    if (rc) return rc;
     for (int r = 0; r < t->pp; r++) t->ranks[r].n_ops = 0;
-    int rc = bm_lower(t, g, o, err);
+    rc = bm_lower(t, g, o, err);
     bm_order_free(o);
     return rc;
 }
@@ -250,23 +253,31 @@ int bm_plan_build(const struct bm_spec *s, const struct bm_plan_opts *opts, stru
 
     if (t->policy == BM_POL_BIGMAC) {
         if (opts->window > 0) {
-            t->window = opts->window;
-            if (plan_with_window(t, g, opts->window, err)) {
-                /* say which window would work */
+            /* W >= the number of units is no limit at all; clamping keeps unit arithmetic
+             * (frontier + W, (u + W) * U) far from int overflow for --window 2147483647 */
+            t->window = BM_MIN(opts->window, n_units);
+            int wrc = plan_with_window(t, g, t->window, err);
+            if (wrc == BM_PLAN_STALL) {
+                /* say which window would work (a search that runs out of memory just ends) */
                 struct bm_err e2;
-                for (int w = opts->window + 1; w <= n_units; w++)
-                    if (plan_with_window(t, g, w, &e2) == BM_OK) {
+                for (int w = t->window + 1; w <= n_units; w++) {
+                    int hrc = plan_with_window(t, g, w, &e2);
+                    if (hrc == BM_OK) {
                         size_t len = strlen(err->msg);
                         snprintf(err->msg + len, sizeof err->msg - len,
                                  "\nhint: the smallest safe window here is %d (--window %d, or --window auto)", w, w);
-                        break;
                     }
-                goto done;
+                    if (hrc != BM_PLAN_STALL) break;
+                }
             }
+            if (wrc) goto done;
         } else {
             int w;
-            for (w = 1; w <= n_units; w++)
-                if (plan_with_window(t, g, w, err) == BM_OK) break;
+            for (w = 1; w <= n_units; w++) {
+                int wrc = plan_with_window(t, g, w, err);
+                if (wrc == BM_OK) break;
+                if (wrc != BM_PLAN_STALL) goto done; /* out of memory is not "too small" */
+            }
             if (w > n_units) goto done;
             t->window = w;
             if (opts->window == BM_WINDOW_FIT && fit_window(t, g, w, n_units, err)) goto done;

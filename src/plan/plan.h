@@ -67,15 +67,22 @@ struct bm_order {
 };
 void bm_order_free(struct bm_order *o);
 
-/* Nominal times of an order: start/finish per task (ms). Returns BM_ERR if the order
- * deadlocks (a rank waits on a task that never runs first). */
+/* Internal status next to BM_OK/BM_ERR: the order stalls (a window too small, a rank waiting
+ * on a task that never runs first), as opposed to any other failure such as running out of
+ * memory. The window search tries a larger window only after this one; bm_plan_build turns it
+ * into BM_ERR for its callers. */
+#define BM_PLAN_STALL 3
+
+/* Nominal times of an order: start/finish per task (ms). Returns BM_PLAN_STALL (with a
+ * message) if the order deadlocks, BM_ERR on allocation failure. */
 int bm_order_times(const struct bm_graph *g, const struct bm_order *o, double *start,
                    double *finish, double *makespan, struct bm_err *err);
 /* The same, ignoring dependencies on non-backbone tasks (the backbone-only timeline). */
 int bm_order_times_backbone(const struct bm_graph *g, const struct bm_order *o, double *start,
                             double *finish, struct bm_err *err);
 
-/* Run t's policy over the graph and produce the per-rank order. */
+/* Run t's policy over the graph and produce the per-rank order. BM_PLAN_STALL when the
+ * window is too small (the message names each rank's blocked op), BM_ERR otherwise. */
 int bm_nest(const struct bm_graph *g, int window, struct bm_order **out, struct bm_err *err);
 
 /* Turn the order into the table's ops (compute + send/recv). */

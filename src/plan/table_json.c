@@ -5,6 +5,7 @@
 #include <jansson.h>
 #include <math.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "plan/flow.h"
 #include "plan/plan.h"
@@ -210,6 +211,9 @@ static int get_num(struct ld *L, json_t *o, const char *path, const char *key, d
     if (!json_is_number(v)) return fail(L, p, "\"%s\" must be a number", key);
     double x = json_number_value(v);
     if (!isfinite(x) || x < 0) return fail(L, p, "\"%s\" must be a finite number >= 0", key);
+    if (x > BM_MAX_FIGURE)
+        return fail(L, p, "\"%s\" is %g, more than the limit %g (a guard against absurd input)",
+                    key, x, BM_MAX_FIGURE);
     *out = x;
     return BM_OK;
 }
@@ -240,9 +244,12 @@ static int get_strv(struct ld *L, json_t *o, const char *path, const char *key, 
     if (!*out) return bm_err_set(L->err, "%s: out of memory", L->name);
     for (size_t i = 0; i < k; i++) {
         json_t *s = json_array_get(v, i);
-        if (!json_is_string(s)) {
+        if (!json_is_string(s) || json_string_length(s) > BM_MAX_NAME_LEN) {
             char q[560];
             snprintf(q, sizeof q, "%s[%zu]", p, i);
+            if (json_is_string(s))
+                return fail(L, q, "a name in \"%s\" is %zu bytes long; the limit is %d", key,
+                            json_string_length(s), BM_MAX_NAME_LEN);
             return fail(L, q, "\"%s\" must be an array of strings", key);
         }
         (*out)[i] = bm_strdup(json_string_value(s));
@@ -277,6 +284,12 @@ static int load_modules(struct ld *L, json_t *root, struct bm_table *t)
         m->grad_to_backbone = 1;
         const char *name, *role;
         if (get_str(L, mo, p, "name", &name) || get_str(L, mo, p, "role", &role)) return BM_ERR;
+        if (strlen(name) > BM_MAX_NAME_LEN) {
+            char q[80];
+            snprintf(q, sizeof q, "%s.name", p);
+            return fail(L, q, "a module name is %zu bytes long; the limit is %d", strlen(name),
+                        BM_MAX_NAME_LEN);
+        }
         if (!(m->name = bm_strdup(name))) return bm_err_set(L->err, "%s: out of memory", L->name);
         for (int j = 0; j < i; j++)
             if (!strcmp(t->modules[j].name, name))
@@ -319,8 +332,9 @@ static int load_modules(struct ld *L, json_t *root, struct bm_table *t)
     return BM_OK;
 }
 
+/* Array 'key' of n numbers in [0, BM_MAX_FIGURE] (integers when 'integral'), default dflt. */
 static int load_doubles(struct ld *L, json_t *root, const char *key, int n, double dflt,
-                        double **out)
+                        int integral, double **out)
 {
     *out = bm_malloc((size_t)n * sizeof **out);
     if (!*out) return bm_err_set(L->err, "%s: out of memory", L->name);
@@ -331,10 +345,13 @@ static int load_doubles(struct ld *L, json_t *root, const char *key, int n, doub
         return fail(L, key, "\"%s\" must be an array of %d numbers", key, n);
     for (int i = 0; i < n; i++) {
         json_t *x = json_array_get(v, (size_t)i);
-        if (!json_is_number(x) || !(json_number_value(x) >= 0)) {
+        double xv = json_is_number(x) ? json_number_value(x) : -1;
+        if (!(xv >= 0) || xv > BM_MAX_FIGURE || (integral && (xv != (double)(long long)xv || xv > 1e6))) {
             char p[64];
             snprintf(p, sizeof p, "%s[%d]", key, i);
-            return fail(L, p, "\"%s\" entries must be numbers >= 0", key);
+            if (integral)
+                return fail(L, p, "\"%s\" entries must be integers in 0..1000000", key);
+            return fail(L, p, "\"%s\" entries must be numbers in 0..%g", key, BM_MAX_FIGURE);
         }
         (*out)[i] = json_number_value(x);
     }
@@ -416,11 +433,20 @@ static int load_root(struct ld *L, json_t *root, struct bm_table **out)
     if (get_int(L, root, "", "vpp", 0, 1, 64, &t->vpp) ||
         get_int(L, root, "", "microbatches", 1, 1, 1000000, &t->microbatches))
         return BM_ERR;
+    if ((long)pp * t->vpp * t->microbatches > BM_MAX_BACKBONE_OPS)
+        return fail(L, "microbatches",
+                    "pp*vpp*microbatches = %d*%d*%d is more than the limit of %ld backbone ops "
+                    "per pass (a guard against absurd input)",
+                    pp, t->vpp, t->microbatches, BM_MAX_BACKBONE_OPS);
     t->unit = pp;
     if (get_int(L, root, "", "unit", 0, 1, 1000000, &t->unit) ||
         get_int(L, root, "", "window", 0, 0, 1000000, &t->window) ||
         get_str(L, root, "", "backbone", &bbs) || get_str(L, root, "", "policy", &pols))
         return BM_ERR;
+    if ((long)t->window * ((t->unit + pp - 1) / pp) > 1000000L)
+        return fail(L, "window", "window*ceil(unit/pp) = %d*%d is more than 1000000, the limit "
+                    "on live microbatches per rank (a guard against absurd input)",
+                    t->window, (t->unit + pp - 1) / pp);
     if (bm_backbone_parse(bbs, &t->backbone))
         return fail(L, "backbone", "unknown backbone schedule \"%s\" (gpipe, 1f1b, interleaved)", bbs);
     if (bm_policy_parse(pols, &t->policy))
@@ -436,6 +462,10 @@ static int load_root(struct ld *L, json_t *root, struct bm_table **out)
             get_num(L, d, "device", "link_gbytes_per_s", &t->device.link_gbytes_per_s) ||
             get_num(L, d, "device", "link_latency_us", &t->device.link_latency_us))
             return BM_ERR;
+        if (t->device.link_gbytes_per_s > 0 && t->device.link_gbytes_per_s < 1e-6)
+            return fail(L, "device.link_gbytes_per_s",
+                        "\"link_gbytes_per_s\" must be 0 (no transfer cost) or >= 1e-06, got %g",
+                        t->device.link_gbytes_per_s);
     }
     if (load_modules(L, root, t)) return BM_ERR;
     if (json_object_get(root, "warmup_extra")) {
@@ -444,13 +474,16 @@ static int load_root(struct ld *L, json_t *root, struct bm_table **out)
         t->warmup_extra = bm_plan_warmup_extra(t);
     }
     int C = t->pp * t->vpp;
-    if (load_doubles(L, root, "chunk_weights", C, 1.0 / C, &t->chunk_weights) ||
-        load_doubles(L, root, "mb_scale", t->microbatches, 1.0, &t->mb_scale))
+    if (load_doubles(L, root, "chunk_weights", C, 1.0 / C, 0, &t->chunk_weights) ||
+        load_doubles(L, root, "mb_scale", t->microbatches, 1.0, 0, &t->mb_scale))
         return BM_ERR;
     json_t *cl = json_object_get(root, "chunk_layers");
     if (cl) {
         double *tmp;
-        if (load_doubles(L, root, "chunk_layers", C, 0, &tmp)) return BM_ERR;
+        if (load_doubles(L, root, "chunk_layers", C, 0, 1, &tmp)) {
+            bm_free(tmp);
+            return BM_ERR;
+        }
         t->chunk_layers = bm_malloc((size_t)C * sizeof(int));
         if (!t->chunk_layers) {
             bm_free(tmp);
@@ -502,6 +535,10 @@ static int load_root(struct ld *L, json_t *root, struct bm_table **out)
 int bm_table_parse(const char *text, const char *name, struct bm_table **out, struct bm_err *err)
 {
     *out = NULL;
+    size_t len = strlen(text);
+    if (len > (size_t)BM_MAX_TABLE_TEXT)
+        return bm_err_set(err, "%s: the table is %zu bytes; a table may be at most %ld MiB", name,
+                          len, BM_MAX_TABLE_TEXT >> 20);
     json_t *root = bm_json_parse(text, name, 64, JSON_REJECT_DUPLICATES, err);
     if (!root) return BM_ERR;
     struct ld L = {text, name, err};
@@ -519,7 +556,11 @@ int bm_table_parse(const char *text, const char *name, struct bm_table **out, st
 int bm_table_load(const char *path, struct bm_table **out, struct bm_err *err)
 {
     *out = NULL;
-    char *text = bm_read_file(path, NULL, err);
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > BM_MAX_TABLE_TEXT)
+        return bm_err_set(err, "%s: the file is %lld bytes; a table may be at most %ld MiB", path,
+                          (long long)st.st_size, BM_MAX_TABLE_TEXT >> 20);
+    char *text = bm_read_file_max(path, (size_t)BM_MAX_TABLE_TEXT, NULL, err);
     if (!text) return BM_ERR;
     int rc = bm_table_parse(text, path, out, err);
     bm_free(text);

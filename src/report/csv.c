@@ -588,7 +588,9 @@ static int build(struct cp *P, const struct bm_spec *spec, const struct bm_csv_o
                   : spec ? spec->backbone : vpp > 1 ? BM_BB_INTERLEAVED : BM_BB_1F1B;
     t->policy = o && o->policy_set ? o->policy : h.has_policy ? h.policy : spec ? spec->policy : BM_POL_BIGMAC;
     int C = pp * vpp;
-    if ((long)C * M > 50000000L) return at(P, 1, 1, "table too large (pp*vpp*microbatches > 50 million)");
+    if ((long)C * M > BM_MAX_BACKBONE_OPS)
+        return at(P, 1, 1, "table too large (pp*vpp*microbatches = %ld, the limit is %ld)",
+                  (long)C * M, BM_MAX_BACKBONE_OPS);
     t->device = (struct bm_device){80, 989, 0.4, 25, 10};
     if (spec) {
         t->device = spec->device;
@@ -620,7 +622,14 @@ static int build(struct cp *P, const struct bm_spec *spec, const struct bm_csv_o
                 return bm_err_set(P->err, "out of memory");
             }
             int rc = parse_numbers(P, cl_line, C, tmp);
-            for (int c = 0; c < C && !rc; c++) t->chunk_layers[c] = (int)tmp[c];
+            for (int c = 0; c < C && !rc; c++) {
+                if (!(tmp[c] >= 0 && tmp[c] <= 1e6 && tmp[c] == (double)(int)tmp[c])) {
+                    /* checked before the cast: (int)3e84 is undefined behaviour */
+                    rc = at(P, cl_line->no, 1, "chunk_layers entries must be integers in 0..1000000");
+                    break;
+                }
+                t->chunk_layers[c] = (int)tmp[c];
+            }
             bm_free(tmp);
             if (rc) return BM_ERR;
         }
@@ -691,7 +700,7 @@ int bm_csv_load(const char *path, const struct bm_spec *spec, const struct bm_cs
 {
     *out = NULL;
     size_t len;
-    char *text = bm_read_file(path, &len, err);
+    char *text = bm_read_file_max(path, (size_t)BM_MAX_TABLE_TEXT, &len, err);
     if (!text) return BM_ERR;
     if (strlen(text) != len) {
         bm_free(text);

@@ -639,7 +639,8 @@ int bm_trace_parse(const char *text, const char *name, struct bm_table **tp,
                            name, r, i, b, r, i);
                 goto fail;
             }
-        qsort(mem[r], (size_t)n_mem[r], sizeof **mem, mem_cmp);
+        if (n_mem[r] > 1) /* mem[r] is NULL when the rank has no counter events */
+            qsort(mem[r], (size_t)n_mem[r], sizeof **mem, mem_cmp);
         for (int j = 0; j < n_mem[r]; j++)
             if (bm_timeline_mem_push(tl, r, mem[r][j].t, mem[r][j].act)) goto oom;
     }
@@ -687,7 +688,7 @@ int bm_trace_load(const char *path, struct bm_table **t, struct bm_timeline **tl
     *t = NULL;
     *tl = NULL;
     size_t len;
-    char *text = bm_read_file(path, &len, err);
+    char *text = bm_read_file_max(path, (size_t)BM_MAX_TRACE_TEXT, &len, err);
     if (!text) return BM_ERR;
     int rc = strlen(text) != len ? bm_err_set(err, "%s: not a text file", path)
                                  : bm_trace_parse(text, path, t, tl, err);

@@ -30,6 +30,11 @@
 #define MAX_DIM      (1 << 30) /* arch integer dimensions */
 #define MAX_STEPS    1000000000
 #define MAX_TEXT     (8L << 20)  /* bytes of spec text */
+#define MAX_MS       1e9       /* any duration in ms (11.6 days): sums over a plan stay finite */
+#define MAX_MIB      1e12      /* any memory size in MiB (1 EiB) */
+#define MAX_RATE     1e9       /* memory_gib, peak_tflops, link_gbytes_per_s */
+#define MIN_LINK     1e-6      /* link_gbytes_per_s: slower links make transfer times overflow */
+#define MAX_SCALE    1e6       /* encoder cost multipliers */
 
 #define PATH_N 1024
 
@@ -456,12 +461,16 @@ static int parse_device(struct ctx *c, json_t *root)
     if (!o) return BM_OK;
     const char *P = "device";
     if (check_keys(c, o, P, "\"device\"", device_keys) ||
-        get_num(c, o, P, "memory_gib", 0, GT, HUGE_VAL, &d->memory_gib, NULL) ||
-        get_num(c, o, P, "peak_tflops", 0, GT, HUGE_VAL, &d->peak_tflops, NULL) ||
+        get_num(c, o, P, "memory_gib", 0, GT, MAX_RATE, &d->memory_gib, NULL) ||
+        get_num(c, o, P, "peak_tflops", 0, GT, MAX_RATE, &d->peak_tflops, NULL) ||
         get_num(c, o, P, "efficiency", 0, GT, 1, &d->efficiency, NULL) ||
-        get_num(c, o, P, "link_gbytes_per_s", 0, GT, HUGE_VAL, &d->link_gbytes_per_s, NULL) ||
-        get_num(c, o, P, "link_latency_us", 0, GE, HUGE_VAL, &d->link_latency_us, NULL))
+        get_num(c, o, P, "link_gbytes_per_s", 0, GT, MAX_RATE, &d->link_gbytes_per_s, NULL) ||
+        get_num(c, o, P, "link_latency_us", 0, GE, MAX_MS * 1e3, &d->link_latency_us, NULL))
         return BM_ERR;
+    if (d->link_gbytes_per_s < MIN_LINK)
+        return fail(c, "device.link_gbytes_per_s",
+                    "device.link_gbytes_per_s must be >= %g (transfer times would overflow), got %g",
+                    MIN_LINK, d->link_gbytes_per_s);
     return BM_OK;
 }
 
@@ -541,8 +550,8 @@ static int parse_data_train(struct ctx *c, json_t *root)
             int dist = 0, has_min = 0, has_max = 0, has_sigma = 0;
             if (check_keys(c, sc, Q, "\"data.encoder_cost_scale\"", scale_keys) ||
                 get_enum(c, sc, Q, "dist", dist_names, &dist) ||
-                get_num(c, sc, Q, "min", 0, GE, HUGE_VAL, &d->min, &has_min) ||
-                get_num(c, sc, Q, "max", 0, GE, HUGE_VAL, &d->max, &has_max) ||
+                get_num(c, sc, Q, "min", 0, GE, MAX_SCALE, &d->min, &has_min) ||
+                get_num(c, sc, Q, "max", 0, GE, MAX_SCALE, &d->max, &has_max) ||
                 get_num(c, sc, Q, "sigma", 0, GE, 10, &d->sigma, &has_sigma) ||
                 get_u64(c, sc, Q, "seed", &d->seed))
                 return BM_ERR;
@@ -676,15 +685,25 @@ static int parse_module(struct ctx *c, int i, json_t *mo)
         join(p, P, "cost");
         snprintf(where, sizeof where, "\"cost\" of module \"%s\"", e);
         if (check_keys(c, co, p, where, cost_keys) ||
-            get_num(c, co, p, "fwd_ms", 0, GT, HUGE_VAL, &k->fwd_ms, NULL) ||
-            get_num(c, co, p, "bwd_ms", 0, GT, HUGE_VAL, &k->bwd_ms, NULL) ||
-            get_num(c, co, p, "act_mib", 0, GE, HUGE_VAL, &k->act_mib, NULL) ||
-            get_num(c, co, p, "state_mib", 0, GE, HUGE_VAL, &k->state_mib, NULL) ||
-            get_num(c, co, p, "out_mib", 0, GE, HUGE_VAL, &k->out_mib, NULL))
+            get_num(c, co, p, "fwd_ms", 0, GT, MAX_MS, &k->fwd_ms, NULL) ||
+            get_num(c, co, p, "bwd_ms", 0, GT, MAX_MS, &k->bwd_ms, NULL) ||
+            get_num(c, co, p, "act_mib", 0, GE, MAX_MIB, &k->act_mib, NULL) ||
+            get_num(c, co, p, "state_mib", 0, GE, MAX_MIB, &k->state_mib, NULL) ||
+            get_num(c, co, p, "out_mib", 0, GE, MAX_MIB, &k->out_mib, NULL))
             return BM_ERR;
         m->cost_given = 1;
     } else if (m->has_arch && m->arch.params > 0 && m->arch.tokens > 0) {
         derive_cost(&c->s->device, m);
+        const struct bm_cost *k = &m->cost;
+        if (!(k->bwd_ms <= MAX_MS) || !(k->act_mib <= MAX_MIB) || !(k->state_mib <= MAX_MIB) ||
+            !(k->out_mib <= MAX_MIB)) {
+            join(p, P, "arch");
+            return fail(c, p, "the costs derived from \"arch\" of module \"%s\" are out of range "
+                        "(bwd_ms %g, act_mib %g, state_mib %g, out_mib %g; limits %g ms, %g MiB)"
+                        "\nhint: check \"params\", \"tokens\" and the device's peak_tflops and "
+                        "efficiency, or give \"cost\" explicitly", e, k->bwd_ms, k->act_mib,
+                        k->state_mib, k->out_mib, MAX_MS, MAX_MIB);
+        }
     }
     c->subject = "";
     c->strip = 0;
@@ -1165,7 +1184,7 @@ int bm_spec_load(const char *path, struct bm_spec **out, struct bm_err *err)
         return bm_err_set(err, "%s: the file is %lld bytes; a spec may be at most %ld MiB", path,
                           (long long)st.st_size, MAX_TEXT >> 20);
     size_t len;
-    char *text = bm_read_file(path, &len, err);
+    char *text = bm_read_file_max(path, (size_t)MAX_TEXT, &len, err);
     if (!text) return BM_ERR;
     size_t sl = strlen(text);
     if (sl != len) {

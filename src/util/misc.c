@@ -67,6 +67,11 @@ int bm_policy_parse(const char *s, enum bm_policy *out)
 
 char *bm_read_file(const char *path, size_t *len, struct bm_err *err)
 {
+    return bm_read_file_max(path, (size_t)-1 / 4, len, err);
+}
+
+char *bm_read_file_max(const char *path, size_t max, size_t *len, struct bm_err *err)
+{
     FILE *f = fopen(path, "rb");
     if (!f) {
         bm_err_set(err, "%s: cannot open: %s", path, strerror(errno));
@@ -77,14 +82,25 @@ char *bm_read_file(const char *path, size_t *len, struct bm_err *err)
     if (!buf) goto oom;
     for (;;) {
         if (n + 1 >= cap) {
-            char *b2 = bm_realloc(buf, cap * 2);
+            /* grow by doubling, but never past max + 2 bytes: enough to see that the file is
+             * longer than max, so an endless input costs max bytes, not twice that */
+            size_t c2 = cap * 2;
+            if (max < (size_t)-1 / 4 && c2 > max + 2) c2 = max + 2;
+            char *b2 = bm_realloc(buf, c2);
             if (!b2) goto oom;
             buf = b2;
-            cap *= 2;
+            cap = c2;
         }
         size_t k = fread(buf + n, 1, cap - n - 1, f);
         n += k;
         if (k == 0) break;
+        if (n > max) { /* a device or pipe that never ends, or just too big */
+            bm_err_set(err, "%s: more than %zu bytes (%zu MiB); the limit here is %zu MiB", path,
+                       max, max >> 20, max >> 20);
+            bm_free(buf);
+            fclose(f);
+            return NULL;
+        }
     }
     if (ferror(f)) {
         bm_err_set(err, "%s: read error: %s", path, strerror(errno));

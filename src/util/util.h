@@ -30,6 +30,22 @@ int bm_alloc_failed(void);
  * Returns 0 on success, -1 on allocation failure (then *p is unchanged). */
 int bm_grow(void *p, int *cap, int need, size_t elem);
 
+/* ---------------------------------------------------------------- limits against absurd input */
+
+/* pp*vpp*microbatches of a plan or a loaded table. At the limit the planner takes about ten
+ * seconds and 0.8 GB (P=64, M=16384; docs/hardening.md); real runs are far below it (P=16,
+ * V=4, M=1024 is 65536). */
+#define BM_MAX_BACKBONE_OPS (1L << 20)
+/* Bytes of an operator table file (a P=64, M=2048 plan is 57 MB). */
+#define BM_MAX_TABLE_TEXT (64L << 20)
+/* Bytes of a Chrome trace (docs/trace.md; a 1.6M-op trace is a few hundred MB). Also the cap for
+ * `bigmac render`, which reads any kind of input before it knows which it is. */
+#define BM_MAX_TRACE_TEXT (1L << 30)
+/* Bytes of a module or tensor name in a table (as in the spec). */
+#define BM_MAX_NAME_LEN 200
+/* Any number in a table's device, costs and per-chunk/per-microbatch figures (ms, MiB, ...). */
+#define BM_MAX_FIGURE 1e12
+
 /* ---------------------------------------------------------------- RNG */
 
 /* xoshiro256** seeded through splitmix64: a value passed by pointer, never the clock. */
@@ -44,6 +60,9 @@ double bm_rng_normal(struct bm_rng *r);       /* standard normal (Box-Muller) */
 /* Read a whole file into a new NUL-terminated buffer (caller frees with bm_free).
  * Returns NULL and fills err ("path: No such file ...") on failure. */
 char *bm_read_file(const char *path, size_t *len, struct bm_err *err);
+/* The same, failing ("path: more than N bytes") as soon as more than max bytes were read, so a
+ * huge file or an endless device (/dev/zero) costs at most max bytes of memory. */
+char *bm_read_file_max(const char *path, size_t max, size_t *len, struct bm_err *err);
 
 /* Monotonic clock in seconds. */
 double bm_now(void);
