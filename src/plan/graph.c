@@ -46,8 +46,12 @@ int bm_plan_warmup_extra(const struct bm_table *t)
     struct bm_bb_step *steps = bm_malloc((size_t)(2 * VM) * sizeof *steps);
     int *pos = bm_malloc((size_t)(2 * t->microbatches) * sizeof(int));
     int e = U - 1;
-    if (steps && pos)
-        while (e < VM && !unit_fits_warmup(t, e, steps, pos, pos + t->microbatches)) e++;
+    if (!steps || !pos) {
+        bm_free(steps);
+        bm_free(pos);
+        return -1;
+    }
+    while (e < VM && !unit_fits_warmup(t, e, steps, pos, pos + t->microbatches)) e++;
     bm_free(steps);
     bm_free(pos);
     return e + 1;

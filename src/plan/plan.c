@@ -248,7 +248,10 @@ int bm_plan_build(const struct bm_spec *s, const struct bm_plan_opts *opts, stru
     }
     bm_spec_encoder_scales(s, M, t->mb_scale);
     if (copy_modules(t, s, err) || bm_plan_chunks(t, s, err)) goto done;
-    t->warmup_extra = bm_plan_warmup_extra(t);
+    if ((t->warmup_extra = bm_plan_warmup_extra(t)) < 0) {
+        bm_err_set(err, "out of memory");
+        goto done;
+    }
     if (bm_flow_build(t, &flow, err) || bm_graph_build(t, flow, &g, err)) goto done;
 
     if (t->policy == BM_POL_BIGMAC) {

@@ -11,7 +11,7 @@
  * U-1 of the design (the last stage holds the whole unit's forwards before its first
  * backward) plus one forward that covers the round trip to the generator owners and back, so
  * the last stage computes instead of waiting for the first gradient. */
-int bm_plan_warmup_extra(const struct bm_table *t);
+int bm_plan_warmup_extra(const struct bm_table *t); /* -1 on allocation failure */
 
 /* One compute op of the iteration as the planner sees it. */
 struct bm_task {

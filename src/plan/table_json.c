@@ -470,8 +470,8 @@ static int load_root(struct ld *L, json_t *root, struct bm_table **out)
     if (load_modules(L, root, t)) return BM_ERR;
     if (json_object_get(root, "warmup_extra")) {
         if (get_int(L, root, "", "warmup_extra", 0, 0, 1000000, &t->warmup_extra)) return BM_ERR;
-    } else {
-        t->warmup_extra = bm_plan_warmup_extra(t);
+    } else if ((t->warmup_extra = bm_plan_warmup_extra(t)) < 0) {
+        return bm_err_set(L->err, "%s: out of memory", L->name);
     }
     int C = t->pp * t->vpp;
     if (load_doubles(L, root, "chunk_weights", C, 1.0 / C, 0, &t->chunk_weights) ||

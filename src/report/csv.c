@@ -636,6 +636,7 @@ static int build(struct cp *P, const struct bm_spec *spec, const struct bm_csv_o
     }
     t->warmup_extra = h.has_warmup && !(o && (o->policy_set || o->unit)) ? h.warmup_extra
                                                                            : bm_plan_warmup_extra(t);
+    if (t->warmup_extra < 0) return bm_err_set(P->err, "out of memory");
     struct bm_flow *flow;
     if (bm_flow_build(t, &flow, P->err)) return BM_ERR;
     bm_flow_free(flow);
