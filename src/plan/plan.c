@@ -56,7 +56,7 @@ static char **copy_strv(char **v, int n)
     return c;
 }
 
-static int copy_modules(struct bm_table *t, const struct bm_spec *s, struct bm_err *err)
+int bm_plan_copy_modules(struct bm_table *t, const struct bm_spec *s, struct bm_err *err)
 {
     int only_backbone = t->policy == BM_POL_NONE;
     t->modules = bm_calloc((size_t)s->n_modules, sizeof *t->modules);
@@ -247,7 +247,7 @@ int bm_plan_build(const struct bm_spec *s, const struct bm_plan_opts *opts, stru
         goto done;
     }
     bm_spec_encoder_scales(s, M, t->mb_scale);
-    if (copy_modules(t, s, err) || bm_plan_chunks(t, s, err)) goto done;
+    if (bm_plan_copy_modules(t, s, err) || bm_plan_chunks(t, s, err)) goto done;
     if ((t->warmup_extra = bm_plan_warmup_extra(t)) < 0) {
         bm_err_set(err, "out of memory");
         goto done;

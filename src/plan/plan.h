@@ -89,6 +89,10 @@ int bm_nest(const struct bm_graph *g, int window, struct bm_order **out, struct 
 int bm_lower(struct bm_table *t, const struct bm_graph *g, const struct bm_order *o,
              struct bm_err *err);
 
+/* Copy the spec's modules (name, role, graph, costs) into t (policy none keeps only the
+ * backbone) and set t->backbone_module. Partial copies are released by bm_table_free. */
+int bm_plan_copy_modules(struct bm_table *t, const struct bm_spec *s, struct bm_err *err);
+
 /* Chunk weights (and layers) for t's policy; sets t->chunk_weights / t->chunk_layers. */
 int bm_plan_chunks(struct bm_table *t, const struct bm_spec *s, struct bm_err *err);
 

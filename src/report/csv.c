@@ -385,42 +385,6 @@ static int parse_numbers(struct cp *P, const struct line *L, int n, double *out)
     return BM_OK;
 }
 
-static char **copy_strv(char **v, int n)
-{
-    char **c = bm_calloc((size_t)(n ? n : 1), sizeof *c);
-    if (!c) return NULL;
-    for (int i = 0; i < n; i++)
-        if (!(c[i] = bm_strdup(v[i]))) {
-            for (int j = 0; j < i; j++) bm_free(c[j]);
-            bm_free(c);
-            return NULL;
-        }
-    return c;
-}
-
-/* Modules as the planner copies them (policy none keeps only the backbone). */
-static int spec_modules(struct bm_table *t, const struct bm_spec *s, struct bm_err *err)
-{
-    t->modules = bm_calloc((size_t)s->n_modules, sizeof *t->modules);
-    if (!t->modules) return bm_err_set(err, "out of memory");
-    for (int i = 0; i < s->n_modules; i++) {
-        const struct bm_module *m = &s->modules[i];
-        if (t->policy == BM_POL_NONE && i != s->backbone_module) continue;
-        struct bm_table_module *d = &t->modules[t->n_modules++];
-        d->role = m->role;
-        d->grad_to_backbone = m->grad_to_backbone;
-        d->cost = m->cost;
-        d->name = bm_strdup(m->name);
-        d->consumes = copy_strv(m->consumes, m->n_consumes);
-        d->produces = copy_strv(m->produces, m->n_produces);
-        d->n_consumes = d->consumes ? m->n_consumes : 0;
-        d->n_produces = d->produces ? m->n_produces : 0;
-        if (!d->name || !d->consumes || !d->produces) return bm_err_set(err, "out of memory");
-        if (i == s->backbone_module) t->backbone_module = t->n_modules - 1;
-    }
-    return BM_OK;
-}
-
 static int all_digits(const char *s, int n)
 {
     if (n <= 0 || n > 9) return 0;
@@ -597,7 +561,7 @@ static int build(struct cp *P, const struct bm_spec *spec, const struct bm_csv_o
         if (!(t->mb_scale = bm_malloc((size_t)M * sizeof(double))))
             return bm_err_set(P->err, "out of memory");
         bm_spec_encoder_scales(spec, M, t->mb_scale);
-        if (spec_modules(t, spec, P->err) || bm_plan_chunks(t, spec, P->err)) return BM_ERR;
+        if (bm_plan_copy_modules(t, spec, P->err) || bm_plan_chunks(t, spec, P->err)) return BM_ERR;
     } else {
         if (!n_mod_lines)
             return at(P, 1, 1, "the CSV has no \"# module\" lines, so its modules are unknown\nhint: give the SPEC (bigmac plan --from-csv FILE SPEC), or write the CSV with `bigmac plan --csv`");
