@@ -3,6 +3,8 @@
 #ifndef BM_CLI_H
 #define BM_CLI_H
 
+#include <stdio.h>
+
 #include "bigmac.h"
 
 int bm_cmd_plan(int argc, char **argv);
@@ -27,6 +29,12 @@ struct bm_cli_plan_flags {
 int bm_cli_plan_flag(int argc, char **argv, int *i, struct bm_cli_plan_flags *f);
 /* Override o's fields with the flags that were given. */
 void bm_cli_plan_apply(const struct bm_cli_plan_flags *f, struct bm_plan_opts *o);
+
+/* Load the spec at 'path' (NULL: "missing SPEC" + usage, BM_USAGE) and its plan options with
+ * the given flags applied. Prints the error and returns BM_USAGE or BM_ERR on failure; on
+ * success *spec is the caller's (bm_spec_free). */
+int bm_cli_load_spec(const char *cmd, const char *path, const struct bm_cli_plan_flags *f,
+                     void (*usage)(FILE *), struct bm_spec **spec, struct bm_plan_opts *o);
 
 /* Print "bigmac: error: <msg>" (each line of a multi-line message; lines starting with
  * "hint:" are printed as "bigmac: hint: ..."). */

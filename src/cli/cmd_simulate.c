@@ -226,21 +226,12 @@ int bm_cmd_simulate(int argc, char **argv)
             path = a;
         }
     }
-    if (!path) {
-        fprintf(stderr, "bigmac: error: simulate: missing SPEC\n");
-        usage(stderr);
-        return BM_USAGE;
-    }
     struct bm_err err;
     struct bm_spec *s;
-    if (bm_spec_load(path, &s, &err)) {
-        bm_cli_error(err.msg);
-        return 1;
-    }
-    so.samples_per_microbatch = s->data.samples_per_microbatch;
     struct bm_plan_opts o;
-    bm_plan_opts_from_spec(&o, s);
-    bm_cli_plan_apply(&f, &o);
+    int lrc = bm_cli_load_spec("simulate", path, &f, usage, &s, &o);
+    if (lrc) return lrc;
+    so.samples_per_microbatch = s->data.samples_per_microbatch;
     int rc = 0;
     if (compare) {
         rc = run_compare(s, o, &so, json);

@@ -150,21 +150,12 @@ int bm_cmd_sweep(int argc, char **argv)
             path = a;
         }
     }
-    if (!path) {
-        fprintf(stderr, "bigmac: error: sweep: missing SPEC\n");
-        usage(stderr);
-        return BM_USAGE;
-    }
     struct bm_err err;
     struct bm_spec *s;
-    if (bm_spec_load(path, &s, &err)) {
-        bm_cli_error(err.msg);
-        return 1;
-    }
-    so.samples_per_microbatch = s->data.samples_per_microbatch;
     struct bm_plan_opts base;
-    bm_plan_opts_from_spec(&base, s);
-    bm_cli_plan_apply(&f, &base);
+    int lrc = bm_cli_load_spec("sweep", path, &f, usage, &s, &base);
+    if (lrc) return lrc;
+    so.samples_per_microbatch = s->data.samples_per_microbatch;
     if (!f.unit && base.unit == s->pp) base.unit = 0; /* the spec's default unit follows pp */
     if (!npp) pps[npp++] = base.pp;
     if (!nvpp) vpps[nvpp++] = base.vpp;

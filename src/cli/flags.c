@@ -105,3 +105,22 @@ void bm_cli_plan_apply(const struct bm_cli_plan_flags *f, struct bm_plan_opts *o
     if (f->backbone_set) o->backbone = f->backbone;
     if (f->policy_set) o->policy = f->policy;
 }
+
+int bm_cli_load_spec(const char *cmd, const char *path, const struct bm_cli_plan_flags *f,
+                     void (*usage)(FILE *), struct bm_spec **spec, struct bm_plan_opts *o)
+{
+    *spec = NULL;
+    if (!path) {
+        fprintf(stderr, "bigmac: error: %s: missing SPEC\n", cmd);
+        if (usage) usage(stderr);
+        return BM_USAGE;
+    }
+    struct bm_err err;
+    if (bm_spec_load(path, spec, &err)) {
+        bm_cli_error(err.msg);
+        return BM_ERR;
+    }
+    bm_plan_opts_from_spec(o, *spec);
+    bm_cli_plan_apply(f, o);
+    return BM_OK;
+}

@@ -36,15 +36,6 @@ static void put_strv(FILE *f, char **v, int n)
     fputc(']', f);
 }
 
-/* %.17g round-trips doubles; %g keeps common values short. */
-static void put_num(FILE *f, double x)
-{
-    char buf[40];
-    snprintf(buf, sizeof buf, "%.15g", x);
-    if (strtod(buf, NULL) != x) snprintf(buf, sizeof buf, "%.17g", x);
-    fputs(buf, f);
-}
-
 int bm_table_write_json(const struct bm_table *t, FILE *f)
 {
     fprintf(f, "{\"format\": \"bigmac-table\", \"version\": 1,\n");
@@ -53,15 +44,15 @@ int bm_table_write_json(const struct bm_table *t, FILE *f)
     fprintf(f, " \"backbone\": \"%s\", \"policy\": \"%s\", \"warmup_extra\": %d,\n",
             bm_backbone_name(t->backbone), bm_policy_name(t->policy), t->warmup_extra);
     fprintf(f, " \"device\": {\"memory_gib\": ");
-    put_num(f, t->device.memory_gib);
+    bm_put_num(f, t->device.memory_gib);
     fprintf(f, ", \"peak_tflops\": ");
-    put_num(f, t->device.peak_tflops);
+    bm_put_num(f, t->device.peak_tflops);
     fprintf(f, ", \"efficiency\": ");
-    put_num(f, t->device.efficiency);
+    bm_put_num(f, t->device.efficiency);
     fprintf(f, ", \"link_gbytes_per_s\": ");
-    put_num(f, t->device.link_gbytes_per_s);
+    bm_put_num(f, t->device.link_gbytes_per_s);
     fprintf(f, ", \"link_latency_us\": ");
-    put_num(f, t->device.link_latency_us);
+    bm_put_num(f, t->device.link_latency_us);
     fprintf(f, "},\n \"modules\": [\n");
     for (int i = 0; i < t->n_modules; i++) {
         const struct bm_table_module *m = &t->modules[i];
@@ -74,22 +65,22 @@ int bm_table_write_json(const struct bm_table *t, FILE *f)
         if (m->role == BM_ROLE_GENERATOR)
             fprintf(f, ", \"grad_to_backbone\": %s", m->grad_to_backbone ? "true" : "false");
         fprintf(f, ",\n   \"cost\": {\"fwd_ms\": ");
-        put_num(f, m->cost.fwd_ms);
+        bm_put_num(f, m->cost.fwd_ms);
         fprintf(f, ", \"bwd_ms\": ");
-        put_num(f, m->cost.bwd_ms);
+        bm_put_num(f, m->cost.bwd_ms);
         fprintf(f, ", \"act_mib\": ");
-        put_num(f, m->cost.act_mib);
+        bm_put_num(f, m->cost.act_mib);
         fprintf(f, ", \"state_mib\": ");
-        put_num(f, m->cost.state_mib);
+        bm_put_num(f, m->cost.state_mib);
         fprintf(f, ", \"out_mib\": ");
-        put_num(f, m->cost.out_mib);
+        bm_put_num(f, m->cost.out_mib);
         fprintf(f, "}}%s\n", i + 1 < t->n_modules ? "," : "");
     }
     int C = t->pp * t->vpp;
     fprintf(f, " ],\n \"chunk_weights\": [");
     for (int c = 0; c < C; c++) {
         if (c) fputs(", ", f);
-        put_num(f, t->chunk_weights ? t->chunk_weights[c] : 1.0 / C);
+        bm_put_num(f, t->chunk_weights ? t->chunk_weights[c] : 1.0 / C);
     }
     fprintf(f, "],\n");
     if (t->chunk_layers) {
@@ -100,7 +91,7 @@ int bm_table_write_json(const struct bm_table *t, FILE *f)
     fprintf(f, " \"mb_scale\": [");
     for (int m = 0; m < t->microbatches; m++) {
         if (m) fputs(", ", f);
-        put_num(f, t->mb_scale ? t->mb_scale[m] : 1.0);
+        bm_put_num(f, t->mb_scale ? t->mb_scale[m] : 1.0);
     }
     fprintf(f, "],\n \"ranks\": [\n");
     for (int r = 0; r < t->pp; r++) {

@@ -25,14 +25,6 @@
 
 /* ---------------------------------------------------------------- writer */
 
-static void put_num(FILE *f, double x)
-{
-    char buf[40];
-    snprintf(buf, sizeof buf, "%.15g", x);
-    if (strtod(buf, NULL) != x) snprintf(buf, sizeof buf, "%.17g", x);
-    fputs(buf, f);
-}
-
 static void put_list(FILE *f, const char *key, char **v, int n)
 {
     fprintf(f, " %s=", key);
@@ -71,15 +63,15 @@ int bm_csv_write(const struct bm_table *t, FILE *f)
             t->pp, t->vpp, t->microbatches, t->unit, t->window, bm_backbone_name(t->backbone),
             bm_policy_name(t->policy), t->warmup_extra);
     fprintf(f, "# device memory_gib=");
-    put_num(f, t->device.memory_gib);
+    bm_put_num(f, t->device.memory_gib);
     fprintf(f, " peak_tflops=");
-    put_num(f, t->device.peak_tflops);
+    bm_put_num(f, t->device.peak_tflops);
     fprintf(f, " efficiency=");
-    put_num(f, t->device.efficiency);
+    bm_put_num(f, t->device.efficiency);
     fprintf(f, " link_gbytes_per_s=");
-    put_num(f, t->device.link_gbytes_per_s);
+    bm_put_num(f, t->device.link_gbytes_per_s);
     fprintf(f, " link_latency_us=");
-    put_num(f, t->device.link_latency_us);
+    bm_put_num(f, t->device.link_latency_us);
     fprintf(f, "\n");
     for (int i = 0; i < t->n_modules; i++) {
         const struct bm_table_module *m = &t->modules[i];
@@ -93,7 +85,7 @@ int bm_csv_write(const struct bm_table *t, FILE *f)
         static const char *const k[5] = {"fwd_ms", "bwd_ms", "act_mib", "state_mib", "out_mib"};
         for (int j = 0; j < 5; j++) {
             fprintf(f, " %s=", k[j]);
-            put_num(f, v[j]);
+            bm_put_num(f, v[j]);
         }
         fprintf(f, "\n");
     }
@@ -101,7 +93,7 @@ int bm_csv_write(const struct bm_table *t, FILE *f)
     fprintf(f, "# chunk_weights");
     for (int c = 0; c < C; c++) {
         fputc(' ', f);
-        put_num(f, t->chunk_weights ? t->chunk_weights[c] : 1.0 / C);
+        bm_put_num(f, t->chunk_weights ? t->chunk_weights[c] : 1.0 / C);
     }
     fprintf(f, "\n");
     if (t->chunk_layers) {
@@ -112,7 +104,7 @@ int bm_csv_write(const struct bm_table *t, FILE *f)
     fprintf(f, "# mb_scale");
     for (int m = 0; m < t->microbatches; m++) {
         fputc(' ', f);
-        put_num(f, t->mb_scale ? t->mb_scale[m] : 1.0);
+        bm_put_num(f, t->mb_scale ? t->mb_scale[m] : 1.0);
     }
     fprintf(f, "\n");
     char buf[BM_MAX_NAME + 64];

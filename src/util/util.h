@@ -5,6 +5,7 @@
 #define BM_UTIL_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 
 #include "bigmac.h"
@@ -63,6 +64,10 @@ char *bm_read_file(const char *path, size_t *len, struct bm_err *err);
 /* The same, failing ("path: more than N bytes") as soon as more than max bytes were read, so a
  * huge file or an endless device (/dev/zero) costs at most max bytes of memory. */
 char *bm_read_file_max(const char *path, size_t max, size_t *len, struct bm_err *err);
+
+/* Write x as the shortest of %.15g / %.17g that reads back to the same double (table JSON and
+ * CSV writers share it so both round-trip exactly). */
+void bm_put_num(FILE *f, double x);
 
 /* Monotonic clock in seconds. */
 double bm_now(void);
