@@ -890,11 +890,14 @@ static int build_fused(const struct bm_graph *g, struct bm_order **out, struct b
 
 /* ---------------------------------------------------------------- optimus refinement */
 
-/* Move single encoder ops into nominal idle gaps they fit entirely: forwards out of the
- * leading block to later gaps (before their consumer needs them), backwards out of the
- * trailing block to earlier gaps (after their gradient arrived). Keeps a round only when the
- * nominal makespan does not grow. */
-static int optimus_refine(const struct bm_graph *g, struct bm_order *o, struct bm_err *err)
+/* Move single encoder ops into nominal idle gaps they fit entirely: forwards to later gaps
+ * (before their consumer needs them), backwards to earlier gaps (after their gradient
+ * arrived). Optimus moves only ops of its leading (forwards) and trailing (backwards) blocks;
+ * bigmac (anywhere) moves any, e.g. out of a column into a bubble. A forward moved later and a
+ * backward moved earlier both shorten an activation's life, so no rank ever holds more than
+ * before: the window's residency bound is kept. Keeps a round only when the nominal makespan
+ * does not grow. */
+static int refine_gaps(const struct bm_graph *g, struct bm_order *o, int anywhere, struct bm_err *err)
 {
     int N = g->n_tasks, P = o->pp;
     double *start = bm_malloc((size_t)N * sizeof(double));
@@ -953,7 +956,7 @@ static int optimus_refine(const struct bm_graph *g, struct bm_order *o, struct b
                 continue;
             }
             /* backwards in the trailing block -> earliest gap after their inputs arrive */
-            for (int i = last_bb + 1; i < len; i++) {
+            for (int i = anywhere ? first_bb + 1 : last_bb + 1; i < len; i++) {
                 int x = seq[i];
                 const struct bm_task *tx = &g->task[x];
                 if (g->t->modules[tx->module].role != BM_ROLE_ENCODER || tx->pass != BM_PASS_B) continue;
@@ -968,7 +971,8 @@ static int optimus_refine(const struct bm_graph *g, struct bm_order *o, struct b
                         pred_pos_ok = 0; /* chained encoder backwards stay put */
                 }
                 if (!pred_pos_ok) continue;
-                for (int gi = first_bb + 1; gi <= last_bb; gi++) {
+                int gi_end = last_bb < i - 1 ? last_bb : i - 1;
+                for (int gi = first_bb + 1; gi <= gi_end; gi++) {
                     double s = cap[gi] > rd ? cap[gi] : rd;
                     if (s + tx->dur <= start[seq[gi]] + EPS && g->task[seq[gi - 1]].chunk >= 0) {
                         ins_before[x] = gi;
@@ -979,7 +983,7 @@ static int optimus_refine(const struct bm_graph *g, struct bm_order *o, struct b
                 }
             }
             /* forwards in the leading block -> latest gap that still feeds the consumer */
-            for (int i = first_bb - 1; i >= 0; i--) {
+            for (int i = anywhere ? last_bb - 1 : first_bb - 1; i >= 0; i--) {
                 int x = seq[i];
                 const struct bm_task *tx = &g->task[x];
                 if (g->t->modules[tx->module].role != BM_ROLE_ENCODER || tx->pass != BM_PASS_F) continue;
@@ -992,7 +996,9 @@ static int optimus_refine(const struct bm_graph *g, struct bm_order *o, struct b
                         need = start[se.task] - se.comm_ms;
                 }
                 if (chain) continue;
-                for (int gi = last_bb; gi > first_bb; gi--) {
+                if (ins_before[x] >= 0) continue;
+                int gi_begin = first_bb > i + 1 ? first_bb : i + 1;
+                for (int gi = last_bb; gi > gi_begin; gi--) {
                     double s = cap[gi];
                     double end = start[seq[gi]] < need ? start[seq[gi]] : need;
                     if (s + tx->dur <= end + EPS && g->task[seq[gi - 1]].chunk >= 0 &&
@@ -1083,8 +1089,8 @@ int bm_nest(const struct bm_graph *g, int window, struct bm_order **out, struct 
     if (!rc) rc = run(&S, err);
     if (!rc) rc = take_order(&S, out, err);
     sched_free(&S);
-    if (!rc && pol == BM_POL_OPTIMUS) {
-        rc = optimus_refine(g, *out, err);
+    if (!rc && pol != BM_POL_UNIFIED) {
+        rc = refine_gaps(g, *out, pol != BM_POL_OPTIMUS, err);
         if (rc) {
             bm_order_free(*out);
             *out = NULL;
