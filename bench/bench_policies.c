@@ -3,8 +3,9 @@
  * M = 4P, 8P, 12P, 16P, plan and simulate bigmac, optimus, unified, unified-balanced, ideal and
  * none; print each policy's makespan as a ratio to bigmac, bigmac against the zero-added-bubble
  * bound (DESIGN §6), peak encoder/generator activation memory of bigmac vs optimus, OOM flags,
- * bigmac again with `--window fit` (the fastest window whose memory fits the device),
- * then which of the paper's claims hold in this run. Nothing is asserted: the figures are what
+ * bigmac again with `--window fit` (the fastest window whose memory fits the device), the
+ * smallest fixed window at which bigmac is no slower than optimus at every M (and the memory it
+ * costs), how far M must grow for optimus to run out of memory, then which of the paper's claims hold in this run. Nothing is asserted: the figures are what
  * the planner on this branch produces.
  *
  * Usage: build/bench/bench_policies [SPEC...]   (default: the two examples/ workloads) */
@@ -97,6 +98,38 @@ static void window_sweep(const struct bm_spec *s, enum bm_backbone bb)
     }
 }
 
+/* The smallest fixed window at which bigmac is no slower than optimus at every M of the table
+ * (0 when none up to the largest unit count is). A fixed W keeps bigmac's activation memory
+ * the same at every M, so this is the memory bigmac needs to match optimus's speed. */
+static int matching_window(const struct bm_spec *s, enum bm_backbone bb, const struct cell *opt,
+                           struct cell *out)
+{
+    int P = s->pp, U = s->unit > 0 ? s->unit : P;
+    int max_units = (MULT[N_MULT - 1] * P + U - 1) / U;
+    for (int W = 1; W <= max_units; W++) {
+        int all = 1;
+        for (int i = 0; i < N_MULT && all; i++) {
+            run_cell_w(s, bb, MULT[i] * P, BM_POL_BIGMAC, W, &out[i]);
+            all = out[i].ok && opt[i].ok && out[i].makespan <= opt[i].makespan * (1 + 1e-9);
+        }
+        if (all) return W;
+    }
+    return 0;
+}
+
+/* Grow M past the table until optimus runs out of memory: M/P of its first OOM, 0 if none up
+ * to 64P. */
+static int first_optimus_oom(const struct bm_spec *s, enum bm_backbone bb)
+{
+    static const int more[] = {20, 24, 32, 48, 64};
+    for (size_t i = 0; i < sizeof more / sizeof *more; i++) {
+        struct cell c;
+        run_cell(s, bb, more[i] * s->pp, BM_POL_OPTIMUS, &c);
+        if (c.ok && c.oom) return more[i];
+    }
+    return 0;
+}
+
 /* Claim tallies over the M rows of one table. */
 struct claims {
     int rows;              /* rows where bigmac, optimus, unified, unified-balanced, none all planned */
@@ -105,6 +138,9 @@ struct claims {
     double r_opt_min, r_opt_max, r_uni_min, r_uni_max, r_bal_min, r_bal_max, r_bound_max;
     int bm_flat, opt_growing, opt_oom_last, bm_oom_any;
     int first_opt_oom_mult;  /* M/P of the first optimus OOM, 0 = none */
+    int oom_beyond;          /* when none in the table: M/P of the first one past it, 0 = none */
+    int match_w;             /* smallest fixed window matching optimus at every M, 0 = none */
+    double match_r_min, match_r_max, match_enc_max;
 };
 
 static void minmax(double v, double *lo, double *hi)
@@ -186,6 +222,24 @@ static void bench_table(const struct bm_spec *s, enum bm_backbone bb, struct cla
         if (i > 0 && !(op->enc_act > c[i - 1][1].enc_act)) cl->opt_growing = 0;
     }
     cl->opt_oom_last = c[N_MULT - 1][1].ok && c[N_MULT - 1][1].oom;
+    if (!cl->first_opt_oom_mult) cl->oom_beyond = first_optimus_oom(s, bb);
+
+    struct cell opt[N_MULT], mw[N_MULT];
+    for (int i = 0; i < N_MULT; i++) opt[i] = c[i][1];
+    cl->match_w = matching_window(s, bb, opt, mw);
+    if (cl->match_w) {
+        printf("\nbigmac at the smallest fixed window that is no slower than optimus at every M: W = %d\n\n"
+               "| M | bigmac W=%d ms | optimus / bigmac W=%d | enc act GiB | gen act GiB | peak GiB | enc act optimus |\n"
+               "|---|---|---|---|---|---|---|\n", cl->match_w, cl->match_w, cl->match_w);
+        cl->match_r_min = 1e300;
+        for (int i = 0; i < N_MULT; i++) {
+            printf("| %d | %.0f | %.3f | %.2f | %.2f | %.1f%s | %.2f |\n", MULT[i] * P, mw[i].makespan,
+                   opt[i].makespan / mw[i].makespan, mw[i].enc_act, mw[i].gen_act, mw[i].peak,
+                   mw[i].oom ? "*" : "", opt[i].enc_act);
+            minmax(opt[i].makespan / mw[i].makespan, &cl->match_r_min, &cl->match_r_max);
+            if (mw[i].enc_act + mw[i].gen_act > cl->match_enc_max) cl->match_enc_max = mw[i].enc_act + mw[i].gen_act;
+        }
+    }
 }
 
 static const char *yes(int x) { return x ? "holds" : "does not hold"; }
@@ -213,7 +267,14 @@ static void print_claims(const struct claims *cl)
     printf("  optimus encoder activation grows in M  %s\n", yes(cl->opt_growing));
     printf("  optimus OOM at the largest M           %s", yes(cl->opt_oom_last));
     if (cl->first_opt_oom_mult) printf("  (first OOM at M/P = %d; paper: beyond 8)\n", cl->first_opt_oom_mult);
-    else printf("  (no OOM at any M; paper: beyond M/P = 8)\n");
+    else if (cl->oom_beyond) printf("  (first OOM past the table, at M/P = %d; paper: beyond 8)\n", cl->oom_beyond);
+    else printf("  (no OOM up to M/P = 64; paper: beyond M/P = 8)\n");
+    if (cl->match_w)
+        printf("  bigmac (fixed W = %d) <= optimus        %d/%d  (optimus/bigmac %.3f .. %.3f; nested activation "
+               "at most %.2f GiB at any M)\n", cl->match_w, N_MULT, N_MULT, cl->match_r_min, cl->match_r_max,
+               cl->match_enc_max);
+    else
+        printf("  bigmac (any fixed W) <= optimus        no fixed window matches optimus at every M\n");
 }
 
 int main(int argc, char **argv)
