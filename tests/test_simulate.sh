@@ -117,3 +117,15 @@ expect_exit sweep_bad_list 2 "$BIGMAC" sweep "$SPEC" --pp 2,x
 expect_exit sweep_bad_policy 2 "$BIGMAC" sweep "$SPEC" --policy all,nope
 expect_exit sweep_bad_cap 2 "$BIGMAC" sweep "$SPEC" --mem-cap-gib lots
 expect_exit sweep_no_spec 2 "$BIGMAC" sweep --pp 2
+# --window multiplies the bigmac rows only: 3 windows x bigmac + 1 optimus = 4 configurations
+expect_exit sweep_windows 0 "$BIGMAC" sweep "$SPEC" --pp 4 --vpp 1 --microbatches 16 --policy bigmac,optimus --window 2,3,fit
+expect_contains sweep_windows_count "4 configurations"
+expect_contains sweep_windows_progress "sweep: [3/4] pp 4 vpp 1 microbatches 16 bigmac window fit"
+OUT_TXT=$("$BIGMAC" sweep "$SPEC" --pp 4 --vpp 1 --microbatches 16 --policy bigmac --window 3,4 --json 2>/dev/null)
+expect_contains sweep_windows_json_w4 '"window": 4'
+expect_contains sweep_windows_json_w3 '"window": 3'
+# a window below the smallest deadlock-free one is skipped with the planner's reason
+OUT_TXT=$("$BIGMAC" sweep "$SPEC" --pp 4 --vpp 2 --microbatches 16 --policy bigmac --window 1,3 2>/dev/null)
+expect_contains sweep_window_too_small "skipped: pp 4 vpp 2 microbatches 16 bigmac window 1"
+expect_exit sweep_bad_window 2 "$BIGMAC" sweep "$SPEC" --window 2,zero
+expect_exit sweep_window_zero 2 "$BIGMAC" sweep "$SPEC" --window 0

@@ -1,6 +1,6 @@
 /* cmd_sweep.c — `bigmac sweep SPEC --pp 2,4,8 --vpp 1,2 --microbatches 8,16,32 [--policy all|LIST]
- * [--mem-cap-gib G] [--json]`: plan and simulate every combination, skip invalid ones with a
- * note, rank the feasible ones by throughput, mark OOM ones, name the best. */
+ * [--window LIST] [--mem-cap-gib G] [--json]`: plan and simulate every combination, skip invalid
+ * ones with a note, rank the feasible ones by throughput, mark OOM ones, name the best. */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,11 +16,13 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: bigmac sweep SPEC [--pp LIST] [--vpp LIST] [--microbatches LIST]\n"
-            "                    [--policy all|LIST] [--backbone B] [--unit N] [--window N|auto]\n"
+            "                    [--policy all|LIST] [--backbone B] [--unit N] [--window LIST]\n"
             "                    [--mem-cap-gib G] [--jitter X] [--seed S] [--json]\n"
             "\n"
             "Plan and simulate every combination of the comma-separated lists (each defaults to\n"
             "the spec's value), skip invalid ones with a note, and rank the rest by samples/s.\n"
+            "--window takes numbers, auto and fit (e.g. 2,4,6,fit); it applies to bigmac, the\n"
+            "only policy with a window, so the window/memory trade-off can be read off one run.\n"
             "A configuration is OOM when its peak exceeds min(device memory, --mem-cap-gib); OOM\n"
             "ones are listed after the feasible ones. vpp > 1 uses the interleaved backbone; vpp 1\n"
             "uses --backbone when given, else the spec's schedule (1f1b when that is interleaved).\n"
@@ -43,6 +45,33 @@ static int parse_list(const char *flag, const char *v, int *out, int *n)
     }
     if (!*n) {
         fprintf(stderr, "bigmac: error: %s: expected a comma-separated list, got '%s'\n", flag, v);
+        return -1;
+    }
+    return 0;
+}
+
+/* "2,4,auto,fit" -> windows (BM_WINDOW_AUTO / BM_WINDOW_FIT for the words). */
+static int parse_windows(const char *v, int *out, int *n)
+{
+    *n = 0;
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", v);
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (*n >= MAXV) {
+            fprintf(stderr, "bigmac: error: --window: at most %d values\n", MAXV);
+            return -1;
+        }
+        if (!strcmp(tok, "auto")) out[*n] = BM_WINDOW_AUTO;
+        else if (!strcmp(tok, "fit")) out[*n] = BM_WINDOW_FIT;
+        else if (bm_cli_int("--window", tok, &out[*n])) return -1;
+        else if (out[*n] < 1) {
+            fprintf(stderr, "bigmac: error: --window: expected a window >= 1, auto or fit, got '%s'\n", tok);
+            return -1;
+        }
+        (*n)++;
+    }
+    if (!*n) {
+        fprintf(stderr, "bigmac: error: --window: expected a comma-separated list, got '%s'\n", v);
         return -1;
     }
     return 0;
@@ -96,7 +125,7 @@ static json_t *row_json(const struct row *r, int rank)
 
 int bm_cmd_sweep(int argc, char **argv)
 {
-    int pps[MAXV], vpps[MAXV], mbs[MAXV], npp = 0, nvpp = 0, nmb = 0, npol = 0, json = 0;
+    int pps[MAXV], vpps[MAXV], mbs[MAXV], wins[MAXV], npp = 0, nvpp = 0, nmb = 0, nwin = 0, npol = 0, json = 0;
     enum bm_policy pols[BM_N_POLICIES];
     double cap_gib = 0;
     struct bm_cli_plan_flags f;
@@ -109,7 +138,7 @@ int bm_cmd_sweep(int argc, char **argv)
         if (!strcmp(a, "--pp")) list = pps, nlist = &npp;
         else if (!strcmp(a, "--vpp")) list = vpps, nlist = &nvpp;
         else if (!strcmp(a, "--microbatches")) list = mbs, nlist = &nmb;
-        int value_flag = list || !strcmp(a, "--policy") || !strcmp(a, "--mem-cap-gib") ||
+        int value_flag = list || !strcmp(a, "--policy") || !strcmp(a, "--window") || !strcmp(a, "--mem-cap-gib") ||
                          !strcmp(a, "--jitter") || !strcmp(a, "--seed");
         if (value_flag && i + 1 >= argc) {
             fprintf(stderr, "bigmac: error: %s needs a value\n", a);
@@ -119,6 +148,8 @@ int bm_cmd_sweep(int argc, char **argv)
             if (parse_list(a, argv[++i], list, nlist)) return BM_USAGE;
         } else if (!strcmp(a, "--policy")) {
             if (parse_policies(argv[++i], pols, &npol)) return BM_USAGE;
+        } else if (!strcmp(a, "--window")) {
+            if (parse_windows(argv[++i], wins, &nwin)) return BM_USAGE;
         } else if (!strcmp(a, "--mem-cap-gib") || !strcmp(a, "--jitter")) {
             if (bm_cli_double(a, argv[i + 1], a[2] == 'm' ? &cap_gib : &so.jitter)) return BM_USAGE;
             i++;
@@ -161,10 +192,13 @@ int bm_cmd_sweep(int argc, char **argv)
     if (!nvpp) vpps[nvpp++] = base.vpp;
     if (!nmb) mbs[nmb++] = base.microbatches;
     if (!npol) pols[npol++] = base.policy;
+    if (!nwin) wins[nwin++] = base.window;
+    int n_window_pols = 0; /* windows multiply only the policy that has one */
+    for (int d = 0; d < npol; d++) n_window_pols += pols[d] == BM_POL_BIGMAC;
     double cap_mib = s->device.memory_gib * 1024.0;
     if (cap_gib > 0 && (cap_mib <= 0 || cap_gib * 1024.0 < cap_mib)) cap_mib = cap_gib * 1024.0;
 
-    int total = npp * nvpp * nmb * npol, done = 0, n_rows = 0;
+    int total = npp * nvpp * nmb * (npol + n_window_pols * (nwin - 1)), done = 0, n_rows = 0;
     struct row *rows = bm_calloc((size_t)total, sizeof *rows);
     json_t *skipped = json_array();
     if (!rows) {
@@ -178,31 +212,41 @@ int bm_cmd_sweep(int argc, char **argv)
     for (int a = 0; a < npp; a++)
         for (int b = 0; b < nvpp; b++)
             for (int c = 0; c < nmb; c++)
-                for (int d = 0; d < npol; d++) {
+                for (int d = 0; d < npol; d++)
+                for (int w = 0; w < (pols[d] == BM_POL_BIGMAC ? nwin : 1); w++) {
                     struct bm_plan_opts o = base;
                     o.pp = pps[a];
                     o.vpp = vpps[b];
                     o.microbatches = mbs[c];
                     o.policy = pols[d];
+                    o.window = wins[w];
                     if (o.vpp > 1) o.backbone = BM_BB_INTERLEAVED;
                     else if (!f.backbone_set && o.backbone == BM_BB_INTERLEAVED) o.backbone = BM_BB_1F1B;
-                    fprintf(stderr, "sweep: [%d/%d] pp %d vpp %d microbatches %d %s\n", ++done, total,
-                            o.pp, o.vpp, o.microbatches, bm_policy_name(o.policy));
+                    char wname[16];
+                    if (o.window == BM_WINDOW_AUTO) snprintf(wname, sizeof wname, "auto");
+                    else if (o.window == BM_WINDOW_FIT) snprintf(wname, sizeof wname, "fit");
+                    else snprintf(wname, sizeof wname, "%d", o.window);
+                    fprintf(stderr, "sweep: [%d/%d] pp %d vpp %d microbatches %d %s%s%s\n", ++done, total,
+                            o.pp, o.vpp, o.microbatches, bm_policy_name(o.policy),
+                            o.policy == BM_POL_BIGMAC ? " window " : "", o.policy == BM_POL_BIGMAC ? wname : "");
                     struct bm_table *t;
                     struct bm_timeline *tl;
                     if (bm_cli_sim_run(s, &o, &so, &t, &tl, &err)) {
                         char *nl = strchr(err.msg, '\n');
                         if (nl) *nl = 0;
                         json_array_append_new(
-                            skipped, json_pack("{s:s, s:s, s:i, s:i, s:i, s:s}", "policy",
+                            skipped, json_pack("{s:s, s:s, s:i, s:i, s:i, s:s, s:s}", "policy",
                                                bm_policy_name(o.policy), "backbone",
                                                bm_backbone_name(o.backbone), "pp", o.pp, "vpp", o.vpp,
-                                               "microbatches", o.microbatches, "reason", err.msg));
+                                               "microbatches", o.microbatches, "window", wname,
+                                               "reason", err.msg));
                         if (note_len + 400 < sizeof note)
                             note_len += (size_t)snprintf(note + note_len, sizeof note - note_len,
-                                                         "skipped: pp %d vpp %d microbatches %d %s: %.300s\n",
+                                                         "skipped: pp %d vpp %d microbatches %d %s%s%s: %.300s\n",
                                                          o.pp, o.vpp, o.microbatches,
-                                                         bm_policy_name(o.policy), err.msg);
+                                                         bm_policy_name(o.policy),
+                                                         o.policy == BM_POL_BIGMAC ? " window " : "",
+                                                         o.policy == BM_POL_BIGMAC ? wname : "", err.msg);
                         continue;
                     }
                     struct row *r = &rows[n_rows++];
@@ -235,10 +279,12 @@ int bm_cmd_sweep(int argc, char **argv)
                    r->makespan, 100 * r->bubble, r->sps, GIB(r->peak_mib), r->oom ? "OOM" : "no");
         }
         if (note_len) printf("\n%s", note);
-        if (best >= 0)
-            printf("\nbest: pp %d vpp %d microbatches %d %s %s: %.2f samples/s, peak %.3f GiB\n",
-                   rows[0].pp, rows[0].vpp, rows[0].mb, bm_backbone_name(rows[0].bb),
-                   bm_policy_name(rows[0].pol), rows[0].sps, GIB(rows[0].peak_mib));
+        if (best >= 0) {
+            printf("\nbest: pp %d vpp %d microbatches %d %s %s", rows[0].pp, rows[0].vpp, rows[0].mb,
+                   bm_backbone_name(rows[0].bb), bm_policy_name(rows[0].pol));
+            if (rows[0].pol == BM_POL_BIGMAC) printf(" window %d", rows[0].window);
+            printf(": %.2f samples/s, peak %.3f GiB\n", rows[0].sps, GIB(rows[0].peak_mib));
+        }
         else
             printf("\nbest: none (%s)\n", n_rows ? "every configuration is OOM" : "no valid configuration");
     }
