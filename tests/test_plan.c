@@ -433,6 +433,39 @@ TEST(units_other_than_pp_plan_and_verify)
     bm_spec_free(s);
 }
 
+/* The window counts a rank's own units: with U = 1 < P, W = 2 lets every rank hold two encoder
+ * microbatches (W * ceil(U/P)), and that is faster than W = 1; counting every unit would hold
+ * each rank to one whatever W is (measured before the fix: the same makespan for W = 1..P). */
+TEST(window_counts_own_units_when_units_are_smaller_than_pp)
+{
+    struct bm_spec *s = make_spec(1, 0, 0, 0);
+    int P = 4;
+    for (int V = 1; V <= 2; V++) {
+        double ms[4] = {0};
+        int peak[4] = {0};
+        for (int W = 1; W <= 3; W++) {
+            struct bm_plan_opts o = opts(P, V, 8 * P, V > 1 ? BM_BB_INTERLEAVED : BM_BB_1F1B, BM_POL_BIGMAC, W);
+            o.unit = 1;
+            struct bm_table *t;
+            struct bm_timeline *tl;
+            struct bm_err err;
+            struct bm_sim_opts so = {0, 1, 1};
+            if (bm_plan_build(s, &o, &t, &err)) continue; /* below the smallest safe window */
+            CHECKF(bm_verify(t, &err) == BM_OK, "V=%d W=%d: %s", V, W, err.msg);
+            CHECK(bm_simulate(t, &so, &tl, &err) == BM_OK);
+            ms[W] = tl->makespan_ms;
+            peak[W] = peak_live(t, "vit");
+            bm_timeline_free(tl);
+            bm_table_free(t);
+        }
+        CHECKF(peak[3] == 3, "V=%d: W=3 U=1 holds %d encoder microbatches per rank, want 3", V, peak[3]);
+        CHECKF(peak[2] == 2 || ms[2] == 0, "V=%d: W=2 U=1 holds %d, want 2", V, peak[2]);
+        int lo = ms[1] > 0 ? 1 : 2;
+        CHECKF(ms[3] < ms[lo], "V=%d: W=3 (%.2f ms) not faster than W=%d (%.2f ms)", V, ms[3], lo, ms[lo]);
+    }
+    bm_spec_free(s);
+}
+
 int main(void)
 {
     RUN(property_grid_every_table_verifies_or_window_is_refused);
@@ -445,5 +478,6 @@ int main(void)
     RUN(table_json_round_trip);
     RUN(window_fit_is_fastest_window_within_memory);
     RUN(units_other_than_pp_plan_and_verify);
+    RUN(window_counts_own_units_when_units_are_smaller_than_pp);
     return test_summary();
 }

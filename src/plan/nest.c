@@ -91,6 +91,11 @@ struct sched {
     int *c0_b_left;        /* [unit] chunk-0 backwards not yet committed */
     int *last_f_left;      /* [unit] last-chunk forwards not yet committed */
     int *frontier;         /* [k*P + r] leading units whose encoder-k backwards on r are done */
+    /* The window counts a rank's OWN units (those with encoder work on it): with U < P a unit
+     * covers only some ranks, and counting every unit would hold a rank to fewer than W. */
+    int *own_idx;          /* [r*(n_units+1) + u] r's own units before unit u */
+    int *own_list;         /* [r*n_units + j] r's j-th own unit */
+    int *col_pair;         /* [r] scratch: the unit whose forwards a column pairs on r, -1 */
     int *eb_left;          /* [(k*P + r)*n_units + u] encoder-k backwards of unit u left on r */
     char *feeds_backbone;  /* [k] encoder slot k's output is consumed by the backbone */
     char *gen_head;        /* [k] generator slot k starts the per-microbatch generator block */
@@ -114,6 +119,14 @@ static enum bm_role role_of(const struct sched *S, int id)
 
 static int unit_of(const struct sched *S, int mb) { return mb / S->U; }
 
+/* Rank r's own unit W own units after its unit u (u own or n_units), or -1 if none. */
+static int own_ahead(const struct sched *S, int r, int u, int W)
+{
+    const int *idx = &S->own_idx[(size_t)r * (S->n_units + 1)];
+    int j = idx[u] + W;
+    return j < idx[S->n_units] ? S->own_list[(size_t)r * S->n_units + j] : -1;
+}
+
 /* Is the policy's gate open for nested task id? */
 static int gate_open(const struct sched *S, int id)
 {
@@ -121,7 +134,10 @@ static int gate_open(const struct sched *S, int id)
     const struct bm_task *x = &S->g->task[id];
     int k = slot_of(S, id), u = unit_of(S, x->mb);
     if (role_of(S, id) == BM_ROLE_ENCODER) {
-        if (x->pass == BM_PASS_F) return u < S->frontier[k * S->P + x->rank] + S->W;
+        if (x->pass == BM_PASS_F) {
+            const int *idx = &S->own_idx[(size_t)x->rank * (S->n_units + 1)];
+            return idx[u] < idx[S->frontier[k * S->P + x->rank]] + S->W;
+        }
         if (S->feeds_backbone[k]) return S->c0_b_left[u] == 0;
         return 1;
     }
@@ -177,8 +193,8 @@ static double deadline(const struct sched *S, int id, int depth)
         /* An encoder backward matters when the window holds back a forward on this rank. */
         if (!S->nested_rules) return INF;
         int k = slot_of(S, id);
-        int u = S->frontier[k * S->P + x->rank] + S->W;
-        for (int m = u * S->U; m < S->M && m < (u + 1) * S->U; m++) {
+        int u = own_ahead(S, x->rank, S->frontier[k * S->P + x->rank], S->W);
+        for (int m = u * S->U; u >= 0 && m < S->M && m < (u + 1) * S->U; m++) {
             int f = bm_task_nested(g, k, BM_PASS_F, m);
             if (g->task[f].rank == x->rank && !S->done[f]) {
                 double d = deadline(S, f, depth + 1);
@@ -417,14 +433,22 @@ static int queue_gen_block(struct sched *S, int r, int head)
     return 0;
 }
 
-/* Unit u's chunk-0 backwards are all committed: its encoder backwards, paired with the
- * forwards of unit u+W, go into every rank's sequence at one nominal time (a "column"), so the
- * whole pipeline shifts together instead of each rank delaying the others in turn. The last W
- * units have no forwards to pair with; their backwards stay with bubble filling. */
+/* Unit u's chunk-0 backwards are all committed: on each rank its encoder backwards, paired with
+ * the forwards of the rank's own unit W own units later (u+W when units cover every rank), go
+ * into the sequence at one nominal time (a "column"), so the whole pipeline shifts together
+ * instead of each rank delaying the others in turn. A rank's last W own units have no forwards
+ * to pair with; their backwards stay with bubble filling. */
 static int make_column(struct sched *S, int u)
 {
     const struct bm_graph *g = S->g;
-    if (!S->nested_rules || u + S->W >= S->n_units) return 0;
+    if (!S->nested_rules) return 0;
+    int any = 0;
+    for (int r = 0; r < S->P; r++) {
+        const int *idx = &S->own_idx[(size_t)r * (S->n_units + 1)];
+        S->col_pair[r] = idx[u + 1] > idx[u] ? own_ahead(S, r, u, S->W) : -1;
+        any |= S->col_pair[r] >= 0;
+    }
+    if (!any) return 0;
     double T = 0;
     for (int k = 0; k < g->n_nested; k++) {
         if (S->t->modules[g->nested_module[k]].role != BM_ROLE_ENCODER || !S->feeds_backbone[k]) continue;
@@ -433,19 +457,22 @@ static int make_column(struct sched *S, int u)
             if (S->unsched[b] == 0 && S->ready[b] > T) T = S->ready[b];
         }
     }
-    for (int pass = 0; pass < 2; pass++) {
-        int uu = pass == 0 ? u : u + S->W;
-        for (int m = uu * S->U; m < S->M && m < (uu + 1) * S->U; m++)
-            for (int i = 0; i < S->n_topo; i++) {
-                int k = S->topo[pass == 0 ? S->n_topo - 1 - i : i];
-                if (S->t->modules[g->nested_module[k]].role != BM_ROLE_ENCODER) continue;
-                int id = bm_task_nested(g, k, pass == 0 ? BM_PASS_B : BM_PASS_F, m);
-                if (S->done[id]) continue;
-                S->col_managed[id] = 1;
-                S->col_t[id] = T;
-                if (ivec_push(&S->colq[g->task[id].rank], id)) return -1;
-            }
-    }
+    /* backwards of unit u, then on each rank the forwards of its paired unit */
+    for (int pass = 0; pass < 2; pass++)
+        for (int r = 0; r < (pass == 0 ? 1 : S->P); r++) {
+            int uu = pass == 0 ? u : S->col_pair[r];
+            for (int m = uu * S->U; uu >= 0 && m < S->M && m < (uu + 1) * S->U; m++)
+                for (int i = 0; i < S->n_topo; i++) {
+                    int k = S->topo[pass == 0 ? S->n_topo - 1 - i : i];
+                    if (S->t->modules[g->nested_module[k]].role != BM_ROLE_ENCODER) continue;
+                    int id = bm_task_nested(g, k, pass == 0 ? BM_PASS_B : BM_PASS_F, m);
+                    int rr = g->task[id].rank;
+                    if (S->done[id] || S->col_pair[rr] < 0 || (pass == 1 && rr != r)) continue;
+                    S->col_managed[id] = 1;
+                    S->col_t[id] = T;
+                    if (ivec_push(&S->colq[rr], id)) return -1;
+                }
+        }
     return 0;
 }
 
@@ -567,6 +594,9 @@ static void sched_free(struct sched *S)
     bm_free(S->last_f_left);
     bm_free(S->frontier);
     bm_free(S->eb_left);
+    bm_free(S->own_idx);
+    bm_free(S->own_list);
+    bm_free(S->col_pair);
     bm_free(S->feeds_backbone);
     bm_free(S->gen_head);
     bm_free(S->topo);
@@ -674,6 +704,9 @@ static int sched_init(struct sched *S, const struct bm_graph *g, int window, str
     S->last_f_left = bm_calloc((size_t)S->n_units, sizeof(int));
     S->frontier = bm_calloc((size_t)(K ? K : 1) * (size_t)P, sizeof(int));
     S->eb_left = bm_calloc((size_t)(K ? K : 1) * (size_t)P * (size_t)S->n_units, sizeof(int));
+    S->own_idx = bm_calloc((size_t)P * (size_t)(S->n_units + 1), sizeof(int));
+    S->own_list = bm_calloc((size_t)P * (size_t)S->n_units, sizeof(int));
+    S->col_pair = bm_calloc((size_t)P, sizeof(int));
     S->feeds_backbone = bm_calloc((size_t)(K ? K : 1), 1);
     S->gen_head = bm_calloc((size_t)(K ? K : 1), 1);
     if (!S->unsched || !S->ready || !S->start || !S->finish || !S->done || !S->s0 ||
@@ -681,7 +714,8 @@ static int sched_init(struct sched *S, const struct bm_graph *g, int window, str
         !S->colq || !S->col_head || !S->col_t || !S->col_managed ||
         !S->out || !S->prop_task || !S->prop_start || !S->prop_valid || !S->dirty ||
         !S->version || !S->c0_b_left ||
-        !S->last_f_left || !S->frontier || !S->eb_left || !S->feeds_backbone || !S->gen_head)
+        !S->last_f_left || !S->frontier || !S->eb_left || !S->own_idx || !S->own_list || !S->col_pair ||
+        !S->feeds_backbone || !S->gen_head)
         return bm_err_set(err, "out of memory planning");
     if (topo_slots(S)) return bm_err_set(err, "out of memory planning (or a module cycle)");
     if (backbone_seqs(g, &S->bbseq, &S->bbn, err)) return BM_ERR;
@@ -722,6 +756,17 @@ static int sched_init(struct sched *S, const struct bm_graph *g, int window, str
                 int r = g->task[bm_task_nested(g, k, BM_PASS_F, m)].rank;
                 S->eb_left[(size_t)(k * P + r) * S->n_units + unit_of(S, m)]++;
             }
+    }
+    /* each rank's own units: those with encoder work on it (any encoder) */
+    for (int r = 0; r < P; r++) {
+        int *idx = &S->own_idx[(size_t)r * (S->n_units + 1)], n = 0;
+        for (int u = 0; u < S->n_units; u++) {
+            idx[u] = n;
+            int own = 0;
+            for (int k = 0; k < K && !own; k++) own = S->eb_left[(size_t)(k * P + r) * S->n_units + u] > 0;
+            if (own) S->own_list[(size_t)r * S->n_units + n++] = u;
+        }
+        idx[S->n_units] = n;
     }
     /* frontier: leading units with nothing to do on the rank are already "done" */
     for (int k = 0; k < K; k++)
