@@ -18,12 +18,26 @@
  *    count the receiver computes with in_count / out_count from the microbatch alone, so a
  *    receiving rank can size its buffer before the message arrives.
  *  - Each module has ONE input tensor and ONE output tensor (count 0 = none):
- *      encoder      in: none                        out: embeddings [n_img_tokens, d_backbone]
- *      backbone     in: chunk 0: encoder output,    out: activation [T, d]; the last chunk
- *                       later chunks: [T, d]             outputs the final (post-LN) hidden states
+ *      encoder      in: none                        out: embeddings [n_images_total * k, d]
+ *                                                        (image-major: image 0's k tokens, ...)
+ *      backbone     in: chunk 0: the encoders'      out: activation [T, d]; the last chunk
+ *                       outputs (below)                  outputs the final (post-LN) hidden states
+ *                       later chunks: [T, d]
  *      generator    in: hidden states [T, d]        out: none (it has a loss)
- *    T is the microbatch's packed token count: samples one after another, each sample's image
- *    tokens first (n_images * img_tokens), then its text (seq tokens).
+ *    d is the backbone width; k = (image/patch)^2 is the encoder's tokens per image.
+ *  - Several encoders (e.g. vision towers at different patch sizes) are several modules, each
+ *    reading spec inputs only; all read the same images (their arch image and channels must
+ *    agree) and emit d-wide tokens. Backbone chunk 0 still takes ONE input tensor: encoder 0's
+ *    output, then encoder 1's, ... (encoders numbered in spec module order, whatever order the
+ *    backbone's "consumes" lists them in), so its in_count is the sum of the encoders'
+ *    out_counts, and its backward writes din in that same layout. The trainers (executor and
+ *    reference) concatenate the encoders' outputs and split din back: encoder e's backward
+ *    gets as dout the slice of din where its output sat. An encoder never sees another's
+ *    tensor, so one written for one-encoder models needs no change.
+ *  - T is the microbatch's packed token count: samples one after another; each sample is its
+ *    image tokens, encoder 0's for all its images, then encoder 1's, ... (n_images times the
+ *    sum of the encoders' k), then its text (seq tokens). The backbone's activations and the
+ *    generator's input use this layout.
  *  - Spec inputs (images, text, generation targets) are data present on every rank: every
  *    forward/backward receives the microbatch's struct bm_batch.
  *  - forward() returns a context holding the activations for backward(); its byte size

@@ -7,7 +7,7 @@
 
 POLICIES="bigmac optimus unified unified-balanced ideal none"
 for spec in examples/understanding-qwen3-30b-a3b.json examples/generation-mmdit-20b.json \
-            examples/tiny-mllm.json; do
+            examples/tiny-mllm.json examples/tiny-mllm-2enc.json; do
     n=$(basename "$spec" .json)
     # the spec's own schedule (interleaved) and 1f1b
     for sched in "" "--backbone 1f1b --vpp 1"; do

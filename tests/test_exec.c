@@ -1,8 +1,9 @@
 /* test_exec.c — the executor through the single-process transport (comm_local):
  * pipelined == reference (losses and parameters) for every policy and backbone at P = 2 and 4,
- * measured peak activation bytes == the simulator's prediction given the measured bytes,
- * cooperative deadlock detection, fault messages naming rank and op, checkpoint + resume ==
- * uninterrupted, allocation failures reported (never a crash), the comm_local mailbox. */
+ * also with two encoders; measured peak activation bytes == the simulator's prediction given
+ * the measured bytes (one and two encoders), cooperative deadlock detection, fault messages
+ * naming rank and op, checkpoint + resume == uninterrupted, allocation failures reported
+ * (never a crash), the comm_local mailbox. */
 #include <unistd.h>
 
 #include "exec/calibrate.h"
@@ -15,6 +16,7 @@
 #include "util/util.h"
 
 #define SPEC "tests/specs/exec-small.json"
+#define SPEC_2ENC "tests/specs/exec-2enc.json" /* two encoders: chunk 0 takes both outputs */
 
 static char tmpdir[512];
 
@@ -27,13 +29,15 @@ static const char *tmp_path(const char *name)
     return p;
 }
 
-static struct bm_spec *load_spec(void)
+static struct bm_spec *load_spec_at(const char *path)
 {
     struct bm_spec *s = NULL;
     struct bm_err err;
-    if (bm_spec_load(SPEC, &s, &err)) fprintf(stderr, "%s\n", err.msg);
+    if (bm_spec_load(path, &s, &err)) fprintf(stderr, "%s\n", err.msg);
     return s;
 }
+
+static struct bm_spec *load_spec(void) { return load_spec_at(SPEC); }
 
 static struct bm_table *plan(const struct bm_spec *s, int P, int V, enum bm_backbone bb, enum bm_policy pol)
 {
@@ -92,23 +96,28 @@ static int train_local(const struct bm_spec *s, struct bm_table *t, struct bm_ex
     return rc;
 }
 
-TEST(local_matches_reference_every_policy)
+struct pcfg {
+    int P, V;
+    enum bm_backbone bb;
+};
+
+/* Every (cfg, policy) run through comm_local matches the reference: per-step losses and final
+ * parameters within 1e-4 relative. */
+static void check_matches_reference(const char *path, const struct pcfg *cfg, size_t n_cfg,
+                                    const enum bm_policy *pols, size_t n_pols)
 {
-    struct bm_spec *s = load_spec();
-    CHECK(s != NULL);
+    struct bm_spec *s = load_spec_at(path);
+    CHECKF(s != NULL, "%s", path);
     if (!s) return;
     enum { STEPS = 3 };
     double ref_loss[STEPS];
     size_t nref = 0;
     float *ref = reference(s, STEPS, ref_loss, &nref);
     CHECK(ref != NULL);
-    struct { int P, V; enum bm_backbone bb; } cfg[] = {
-        {2, 1, BM_BB_1F1B}, {4, 1, BM_BB_1F1B}, {2, 2, BM_BB_INTERLEAVED}, {2, 1, BM_BB_GPIPE}};
-    enum bm_policy pols[] = {BM_POL_BIGMAC, BM_POL_OPTIMUS, BM_POL_UNIFIED, BM_POL_UNIFIED_BALANCED, BM_POL_IDEAL};
-    for (size_t ci = 0; ci < sizeof cfg / sizeof cfg[0]; ci++)
-        for (size_t pi = 0; pi < sizeof pols / sizeof pols[0]; pi++) {
+    for (size_t ci = 0; ci < n_cfg; ci++)
+        for (size_t pi = 0; pi < n_pols; pi++) {
             struct bm_table *t = plan(s, cfg[ci].P, cfg[ci].V, cfg[ci].bb, pols[pi]);
-            CHECKF(t != NULL, "P=%d %s %s", cfg[ci].P, bm_backbone_name(cfg[ci].bb), bm_policy_name(pols[pi]));
+            CHECKF(t != NULL, "%s P=%d %s %s", path, cfg[ci].P, bm_backbone_name(cfg[ci].bb), bm_policy_name(pols[pi]));
             if (!t) continue;
             double loss[STEPS] = {0};
             struct bm_exec_opts o = {.steps = STEPS, .dump_params = tmp_path("params.bin"), .loss_out = loss};
@@ -116,8 +125,8 @@ TEST(local_matches_reference_every_policy)
             int rc = train_local(s, t, &o, &err);
             CHECKF(rc == BM_OK, "%s", err.msg);
             for (int k = 0; k < STEPS; k++)
-                CHECKF(fabs(loss[k] - ref_loss[k]) <= 1e-4 * fabs(ref_loss[k]), "P=%d %s %s step %d: %.7f vs %.7f",
-                       cfg[ci].P, bm_backbone_name(cfg[ci].bb), bm_policy_name(pols[pi]), k, loss[k], ref_loss[k]);
+                CHECKF(fabs(loss[k] - ref_loss[k]) <= 1e-4 * fabs(ref_loss[k]), "%s P=%d %s %s step %d: %.7f vs %.7f",
+                       path, cfg[ci].P, bm_backbone_name(cfg[ci].bb), bm_policy_name(pols[pi]), k, loss[k], ref_loss[k]);
             size_t n = 0;
             float *p = read_floats(tmp_path("params.bin"), &n);
             CHECK(p && n == nref);
@@ -128,7 +137,7 @@ TEST(local_matches_reference_every_policy)
                     if (d > md) md = d;
                     if (fabs(ref[i]) > ma) ma = fabs(ref[i]);
                 }
-                CHECKF(md <= 1e-4 * ma, "P=%d %s %s: params differ by %g (max |p| %g)", cfg[ci].P,
+                CHECKF(md <= 1e-4 * ma, "%s P=%d %s %s: params differ by %g (max |p| %g)", path, cfg[ci].P,
                        bm_backbone_name(cfg[ci].bb), bm_policy_name(pols[pi]), md, ma);
             }
             bm_free(p);
@@ -136,6 +145,23 @@ TEST(local_matches_reference_every_policy)
         }
     bm_free(ref);
     bm_spec_free(s);
+}
+
+TEST(local_matches_reference_every_policy)
+{
+    struct pcfg cfg[] = {{2, 1, BM_BB_1F1B}, {4, 1, BM_BB_1F1B}, {2, 2, BM_BB_INTERLEAVED}, {2, 1, BM_BB_GPIPE}};
+    enum bm_policy pols[] = {BM_POL_BIGMAC, BM_POL_OPTIMUS, BM_POL_UNIFIED, BM_POL_UNIFIED_BALANCED, BM_POL_IDEAL};
+    check_matches_reference(SPEC, cfg, sizeof cfg / sizeof cfg[0], pols, sizeof pols / sizeof pols[0]);
+}
+
+/* Two encoders: chunk 0's input is both towers' outputs concatenated in spec module order (the
+ * spec lists them in the other order in the backbone's "consumes"), its input gradient split
+ * back; every replica, every chunk and the losses equal the reference's. */
+TEST(two_encoders_match_reference)
+{
+    struct pcfg cfg[] = {{2, 1, BM_BB_1F1B}, {4, 1, BM_BB_1F1B}, {2, 2, BM_BB_INTERLEAVED}};
+    enum bm_policy pols[] = {BM_POL_BIGMAC, BM_POL_OPTIMUS, BM_POL_UNIFIED};
+    check_matches_reference(SPEC_2ENC, cfg, sizeof cfg / sizeof cfg[0], pols, sizeof pols / sizeof pols[0]);
 }
 
 /* Build the P local ranks of t. */
@@ -155,10 +181,12 @@ static void unbuild(struct bm_exec **x, int P)
 }
 
 /* The simulator, given the executor's measured ctx bytes per (module, chunk, mb), predicts the
- * executor's measured peak activation bytes per rank and role exactly (same byte model). */
-TEST(measured_peaks_equal_simulated_with_measured_bytes)
+ * executor's measured peak activation bytes per rank and role exactly (same byte model); with two
+ * encoders both count as role "encoder". */
+static void check_peaks_equal_simulated(const char *path)
 {
-    struct bm_spec *s = load_spec();
+    struct bm_spec *s = load_spec_at(path);
+    CHECKF(s != NULL, "%s", path);
     if (!s) return;
     enum bm_policy pols[] = {BM_POL_BIGMAC, BM_POL_OPTIMUS, BM_POL_UNIFIED};
     for (int pi = 0; pi < 3; pi++)
@@ -190,8 +218,8 @@ TEST(measured_peaks_equal_simulated_with_measured_bytes)
                 bm_exec_stats(x[r], &st);
                 for (int role = 0; role < BM_N_ROLES; role++)
                     CHECKF(tl->ranks[r].peak_act_mib[role] * 1048576.0 == (double)st.peak_act[role],
-                           "%s V=%d rank %d role %d: simulated %.0f bytes, measured %zu", bm_policy_name(pols[pi]), V, r,
-                           role, tl->ranks[r].peak_act_mib[role] * 1048576.0, st.peak_act[role]);
+                           "%s %s V=%d rank %d role %d: simulated %.0f bytes, measured %zu", path,
+                           bm_policy_name(pols[pi]), V, r, role, tl->ranks[r].peak_act_mib[role] * 1048576.0, st.peak_act[role]);
             }
             bm_timeline_free(tl);
             unbuild(x, 2);
@@ -199,6 +227,12 @@ TEST(measured_peaks_equal_simulated_with_measured_bytes)
             bm_table_free(t);
         }
     bm_spec_free(s);
+}
+
+TEST(measured_peaks_equal_simulated_with_measured_bytes)
+{
+    check_peaks_equal_simulated(SPEC);
+    check_peaks_equal_simulated(SPEC_2ENC);
 }
 
 /* bigmac keeps encoder activations bounded as M grows; optimus holds every microbatch's. */
@@ -394,9 +428,10 @@ TEST(checkpoint_resume_equals_uninterrupted)
 
 /* Every allocation of a one-step run may fail: the run reports an error, never crashes, and
  * (under ASan) never leaks. */
-TEST(allocation_failures_are_errors)
+static void check_allocation_failures(const char *path)
 {
-    struct bm_spec *s = load_spec();
+    struct bm_spec *s = load_spec_at(path);
+    CHECKF(s != NULL, "%s", path);
     if (!s) return;
     struct bm_table *t = plan(s, 2, 1, BM_BB_1F1B, BM_POL_BIGMAC);
     if (!t) return;
@@ -422,12 +457,18 @@ TEST(allocation_failures_are_errors)
         c->ops->free(c);
         if (fired) {
             failures++;
-            CHECKF(rc == BM_ERR && err.msg[0], "allocation %ld failed but the run said ok", n);
+            CHECKF(rc == BM_ERR && err.msg[0], "%s: allocation %ld failed but the run said ok", path, n);
         }
     }
     CHECK(failures > 0);
     bm_table_free(t);
     bm_spec_free(s);
+}
+
+TEST(allocation_failures_are_errors)
+{
+    check_allocation_failures(SPEC);
+    check_allocation_failures(SPEC_2ENC); /* chunk 0's concatenated input and split gradient */
 }
 
 TEST(local_mailbox_matches_any_order)
@@ -468,6 +509,7 @@ int main(void)
     if (system(cmd)) return 1;
     RUN(local_mailbox_matches_any_order);
     RUN(local_matches_reference_every_policy);
+    RUN(two_encoders_match_reference);
     RUN(measured_peaks_equal_simulated_with_measured_bytes);
     RUN(bigmac_encoder_peak_flat_in_M_optimus_grows);
     RUN(calibrate_from_measured_timeline);

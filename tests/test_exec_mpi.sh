@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test_exec_mpi.sh — the pipelined executor under mpirun against the single-process reference:
 # for every policy (bigmac, optimus, unified) x backbone (1f1b, interleaved) x P (2, 4), the
-# per-step losses and the final parameters match `train --reference` within 1e-4 relative.
+# per-step losses and the final parameters match `train --reference` within 1e-4 relative; the
+# same with two encoders (bigmac, optimus at P = 2; bigmac interleaved at P = 4).
 # Also: --trace renders, failure handling (NaN, crash, exit, hang: every rank exits non-zero
 # within seconds, naming the rank and op), checkpoint + resume == uninterrupted run, --table.
 # Every MPI run is wrapped in `timeout` so a bug is a failure, not a hang.
@@ -27,6 +28,14 @@ expect_exit calibrate_spec 0 "$BIGMAC" calibrate "$T/local.json" --spec $SPEC -o
 expect_exit calibrated_spec_simulates 0 "$BIGMAC" simulate "$T/calibrated.json"
 expect_exit calibrate_refuses_simulated_trace 1 "$BIGMAC" calibrate <("$BIGMAC" render $SPEC --format trace 2>/dev/null)
 expect_contains calibrate_refuses_simulated_trace_message "a simulated trace"
+
+# Encoders that read different images cannot share a batch: a clear error naming the module and
+# field, from the pipelined trainer and the reference alike.
+sed 's/"image": 16, "patch": 8/"image": 8, "patch": 8/' examples/tiny-mllm-2enc.json >"$T/2enc_bad.json"
+expect_exit two_encoders_image_mismatch_local 1 "$BIGMAC" train "$T/2enc_bad.json" --local --steps 1
+expect_contains two_encoders_image_mismatch_message 'module "vit_coarse": arch.image 8 disagrees with encoder "vit_fine" (image 16)'
+expect_exit two_encoders_image_mismatch_reference 1 "$BIGMAC" train "$T/2enc_bad.json" --reference --steps 1
+expect_contains two_encoders_image_mismatch_reference_message 'module "vit_coarse": arch.image 8'
 
 if ! command -v mpirun >/dev/null; then
     echo "PASS exec_mpi_skipped_no_mpirun"
@@ -60,6 +69,19 @@ params_match() {
     if [ "${r%% *}" = ok ]; then echo "PASS $name"; else echo "FAIL $name: $r"; fi
 }
 
+# matches_reference NAME SPEC REF P V BACKBONE POLICY : SPEC pipelined over P ranks matches the
+# reference run whose log and parameters are REF.log and REF.bin
+matches_reference() {
+    local n=$1 spec=$2 ref=$3
+    if mpi "$4" train "$spec" --pp "$4" --vpp "$5" --backbone "$6" --policy "$7" --steps $STEPS --quiet \
+           --log "$T/$n.log" --dump-params "$T/$n.bin" >"$T/$n.out" 2>&1; then
+        losses_match "losses_${n}_match_reference" "$T/$n.log" "$ref.log"
+        params_match "params_${n}_match_reference" "$T/$n.bin" "$ref.bin"
+    else
+        echo "FAIL run_$n"; sed 's/^/    /' "$T/$n.out" | tail -5
+    fi
+}
+
 "$BIGMAC" train $SPEC --reference --steps $STEPS --log "$T/ref.log" --dump-params "$T/ref.bin" >/dev/null 2>&1 ||
     echo "FAIL reference_run"
 
@@ -67,14 +89,7 @@ for P in 2 4; do
     for bb in 1f1b interleaved; do
         V=1; [ $bb = interleaved ] && V=2
         for pol in bigmac optimus unified; do
-            n=p${P}_${bb}_${pol}
-            if mpi $P train $SPEC --pp $P --vpp $V --backbone $bb --policy $pol --steps $STEPS --quiet \
-                   --log "$T/$n.log" --dump-params "$T/$n.bin" >"$T/$n.out" 2>&1; then
-                losses_match "losses_${n}_match_reference" "$T/$n.log" "$T/ref.log"
-                params_match "params_${n}_match_reference" "$T/$n.bin" "$T/ref.bin"
-            else
-                echo "FAIL run_$n"; sed 's/^/    /' "$T/$n.out" | tail -5
-            fi
+            matches_reference "p${P}_${bb}_${pol}" $SPEC "$T/ref" $P $V $bb $pol
         done
     done
 done
@@ -88,6 +103,15 @@ if mpi 2 train "$T/nog2b.json" --steps 2 --quiet --log "$T/nog2b.log" --dump-par
 else
     echo "FAIL run_no_grad_to_backbone"; tail -5 "$T/nog2b.out" | sed 's/^/    /'
 fi
+
+# Two encoders (examples/tiny-mllm-2enc.json: two ViT towers at patch 4 and 8): chunk 0 takes both
+# towers' outputs, each rank a replica of each tower.
+SPEC2=examples/tiny-mllm-2enc.json
+"$BIGMAC" train $SPEC2 --reference --steps $STEPS --log "$T/2enc_ref.log" --dump-params "$T/2enc_ref.bin" >/dev/null 2>&1 ||
+    echo "FAIL reference_run_two_encoders"
+matches_reference 2enc_p2_1f1b_bigmac $SPEC2 "$T/2enc_ref" 2 1 1f1b bigmac
+matches_reference 2enc_p2_1f1b_optimus $SPEC2 "$T/2enc_ref" 2 1 1f1b optimus
+matches_reference 2enc_p4_interleaved_bigmac $SPEC2 "$T/2enc_ref" 4 2 interleaved bigmac
 
 # The log has one line per step with a peak per rank and role.
 if [ "$(grep -c '"peak_act_bytes": {"encoder": [0-9]*, "backbone": [0-9]*, "generator": [0-9]*}' "$T/p4_1f1b_bigmac.log")" = $STEPS ] &&

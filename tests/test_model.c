@@ -1,6 +1,7 @@
 /* test_model.c — the built-in models through the public module interface:
  * finite differences of every model's parameters (sampled indices) on the total loss
- * (LM + generator), GPT as 2 chunks == GPT as 1, several microbatches in flight at once,
+ * (LM + generator), also with two encoders, and of gpt's input with two encoders' parts;
+ * GPT as 2 chunks == GPT as 1, several microbatches in flight at once,
  * the registry. */
 #include "bigmac_module.h"
 #include "data/data.h"
@@ -10,8 +11,8 @@
 #include "test.h"
 #include "util/util.h"
 
-static struct bm_module mods[3];
-static struct bm_spec spec;
+static struct bm_module mods[3], mods2[4];
+static struct bm_spec spec, spec2; /* vit + gpt + dit; two vit towers + gpt + dit */
 
 static void make_spec(void)
 {
@@ -30,6 +31,13 @@ static void make_spec(void)
     spec.modules = mods, spec.n_modules = 3, spec.backbone_module = 1;
     spec.data.seed = 3, spec.data.samples_per_microbatch = 2, spec.data.max_images = 2;
     spec.microbatches = 2;
+    /* a second tower reading the same images at patch 2 (16 tokens per image), listed first */
+    mods2[0] = (struct bm_module){.name = (char *)"vit_fine", .role = BM_ROLE_ENCODER, .impl = (char *)"vit",
+                                  .arch = {.layers = 1, .hidden = 8, .heads = 2, .ffn = 16, .image = 8,
+                                           .patch = 2, .channels = 3}};
+    memcpy(mods2 + 1, mods, sizeof mods);
+    spec2 = spec;
+    spec2.modules = mods2, spec2.n_modules = 4, spec2.backbone_module = 2;
 }
 
 static struct bm_data_batch *draw(int step, int mb)
@@ -41,31 +49,39 @@ static struct bm_data_batch *draw(int step, int mb)
     return d;
 }
 
-/* The whole model: encoder, backbone chunks, generator. */
+/* The whole model: encoders (the spec's first modules), backbone chunks, generator. */
 struct net {
-    const struct bm_module_ops *ops[3];
-    void *enc, *bb[4], *gen;
-    int n_chunks;
+    const struct bm_module_ops *eops[2], *ops[3]; /* encoder e; ops[1] backbone, ops[2] generator */
+    void *enc[2], *bb[4], *gen;
+    int n_enc, n_chunks;
 };
 
-static int net_new(struct net *n, int n_chunks)
+static int net_new_of(struct net *n, const struct bm_spec *sp, int n_chunks)
 {
     struct bm_err err;
     memset(n, 0, sizeof *n);
     n->n_chunks = n_chunks;
-    for (int i = 0; i < 3; i++) n->ops[i] = bm_module_find(mods[i].impl);
-    int L = mods[1].arch.layers, rc = 0;
-    rc |= n->ops[0]->create(&mods[0], &spec, 0, 0, 11, &n->enc, &err);
+    n->n_enc = sp->backbone_module;
+    const struct bm_module *bm = &sp->modules[n->n_enc], *gm = bm + 1;
+    n->ops[1] = bm_module_find(bm->impl), n->ops[2] = bm_module_find(gm->impl);
+    int L = bm->arch.layers, rc = 0;
+    for (int e = 0; e < n->n_enc; e++) {
+        n->eops[e] = bm_module_find(sp->modules[e].impl);
+        rc |= n->eops[e]->create(&sp->modules[e], sp, 0, 0, 11 + 100 * e, &n->enc[e], &err);
+    }
+    n->ops[0] = n->eops[0];
     for (int c = 0; c < n_chunks; c++)
-        rc |= n->ops[1]->create(&mods[1], &spec, c * L / n_chunks, (c + 1) * L / n_chunks, 12, &n->bb[c], &err);
-    rc |= n->ops[2]->create(&mods[2], &spec, 0, 0, 13, &n->gen, &err);
+        rc |= n->ops[1]->create(bm, sp, c * L / n_chunks, (c + 1) * L / n_chunks, 12, &n->bb[c], &err);
+    rc |= n->ops[2]->create(gm, sp, 0, 0, 13, &n->gen, &err);
     if (rc) fprintf(stderr, "create: %s\n", err.msg);
     return rc;
 }
 
+static int net_new(struct net *n, int n_chunks) { return net_new_of(n, &spec, n_chunks); }
+
 static void net_free(struct net *n)
 {
-    n->ops[0]->free(n->enc);
+    for (int e = 0; e < n->n_enc; e++) n->eops[e]->free(n->enc[e]);
     for (int c = 0; c < n->n_chunks; c++) n->ops[1]->free(n->bb[c]);
     n->ops[2]->free(n->gen);
 }
@@ -73,8 +89,11 @@ static void net_free(struct net *n)
 static void net_zero_grad(struct net *n)
 {
     size_t k;
-    float *g = n->ops[0]->grads(n->enc, &k);
-    memset(g, 0, k * sizeof(float));
+    float *g;
+    for (int e = 0; e < n->n_enc; e++) {
+        g = n->eops[e]->grads(n->enc[e], &k);
+        memset(g, 0, k * sizeof(float));
+    }
     for (int c = 0; c < n->n_chunks; c++) {
         g = n->ops[1]->grads(n->bb[c], &k);
         memset(g, 0, k * sizeof(float));
@@ -85,8 +104,8 @@ static void net_zero_grad(struct net *n)
 
 /* Forward of one microbatch; keeps contexts and tensors in *st. Returns total loss. */
 struct mbstate {
-    void *cenc, *cbb[4], *cgen;
-    float *t[6]; /* t[0] = vis_emb, t[1+c] = chunk c output */
+    void *cenc[2], *cbb[4], *cgen;
+    float *t[6]; /* t[0] = the encoders' outputs one after another, t[1+c] = chunk c output */
     double lm, gen;
 };
 
@@ -95,8 +114,10 @@ static double net_forward(struct net *n, const struct bm_batch *b, struct mbstat
     struct bm_err err;
     float loss;
     memset(s, 0, sizeof *s);
-    s->t[0] = bm_malloc(n->ops[0]->out_count(n->enc, b) * sizeof(float));
-    if (n->ops[0]->forward(n->enc, b, NULL, s->t[0], &loss, &s->cenc, &err)) fprintf(stderr, "%s\n", err.msg);
+    s->t[0] = bm_malloc(n->ops[1]->in_count(n->bb[0], b) * sizeof(float));
+    for (size_t e = 0, at = 0; e < (size_t)n->n_enc; at += n->eops[e]->out_count(n->enc[e], b), e++)
+        if (n->eops[e]->forward(n->enc[e], b, NULL, s->t[0] + at, &loss, &s->cenc[e], &err))
+            fprintf(stderr, "%s\n", err.msg);
     for (int c = 0; c < n->n_chunks; c++) {
         s->t[1 + c] = bm_malloc(n->ops[1]->out_count(n->bb[c], b) * sizeof(float));
         if (n->ops[1]->forward(n->bb[c], b, s->t[c], s->t[1 + c], &loss, &s->cbb[c], &err))
@@ -122,14 +143,15 @@ static void net_backward(struct net *n, const struct bm_batch *b, struct mbstate
         bm_free(d);
         d = din;
     }
-    n->ops[0]->backward(n->enc, s->cenc, b, d, scale, NULL, &err);
+    for (size_t e = 0, at = 0; e < (size_t)n->n_enc; at += n->eops[e]->out_count(n->enc[e], b), e++)
+        n->eops[e]->backward(n->enc[e], s->cenc[e], b, d + at, scale, NULL, &err);
     bm_free(d);
     for (int i = 0; i <= C; i++) bm_free(s->t[i]);
 }
 
 static void net_drop(struct net *n, struct mbstate *s)
 {
-    n->ops[0]->ctx_free(s->cenc);
+    for (int e = 0; e < n->n_enc; e++) n->eops[e]->ctx_free(s->cenc[e]);
     for (int c = 0; c < n->n_chunks; c++) n->ops[1]->ctx_free(s->cbb[c]);
     n->ops[2]->ctx_free(s->cgen);
     for (int i = 0; i <= n->n_chunks; i++) bm_free(s->t[i]);
@@ -270,10 +292,12 @@ static int fd_params(struct net *n, const struct bm_batch *b, const struct bm_mo
     return bad;
 }
 
-TEST(finite_differences_whole_model)
+/* Finite differences on the total loss: every encoder and gpt chunk 0 (which splices the
+ * encoders' outputs into the sequence), and with 'rest' chunk 1 and dit too. */
+static void fd_whole_model(const struct bm_spec *sp, int rest)
 {
     struct net n;
-    CHECK(net_new(&n, 2) == 0);
+    CHECK(net_new_of(&n, sp, 2) == 0);
     struct bm_data_batch *d = draw(0, 0);
     struct bm_rng r;
     bm_rng_seed(&r, 5);
@@ -283,12 +307,87 @@ TEST(finite_differences_whole_model)
     CHECK(l > 1.0 && l < 10.0);
     CHECK_NEAR(s.lm, log(BM_DATA_VOCAB), 0.5); /* near-uniform predictions at init */
     net_backward(&n, &d->b, &s, 1.0f);
-    CHECK(fd_params(&n, &d->b, n.ops[0], n.enc, "vit", &r) == 0);
+    for (int e = 0; e < n.n_enc; e++) /* each encoder's parameters see its own part of chunk 0's din */
+        CHECKF(fd_params(&n, &d->b, n.eops[e], n.enc[e], sp->modules[e].name, &r) == 0, "%s", sp->modules[e].name);
     CHECK(fd_params(&n, &d->b, n.ops[1], n.bb[0], "gpt.c0", &r) == 0);
-    CHECK(fd_params(&n, &d->b, n.ops[1], n.bb[1], "gpt.c1", &r) == 0);
-    CHECK(fd_params(&n, &d->b, n.ops[2], n.gen, "dit", &r) == 0);
+    if (rest) {
+        CHECK(fd_params(&n, &d->b, n.ops[1], n.bb[1], "gpt.c1", &r) == 0);
+        CHECK(fd_params(&n, &d->b, n.ops[2], n.gen, "dit", &r) == 0);
+    }
     bm_data_batch_free(d);
     net_free(&n);
+}
+
+TEST(finite_differences_whole_model) { fd_whole_model(&spec, 1); }
+
+/* Two encoders: chunk 0 takes both towers' outputs one after another (spec module order) and
+ * splits its input gradient back the same way (chunk 1 and dit run the one-encoder code). */
+TEST(finite_differences_whole_model_two_encoders) { fd_whole_model(&spec2, 0); }
+
+/* gpt (one chunk) with two encoders: d(LM loss + sum(hidden * R))/d(input) by central
+ * differences at entries of both encoders' parts, against backward's din (the splice into the
+ * packed sequence and back). */
+static double gpt_probe(const struct bm_module_ops *g, void *m, const struct bm_batch *b, const float *x, float *out,
+                        const float *R, size_t nout)
+{
+    struct bm_err err;
+    void *ctx = NULL;
+    float lm = 0;
+    if (g->forward(m, b, x, out, &lm, &ctx, &err)) fprintf(stderr, "%s\n", err.msg);
+    g->ctx_free(ctx);
+    double l = lm;
+    for (size_t i = 0; i < nout; i++) l += (double)out[i] * R[i];
+    return l;
+}
+
+TEST(gpt_input_gradient_two_encoders)
+{
+    struct bm_err err;
+    const struct bm_module_ops *g = bm_module_find("gpt");
+    void *m = NULL;
+    CHECK(g->create(&mods2[2], &spec2, 0, mods2[2].arch.layers, 12, &m, &err) == BM_OK);
+    if (!m) return;
+    struct bm_data_batch *d = draw(0, 1);
+    const struct bm_batch *b = &d->b;
+    struct bm_geom geo;
+    CHECK(bm_geom_from_spec(&spec2, &geo, &err) == BM_OK);
+    CHECK(geo.n_enc == 2 && geo.enc_tokens[0] == 16 && geo.enc_tokens[1] == 4 && geo.img_tokens == 20);
+    size_t nin = g->in_count(m, b), nout = g->out_count(m, b), C = (size_t)geo.d;
+    CHECK(nin == (size_t)b->n_images_total * 20 * C);
+    CHECK(nout == (size_t)(b->n_samples * b->seq + b->n_images_total * 20) * C);
+    float *x = bm_malloc(nin * sizeof(float)), *din = bm_malloc(nin * sizeof(float));
+    float *out = bm_malloc(nout * sizeof(float)), *R = bm_malloc(nout * sizeof(float)), loss;
+    struct bm_rng r;
+    bm_rng_seed(&r, 8);
+    for (size_t i = 0; i < nin; i++) x[i] = (float)bm_rng_normal(&r);
+    for (size_t i = 0; i < nout; i++) R[i] = (float)bm_rng_normal(&r);
+    void *ctx = NULL;
+    CHECK(g->forward(m, b, x, out, &loss, &ctx, &err) == BM_OK);
+    CHECK(g->backward(m, ctx, b, R, 1.0f, din, &err) == BM_OK);
+    size_t split = (size_t)b->n_images_total * 16 * C; /* encoder 1's part starts here */
+    const double h = 1e-2;
+    int bad = 0, strong = 0;
+    for (int k = 0; k < 40; k++) {
+        size_t i = k < 20 ? (size_t)(bm_rng_uniform(&r) * split) : split + (size_t)(bm_rng_uniform(&r) * (nin - split));
+        float x0 = x[i];
+        x[i] = (float)(x0 + h);
+        double lp = gpt_probe(g, m, b, x, out, R, nout);
+        x[i] = (float)(x0 - h);
+        double lm = gpt_probe(g, m, b, x, out, R, nout);
+        x[i] = x0;
+        double fd = (lp - lm) / (2 * h);
+        strong += fabs(din[i]) > 1e-2;
+        if (fabs(fd - din[i]) > 2e-4 + 5e-2 * fabs(din[i])) {
+            if (bad < 5)
+                fprintf(stderr, "  din[%zu] (encoder %d's part): fd %.6g analytic %.6g\n", i, i >= split, fd, din[i]);
+            bad++;
+        }
+    }
+    CHECKF(bad == 0, "%d of 40 input-gradient entries differ", bad);
+    CHECKF(strong >= 20, "only %d input-gradient entries above 1e-2", strong);
+    bm_free(x), bm_free(din), bm_free(out), bm_free(R);
+    bm_data_batch_free(d);
+    g->free(m);
 }
 
 /* ---------------------------------------------------------------- chunking */
@@ -323,7 +422,7 @@ TEST(gpt_two_chunks_equal_one)
     }
     CHECKF(bad == 0, "%d gradient entries differ", bad);
     /* the encoder receives the same gradient */
-    float *e1 = one.ops[0]->grads(one.enc, &n1), *e2 = two.ops[0]->grads(two.enc, &na);
+    float *e1 = one.ops[0]->grads(one.enc[0], &n1), *e2 = two.ops[0]->grads(two.enc[0], &na);
     bad = 0;
     for (size_t i = 0; i < n1; i++) bad += fabsf(e1[i] - e2[i]) > 1e-5f + 1e-4f * fabsf(e1[i]);
     CHECKF(bad == 0, "%d encoder gradient entries differ", bad);
@@ -349,11 +448,11 @@ TEST(microbatches_in_flight_are_independent)
     net_forward(&b, &d0->b, &s0);
     size_t bytes0 = b.ops[1]->ctx_bytes(s0.cbb[0]);
     net_forward(&b, &d1->b, &s1);
-    CHECK(bytes0 > 0 && b.ops[0]->ctx_bytes(s1.cenc) > 0 && b.ops[2]->ctx_bytes(s1.cgen) > 0);
+    CHECK(bytes0 > 0 && b.ops[0]->ctx_bytes(s1.cenc[0]) > 0 && b.ops[2]->ctx_bytes(s1.cgen) > 0);
     net_backward(&b, &d1->b, &s1, 0.5f);
     net_backward(&b, &d0->b, &s0, 0.5f);
     const struct bm_module_ops *ops[4] = {a.ops[0], a.ops[1], a.ops[1], a.ops[2]};
-    void *ma[4] = {a.enc, a.bb[0], a.bb[1], a.gen}, *mb[4] = {b.enc, b.bb[0], b.bb[1], b.gen};
+    void *ma[4] = {a.enc[0], a.bb[0], a.bb[1], a.gen}, *mb[4] = {b.enc[0], b.bb[0], b.bb[1], b.gen};
     for (int m = 0; m < 4; m++) {
         size_t n;
         float *ga = ops[m]->grads(ma[m], &n), *gb = ops[m]->grads(mb[m], &n);
@@ -376,7 +475,7 @@ TEST(context_bytes_track_the_microbatch)
         struct bm_data_batch *d = draw(3, mb);
         struct mbstate s;
         net_forward(&n, &d->b, &s);
-        size_t e = n.ops[0]->ctx_bytes(s.cenc);
+        size_t e = n.ops[0]->ctx_bytes(s.cenc[0]);
         if (e < lo) lo = e, lo_img = d->b.n_images_total;
         if (e > hi) hi = e, hi_img = d->b.n_images_total;
         net_drop(&n, &s);
@@ -439,9 +538,10 @@ TEST(reference_step_is_order_independent)
 
     struct net n;
     memset(&n, 0, sizeof n);
-    n.n_chunks = 2;
+    n.n_chunks = 2, n.n_enc = 1;
     for (int i = 0; i < 3; i++) n.ops[i] = bm_module_find(mods[i].impl);
-    CHECK(n.ops[0]->create(&mods[0], &spec, 0, 0, bm_train_module_seed(&spec, 0), &n.enc, &err) == 0);
+    n.eops[0] = n.ops[0];
+    CHECK(n.ops[0]->create(&mods[0], &spec, 0, 0, bm_train_module_seed(&spec, 0), &n.enc[0], &err) == 0);
     CHECK(n.ops[1]->create(&mods[1], &spec, 0, 1, bm_train_module_seed(&spec, 1), &n.bb[0], &err) == 0);
     CHECK(n.ops[1]->create(&mods[1], &spec, 1, 4, bm_train_module_seed(&spec, 1), &n.bb[1], &err) == 0);
     CHECK(n.ops[2]->create(&mods[2], &spec, 0, 0, bm_train_module_seed(&spec, 2), &n.gen, &err) == 0);
@@ -459,7 +559,7 @@ TEST(reference_step_is_order_independent)
     CHECK_NEAR(loss, st.loss, 1e-5);
     /* AdamW by hand on each module, then compare with the reference's parameters */
     const struct bm_module_ops *ops[4] = {n.ops[0], n.ops[1], n.ops[1], n.ops[2]};
-    void *self[4] = {n.enc, n.bb[0], n.bb[1], n.gen};
+    void *self[4] = {n.enc[0], n.bb[0], n.bb[1], n.gen};
     int refmod[4] = {0, 1, 1, 2};
     size_t at = 0;
     for (int k = 0; k < 4; k++) {
@@ -484,11 +584,11 @@ TEST(reference_step_is_order_independent)
 
 /* ---------------------------------------------------------------- allocation failures */
 
-TEST(every_allocation_failure_is_clean)
+/* Build the reference trainer of sp and run one step, failing the n-th allocation, for every n
+ * until nothing fails: each failure is reported, nothing crashes (ASan: nothing leaks). */
+static void check_every_allocation_failure(struct bm_spec *sp)
 {
-    /* build the reference trainer and run one step, failing the n-th allocation, for every n
-     * until nothing fails: each failure is reported, nothing crashes (ASan: nothing leaks) */
-    spec.train = (struct bm_train){1, 1e-3, 0, 0.9, 0.999, 1e-8, 1};
+    sp->train = (struct bm_train){1, 1e-3, 0, 0.9, 0.999, 1e-8, 1};
     int n, ok = 0;
     for (n = 1; n < 100000; n++) {
         struct bm_ref *r = NULL;
@@ -496,7 +596,7 @@ TEST(every_allocation_failure_is_clean)
         struct bm_err err;
         err.msg[0] = 0;
         bm_alloc_fail_at(n);
-        int rc = bm_ref_new(&spec, &r, &err);
+        int rc = bm_ref_new(sp, &r, &err);
         if (rc == BM_OK) rc = bm_ref_step(r, 0, &st, &err);
         int fired = bm_alloc_failed();
         bm_alloc_fail_at(0);
@@ -513,11 +613,19 @@ TEST(every_allocation_failure_is_clean)
     CHECKF(n > 30, "only %d allocations?", n);
 }
 
+TEST(every_allocation_failure_is_clean)
+{
+    check_every_allocation_failure(&spec);
+    check_every_allocation_failure(&spec2); /* every encoder's context and slice */
+}
+
 int main(void)
 {
     make_spec();
     RUN(blocks_finite_differences_every_tensor);
     RUN(finite_differences_whole_model);
+    RUN(finite_differences_whole_model_two_encoders);
+    RUN(gpt_input_gradient_two_encoders);
     RUN(gpt_two_chunks_equal_one);
     RUN(microbatches_in_flight_are_independent);
     RUN(context_bytes_track_the_microbatch);

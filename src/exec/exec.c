@@ -223,6 +223,41 @@ static const struct bm_flow_op *flow_of(const struct bm_exec *x, const struct bm
     return bm_flow_get(x->flow, op->module, op->module == x->t->backbone_module ? op->chunk : -1, pass);
 }
 
+/* Backbone chunk 0 takes one tensor per encoder: its F needs every encoder's output, its B makes
+ * every encoder's gradient. The module sees them as ONE tensor, the parts one after another in
+ * spec module order (include/bigmac_module.h), so order those lists of this rank's own flow by
+ * the encoder's module index. Any other side with several tensors is refused here. */
+static int order_encoder_parts(struct bm_exec *x, struct bm_err *err)
+{
+    const struct bm_table *t = x->t;
+    for (int pass = 0; pass < 2; pass++) {
+        struct bm_flow_op *f = (struct bm_flow_op *)bm_flow_get(x->flow, t->backbone_module, 0, pass); /* x's own */
+        int n = pass ? f->n_makes : f->n_needs, *v = pass ? f->makes : f->needs;
+        for (int i = 0; i < n && n > 1; i++) {
+            const struct bm_tensor *ti = &t->tensors[v[i]];
+            if (ti->module < 0 || ti->module >= t->n_modules || t->modules[ti->module].role != BM_ROLE_ENCODER ||
+                ti->grad != pass)
+                return bm_err_set(err, "backbone \"%s\": its first chunk takes several tensors, \"%s\" among "
+                                       "them, which is no encoder's output (or its gradient)",
+                                  t->modules[t->backbone_module].name, ti->name);
+        }
+        for (int i = 1; i < n; i++) /* insertion sort by module: a handful of encoders */
+            for (int j = i; j > 0 && t->tensors[v[j - 1]].module > t->tensors[v[j]].module; j--) {
+                int tmp = v[j];
+                v[j] = v[j - 1], v[j - 1] = tmp;
+            }
+    }
+    return BM_OK;
+}
+
+/* Elements of encoder tensor 'tensor' (an encoder's output or its gradient) for microbatch b:
+ * the encoder replica's out_count (every rank holds a replica of every encoder). */
+static size_t part_count(const struct bm_exec *x, int tensor, const struct bm_batch *b)
+{
+    const struct inst *in = &x->inst[x->inst_of[x->t->tensors[tensor].module]];
+    return in->ops->out_count(in->self, b);
+}
+
 int bm_exec_new(const struct bm_spec *s, struct bm_table *t, int rank, struct bm_comm *comm,
                 const struct bm_exec_opts *o, struct bm_exec **out, struct bm_err *err)
 {
@@ -242,13 +277,7 @@ int bm_exec_new(const struct bm_spec *s, struct bm_table *t, int rank, struct bm
             bm_err_set(err, "table module %d is \"%s\", the spec's \"%s\"", i, t->modules[i].name, s->modules[i].name);
             goto fail;
         }
-    int n_enc = 0;
-    for (int i = 0; i < nm; i++) n_enc += s->modules[i].role == BM_ROLE_ENCODER;
-    if (n_enc != 1) {
-        bm_err_set(err, "the executor trains models with exactly one encoder (this one has %d)", n_enc);
-        goto fail;
-    }
-    if (bm_flow_build(t, &x->flow, err)) goto fail;
+    if (bm_flow_build(t, &x->flow, err) || order_encoder_parts(x, err)) goto fail;
     if (bm_train_data_cfg(s, &x->dcfg, err)) goto fail;
     long max_tag = (long)t->n_tensors * M - 1;
     if (max_tag >= comm->tag_ub) { /* tag_ub itself is the clock ping-pong's */
@@ -311,8 +340,11 @@ int bm_exec_new(const struct bm_spec *s, struct bm_table *t, int rank, struct bm
                 goto fail;
             }
             const struct bm_flow_op *f = flow_of(x, op);
-            if (!f || f->n_needs > 1 || f->n_makes > 1) {
-                bm_err_set(err, "modules with more than one input or output tensor are not supported");
+            int chunk0 = op->chunk == 0; /* may take (F) or give back (B) one tensor per encoder */
+            if (!f || (f->n_needs > 1 && !(chunk0 && op->pass == BM_PASS_F)) ||
+                (f->n_makes > 1 && !(chunk0 && op->pass == BM_PASS_B))) {
+                bm_err_set(err, "modules with more than one input or output tensor are not supported "
+                                "(only the backbone's first chunk takes one per encoder)");
                 op_fail_t(t, rank, k, err);
                 goto fail;
             }
@@ -334,7 +366,8 @@ int bm_exec_new(const struct bm_spec *s, struct bm_table *t, int rank, struct bm
             const struct bm_op *c = &x->ops[j];
             if (c->kind != BM_OP_COMPUTE || c->mb != op->mb) continue;
             const struct bm_flow_op *f = flow_of(x, c);
-            if (f->n_needs && f->needs[0] == op->tensor) x->recv_consumer[k] = j;
+            for (int i = 0; i < f->n_needs; i++)
+                if (f->needs[i] == op->tensor) x->recv_consumer[k] = j;
         }
         if (x->recv_consumer[k] < 0) {
             bm_err_set(err, "no later compute op on rank %d consumes this tensor", rank);
@@ -370,12 +403,14 @@ static double now_ms(const struct bm_exec *x) { return (bm_now() + x->clock_offs
 
 void bm_exec_set_clock_offset(struct bm_exec *x, double offset) { x->clock_offset = offset; }
 
-/* Element count of the tensor recv op k brings, from its local consumer's interface. */
+/* Element count of the tensor recv op k brings, from its local consumer's interface (one
+ * encoder's part of a consumer taking several: from that encoder's replica). */
 static size_t recv_count(const struct bm_exec *x, int k)
 {
     const struct bm_op *c = &x->ops[x->recv_consumer[k]];
     const struct inst *in = inst_for(x, c);
     const struct bm_batch *b = &x->data[c->mb]->b;
+    if (flow_of(x, c)->n_needs > 1) return part_count(x, x->ops[k].tensor, b);
     return c->pass == BM_PASS_F ? in->ops->in_count(in->self, b) : in->ops->out_count(in->self, b);
 }
 
@@ -483,6 +518,32 @@ static int faulty(const struct bm_exec *x, int k)
            x->o.fault_step == x->step;
 }
 
+/* Chunk 0's input from its several parts (f->needs, already in spec module order), one after
+ * another in a new buffer of n floats; NULL (err set) when they do not add up to n or memory
+ * runs out. */
+static float *gather_parts(const struct bm_exec *x, const struct bm_flow_op *f, int mb, size_t n, struct bm_err *err)
+{
+    size_t total = 0;
+    for (int i = 0; i < f->n_needs; i++) total += x->store[f->needs[i] * x->M + mb].count;
+    if (total != n) {
+        bm_err_set(err, "the encoders' outputs have %zu floats together, the module expects %zu\n"
+                        "hint: every encoder emits (image/patch)^2 tokens per image of the backbone width", total, n);
+        return NULL;
+    }
+    float *cat = bm_malloc(n * sizeof(float) + 1);
+    if (!cat) {
+        bm_err_set(err, "out of memory for a %zu-float input", n);
+        return NULL;
+    }
+    size_t at = 0;
+    for (int i = 0; i < f->n_needs; i++) {
+        const struct entry *e = &x->store[f->needs[i] * x->M + mb];
+        memcpy(cat + at, e->data, e->count * sizeof(float));
+        at += e->count;
+    }
+    return cat;
+}
+
 static int run_compute(struct bm_exec *x, int k, struct bm_err *err)
 {
     const struct bm_op *op = &x->ops[k];
@@ -490,64 +551,105 @@ static int run_compute(struct bm_exec *x, int k, struct bm_err *err)
     const struct bm_flow_op *f = flow_of(x, op);
     const struct bm_batch *b = &x->data[op->mb]->b;
     void **ctxp = &x->ctx[(in - x->inst) * x->M + op->mb];
-    int role = role_of(x, op->module);
-    struct entry *ein = NULL, *eout = NULL;
-    if (f->n_needs) {
-        ein = &x->store[f->needs[0] * x->M + op->mb];
-        if (!ein->ready)
+    int role = role_of(x, op->module), rc = BM_OK;
+    float *cat_in = NULL, *cat_out = NULL; /* chunk 0's concatenated parts (several encoders) */
+    for (int i = 0; i < f->n_needs; i++)
+        if (!x->store[f->needs[i] * x->M + op->mb].ready)
             return bm_err_set(err, "input %s of microbatch %d is not here (no earlier recv or producer on this rank)",
-                              x->t->tensors[f->needs[0]].name, op->mb);
+                              x->t->tensors[f->needs[i]].name, op->mb);
+    struct entry *ein = f->n_needs ? &x->store[f->needs[0] * x->M + op->mb] : NULL;
+    /* The module writes nout floats: F its output, B its input gradient, split over f->makes
+     * (several only for chunk 0's B: one gradient per encoder, each sized by the encoder). */
+    size_t nout = 0, parts = 0;
+    float *out = NULL;
+    if (f->n_makes) nout = op->pass == BM_PASS_F ? in->ops->out_count(in->self, b) : in->ops->in_count(in->self, b);
+    for (int i = 0; i < f->n_makes; i++) {
+        struct entry *e = &x->store[f->makes[i] * x->M + op->mb];
+        if (e->data) return bm_err_set(err, "%s of microbatch %d made twice", x->t->tensors[f->makes[i]].name, op->mb);
+        e->count = f->n_makes == 1 ? nout : part_count(x, f->makes[i], b);
+        e->data = bm_malloc(e->count * sizeof(float) + 1);
+        if (!e->data) return bm_err_set(err, "out of memory for a %zu-float output", e->count);
+        parts += e->count;
+        out = e->data;
     }
-    size_t nout = 0;
-    if (f->n_makes) {
-        eout = &x->store[f->makes[0] * x->M + op->mb];
-        if (eout->data) return bm_err_set(err, "%s of microbatch %d made twice", x->t->tensors[f->makes[0]].name, op->mb);
-        nout = op->pass == BM_PASS_F ? in->ops->out_count(in->self, b) : in->ops->in_count(in->self, b);
-        eout->data = bm_malloc(nout * sizeof(float) + 1);
-        if (!eout->data) return bm_err_set(err, "out of memory for a %zu-float output", nout);
-        eout->count = nout;
+    if (f->n_makes > 1) {
+        if (parts != nout)
+            return bm_err_set(err, "the module's input gradient has %zu floats, the encoders' outputs %zu together",
+                              nout, parts);
+        if (!(out = cat_out = bm_malloc(nout * sizeof(float) + 1)))
+            return bm_err_set(err, "out of memory for a %zu-float output", nout);
     }
     if (op->pass == BM_PASS_F) {
-        if (*ctxp) return bm_err_set(err, "forward run twice");
+        if (*ctxp) {
+            rc = bm_err_set(err, "forward run twice");
+            goto done;
+        }
         size_t nin = in->ops->in_count(in->self, b);
-        if (nin && (!ein || ein->count != nin))
-            return bm_err_set(err, "input has %zu floats, the module expects %zu", ein ? ein->count : 0, nin);
+        const float *input = ein ? ein->data : NULL;
+        if (f->n_needs > 1) {
+            if (!(input = cat_in = gather_parts(x, f, op->mb, nin, err))) {
+                rc = BM_ERR;
+                goto done;
+            }
+        } else if (nin && (!ein || ein->count != nin)) {
+            rc = bm_err_set(err, "input has %zu floats, the module expects %zu", ein ? ein->count : 0, nin);
+            goto done;
+        }
         float loss = 0;
-        if (in->ops->forward(in->self, b, ein ? ein->data : NULL, eout ? eout->data : NULL, &loss, ctxp, err))
-            return BM_ERR;
-        if (faulty(x, k)) fire_fault(x, eout ? eout->data : NULL, nout, &loss);
+        if ((rc = in->ops->forward(in->self, b, input, out, &loss, ctxp, err))) goto done;
+        if (faulty(x, k)) fire_fault(x, out, nout, &loss);
         size_t bytes = in->ops->ctx_bytes(*ctxp);
         x->op_bytes[k] = bytes;
         x->live[role] += bytes;
         if (x->live[role] > x->peak[role]) x->peak[role] = x->live[role];
-        if (!isfinite(loss)) return bm_err_set(err, "loss is %s", isnan(loss) ? "NaN" : "Inf");
-        if (eout && !all_finite(eout->data, nout)) return bm_err_set(err, "output is not finite (NaN or Inf)");
+        if (!isfinite(loss)) {
+            rc = bm_err_set(err, "loss is %s", isnan(loss) ? "NaN" : "Inf");
+            goto done;
+        }
+        if (out && !all_finite(out, nout)) {
+            rc = bm_err_set(err, "output is not finite (NaN or Inf)");
+            goto done;
+        }
         if (role == BM_ROLE_BACKBONE) x->lm[op->mb] = loss;
         else if (role == BM_ROLE_GENERATOR) x->gen[op->mb] += loss;
     } else {
-        if (!*ctxp) return bm_err_set(err, "backward without its forward on this rank");
+        if (!*ctxp) {
+            rc = bm_err_set(err, "backward without its forward on this rank");
+            goto done;
+        }
         size_t bytes = in->ops->ctx_bytes(*ctxp);
         x->live[role] -= bytes;
         void *c = *ctxp;
         *ctxp = NULL;
         const float *dout = ein ? ein->data : NULL;
-        if (ein && ein->count != in->ops->out_count(in->self, b))
-            return bm_err_set(err, "gradient has %zu floats, the module's output %zu", ein->count,
-                              in->ops->out_count(in->self, b));
-        if (in->ops->backward(in->self, c, b, dout, 1.0f / (float)x->M, eout ? eout->data : NULL, err))
-            return BM_ERR;
-        if (faulty(x, k)) fire_fault(x, eout ? eout->data : NULL, nout, NULL);
-        if (eout && !all_finite(eout->data, nout)) return bm_err_set(err, "gradient is not finite (NaN or Inf)");
-    }
-    if (eout) {
-        eout->ready = 1;
-        if (eout->uses == 0) { /* nobody here or downstream needs it (e.g. a loss-only module) */
-            eout->uses = 1;
-            entry_release(eout);
+        if (ein && ein->count != in->ops->out_count(in->self, b)) {
+            in->ops->ctx_free(c);
+            rc = bm_err_set(err, "gradient has %zu floats, the module's output %zu", ein->count,
+                            in->ops->out_count(in->self, b));
+            goto done;
+        }
+        if ((rc = in->ops->backward(in->self, c, b, dout, 1.0f / (float)x->M, out, err))) goto done;
+        if (faulty(x, k)) fire_fault(x, out, nout, NULL);
+        if (out && !all_finite(out, nout)) {
+            rc = bm_err_set(err, "gradient is not finite (NaN or Inf)");
+            goto done;
         }
     }
-    if (ein) entry_release(ein);
-    return BM_OK;
+    size_t at = 0;
+    for (int i = 0; i < f->n_makes; i++) {
+        struct entry *e = &x->store[f->makes[i] * x->M + op->mb];
+        if (cat_out) memcpy(e->data, cat_out + at, e->count * sizeof(float)); /* split per encoder */
+        at += e->count;
+        e->ready = 1;
+        if (e->uses == 0) { /* nobody here or downstream needs it (e.g. a loss-only module) */
+            e->uses = 1;
+            entry_release(e);
+        }
+    }
+    for (int i = 0; i < f->n_needs; i++) entry_release(&x->store[f->needs[i] * x->M + op->mb]);
+done:
+    bm_free(cat_in), bm_free(cat_out);
+    return rc;
 }
 
 int bm_exec_advance(struct bm_exec *x, int block, int *done, int *progress, struct bm_err *err)

@@ -209,20 +209,59 @@ double bm_blocks_flops(const struct bm_blocks *b, int T, int nseg, const int *se
 
 /* ================================================================ geometry */
 
+/* The module producing 'name', or NULL (a spec input). */
+static const struct bm_module *producer(const struct bm_spec *s, const char *name)
+{
+    for (int i = 0; i < s->n_modules; i++)
+        for (int k = 0; k < s->modules[i].n_produces; k++)
+            if (!strcmp(s->modules[i].produces[k], name)) return &s->modules[i];
+    return NULL;
+}
+
+/* Add encoder module i to g: its image geometry must agree with the encoders before it. */
+static int geom_add_encoder(const struct bm_spec *s, int i, struct bm_geom *g, struct bm_err *err)
+{
+    const struct bm_module *m = &s->modules[i];
+    const struct bm_arch *a = &m->arch;
+    for (int k = 0; k < m->n_consumes; k++) {
+        const struct bm_module *p = producer(s, m->consumes[k]);
+        if (p)
+            return bm_err_set(err, "module \"%s\": consumes \"%s\" from module \"%s\"; the trained "
+                                   "models take encoders that read spec inputs only (e.g. \"image\")",
+                              m->name, m->consumes[k], p->name);
+    }
+    if (a->image <= 0 || a->patch <= 0 || a->image % a->patch)
+        return bm_err_set(err, "module \"%s\": arch needs image and patch with image %% patch "
+                               "== 0 (got image %d, patch %d)", m->name, a->image, a->patch);
+    if (g->n_enc == BM_MAX_ENCODERS)
+        return bm_err_set(err, "module \"%s\": the trained models take at most %d encoders", m->name,
+                          BM_MAX_ENCODERS);
+    int channels = a->channels > 0 ? a->channels : 3;
+    if (g->n_enc) {
+        const char *first = s->modules[g->enc_module[0]].name;
+        if (a->image != g->image)
+            return bm_err_set(err, "module \"%s\": arch.image %d disagrees with encoder \"%s\" (image %d)\n"
+                                   "hint: every encoder reads the same images; give them one image size "
+                                   "(the patch may differ)", m->name, a->image, first, g->image);
+        if (channels != g->channels)
+            return bm_err_set(err, "module \"%s\": arch.channels %d disagrees with encoder \"%s\" "
+                                   "(channels %d)\nhint: every encoder reads the same images",
+                              m->name, channels, first, g->channels);
+    }
+    g->image = a->image;
+    g->channels = channels;
+    g->enc_module[g->n_enc] = i;
+    g->enc_tokens[g->n_enc++] = (a->image / a->patch) * (a->image / a->patch);
+    g->img_tokens += (a->image / a->patch) * (a->image / a->patch);
+    return BM_OK;
+}
+
 int bm_geom_from_spec(const struct bm_spec *s, struct bm_geom *g, struct bm_err *err)
 {
     memset(g, 0, sizeof *g);
     if (s->backbone_module < 0 || s->backbone_module >= s->n_modules)
         return bm_err_set(err, "%s: no backbone module", s->path ? s->path : "spec");
     const struct bm_module *bb = &s->modules[s->backbone_module];
-    const struct bm_module *enc = NULL;
-    for (int i = 0; i < s->n_modules; i++)
-        if (s->modules[i].role == BM_ROLE_ENCODER) {
-            if (enc)
-                return bm_err_set(err, "module \"%s\": the built-in models take one encoder, "
-                                       "found \"%s\" too", s->modules[i].name, enc->name);
-            enc = &s->modules[i];
-        }
     g->d = bb->arch.hidden;
     g->seq = bb->arch.seq;
     g->vocab = bb->arch.vocab;
@@ -231,15 +270,8 @@ int bm_geom_from_spec(const struct bm_spec *s, struct bm_geom *g, struct bm_err 
                                "hint: e.g. \"arch\": {\"layers\": 8, \"hidden\": 64, \"heads\": 4, "
                                "\"vocab\": 32, \"seq\": 24}", bb->name);
     g->max_images = s->data.max_images > 0 ? s->data.max_images : 1;
-    if (enc) {
-        const struct bm_arch *a = &enc->arch;
-        if (a->image <= 0 || a->patch <= 0 || a->image % a->patch)
-            return bm_err_set(err, "module \"%s\": arch needs image and patch with image %% patch "
-                                   "== 0 (got image %d, patch %d)", enc->name, a->image, a->patch);
-        g->image = a->image;
-        g->channels = a->channels > 0 ? a->channels : 3;
-        g->img_tokens = (a->image / a->patch) * (a->image / a->patch);
-    }
+    for (int i = 0; i < s->n_modules; i++)
+        if (s->modules[i].role == BM_ROLE_ENCODER && geom_add_encoder(s, i, g, err)) return BM_ERR;
     g->max_pos = g->max_images * g->img_tokens + g->seq;
     return BM_OK;
 }

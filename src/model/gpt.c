@@ -2,7 +2,9 @@
  *
  * Chunk [a, b) of L layers:
  *   a == 0 : x = splice(image embeddings, wte[text]) + wpe[position in sample]
- *            (per sample: its image tokens first, then its seq text tokens; samples packed)
+ *            (per sample: its image tokens first, encoder 0's for all its images, then
+ *            encoder 1's, ..., then its seq text tokens; samples packed). The input is every
+ *            encoder's output one after another in spec module order (see splice_images).
  *   layers a..b-1: pre-LN causal transformer layers (attention stays inside each sample)
  *   b == L : hidden = lnf(x) is the chunk's output (for the generator), logits = hidden @
  *            head^T (untied head, so chunk 0 and the last chunk share no parameter), and the
@@ -108,6 +110,31 @@ static size_t gpt_out_count(const void *self, const struct bm_batch *mb)
     return (size_t)bm_layout(mb, v->g.img_tokens, NULL, NULL) * v->C;
 }
 
+/* Chunk 0's input is encoder e's output [n_images_total * enc_tokens[e], C] (image-major) for
+ * e = 0, 1, ... one after another; in the packed sequence sample i's image rows are encoder
+ * 0's rows of its images, then encoder 1's, .... to_packed: copy that input 'from' into the
+ * image rows of the packed [T, C] 'to'; else copy the image rows of the packed 'from' into the
+ * input layout 'to'. off: the samples' offsets from bm_layout. */
+static void splice_images(const struct gpt *v, const struct bm_batch *mb, const int *off,
+                          const float *from, float *to, int to_packed)
+{
+    size_t C = v->C, at = 0; /* at: first row of encoder e's block in the input */
+    size_t before = 0;       /* image tokens per image of the encoders before e */
+    for (int e = 0; e < v->g.n_enc; e++) {
+        size_t np = (size_t)v->g.enc_tokens[e], img = 0; /* img: images of samples before i */
+        for (int i = 0; i < mb->n_samples; i++) {
+            size_t rows = (size_t)mb->n_images[i] * np;
+            size_t in_row = at + img * np, packed_row = (size_t)off[i] + (size_t)mb->n_images[i] * before;
+            if (rows)
+                memcpy(to + (to_packed ? packed_row : in_row) * C, from + (to_packed ? in_row : packed_row) * C,
+                       rows * C * sizeof(float));
+            img += (size_t)mb->n_images[i];
+        }
+        at += (size_t)mb->n_images_total * np;
+        before += np;
+    }
+}
+
 /* LM targets [T]: text position j of a sample predicts its token j+1. */
 static void gpt_targets(const struct gpt *v, const struct bm_batch *mb, const int *off, int *tg)
 {
@@ -155,12 +182,10 @@ static int gpt_forward(void *self, const struct bm_batch *mb, const float *in, f
     const float *P = v->params;
     float *x0 = bm_blocks_input(&v->blk, x->blk); /* [T,C] */
     if (v->first) {
-        const float *img = in;
+        splice_images(v, mb, off, in, x0, 1);
         for (int i = 0; i < ns; i++) {
             int ni = mb->n_images[i] * v->g.img_tokens;
             float *row = x0 + (size_t)off[i] * C;
-            if (ni) memcpy(row, img, (size_t)ni * C * sizeof(float));
-            img += (size_t)ni * C;
             bm_embedding_forward(row + (size_t)ni * C, mb->text + (size_t)i * mb->seq, P + v->o_wte,
                                  mb->seq, C, 0);
             bm_residual_forward(row, row, P + v->o_wpe, (long)len[i] * C);
@@ -236,16 +261,14 @@ static int gpt_backward(void *self, void *ctx, const struct bm_batch *mb, const 
     if ((rc = bm_blocks_backward(&v->blk, P + v->o_blk, G + v->o_blk, x->blk, dy, dx, T, ns, len, err)))
         goto done;
     if (v->first) {
-        float *dimg = din;
         for (int i = 0; i < ns; i++) {
             int ni = mb->n_images[i] * v->g.img_tokens;
             const float *row = dx + (size_t)off[i] * C;
             bm_residual_backward(G + v->o_wpe, NULL, row, (long)len[i] * C);
             bm_embedding_backward(G + v->o_wte, mb->text + (size_t)i * mb->seq, row + (size_t)ni * C,
                                   mb->seq, C);
-            if (dimg && ni) memcpy(dimg, row, (size_t)ni * C * sizeof(float));
-            if (dimg) dimg += (size_t)ni * C;
         }
+        if (din) splice_images(v, mb, off, dx, din, 0);
     } else if (din) {
         memcpy(din, dx, (size_t)T * C * sizeof(float));
     }

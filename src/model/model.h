@@ -15,9 +15,15 @@
 
 /* ---------------------------------------------------------------- geometry */
 
-/* What the encoder, backbone and generator must agree on, derived from the spec. */
+#define BM_MAX_ENCODERS 16 /* encoders the built-in models and the trainers take */
+
+/* What the encoders, backbone and generator must agree on, derived from the spec. Encoders
+ * are numbered in spec module order; all of them read the same images (image, channels). */
 struct bm_geom {
-    int img_tokens;  /* tokens the encoder emits per image ((image/patch)^2) */
+    int img_tokens;  /* image tokens per image over all encoders: sum of enc_tokens */
+    int n_enc;       /* encoders */
+    int enc_tokens[BM_MAX_ENCODERS]; /* tokens encoder e emits per image ((image/patch)^2) */
+    int enc_module[BM_MAX_ENCODERS]; /* spec module index of encoder e */
     int image, channels;
     int d;           /* backbone width */
     int seq;         /* text tokens per sample */
@@ -26,12 +32,15 @@ struct bm_geom {
     int max_pos;     /* longest sample: max_images * img_tokens + seq */
 };
 
-/* Fill g from s (the encoder's and backbone's "arch", data.max_images). BM_ERR (with a
- * message naming the module and field) when something needed is missing or inconsistent. */
+/* Fill g from s (every encoder's and the backbone's "arch", data.max_images). BM_ERR (with a
+ * message naming the module and field) when something needed is missing or inconsistent:
+ * encoders that disagree on image or channels, an encoder that reads another module's output,
+ * more than BM_MAX_ENCODERS encoders. */
 int bm_geom_from_spec(const struct bm_spec *s, struct bm_geom *g, struct bm_err *err);
 
 /* Packed layout of mb: sample i occupies tokens off[i] .. off[i]+len[i]-1, of which the first
- * n_images[i]*img_tokens are image tokens. off/len may be NULL. Returns T (total tokens). */
+ * n_images[i]*img_tokens are image tokens (encoder 0's for all its images, then encoder 1's,
+ * ...; img_tokens is the sum over encoders). off/len may be NULL. Returns T (total tokens). */
 int bm_layout(const struct bm_batch *mb, int img_tokens, int *off, int *len);
 
 /* ---------------------------------------------------------------- transformer layers */

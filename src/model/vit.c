@@ -1,7 +1,8 @@
 /* vit.c — ViT encoder: patchify image(s) -> linear patch embedding + learned positions ->
  * pre-LN bidirectional transformer layers (each image its own sequence) -> final LN ->
  * linear projection to the backbone width.
- *   out: image embeddings [n_images_total * img_tokens, d_backbone]
+ *   out: image embeddings [n_images_total * (image/patch)^2, d_backbone] (image-major)
+ * A spec may hold several vit towers (e.g. different patch sizes); each is its own module.
  * arch: hidden (width), layers, heads, ffn (0 = 4*hidden), image, patch, channels (0 = 3). */
 #include <string.h>
 
@@ -39,11 +40,12 @@ static int vit_create(const struct bm_module *m, const struct bm_spec *s, int a,
                    m->name);
         goto fail;
     }
-    if (ar->image != v->g.image || ar->patch <= 0) {
+    if (ar->image != v->g.image || ar->patch <= 0 || ar->image % ar->patch) {
         bm_err_set(err, "module \"%s\": vit image/patch disagree with the encoder geometry", m->name);
         goto fail;
     }
-    v->C = ar->hidden, v->p = ar->patch, v->D = v->g.d, v->Np = v->g.img_tokens;
+    v->C = ar->hidden, v->p = ar->patch, v->D = v->g.d;
+    v->Np = (ar->image / ar->patch) * (ar->image / ar->patch); /* this tower's tokens per image */
     v->K = v->g.channels * v->p * v->p;
     v->blk = (struct bm_blocks){ar->layers, ar->hidden, ar->heads,
                                 ar->ffn > 0 ? ar->ffn : 4 * ar->hidden, 0};

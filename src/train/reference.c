@@ -13,7 +13,9 @@ struct bm_ref {
     const struct bm_module_ops **ops;        /* [n] */
     void **self;                             /* [n] */
     float **opt;                             /* [n] AdamW state: m then v, 2 * params floats */
-    int enc, bb, gen;                        /* module index per role (-1 = none) */
+    int bb, gen;                             /* module index per role (-1 = none) */
+    int n_enc, *enc;                         /* [n_enc] encoders' module indices, spec order */
+    void **ectx;                             /* [n_enc] a microbatch's encoder contexts */
 };
 
 int bm_train_data_cfg(const struct bm_spec *s, struct bm_data_cfg *cfg, struct bm_err *err)
@@ -40,7 +42,7 @@ void bm_ref_free(struct bm_ref *r)
         if (r->self && r->self[i]) r->ops[i]->free(r->self[i]);
         if (r->opt) bm_free(r->opt[i]);
     }
-    bm_free(r->ops), bm_free(r->self), bm_free(r->opt);
+    bm_free(r->ops), bm_free(r->self), bm_free(r->opt), bm_free(r->enc), bm_free(r->ectx);
     bm_free(r);
 }
 
@@ -49,23 +51,29 @@ int bm_ref_new(const struct bm_spec *s, struct bm_ref **out, struct bm_err *err)
     *out = NULL;
     struct bm_ref *r = bm_calloc(1, sizeof *r);
     if (!r) return bm_err_set(err, "out of memory");
-    r->s = s, r->n = s->n_modules, r->enc = r->bb = r->gen = -1;
+    r->s = s, r->n = s->n_modules, r->bb = r->gen = -1;
     r->ops = bm_calloc((size_t)r->n, sizeof *r->ops);
     r->self = bm_calloc((size_t)r->n, sizeof *r->self);
     r->opt = bm_calloc((size_t)r->n, sizeof *r->opt);
-    if (!r->ops || !r->self || !r->opt) {
+    r->enc = bm_calloc((size_t)r->n + 1, sizeof *r->enc);
+    r->ectx = bm_calloc((size_t)r->n + 1, sizeof *r->ectx);
+    if (!r->ops || !r->self || !r->opt || !r->enc || !r->ectx) {
         bm_err_set(err, "out of memory");
         goto fail;
     }
     for (int i = 0; i < r->n; i++) {
         const struct bm_module *m = &s->modules[i];
-        int *slot = m->role == BM_ROLE_ENCODER ? &r->enc : m->role == BM_ROLE_BACKBONE ? &r->bb : &r->gen;
-        if (*slot >= 0) {
-            bm_err_set(err, "module \"%s\": the reference trainer takes one %s (\"%s\" is one already)",
-                       m->name, bm_role_name(m->role), s->modules[*slot].name);
-            goto fail;
+        if (m->role == BM_ROLE_ENCODER) {
+            r->enc[r->n_enc++] = i;
+        } else {
+            int *slot = m->role == BM_ROLE_BACKBONE ? &r->bb : &r->gen;
+            if (*slot >= 0) {
+                bm_err_set(err, "module \"%s\": the reference trainer takes one %s (\"%s\" is one already)",
+                           m->name, bm_role_name(m->role), s->modules[*slot].name);
+                goto fail;
+            }
+            *slot = i;
         }
-        *slot = i;
         if (!m->impl) {
             bm_err_set(err, "module \"%s\" has no \"impl\": nothing to train\n"
                             "hint: add \"impl\": \"vit\" / \"gpt\" / \"dit\" and an \"arch\" to it", m->name);
@@ -92,7 +100,7 @@ int bm_ref_new(const struct bm_spec *s, struct bm_ref **out, struct bm_err *err)
             goto fail;
         }
     }
-    if (r->bb < 0 || r->enc < 0) {
+    if (r->bb < 0 || !r->n_enc) {
         bm_err_set(err, "the reference trainer needs an encoder and a backbone");
         goto fail;
     }
@@ -127,6 +135,47 @@ static void live_add(struct live *l, int role, size_t bytes)
     if (l->now[role] > l->peak[role]) l->peak[role] = l->now[role];
 }
 
+/* Forward of every encoder into its slice of vis (chunk 0's input: the encoders' outputs one
+ * after another in spec module order), contexts into r->ectx. */
+static int encoders_forward(struct bm_ref *r, const struct bm_batch *mb, float *vis, size_t n_vis,
+                            struct live *live, struct bm_err *err)
+{
+    size_t at = 0;
+    for (int k = 0; k < r->n_enc; k++) {
+        int i = r->enc[k];
+        size_t n = r->ops[i]->out_count(r->self[i], mb);
+        float l0;
+        if (at + n > n_vis) break;
+        if (r->ops[i]->forward(r->self[i], mb, NULL, vis + at, &l0, &r->ectx[k], err)) return BM_ERR;
+        live_add(live, BM_ROLE_ENCODER, r->ops[i]->ctx_bytes(r->ectx[k]));
+        at += n;
+    }
+    if (at != n_vis) {
+        size_t total = 0;
+        for (int k = 0; k < r->n_enc; k++) total += r->ops[r->enc[k]]->out_count(r->self[r->enc[k]], mb);
+        return bm_err_set(err, "backbone \"%s\" takes %zu input floats, its %d encoder(s) make %zu\n"
+                               "hint: every encoder emits (image/patch)^2 tokens per image of the backbone "
+                               "width", r->s->modules[r->bb].name, n_vis, r->n_enc, total);
+    }
+    return BM_OK;
+}
+
+/* Backward of every encoder from its slice of dvis (consumes r->ectx). */
+static int encoders_backward(struct bm_ref *r, const struct bm_batch *mb, const float *dvis, float scale,
+                             struct live *live, struct bm_err *err)
+{
+    size_t at = 0;
+    for (int k = 0; k < r->n_enc; k++) {
+        int i = r->enc[k];
+        void *c = r->ectx[k];
+        r->ectx[k] = NULL;
+        live->now[BM_ROLE_ENCODER] -= r->ops[i]->ctx_bytes(c);
+        if (r->ops[i]->backward(r->self[i], c, mb, dvis + at, scale, NULL, err)) return BM_ERR;
+        at += r->ops[i]->out_count(r->self[i], mb);
+    }
+    return BM_OK;
+}
+
 int bm_ref_step(struct bm_ref *r, long step, struct bm_step_stats *st, struct bm_err *err)
 {
     const struct bm_spec *s = r->s;
@@ -139,27 +188,27 @@ int bm_ref_step(struct bm_ref *r, long step, struct bm_step_stats *st, struct bm
         float *g = r->ops[i]->grads(r->self[i], &np);
         memset(g, 0, np * sizeof(float));
     }
-    const struct bm_module_ops *E = r->ops[r->enc], *B = r->ops[r->bb];
+    const struct bm_module_ops *B = r->ops[r->bb];
     const struct bm_module_ops *G = r->gen >= 0 ? r->ops[r->gen] : NULL;
-    void *e = r->self[r->enc], *b = r->self[r->bb], *g = G ? r->self[r->gen] : NULL;
+    void *b = r->self[r->bb], *g = G ? r->self[r->gen] : NULL;
     int g2b = G && s->modules[r->gen].grad_to_backbone;
     float scale = 1.0f / (float)M;
     for (int m = 0; m < M && rc == BM_OK; m++) {
         struct bm_data_batch *d = NULL;
-        float *vis = NULL, *hid = NULL, *dhid = NULL, *dvis = NULL, lm = 0, gl = 0, l0;
-        void *ce = NULL, *cb = NULL, *cg = NULL;
+        float *vis = NULL, *hid = NULL, *dhid = NULL, *dvis = NULL, lm = 0, gl = 0;
+        void *cb = NULL, *cg = NULL;
         if ((rc = bm_data_batch(&r->data, step, m, &d, err))) break;
         const struct bm_batch *mb = &d->b;
-        vis = bm_malloc(E->out_count(e, mb) * sizeof(float) + 1);
+        size_t n_vis = B->in_count(b, mb);
+        vis = bm_malloc(n_vis * sizeof(float) + 1);
         hid = bm_malloc(B->out_count(b, mb) * sizeof(float) + 1);
-        dvis = bm_malloc(B->in_count(b, mb) * sizeof(float) + 1);
+        dvis = bm_malloc(n_vis * sizeof(float) + 1);
         dhid = bm_calloc(B->out_count(b, mb) + 1, sizeof(float));
         if (!vis || !hid || !dvis || !dhid) {
             rc = bm_err_set(err, "out of memory for microbatch tensors");
             goto next;
         }
-        if ((rc = E->forward(e, mb, NULL, vis, &l0, &ce, err))) goto next;
-        live_add(&live, BM_ROLE_ENCODER, E->ctx_bytes(ce));
+        if ((rc = encoders_forward(r, mb, vis, n_vis, &live, err))) goto next;
         if ((rc = B->forward(b, mb, vis, hid, &lm, &cb, err))) goto next;
         live_add(&live, BM_ROLE_BACKBONE, B->ctx_bytes(cb));
         if (G) {
@@ -174,15 +223,17 @@ int bm_ref_step(struct bm_ref *r, long step, struct bm_step_stats *st, struct bm
         rc = B->backward(b, cb, mb, g2b ? dhid : NULL, scale, dvis, err);
         cb = NULL;
         if (rc) goto next;
-        live.now[BM_ROLE_ENCODER] -= E->ctx_bytes(ce);
-        rc = E->backward(e, ce, mb, dvis, scale, NULL, err);
-        ce = NULL;
-        if (rc) goto next;
+        if ((rc = encoders_backward(r, mb, dvis, scale, &live, err))) goto next;
         st->lm += lm / M;
         st->gen += gl / M;
-        st->flops += E->flops(e, mb) + B->flops(b, mb) + (G ? G->flops(g, mb) : 0);
+        for (int k = 0; k < r->n_enc; k++) st->flops += r->ops[r->enc[k]]->flops(r->self[r->enc[k]], mb);
+        st->flops += B->flops(b, mb) + (G ? G->flops(g, mb) : 0);
     next:
-        if (ce) E->ctx_free(ce);
+        for (int k = 0; k < r->n_enc; k++)
+            if (r->ectx[k]) {
+                r->ops[r->enc[k]]->ctx_free(r->ectx[k]);
+                r->ectx[k] = NULL;
+            }
         if (cb) B->ctx_free(cb);
         if (cg) G->ctx_free(cg);
         bm_free(vis), bm_free(hid), bm_free(dvis), bm_free(dhid);

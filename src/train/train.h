@@ -2,8 +2,10 @@
  * executor must reproduce.
  *
  * One step, for each of the spec's M microbatches m (data drawn by (data.seed, step, m)):
- *   encoder F -> backbone F (all layers, one chunk) -> generator F -> generator B ->
- *   backbone B -> encoder B
+ *   every encoder's F -> backbone F (all layers, one chunk) -> generator F -> generator B ->
+ *   backbone B -> every encoder's B
+ * (the backbone's input is the encoders' outputs one after another in spec module order, its
+ * input gradient is split back the same way; include/bigmac_module.h)
  * with every module's loss gradient scaled by 1/M, so the accumulated gradients are those of
  *   loss = (1/M) sum_m (LM loss_m + generator loss_m)
  * whatever order the microbatches run in; then AdamW (spec "train") on every module's flat
@@ -18,7 +20,7 @@
 #include "data/data.h"
 
 /* The dataset configuration a spec implies (data.seed, samples_per_microbatch, max_images;
- * image/channels of the encoder; seq of the backbone). */
+ * image/channels of the encoders; seq of the backbone). */
 int bm_train_data_cfg(const struct bm_spec *s, struct bm_data_cfg *cfg, struct bm_err *err);
 
 /* Init seed of module i: train.seed mixed with i (every rank and chunk uses the same). */
