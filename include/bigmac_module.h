@@ -34,6 +34,9 @@
  *    reference) concatenate the encoders' outputs and split din back: encoder e's backward
  *    gets as dout the slice of din where its output sat. An encoder never sees another's
  *    tensor, so one written for one-encoder models needs no change.
+ *  - Several modules may consume one output (e.g. several generators on the backbone's hidden
+ *    states): the producer's backward gets as dout the SUM of the gradients of those that send
+ *    one back (added in spec module order). A module's backward never sees the split.
  *  - T is the microbatch's packed token count: samples one after another; each sample is its
  *    image tokens, encoder 0's for all its images, then encoder 1's, ... (n_images times the
  *    sum of the encoders' k), then its text (seq tokens). The backbone's activations and the

@@ -17,6 +17,7 @@
 
 #define SPEC "tests/specs/exec-small.json"
 #define SPEC_2ENC "tests/specs/exec-2enc.json" /* two encoders: chunk 0 takes both outputs */
+#define SPEC_3GEN "tests/specs/exec-2gen.json" /* three generators, two with gradients to sum */
 
 static char tmpdir[512];
 
@@ -164,6 +165,15 @@ TEST(two_encoders_match_reference)
     check_matches_reference(SPEC_2ENC, cfg, sizeof cfg / sizeof cfg[0], pols, sizeof pols / sizeof pols[0]);
 }
 
+/* Several generators on the backbone's hidden states: the last chunk's backward sums one
+ * gradient tensor per generator that sends one (grad:hidden@<generator>). */
+TEST(three_generators_match_reference)
+{
+    struct pcfg cfg[] = {{2, 1, BM_BB_1F1B}, {2, 2, BM_BB_INTERLEAVED}};
+    enum bm_policy pols[] = {BM_POL_BIGMAC, BM_POL_OPTIMUS, BM_POL_UNIFIED};
+    check_matches_reference(SPEC_3GEN, cfg, sizeof cfg / sizeof cfg[0], pols, sizeof pols / sizeof pols[0]);
+}
+
 /* Build the P local ranks of t. */
 static struct bm_exec **build(const struct bm_spec *s, struct bm_table *t, struct bm_comm *c, const struct bm_exec_opts *o)
 {
@@ -233,6 +243,7 @@ TEST(measured_peaks_equal_simulated_with_measured_bytes)
 {
     check_peaks_equal_simulated(SPEC);
     check_peaks_equal_simulated(SPEC_2ENC);
+    check_peaks_equal_simulated(SPEC_3GEN);
 }
 
 /* bigmac keeps encoder activations bounded as M grows; optimus holds every microbatch's. */
@@ -469,6 +480,7 @@ TEST(allocation_failures_are_errors)
 {
     check_allocation_failures(SPEC);
     check_allocation_failures(SPEC_2ENC); /* chunk 0's concatenated input and split gradient */
+    check_allocation_failures(SPEC_3GEN); /* the summed generator gradients */
 }
 
 TEST(local_mailbox_matches_any_order)
@@ -510,6 +522,7 @@ int main(void)
     RUN(local_mailbox_matches_any_order);
     RUN(local_matches_reference_every_policy);
     RUN(two_encoders_match_reference);
+    RUN(three_generators_match_reference);
     RUN(measured_peaks_equal_simulated_with_measured_bytes);
     RUN(bigmac_encoder_peak_flat_in_M_optimus_grows);
     RUN(calibrate_from_measured_timeline);

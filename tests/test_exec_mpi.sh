@@ -113,6 +113,14 @@ matches_reference 2enc_p2_1f1b_bigmac $SPEC2 "$T/2enc_ref" 2 1 1f1b bigmac
 matches_reference 2enc_p2_1f1b_optimus $SPEC2 "$T/2enc_ref" 2 1 1f1b optimus
 matches_reference 2enc_p4_interleaved_bigmac $SPEC2 "$T/2enc_ref" 4 2 interleaved bigmac
 
+# Three generators (tests/specs/exec-2gen.json): two send a gradient into the backbone, one per
+# generator, which the last chunk's backward sums; the third sends none.
+SPEC3=tests/specs/exec-2gen.json
+"$BIGMAC" train $SPEC3 --reference --steps $STEPS --log "$T/3gen_ref.log" --dump-params "$T/3gen_ref.bin" >/dev/null 2>&1 ||
+    echo "FAIL reference_run_three_generators"
+matches_reference 3gen_p2_1f1b_bigmac $SPEC3 "$T/3gen_ref" 2 1 1f1b bigmac
+matches_reference 3gen_p2_interleaved_optimus $SPEC3 "$T/3gen_ref" 2 2 interleaved optimus
+
 # The log has one line per step with a peak per rank and role.
 if [ "$(grep -c '"peak_act_bytes": {"encoder": [0-9]*, "backbone": [0-9]*, "generator": [0-9]*}' "$T/p4_1f1b_bigmac.log")" = $STEPS ] &&
    [ "$(grep -o '"rank": ' "$T/p4_1f1b_bigmac.log" | wc -l)" = $((STEPS * 4)) ]; then

@@ -466,6 +466,53 @@ TEST(window_counts_own_units_when_units_are_smaller_than_pp)
     bm_spec_free(s);
 }
 
+/* Two generators both sending a gradient into the backbone: one gradient tensor per generator
+ * ("grad:hidden@dit", "grad:hidden@dit2"), each with one producer, and the last chunk's
+ * backward needs both. (With one shared "grad:hidden" the table sent the first generator's
+ * gradient before the second had run, and the verifier could not see it.) */
+TEST(two_generators_send_one_gradient_each)
+{
+    const char *text =
+        "{\"format\": \"bigmac-spec\", \"version\": 1, \"name\": \"two-gen\",\n"
+        " \"inputs\": [\"image\", \"text\"],\n"
+        " \"modules\": [\n"
+        "  {\"name\": \"vit\", \"role\": \"encoder\", \"consumes\": [\"image\"], \"produces\": [\"vis\"]},\n"
+        "  {\"name\": \"llm\", \"role\": \"backbone\", \"consumes\": [\"text\", \"vis\"], \"produces\": [\"hidden\"],\n"
+        "   \"cost\": {\"fwd_ms\": 8, \"bwd_ms\": 16}},\n"
+        "  {\"name\": \"dit\", \"role\": \"generator\", \"consumes\": [\"hidden\"], \"produces\": [\"l1\"]},\n"
+        "  {\"name\": \"dit2\", \"role\": \"generator\", \"consumes\": [\"hidden\"], \"produces\": [\"l2\"]}\n"
+        " ]}\n";
+    struct bm_spec *s;
+    struct bm_err err;
+    CHECKF(bm_spec_parse(text, "two-gen.json", &s, &err) == BM_OK, "%s", err.msg);
+    for (int pol = 0; pol < BM_N_POLICIES; pol++)
+        for (int V = 1; V <= 2; V++) {
+            struct bm_plan_opts o = opts(4, V, 16, V > 1 ? BM_BB_INTERLEAVED : BM_BB_1F1B, (enum bm_policy)pol, 0);
+            struct bm_table *t;
+            struct bm_flow *f;
+            CHECKF(bm_plan_build(s, &o, &t, &err) == BM_OK, "%s V=%d: %s", bm_policy_name(o.policy), V, err.msg);
+            CHECKF(bm_verify(t, &err) == BM_OK, "%s V=%d: %s", bm_policy_name(o.policy), V, err.msg);
+            if (pol == BM_POL_NONE) {
+                bm_table_free(t);
+                continue;
+            }
+            CHECK(bm_flow_build(t, &f, &err) == BM_OK);
+            int g1 = bm_table_find_tensor(t, "grad:hidden@dit"), g2 = bm_table_find_tensor(t, "grad:hidden@dit2");
+            CHECKF(g1 >= 0 && g2 >= 0 && bm_table_find_tensor(t, "grad:hidden") < 0, "%s: tensors %d %d",
+                   bm_policy_name(o.policy), g1, g2);
+            const struct bm_flow_op *lb = bm_flow_get(f, t->backbone_module, t->pp * t->vpp - 1, BM_PASS_B);
+            CHECK(lb->n_needs == 2 && ((lb->needs[0] == g1 && lb->needs[1] == g2) ||
+                                       (lb->needs[0] == g2 && lb->needs[1] == g1)));
+            int m1, c1, p1, m2, c2, p2;
+            CHECK(bm_flow_producer(f, g1, &m1, &c1, &p1) == 0 && bm_flow_producer(f, g2, &m2, &c2, &p2) == 0);
+            CHECK(m1 == bm_table_find_module(t, "dit") && p1 == BM_PASS_B);
+            CHECK(m2 == bm_table_find_module(t, "dit2") && p2 == BM_PASS_B);
+            bm_flow_free(f);
+            bm_table_free(t);
+        }
+    bm_spec_free(s);
+}
+
 int main(void)
 {
     RUN(property_grid_every_table_verifies_or_window_is_refused);
@@ -479,5 +526,6 @@ int main(void)
     RUN(window_fit_is_fastest_window_within_memory);
     RUN(units_other_than_pp_plan_and_verify);
     RUN(window_counts_own_units_when_units_are_smaller_than_pp);
+    RUN(two_generators_send_one_gradient_each);
     return test_summary();
 }

@@ -340,8 +340,10 @@ int bm_exec_new(const struct bm_spec *s, struct bm_table *t, int rank, struct bm
                 goto fail;
             }
             const struct bm_flow_op *f = flow_of(x, op);
-            int chunk0 = op->chunk == 0; /* may take (F) or give back (B) one tensor per encoder */
-            if (!f || (f->n_needs > 1 && !(chunk0 && op->pass == BM_PASS_F)) ||
+            /* chunk 0 takes (F) and gives back (B) one tensor per encoder; a backward may get
+             * several gradients of its output, one per consumer, which it sums */
+            int chunk0 = op->chunk == 0;
+            if (!f || (f->n_needs > 1 && !(chunk0 || op->pass == BM_PASS_B)) ||
                 (f->n_makes > 1 && !(chunk0 && op->pass == BM_PASS_B))) {
                 bm_err_set(err, "modules with more than one input or output tensor are not supported "
                                 "(only the backbone's first chunk takes one per encoder)");
@@ -410,7 +412,7 @@ static size_t recv_count(const struct bm_exec *x, int k)
     const struct bm_op *c = &x->ops[x->recv_consumer[k]];
     const struct inst *in = inst_for(x, c);
     const struct bm_batch *b = &x->data[c->mb]->b;
-    if (flow_of(x, c)->n_needs > 1) return part_count(x, x->ops[k].tensor, b);
+    if (c->pass == BM_PASS_F && flow_of(x, c)->n_needs > 1) return part_count(x, x->ops[k].tensor, b);
     return c->pass == BM_PASS_F ? in->ops->in_count(in->self, b) : in->ops->out_count(in->self, b);
 }
 
@@ -552,7 +554,7 @@ static int run_compute(struct bm_exec *x, int k, struct bm_err *err)
     const struct bm_batch *b = &x->data[op->mb]->b;
     void **ctxp = &x->ctx[(in - x->inst) * x->M + op->mb];
     int role = role_of(x, op->module), rc = BM_OK;
-    float *cat_in = NULL, *cat_out = NULL; /* chunk 0's concatenated parts (several encoders) */
+    float *cat_in = NULL, *cat_out = NULL; /* chunk 0's encoder parts joined; a backward's gradients summed */
     for (int i = 0; i < f->n_needs; i++)
         if (!x->store[f->needs[i] * x->M + op->mb].ready)
             return bm_err_set(err, "input %s of microbatch %d is not here (no earlier recv or producer on this rank)",
@@ -622,11 +624,28 @@ static int run_compute(struct bm_exec *x, int k, struct bm_err *err)
         void *c = *ctxp;
         *ctxp = NULL;
         const float *dout = ein ? ein->data : NULL;
-        if (ein && ein->count != in->ops->out_count(in->self, b)) {
-            in->ops->ctx_free(c);
-            rc = bm_err_set(err, "gradient has %zu floats, the module's output %zu", ein->count,
-                            in->ops->out_count(in->self, b));
-            goto done;
+        size_t n_dout = in->ops->out_count(in->self, b);
+        for (int i = 0; i < f->n_needs; i++) {
+            const struct entry *e = &x->store[f->needs[i] * x->M + op->mb];
+            if (e->count != n_dout) {
+                in->ops->ctx_free(c);
+                rc = bm_err_set(err, "gradient %s has %zu floats, the module's output %zu",
+                                x->t->tensors[f->needs[i]].name, e->count, n_dout);
+                goto done;
+            }
+        }
+        if (f->n_needs > 1) { /* one gradient per consumer of the output: their sum */
+            if (!(cat_in = bm_malloc(n_dout * sizeof(float) + 1))) {
+                in->ops->ctx_free(c);
+                rc = bm_err_set(err, "out of memory for a %zu-float gradient", n_dout);
+                goto done;
+            }
+            memcpy(cat_in, ein->data, n_dout * sizeof(float));
+            for (int i = 1; i < f->n_needs; i++) {
+                const float *g = x->store[f->needs[i] * x->M + op->mb].data;
+                for (size_t j = 0; j < n_dout; j++) cat_in[j] += g[j];
+            }
+            dout = cat_in;
         }
         if ((rc = in->ops->backward(in->self, c, b, dout, 1.0f / (float)x->M, out, err))) goto done;
         if (faulty(x, k)) fire_fault(x, out, nout, NULL);

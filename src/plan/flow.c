@@ -61,12 +61,23 @@ static int add(int **v, int *n, int x)
     return 0;
 }
 
-/* Intern a tensor; returns index or -1. */
-static int tensor(struct bm_table *t, const char *name, int grad, int module)
+/* Intern a tensor; returns index or -1. 'consumer' names the module a gradient comes from when
+ * several consumers send one back (NULL otherwise). */
+static int tensor(struct bm_table *t, const char *name, int grad, int module, const char *consumer)
 {
-    char buf[BM_MAX_NAME + 8];
-    snprintf(buf, sizeof buf, "%s%s", grad ? "grad:" : "", name);
+    char buf[2 * BM_MAX_NAME + 8];
+    snprintf(buf, sizeof buf, "%s%s%s%s", grad ? "grad:" : "", name, consumer ? "@" : "", consumer ? consumer : "");
     return bm_table_tensor(t, buf, module, grad, t->modules[module].cost.out_mib);
+}
+
+/* How many modules consume tensor 'name' (made by x) and send a gradient back to x. */
+static int grad_consumers(const struct bm_table *t, const char *name, int x)
+{
+    int n = 0;
+    for (int y = 0; y < t->n_modules; y++)
+        for (int k = 0; k < t->modules[y].n_consumes; k++)
+            if (!strcmp(t->modules[y].consumes[k], name) && bm_flow_grad_flows(t, x, y)) n++;
+    return n;
 }
 
 int bm_flow_build(struct bm_table *t, struct bm_flow **out, struct bm_err *err)
@@ -88,7 +99,7 @@ int bm_flow_build(struct bm_table *t, struct bm_flow **out, struct bm_err *err)
     /* Backbone chunk hand-offs. */
     for (int c = 0; c + 1 < C; c++) {
         snprintf(name, sizeof name, "%s.c%d.out", bbname, c);
-        int a = tensor(t, name, 0, bb), g = tensor(t, name, 1, bb);
+        int a = tensor(t, name, 0, bb, NULL), g = tensor(t, name, 1, bb, NULL);
         if (a < 0 || g < 0) goto oom;
         if (add(&f->ops[slot(f, bb, c, 0)].makes, &f->ops[slot(f, bb, c, 0)].n_makes, a) ||
             add(&f->ops[slot(f, bb, c + 1, 0)].needs, &f->ops[slot(f, bb, c + 1, 0)].n_needs, a) ||
@@ -103,7 +114,7 @@ int bm_flow_build(struct bm_table *t, struct bm_flow **out, struct bm_err *err)
         for (int k = 0; k < my->n_consumes; k++) {
             int x = producer_of(t, my->consumes[k]);
             if (x < 0) continue; /* a data input */
-            int a = tensor(t, my->consumes[k], 0, x);
+            int a = tensor(t, my->consumes[k], 0, x, NULL);
             if (a < 0) goto oom;
             int xf = x == bb ? slot(f, bb, C - 1, 0) : slot(f, x, -1, 0);
             int xb = x == bb ? slot(f, bb, C - 1, 1) : slot(f, x, -1, 1);
@@ -113,7 +124,10 @@ int bm_flow_build(struct bm_table *t, struct bm_flow **out, struct bm_err *err)
                 add(&f->ops[yf].needs, &f->ops[yf].n_needs, a))
                 goto oom;
             if (bm_flow_grad_flows(t, x, y)) {
-                int g = tensor(t, my->consumes[k], 1, x);
+                /* one gradient tensor per consumer when several send one back (each has one
+                 * producer; the producer's backward sums them) */
+                int shared = grad_consumers(t, my->consumes[k], x) > 1;
+                int g = tensor(t, my->consumes[k], 1, x, shared ? my->name : NULL);
                 if (g < 0) goto oom;
                 if (add(&f->ops[yb].makes, &f->ops[yb].n_makes, g) ||
                     add(&f->ops[xb].needs, &f->ops[xb].n_needs, g))

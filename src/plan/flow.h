@@ -6,7 +6,9 @@
  * Tensors (interned into table->tensors by bm_flow_build):
  *   - each name a module lists in "produces" (the backbone's come from its last chunk);
  *   - "<bb>.c<c>.out" for the backbone's chunk c -> c+1 activation (c < P*V-1);
- *   - "grad:<x>" for the gradient of tensor x flowing back to its producer.
+ *   - "grad:<x>" for the gradient of tensor x flowing back to its producer; when several
+ *     modules consume x and send a gradient back, one per consumer, "grad:<x>@<consumer>",
+ *     so every tensor has one producer (the producer's backward needs all of them and sums).
  * Gradient flows from consumer y back to producer x unless y is a generator with
  * grad_to_backbone = false and x is not a generator. Spec inputs ("image", "text") are data,
  * present on every rank, and never travel.

@@ -13,8 +13,9 @@ struct bm_ref {
     const struct bm_module_ops **ops;        /* [n] */
     void **self;                             /* [n] */
     float **opt;                             /* [n] AdamW state: m then v, 2 * params floats */
-    int bb, gen;                             /* module index per role (-1 = none) */
+    int bb;                                  /* the backbone's module index */
     int n_enc, *enc;                         /* [n_enc] encoders' module indices, spec order */
+    int n_gen, *gen;                         /* [n_gen] generators' module indices, spec order */
     void **ectx;                             /* [n_enc] a microbatch's encoder contexts */
 };
 
@@ -42,7 +43,7 @@ void bm_ref_free(struct bm_ref *r)
         if (r->self && r->self[i]) r->ops[i]->free(r->self[i]);
         if (r->opt) bm_free(r->opt[i]);
     }
-    bm_free(r->ops), bm_free(r->self), bm_free(r->opt), bm_free(r->enc), bm_free(r->ectx);
+    bm_free(r->ops), bm_free(r->self), bm_free(r->opt), bm_free(r->enc), bm_free(r->gen), bm_free(r->ectx);
     bm_free(r);
 }
 
@@ -51,29 +52,22 @@ int bm_ref_new(const struct bm_spec *s, struct bm_ref **out, struct bm_err *err)
     *out = NULL;
     struct bm_ref *r = bm_calloc(1, sizeof *r);
     if (!r) return bm_err_set(err, "out of memory");
-    r->s = s, r->n = s->n_modules, r->bb = r->gen = -1;
+    r->s = s, r->n = s->n_modules, r->bb = -1;
     r->ops = bm_calloc((size_t)r->n, sizeof *r->ops);
     r->self = bm_calloc((size_t)r->n, sizeof *r->self);
     r->opt = bm_calloc((size_t)r->n, sizeof *r->opt);
     r->enc = bm_calloc((size_t)r->n + 1, sizeof *r->enc);
+    r->gen = bm_calloc((size_t)r->n + 1, sizeof *r->gen);
     r->ectx = bm_calloc((size_t)r->n + 1, sizeof *r->ectx);
-    if (!r->ops || !r->self || !r->opt || !r->enc || !r->ectx) {
+    if (!r->ops || !r->self || !r->opt || !r->enc || !r->gen || !r->ectx) {
         bm_err_set(err, "out of memory");
         goto fail;
     }
     for (int i = 0; i < r->n; i++) {
         const struct bm_module *m = &s->modules[i];
-        if (m->role == BM_ROLE_ENCODER) {
-            r->enc[r->n_enc++] = i;
-        } else {
-            int *slot = m->role == BM_ROLE_BACKBONE ? &r->bb : &r->gen;
-            if (*slot >= 0) {
-                bm_err_set(err, "module \"%s\": the reference trainer takes one %s (\"%s\" is one already)",
-                           m->name, bm_role_name(m->role), s->modules[*slot].name);
-                goto fail;
-            }
-            *slot = i;
-        }
+        if (m->role == BM_ROLE_ENCODER) r->enc[r->n_enc++] = i;
+        else if (m->role == BM_ROLE_GENERATOR) r->gen[r->n_gen++] = i;
+        else r->bb = i; /* the spec loader admits exactly one backbone */
         if (!m->impl) {
             bm_err_set(err, "module \"%s\" has no \"impl\": nothing to train\n"
                             "hint: add \"impl\": \"vit\" / \"gpt\" / \"dit\" and an \"arch\" to it", m->name);
@@ -189,35 +183,47 @@ int bm_ref_step(struct bm_ref *r, long step, struct bm_step_stats *st, struct bm
         memset(g, 0, np * sizeof(float));
     }
     const struct bm_module_ops *B = r->ops[r->bb];
-    const struct bm_module_ops *G = r->gen >= 0 ? r->ops[r->gen] : NULL;
-    void *b = r->self[r->bb], *g = G ? r->self[r->gen] : NULL;
-    int g2b = G && s->modules[r->gen].grad_to_backbone;
+    void *b = r->self[r->bb];
     float scale = 1.0f / (float)M;
     for (int m = 0; m < M && rc == BM_OK; m++) {
         struct bm_data_batch *d = NULL;
-        float *vis = NULL, *hid = NULL, *dhid = NULL, *dvis = NULL, lm = 0, gl = 0;
+        float *vis = NULL, *hid = NULL, *dhid = NULL, *dgen = NULL, *dvis = NULL, lm = 0, gl = 0;
         void *cb = NULL, *cg = NULL;
+        int g2b = 0, gk = -1; /* any generator's gradient reaches the backbone; the one running */
         if ((rc = bm_data_batch(&r->data, step, m, &d, err))) break;
         const struct bm_batch *mb = &d->b;
-        size_t n_vis = B->in_count(b, mb);
+        size_t n_vis = B->in_count(b, mb), n_hid = B->out_count(b, mb);
         vis = bm_malloc(n_vis * sizeof(float) + 1);
-        hid = bm_malloc(B->out_count(b, mb) * sizeof(float) + 1);
+        hid = bm_malloc(n_hid * sizeof(float) + 1);
         dvis = bm_malloc(n_vis * sizeof(float) + 1);
-        dhid = bm_calloc(B->out_count(b, mb) + 1, sizeof(float));
-        if (!vis || !hid || !dvis || !dhid) {
+        dhid = bm_calloc(n_hid + 1, sizeof(float));
+        dgen = bm_malloc(n_hid * sizeof(float) + 1);
+        if (!vis || !hid || !dvis || !dhid || !dgen) {
             rc = bm_err_set(err, "out of memory for microbatch tensors");
             goto next;
         }
         if ((rc = encoders_forward(r, mb, vis, n_vis, &live, err))) goto next;
         if ((rc = B->forward(b, mb, vis, hid, &lm, &cb, err))) goto next;
         live_add(&live, BM_ROLE_BACKBONE, B->ctx_bytes(cb));
-        if (G) {
-            if ((rc = G->forward(g, mb, hid, NULL, &gl, &cg, err))) goto next;
+        /* every generator in spec order; the backbone's output gradient is the sum of theirs
+         * (the executor sums its per-generator gradient tensors in the same order) */
+        for (int k = 0; k < r->n_gen; k++) {
+            const struct bm_module_ops *G = r->ops[r->gen[k]];
+            void *g = r->self[r->gen[k]];
+            int to_bb = s->modules[r->gen[k]].grad_to_backbone;
+            float l = 0;
+            gk = k;
+            if ((rc = G->forward(g, mb, hid, NULL, &l, &cg, err))) goto next;
             live_add(&live, BM_ROLE_GENERATOR, G->ctx_bytes(cg));
             live.now[BM_ROLE_GENERATOR] -= G->ctx_bytes(cg);
-            rc = G->backward(g, cg, mb, NULL, scale, g2b ? dhid : NULL, err);
+            rc = G->backward(g, cg, mb, NULL, scale, to_bb ? dgen : NULL, err);
             cg = NULL;
             if (rc) goto next;
+            if (to_bb)
+                for (size_t j = 0; j < n_hid; j++) dhid[j] += dgen[j];
+            g2b |= to_bb;
+            gl += l;
+            st->flops += G->flops(g, mb);
         }
         live.now[BM_ROLE_BACKBONE] -= B->ctx_bytes(cb);
         rc = B->backward(b, cb, mb, g2b ? dhid : NULL, scale, dvis, err);
@@ -227,7 +233,7 @@ int bm_ref_step(struct bm_ref *r, long step, struct bm_step_stats *st, struct bm
         st->lm += lm / M;
         st->gen += gl / M;
         for (int k = 0; k < r->n_enc; k++) st->flops += r->ops[r->enc[k]]->flops(r->self[r->enc[k]], mb);
-        st->flops += B->flops(b, mb) + (G ? G->flops(g, mb) : 0);
+        st->flops += B->flops(b, mb);
     next:
         for (int k = 0; k < r->n_enc; k++)
             if (r->ectx[k]) {
@@ -235,8 +241,8 @@ int bm_ref_step(struct bm_ref *r, long step, struct bm_step_stats *st, struct bm
                 r->ectx[k] = NULL;
             }
         if (cb) B->ctx_free(cb);
-        if (cg) G->ctx_free(cg);
-        bm_free(vis), bm_free(hid), bm_free(dvis), bm_free(dhid);
+        if (cg) r->ops[r->gen[gk]]->ctx_free(cg);
+        bm_free(vis), bm_free(hid), bm_free(dvis), bm_free(dhid), bm_free(dgen);
         bm_data_batch_free(d);
     }
     if (rc) return rc;

@@ -2,7 +2,7 @@
  * executor must reproduce.
  *
  * One step, for each of the spec's M microbatches m (data drawn by (data.seed, step, m)):
- *   every encoder's F -> backbone F (all layers, one chunk) -> generator F -> generator B ->
+ *   every encoder's F -> backbone F (all layers, one chunk) -> each generator's F and B ->
  *   backbone B -> every encoder's B
  * (the backbone's input is the encoders' outputs one after another in spec module order, its
  * input gradient is split back the same way; include/bigmac_module.h)
