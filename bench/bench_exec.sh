@@ -5,7 +5,8 @@
 #     makespan (median over steps 4.. of all runs of the op walk, the longest rank's: the
 #     progress line's "walk"), their ratios, and the calibrated simulator's prediction of the
 #     makespan (costs calibrated once, medians and means, from the last-step trace of bigmac's
-#     run with the median traced makespan).
+#     run with the median traced makespan; and means pooled over the last-step traces of all of
+#     bigmac's runs).
 #  2. measured encoder activation peak (max over ranks, bytes) for bigmac and optimus at
 #     M = 4, 8, 16, on tiny-mllm and on tests/specs/exec-small.json (whose nominal encoder cost
 #     keeps optimus from parking encoder forwards in bubbles).
@@ -14,7 +15,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 : "${BIGMAC:=bin/bigmac}"
 : "${STEPS:=10}"
-: "${REPS:=5}"
+: "${REPS:=15}"
 export OPENBLAS_NUM_THREADS=1
 if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
 # On a shared machine other processes take the cores for scheduler slices at a time; running the
@@ -32,9 +33,9 @@ makespan_of() { "$BIGMAC" render "$1" --format ascii --width 60 | sed -n 's/^mak
 
 echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores; P=2, $STEPS steps x $REPS runs; ranks ${PRIO:-at normal priority}"
 echo
-echo "| policy | step ms (median) | step / bigmac | makespan ms (median walk) | makespan / bigmac | predicted ms (median costs) | error | predicted ms (mean costs) | error |"
-echo "|---|---|---|---|---|---|---|---|---|"
-declare -A STEP MK BEST
+echo "| policy | step ms (median) | step / bigmac | makespan ms (median walk) | makespan / bigmac | traced makespan ms (median) | predicted ms (median costs) | error | predicted ms (mean costs) | error | predicted ms (mean costs, all runs) | error | error vs traced |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+declare -A STEP MK TR BEST
 for pol in bigmac optimus unified; do : >"$T/$pol.ms"; : >"$T/$pol.mk"; : >"$T/$pol.walk"; done
 # policies interleaved within each repetition, so a slow spell of the machine hits all of them
 for rep in $(seq "$REPS"); do
@@ -50,20 +51,26 @@ done
 for pol in bigmac optimus unified; do
     STEP[$pol]=$(median <"$T/$pol.ms")
     MK[$pol]=$(median <"$T/$pol.walk")
+    TR[$pol]=$(cut -d' ' -f1 "$T/$pol.mk" | median)
     # calibrate from the run whose traced makespan is the median of the REPS runs
     read -r _ best < <(sort -g "$T/$pol.mk" | sed -n "$(( (REPS + 1) / 2 ))p")
     BEST[$pol]="$T/$pol.$best.json"
 done
 "$BIGMAC" calibrate "${BEST[bigmac]}" --spec $SPEC -o "$T/cal_median.json"
 "$BIGMAC" calibrate "${BEST[bigmac]}" --spec $SPEC --mean -o "$T/cal_mean.json"
+# pooled: every bigmac run's trace (the machine's speed drifts from run to run)
+"$BIGMAC" calibrate "$T"/bigmac.*.json --spec $SPEC --mean -o "$T/cal_pooled.json"
 for pol in bigmac optimus unified; do
     row=$(awk -v p=$pol -v s="${STEP[$pol]}" -v m="${MK[$pol]}" -v b="${STEP[bigmac]}" -v mb="${MK[bigmac]}" \
-        'BEGIN{printf "| %s | %.2f | %.3f | %.2f | %.3f", p, s, s/b, m, m/mb}')
-    for stat in median mean; do
+        -v tr="${TR[$pol]}" 'BEGIN{printf "| %s | %.2f | %.3f | %.2f | %.3f | %.2f", p, s, s/b, m, m/mb, tr}')
+    for stat in median mean pooled; do
         "$BIGMAC" render "$T/cal_$stat.json" --pp 2 --unit 2 --policy $pol --format trace -o "$T/pred.json" 2>/dev/null
         pred=$(makespan_of "$T/pred.json")
         row="$row$(awk -v m="${MK[$pol]}" -v pr="$pred" 'BEGIN{printf " | %.2f | %+.1f%%", pr, (pr-m)/m*100}')"
     done
+    # the pooled prediction against the traced steps themselves (the steps the costs came from,
+    # for bigmac; the same runs' last steps for the others): the model without step-to-step drift
+    row="$row$(awk -v m="${TR[$pol]}" -v pr="$pred" 'BEGIN{printf " | %+.1f%%", (pr-m)/m*100}')"
     echo "$row |"
 done
 echo

@@ -323,6 +323,30 @@ TEST(calibrate_from_measured_timeline)
             int role = t->modules[m].role;
             CHECK_NEAR(costs[m].act_mib * t->microbatches * 1048576.0, bytes[role], 0.5);
         }
+        /* Two runs pooled: a copy of the timeline with every encoder F 10 ms longer. The median
+         * of the 8 pooled durations 1 2 3 11 12 13 100 110 is (11 + 12) / 2, the mean 252 / 8;
+         * the bytes stay (both runs hold the same). */
+        struct bm_timeline *tl2 = NULL;
+        CHECKF(bm_exec_timeline(t, times, mem, n_mem, &tl2, &err) == BM_OK, "%s", err.msg);
+        if (tl2) {
+            for (int r = 0; r < 2; r++)
+                for (int k = 0; k < t->ranks[r].n_ops; k++) {
+                    tl2->ranks[r].ops[k] = tl->ranks[r].ops[k];
+                    const struct bm_op *op = &t->ranks[r].ops[k];
+                    if (op->kind == BM_OP_COMPUTE && op->module == enc && op->pass == BM_PASS_F)
+                        tl2->ranks[r].ops[k].end_ms += 10;
+                }
+            const struct bm_timeline *runs[2] = {tl, tl2};
+            CHECKF(bm_calibrate_runs(t, runs, 2, 0, costs, &err) == BM_OK, "%s", err.msg);
+            CHECK_NEAR(costs[enc].fwd_ms, 11.5, 1e-9);
+            CHECK_NEAR(costs[bb].fwd_ms, 2, 1e-9);
+            CHECKF(bm_calibrate_runs(t, runs, 2, 1, costs, &err) == BM_OK, "%s", err.msg);
+            CHECK_NEAR(costs[enc].fwd_ms, 252 / 8.0, 1e-9);
+            for (int m = 0; m < 3; m++)
+                CHECK_NEAR(costs[m].act_mib * t->microbatches * 1048576.0, bytes[t->modules[m].role], 0.5);
+            CHECK(bm_calibrate_same_table(t, t));
+        }
+        bm_timeline_free(tl2);
     }
     bm_timeline_free(tl);
     unbuild(x, 2);

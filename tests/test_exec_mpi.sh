@@ -28,6 +28,14 @@ expect_exit calibrate_spec 0 "$BIGMAC" calibrate "$T/local.json" --spec $SPEC -o
 expect_exit calibrated_spec_simulates 0 "$BIGMAC" simulate "$T/calibrated.json"
 expect_exit calibrate_refuses_simulated_trace 1 "$BIGMAC" calibrate <("$BIGMAC" render $SPEC --format trace 2>/dev/null)
 expect_contains calibrate_refuses_simulated_trace_message "a simulated trace"
+# several runs of one plan are pooled; a run of another plan is refused by name
+expect_exit local_trace_again 0 "$BIGMAC" train $SPEC --local --steps 1 --quiet --trace "$T/local2.json"
+expect_exit calibrate_pools_runs 0 "$BIGMAC" calibrate "$T/local.json" "$T/local2.json" -o "$T/costs2.json"
+if [ "$(grep -c 'local2\?\.json"' "$T/costs2.json")" = 3 ]; then
+    echo "PASS calibrate_pooled_names_its_traces"; else echo "FAIL calibrate_pooled_names_its_traces"; fi
+expect_exit local_trace_other_plan 0 "$BIGMAC" train $SPEC --local --steps 1 --quiet --policy optimus --trace "$T/local_opt.json"
+expect_exit calibrate_refuses_other_plan 1 "$BIGMAC" calibrate "$T/local.json" "$T/local_opt.json"
+expect_contains calibrate_refuses_other_plan_message "local_opt.json: not a run of the same plan"
 
 # Encoders that read different images cannot share a batch: a clear error naming the module and
 # field, from the pipelined trainer and the reference alike.

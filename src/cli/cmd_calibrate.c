@@ -1,5 +1,5 @@
-/* cmd_calibrate.c — `bigmac calibrate TRACE.json [--spec SPEC.json] [--mean] [-o FILE]`: measured op
- * times and bytes of an executor trace -> spec costs (src/exec/calibrate.h, docs/executor.md). */
+/* cmd_calibrate.c — `bigmac calibrate TRACE.json... [--spec SPEC.json] [--mean] [-o FILE]`: measured
+ * op times and bytes of executor traces -> spec costs (src/exec/calibrate.h, docs/executor.md). */
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
@@ -12,18 +12,21 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: bigmac calibrate TRACE.json [--spec SPEC.json] [--mean] [-o FILE]\n"
+            "usage: bigmac calibrate TRACE.json... [--spec SPEC.json] [--mean] [-o FILE]\n"
             "\n"
             "Turns the measured op times and activation bytes of an executor trace\n"
             "(`bigmac train ... --trace TRACE.json`) into per-module spec costs: fwd_ms/bwd_ms per\n"
             "microbatch (the backbone's summed over its chunks: whole model), act_mib from the\n"
             "measured bytes. state_mib and out_mib are kept. Durations are medians over the\n"
             "microbatches (robust to an op preempted by another process); --mean takes means\n"
-            "(the unbiased estimate for a trace of an undisturbed run).\n"
+            "(the unbiased estimate for a trace of an undisturbed run). Several traces of the same\n"
+            "plan (repeated runs) are pooled: on a machine whose speed drifts, costs from several\n"
+            "runs predict a typical run better than one run's.\n"
             "\n"
             "Without --spec it writes a cost fragment:\n"
-            "  {\"format\": \"bigmac-costs\", \"version\": 1, \"trace\": ..., \"modules\":\n"
-            "   [{\"name\": \"vit\", \"cost\": {\"fwd_ms\": ..., ...}}, ...]}\n"
+            "  {\"format\": \"bigmac-costs\", \"version\": 1, \"trace\": ..., \"traces\": [...],\n"
+            "   \"modules\": [{\"name\": \"vit\", \"cost\": {\"fwd_ms\": ..., ...}}, ...]}\n"
+            "(\"trace\": the first; \"traces\": all of them).\n"
             "whose \"cost\" objects paste into the spec's modules. With --spec it writes that spec\n"
             "with every traced module's \"cost\" replaced and data.encoder_cost_scale removed (the\n"
             "measured microbatch variation is already averaged in): ready for `bigmac simulate`.\n"
@@ -43,18 +46,26 @@ static json_t *cost_json(const struct bm_cost *c)
 
 int bm_cmd_calibrate(int argc, char **argv)
 {
-    const char *trace = NULL, *spec = NULL, *out = "-";
+    const char *spec = NULL, *out = "-";
+    const char **traces = bm_calloc((size_t)argc + 1, sizeof *traces);
+    int n_traces = 0;
+    if (!traces) {
+        bm_cli_error("calibrate: out of memory");
+        return 1;
+    }
     int mean = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
+            bm_free(traces);
             return 0;
         } else if (!strcmp(a, "--mean")) {
             mean = 1;
         } else if (!strcmp(a, "--spec") || !strcmp(a, "-o")) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "bigmac: error: %s needs a value\n", a);
+                bm_free(traces);
                 return BM_USAGE;
             }
             if (!strcmp(a, "-o")) out = argv[++i];
@@ -62,35 +73,45 @@ int bm_cmd_calibrate(int argc, char **argv)
         } else if (a[0] == '-' && a[1]) {
             fprintf(stderr, "bigmac: error: calibrate: unknown flag '%s'\n", a);
             usage(stderr);
-            return BM_USAGE;
-        } else if (trace) {
-            fprintf(stderr, "bigmac: error: calibrate: more than one trace ('%s', '%s')\n", trace, a);
+            bm_free(traces);
             return BM_USAGE;
         } else {
-            trace = a;
+            traces[n_traces++] = a;
         }
     }
-    if (!trace) {
+    if (!n_traces) {
         usage(stderr);
+        bm_free(traces);
         return BM_USAGE;
     }
     struct bm_err err;
-    struct bm_table *t = NULL;
-    struct bm_timeline *tl = NULL;
+    struct bm_table **t = bm_calloc((size_t)n_traces, sizeof *t);
+    struct bm_timeline **tl = bm_calloc((size_t)n_traces, sizeof *tl);
     struct bm_cost *costs = NULL;
     json_t *root = NULL;
     int rc = 1;
-    if (bm_trace_load(trace, &t, &tl, &err)) goto fail;
-    if (!tl->measured) {
-        bm_err_set(&err, "%s: a simulated trace; calibrate needs one measured by `bigmac train --trace`", trace);
+    if (!t || !tl) {
+        bm_err_set(&err, "out of memory");
         goto fail;
     }
-    costs = bm_calloc((size_t)t->n_modules, sizeof *costs);
+    for (int i = 0; i < n_traces; i++) {
+        if (bm_trace_load(traces[i], &t[i], &tl[i], &err)) goto fail;
+        if (!tl[i]->measured) {
+            bm_err_set(&err, "%s: a simulated trace; calibrate needs one measured by `bigmac train --trace`", traces[i]);
+            goto fail;
+        }
+        if (!bm_calibrate_same_table(t[0], t[i])) {
+            bm_err_set(&err, "%s: not a run of the same plan as %s (ranks, chunks, microbatches, modules or "
+                             "op order differ); pool only traces of one plan", traces[i], traces[0]);
+            goto fail;
+        }
+    }
+    costs = bm_calloc((size_t)t[0]->n_modules, sizeof *costs);
     if (!costs) {
         bm_err_set(&err, "out of memory");
         goto fail;
     }
-    if (bm_calibrate(t, tl, mean, costs, &err)) goto fail;
+    if (bm_calibrate_runs(t[0], (const struct bm_timeline *const *)tl, n_traces, mean, costs, &err)) goto fail;
     if (spec) {
         json_error_t je;
         root = json_load_file(spec, 0, &je);
@@ -104,7 +125,7 @@ int bm_cmd_calibrate(int argc, char **argv)
         json_array_foreach(mods, i, m)
         {
             const char *name = json_string_value(json_object_get(m, "name"));
-            int k = name ? bm_table_find_module(t, name) : -1;
+            int k = name ? bm_table_find_module(t[0], name) : -1;
             if (k >= 0) json_object_set_new(m, "cost", cost_json(&costs[k]));
         }
         json_t *data = json_object_get(root, "data");
@@ -113,11 +134,14 @@ int bm_cmd_calibrate(int argc, char **argv)
         root = json_object();
         json_object_set_new(root, "format", json_string("bigmac-costs"));
         json_object_set_new(root, "version", json_integer(1));
-        json_object_set_new(root, "trace", json_string(trace));
+        json_object_set_new(root, "trace", json_string(traces[0]));
+        json_t *all = json_array();
+        for (int i = 0; i < n_traces; i++) json_array_append_new(all, json_string(traces[i]));
+        json_object_set_new(root, "traces", all);
         json_t *mods = json_array();
-        for (int k = 0; k < t->n_modules; k++) {
+        for (int k = 0; k < t[0]->n_modules; k++) {
             json_t *m = json_object();
-            json_object_set_new(m, "name", json_string(t->modules[k].name));
+            json_object_set_new(m, "name", json_string(t[0]->modules[k].name));
             json_object_set_new(m, "cost", cost_json(&costs[k]));
             json_array_append_new(mods, m);
         }
@@ -137,7 +161,10 @@ fail:
 done:
     if (root) json_decref(root);
     bm_free(costs);
-    bm_timeline_free(tl);
-    bm_table_free(t);
+    for (int i = 0; i < n_traces; i++) {
+        if (tl) bm_timeline_free(tl[i]);
+        if (t) bm_table_free(t[i]);
+    }
+    bm_free(tl), bm_free(t), bm_free(traces);
     return rc;
 }

@@ -25,13 +25,40 @@ static double stat(double *v, int n, int mean)
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+int bm_calibrate_same_table(const struct bm_table *a, const struct bm_table *b)
+{
+    if (a->pp != b->pp || a->vpp != b->vpp || a->microbatches != b->microbatches || a->n_modules != b->n_modules ||
+        a->backbone_module != b->backbone_module)
+        return 0;
+    for (int m = 0; m < a->n_modules; m++)
+        if (strcmp(a->modules[m].name, b->modules[m].name)) return 0;
+    for (int r = 0; r < a->pp; r++) {
+        if (a->ranks[r].n_ops != b->ranks[r].n_ops) return 0;
+        for (int k = 0; k < a->ranks[r].n_ops; k++) {
+            const struct bm_op *x = &a->ranks[r].ops[k], *y = &b->ranks[r].ops[k];
+            if (x->kind != y->kind || x->pass != y->pass || x->module != y->module || x->chunk != y->chunk ||
+                x->mb != y->mb || x->peer != y->peer)
+                return 0;
+        }
+    }
+    return 1;
+}
+
 int bm_calibrate(const struct bm_table *t, const struct bm_timeline *tl, int mean, struct bm_cost *costs,
                  struct bm_err *err)
 {
+    return bm_calibrate_runs(t, &tl, 1, mean, costs, err);
+}
+
+int bm_calibrate_runs(const struct bm_table *t, const struct bm_timeline *const *tls, int n_runs, int mean,
+                      struct bm_cost *costs, struct bm_err *err)
+{
     int nm = t->n_modules, M = t->microbatches > 0 ? t->microbatches : 1;
     int C = t->pp * (t->vpp > 0 ? t->vpp : 1), ns = (nm + C) * 2; /* slots: module or nm + chunk, pass */
-    if (tl->pp != t->pp) return bm_err_set(err, "timeline has %d ranks, table %d", tl->pp, t->pp);
-    long total = bm_table_n_ops(t);
+    if (n_runs < 1) return bm_err_set(err, "no timeline to calibrate from");
+    for (int i = 0; i < n_runs; i++)
+        if (tls[i]->pp != t->pp) return bm_err_set(err, "timeline has %d ranks, table %d", tls[i]->pp, t->pp);
+    long total = bm_table_n_ops(t) * n_runs;
     double *dur = bm_malloc(((size_t)total + 1) * sizeof *dur);
     int *slot_n = bm_calloc((size_t)ns, sizeof *slot_n), *slot_off = bm_calloc((size_t)ns + 1, sizeof *slot_off);
     int *fill = bm_calloc((size_t)ns, sizeof *fill);
@@ -47,7 +74,7 @@ int bm_calibrate(const struct bm_table *t, const struct bm_timeline *tl, int mea
         for (int k = 0; k < t->ranks[r].n_ops; k++) {
             const struct bm_op *op = &t->ranks[r].ops[k];
             if (op->kind != BM_OP_COMPUTE || op->module < 0 || op->module >= nm || op->pass == BM_PASS_W) continue;
-            slot_n[SLOT(op)]++;
+            slot_n[SLOT(op)] += n_runs;
         }
     for (int i = 0; i < ns; i++) slot_off[i + 1] = slot_off[i] + slot_n[i];
     for (int r = 0; r < t->pp; r++)
@@ -55,20 +82,22 @@ int bm_calibrate(const struct bm_table *t, const struct bm_timeline *tl, int mea
             const struct bm_op *op = &t->ranks[r].ops[k];
             if (op->kind != BM_OP_COMPUTE || op->module < 0 || op->module >= nm || op->pass == BM_PASS_W) continue;
             int sl = SLOT(op);
-            dur[slot_off[sl] + fill[sl]++] = tl->ranks[r].ops[k].end_ms - tl->ranks[r].ops[k].start_ms;
+            for (int i = 0; i < n_runs; i++)
+                dur[slot_off[sl] + fill[sl]++] = tls[i]->ranks[r].ops[k].end_ms - tls[i]->ranks[r].ops[k].start_ms;
         }
 #undef SLOT
-    for (int r = 0; r < t->pp; r++) {
-        const struct bm_rank_timeline *rt = &tl->ranks[r];
-        double prev[BM_N_ROLES] = {0};
-        for (int j = 0; j < rt->n_mem; j++)
-            for (int role = 0; role < BM_N_ROLES; role++) {
-                /* values went through MiB with 9 significant digits: back to whole bytes */
-                double b = round(rt->mem[j].act_mib[role] * 1048576.0);
-                if (b > prev[role]) role_bytes[role] += b - prev[role];
-                prev[role] = b;
-            }
-    }
+    for (int i = 0; i < n_runs; i++)
+        for (int r = 0; r < t->pp; r++) {
+            const struct bm_rank_timeline *rt = &tls[i]->ranks[r];
+            double prev[BM_N_ROLES] = {0};
+            for (int j = 0; j < rt->n_mem; j++)
+                for (int role = 0; role < BM_N_ROLES; role++) {
+                    /* values went through MiB with 9 significant digits: back to whole bytes */
+                    double b = round(rt->mem[j].act_mib[role] * 1048576.0);
+                    if (b > prev[role]) role_bytes[role] += b - prev[role];
+                    prev[role] = b;
+                }
+        }
     double role_fwd[BM_N_ROLES] = {0};
     double *med = bm_calloc((size_t)nm * 2, sizeof *med);
     if (!med) {
@@ -100,7 +129,7 @@ int bm_calibrate(const struct bm_table *t, const struct bm_timeline *tl, int mea
         costs[m].fwd_ms = med[m * 2];
         if (!isnan(med[m * 2 + 1])) costs[m].bwd_ms = med[m * 2 + 1];
         double share = role_fwd[role] > 0 ? med[m * 2] / role_fwd[role] : 1;
-        costs[m].act_mib = role_bytes[role] * share / M / 1048576.0;
+        costs[m].act_mib = role_bytes[role] * share / M / n_runs / 1048576.0;
     }
     bm_free(med), bm_free(dur), bm_free(slot_n), bm_free(slot_off), bm_free(fill);
     return BM_OK;

@@ -22,5 +22,11 @@
  * the mean is the unbiased estimate of it). */
 int bm_calibrate(const struct bm_table *t, const struct bm_timeline *tl, int mean, struct bm_cost *costs,
                  struct bm_err *err);
+/* The same over n_runs timelines of one table (several runs or steps of the same plan): the
+ * durations of all of them pooled per slot before the median/mean, the bytes averaged. */
+int bm_calibrate_runs(const struct bm_table *t, const struct bm_timeline *const *tls, int n_runs, int mean,
+                      struct bm_cost *costs, struct bm_err *err);
+/* 1 when b has a's shape: ranks, chunks, microbatches, modules and every rank's op list. */
+int bm_calibrate_same_table(const struct bm_table *a, const struct bm_table *b);
 
 #endif
