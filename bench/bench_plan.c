@@ -6,19 +6,7 @@
 #include <stdlib.h>
 
 #include "util/util.h"
-
-static const char *SPEC =
-    "{\"format\": \"bigmac-spec\", \"version\": 1, \"name\": \"bench\",\n"
-    " \"inputs\": [\"image\", \"text\"],\n"
-    " \"modules\": [\n"
-    "  {\"name\": \"vit\", \"consumes\": [\"image\"], \"produces\": [\"emb\"],\n"
-    "   \"cost\": {\"fwd_ms\": 2, \"bwd_ms\": 4, \"act_mib\": 300, \"state_mib\": 2600, \"out_mib\": 16}},\n"
-    "  {\"name\": \"llm\", \"role\": \"backbone\", \"consumes\": [\"text\", \"emb\"], \"produces\": [\"hidden\"],\n"
-    "   \"cost\": {\"fwd_ms\": 400, \"bwd_ms\": 800, \"act_mib\": 60000, \"state_mib\": 600000, \"out_mib\": 16}},\n"
-    "  {\"name\": \"dit\", \"consumes\": [\"hidden\"], \"produces\": [\"loss\"],\n"
-    "   \"cost\": {\"fwd_ms\": 2, \"bwd_ms\": 4, \"act_mib\": 1200, \"state_mib\": 4000, \"out_mib\": 16}}\n"
-    " ],\n"
-    " \"data\": {\"encoder_cost_scale\": {\"dist\": \"uniform\", \"min\": 0.5, \"max\": 2.0, \"seed\": 1}}}\n";
+#include "bench_spec.h"
 
 int main(int argc, char **argv)
 {

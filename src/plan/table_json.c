@@ -14,24 +14,12 @@
 
 /* ---------------------------------------------------------------- writer */
 
-static void put_str(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
-        else if (c < 0x20) fprintf(f, "\\u%04x", c);
-        else fputc(c, f);
-    }
-    fputc('"', f);
-}
-
 static void put_strv(FILE *f, char **v, int n)
 {
     fputc('[', f);
     for (int i = 0; i < n; i++) {
         if (i) fputs(", ", f);
-        put_str(f, v[i]);
+        bm_put_jstr(f, v[i]);
     }
     fputc(']', f);
 }
@@ -57,7 +45,7 @@ int bm_table_write_json(const struct bm_table *t, FILE *f)
     for (int i = 0; i < t->n_modules; i++) {
         const struct bm_table_module *m = &t->modules[i];
         fprintf(f, "  {\"name\": ");
-        put_str(f, m->name);
+        bm_put_jstr(f, m->name);
         fprintf(f, ", \"role\": \"%s\", \"consumes\": ", bm_role_name(m->role));
         put_strv(f, m->consumes, m->n_consumes);
         fprintf(f, ", \"produces\": ");
@@ -102,14 +90,14 @@ int bm_table_write_json(const struct bm_table *t, FILE *f)
             const char *sep = i + 1 < ro->n_ops ? "," : "";
             if (op->kind == BM_OP_COMPUTE) {
                 fprintf(f, "    {\"op\": \"compute\", \"module\": ");
-                put_str(f, t->modules[op->module].name);
+                bm_put_jstr(f, t->modules[op->module].name);
                 fprintf(f, ", \"pass\": \"%s\"", bm_pass_name((enum bm_pass)op->pass));
                 if (op->chunk >= 0) fprintf(f, ", \"chunk\": %d", op->chunk);
                 fprintf(f, ", \"mb\": %d}%s\n", op->mb, sep);
             } else {
                 fprintf(f, "    {\"op\": \"%s\", \"peer\": %d, \"tensor\": ",
                         op->kind == BM_OP_SEND ? "send" : "recv", op->peer);
-                put_str(f, t->tensors[op->tensor].name);
+                bm_put_jstr(f, t->tensors[op->tensor].name);
                 fprintf(f, ", \"mb\": %d}%s\n", op->mb, sep);
             }
         }

@@ -13,18 +13,6 @@
 
 #define MEM_COUNTER "activation MiB"
 
-static void put_jstr(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
-        else if (c < 0x20) fprintf(f, "\\u%04x", c);
-        else fputc(c, f);
-    }
-    fputc('"', f);
-}
-
 /* Integer nanoseconds as microseconds ("12.345"). */
 static void put_ns(FILE *f, long long ns)
 {
@@ -68,7 +56,7 @@ static void meta(FILE *f, int pid, int tid, const char *name, const char *key, c
 {
     fprintf(f, "{\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"name\":\"%s\",\"args\":{\"%s\":", pid, tid,
             name, key);
-    if (sval) put_jstr(f, sval);
+    if (sval) bm_put_jstr(f, sval);
     else fprintf(f, "%d", ival);
     fprintf(f, "}},\n");
 }
@@ -156,16 +144,16 @@ int bm_render_trace(const struct bm_table *t, const struct bm_timeline *tl, FILE
             fprintf(f, ",\"dur\":");
             put_ns(f, te[r][i] - ts[r][i]);
             fprintf(f, ",\"name\":");
-            put_jstr(f, buf);
+            bm_put_jstr(f, buf);
             fprintf(f, ",\"cat\":\"%s\",\"args\":{\"op\":%d,\"mb\":%d", cat, i, op->mb);
             if (op->kind == BM_OP_COMPUTE) {
                 fprintf(f, ",\"module\":");
-                put_jstr(f, op->module >= 0 && op->module < t->n_modules ? t->modules[op->module].name : "?");
+                bm_put_jstr(f, op->module >= 0 && op->module < t->n_modules ? t->modules[op->module].name : "?");
                 fprintf(f, ",\"pass\":\"%s\"", bm_pass_name((enum bm_pass)op->pass));
                 if (op->chunk >= 0) fprintf(f, ",\"chunk\":%d", op->chunk);
             } else {
                 fprintf(f, ",\"tensor\":");
-                put_jstr(f, op->tensor >= 0 && op->tensor < t->n_tensors ? t->tensors[op->tensor].name : "?");
+                bm_put_jstr(f, op->tensor >= 0 && op->tensor < t->n_tensors ? t->tensors[op->tensor].name : "?");
                 fprintf(f, ",\"peer\":%d", op->peer);
             }
             fprintf(f, ",\"ready_ms\":");
@@ -176,7 +164,7 @@ int bm_render_trace(const struct bm_table *t, const struct bm_timeline *tl, FILE
                 fprintf(f, ",\"wait_rank\":%d,\"wait_op\":%d,\"waited_for\":", ot->wait_rank, ot->wait_op);
                 char w2[sizeof wbuf + 32];
                 snprintf(w2, sizeof w2, "%s on rank %d", wbuf, ot->wait_rank);
-                put_jstr(f, w2);
+                bm_put_jstr(f, w2);
             }
             fprintf(f, "}},\n");
             /* flow: the matching send -> this recv */
@@ -185,12 +173,12 @@ int bm_render_trace(const struct bm_table *t, const struct bm_timeline *tl, FILE
                 fprintf(f, "{\"ph\":\"s\",\"id\":%ld,\"pid\":%d,\"tid\":1,\"ts\":", flow_id, p);
                 put_ns(f, ts[p][match[r][i]]);
                 fprintf(f, ",\"name\":");
-                put_jstr(f, buf);
+                bm_put_jstr(f, buf);
                 fprintf(f, ",\"cat\":\"dep\"},\n{\"ph\":\"f\",\"bp\":\"e\",\"id\":%ld,\"pid\":%d,\"tid\":2,\"ts\":",
                         flow_id, r);
                 put_ns(f, te[r][i]);
                 fprintf(f, ",\"name\":");
-                put_jstr(f, buf);
+                bm_put_jstr(f, buf);
                 fprintf(f, ",\"cat\":\"dep\"},\n");
                 flow_id++;
             }

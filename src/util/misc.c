@@ -134,3 +134,15 @@ void bm_put_num(FILE *f, double x)
     if (strtod(buf, NULL) != x) snprintf(buf, sizeof buf, "%.17g", x);
     fputs(buf, f);
 }
+
+void bm_put_jstr(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
+        else if (c < 0x20) fprintf(f, "\\u%04x", c);
+        else fputc(c, f);
+    }
+    fputc('"', f);
+}

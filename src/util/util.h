@@ -68,6 +68,8 @@ char *bm_read_file_max(const char *path, size_t max, size_t *len, struct bm_err 
 /* Write x as the shortest of %.15g / %.17g that reads back to the same double (table JSON and
  * CSV writers share it so both round-trip exactly). */
 void bm_put_num(FILE *f, double x);
+/* Write s as a JSON string literal (quotes, backslashes and control characters escaped). */
+void bm_put_jstr(FILE *f, const char *s);
 
 /* Monotonic clock in seconds. */
 double bm_now(void);

@@ -1,0 +1,20 @@
+/* bench_spec.h — the large synthetic spec bench_plan and bench_render plan (ViT + LLM + DiT,
+ * heterogeneous encoder costs): one definition, so both benchmarks measure the same tables. */
+#ifndef BENCH_SPEC_H
+#define BENCH_SPEC_H
+
+static const char *SPEC =
+    "{\"format\": \"bigmac-spec\", \"version\": 1, \"name\": \"bench\",\n"
+    " \"inputs\": [\"image\", \"text\"],\n"
+    " \"modules\": [\n"
+    "  {\"name\": \"vit\", \"consumes\": [\"image\"], \"produces\": [\"emb\"],\n"
+    "   \"cost\": {\"fwd_ms\": 2, \"bwd_ms\": 4, \"act_mib\": 300, \"state_mib\": 2600, \"out_mib\": 16}},\n"
+    "  {\"name\": \"llm\", \"role\": \"backbone\", \"consumes\": [\"text\", \"emb\"], \"produces\": [\"hidden\"],\n"
+    "   \"cost\": {\"fwd_ms\": 400, \"bwd_ms\": 800, \"act_mib\": 60000, \"state_mib\": 600000, \"out_mib\": 16}},\n"
+    "  {\"name\": \"dit\", \"consumes\": [\"hidden\"], \"produces\": [\"loss\"],\n"
+    "   \"cost\": {\"fwd_ms\": 2, \"bwd_ms\": 4, \"act_mib\": 1200, \"state_mib\": 4000, \"out_mib\": 16}}\n"
+    " ],\n"
+    " \"data\": {\"encoder_cost_scale\": {\"dist\": \"uniform\", \"min\": 0.5, \"max\": 2.0, \"seed\": 1}}}\n";
+
+
+#endif
