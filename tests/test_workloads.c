@@ -1,0 +1,120 @@
+/* test_workloads.c — the policy claims on the paper-shaped example workloads (examples/,
+ * docs/workloads.md) that bench/RESULTS.md records, locked in as deterministic checks of the
+ * planner + simulator (nominal costs, no jitter: simulated milliseconds, not wall clock).
+ *
+ * Checked at M = 4P and 16P, for 1F1B and interleaved:
+ *   - bigmac is at or under the zero-added-bubble bound (none + bigmac's largest per-rank
+ *     nested busy time);
+ *   - unified and unified-balanced are slower than bigmac;
+ *   - bigmac's encoder + generator activation peak is the same at both M; on understanding,
+ *     optimus's encoder peak grows with M;
+ *   - on generation bigmac beats optimus; on understanding a fixed window (6 units for 1F1B,
+ *     4 interleaved) is never slower than optimus, at the same memory at both M.
+ * A planner change that breaks one of these should be seen here, not only in the bench. */
+#include "test.h"
+#include "bigmac.h"
+
+#define UNDERSTANDING "examples/understanding-qwen3-30b-a3b.json"
+#define GENERATION "examples/generation-mmdit-20b.json"
+
+struct run {
+    double makespan, nested_max, act; /* act: encoder + generator activation peak, GiB */
+    double enc_act;
+};
+
+static int sim(const struct bm_spec *s, enum bm_backbone bb, int M, enum bm_policy pol, int W, struct run *out)
+{
+    struct bm_plan_opts o;
+    bm_plan_opts_from_spec(&o, s);
+    o.backbone = bb;
+    o.vpp = bb == BM_BB_INTERLEAVED ? 2 : 1;
+    o.microbatches = M;
+    o.policy = pol;
+    o.window = W;
+    struct bm_table *t = NULL;
+    struct bm_timeline *tl = NULL;
+    struct bm_err err;
+    struct bm_sim_opts so = {0, 1, s->data.samples_per_microbatch};
+    if (bm_plan_build(s, &o, &t, &err) || bm_simulate(t, &so, &tl, &err)) {
+        fprintf(stderr, "  %s %s M=%d: %s\n", bm_policy_name(pol), bm_backbone_name(bb), M, err.msg);
+        bm_table_free(t);
+        return -1;
+    }
+    out->makespan = tl->makespan_ms;
+    out->nested_max = 0;
+    for (int r = 0; r < tl->pp; r++) {
+        double v = tl->ranks[r].busy_role_ms[BM_ROLE_ENCODER] + tl->ranks[r].busy_role_ms[BM_ROLE_GENERATOR];
+        if (v > out->nested_max) out->nested_max = v;
+    }
+    out->enc_act = tl->peak_act_mib[BM_ROLE_ENCODER] / 1024.0;
+    out->act = out->enc_act + tl->peak_act_mib[BM_ROLE_GENERATOR] / 1024.0;
+    bm_timeline_free(tl);
+    bm_table_free(t);
+    return 0;
+}
+
+static void check_workload(const char *path, int understanding)
+{
+    struct bm_spec *s;
+    struct bm_err err;
+    CHECKF(bm_spec_load(path, &s, &err) == BM_OK, "%s", err.msg);
+    if (!s) return;
+    const enum bm_backbone bbs[2] = {BM_BB_1F1B, BM_BB_INTERLEAVED};
+    for (int j = 0; j < 2; j++) {
+        enum bm_backbone bb = bbs[j];
+        const char *name = bm_backbone_name(bb);
+        struct run b[2], opt[2], fixed[2];
+        for (int i = 0; i < 2; i++) {
+            int M = (i == 0 ? 4 : 16) * s->pp;
+            struct run none, uni, bal;
+            if (sim(s, bb, M, BM_POL_BIGMAC, BM_WINDOW_AUTO, &b[i]) || sim(s, bb, M, BM_POL_OPTIMUS, 0, &opt[i]) ||
+                sim(s, bb, M, BM_POL_NONE, 0, &none) || sim(s, bb, M, BM_POL_UNIFIED, 0, &uni) ||
+                sim(s, bb, M, BM_POL_UNIFIED_BALANCED, 0, &bal)) {
+                CHECKF(0, "%s %s M=%d: a policy failed to plan", path, name, M);
+                bm_spec_free(s);
+                return;
+            }
+            double bound = none.makespan + b[i].nested_max;
+            CHECKF(b[i].makespan <= bound * (1 + 1e-9), "%s %s M=%d: bigmac %.1f ms over the bound %.1f ms", path,
+                   name, M, b[i].makespan, bound);
+            CHECKF(uni.makespan > b[i].makespan, "%s %s M=%d: unified %.1f not slower than bigmac %.1f", path, name,
+                   M, uni.makespan, b[i].makespan);
+            CHECKF(bal.makespan > b[i].makespan, "%s %s M=%d: unified-balanced %.1f not slower than bigmac %.1f",
+                   path, name, M, bal.makespan, b[i].makespan);
+            if (!understanding)
+                CHECKF(b[i].makespan < opt[i].makespan, "%s %s M=%d: bigmac %.1f not faster than optimus %.1f",
+                       path, name, M, b[i].makespan, opt[i].makespan);
+            if (understanding) {
+                int W = bb == BM_BB_1F1B ? 6 : 4;
+                if (sim(s, bb, M, BM_POL_BIGMAC, W, &fixed[i])) {
+                    CHECKF(0, "%s %s M=%d W=%d: failed to plan", path, name, M, W);
+                    continue;
+                }
+                CHECKF(fixed[i].makespan <= opt[i].makespan * (1 + 1e-9),
+                       "%s %s M=%d: bigmac W=%d %.1f slower than optimus %.1f", path, name, M, W, fixed[i].makespan,
+                       opt[i].makespan);
+            }
+        }
+        CHECKF(fabs(b[0].act - b[1].act) < 1e-9, "%s %s: bigmac's nested activation %.3f GiB at 4P, %.3f at 16P",
+               path, name, b[0].act, b[1].act);
+        if (understanding) {
+            CHECKF(opt[1].enc_act > 2 * opt[0].enc_act, "%s %s: optimus encoder activation %.2f -> %.2f GiB", path,
+                   name, opt[0].enc_act, opt[1].enc_act);
+            /* 4P has W >= the 4 units: the fixed window's memory stops growing once W units exist */
+            CHECKF(fixed[1].enc_act < opt[1].enc_act, "%s %s: fixed window %.2f GiB, optimus %.2f at 16P", path,
+                   name, fixed[1].enc_act, opt[1].enc_act);
+        }
+    }
+    bm_spec_free(s);
+}
+
+TEST(understanding_workload_claims) { check_workload(UNDERSTANDING, 1); }
+
+TEST(generation_workload_claims) { check_workload(GENERATION, 0); }
+
+int main(void)
+{
+    RUN(understanding_workload_claims);
+    RUN(generation_workload_claims);
+    return test_summary();
+}
