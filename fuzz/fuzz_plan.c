@@ -4,7 +4,9 @@
  * Byte layout (missing bytes read as 0):
  *   0  model variant: bit 0 generator present, bit 1 grad_to_backbone, bit 2 backbone
  *      "layers", bit 3 a second encoder chained behind the first (vit -> proj), bit 4 a
- *      uniform encoder cost scale, bit 5 raw options (skip the consistency fixes below)
+ *      uniform encoder cost scale, bit 5 raw options (skip the consistency fixes below),
+ *      bit 6 a second generator on the hidden states (with bit 0: two gradient tensors into
+ *      the backbone), bit 7 a second, parallel encoder (audio) feeding the backbone
  *   1  pp-1 (mod 8)        2  vpp-1 (mod 4)      3  microbatches-1 (mod 32)
  *   4  unit (mod 9, 0 = default)                 5  window (mod 7: 0 auto, 6 fit, else W)
  *   6  backbone (mod 3)    7  policy (mod 6)     8  backbone layers (mod 64)
@@ -25,7 +27,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     unsigned v = byte_at(data, size, 0);
     int gen = v & 1, g2b = (v >> 1) & 1, layers = (v >> 2) & 1, chain = (v >> 3) & 1;
-    int scale = (v >> 4) & 1, raw = (v >> 5) & 1;
+    int scale = (v >> 4) & 1, raw = (v >> 5) & 1, gen2 = (v >> 6) & 1, enc2 = (v >> 7) & 1;
     double c[10];
     for (int i = 0; i < 10; i++) c[i] = (byte_at(data, size, 9 + (size_t)i) + 1) / 4.0;
     int nl = 1 + (int)(byte_at(data, size, 8) % 64);
@@ -35,11 +37,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (layers) snprintf(lay, sizeof lay, " \"layers\": %d,", nl);
     len += (size_t)snprintf(spec + len, sizeof spec - len,
                             "{\"format\": \"bigmac-spec\", \"version\": 1, \"name\": \"fuzz\",\n"
-                            " \"inputs\": [\"image\", \"text\"],\n \"modules\": [\n"
+                            " \"inputs\": [\"image\", \"audio\", \"text\"],\n \"modules\": [\n"
                             "  {\"name\": \"vit\", \"role\": \"encoder\", \"consumes\": [\"image\"], "
                             "\"produces\": [\"%s\"], \"cost\": {\"fwd_ms\": %g, \"bwd_ms\": %g, "
                             "\"act_mib\": 3, \"state_mib\": 1, \"out_mib\": 2}},\n",
                             chain ? "vis" : "vis_emb", c[0], c[1]);
+    if (enc2)
+        len += (size_t)snprintf(spec + len, sizeof spec - len,
+                                "  {\"name\": \"whisper\", \"role\": \"encoder\", \"consumes\": [\"audio\"], "
+                                "\"produces\": [\"aud\"], \"cost\": {\"fwd_ms\": %g, \"bwd_ms\": %g, "
+                                "\"act_mib\": 2, \"out_mib\": 1}},\n",
+                                c[8], c[9]);
     if (chain)
         len += (size_t)snprintf(spec + len, sizeof spec - len,
                                 "  {\"name\": \"proj\", \"consumes\": [\"vis\"], \"produces\": "
@@ -48,16 +56,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                                 c[2], c[3]);
     len += (size_t)snprintf(spec + len, sizeof spec - len,
                             "  {\"name\": \"llm\", \"role\": \"backbone\", \"consumes\": [\"text\", "
-                            "\"vis_emb\"], \"produces\": [\"hidden\"],%s \"cost\": {\"fwd_ms\": "
+                            "\"vis_emb\"%s], \"produces\": [\"hidden\"],%s \"cost\": {\"fwd_ms\": "
                             "%g, \"bwd_ms\": %g, \"act_mib\": 10, \"state_mib\": 5, \"out_mib\": 1}}%s\n",
-                            lay,
+                            enc2 ? ", \"aud\"" : "", lay,
                             c[4], c[5], gen ? "," : "");
     if (gen)
         len += (size_t)snprintf(spec + len, sizeof spec - len,
                                 "  {\"name\": \"dit\", \"role\": \"generator\", \"consumes\": "
                                 "[\"hidden\"], \"produces\": [\"loss\"], \"grad_to_backbone\": %s, "
-                                "\"cost\": {\"fwd_ms\": %g, \"bwd_ms\": %g, \"act_mib\": 4}}\n",
-                                g2b ? "true" : "false", c[6], c[7]);
+                                "\"cost\": {\"fwd_ms\": %g, \"bwd_ms\": %g, \"act_mib\": 4}}%s\n",
+                                g2b ? "true" : "false", c[6], c[7], gen2 ? "," : "");
+    if (gen && gen2)
+        len += (size_t)snprintf(spec + len, sizeof spec - len,
+                                "  {\"name\": \"dit2\", \"role\": \"generator\", \"consumes\": "
+                                "[\"hidden\"], \"produces\": [\"loss2\"], \"cost\": {\"fwd_ms\": %g, "
+                                "\"bwd_ms\": %g, \"act_mib\": 2}}\n",
+                                c[7], c[6]);
     len += (size_t)snprintf(spec + len, sizeof spec - len, " ]%s}\n",
                             scale ? ", \"data\": {\"encoder_cost_scale\": {\"dist\": \"uniform\", "
                                     "\"min\": 0.5, \"max\": 2.0, \"seed\": 3}}"
