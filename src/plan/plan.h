@@ -85,6 +85,15 @@ int bm_order_times_backbone(const struct bm_graph *g, const struct bm_order *o, 
  * window is too small (the message names each rank's blocked op), BM_ERR otherwise. */
 int bm_nest(const struct bm_graph *g, int window, struct bm_order **out, struct bm_err *err);
 
+/* Move single encoder ops into nominal idle gaps they fit entirely: forwards to later gaps
+ * (before their consumer needs them), backwards to earlier gaps (after their gradient
+ * arrived). Optimus moves only ops of its leading (forwards) and trailing (backwards) blocks;
+ * bigmac (anywhere) moves any, e.g. out of a column into a bubble. A forward moved later and a
+ * backward moved earlier both shorten an activation's life, so no rank ever holds more than
+ * before: the window's residency bound is kept. Keeps a round only when the nominal makespan
+ * does not grow. */
+int bm_refine_gaps(const struct bm_graph *g, struct bm_order *o, int anywhere, struct bm_err *err);
+
 /* Turn the order into the table's ops (compute + send/recv). */
 int bm_lower(struct bm_table *t, const struct bm_graph *g, const struct bm_order *o,
              struct bm_err *err);
