@@ -57,12 +57,56 @@ int bm_plan_warmup_extra(const struct bm_table *t)
     return e + 1;
 }
 
-static int task_rank(const struct bm_table *t, int module, int chunk, int mb)
+/* Which rank runs microbatch m's encoder/generator work (bigmac, ideal, optimus): m % P, except
+ * for bigmac and ideal with units of q = U/P >= 2 microbatches per rank and microbatch costs
+ * that differ (data.encoder_cost_scale): then each unit's microbatches go heaviest first to
+ * the rank with the least of that unit's work so far, q each (LPT). A unit's encoder work
+ * runs as one column on every rank, so the column lasts as long as its heaviest rank's share;
+ * balancing the shares shortens it. Each rank still holds q = ceil(U/P) microbatches of a
+ * unit, so the window's residency bound is unchanged. owner[M] is filled. */
+static int nested_owners(const struct bm_table *t, int *owner)
+{
+    int P = t->pp, M = t->microbatches, U = t->unit > 0 ? t->unit : P;
+    for (int m = 0; m < M; m++) owner[m] = m % P;
+    int varies = 0;
+    for (int m = 1; m < M && t->mb_scale; m++) varies |= t->mb_scale[m] != t->mb_scale[0];
+    if ((t->policy != BM_POL_BIGMAC && t->policy != BM_POL_IDEAL) || U % P || U < 2 * P || !varies) return 0;
+    int q = U / P;
+    int *order = bm_malloc((size_t)U * sizeof(int));
+    double *load = bm_malloc((size_t)P * sizeof(double));
+    int *count = bm_malloc((size_t)P * sizeof(int));
+    if (!order || !load || !count) {
+        bm_free(order), bm_free(load), bm_free(count);
+        return -1;
+    }
+    for (int u0 = 0; u0 < M; u0 += U) {
+        int n = M - u0 < U ? M - u0 : U;
+        for (int i = 0; i < n; i++) order[i] = u0 + i;
+        for (int i = 1; i < n; i++) /* insertion sort, heaviest first, stable */
+            for (int j = i; j > 0 && t->mb_scale[order[j]] > t->mb_scale[order[j - 1]]; j--) {
+                int x = order[j];
+                order[j] = order[j - 1], order[j - 1] = x;
+            }
+        for (int r = 0; r < P; r++) load[r] = 0, count[r] = 0;
+        for (int i = 0; i < n; i++) {
+            int best = -1;
+            for (int r = 0; r < P; r++)
+                if (count[r] < q && (best < 0 || load[r] < load[best])) best = r;
+            owner[order[i]] = best;
+            load[best] += t->mb_scale[order[i]];
+            count[best]++;
+        }
+    }
+    bm_free(order), bm_free(load), bm_free(count);
+    return 0;
+}
+
+static int task_rank(const struct bm_table *t, const int *owner, int module, int chunk, int mb)
 {
     if (module == t->backbone_module) return chunk % t->pp;
     if (t->policy == BM_POL_UNIFIED || t->policy == BM_POL_UNIFIED_BALANCED)
         return t->modules[module].role == BM_ROLE_ENCODER ? 0 : t->pp - 1;
-    return mb % t->pp;
+    return owner[mb];
 }
 
 void bm_graph_free(struct bm_graph *g)
@@ -112,6 +156,7 @@ int bm_graph_build(const struct bm_table *t, const struct bm_flow *flow, struct 
                    struct bm_err *err)
 {
     *out = NULL;
+    int *owner = NULL; /* [M] rank of each microbatch's encoder/generator work */
     struct bm_graph *g = bm_calloc(1, sizeof *g);
     if (!g) goto oom;
     g->t = t;
@@ -135,7 +180,8 @@ int bm_graph_build(const struct bm_table *t, const struct bm_flow *flow, struct 
     }
     g->n_tasks = (int)n;
     g->task = bm_calloc((size_t)n, sizeof *g->task);
-    if (!g->task) goto oom;
+    owner = bm_malloc((size_t)(g->M > 0 ? g->M : 1) * sizeof *owner);
+    if (!g->task || !owner || nested_owners(t, owner)) goto oom;
     for (int c = 0; c < g->C; c++)
         for (int p = 0; p < 2; p++)
             for (int m = 0; m < g->M; m++) {
@@ -144,7 +190,7 @@ int bm_graph_build(const struct bm_table *t, const struct bm_flow *flow, struct 
                 x->pass = (int8_t)p;
                 x->chunk = c;
                 x->mb = m;
-                x->rank = task_rank(t, t->backbone_module, c, m);
+                x->rank = task_rank(t, owner, t->backbone_module, c, m);
                 struct bm_op op = {BM_OP_COMPUTE, (uint8_t)p, x->module, c, m, -1, -1};
                 x->dur = bm_cost_compute_ms(t, &op, 0);
             }
@@ -157,7 +203,7 @@ int bm_graph_build(const struct bm_table *t, const struct bm_flow *flow, struct 
                 x->pass = (int8_t)p;
                 x->chunk = -1;
                 x->mb = m;
-                x->rank = task_rank(t, mod, -1, m);
+                x->rank = task_rank(t, owner, mod, -1, m);
                 struct bm_op op = {BM_OP_COMPUTE, (uint8_t)p, (int16_t)mod, -1, m, -1, -1};
                 x->dur = bm_cost_compute_ms(t, &op, 0);
             }
@@ -189,9 +235,11 @@ int bm_graph_build(const struct bm_table *t, const struct bm_flow *flow, struct 
             struct bm_task *p = &g->task[pe.task];
             g->succ[p->succ0 + p->nsucc++] = (struct bm_edge){i, pe.comm_ms};
         }
+    bm_free(owner);
     *out = g;
     return BM_OK;
 oom:
+    bm_free(owner);
     bm_graph_free(g);
     return bm_err_set(err, "out of memory building the task graph");
 }
