@@ -43,7 +43,8 @@ static double nested_max(const struct bm_timeline *tl)
     return m;
 }
 
-static void run_cell_w(const struct bm_spec *s, enum bm_backbone bb, int M, enum bm_policy pol, int W,
+/* unit U: 0 = the spec's */
+static void run_cell_u(const struct bm_spec *s, enum bm_backbone bb, int M, enum bm_policy pol, int W, int U,
                        struct cell *c)
 {
     struct bm_plan_opts o;
@@ -57,6 +58,7 @@ static void run_cell_w(const struct bm_spec *s, enum bm_backbone bb, int M, enum
     o.microbatches = M;
     o.policy = pol;
     o.window = W;
+    if (U) o.unit = U;
     struct bm_sim_opts so = {0, 1, s->data.samples_per_microbatch};
     if (bm_plan_build(s, &o, &t, &err) || bm_simulate(t, &so, &tl, &err)) {
         snprintf(c->err, sizeof c->err, "%s", strtok(err.msg, "\n"));
@@ -73,6 +75,12 @@ static void run_cell_w(const struct bm_spec *s, enum bm_backbone bb, int M, enum
     c->window = t->window;
     bm_timeline_free(tl);
     bm_table_free(t);
+}
+
+static void run_cell_w(const struct bm_spec *s, enum bm_backbone bb, int M, enum bm_policy pol, int W,
+                       struct cell *c)
+{
+    run_cell_u(s, bb, M, pol, W, 0, c);
 }
 
 /* Same with the spec's window (auto unless the spec says otherwise). */
@@ -133,6 +141,34 @@ static int first_optimus_oom(const struct bm_spec *s, enum bm_backbone bb)
         if (c.ok && c.oom) return more[i];
     }
     return 0;
+}
+
+/* The same workload with heterogeneous microbatches (encoder cost x U(0.5, 1.5), seeded; e.g.
+ * a varying number of images): a column waits for its heaviest rank, so bigmac with U = P
+ * (one microbatch per rank per unit) pays for the spread; U = 2P lets the planner balance
+ * each unit's shares (LPT). Ratios: optimus / bigmac. */
+static void heterogeneous(struct bm_spec *s, enum bm_backbone bb)
+{
+    struct bm_scale_dist keep = s->data.encoder_cost_scale;
+    s->data.encoder_cost_scale = (struct bm_scale_dist){BM_DIST_UNIFORM, 0.5, 1.5, 0, 3};
+    int P = s->pp;
+    printf("\nheterogeneous encoder costs (x U(0.5, 1.5), seed 3), %s: optimus / bigmac at the smallest window\n\n"
+           "| M | optimus ms | U = P | U = 2P | enc act GiB U = P | U = 2P |\n|---|---|---|---|---|---|\n",
+           bm_backbone_name(bb));
+    for (int i = 1; i < N_MULT; i += 2) {
+        int M = MULT[i] * P;
+        struct cell op, b1, b2;
+        run_cell(s, bb, M, BM_POL_OPTIMUS, &op);
+        run_cell_u(s, bb, M, BM_POL_BIGMAC, BM_WINDOW_AUTO, P, &b1);
+        run_cell_u(s, bb, M, BM_POL_BIGMAC, BM_WINDOW_AUTO, 2 * P, &b2);
+        if (!op.ok || !b1.ok || !b2.ok) {
+            printf("| %d | error | | | | |\n", M);
+            continue;
+        }
+        printf("| %d | %.0f | %.3f | %.3f | %.2f | %.2f |\n", M, op.makespan, op.makespan / b1.makespan,
+               op.makespan / b2.makespan, b1.enc_act, b2.enc_act);
+    }
+    s->data.encoder_cost_scale = keep;
 }
 
 /* Claim tallies over the M rows of one table. */
@@ -301,6 +337,7 @@ int main(int argc, char **argv)
             bench_table(s, bbs[j], &cl);
             print_claims(&cl);
             window_sweep(s, bbs[j]);
+            heterogeneous(s, bbs[j]);
         }
         bm_spec_free(s);
     }
