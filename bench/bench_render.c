@@ -15,14 +15,10 @@
 
 int main(int argc, char **argv)
 {
-    int P = argc > 3 ? atoi(argv[1]) : 64, V = argc > 3 ? atoi(argv[2]) : 4,
-        M = argc > 3 ? atoi(argv[3]) : 1024;
-    struct bm_spec *s;
+    int P, V, M;
+    struct bm_spec *s = bench_spec_load(argc, argv, &P, &V, &M);
+    if (!s) return 1;
     struct bm_err err;
-    if (bm_spec_parse(SPEC, "bench.json", &s, &err)) {
-        fprintf(stderr, "%s\n", err.msg);
-        return 1;
-    }
     struct bm_plan_opts o = {P, V, M, 0, 3, BM_BB_INTERLEAVED, BM_POL_BIGMAC};
     struct bm_table *t;
     struct bm_timeline *tl;

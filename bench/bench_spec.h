@@ -3,6 +3,11 @@
 #ifndef BENCH_SPEC_H
 #define BENCH_SPEC_H
 
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "bigmac.h"
+
 static const char *SPEC =
     "{\"format\": \"bigmac-spec\", \"version\": 1, \"name\": \"bench\",\n"
     " \"inputs\": [\"image\", \"text\"],\n"
@@ -16,5 +21,18 @@ static const char *SPEC =
     " ],\n"
     " \"data\": {\"encoder_cost_scale\": {\"dist\": \"uniform\", \"min\": 0.5, \"max\": 2.0, \"seed\": 1}}}\n";
 
+
+/* The spec parsed, and P V M from argv (defaults 64 4 1024); NULL (message printed) on failure. */
+static struct bm_spec *bench_spec_load(int argc, char **argv, int *P, int *V, int *M)
+{
+    *P = argc > 3 ? atoi(argv[1]) : 64, *V = argc > 3 ? atoi(argv[2]) : 4, *M = argc > 3 ? atoi(argv[3]) : 1024;
+    struct bm_spec *s;
+    struct bm_err err;
+    if (bm_spec_parse(SPEC, "bench.json", &s, &err)) {
+        fprintf(stderr, "%s\n", err.msg);
+        return NULL;
+    }
+    return s;
+}
 
 #endif

@@ -26,8 +26,8 @@ static void usage(FILE *f)
             "Without --spec it writes a cost fragment:\n"
             "  {\"format\": \"bigmac-costs\", \"version\": 1, \"trace\": ..., \"traces\": [...],\n"
             "   \"modules\": [{\"name\": \"vit\", \"cost\": {\"fwd_ms\": ..., ...}}, ...]}\n"
-            "(\"trace\": the first; \"traces\": all of them).\n"
-            "whose \"cost\" objects paste into the spec's modules. With --spec it writes that spec\n"
+            "(\"trace\": the first trace; \"traces\": all of them), whose \"cost\" objects paste\n"
+            "into the spec's modules. With --spec it writes that spec\n"
             "with every traced module's \"cost\" replaced and data.encoder_cost_scale removed (the\n"
             "measured microbatch variation is already averaged in): ready for `bigmac simulate`.\n"
             "-o - (the default) writes to stdout.\n");
@@ -47,25 +47,20 @@ static json_t *cost_json(const struct bm_cost *c)
 int bm_cmd_calibrate(int argc, char **argv)
 {
     const char *spec = NULL, *out = "-";
-    const char **traces = bm_calloc((size_t)argc + 1, sizeof *traces);
+    /* the trace paths, gathered at the front of argv (never ahead of the scan) */
+    const char **traces = (const char **)argv;
     int n_traces = 0;
-    if (!traces) {
-        bm_cli_error("calibrate: out of memory");
-        return 1;
-    }
     int mean = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
-            bm_free(traces);
             return 0;
         } else if (!strcmp(a, "--mean")) {
             mean = 1;
         } else if (!strcmp(a, "--spec") || !strcmp(a, "-o")) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "bigmac: error: %s needs a value\n", a);
-                bm_free(traces);
                 return BM_USAGE;
             }
             if (!strcmp(a, "-o")) out = argv[++i];
@@ -73,7 +68,6 @@ int bm_cmd_calibrate(int argc, char **argv)
         } else if (a[0] == '-' && a[1]) {
             fprintf(stderr, "bigmac: error: calibrate: unknown flag '%s'\n", a);
             usage(stderr);
-            bm_free(traces);
             return BM_USAGE;
         } else {
             traces[n_traces++] = a;
@@ -81,7 +75,6 @@ int bm_cmd_calibrate(int argc, char **argv)
     }
     if (!n_traces) {
         usage(stderr);
-        bm_free(traces);
         return BM_USAGE;
     }
     struct bm_err err;
@@ -165,6 +158,6 @@ done:
         if (tl) bm_timeline_free(tl[i]);
         if (t) bm_table_free(t[i]);
     }
-    bm_free(tl), bm_free(t), bm_free(traces);
+    bm_free(tl), bm_free(t);
     return rc;
 }
