@@ -8,8 +8,10 @@
  *   - unified and unified-balanced are slower than bigmac;
  *   - bigmac's encoder + generator activation peak is the same at both M; on understanding,
  *     optimus's encoder peak grows with M;
- *   - on generation bigmac beats optimus; on understanding a fixed window (6 units for 1F1B,
- *     4 interleaved) is never slower than optimus, at the same memory at both M.
+ *   - on generation bigmac beats optimus; on understanding a fixed window of 6 units (for
+ *     both backbones) is never slower than optimus, with less encoder memory at 16P.
+ * And at M = 8P: a larger window is never slower (a window is a cap, plan.c best_window), and
+ * `ideal` is never slower than bigmac at any window.
  * A planner change that breaks one of these should be seen here, not only in the bench. */
 #include "test.h"
 #include "bigmac.h"
@@ -85,7 +87,7 @@ static void check_workload(const char *path, int understanding)
                 CHECKF(b[i].makespan < opt[i].makespan, "%s %s M=%d: bigmac %.1f not faster than optimus %.1f",
                        path, name, M, b[i].makespan, opt[i].makespan);
             if (understanding) {
-                int W = bb == BM_BB_1F1B ? 6 : 4;
+                int W = 6;
                 if (sim(s, bb, M, BM_POL_BIGMAC, W, &fixed[i])) {
                     CHECKF(0, "%s %s M=%d W=%d: failed to plan", path, name, M, W);
                     continue;
@@ -108,13 +110,68 @@ static void check_workload(const char *path, int understanding)
     bm_spec_free(s);
 }
 
+/* Makespans of bigmac at every window 1..units (0 where the window is too small) and ideal's. */
+static void check_windows_monotone(const char *path)
+{
+    struct bm_spec *s;
+    struct bm_err err;
+    CHECKF(bm_spec_load(path, &s, &err) == BM_OK, "%s", err.msg);
+    if (!s) return;
+    const enum bm_backbone bbs[2] = {BM_BB_1F1B, BM_BB_INTERLEAVED};
+    for (int j = 0; j < 2; j++) {
+        int M = 8 * s->pp, units = M / s->pp; /* the examples' unit is P */
+        double prev = 0, ms[64] = {0};
+        struct run ideal;
+        CHECK(units < 64);
+        if (sim(s, bbs[j], M, BM_POL_IDEAL, 0, &ideal)) {
+            CHECKF(0, "%s %s: ideal failed to plan", path, bm_backbone_name(bbs[j]));
+            continue;
+        }
+        for (int W = 1; W <= units; W++) {
+            struct bm_plan_opts o;
+            bm_plan_opts_from_spec(&o, s);
+            o.backbone = bbs[j];
+            o.vpp = bbs[j] == BM_BB_INTERLEAVED ? 2 : 1;
+            o.microbatches = M;
+            o.policy = BM_POL_BIGMAC;
+            o.window = W;
+            struct bm_table *t = NULL;
+            struct bm_timeline *tl = NULL;
+            if (bm_plan_build(s, &o, &t, &err)) continue; /* too small: refused, checked elsewhere */
+            CHECKF(t->window >= 1 && t->window <= W, "%s W=%d: table window %d", path, W, t->window);
+            CHECK(bm_simulate(t, NULL, &tl, &err) == BM_OK);
+            if (tl) ms[W] = tl->makespan_ms;
+            bm_timeline_free(tl);
+            bm_table_free(t);
+            if (prev > 0)
+                CHECKF(ms[W] <= prev * (1 + 1e-9), "%s %s: window %d %.2f ms, slower than a smaller cap's %.2f",
+                       path, bm_backbone_name(bbs[j]), W, ms[W], prev);
+            CHECKF(ideal.makespan <= ms[W] * (1 + 1e-9), "%s %s: ideal %.2f ms slower than bigmac W=%d %.2f", path,
+                   bm_backbone_name(bbs[j]), ideal.makespan, W, ms[W]);
+            if (ms[W] > 0) prev = ms[W];
+        }
+        printf("  %s %s M=%d: ideal %.1f ms; bigmac by window:", path, bm_backbone_name(bbs[j]), M, ideal.makespan);
+        for (int W = 1; W <= units; W++)
+            if (ms[W] > 0) printf(" %d:%.1f", W, ms[W]);
+        printf("\n");
+    }
+    bm_spec_free(s);
+}
+
 TEST(understanding_workload_claims) { check_workload(UNDERSTANDING, 1); }
 
 TEST(generation_workload_claims) { check_workload(GENERATION, 0); }
+
+TEST(larger_window_is_never_slower)
+{
+    check_windows_monotone(UNDERSTANDING);
+    check_windows_monotone(GENERATION);
+}
 
 int main(void)
 {
     RUN(understanding_workload_claims);
     RUN(generation_workload_claims);
+    RUN(larger_window_is_never_slower);
     return test_summary();
 }

@@ -23,7 +23,10 @@ static void usage(FILE *f)
             "(docs/csv.md), --ascii prints the simulated timeline (one line per rank; $COLUMNS).\n"
             "--from-csv loads a (hand-edited) CSV schedule instead of planning: the module graph\n"
             "and costs come from SPEC when given, else from the CSV's '#' lines; header values\n"
-            "from its '# bigmac-table' line, overridden by the plan flags. Check it with verify.\n");
+            "from its '# bigmac-table' line, overridden by the plan flags. Check it with verify.\n"
+            "--window caps the encoder units a rank keeps alive (bigmac): W = at most W (the\n"
+            "fastest plan under the cap; the table records the window used), auto = the\n"
+            "smallest safe one (least memory), fit = the fastest that fits device.memory_gib.\n");
 }
 
 /* Print the summary of table t planned from spec s. */

@@ -16,7 +16,7 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: bigmac simulate SPEC [--pp N] [--vpp N] [--microbatches N] [--unit N]\n"
             "                       [--backbone gpipe|1f1b|interleaved] [--policy NAME]\n"
-            "                       [--window N|auto] [--compare] [--json] [--jitter X] [--seed S]\n"
+            "                       [--window N|auto|fit] [--compare] [--json] [--jitter X] [--seed S]\n"
             "\n"
             "Plan SPEC and simulate the operator table: makespan, per-rank busy/idle, bubble ratio,\n"
             "peak memory per rank and role, OOM against the device memory, samples/s.\n"

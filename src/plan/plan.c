@@ -196,23 +196,33 @@ static int measure(struct bm_table *t, double *ms, int *fits, struct bm_err *err
     return BM_OK;
 }
 
-/* --window fit: starting from the smallest safe window w0 (already planned into t), try larger
- * windows and keep the one with the smallest nominal makespan among those that fit in memory
- * (a larger window must gain at least 0.05% to be preferred). Stops once the makespan has not
- * improved for 4 windows in a row or memory no longer fits. Leaves t planned with the choice. */
-static int fit_window(struct bm_table *t, const struct bm_graph *g, int w0, int n_units,
-                      struct bm_err *err)
+/* Search the windows w0..hi (w0 is the smallest safe one and already planned into t) for the
+ * smallest nominal makespan. A window is a cap ("how many units MAY hold activations", DESIGN
+ * glossary): any plan with a smaller window honours it too, so an explicit W, `ideal` (W = the
+ * number of units) and `fit` all take the best plan under their cap, and a larger cap is never
+ * slower. A larger window must gain more than min_gain (relative) to be preferred, so ties keep
+ * the smaller window; with must_fit, the search also stops at the first window whose simulated
+ * peak exceeds the device. The search stops after 4 windows in a row without a gain (the
+ * makespan is nearly convex in W), but hi itself is always tried. Leaves t planned with the
+ * choice in t->window. */
+static int best_window(struct bm_table *t, const struct bm_graph *g, int w0, int hi, int must_fit,
+                       double min_gain, struct bm_err *err)
 {
-    double best_ms;
-    int fits, best = w0;
+    double best_ms, ms;
+    int fits, best = w0, stale = 0, planned = w0;
     if (measure(t, &best_ms, &fits, err)) return BM_ERR;
-    if (!fits) return BM_OK; /* not even the smallest window fits: report it as planned */
-    int stale = 0;
-    for (int w = w0 + 1; w <= n_units && stale < 4; w++) {
-        double ms;
-        if (plan_with_window(t, g, w, err) || measure(t, &ms, &fits, err)) return BM_ERR;
-        if (!fits) break;
-        if (ms < best_ms * (1 - 5e-4)) {
+    if (must_fit && !fits) { /* not even the smallest window fits: report it as planned */
+        t->window = w0;
+        return BM_OK;
+    }
+    for (int w = w0 + 1; w <= hi; w++) {
+        if (stale >= 4 && w < hi) continue; /* skip ahead to hi */
+        int rc = plan_with_window(t, g, w, err);
+        if (rc == BM_PLAN_STALL) continue; /* safe windows need not be contiguous */
+        if (rc || measure(t, &ms, &fits, err)) return BM_ERR;
+        planned = w;
+        if (must_fit && !fits) break;
+        if (ms < best_ms * (1 - min_gain)) {
             best_ms = ms;
             best = w;
             stale = 0;
@@ -221,7 +231,18 @@ static int fit_window(struct bm_table *t, const struct bm_graph *g, int w0, int 
         }
     }
     t->window = best;
-    return plan_with_window(t, g, best, err);
+    return planned == best ? BM_OK : plan_with_window(t, g, best, err);
+}
+
+/* The smallest window in 1..hi that plans (left planned in t), or 0 when none does. */
+static int smallest_window(struct bm_table *t, const struct bm_graph *g, int hi, struct bm_err *err)
+{
+    for (int w = 1; w <= hi; w++) {
+        int rc = plan_with_window(t, g, w, err);
+        if (rc == BM_OK) return w;
+        if (rc != BM_PLAN_STALL) return -1; /* out of memory is not "too small" */
+    }
+    return 0;
 }
 
 int bm_plan_build(const struct bm_spec *s, const struct bm_plan_opts *opts, struct bm_table **out,
@@ -254,40 +275,37 @@ int bm_plan_build(const struct bm_spec *s, const struct bm_plan_opts *opts, stru
     }
     if (bm_flow_build(t, &flow, err) || bm_graph_build(t, flow, &g, err)) goto done;
 
-    if (t->policy == BM_POL_BIGMAC) {
-        if (opts->window > 0) {
-            /* W >= the number of units is no limit at all; clamping keeps unit arithmetic
-             * (frontier + W, (u + W) * U) far from int overflow for --window 2147483647 */
-            t->window = BM_MIN(opts->window, n_units);
-            int wrc = plan_with_window(t, g, t->window, err);
-            if (wrc == BM_PLAN_STALL) {
-                /* say which window would work (a search that runs out of memory just ends) */
-                struct bm_err e2;
-                for (int w = t->window + 1; w <= n_units; w++) {
-                    int hrc = plan_with_window(t, g, w, &e2);
-                    if (hrc == BM_OK) {
-                        size_t len = strlen(err->msg);
-                        snprintf(err->msg + len, sizeof err->msg - len,
-                                 "\nhint: the smallest safe window here is %d (--window %d, or --window auto)", w, w);
-                    }
-                    if (hrc != BM_PLAN_STALL) break;
+    if (t->policy == BM_POL_BIGMAC && opts->window > 0) {
+        /* W >= the number of units is no limit at all; clamping keeps unit arithmetic
+         * (frontier + W, (u + W) * U) far from int overflow for --window 2147483647 */
+        int cap = BM_MIN(opts->window, n_units);
+        int wrc = plan_with_window(t, g, cap, err);
+        if (wrc == BM_PLAN_STALL) {
+            /* say which window would work (a search that runs out of memory just ends) */
+            struct bm_err e2;
+            for (int w = cap + 1; w <= n_units; w++) {
+                int hrc = plan_with_window(t, g, w, &e2);
+                if (hrc == BM_OK) {
+                    size_t len = strlen(err->msg);
+                    snprintf(err->msg + len, sizeof err->msg - len,
+                             "\nhint: the smallest safe window here is %d (--window %d, or --window auto)", w, w);
                 }
+                if (hrc != BM_PLAN_STALL) break;
             }
-            if (wrc) goto done;
-        } else {
-            int w;
-            for (w = 1; w <= n_units; w++) {
-                int wrc = plan_with_window(t, g, w, err);
-                if (wrc == BM_OK) break;
-                if (wrc != BM_PLAN_STALL) goto done; /* out of memory is not "too small" */
-            }
-            if (w > n_units) goto done;
-            t->window = w;
-            if (opts->window == BM_WINDOW_FIT && fit_window(t, g, w, n_units, err)) goto done;
         }
+        if (wrc) goto done;
+        int w0 = smallest_window(t, g, cap, err); /* cap plans, so w0 >= 1 */
+        if (w0 < 0 || best_window(t, g, w0, cap, 0, 1e-9, err)) goto done;
+    } else if (t->policy == BM_POL_BIGMAC || t->policy == BM_POL_IDEAL) {
+        int w0 = smallest_window(t, g, n_units, err);
+        if (w0 <= 0) goto done; /* no window plans: err says why */
+        t->window = w0;
+        if (t->policy == BM_POL_IDEAL && best_window(t, g, w0, n_units, 0, 1e-9, err)) goto done;
+        if (t->policy == BM_POL_BIGMAC && opts->window == BM_WINDOW_FIT &&
+            best_window(t, g, w0, n_units, 1, 5e-4, err)) goto done;
     } else {
-        t->window = t->policy == BM_POL_IDEAL ? n_units : 0;
-        if (plan_with_window(t, g, t->policy == BM_POL_IDEAL ? n_units : 0, err)) goto done;
+        t->window = 0;
+        if (plan_with_window(t, g, 0, err)) goto done;
     }
     rc = BM_OK;
 done:
