@@ -30,7 +30,7 @@ static void usage(FILE *f)
 }
 
 /* Print the summary of table t planned from spec s. */
-static int summary(const char *name, const struct bm_table *t, FILE *f)
+static int summary(const char *name, const struct bm_table *t, int cap, FILE *f)
 {
     long n = 0, nc = 0, ns = 0;
     for (int r = 0; r < t->pp; r++)
@@ -43,6 +43,7 @@ static int summary(const char *name, const struct bm_table *t, FILE *f)
             bm_policy_name(t->policy), bm_backbone_name(t->backbone), t->pp, t->vpp,
             t->microbatches, t->unit);
     if (t->window) fprintf(f, " W=%d", t->window);
+    if (t->policy == BM_POL_BIGMAC && cap > t->window) fprintf(f, " (the fastest under the cap W=%d)", cap);
     fprintf(f, "\nops: %ld (%ld compute, %ld send, %ld recv)\n", n, nc, ns, ns);
     int *live = bm_calloc((size_t)t->pp * (size_t)t->n_modules, sizeof(int));
     if (!live) {
@@ -148,7 +149,7 @@ int bm_cmd_plan(int argc, char **argv)
     int rc = BM_OK;
     FILE *info = out_path && !strcmp(out_path, "-") ? stderr : stdout;
     const char *name = csv_in ? csv_in : spec->name ? spec->name : spec->path;
-    if (summary(name, t, info)) rc = BM_ERR;
+    if (summary(name, t, csv_in ? 0 : o.window, info)) rc = BM_ERR;
     if (!rc && ascii) {
         struct bm_timeline *tl;
         if (bm_simulate(t, NULL, &tl, &err)) {

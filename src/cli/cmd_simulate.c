@@ -105,11 +105,15 @@ void bm_cli_json_print(json_t *j)
 }
 
 /* Human output of one simulation: a header line, then one aligned row per rank. */
-static void print_human(const struct bm_spec *s, const struct bm_table *t, const struct bm_timeline *tl)
+static void print_human(const struct bm_spec *s, const struct bm_plan_opts *o, const struct bm_table *t,
+                        const struct bm_timeline *tl)
 {
-    printf("%s: policy %s, backbone %s, pp %d, vpp %d, microbatches %d, unit %d, window %d\n",
+    printf("%s: policy %s, backbone %s, pp %d, vpp %d, microbatches %d, unit %d, window %d",
            s->name ? s->name : "spec", bm_policy_name(t->policy), bm_backbone_name(t->backbone),
            t->pp, t->vpp, t->microbatches, t->unit, t->window);
+    if (t->policy == BM_POL_BIGMAC && o->window > t->window) /* a window is a cap */
+        printf(" (the fastest under the cap %d)", o->window);
+    printf("\n");
     printf("makespan %.3f ms, bubble %.1f%%, %.2f samples/s, peak %.3f GiB of %.3f GiB%s\n\n",
            tl->makespan_ms, 100 * tl->bubble_ratio, tl->samples_per_s, GIB(tl->peak_mib),
            GIB(tl->memory_cap_mib), tl->oom ? "  ** OOM **" : "");
@@ -247,7 +251,7 @@ int bm_cmd_simulate(int argc, char **argv)
                 bm_cli_json_print(j);
                 json_decref(j);
             } else {
-                print_human(s, t, tl);
+                print_human(s, &o, t, tl);
             }
             bm_timeline_free(tl);
             bm_table_free(t);
