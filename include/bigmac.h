@@ -300,7 +300,8 @@ int bm_backbone_order(enum bm_backbone bb, int P, int V, int M, int rank, int wa
 struct bm_plan_opts {
     int pp, vpp, microbatches;
     int unit;                 /* 0 = pp */
-    int window;               /* >= 1, BM_WINDOW_AUTO or BM_WINDOW_FIT */
+    int window;               /* >= 1 (a cap: the fastest plan at any safe window up to it; the
+                               * table records the one used), BM_WINDOW_AUTO or BM_WINDOW_FIT */
     enum bm_backbone backbone;
     enum bm_policy policy;
 };

@@ -172,8 +172,8 @@ int bm_plan_chunks(struct bm_table *t, const struct bm_spec *s, struct bm_err *e
     return BM_OK;
 }
 
-/* Plan with window W; the table's ops are (re)filled. BM_PLAN_STALL when W is too small,
- * BM_ERR on any other failure (out of memory). */
+/* Plan with window W; the table's ops are (re)filled. BM_PLAN_STALL when W is too small (t is
+ * then left as it was), BM_ERR on any other failure (out of memory). */
 static int plan_with_window(struct bm_table *t, const struct bm_graph *g, int W, struct bm_err *err)
 {
     struct bm_order *o;
@@ -196,27 +196,36 @@ static int measure(struct bm_table *t, double *ms, int *fits, struct bm_err *err
     return BM_OK;
 }
 
+/* Windows the search tries after w: every one up to GRID_DENSE above the smallest, then a
+ * geometric grid (x1.5), always ending on hi. Large unit counts (M = 1024, U = 8: 128 units) would
+ * otherwise cost one plan per window. */
+#define GRID_DENSE 8
+static int next_window(int w, int w0, int hi)
+{
+    int n = w - w0 < GRID_DENSE ? w + 1 : w + w / 2;
+    return w < hi && n > hi ? hi : n;
+}
+
 /* Search the windows w0..hi (w0 is the smallest safe one and already planned into t) for the
  * smallest nominal makespan. A window is a cap ("how many units MAY hold activations", DESIGN
  * glossary): any plan with a smaller window honours it too, so an explicit W, `ideal` (W = the
- * number of units) and `fit` all take the best plan under their cap, and a larger cap is never
- * slower. A larger window must gain more than min_gain (relative) to be preferred, so ties keep
- * the smaller window; with must_fit, the search also stops at the first window whose simulated
- * peak exceeds the device. The search stops after 4 windows in a row without a gain (the
- * makespan is nearly convex in W), but hi itself is always tried. Leaves t planned with the
- * choice in t->window. */
+ * number of units) and `fit` all take the best plan under their cap. The list scheduler alone is
+ * not monotone in W; with every window tried, a larger cap is never slower (exact while hi is
+ * within GRID_DENSE of w0, on the grid beyond). A larger window must gain more than min_gain
+ * (relative) to be preferred, so ties keep the smaller window; with must_fit, the search stops
+ * at the first window whose simulated peak exceeds the device. Leaves t planned with the choice
+ * in t->window. */
 static int best_window(struct bm_table *t, const struct bm_graph *g, int w0, int hi, int must_fit,
                        double min_gain, struct bm_err *err)
 {
     double best_ms, ms;
-    int fits, best = w0, stale = 0, planned = w0;
+    int fits, best = w0, planned = w0;
     if (measure(t, &best_ms, &fits, err)) return BM_ERR;
     if (must_fit && !fits) { /* not even the smallest window fits: report it as planned */
         t->window = w0;
         return BM_OK;
     }
-    for (int w = w0 + 1; w <= hi; w++) {
-        if (stale >= 4 && w < hi) continue; /* skip ahead to hi */
+    for (int w = next_window(w0, w0, hi); w <= hi; w = next_window(w, w0, hi)) {
         int rc = plan_with_window(t, g, w, err);
         if (rc == BM_PLAN_STALL) continue; /* safe windows need not be contiguous */
         if (rc || measure(t, &ms, &fits, err)) return BM_ERR;
@@ -225,9 +234,6 @@ static int best_window(struct bm_table *t, const struct bm_graph *g, int w0, int
         if (ms < best_ms * (1 - min_gain)) {
             best_ms = ms;
             best = w;
-            stale = 0;
-        } else {
-            stale++;
         }
     }
     t->window = best;
@@ -294,8 +300,11 @@ int bm_plan_build(const struct bm_spec *s, const struct bm_plan_opts *opts, stru
             }
         }
         if (wrc) goto done;
-        int w0 = smallest_window(t, g, cap, err); /* cap plans, so w0 >= 1 */
-        if (w0 < 0 || best_window(t, g, w0, cap, 0, 1e-9, err)) goto done;
+        /* a stalled window leaves t as it was, so when nothing below the cap plans, t still
+         * holds the cap's plan */
+        t->window = cap;
+        int w0 = smallest_window(t, g, cap - 1, err);
+        if (w0 < 0 || (w0 > 0 && best_window(t, g, w0, cap, 0, 1e-9, err))) goto done;
     } else if (t->policy == BM_POL_BIGMAC || t->policy == BM_POL_IDEAL) {
         int w0 = smallest_window(t, g, n_units, err);
         if (w0 <= 0) goto done; /* no window plans: err says why */
