@@ -231,8 +231,9 @@ static int order_encoder_parts(struct bm_exec *x, struct bm_err *err)
 {
     const struct bm_table *t = x->t;
     for (int pass = 0; pass < 2; pass++) {
-        struct bm_flow_op *f = (struct bm_flow_op *)bm_flow_get(x->flow, t->backbone_module, 0, pass); /* x's own */
-        int n = pass ? f->n_makes : f->n_needs, *v = pass ? f->makes : f->needs;
+        const struct bm_flow_op *f = bm_flow_get(x->flow, t->backbone_module, 0, pass);
+        int n = pass ? f->n_makes : f->n_needs;
+        const int *v = pass ? f->makes : f->needs;
         for (int i = 0; i < n && n > 1; i++) {
             const struct bm_tensor *ti = &t->tensors[v[i]];
             if (ti->module < 0 || ti->module >= t->n_modules || t->modules[ti->module].role != BM_ROLE_ENCODER ||
@@ -241,11 +242,7 @@ static int order_encoder_parts(struct bm_exec *x, struct bm_err *err)
                                        "them, which is no encoder's output (or its gradient)",
                                   t->modules[t->backbone_module].name, ti->name);
         }
-        for (int i = 1; i < n; i++) /* insertion sort by module: a handful of encoders */
-            for (int j = i; j > 0 && t->tensors[v[j - 1]].module > t->tensors[v[j]].module; j--) {
-                int tmp = v[j];
-                v[j] = v[j - 1], v[j - 1] = tmp;
-            }
+        bm_flow_sort_by_module(x->flow, t, t->backbone_module, 0, pass); /* x's own flow */
     }
     return BM_OK;
 }

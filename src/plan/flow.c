@@ -159,6 +159,22 @@ oom:
     return bm_err_set(err, "out of memory building the dataflow");
 }
 
+static void sort_by_module(int *v, int n, const struct bm_table *t)
+{
+    for (int i = 1; i < n; i++) /* insertion sort: a handful of tensors */
+        for (int j = i; j > 0 && t->tensors[v[j - 1]].module > t->tensors[v[j]].module; j--) {
+            int tmp = v[j];
+            v[j] = v[j - 1], v[j - 1] = tmp;
+        }
+}
+
+void bm_flow_sort_by_module(struct bm_flow *f, const struct bm_table *t, int module, int chunk, int pass)
+{
+    struct bm_flow_op *o = &f->ops[slot(f, module, chunk, pass)];
+    sort_by_module(o->needs, o->n_needs, t);
+    sort_by_module(o->makes, o->n_makes, t);
+}
+
 int bm_flow_producer(const struct bm_flow *f, int tensor_i, int *module, int *chunk, int *pass)
 {
     if (tensor_i < 0 || tensor_i >= f->n_tensors || f->producer[tensor_i * 3] < 0) return -1;

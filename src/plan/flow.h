@@ -36,6 +36,9 @@ int bm_flow_build(struct bm_table *t, struct bm_flow **out, struct bm_err *err);
 void bm_flow_free(struct bm_flow *f);
 /* The op (module, chunk (-1 unless backbone), pass F or B). */
 const struct bm_flow_op *bm_flow_get(const struct bm_flow *f, int module, int chunk, int pass);
+/* Order op (module, chunk, pass)'s needs and makes by the module each tensor belongs to (spec
+ * module order; stable): the executor concatenates several encoders' outputs in that order. */
+void bm_flow_sort_by_module(struct bm_flow *f, const struct bm_table *t, int module, int chunk, int pass);
 /* Which compute op makes tensor i: returns 0 and fills module/chunk/pass, or -1 if none
  * (tensor unknown to the graph). */
 int bm_flow_producer(const struct bm_flow *f, int tensor, int *module, int *chunk, int *pass);

@@ -30,9 +30,6 @@
 #include "plan/plan.h"
 #include "util/util.h"
 
-#define INF 1e300
-#define EPS 1e-9
-
 /* ---------------------------------------------------------------- small int vector */
 
 struct ivec {
@@ -172,14 +169,14 @@ static double gen_block_dur(const struct sched *S, int mb)
 }
 
 /* Latest start of nested task id that does not delay the backbone op consuming its result
- * (INF when nothing in the backbone waits for it). depth bounds encoder chains. */
+ * (BM_T_INF when nothing in the backbone waits for it). depth bounds encoder chains. */
 static double deadline(const struct sched *S, int id, int depth)
 {
     const struct bm_graph *g = S->g;
     const struct bm_task *x = &g->task[id];
-    if (depth > 64) return INF;
+    if (depth > 64) return BM_T_INF;
     if (role_of(S, id) == BM_ROLE_ENCODER && x->pass == BM_PASS_F) {
-        double d = INF;
+        double d = BM_T_INF;
         for (int e = 0; e < x->nsucc; e++) {
             struct bm_edge se = g->succ[x->succ0 + e];
             const struct bm_task *s = &g->task[se.task];
@@ -187,35 +184,35 @@ static double deadline(const struct sched *S, int id, int depth)
             double ls = is_bb(S, se.task) ? est_bb(S, se.task) : deadline(S, se.task, depth + 1);
             if (ls - se.comm_ms < d) d = ls - se.comm_ms;
         }
-        return d >= INF ? INF : d - x->dur;
+        return d >= BM_T_INF ? BM_T_INF : d - x->dur;
     }
     if (role_of(S, id) == BM_ROLE_ENCODER && x->pass == BM_PASS_B) {
         /* An encoder backward matters when the window holds back a forward on this rank. */
-        if (!S->nested_rules) return INF;
+        if (!S->nested_rules) return BM_T_INF;
         int k = slot_of(S, id);
         int u = own_ahead(S, x->rank, S->frontier[k * S->P + x->rank], S->W);
         for (int m = u * S->U; u >= 0 && m < S->M && m < (u + 1) * S->U; m++) {
             int f = bm_task_nested(g, k, BM_PASS_F, m);
             if (g->task[f].rank == x->rank && !S->done[f]) {
                 double d = deadline(S, f, depth + 1);
-                return d >= INF ? INF : d - x->dur;
+                return d >= BM_T_INF ? BM_T_INF : d - x->dur;
             }
         }
-        return INF;
+        return BM_T_INF;
     }
     if (role_of(S, id) == BM_ROLE_GENERATOR) {
         /* The block's result feeds the last chunk's backward (when gradient flows). */
         int bb_b = bm_task_bb(g, g->C - 1, BM_PASS_B, x->mb);
         const struct bm_task *b = &g->task[bb_b];
-        double d = INF;
+        double d = BM_T_INF;
         for (int e = 0; e < b->npred; e++) {
             struct bm_edge pe = g->pred[b->pred0 + e];
             if (g->task[pe.task].chunk < 0 && est_bb(S, bb_b) - pe.comm_ms < d)
                 d = est_bb(S, bb_b) - pe.comm_ms;
         }
-        return d >= INF ? INF : d - gen_block_dur(S, x->mb);
+        return d >= BM_T_INF ? BM_T_INF : d - gen_block_dur(S, x->mb);
     }
-    return INF;
+    return BM_T_INF;
 }
 
 static void invalidate(struct sched *S, int r)
@@ -276,12 +273,12 @@ static struct pick propose_nested_rules(struct sched *S, int r)
     double t = S->t_free[r];
     int b = S->bi[r] < S->bbn[r] ? S->bbseq[r][S->bi[r]] : -1;
     int b_known = b >= 0 && S->unsched[b] == 0;
-    double rb = b < 0 ? INF : b_known ? S->ready[b] : est_bb(S, b);
+    double rb = b < 0 ? BM_T_INF : b_known ? S->ready[b] : est_bb(S, b);
     double start_b = rb > t ? rb : t;
-    if (!b_known && start_b < t + EPS) start_b = t + EPS; /* not ready now, whatever the estimate */
+    if (!b_known && start_b < t + BM_T_EPS) start_b = t + BM_T_EPS; /* not ready now, whatever the estimate */
 
     int fit = -1, urgent = -1;
-    double fit_d = INF, urg_d = INF, fit_s = 0, urg_s = 0;
+    double fit_d = BM_T_INF, urg_d = BM_T_INF, fit_s = 0, urg_s = 0;
     const struct ivec *av = &S->avail[r];
     for (int i = 0; i < av->n; i++) {
         int n = av->v[i];
@@ -290,7 +287,7 @@ static struct pick propose_nested_rules(struct sched *S, int r)
         double d = deadline(S, n, 0);
         /* prefer backwards (they free memory and open the window) among equals */
         double key = d - (g->task[n].pass == BM_PASS_B ? 1e-6 : 0) + 1e-12 * g->task[n].mb;
-        if (sn + g->task[n].dur <= start_b + EPS && (fit < 0 || key < fit_d)) {
+        if (sn + g->task[n].dur <= start_b + BM_T_EPS && (fit < 0 || key < fit_d)) {
             fit = n;
             fit_d = key;
             fit_s = sn;
@@ -305,7 +302,7 @@ static struct pick propose_nested_rules(struct sched *S, int r)
     /* In the rank's tail (only chunk-0 backwards left, which no other rank waits for), idle
      * time is pure loss: start nested work that would otherwise run after the backbone even if
      * it does not fit the gap entirely. */
-    if (urgent >= 0 && S->bi[r] >= S->tail_from[r] && urg_s < start_b - EPS)
+    if (urgent >= 0 && S->bi[r] >= S->tail_from[r] && urg_s < start_b - BM_T_EPS)
         return (struct pick){urgent, urg_s};
     if (urgent >= 0) {
         if (b < 0) return (struct pick){urgent, urg_s};
@@ -316,11 +313,11 @@ static struct pick propose_nested_rules(struct sched *S, int r)
             if (late_n > delay_b) return (struct pick){urgent, urg_s};
             return (struct pick){b, start_b};
         }
-        if (dn < INF) return (struct pick){urgent, dn > urg_s ? dn : urg_s};
-        return (struct pick){-1, INF};
+        if (dn < BM_T_INF) return (struct pick){urgent, dn > urg_s ? dn : urg_s};
+        return (struct pick){-1, BM_T_INF};
     }
     if (b_known) return (struct pick){b, start_b};
-    return (struct pick){-1, INF};
+    return (struct pick){-1, BM_T_INF};
 }
 
 static struct pick propose_optimus(struct sched *S, int r)
@@ -329,7 +326,7 @@ static struct pick propose_optimus(struct sched *S, int r)
     double t = S->t_free[r];
     int b = S->bi[r] < S->bbn[r] ? S->bbseq[r][S->bi[r]] : -1;
     int b_known = b >= 0 && S->unsched[b] == 0;
-    double start_b = b_known ? (S->ready[b] > t ? S->ready[b] : t) : INF;
+    double start_b = b_known ? (S->ready[b] > t ? S->ready[b] : t) : BM_T_INF;
     int ef = -1, gen = -1, eb = -1;
     const struct ivec *av = &S->avail[r];
     for (int i = 0; i < av->n; i++) {
@@ -344,17 +341,17 @@ static struct pick propose_optimus(struct sched *S, int r)
             eb = n;
         }
     }
-    double sg = gen >= 0 ? (S->ready[gen] > t ? S->ready[gen] : t) : INF;
+    double sg = gen >= 0 ? (S->ready[gen] > t ? S->ready[gen] : t) : BM_T_INF;
     if (gen >= 0 && sg <= start_b) return (struct pick){gen, sg};
     if (ef >= 0) return (struct pick){ef, S->ready[ef] > t ? S->ready[ef] : t};
     if (b_known) return (struct pick){b, start_b};
     if (b >= 0) {
         if (gen >= 0) return (struct pick){gen, sg};
-        return (struct pick){-1, INF};
+        return (struct pick){-1, BM_T_INF};
     }
     if (gen >= 0) return (struct pick){gen, sg};
     if (eb >= 0) return (struct pick){eb, S->ready[eb] > t ? S->ready[eb] : t};
-    return (struct pick){-1, INF};
+    return (struct pick){-1, BM_T_INF};
 }
 
 static struct pick propose(struct sched *S, int r)
@@ -363,21 +360,21 @@ static struct pick propose(struct sched *S, int r)
     double t = S->t_free[r];
     if (S->forced_head[r] < fq->n) {
         int x = fq->v[S->forced_head[r]];
-        if (S->unsched[x]) return (struct pick){-1, INF};
+        if (S->unsched[x]) return (struct pick){-1, BM_T_INF};
         return (struct pick){x, S->ready[x] > t ? S->ready[x] : t};
     }
     if (S->optimus) return propose_optimus(S, r);
     /* A pending column runs at its time on every rank: right away if the rank is already past
      * it, else when the rank's next op would not start before it. */
     int h = S->col_head[r] < S->colq[r].n ? S->colq[r].v[S->col_head[r]] : -1;
-    struct pick col = {-1, INF};
+    struct pick col = {-1, BM_T_INF};
     if (h >= 0 && S->unsched[h] == 0) {
         double st = t > S->col_t[h] ? t : S->col_t[h];
         col = (struct pick){h, S->ready[h] > st ? S->ready[h] : st};
-        if (t >= S->col_t[h] - EPS) return col;
+        if (t >= S->col_t[h] - BM_T_EPS) return col;
     }
     struct pick p = propose_nested_rules(S, r);
-    if (col.task >= 0 && (p.task < 0 || p.start >= S->col_t[h] - EPS)) return col;
+    if (col.task >= 0 && (p.task < 0 || p.start >= S->col_t[h] - BM_T_EPS)) return col;
     return p;
 }
 

@@ -73,6 +73,11 @@ void bm_order_free(struct bm_order *o);
  * into BM_ERR for its callers. */
 #define BM_PLAN_STALL 3
 
+/* Nominal-time arithmetic of the list scheduler and the gap refinement: "never" and the
+ * tolerance below which two times are the same. */
+#define BM_T_INF 1e300
+#define BM_T_EPS 1e-9
+
 /* Nominal times of an order: start/finish per task (ms). Returns BM_PLAN_STALL (with a
  * message) if the order deadlocks, BM_ERR on allocation failure. */
 int bm_order_times(const struct bm_graph *g, const struct bm_order *o, double *start,

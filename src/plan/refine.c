@@ -6,9 +6,6 @@
 #include "plan/plan.h"
 #include "util/util.h"
 
-#define INF 1e300
-#define EPS 1e-9
-
 int bm_refine_gaps(const struct bm_graph *g, struct bm_order *o, int anywhere, struct bm_err *err)
 {
     int N = g->n_tasks, P = o->pp;
@@ -86,7 +83,7 @@ int bm_refine_gaps(const struct bm_graph *g, struct bm_order *o, int anywhere, s
                 int gi_end = last_bb < i - 1 ? last_bb : i - 1;
                 for (int gi = first_bb + 1; gi <= gi_end; gi++) {
                     double s = cap[gi] > rd ? cap[gi] : rd;
-                    if (s + tx->dur <= start[seq[gi]] + EPS && g->task[seq[gi - 1]].chunk >= 0) {
+                    if (s + tx->dur <= start[seq[gi]] + BM_T_EPS && g->task[seq[gi - 1]].chunk >= 0) {
                         ins_before[x] = gi;
                         cap[gi] = s + tx->dur;
                         moved = 1;
@@ -99,7 +96,7 @@ int bm_refine_gaps(const struct bm_graph *g, struct bm_order *o, int anywhere, s
                 int x = seq[i];
                 const struct bm_task *tx = &g->task[x];
                 if (g->t->modules[tx->module].role != BM_ROLE_ENCODER || tx->pass != BM_PASS_F) continue;
-                double need = INF;
+                double need = BM_T_INF;
                 int chain = 0;
                 for (int e = 0; e < tx->nsucc; e++) {
                     struct bm_edge se = g->succ[tx->succ0 + e];
@@ -113,7 +110,7 @@ int bm_refine_gaps(const struct bm_graph *g, struct bm_order *o, int anywhere, s
                 for (int gi = last_bb; gi > gi_begin; gi--) {
                     double s = cap[gi];
                     double end = start[seq[gi]] < need ? start[seq[gi]] : need;
-                    if (s + tx->dur <= end + EPS && g->task[seq[gi - 1]].chunk >= 0 &&
+                    if (s + tx->dur <= end + BM_T_EPS && g->task[seq[gi - 1]].chunk >= 0 &&
                         finish[seq[gi - 1]] <= need) {
                         ins_before[x] = gi;
                         cap[gi] = s + tx->dur;
@@ -167,7 +164,7 @@ int bm_refine_gaps(const struct bm_graph *g, struct bm_order *o, int anywhere, s
             rc = bm_err_set(err, "%s", e2.msg);
             goto done;
         }
-        if (trc == BM_PLAN_STALL || ms > best + EPS) {
+        if (trc == BM_PLAN_STALL || ms > best + BM_T_EPS) {
             bm_order_free(n);
             break;
         }
