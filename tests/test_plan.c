@@ -229,7 +229,7 @@ TEST(planner_nominal_timeline_equals_simulator)
             struct bm_flow *f;
             struct bm_graph *g;
             CHECK(bm_flow_build(t, &f, &err) == BM_OK);
-            CHECK(bm_graph_build(t, f, &g, &err) == BM_OK);
+            CHECK(bm_graph_build(t, f, 0, &g, &err) == BM_OK);
             struct bm_order ord = {t->pp, bm_calloc(4, sizeof(int *)), bm_calloc(4, sizeof(int))};
             for (int r = 0; r < t->pp; r++) {
                 ord.seq[r] = bm_calloc((size_t)t->ranks[r].n_ops, sizeof(int));
@@ -553,6 +553,58 @@ TEST(bigmac_balances_encoder_work_within_units)
     bm_spec_free(s);
 }
 
+/* U = P with differing microbatch costs: a column runs rank r's encoder backward of unit u and
+ * its forward of unit u+W, so unit u+W's microbatches are dealt lightest first to the ranks
+ * whose unit-u microbatch is heaviest. Checked on the table's owners: every rank still holds
+ * one microbatch per unit, the pairs are anti-sorted, and the sum over columns of the heaviest
+ * rank's (backward + forward) cost is below m % P's. */
+TEST(bigmac_pairs_heavy_backwards_with_light_forwards)
+{
+    struct bm_spec *s = make_spec(1, 0, 0, 0); /* encoder_cost_scale uniform 0.5..1.5; F 1, B 2 */
+    int P = 4, M = 8 * P;
+    for (int V = 1; V <= 2; V++) {
+        struct bm_plan_opts o = opts(P, V, M, V > 1 ? BM_BB_INTERLEAVED : BM_BB_1F1B, BM_POL_BIGMAC, 0);
+        struct bm_table *t;
+        struct bm_err err;
+        CHECKF(bm_plan_build(s, &o, &t, &err) == BM_OK, "%s", err.msg);
+        if (!t) continue;
+        int vit = bm_table_find_module(t, "vit"), W = t->window, owner[32], count[8][4] = {{0}};
+        for (int r = 0; r < P; r++)
+            for (int k = 0; k < t->ranks[r].n_ops; k++) {
+                const struct bm_op *op = &t->ranks[r].ops[k];
+                if (op->kind == BM_OP_COMPUTE && op->module == vit && op->pass == BM_PASS_F) {
+                    owner[op->mb] = r;
+                    count[op->mb / P][r]++;
+                }
+            }
+        double paired = 0, modp = 0;
+        for (int v = 0; v < M / P; v++)
+            for (int r = 0; r < P; r++) CHECKF(count[v][r] == 1, "unit %d rank %d holds %d", v, r, count[v][r]);
+        for (int v = W; v < M / P; v++) {
+            double prev[4], cur[4], mx = 0, mod_mx = 0;
+            for (int i = 0; i < P; i++) {
+                prev[owner[(v - W) * P + i]] = t->mb_scale[(v - W) * P + i];
+                cur[owner[v * P + i]] = t->mb_scale[v * P + i];
+            }
+            for (int a = 0; a < P; a++) {
+                for (int b = 0; b < P; b++)
+                    CHECKF(!(prev[a] > prev[b] && cur[a] > cur[b]), "V=%d unit %d: ranks %d, %d not anti-sorted",
+                           V, v, a, b);
+                double c = 2 * prev[a] + cur[a], cm = 2 * t->mb_scale[(v - W) * P + a] + t->mb_scale[v * P + a];
+                if (c > mx) mx = c;
+                if (cm > mod_mx) mod_mx = cm;
+            }
+            paired += mx;
+            modp += mod_mx;
+        }
+        printf("  V=%d W=%d: sum of column maxima %.3f paired, %.3f with m %% P\n", V, W, paired, modp);
+        CHECK(paired < modp);
+        CHECK(bm_verify(t, &err) == BM_OK);
+        bm_table_free(t);
+    }
+    bm_spec_free(s);
+}
+
 int main(void)
 {
     RUN(property_grid_every_table_verifies_or_window_is_refused);
@@ -568,5 +620,6 @@ int main(void)
     RUN(window_counts_own_units_when_units_are_smaller_than_pp);
     RUN(two_generators_send_one_gradient_each);
     RUN(bigmac_balances_encoder_work_within_units);
+    RUN(bigmac_pairs_heavy_backwards_with_light_forwards);
     return test_summary();
 }

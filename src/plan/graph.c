@@ -57,20 +57,66 @@ int bm_plan_warmup_extra(const struct bm_table *t)
     return e + 1;
 }
 
+/* Microbatch costs differ (data.encoder_cost_scale)? */
+static int costs_vary(const struct bm_table *t)
+{
+    for (int m = 1; m < t->microbatches && t->mb_scale; m++)
+        if (t->mb_scale[m] != t->mb_scale[0]) return 1;
+    return 0;
+}
+
+int bm_graph_pairs_by_window(const struct bm_table *t)
+{
+    int U = t->unit > 0 ? t->unit : t->pp;
+    return (t->policy == BM_POL_BIGMAC || t->policy == BM_POL_IDEAL) && U == t->pp && t->pp > 1 &&
+           costs_vary(t);
+}
+
+/* Sort idx[0..n) by key[idx[i]], ascending (dir > 0) or descending (dir < 0); stable. */
+static void sort_by_key(int *idx, int n, const double *key, int dir)
+{
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && dir * (key[idx[j]] - key[idx[j - 1]]) < 0; j--) {
+            int x = idx[j];
+            idx[j] = idx[j - 1], idx[j - 1] = x;
+        }
+}
+
 /* Which rank runs microbatch m's encoder/generator work (bigmac, ideal, optimus): m % P, except
- * for bigmac and ideal with units of q = U/P >= 2 microbatches per rank and microbatch costs
- * that differ (data.encoder_cost_scale): then each unit's microbatches go heaviest first to
- * the rank with the least of that unit's work so far, q each (LPT). A unit's encoder work
- * runs as one column on every rank, so the column lasts as long as its heaviest rank's share;
- * balancing the shares shortens it. Each rank still holds q = ceil(U/P) microbatches of a
- * unit, so the window's residency bound is unchanged. owner[M] is filled. */
-static int nested_owners(const struct bm_table *t, int *owner)
+ * for bigmac and ideal when microbatch costs differ (data.encoder_cost_scale). A unit's encoder
+ * work runs as one column on every rank, so the column lasts as long as its heaviest rank's
+ * share; two ways to even the shares, each keeping ceil(U/P) microbatches of a unit per rank (so
+ * the window's residency bound is unchanged):
+ *  - U = qP, q >= 2: each unit's microbatches go heaviest first to the rank with the least of
+ *    that unit's work so far, q each (LPT);
+ *  - U = P with window W (pair_window): a column pairs rank r's encoder backward of unit u with
+ *    its forward of unit u+W, so unit u+W's microbatches go lightest first to the ranks whose
+ *    unit-u microbatch is heaviest (anti-sorted pairs: the sums even out). Units 0..W-1 keep
+ *    m % P; a last partial unit too.
+ * owner[M] is filled. */
+static int nested_owners(const struct bm_table *t, int pair_window, int *owner)
 {
     int P = t->pp, M = t->microbatches, U = t->unit > 0 ? t->unit : P;
     for (int m = 0; m < M; m++) owner[m] = m % P;
-    int varies = 0;
-    for (int m = 1; m < M && t->mb_scale; m++) varies |= t->mb_scale[m] != t->mb_scale[0];
-    if ((t->policy != BM_POL_BIGMAC && t->policy != BM_POL_IDEAL) || U % P || U < 2 * P || !varies) return 0;
+    if (pair_window > 0 && bm_graph_pairs_by_window(t)) {
+        int *mbs = bm_malloc((size_t)P * sizeof(int)), *ranks = bm_malloc((size_t)P * sizeof(int));
+        double *prev = bm_malloc((size_t)P * sizeof(double));
+        if (!mbs || !ranks || !prev) {
+            bm_free(mbs), bm_free(ranks), bm_free(prev);
+            return -1;
+        }
+        for (long v = pair_window; (v + 1) * U <= M; v++) {
+            long p0 = (v - pair_window) * U; /* the paired unit: its microbatches' owners are set */
+            for (int i = 0; i < P; i++) prev[owner[p0 + i]] = t->mb_scale[p0 + i];
+            for (int i = 0; i < P; i++) mbs[i] = (int)(v * U + i), ranks[i] = i;
+            sort_by_key(mbs, P, t->mb_scale, 1); /* lightest first */
+            sort_by_key(ranks, P, prev, -1);      /* heaviest paired microbatch first */
+            for (int i = 0; i < P; i++) owner[mbs[i]] = ranks[i];
+        }
+        bm_free(mbs), bm_free(ranks), bm_free(prev);
+        return 0;
+    }
+    if ((t->policy != BM_POL_BIGMAC && t->policy != BM_POL_IDEAL) || U % P || U < 2 * P || !costs_vary(t)) return 0;
     int q = U / P;
     int *order = bm_malloc((size_t)U * sizeof(int));
     double *load = bm_malloc((size_t)P * sizeof(double));
@@ -82,11 +128,7 @@ static int nested_owners(const struct bm_table *t, int *owner)
     for (int u0 = 0; u0 < M; u0 += U) {
         int n = M - u0 < U ? M - u0 : U;
         for (int i = 0; i < n; i++) order[i] = u0 + i;
-        for (int i = 1; i < n; i++) /* insertion sort, heaviest first, stable */
-            for (int j = i; j > 0 && t->mb_scale[order[j]] > t->mb_scale[order[j - 1]]; j--) {
-                int x = order[j];
-                order[j] = order[j - 1], order[j - 1] = x;
-            }
+        sort_by_key(order, n, t->mb_scale, -1); /* heaviest first */
         for (int r = 0; r < P; r++) load[r] = 0, count[r] = 0;
         for (int i = 0; i < n; i++) {
             int best = -1;
@@ -152,7 +194,7 @@ static int for_preds(const struct bm_graph *g, int id, struct bm_edge *out)
     return n;
 }
 
-int bm_graph_build(const struct bm_table *t, const struct bm_flow *flow, struct bm_graph **out,
+int bm_graph_build(const struct bm_table *t, const struct bm_flow *flow, int pair_window, struct bm_graph **out,
                    struct bm_err *err)
 {
     *out = NULL;
@@ -181,7 +223,8 @@ int bm_graph_build(const struct bm_table *t, const struct bm_flow *flow, struct 
     g->n_tasks = (int)n;
     g->task = bm_calloc((size_t)n, sizeof *g->task);
     owner = bm_malloc((size_t)(g->M > 0 ? g->M : 1) * sizeof *owner);
-    if (!g->task || !owner || nested_owners(t, owner)) goto oom;
+    g->pair_window = pair_window > 0 && bm_graph_pairs_by_window(t) ? pair_window : 0;
+    if (!g->task || !owner || nested_owners(t, g->pair_window, owner)) goto oom;
     for (int c = 0; c < g->C; c++)
         for (int p = 0; p < 2; p++)
             for (int m = 0; m < g->M; m++) {

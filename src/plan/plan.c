@@ -172,15 +172,30 @@ int bm_plan_chunks(struct bm_table *t, const struct bm_spec *s, struct bm_err *e
     return BM_OK;
 }
 
+/* What the window search works on: the table being filled and the task graph (rebuilt for
+ * each window when the encoder owners depend on it, bm_graph_pairs_by_window). */
+struct planner {
+    struct bm_table *t;
+    const struct bm_flow *flow;
+    struct bm_graph *g;
+    int pairs;
+};
+
 /* Plan with window W; the table's ops are (re)filled. BM_PLAN_STALL when W is too small (t is
  * then left as it was), BM_ERR on any other failure (out of memory). */
-static int plan_with_window(struct bm_table *t, const struct bm_graph *g, int W, struct bm_err *err)
+static int plan_with_window(struct planner *pl, int W, struct bm_err *err)
 {
+    struct bm_table *t = pl->t;
+    if (pl->pairs && pl->g->pair_window != W) {
+        bm_graph_free(pl->g);
+        pl->g = NULL;
+        if (bm_graph_build(t, pl->flow, W, &pl->g, err)) return BM_ERR;
+    }
     struct bm_order *o;
-    int rc = bm_nest(g, W, &o, err);
+    int rc = bm_nest(pl->g, W, &o, err);
     if (rc) return rc;
     for (int r = 0; r < t->pp; r++) t->ranks[r].n_ops = 0;
-    rc = bm_lower(t, g, o, err);
+    rc = bm_lower(t, pl->g, o, err);
     bm_order_free(o);
     return rc;
 }
@@ -215,9 +230,9 @@ static int next_window(int w, int w0, int hi)
  * (relative) to be preferred, so ties keep the smaller window; with must_fit, the search stops
  * at the first window whose simulated peak exceeds the device. Leaves t planned with the choice
  * in t->window. */
-static int best_window(struct bm_table *t, const struct bm_graph *g, int w0, int hi, int must_fit,
-                       double min_gain, struct bm_err *err)
+static int best_window(struct planner *pl, int w0, int hi, int must_fit, double min_gain, struct bm_err *err)
 {
+    struct bm_table *t = pl->t;
     double best_ms, ms;
     int fits, best = w0, planned = w0;
     if (measure(t, &best_ms, &fits, err)) return BM_ERR;
@@ -226,7 +241,7 @@ static int best_window(struct bm_table *t, const struct bm_graph *g, int w0, int
         return BM_OK;
     }
     for (int w = next_window(w0, w0, hi); w <= hi; w = next_window(w, w0, hi)) {
-        int rc = plan_with_window(t, g, w, err);
+        int rc = plan_with_window(pl, w, err);
         if (rc == BM_PLAN_STALL) continue; /* safe windows need not be contiguous */
         if (rc || measure(t, &ms, &fits, err)) return BM_ERR;
         planned = w;
@@ -237,14 +252,14 @@ static int best_window(struct bm_table *t, const struct bm_graph *g, int w0, int
         }
     }
     t->window = best;
-    return planned == best ? BM_OK : plan_with_window(t, g, best, err);
+    return planned == best ? BM_OK : plan_with_window(pl, best, err);
 }
 
 /* The smallest window in 1..hi that plans (left planned in t), or 0 when none does. */
-static int smallest_window(struct bm_table *t, const struct bm_graph *g, int hi, struct bm_err *err)
+static int smallest_window(struct planner *pl, int hi, struct bm_err *err)
 {
     for (int w = 1; w <= hi; w++) {
-        int rc = plan_with_window(t, g, w, err);
+        int rc = plan_with_window(pl, w, err);
         if (rc == BM_OK) return w;
         if (rc != BM_PLAN_STALL) return -1; /* out of memory is not "too small" */
     }
@@ -259,7 +274,7 @@ int bm_plan_build(const struct bm_spec *s, const struct bm_plan_opts *opts, stru
     struct bm_table *t = bm_table_new(opts->pp);
     if (!t) return bm_err_set(err, "out of memory");
     struct bm_flow *flow = NULL;
-    struct bm_graph *g = NULL;
+    struct planner planner = {t, NULL, NULL, 0}, *pl = &planner;
     int rc = BM_ERR;
     t->vpp = opts->vpp;
     t->microbatches = opts->microbatches;
@@ -279,18 +294,22 @@ int bm_plan_build(const struct bm_spec *s, const struct bm_plan_opts *opts, stru
         bm_err_set(err, "out of memory");
         goto done;
     }
-    if (bm_flow_build(t, &flow, err) || bm_graph_build(t, flow, &g, err)) goto done;
+    if (bm_flow_build(t, &flow, err)) goto done;
+    pl->flow = flow;
+    pl->pairs = bm_graph_pairs_by_window(t);
+    /* pairing for the smallest window there can be; plan_with_window rebuilds for others */
+    if (bm_graph_build(t, flow, pl->pairs ? 1 : 0, &pl->g, err)) goto done;
 
     if (t->policy == BM_POL_BIGMAC && opts->window > 0) {
         /* W >= the number of units is no limit at all; clamping keeps unit arithmetic
          * (frontier + W, (u + W) * U) far from int overflow for --window 2147483647 */
         int cap = BM_MIN(opts->window, n_units);
-        int wrc = plan_with_window(t, g, cap, err);
+        int wrc = plan_with_window(pl, cap, err);
         if (wrc == BM_PLAN_STALL) {
             /* say which window would work (a search that runs out of memory just ends) */
             struct bm_err e2;
             for (int w = cap + 1; w <= n_units; w++) {
-                int hrc = plan_with_window(t, g, w, &e2);
+                int hrc = plan_with_window(pl, w, &e2);
                 if (hrc == BM_OK) {
                     size_t len = strlen(err->msg);
                     snprintf(err->msg + len, sizeof err->msg - len,
@@ -303,22 +322,22 @@ int bm_plan_build(const struct bm_spec *s, const struct bm_plan_opts *opts, stru
         /* a stalled window leaves t as it was, so when nothing below the cap plans, t still
          * holds the cap's plan */
         t->window = cap;
-        int w0 = smallest_window(t, g, cap - 1, err);
-        if (w0 < 0 || (w0 > 0 && best_window(t, g, w0, cap, 0, 1e-9, err))) goto done;
+        int w0 = smallest_window(pl, cap - 1, err);
+        if (w0 < 0 || (w0 > 0 && best_window(pl, w0, cap, 0, 1e-9, err))) goto done;
     } else if (t->policy == BM_POL_BIGMAC || t->policy == BM_POL_IDEAL) {
-        int w0 = smallest_window(t, g, n_units, err);
+        int w0 = smallest_window(pl, n_units, err);
         if (w0 <= 0) goto done; /* no window plans: err says why */
         t->window = w0;
-        if (t->policy == BM_POL_IDEAL && best_window(t, g, w0, n_units, 0, 1e-9, err)) goto done;
+        if (t->policy == BM_POL_IDEAL && best_window(pl, w0, n_units, 0, 1e-9, err)) goto done;
         if (t->policy == BM_POL_BIGMAC && opts->window == BM_WINDOW_FIT &&
-            best_window(t, g, w0, n_units, 1, 5e-4, err)) goto done;
+            best_window(pl, w0, n_units, 1, 5e-4, err)) goto done;
     } else {
         t->window = 0;
-        if (plan_with_window(t, g, 0, err)) goto done;
+        if (plan_with_window(pl, 0, err)) goto done;
     }
     rc = BM_OK;
 done:
-    bm_graph_free(g);
+    bm_graph_free(pl->g);
     bm_flow_free(flow);
     if (rc) bm_table_free(t);
     else *out = t;

@@ -41,6 +41,7 @@ struct bm_graph {
     int n_nested;          /* non-backbone modules */
     int *nested_module;    /* [n_nested] module index */
     int *nested_slot;      /* [n_modules] slot in nested_module or -1 */
+    int pair_window;       /* the window the owners were paired for (0: they do not depend on it) */
 };
 
 /* Task ids: backbone (chunk c, pass p, mb m) and nested module slot k. */
@@ -54,9 +55,14 @@ static inline int bm_task_nested(const struct bm_graph *g, int k, int p, int m)
 }
 
 /* Build the task graph for table t (modules, pp, vpp, M, chunk_weights, mb_scale, device set)
- * placing nested work per policy. Caller frees with bm_graph_free. */
-int bm_graph_build(const struct bm_table *t, const struct bm_flow *flow, struct bm_graph **out,
+ * placing nested work per policy. Where bm_graph_pairs_by_window(t), which rank runs each
+ * microbatch's encoder work depends on the window the order will use: pass it as pair_window
+ * (0 = m % P). Caller frees with bm_graph_free. */
+int bm_graph_build(const struct bm_table *t, const struct bm_flow *flow, int pair_window, struct bm_graph **out,
                    struct bm_err *err);
+/* 1 when the graph's encoder owners depend on the window (bigmac/ideal, U = P, microbatch costs
+ * that differ): the planner rebuilds the graph for each window it tries. */
+int bm_graph_pairs_by_window(const struct bm_table *t);
 void bm_graph_free(struct bm_graph *g);
 
 /* Per-rank compute order (task ids), the policy's output. */
