@@ -22,6 +22,8 @@
 struct run {
     double makespan, nested_max, act; /* act: encoder + generator activation peak, GiB */
     double enc_act;
+    int window;     /* the table's (the one used under a cap) */
+    char err[200];  /* why it did not plan, when sim returns -1 */
 };
 
 static int sim(const struct bm_spec *s, enum bm_backbone bb, int M, enum bm_policy pol, int W, struct run *out)
@@ -38,10 +40,11 @@ static int sim(const struct bm_spec *s, enum bm_backbone bb, int M, enum bm_poli
     struct bm_err err;
     struct bm_sim_opts so = {0, 1, s->data.samples_per_microbatch};
     if (bm_plan_build(s, &o, &t, &err) || bm_simulate(t, &so, &tl, &err)) {
-        fprintf(stderr, "  %s %s M=%d: %s\n", bm_policy_name(pol), bm_backbone_name(bb), M, err.msg);
+        snprintf(out->err, sizeof out->err, "%s %s M=%d: %s", bm_policy_name(pol), bm_backbone_name(bb), M, err.msg);
         bm_table_free(t);
         return -1;
     }
+    out->window = t->window;
     out->makespan = tl->makespan_ms;
     out->nested_max = 0;
     for (int r = 0; r < tl->pp; r++) {
@@ -55,117 +58,103 @@ static int sim(const struct bm_spec *s, enum bm_backbone bb, int M, enum bm_poli
     return 0;
 }
 
-static void check_workload(const char *path, int understanding)
+/* Run check(spec, path, backbone, arg) for 1F1B and interleaved on the spec at path. */
+typedef void (*backbone_check)(const struct bm_spec *, const char *path, enum bm_backbone, int arg);
+
+static void for_each_backbone(const char *path, backbone_check check, int arg)
 {
     struct bm_spec *s;
     struct bm_err err;
     CHECKF(bm_spec_load(path, &s, &err) == BM_OK, "%s", err.msg);
     if (!s) return;
-    const enum bm_backbone bbs[2] = {BM_BB_1F1B, BM_BB_INTERLEAVED};
-    for (int j = 0; j < 2; j++) {
-        enum bm_backbone bb = bbs[j];
-        const char *name = bm_backbone_name(bb);
-        struct run b[2], opt[2], fixed[2];
-        for (int i = 0; i < 2; i++) {
-            int M = (i == 0 ? 4 : 16) * s->pp;
-            struct run none, uni, bal;
-            if (sim(s, bb, M, BM_POL_BIGMAC, BM_WINDOW_AUTO, &b[i]) || sim(s, bb, M, BM_POL_OPTIMUS, 0, &opt[i]) ||
-                sim(s, bb, M, BM_POL_NONE, 0, &none) || sim(s, bb, M, BM_POL_UNIFIED, 0, &uni) ||
-                sim(s, bb, M, BM_POL_UNIFIED_BALANCED, 0, &bal)) {
-                CHECKF(0, "%s %s M=%d: a policy failed to plan", path, name, M);
-                bm_spec_free(s);
-                return;
-            }
-            double bound = none.makespan + b[i].nested_max;
-            CHECKF(b[i].makespan <= bound * (1 + 1e-9), "%s %s M=%d: bigmac %.1f ms over the bound %.1f ms", path,
-                   name, M, b[i].makespan, bound);
-            CHECKF(uni.makespan > b[i].makespan, "%s %s M=%d: unified %.1f not slower than bigmac %.1f", path, name,
-                   M, uni.makespan, b[i].makespan);
-            CHECKF(bal.makespan > b[i].makespan, "%s %s M=%d: unified-balanced %.1f not slower than bigmac %.1f",
-                   path, name, M, bal.makespan, b[i].makespan);
-            if (!understanding)
-                CHECKF(b[i].makespan < opt[i].makespan, "%s %s M=%d: bigmac %.1f not faster than optimus %.1f",
-                       path, name, M, b[i].makespan, opt[i].makespan);
-            if (understanding) {
-                int W = 6;
-                if (sim(s, bb, M, BM_POL_BIGMAC, W, &fixed[i])) {
-                    CHECKF(0, "%s %s M=%d W=%d: failed to plan", path, name, M, W);
-                    continue;
-                }
-                CHECKF(fixed[i].makespan <= opt[i].makespan * (1 + 1e-9),
-                       "%s %s M=%d: bigmac W=%d %.1f slower than optimus %.1f", path, name, M, W, fixed[i].makespan,
-                       opt[i].makespan);
-            }
+    check(s, path, BM_BB_1F1B, arg);
+    check(s, path, BM_BB_INTERLEAVED, arg);
+    bm_spec_free(s);
+}
+
+static void check_workload(const struct bm_spec *s, const char *path, enum bm_backbone bb, int understanding)
+{
+    const char *name = bm_backbone_name(bb);
+    struct run b[2], opt[2], fixed[2];
+    for (int i = 0; i < 2; i++) {
+        int M = (i == 0 ? 4 : 16) * s->pp;
+        struct run none, uni, bal;
+        if (sim(s, bb, M, BM_POL_BIGMAC, BM_WINDOW_AUTO, &b[i]) || sim(s, bb, M, BM_POL_OPTIMUS, 0, &opt[i]) ||
+            sim(s, bb, M, BM_POL_NONE, 0, &none) || sim(s, bb, M, BM_POL_UNIFIED, 0, &uni) ||
+            sim(s, bb, M, BM_POL_UNIFIED_BALANCED, 0, &bal)) {
+            CHECKF(0, "%s %s M=%d: a policy failed to plan", path, name, M);
+            return;
         }
-        CHECKF(fabs(b[0].act - b[1].act) < 1e-9, "%s %s: bigmac's nested activation %.3f GiB at 4P, %.3f at 16P",
-               path, name, b[0].act, b[1].act);
+        double bound = none.makespan + b[i].nested_max;
+        CHECKF(b[i].makespan <= bound * (1 + 1e-9), "%s %s M=%d: bigmac %.1f ms over the bound %.1f ms", path,
+               name, M, b[i].makespan, bound);
+        CHECKF(uni.makespan > b[i].makespan, "%s %s M=%d: unified %.1f not slower than bigmac %.1f", path, name,
+               M, uni.makespan, b[i].makespan);
+        CHECKF(bal.makespan > b[i].makespan, "%s %s M=%d: unified-balanced %.1f not slower than bigmac %.1f",
+               path, name, M, bal.makespan, b[i].makespan);
+        if (!understanding)
+            CHECKF(b[i].makespan < opt[i].makespan, "%s %s M=%d: bigmac %.1f not faster than optimus %.1f",
+                   path, name, M, b[i].makespan, opt[i].makespan);
         if (understanding) {
-            CHECKF(opt[1].enc_act > 2 * opt[0].enc_act, "%s %s: optimus encoder activation %.2f -> %.2f GiB", path,
-                   name, opt[0].enc_act, opt[1].enc_act);
-            /* 4P has W >= the 4 units: the fixed window's memory stops growing once W units exist */
-            CHECKF(fixed[1].enc_act < opt[1].enc_act, "%s %s: fixed window %.2f GiB, optimus %.2f at 16P", path,
-                   name, fixed[1].enc_act, opt[1].enc_act);
+            int W = 6;
+            if (sim(s, bb, M, BM_POL_BIGMAC, W, &fixed[i])) {
+                CHECKF(0, "%s: %s", path, fixed[i].err);
+                continue;
+            }
+            CHECKF(fixed[i].makespan <= opt[i].makespan * (1 + 1e-9),
+                   "%s %s M=%d: bigmac W=%d %.1f slower than optimus %.1f", path, name, M, W, fixed[i].makespan,
+                   opt[i].makespan);
         }
     }
-    bm_spec_free(s);
+    CHECKF(fabs(b[0].act - b[1].act) < 1e-9, "%s %s: bigmac's nested activation %.3f GiB at 4P, %.3f at 16P",
+           path, name, b[0].act, b[1].act);
+    if (understanding) {
+        CHECKF(opt[1].enc_act > 2 * opt[0].enc_act, "%s %s: optimus encoder activation %.2f -> %.2f GiB", path,
+               name, opt[0].enc_act, opt[1].enc_act);
+        /* 4P has W >= the 4 units: the fixed window's memory stops growing once W units exist */
+        CHECKF(fixed[1].enc_act < opt[1].enc_act, "%s %s: fixed window %.2f GiB, optimus %.2f at 16P", path,
+               name, fixed[1].enc_act, opt[1].enc_act);
+    }
 }
 
-/* Makespans of bigmac at every window 1..units (0 where the window is too small) and ideal's. */
-static void check_windows_monotone(const char *path)
+/* bigmac at every window cap 1..units at M = 8P: never slower than a smaller cap, the table's
+ * window within the cap, and ideal never slower than any of them. */
+static void check_windows_monotone(const struct bm_spec *s, const char *path, enum bm_backbone bb, int unused)
 {
-    struct bm_spec *s;
-    struct bm_err err;
-    CHECKF(bm_spec_load(path, &s, &err) == BM_OK, "%s", err.msg);
-    if (!s) return;
-    const enum bm_backbone bbs[2] = {BM_BB_1F1B, BM_BB_INTERLEAVED};
-    for (int j = 0; j < 2; j++) {
-        int M = 8 * s->pp, units = M / s->pp; /* the examples' unit is P */
-        double prev = 0, ms[64] = {0};
-        struct run ideal;
-        CHECK(units < 64);
-        if (sim(s, bbs[j], M, BM_POL_IDEAL, 0, &ideal)) {
-            CHECKF(0, "%s %s: ideal failed to plan", path, bm_backbone_name(bbs[j]));
-            continue;
-        }
-        for (int W = 1; W <= units; W++) {
-            struct bm_plan_opts o;
-            bm_plan_opts_from_spec(&o, s);
-            o.backbone = bbs[j];
-            o.vpp = bbs[j] == BM_BB_INTERLEAVED ? 2 : 1;
-            o.microbatches = M;
-            o.policy = BM_POL_BIGMAC;
-            o.window = W;
-            struct bm_table *t = NULL;
-            struct bm_timeline *tl = NULL;
-            if (bm_plan_build(s, &o, &t, &err)) continue; /* too small: refused, checked elsewhere */
-            CHECKF(t->window >= 1 && t->window <= W, "%s W=%d: table window %d", path, W, t->window);
-            CHECK(bm_simulate(t, NULL, &tl, &err) == BM_OK);
-            if (tl) ms[W] = tl->makespan_ms;
-            bm_timeline_free(tl);
-            bm_table_free(t);
-            if (prev > 0)
-                CHECKF(ms[W] <= prev * (1 + 1e-9), "%s %s: window %d %.2f ms, slower than a smaller cap's %.2f",
-                       path, bm_backbone_name(bbs[j]), W, ms[W], prev);
-            CHECKF(ideal.makespan <= ms[W] * (1 + 1e-9), "%s %s: ideal %.2f ms slower than bigmac W=%d %.2f", path,
-                   bm_backbone_name(bbs[j]), ideal.makespan, W, ms[W]);
-            if (ms[W] > 0) prev = ms[W];
-        }
-        printf("  %s %s M=%d: ideal %.1f ms; bigmac by window:", path, bm_backbone_name(bbs[j]), M, ideal.makespan);
-        for (int W = 1; W <= units; W++)
-            if (ms[W] > 0) printf(" %d:%.1f", W, ms[W]);
-        printf("\n");
+    (void)unused;
+    int M = 8 * s->pp, units = M / s->pp; /* the examples' unit is P */
+    double prev = 0, ms[64] = {0};
+    struct run ideal, w;
+    CHECK(units < 64);
+    if (sim(s, bb, M, BM_POL_IDEAL, 0, &ideal)) {
+        CHECKF(0, "%s: %s", path, ideal.err);
+        return;
     }
-    bm_spec_free(s);
+    for (int W = 1; W <= units && W < 64; W++) {
+        if (sim(s, bb, M, BM_POL_BIGMAC, W, &w)) continue; /* too small: refused, checked elsewhere */
+        ms[W] = w.makespan;
+        CHECKF(w.window >= 1 && w.window <= W, "%s W=%d: table window %d", path, W, w.window);
+        if (prev > 0)
+            CHECKF(ms[W] <= prev * (1 + 1e-9), "%s %s: window %d %.2f ms, slower than a smaller cap's %.2f", path,
+                   bm_backbone_name(bb), W, ms[W], prev);
+        CHECKF(ideal.makespan <= ms[W] * (1 + 1e-9), "%s %s: ideal %.2f ms slower than bigmac W=%d %.2f", path,
+               bm_backbone_name(bb), ideal.makespan, W, ms[W]);
+        prev = ms[W];
+    }
+    printf("  %s %s M=%d: ideal %.1f ms; bigmac by window:", path, bm_backbone_name(bb), M, ideal.makespan);
+    for (int W = 1; W <= units && W < 64; W++)
+        if (ms[W] > 0) printf(" %d:%.1f", W, ms[W]);
+    printf("\n");
 }
 
-TEST(understanding_workload_claims) { check_workload(UNDERSTANDING, 1); }
+TEST(understanding_workload_claims) { for_each_backbone(UNDERSTANDING, check_workload, 1); }
 
-TEST(generation_workload_claims) { check_workload(GENERATION, 0); }
+TEST(generation_workload_claims) { for_each_backbone(GENERATION, check_workload, 0); }
 
 TEST(larger_window_is_never_slower)
 {
-    check_windows_monotone(UNDERSTANDING);
-    check_windows_monotone(GENERATION);
+    for_each_backbone(UNDERSTANDING, check_windows_monotone, 0);
+    for_each_backbone(GENERATION, check_windows_monotone, 0);
 }
 
 int main(void)
