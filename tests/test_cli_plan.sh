@@ -100,3 +100,10 @@ expect_exit plan_window_cap_reached 0 "$BIGMAC" plan "$U" --window 6 --backbone 
 expect_contains plan_window_cap_reached_text "P=8 V=1 M=64 U=8 W=6"
 if printf '%s' "$OUT_TXT" | grep -q "under the cap"; then echo "FAIL plan_window_cap_reached_no_note"; else
     echo "PASS plan_window_cap_reached_no_note"; fi
+
+# a spec that writes out unit = pp keeps following pp under --pp (unless --unit is given)
+sed 's/"pp": 4, "microbatches": 8/"pp": 4, "unit": 4, "microbatches": 8/' "$D/ok.json" >"$D/unit_pp.json"
+expect_exit plan_unit_follows_pp 0 "$BIGMAC" plan "$D/unit_pp.json" --pp 8 --microbatches 16
+expect_contains plan_unit_follows_pp_text "P=8 V=1 M=16 U=8"
+expect_exit plan_unit_flag_wins 0 "$BIGMAC" plan "$D/unit_pp.json" --pp 8 --microbatches 16 --unit 4
+expect_contains plan_unit_flag_wins_text "P=8 V=1 M=16 U=4"

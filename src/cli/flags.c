@@ -95,6 +95,9 @@ int bm_cli_plan_flag(int argc, char **argv, int *i, struct bm_cli_plan_flags *f)
 
 void bm_cli_plan_apply(const struct bm_cli_plan_flags *f, struct bm_plan_opts *o)
 {
+    /* a spec whose unit is its pp (the default, written out) keeps following pp under --pp:
+     * a unit smaller than pp covers only part of the pipeline */
+    if (f->pp && !f->unit && o->unit == o->pp) o->unit = 0;
     if (f->pp) o->pp = f->pp;
     if (f->vpp) o->vpp = f->vpp;
     if (f->microbatches) o->microbatches = f->microbatches;
