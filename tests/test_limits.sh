@@ -26,7 +26,7 @@ spec_with 's/"layers": 8,//' "$T/nolayers.json"
 spec_with 's/"pp": 4,/"pp": 100000,/' "$T/pp.json"
 limit spec_pp_100000 1 'parallel.pp is 100000, more than the limit 4096' "$BIGMAC" plan "$T/pp.json"
 limit flag_pp_100000 1 'pp = 100000: must be in 1..4096' "$BIGMAC" plan "$SPEC" --pp 100000
-spec_with 's/"microbatches": 8,/"microbatches": 1000000000,/' "$T/mb.json"
+spec_with 's/"microbatches": 8}/"microbatches": 1000000000}/' "$T/mb.json"
 limit spec_microbatches_1e9 1 'parallel.microbatches is 1000000000, more than the limit 1000000' \
     "$BIGMAC" plan "$T/mb.json"
 limit flag_microbatches_1e9 1 'microbatches = 1000000000: must be in 1..1000000' \
@@ -131,7 +131,7 @@ spec_with 's/"fwd_ms": 8,/"fwd_ms": -Infinity,/' "$T/nan2.json"
 limit spec_bare_infinity 1 'invalid JSON' "$BIGMAC" plan "$T/nan2.json"
 spec_with 's/"fwd_ms": 8,/"fwd_ms": "NaN",/' "$T/nan3.json"
 limit spec_string_nan 1 'cost.fwd_ms must be a number, got a string ("NaN")' "$BIGMAC" plan "$T/nan3.json"
-spec_with 's/"microbatches": 8,/"microbatches": "inf",/' "$T/nan4.json"
+spec_with 's/"microbatches": 8}/"microbatches": "inf"}/' "$T/nan4.json"
 limit spec_string_inf 1 'parallel.microbatches must be an integer' "$BIGMAC" plan "$T/nan4.json"
 limit flag_microbatches_nan 2 "expected a positive integer, got 'nan'" \
     "$BIGMAC" plan "$SPEC" --microbatches nan

@@ -26,10 +26,14 @@ struct run {
     char err[200];  /* why it did not plan, when sim returns -1 */
 };
 
-static int sim(const struct bm_spec *s, enum bm_backbone bb, int M, enum bm_policy pol, int W, struct run *out)
+/* Plan and simulate at P (0: the spec's pp; the unit follows pp), M microbatches. */
+static int sim_p(const struct bm_spec *s, int P, enum bm_backbone bb, int M, enum bm_policy pol, int W,
+                 struct run *out)
 {
+    *out = (struct run){0};
     struct bm_plan_opts o;
     bm_plan_opts_from_spec(&o, s);
+    if (P) o.pp = P;
     o.backbone = bb;
     o.vpp = bb == BM_BB_INTERLEAVED ? 2 : 1;
     o.microbatches = M;
@@ -56,6 +60,11 @@ static int sim(const struct bm_spec *s, enum bm_backbone bb, int M, enum bm_poli
     bm_timeline_free(tl);
     bm_table_free(t);
     return 0;
+}
+
+static int sim(const struct bm_spec *s, enum bm_backbone bb, int M, enum bm_policy pol, int W, struct run *out)
+{
+    return sim_p(s, 0, bb, M, pol, W, out);
 }
 
 /* Run check(spec, path, backbone, arg) for 1F1B and interleaved on the spec at path. */
@@ -147,9 +156,35 @@ static void check_windows_monotone(const struct bm_spec *s, const char *path, en
     printf("\n");
 }
 
+/* Other pipeline depths (the examples are P = 8): bigmac at or under the zero-added-bubble
+ * bound at P = 4 and 16, M = 8P. A spec that pinned unit = 8 planned U < P at P = 16 and went
+ * 2-27% over it. */
+static void check_other_depths(const struct bm_spec *s, const char *path, enum bm_backbone bb, int unused)
+{
+    (void)unused;
+    for (int P = 4; P <= 16; P *= 4) {
+        struct run b, none;
+        if (sim_p(s, P, bb, 8 * P, BM_POL_BIGMAC, BM_WINDOW_AUTO, &b) ||
+            sim_p(s, P, bb, 8 * P, BM_POL_NONE, 0, &none)) {
+            CHECKF(0, "%s P=%d: %s", path, P, b.err[0] ? b.err : none.err);
+            continue;
+        }
+        double bound = none.makespan + b.nested_max;
+        CHECKF(b.makespan <= bound * (1 + 1e-9), "%s %s P=%d: bigmac %.1f ms over the bound %.1f ms", path,
+               bm_backbone_name(bb), P, b.makespan, bound);
+        printf("  %s %s P=%d M=%d: bigmac/bound %.3f\n", path, bm_backbone_name(bb), P, 8 * P, b.makespan / bound);
+    }
+}
+
 TEST(understanding_workload_claims) { for_each_backbone(UNDERSTANDING, check_workload, 1); }
 
 TEST(generation_workload_claims) { for_each_backbone(GENERATION, check_workload, 0); }
+
+TEST(bigmac_under_the_bound_at_other_depths)
+{
+    for_each_backbone(UNDERSTANDING, check_other_depths, 0);
+    for_each_backbone(GENERATION, check_other_depths, 0);
+}
 
 TEST(larger_window_is_never_slower)
 {
@@ -161,6 +196,7 @@ int main(void)
 {
     RUN(understanding_workload_claims);
     RUN(generation_workload_claims);
+    RUN(bigmac_under_the_bound_at_other_depths);
     RUN(larger_window_is_never_slower);
     return test_summary();
 }
