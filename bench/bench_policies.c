@@ -43,9 +43,9 @@ static double nested_max(const struct bm_timeline *tl)
     return m;
 }
 
-/* unit U: 0 = the spec's */
-static void run_cell_u(const struct bm_spec *s, enum bm_backbone bb, int M, enum bm_policy pol, int W, int U,
-                       struct cell *c)
+/* pipeline depth P and unit U: 0 = the spec's */
+static void run_cell_pu(const struct bm_spec *s, int P, enum bm_backbone bb, int M, enum bm_policy pol, int W, int U,
+                        struct cell *c)
 {
     struct bm_plan_opts o;
     struct bm_err err;
@@ -53,6 +53,7 @@ static void run_cell_u(const struct bm_spec *s, enum bm_backbone bb, int M, enum
     struct bm_timeline *tl = NULL;
     memset(c, 0, sizeof *c);
     bm_plan_opts_from_spec(&o, s);
+    if (P) o.pp = P;
     o.backbone = bb;
     o.vpp = bb == BM_BB_INTERLEAVED ? (s->vpp > 1 ? s->vpp : 2) : 1;
     o.microbatches = M;
@@ -75,6 +76,12 @@ static void run_cell_u(const struct bm_spec *s, enum bm_backbone bb, int M, enum
     c->window = t->window;
     bm_timeline_free(tl);
     bm_table_free(t);
+}
+
+static void run_cell_u(const struct bm_spec *s, enum bm_backbone bb, int M, enum bm_policy pol, int W, int U,
+                       struct cell *c)
+{
+    run_cell_pu(s, 0, bb, M, pol, W, U, c);
 }
 
 static void run_cell_w(const struct bm_spec *s, enum bm_backbone bb, int M, enum bm_policy pol, int W,
@@ -360,6 +367,34 @@ static void common_cap(struct bm_spec **specs, int n, int cap)
         }
 }
 
+/* The examples are P = 8; the same workloads at P = 4 and 16 (M = 8P, window auto, the unit
+ * following P): where bigmac stands against the bound and the baselines at other depths. */
+static void other_depths(struct bm_spec **specs, int n)
+{
+    const enum bm_backbone bbs[2] = {BM_BB_1F1B, BM_BB_INTERLEAVED};
+    printf("\n## Other pipeline depths (M = 8P, window auto)\n\n"
+           "| workload | backbone | P | bigmac ms | bigmac / bound | optimus / bigmac | unified / bigmac | "
+           "window |\n|---|---|---|---|---|---|---|---|\n");
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < 2; j++)
+            for (int P = 4; P <= 16; P *= 4) {
+                struct cell b, o, u, none;
+                run_cell_pu(specs[i], P, bbs[j], 8 * P, BM_POL_BIGMAC, BM_WINDOW_AUTO, 0, &b);
+                run_cell_pu(specs[i], P, bbs[j], 8 * P, BM_POL_OPTIMUS, 0, 0, &o);
+                run_cell_pu(specs[i], P, bbs[j], 8 * P, BM_POL_UNIFIED, 0, 0, &u);
+                run_cell_pu(specs[i], P, bbs[j], 8 * P, BM_POL_NONE, 0, 0, &none);
+                if (!b.ok || !o.ok || !u.ok || !none.ok) {
+                    printf("| %s | %s | %d | (a policy failed to plan) |||||\n", specs[i]->name,
+                           bm_backbone_name(bbs[j]), P);
+                    continue;
+                }
+                printf("| %s | %s | %d | %.0f | %.3f | %.3f%s | %.3f%s | %d |\n", specs[i]->name,
+                       bm_backbone_name(bbs[j]), P, b.makespan, b.makespan / (none.makespan + b.nested_max),
+                       o.makespan / b.makespan, o.oom ? "*" : "", u.makespan / b.makespan, u.oom ? "*" : "",
+                       b.window);
+            }
+}
+
 int main(int argc, char **argv)
 {
     static const char *dflt[] = {"examples/understanding-qwen3-30b-a3b.json", "examples/generation-mmdit-20b.json"};
@@ -387,6 +422,7 @@ int main(int argc, char **argv)
         }
     }
     if (cap) common_cap(specs, n, cap);
+    other_depths(specs, n);
     for (int i = 0; i < n; i++) bm_spec_free(specs[i]);
     return 0;
 }
