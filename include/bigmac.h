@@ -169,6 +169,10 @@ struct bm_spec {
     int backbone_module;     /* index of the backbone module */
     struct bm_data data;
     struct bm_train train;
+    /* device.rank_time_scale: compute-time multiplier per pipeline rank (measured ranks that run
+     * slower or faster, e.g. from `bigmac calibrate`); NULL = 1 on every rank */
+    double *rank_time_scale;
+    int n_rank_time_scale;
 };
 
 /* Parse and check the spec at 'path'. On success returns BM_OK and stores a new spec in *out,
@@ -234,6 +238,7 @@ struct bm_table {
     double *chunk_weights;    /* [pp*vpp] share of backbone cost per global chunk (sums to 1) */
     int *chunk_layers;        /* [pp*vpp] layers per chunk, or NULL when layers unknown */
     double *mb_scale;         /* [microbatches] encoder cost multiplier per microbatch */
+    double *rank_time_scale;  /* [pp] compute-time multiplier per rank, or NULL (all 1) */
     struct bm_device device;
     struct bm_rank_ops *ranks;/* [pp] */
     void *tensor_index;       /* private: name -> tensor hash */

@@ -355,6 +355,62 @@ TEST(calibrate_from_measured_timeline)
     bm_spec_free(s);
 }
 
+/* Ranks that run at different speeds: a table planned with device.rank_time_scale [1, 2] and
+ * simulated stands in for a measured run. Calibrating it gives module costs that are means over
+ * both ranks, which alone mispredict (rank 1 is the slow one); with the calibrated per-rank
+ * scale the same ops take exactly their "measured" durations again, so the makespan returns. */
+TEST(calibrated_rank_scale_reproduces_uneven_ranks)
+{
+    static const char *text =
+        "{\"format\": \"bigmac-spec\", \"version\": 1, \"name\": \"uneven\",\n"
+        " \"device\": {\"link_latency_us\": 0, \"rank_time_scale\": [1, 2]},\n"
+        " \"parallel\": {\"pp\": 2, \"vpp\": 2, \"microbatches\": 4},\n"
+        " \"schedule\": {\"backbone\": \"interleaved\", \"policy\": \"bigmac\"},\n"
+        " \"inputs\": [\"image\", \"text\"],\n"
+        " \"modules\": [\n"
+        "  {\"name\": \"vit\", \"consumes\": [\"image\"], \"produces\": [\"v\"],\n"
+        "   \"cost\": {\"fwd_ms\": 1, \"bwd_ms\": 2, \"out_mib\": 0}},\n"
+        "  {\"name\": \"llm\", \"consumes\": [\"text\", \"v\"], \"produces\": [\"h\"],\n"
+        "   \"cost\": {\"fwd_ms\": 8, \"bwd_ms\": 16, \"out_mib\": 0}}]}\n";
+    struct bm_spec *s = NULL;
+    struct bm_err err;
+    CHECKF(bm_spec_parse(text, "uneven.json", &s, &err) == BM_OK, "%s", err.msg);
+    if (!s) return;
+    struct bm_plan_opts o;
+    bm_plan_opts_from_spec(&o, s);
+    struct bm_table *t = NULL;
+    struct bm_timeline *run = NULL, *mean_only = NULL, *scaled = NULL;
+    CHECKF(bm_plan_build(s, &o, &t, &err) == BM_OK, "%s", err.msg);
+    if (t) CHECK(bm_simulate(t, NULL, &run, &err) == BM_OK);
+    if (run) {
+        struct bm_cost costs[2];
+        double rs[2];
+        const struct bm_timeline *runs[1] = {run};
+        CHECKF(bm_calibrate_runs(t, runs, 1, 1, costs, &err) == BM_OK, "%s", err.msg);
+        bm_calibrate_rank_scale(t, runs, 1, costs, rs);
+        CHECK_NEAR(rs[1] / rs[0], 2, 1e-9);
+        for (int m = 0; m < 2; m++) t->modules[m].cost = costs[m];
+        double *keep = t->rank_time_scale;
+        t->rank_time_scale = NULL; /* module means alone */
+        CHECK(bm_simulate(t, NULL, &mean_only, &err) == BM_OK);
+        t->rank_time_scale = rs;
+        CHECK(bm_simulate(t, NULL, &scaled, &err) == BM_OK);
+        t->rank_time_scale = keep;
+        if (mean_only && scaled) {
+            printf("  makespan %.3f ms; from mean costs %.3f, with the rank scale (%.3f, %.3f) %.3f\n",
+                   run->makespan_ms, mean_only->makespan_ms, rs[0], rs[1], scaled->makespan_ms);
+            CHECK_NEAR(scaled->makespan_ms, run->makespan_ms, 1e-9);
+            CHECK(mean_only->makespan_ms < run->makespan_ms - 1);
+            for (int r = 0; r < 2; r++) CHECK_NEAR(scaled->ranks[r].busy_ms, run->ranks[r].busy_ms, 1e-9);
+        }
+    }
+    bm_timeline_free(run);
+    bm_timeline_free(mean_only);
+    bm_timeline_free(scaled);
+    bm_table_free(t);
+    bm_spec_free(s);
+}
+
 TEST(malformed_table_is_an_error_not_a_crash)
 {
     struct bm_spec *s = load_spec();
@@ -550,6 +606,7 @@ int main(void)
     RUN(measured_peaks_equal_simulated_with_measured_bytes);
     RUN(bigmac_encoder_peak_flat_in_M_optimus_grows);
     RUN(calibrate_from_measured_timeline);
+    RUN(calibrated_rank_scale_reproduces_uneven_ranks);
     RUN(malformed_table_is_an_error_not_a_crash);
     RUN(deadlock_is_reported_not_hung);
     RUN(nan_fault_names_rank_and_op);

@@ -129,3 +129,36 @@ OUT_TXT=$("$BIGMAC" sweep "$SPEC" --pp 4 --vpp 2 --microbatches 16 --policy bigm
 expect_contains sweep_window_too_small "skipped: pp 4 vpp 2 microbatches 16 bigmac window 1"
 expect_exit sweep_bad_window 2 "$BIGMAC" sweep "$SPEC" --window 2,zero
 expect_exit sweep_window_zero 2 "$BIGMAC" sweep "$SPEC" --window 0
+
+# ---- device.rank_time_scale: every op on rank r takes rank_time_scale[r] x its cost.
+# P = 2, M = 1, backbone only, F = 1 / B = 2 per stage, no link latency: 1 + 2 + 4 + 2 = 9 ms
+# with rank 1 twice as slow (6 ms at scale 1); the scale survives the JSON table and the CSV.
+RS=$(mktemp -d)
+cat >"$RS/rs.json" <<'JSON'
+{"format": "bigmac-spec", "version": 1, "name": "rs",
+ "device": {"link_latency_us": 0, "rank_time_scale": [1, 2]},
+ "parallel": {"pp": 2, "microbatches": 1},
+ "schedule": {"backbone": "1f1b", "policy": "none"},
+ "inputs": ["text"],
+ "modules": [{"name": "llm", "consumes": ["text"], "produces": ["h"], "cost": {"fwd_ms": 2, "bwd_ms": 4, "out_mib": 0}}]}
+JSON
+expect_exit rank_scale_sim 0 "$BIGMAC" simulate "$RS/rs.json"
+expect_contains rank_scale_makespan "makespan 9.000 ms"
+sed 's/"rank_time_scale": \[1, 2\]/"rank_time_scale": [1, 1]/' "$RS/rs.json" >"$RS/rs1.json"
+expect_exit rank_scale_one 0 "$BIGMAC" simulate "$RS/rs1.json"
+expect_contains rank_scale_one_makespan "makespan 6.000 ms"
+expect_exit rank_scale_table 0 "$BIGMAC" plan "$RS/rs.json" -o "$RS/t.json" --csv "$RS/t.csv"
+expect_exit rank_scale_table_sim 0 "$BIGMAC" render "$RS/t.json" --format ascii
+expect_contains rank_scale_table_makespan "makespan 9.000 ms"
+expect_exit rank_scale_csv 0 "$BIGMAC" plan --from-csv "$RS/t.csv" -o "$RS/t2.json"
+expect_exit rank_scale_csv_sim 0 "$BIGMAC" render "$RS/t2.json" --format ascii
+expect_contains rank_scale_csv_makespan "makespan 9.000 ms"
+expect_exit rank_scale_wrong_pp 1 "$BIGMAC" simulate "$RS/rs.json" --pp 4 --microbatches 4
+expect_contains rank_scale_wrong_pp_says "device.rank_time_scale has 2 entries, one per pipeline rank, but pp is 4"
+sed 's/"rank_time_scale": \[1, 2\]/"rank_time_scale": [1, 0]/' "$RS/rs.json" >"$RS/rs0.json"
+expect_exit rank_scale_zero 1 "$BIGMAC" simulate "$RS/rs0.json"
+expect_contains rank_scale_zero_says "rs0.json:2:58: device.rank_time_scale[1] must be a number in (0, 1000], got 0"
+sed 's/"rank_time_scale": \[1, 2\]/"rank_time_scale": 2/' "$RS/rs.json" >"$RS/rsn.json"
+expect_exit rank_scale_not_array 1 "$BIGMAC" simulate "$RS/rsn.json"
+expect_contains rank_scale_not_array_says "device.rank_time_scale must be a non-empty array of numbers"
+rm -rf "$RS"

@@ -1,4 +1,4 @@
-/* cmd_calibrate.c — `bigmac calibrate TRACE.json... [--spec SPEC.json] [--mean] [-o FILE]`: measured
+/* cmd_calibrate.c — `bigmac calibrate TRACE.json... [--spec SPEC.json] [--mean] [--rank-scale] [-o FILE]`: measured
  * op times and bytes of executor traces -> spec costs (src/exec/calibrate.h, docs/executor.md). */
 #include <jansson.h>
 #include <stdio.h>
@@ -12,7 +12,7 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: bigmac calibrate TRACE.json... [--spec SPEC.json] [--mean] [-o FILE]\n"
+            "usage: bigmac calibrate TRACE.json... [--spec SPEC.json] [--mean] [--rank-scale] [-o FILE]\n"
             "\n"
             "Turns the measured op times and activation bytes of an executor trace\n"
             "(`bigmac train ... --trace TRACE.json`) into per-module spec costs: fwd_ms/bwd_ms per\n"
@@ -30,6 +30,10 @@ static void usage(FILE *f)
             "into the spec's modules. With --spec it writes that spec\n"
             "with every traced module's \"cost\" replaced and data.encoder_cost_scale removed (the\n"
             "measured microbatch variation is already averaged in): ready for `bigmac simulate`.\n"
+            "--rank-scale also measures how much slower or faster each rank ran than the module\n"
+            "costs say (its compute time over the costs' prediction for its ops) and writes it as\n"
+            "device.rank_time_scale (with --spec; \"rank_time_scale\" in the fragment): one\n"
+            "multiplier per rank, so the spec then plans only at the trace's pp.\n"
             "-o - (the default) writes to stdout.\n");
 }
 
@@ -50,7 +54,7 @@ int bm_cmd_calibrate(int argc, char **argv)
     /* the trace paths, gathered at the front of argv (never ahead of the scan) */
     const char **traces = (const char **)argv;
     int n_traces = 0;
-    int mean = 0;
+    int mean = 0, rank_scale = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -58,6 +62,8 @@ int bm_cmd_calibrate(int argc, char **argv)
             return 0;
         } else if (!strcmp(a, "--mean")) {
             mean = 1;
+        } else if (!strcmp(a, "--rank-scale")) {
+            rank_scale = 1;
         } else if (!strcmp(a, "--spec") || !strcmp(a, "-o")) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "bigmac: error: %s needs a value\n", a);
@@ -81,7 +87,7 @@ int bm_cmd_calibrate(int argc, char **argv)
     struct bm_table **t = bm_calloc((size_t)n_traces, sizeof *t);
     struct bm_timeline **tl = bm_calloc((size_t)n_traces, sizeof *tl);
     struct bm_cost *costs = NULL;
-    json_t *root = NULL;
+    json_t *root = NULL, *scale = NULL; /* scale: device.rank_time_scale, with --rank-scale */
     int rc = 1;
     if (!t || !tl) {
         bm_err_set(&err, "out of memory");
@@ -105,6 +111,17 @@ int bm_cmd_calibrate(int argc, char **argv)
         goto fail;
     }
     if (bm_calibrate_runs(t[0], (const struct bm_timeline *const *)tl, n_traces, mean, costs, &err)) goto fail;
+    if (rank_scale) {
+        double *rs = bm_malloc((size_t)t[0]->pp * sizeof *rs);
+        if (!rs) {
+            bm_err_set(&err, "out of memory");
+            goto fail;
+        }
+        bm_calibrate_rank_scale(t[0], (const struct bm_timeline *const *)tl, n_traces, costs, rs);
+        scale = json_array();
+        for (int r = 0; r < t[0]->pp; r++) json_array_append_new(scale, json_real(rs[r]));
+        bm_free(rs);
+    }
     if (spec) {
         json_error_t je;
         root = json_load_file(spec, 0, &je);
@@ -123,6 +140,12 @@ int bm_cmd_calibrate(int argc, char **argv)
         }
         json_t *data = json_object_get(root, "data");
         if (data) json_object_del(data, "encoder_cost_scale");
+        if (scale) {
+            json_t *dev = json_object_get(root, "device");
+            if (!json_is_object(dev)) json_object_set_new(root, "device", dev = json_object());
+            json_object_set_new(dev, "rank_time_scale", scale);
+            scale = NULL;
+        }
     } else {
         root = json_object();
         json_object_set_new(root, "format", json_string("bigmac-costs"));
@@ -139,6 +162,8 @@ int bm_cmd_calibrate(int argc, char **argv)
             json_array_append_new(mods, m);
         }
         json_object_set_new(root, "modules", mods);
+        if (scale) json_object_set_new(root, "rank_time_scale", scale);
+        scale = NULL;
     }
     size_t flags = JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6);
     int wr = !strcmp(out, "-") ? json_dumpf(root, stdout, flags) : json_dump_file(root, out, flags);
@@ -153,6 +178,7 @@ fail:
     bm_cli_error(err.msg);
 done:
     if (root) json_decref(root);
+    if (scale) json_decref(scale);
     bm_free(costs);
     for (int i = 0; i < n_traces; i++) {
         if (tl) bm_timeline_free(tl[i]);

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "exec/calibrate.h"
+#include "sim/cost.h"
 #include "util/util.h"
 
 static int cmp_double(const void *a, const void *b)
@@ -133,4 +134,23 @@ int bm_calibrate_runs(const struct bm_table *t, const struct bm_timeline *const 
     }
     bm_free(med), bm_free(dur), bm_free(slot_n), bm_free(slot_off), bm_free(fill);
     return BM_OK;
+}
+
+void bm_calibrate_rank_scale(const struct bm_table *t, const struct bm_timeline *const *tls, int n_runs,
+                             const struct bm_cost *costs, double *out)
+{
+    for (int r = 0; r < t->pp; r++) {
+        double measured = 0, model = 0;
+        for (int k = 0; k < t->ranks[r].n_ops; k++) {
+            const struct bm_op *op = &t->ranks[r].ops[k];
+            if (op->kind != BM_OP_COMPUTE || op->module < 0 || op->module >= t->n_modules || op->pass == BM_PASS_W)
+                continue;
+            const struct bm_cost *c = &costs[op->module];
+            double d = op->pass == BM_PASS_F ? c->fwd_ms : c->bwd_ms;
+            if (op->module == t->backbone_module) d *= bm_cost_chunk_weight(t, op->chunk);
+            model += d * n_runs;
+            for (int i = 0; i < n_runs; i++) measured += tls[i]->ranks[r].ops[k].end_ms - tls[i]->ranks[r].ops[k].start_ms;
+        }
+        out[r] = model > 0 && measured > 0 ? measured / model : 1;
+    }
 }

@@ -26,6 +26,13 @@ int bm_calibrate(const struct bm_table *t, const struct bm_timeline *tl, int mea
  * durations of all of them pooled per slot before the median/mean, the bytes averaged. */
 int bm_calibrate_runs(const struct bm_table *t, const struct bm_timeline *const *tls, int n_runs, int mean,
                       struct bm_cost *costs, struct bm_err *err);
+/* Compute-time multiplier of every rank (device.rank_time_scale, src/sim/cost.h): the rank's
+ * measured compute time over what the calibrated per-module costs (costs[t->n_modules], e.g. from
+ * bm_calibrate_runs; backbone split by t's chunk weights, no microbatch scale) give for its ops,
+ * over all n_runs timelines. The module costs are means over every rank; ranks that run slower
+ * (a busier core, a heavier chunk than its layer share) get > 1. out[t->pp]. */
+void bm_calibrate_rank_scale(const struct bm_table *t, const struct bm_timeline *const *tls, int n_runs,
+                             const struct bm_cost *costs, double *out);
 /* 1 when b has a's shape: ranks, chunks, microbatches, modules and every rank's op list. */
 int bm_calibrate_same_table(const struct bm_table *a, const struct bm_table *b);
 

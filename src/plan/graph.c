@@ -235,7 +235,7 @@ int bm_graph_build(const struct bm_table *t, const struct bm_flow *flow, int pai
                 x->mb = m;
                 x->rank = task_rank(t, owner, t->backbone_module, c, m);
                 struct bm_op op = {BM_OP_COMPUTE, (uint8_t)p, x->module, c, m, -1, -1};
-                x->dur = bm_cost_compute_ms(t, &op, 0);
+                x->dur = bm_cost_compute_ms(t, &op, 0) * bm_cost_rank_scale(t, x->rank);
             }
     for (int k = 0; k < g->n_nested; k++) {
         int mod = g->nested_module[k];
@@ -248,7 +248,7 @@ int bm_graph_build(const struct bm_table *t, const struct bm_flow *flow, int pai
                 x->mb = m;
                 x->rank = task_rank(t, owner, mod, -1, m);
                 struct bm_op op = {BM_OP_COMPUTE, (uint8_t)p, (int16_t)mod, -1, m, -1, -1};
-                x->dur = bm_cost_compute_ms(t, &op, 0);
+                x->dur = bm_cost_compute_ms(t, &op, 0) * bm_cost_rank_scale(t, x->rank);
             }
     }
     /* Edges in CSR form: count, then fill. */

@@ -181,6 +181,19 @@ struct planner {
     int pairs;
 };
 
+int bm_plan_rank_scale(struct bm_table *t, const struct bm_spec *s, struct bm_err *err)
+{
+    if (!s->rank_time_scale) return BM_OK;
+    if (s->n_rank_time_scale != t->pp)
+        return bm_err_set(err, "%s: device.rank_time_scale has %d entries, one per pipeline rank, but pp is %d"
+                               "\nhint: recalibrate at this pp, or drop device.rank_time_scale",
+                          s->path ? s->path : "spec", s->n_rank_time_scale, t->pp);
+    t->rank_time_scale = bm_malloc((size_t)t->pp * sizeof(double));
+    if (!t->rank_time_scale) return bm_err_set(err, "out of memory");
+    memcpy(t->rank_time_scale, s->rank_time_scale, (size_t)t->pp * sizeof(double));
+    return BM_OK;
+}
+
 /* Plan with window W; the table's ops are (re)filled. BM_PLAN_STALL when W is too small (t is
  * then left as it was), BM_ERR on any other failure (out of memory). */
 static int plan_with_window(struct planner *pl, int W, struct bm_err *err)
@@ -289,7 +302,7 @@ int bm_plan_build(const struct bm_spec *s, const struct bm_plan_opts *opts, stru
         goto done;
     }
     bm_spec_encoder_scales(s, M, t->mb_scale);
-    if (bm_plan_copy_modules(t, s, err) || bm_plan_chunks(t, s, err)) goto done;
+    if (bm_plan_rank_scale(t, s, err) || bm_plan_copy_modules(t, s, err) || bm_plan_chunks(t, s, err)) goto done;
     if ((t->warmup_extra = bm_plan_warmup_extra(t)) < 0) {
         bm_err_set(err, "out of memory");
         goto done;

@@ -109,6 +109,9 @@ int bm_refine_gaps(const struct bm_graph *g, struct bm_order *o, int anywhere, s
 int bm_lower(struct bm_table *t, const struct bm_graph *g, const struct bm_order *o,
              struct bm_err *err);
 
+/* Copy the spec's device.rank_time_scale into t (its length must be t->pp). */
+int bm_plan_rank_scale(struct bm_table *t, const struct bm_spec *s, struct bm_err *err);
+
 /* Copy the spec's modules (name, role, graph, costs) into t (policy none keeps only the
  * backbone) and set t->backbone_module. Partial copies are released by bm_table_free. */
 int bm_plan_copy_modules(struct bm_table *t, const struct bm_spec *s, struct bm_err *err);

@@ -115,6 +115,7 @@ void bm_table_free(struct bm_table *t)
     bm_free(t->chunk_weights);
     bm_free(t->chunk_layers);
     bm_free(t->mb_scale);
+    bm_free(t->rank_time_scale);
     bm_free(t->act_bytes);
     bm_free(t);
 }

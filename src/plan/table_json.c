@@ -81,7 +81,16 @@ int bm_table_write_json(const struct bm_table *t, FILE *f)
         if (m) fputs(", ", f);
         bm_put_num(f, t->mb_scale ? t->mb_scale[m] : 1.0);
     }
-    fprintf(f, "],\n \"ranks\": [\n");
+    fprintf(f, "],\n");
+    if (t->rank_time_scale) {
+        fprintf(f, " \"rank_time_scale\": [");
+        for (int r = 0; r < t->pp; r++) {
+            if (r) fputs(", ", f);
+            bm_put_num(f, t->rank_time_scale[r]);
+        }
+        fprintf(f, "],\n");
+    }
+    fprintf(f, " \"ranks\": [\n");
     for (int r = 0; r < t->pp; r++) {
         const struct bm_rank_ops *ro = &t->ranks[r];
         fprintf(f, "  {\"rank\": %d, \"ops\": [\n", r);
@@ -392,7 +401,7 @@ static int load_root(struct ld *L, json_t *root, struct bm_table **out)
     static const char *const keys[] = {"format", "version", "pp", "vpp", "microbatches", "unit",
                                        "window", "backbone", "policy", "warmup_extra", "device",
                                        "modules", "chunk_weights", "chunk_layers", "mb_scale",
-                                       "ranks", NULL};
+                                       "rank_time_scale", "ranks", NULL};
     static const char *const dkeys[] = {"memory_gib", "peak_tflops", "efficiency",
                                         "link_gbytes_per_s", "link_latency_us", NULL};
     if (!json_is_object(root)) return fail(L, "", "a table must be a JSON object");
@@ -456,6 +465,15 @@ static int load_root(struct ld *L, json_t *root, struct bm_table **out)
     if (load_doubles(L, root, "chunk_weights", C, 1.0 / C, 0, &t->chunk_weights) ||
         load_doubles(L, root, "mb_scale", t->microbatches, 1.0, 0, &t->mb_scale))
         return BM_ERR;
+    if (json_object_get(root, "rank_time_scale")) {
+        if (load_doubles(L, root, "rank_time_scale", t->pp, 1.0, 0, &t->rank_time_scale)) return BM_ERR;
+        for (int r = 0; r < t->pp; r++)
+            if (!(t->rank_time_scale[r] > 0)) {
+                char p[64];
+                snprintf(p, sizeof p, "rank_time_scale[%d]", r);
+                return fail(L, p, "\"rank_time_scale\" entries must be > 0");
+            }
+    }
     json_t *cl = json_object_get(root, "chunk_layers");
     if (cl) {
         double *tmp;

@@ -107,6 +107,14 @@ int bm_csv_write(const struct bm_table *t, FILE *f)
         bm_put_num(f, t->mb_scale ? t->mb_scale[m] : 1.0);
     }
     fprintf(f, "\n");
+    if (t->rank_time_scale) {
+        fprintf(f, "# rank_time_scale");
+        for (int r = 0; r < t->pp; r++) {
+            fputc(' ', f);
+            bm_put_num(f, t->rank_time_scale[r]);
+        }
+        fprintf(f, "\n");
+    }
     char buf[BM_MAX_NAME + 64];
     for (int r = 0; r < t->pp; r++) {
         for (int i = 0; i < t->ranks[r].n_ops; i++) {
@@ -503,7 +511,7 @@ static int build(struct cp *P, const struct bm_spec *spec, const struct bm_csv_o
 {
     struct hdr h = {0};
     int n_rows = 0, last_row_line = 0;
-    const struct line *dev_line = NULL, *cw_line = NULL, *cl_line = NULL, *ms_line = NULL;
+    const struct line *dev_line = NULL, *cw_line = NULL, *cl_line = NULL, *ms_line = NULL, *rs_line = NULL;
     int n_mod_lines = 0;
     for (int i = 0; i < P->n_lines; i++) {
         const struct line *L = &P->lines[i];
@@ -516,6 +524,7 @@ static int build(struct cp *P, const struct bm_spec *spec, const struct bm_csv_o
             else if (first_word(L, "chunk_weights")) cw_line = L;
             else if (first_word(L, "chunk_layers")) cl_line = L;
             else if (first_word(L, "mb_scale")) ms_line = L;
+            else if (first_word(L, "rank_time_scale")) rs_line = L;
             continue;
         }
         if (is_blank(L)) continue;
@@ -553,7 +562,9 @@ static int build(struct cp *P, const struct bm_spec *spec, const struct bm_csv_o
         if (!(t->mb_scale = bm_malloc((size_t)M * sizeof(double))))
             return bm_err_set(P->err, "out of memory");
         bm_spec_encoder_scales(spec, M, t->mb_scale);
-        if (bm_plan_copy_modules(t, spec, P->err) || bm_plan_chunks(t, spec, P->err)) return BM_ERR;
+        if (bm_plan_rank_scale(t, spec, P->err) || bm_plan_copy_modules(t, spec, P->err) ||
+            bm_plan_chunks(t, spec, P->err))
+            return BM_ERR;
     } else {
         if (!n_mod_lines)
             return at(P, 1, 1, "the CSV has no \"# module\" lines, so its modules are unknown\nhint: give the SPEC (bigmac plan --from-csv FILE SPEC), or write the CSV with `bigmac plan --csv`");
@@ -570,6 +581,14 @@ static int build(struct cp *P, const struct bm_spec *spec, const struct bm_csv_o
         for (int m = 0; m < M; m++) t->mb_scale[m] = 1.0;
         if (cw_line && parse_numbers(P, cw_line, C, t->chunk_weights)) return BM_ERR;
         if (ms_line && parse_numbers(P, ms_line, M, t->mb_scale)) return BM_ERR;
+        if (rs_line) {
+            if (!(t->rank_time_scale = bm_malloc((size_t)pp * sizeof(double))))
+                return bm_err_set(P->err, "out of memory");
+            if (parse_numbers(P, rs_line, pp, t->rank_time_scale)) return BM_ERR;
+            for (int r = 0; r < pp; r++)
+                if (!(t->rank_time_scale[r] > 0))
+                    return at(P, rs_line->no, 1, "rank_time_scale: entry %d must be > 0", r + 1);
+        }
         if (cl_line) {
             double *tmp = bm_malloc((size_t)C * sizeof(double));
             t->chunk_layers = bm_malloc((size_t)C * sizeof(int));

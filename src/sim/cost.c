@@ -29,6 +29,12 @@ double bm_cost_compute_ms(const struct bm_table *t, const struct bm_op *op, int 
     return d;
 }
 
+double bm_cost_rank_scale(const struct bm_table *t, int rank)
+{
+    if (!t->rank_time_scale || rank < 0 || rank >= t->pp) return 1;
+    return t->rank_time_scale[rank];
+}
+
 double bm_cost_comm_ms(const struct bm_table *t, int tensor)
 {
     double ms = t->device.link_latency_us / 1000.0;

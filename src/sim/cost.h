@@ -11,7 +11,9 @@
  *   generator F/B  fwd_ms / bwd_ms
  *   W (split backward)  when a module's backward is split in the table (B and W ops both
  *                  present), B and W each take half of bwd_ms (times the same factors).
- * A NULL chunk_weights means uniform 1/(P*V); a NULL mb_scale means 1.
+ *   every op on rank r  x rank_time_scale[r] (bm_cost_rank_scale; measured ranks that run
+ *                  slower or faster than the module costs say, e.g. from `bigmac calibrate`)
+ * A NULL chunk_weights means uniform 1/(P*V); a NULL mb_scale or rank_time_scale means 1.
  *
  * Comm: a send and a recv take no rank time; the data arrives
  *   link_latency_us / 1000 + mib * 2^20 / (link_gbytes_per_s * 1e9) * 1000  ms
@@ -37,7 +39,9 @@
 double bm_cost_chunk_weight(const struct bm_table *t, int chunk);
 /* Encoder cost multiplier of microbatch mb (1 when t->mb_scale is NULL or mb out of range). */
 double bm_cost_mb_scale(const struct bm_table *t, int mb);
-/* Duration (ms) of compute op 'op', without jitter. split = 1 when op's module has its
+/* Compute-time multiplier of rank r (1 when t->rank_time_scale is NULL). */
+double bm_cost_rank_scale(const struct bm_table *t, int rank);
+/* Duration (ms) of compute op 'op' on a rank with scale 1 (multiply by bm_cost_rank_scale), without jitter. split = 1 when op's module has its
  * backward split into B and W in this table (see above); the planner passes 0. */
 double bm_cost_compute_ms(const struct bm_table *t, const struct bm_op *op, int split);
 /* Transfer time (ms) of one microbatch of tensor i from issue to arrival. */

@@ -377,7 +377,7 @@ static int run_rank(struct sim *s, int r, struct bm_err *err)
                 wo = s->pend_op[mi];
             }
             int split = s->split[op->module];
-            double d = bm_cost_compute_ms(t, op, split);
+            double d = bm_cost_compute_ms(t, op, split) * bm_cost_rank_scale(t, r);
             if (op->module != t->backbone_module)
                 d *= s->jit[((size_t)op->module * 2 + (op->pass == BM_PASS_F ? 0 : 1)) * (size_t)s->M +
                             (size_t)op->mb];

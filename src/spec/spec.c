@@ -43,7 +43,8 @@
 static const char *const top_keys[] = {"format", "version", "name", "doc", "device", "parallel",
                                        "schedule", "inputs", "modules", "data", "train", NULL};
 static const char *const device_keys[] = {"memory_gib", "peak_tflops", "efficiency",
-                                          "link_gbytes_per_s", "link_latency_us", NULL};
+                                          "link_gbytes_per_s", "link_latency_us", "rank_time_scale",
+                                          NULL};
 static const char *const parallel_keys[] = {"pp", "vpp", "microbatches", "unit", NULL};
 static const char *const schedule_keys[] = {"backbone", "policy", "window", NULL};
 static const char *const module_keys[] = {"name", "role", "consumes", "produces", "layers", "cost",
@@ -453,6 +454,35 @@ static int get_names(struct ctx *c, json_t *obj, const char *parent, const char 
 
 /* ---------------------------------------------------------------- sections */
 
+/* device.rank_time_scale: one multiplier per pipeline rank, each in (0, MAX_RANK_SCALE]. */
+#define MAX_RANK_SCALE 1000
+static int parse_rank_time_scale(struct ctx *c, json_t *o)
+{
+    json_t *v = json_object_get(o, "rank_time_scale");
+    if (!v) return BM_OK;
+    const char *p = "device.rank_time_scale";
+    char d[300];
+    size_t n = json_array_size(v);
+    if (!json_is_array(v) || n == 0)
+        return fail(c, p, "%s must be a non-empty array of numbers (one per pipeline rank), got %s", p,
+                    describe(v, d, sizeof d));
+    if (n > MAX_PP) return fail(c, p, "%s has %zu entries; the limit is %d (pp)", p, n, MAX_PP);
+    c->s->rank_time_scale = bm_malloc(n * sizeof(double));
+    if (!c->s->rank_time_scale) return oom(c);
+    c->s->n_rank_time_scale = (int)n;
+    for (size_t i = 0; i < n; i++) {
+        json_t *x = json_array_get(v, i);
+        char q[PATH_N];
+        join_index(q, p, (long)i);
+        double xv = json_is_number(x) ? json_number_value(x) : NAN;
+        if (!(xv > 0) || xv > MAX_RANK_SCALE)
+            return fail(c, q, "%s[%zu] must be a number in (0, %d], got %s", p, i, MAX_RANK_SCALE,
+                        describe(x, d, sizeof d));
+        c->s->rank_time_scale[i] = xv;
+    }
+    return BM_OK;
+}
+
 static int parse_device(struct ctx *c, json_t *root)
 {
     json_t *o;
@@ -471,7 +501,7 @@ static int parse_device(struct ctx *c, json_t *root)
         return fail(c, "device.link_gbytes_per_s",
                     "device.link_gbytes_per_s must be >= %g (transfer times would overflow), got %g",
                     MIN_LINK, d->link_gbytes_per_s);
-    return BM_OK;
+    return parse_rank_time_scale(c, o);
 }
 
 static int parse_parallel_schedule(struct ctx *c, json_t *root)
@@ -1218,6 +1248,7 @@ void bm_spec_free(struct bm_spec *s)
     }
     bm_free(s->modules);
     free_names(s->inputs, s->n_inputs);
+    bm_free(s->rank_time_scale);
     bm_free(s->path);
     bm_free(s->name);
     bm_free(s->doc);
