@@ -5,8 +5,8 @@
 #     makespan (median over steps 4.. of all runs of the op walk, the longest rank's: the
 #     progress line's "walk"), their ratios, and the calibrated simulator's prediction of the
 #     makespan (costs calibrated once, medians and means, from the last-step trace of bigmac's
-#     run with the median traced makespan; and means pooled over the last-step traces of all of
-#     bigmac's runs).
+#     run with the median traced makespan; means pooled over the last-step traces of all of
+#     bigmac's runs; and the same with each rank's measured speed, `calibrate --rank-scale`).
 #  2. measured encoder activation peak (max over ranks, bytes) for bigmac and optimus at
 #     M = 4, 8, 16, on tiny-mllm and on tests/specs/exec-small.json (whose nominal encoder cost
 #     keeps optimus from parking encoder forwards in bubbles).
@@ -33,8 +33,8 @@ makespan_of() { "$BIGMAC" render "$1" --format ascii --width 60 | sed -n 's/^mak
 
 echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores; P=2, $STEPS steps x $REPS runs; ranks ${PRIO:-at normal priority}"
 echo
-echo "| policy | step ms (median) | step / bigmac | makespan ms (median walk) | makespan / bigmac | traced makespan ms (median) | predicted ms (median costs) | error | predicted ms (mean costs) | error | predicted ms (mean costs, all runs) | error | error vs traced |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+echo "| policy | step ms (median) | step / bigmac | makespan ms (median walk) | makespan / bigmac | traced makespan ms (median) | predicted ms (median costs) | error | predicted ms (mean costs) | error | predicted ms (mean costs, all runs) | error | error vs traced | predicted ms (all runs + rank scale) | error | error vs traced |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 declare -A STEP MK TR BEST
 for pol in bigmac optimus unified; do : >"$T/$pol.ms"; : >"$T/$pol.mk"; : >"$T/$pol.walk"; done
 # policies interleaved within each repetition, so a slow spell of the machine hits all of them
@@ -60,17 +60,21 @@ done
 "$BIGMAC" calibrate "${BEST[bigmac]}" --spec $SPEC --mean -o "$T/cal_mean.json"
 # pooled: every bigmac run's trace (the machine's speed drifts from run to run)
 "$BIGMAC" calibrate "$T"/bigmac.*.json --spec $SPEC --mean -o "$T/cal_pooled.json"
+# and each rank's measured speed (device.rank_time_scale): the ranks need not run at one speed
+"$BIGMAC" calibrate "$T"/bigmac.*.json --spec $SPEC --mean --rank-scale -o "$T/cal_ranks.json"
 for pol in bigmac optimus unified; do
     row=$(awk -v p=$pol -v s="${STEP[$pol]}" -v m="${MK[$pol]}" -v b="${STEP[bigmac]}" -v mb="${MK[bigmac]}" \
         -v tr="${TR[$pol]}" 'BEGIN{printf "| %s | %.2f | %.3f | %.2f | %.3f | %.2f", p, s, s/b, m, m/mb, tr}')
-    for stat in median mean pooled; do
+    for stat in median mean pooled ranks; do
         "$BIGMAC" render "$T/cal_$stat.json" --pp 2 --unit 2 --policy $pol --format trace -o "$T/pred.json" 2>/dev/null
         pred=$(makespan_of "$T/pred.json")
         row="$row$(awk -v m="${MK[$pol]}" -v pr="$pred" 'BEGIN{printf " | %.2f | %+.1f%%", pr, (pr-m)/m*100}')"
+        # the all-runs predictions also against the traced steps themselves (the steps the costs
+        # came from, for bigmac; the same runs' last steps for the others): no step-to-step drift
+        if [ $stat = pooled ] || [ $stat = ranks ]; then
+            row="$row$(awk -v m="${TR[$pol]}" -v pr="$pred" 'BEGIN{printf " | %+.1f%%", (pr-m)/m*100}')"
+        fi
     done
-    # the pooled prediction against the traced steps themselves (the steps the costs came from,
-    # for bigmac; the same runs' last steps for the others): the model without step-to-step drift
-    row="$row$(awk -v m="${TR[$pol]}" -v pr="$pred" 'BEGIN{printf " | %+.1f%%", (pr-m)/m*100}')"
     echo "$row |"
 done
 echo
