@@ -36,6 +36,15 @@ if [ "$(grep -c 'local2\?\.json"' "$T/costs2.json")" = 3 ]; then
 expect_exit local_trace_other_plan 0 "$BIGMAC" train $SPEC --local --steps 1 --quiet --policy optimus --trace "$T/local_opt.json"
 expect_exit calibrate_refuses_other_plan 1 "$BIGMAC" calibrate "$T/local.json" "$T/local_opt.json"
 expect_contains calibrate_refuses_other_plan_message "local_opt.json: not a run of the same plan"
+# --rank-scale: one measured multiplier per rank, in the fragment and as device.rank_time_scale
+expect_exit calibrate_rank_scale 0 "$BIGMAC" calibrate "$T/local.json" --mean --rank-scale
+expect_contains calibrate_rank_scale_key '"rank_time_scale": ['
+expect_exit calibrate_rank_scale_spec 0 "$BIGMAC" calibrate "$T/local.json" --mean --rank-scale --spec $SPEC -o "$T/ranks.json"
+if [ "$(tr -d ' \n' <"$T/ranks.json" | grep -o '"rank_time_scale":\[[0-9.e+-]*,[0-9.e+-]*,[0-9.e+-]*,[0-9.e+-]*\]' | wc -l)" = 1 ]; then
+    echo "PASS calibrate_rank_scale_one_per_rank"; else echo "FAIL calibrate_rank_scale_one_per_rank"; fi
+expect_exit calibrated_rank_scale_simulates 0 "$BIGMAC" simulate "$T/ranks.json"
+expect_exit calibrated_rank_scale_other_pp 1 "$BIGMAC" simulate "$T/ranks.json" --pp 2
+expect_contains calibrated_rank_scale_other_pp_says "has 4 entries, one per pipeline rank, but pp is 2"
 
 # Encoders that read different images cannot share a batch: a clear error naming the module and
 # field, from the pipelined trainer and the reference alike.
