@@ -10,7 +10,9 @@
  *   1  pp-1 (mod 8)        2  vpp-1 (mod 4)      3  microbatches-1 (mod 32)
  *   4  unit (mod 9, 0 = default)                 5  window (mod 7: 0 auto, 6 fit, else W)
  *   6  backbone (mod 3)    7  policy (mod 6)     8  backbone layers (mod 64)
- *   9.. module costs (fwd, bwd per module): (byte + 1) / 4 milliseconds
+ *   9..18 module costs (fwd, bwd per module): (byte + 1) / 4 milliseconds
+ *   19 device.rank_time_scale: bit 0 present, bit 1 one entry too many (must be refused)
+ *   20.. the per-rank scales: 0.25 + byte / 64
  *
  * bm_plan_build must return BM_OK or a clean BM_ERR (NULL table, a message). A BM_OK table
  * that fails bm_verify or bm_simulate is a planner bug: abort(). */
@@ -20,6 +22,7 @@
 #include <string.h>
 
 #include "bigmac.h"
+#include "util/util.h"
 
 static unsigned byte_at(const uint8_t *d, size_t n, size_t i) { return i < n ? d[i] : 0; }
 
@@ -96,6 +99,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (!raw) {
         if (o.backbone != BM_BB_INTERLEAVED) o.vpp = 1;
         else o.microbatches = ((o.microbatches + o.pp - 1) / o.pp) * o.pp;
+    }
+    unsigned rs = byte_at(data, size, 19); /* device.rank_time_scale: bit 0 on, bit 1 one too many */
+    if (rs & 1) {
+        int n = o.pp + ((rs >> 1) & 1);
+        s->rank_time_scale = bm_malloc((size_t)n * sizeof(double));
+        if (!s->rank_time_scale) abort();
+        s->n_rank_time_scale = n;
+        for (int r = 0; r < n; r++) s->rank_time_scale[r] = 0.25 + byte_at(data, size, 20 + (size_t)r) / 64.0;
     }
 
     struct bm_table *t = (struct bm_table *)1;
