@@ -98,7 +98,7 @@ static int nested_owners(const struct bm_table *t, int pair_window, int *owner)
 {
     int P = t->pp, M = t->microbatches, U = t->unit > 0 ? t->unit : P;
     for (int m = 0; m < M; m++) owner[m] = m % P;
-    if (pair_window > 0 && bm_graph_pairs_by_window(t)) {
+    if (pair_window > 0) { /* bm_graph_build passes one only where bm_graph_pairs_by_window */
         int *mbs = bm_malloc((size_t)P * sizeof(int)), *ranks = bm_malloc((size_t)P * sizeof(int));
         double *prev = bm_malloc((size_t)P * sizeof(double));
         if (!mbs || !ranks || !prev) {
