@@ -67,11 +67,10 @@ if [ "$as_user" = 1 ]; then
     echo 'dev ALL=(ALL) NOPASSWD: ALL' >"$root/etc/sudoers.d/dev"
     home=/home/dev
 fi
-# a clean clone of the committed HEAD, the shared/ folder beside it as in CI
+# a clean clone of the committed HEAD
 git clone -q --no-local "$repo" "$root$home/bigmac"
-[ -d "$repo/../shared" ] && cp -r "$repo/../shared" "$root$home/shared"
-[ "$as_user" = 1 ] && run_in chown -R dev:dev "$home/bigmac" "$home/shared" 2>/dev/null || true
-echo "   clone: $(git -C "$root$home/bigmac" log --oneline -1)"
+[ "$as_user" = 1 ] && run_in chown -R dev:dev "$home/bigmac" 2>/dev/null || true
+echo "   clone: $(git -c safe.directory="*" -C "$root$home/bigmac" log --oneline -1)"
 echo "   packages in the root before: $(run_in dpkg-query -W -f='.\n' | wc -l)"
 
 status=0
