@@ -13,7 +13,7 @@ BIN     ?= bin
 OPT     ?= -O2
 SAN     ?=
 WERROR  ?= -Werror
-CFLAGS  := -std=c11 -Wall -Wextra -Wpedantic -Wno-format-truncation $(WERROR) -g $(OPT) $(SAN) \
+CFLAGS  := -std=c11 -Wall -Wextra -Wpedantic -Wno-format-truncation $(WERROR) -g $(OPT) $(SAN) -fPIC \
            -D_DEFAULT_SOURCE -D_POSIX_C_SOURCE=200809L -Iinclude -Isrc $(EXTRA_CFLAGS)
 LDFLAGS := $(SAN) $(EXTRA_LDFLAGS)
 LDLIBS  := -ljansson -lopenblas -lm
@@ -43,6 +43,9 @@ BENCHES  := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 # Programs with custom modules (examples/*.c) link the CLI (bm_train_main) without its main().
 EXAMPLES := $(EXAMPLE_SRC:examples/%.c=$(BUILD)/examples/%)
 FUZZERS  := $(FUZZ_SRC:fuzz/%.c=$(BUILD)/fuzz/%)
+PYTHON   ?= /usr/bin/python3
+PYLIB    := $(BUILD)/python/_bigmac.so
+PYLIB_CLI := $(BUILD)/src/cli/cmd_simulate.o $(BUILD)/src/cli/flags.o
 
 # bin/bigmac links with mpicc when the executor's MPI file exists; otherwise with the
 # single-process stand-in only.
@@ -53,7 +56,7 @@ LINK := $(CC)
 endif
 
 .PHONY: all test asan run bench deps clean info fuzz fuzz-build fuzzers
-all: info $(BIN)/bigmac $(EXAMPLES)
+all: info $(BIN)/bigmac $(EXAMPLES) $(PYLIB)
 
 info:
 	@echo "mpicc: $(if $(MPICC),yes,no)  openblas: $(if $(HAS_BLAS),yes,no)  jansson: $(if $(HAS_JANSSON),yes,no)  build: $(BUILD)"
@@ -91,6 +94,15 @@ $(BUILD)/tests/%: tests/%.c tests/test.h $(LIB)
 $(BUILD)/bench/%: bench/%.c $(wildcard bench/*.h) $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(LIB) $(LDFLAGS) $(LDLIBS)
+
+# The Python package's native half (python/bigmac, docs/python.md): the library's objects, the
+# CLI pieces whose output the Python API matches (simulate --json) and the flat C interface
+# python/bigmac/_capi.c, as one shared object loaded with ctypes. PYTHONPATH=python finds it.
+$(PYLIB): python/bigmac/_capi.c $(LIB_OBJ) $(PYLIB_CLI)
+	@mkdir -p $(dir $@)
+	@echo "  PYLIB   $@"
+	@$(CC) $(CFLAGS) -shared -Wl,--no-undefined -o $@ python/bigmac/_capi.c $(LIB_OBJ) $(PYLIB_CLI) \
+	  $(LDFLAGS) $(LDLIBS)
 
 test: all $(TESTS)
 	@BIGMAC=$(BIN)/bigmac TEST_BUILD=$(BUILD) bash tests/run.sh
