@@ -156,10 +156,10 @@ class Spec:
 
     def __init__(self, handle, text, path):
         self._h, self.text, self.path = handle, text, path
-        info = (_C.c_int * 11)()
+        info = (_C.c_int * 12)()
         _lib.bmpy_spec_info(handle, info)
         (self.pp, self.vpp, self.microbatches, self.unit, self.window, bb, pol, n, self.backbone_module,
-         self.steps, self.samples_per_microbatch) = list(info)
+         self.steps, self.samples_per_microbatch, self.max_images) = list(info)
         self.backbone, self.policy = BACKBONES[bb], POLICIES[pol]
         self.name = _lib.bmpy_spec_name(handle).decode()
         self.modules = [Module(self, i) for i in range(n)]

@@ -65,14 +65,15 @@ const char *bmpy_spec_name(const void *sp)
 }
 
 /* out[0..]: pp vpp microbatches unit window backbone policy n_modules backbone_module steps
- * samples_per_microbatch */
+ * samples_per_microbatch max_images */
 void bmpy_spec_info(const void *sp, int *out)
 {
     const struct bm_spec *s = sp;
     struct bm_plan_opts o;
     bm_plan_opts_from_spec(&o, s);
     int v[] = {o.pp, o.vpp, o.microbatches, o.unit, o.window, (int)o.backbone, (int)o.policy, s->n_modules,
-               s->backbone_module, s->train.steps, s->data.samples_per_microbatch > 0 ? s->data.samples_per_microbatch : 1};
+               s->backbone_module, s->train.steps, s->data.samples_per_microbatch > 0 ? s->data.samples_per_microbatch : 1,
+               s->data.max_images > 0 ? s->data.max_images : 1};
     memcpy(out, v, sizeof v);
 }
 
