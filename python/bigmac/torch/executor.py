@@ -82,14 +82,21 @@ def chunk_ranges(spec, table):
 
 
 def check_table(spec, table):
-    """A table planned from another spec is refused (module names, roles, backbone)."""
+    """A table planned from another spec is refused: its modules (names, roles, costs) must be
+    the spec's."""
     names = [m.name for m in spec.modules]
+    where = spec.path or spec.name
     if table.module_names != names or table.backbone_module != spec.backbone_module:
-        raise bigmac.Error("the table's modules %s are not the spec's %s (spec %s)\nhint: plan the table from "
-                           "this spec" % (table.module_names, names, spec.path or spec.name))
-    for m, role in zip(spec.modules, table.module_roles):
-        if m.role != role:
-            raise bigmac.Error("table module \"%s\" is a %s, the spec's a %s" % (m.name, role, m.role))
+        raise bigmac.Error("the table's modules %s are not the spec's %s (%s)\nhint: plan the table from "
+                           "this spec" % (table.module_names, names, where))
+    for m, tm in zip(spec.modules, table.to_dict()["modules"]):
+        if m.role != tm["role"]:
+            raise bigmac.Error("table module \"%s\" is a %s, the spec's (%s) a %s" % (m.name, tm["role"], where, m.role))
+        for k, v in m.cost.items():
+            tv = tm.get("cost", {}).get(k, 0.0)
+            if abs(tv - v) > 1e-6 * max(1.0, abs(v)):
+                raise bigmac.Error("the table was planned from another spec: module \"%s\" has cost.%s %g in the "
+                                   "table, %g in %s\nhint: plan the table from this spec" % (m.name, k, tv, v, where))
 
 
 class Executor:
