@@ -49,8 +49,10 @@ def _spawn_entry(rank, nproc, port, fn, args, q, backend):
         res = fn(rank, *args)
         q.put((rank, True, res))
     except BaseException as e:  # report to the parent, which raises
-        msg = str(e) if isinstance(e, bigmac.Error) else traceback.format_exc()
-        q.put((rank, False, msg))
+        ours = isinstance(e, bigmac.Error)
+        q.put((rank, False, (ours, str(e) if ours else traceback.format_exc())))
+        q.close()
+        q.join_thread()  # the message reaches the parent before this process ends
         os._exit(1)
     try:
         dist.destroy_process_group()
@@ -86,7 +88,7 @@ def spawn(fn, nproc, args=(), backend="gloo", timeout=300):
                     time.sleep(0.5)
                     if q.empty():
                         for i in dead:
-                            errs[i] = "rank %d exited with status %s" % (i, procs[i].exitcode)
+                            errs[i] = (False, "rank %d exited with status %s" % (i, procs[i].exitcode))
                 continue
             (res if ok else errs)[r] = v
             if errs:  # one rank failed: its peers may wait forever on it
@@ -104,9 +106,9 @@ def spawn(fn, nproc, args=(), backend="gloo", timeout=300):
             if p.is_alive():
                 p.kill()
                 p.join()
-    if errs:
-        r = min(errs)
-        raise bigmac.Error(errs[r])
+    if errs:  # bigmac's own message first (a peer's broken connection is its consequence)
+        ours = [v for v in errs.values() if v[0]]
+        raise bigmac.Error((ours or list(errs.values()))[0][1])
     return [res[r] for r in range(nproc)]
 
 
