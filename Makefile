@@ -13,21 +13,38 @@ BIN     ?= bin
 OPT     ?= -O2
 SAN     ?=
 WERROR  ?= -Werror
+# -fPIC: the same objects go into libbigmac.a and libbigmac.so.
 CFLAGS  := -std=c11 -Wall -Wextra -Wpedantic -Wno-format-truncation $(WERROR) -g $(OPT) $(SAN) -fPIC \
            -D_DEFAULT_SOURCE -D_POSIX_C_SOURCE=200809L -Iinclude -Isrc $(EXTRA_CFLAGS)
 LDFLAGS := $(SAN) $(EXTRA_LDFLAGS)
 LDLIBS  := -ljansson -lopenblas -lm
 
-DEPS_PKGS := libopenmpi-dev openmpi-bin libopenblas-dev libjansson-dev
+PREFIX  ?= /usr/local
+DESTDIR ?=
+# One version, in include/bigmac.h; the soname carries its major number.
+VERSION   := $(shell sed -n 's/^\#define BM_VERSION "\(.*\)"/\1/p' include/bigmac.h 2>/dev/null)
+SOVERSION := $(shell sed -n 's/^\#define BM_SOVERSION \([0-9]*\)/\1/p' include/bigmac.h 2>/dev/null)
 
-MPICC   := $(shell command -v mpicc 2>/dev/null)
-HAS_BLAS := $(shell test -f /usr/include/x86_64-linux-gnu/cblas.h -o -f /usr/include/cblas.h -o -f /usr/include/openblas/cblas.h && echo yes)
-HAS_JANSSON := $(shell test -f /usr/include/jansson.h && echo yes)
+# Every Debian package that the build, the demo (make run) and the tests need. `make deps`
+# installs the missing ones; nothing below looks for a tool while the Makefile is read, so
+# `make deps run` works on a machine that has only git and make.
+DEPS_PKGS := build-essential gawk pkg-config procps iproute2 \
+             libopenmpi-dev openmpi-bin libopenblas-dev libjansson-dev \
+             python3-dev python3-numpy python3-torch \
+             chromium clang libclang-rt-14-dev
 
-# The library is every src/*/*.c except the CLI and the one MPI file.
-MPI_SRC  := $(wildcard src/exec/comm_mpi.c)
-LIB_SRC  := $(filter-out src/cli/% $(MPI_SRC),$(sort $(wildcard src/*/*.c)))
-CLI_SRC  := $(sort $(wildcard src/cli/*.c))
+# Looked up when a recipe runs (recursive '='), i.e. after `deps` in `make deps run`.
+MPICC = $(shell command -v mpicc 2>/dev/null)
+
+# The library is every src/*/*.c except the CLI's commands: the core, the one MPI file (the
+# executor's transport) and the train entry point (bm_train_main, src/cli/train_main.c, with the
+# plan-flag parser it shares with the CLI), so that programs registering their own modules
+# (examples/*.c) link the library alone. A program that never calls bm_train_main pulls no MPI
+# object out of libbigmac.a and links with plain cc (the tests do).
+MPI_SRC  := src/exec/comm_mpi.c
+TRAIN_SRC := src/cli/train_main.c src/cli/flags.c
+LIB_SRC  := $(filter-out src/cli/%,$(sort $(wildcard src/*/*.c))) $(TRAIN_SRC)
+CLI_SRC  := $(filter-out $(TRAIN_SRC),$(sort $(wildcard src/cli/*.c)))
 TEST_SRC := $(sort $(wildcard tests/test_*.c))
 BENCH_SRC := $(sort $(wildcard bench/bench_*.c))
 FUZZ_SRC := $(sort $(wildcard fuzz/fuzz_*.c))
@@ -36,39 +53,60 @@ EXAMPLE_SRC := $(sort $(wildcard examples/*.c))
 
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
-MPI_OBJ  := $(MPI_SRC:%.c=$(BUILD)/%.o)
 LIB      := $(BUILD)/libbigmac.a
+SHLIB    := $(BUILD)/libbigmac.so.$(VERSION)
+SONAME   := libbigmac.so.$(SOVERSION)
 TESTS    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 BENCHES  := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
-# Programs with custom modules (examples/*.c) link the CLI (bm_train_main) without its main().
 EXAMPLES := $(EXAMPLE_SRC:examples/%.c=$(BUILD)/examples/%)
 FUZZERS  := $(FUZZ_SRC:fuzz/%.c=$(BUILD)/fuzz/%)
+# The Python package's native half (python/bigmac, docs/python.md): the library's objects
+# without MPI and bm_train_main, the CLI piece whose output the Python API matches
+# (simulate --json) and the flat C interface python/bigmac/_capi.c, as one shared object that
+# python/bigmac/__init__.py loads with ctypes. PYTHONPATH=python finds it from the repository.
 PYTHON   ?= /usr/bin/python3
 PYLIB    := $(BUILD)/python/_bigmac.so
-PYLIB_CLI := $(BUILD)/src/cli/cmd_simulate.o $(BUILD)/src/cli/flags.o
+PYLIB_OBJ := $(filter-out $(BUILD)/$(MPI_SRC:.c=.o) $(BUILD)/src/cli/train_main.o,$(LIB_OBJ)) \
+             $(BUILD)/src/cli/cmd_simulate.o
 
-# bin/bigmac links with mpicc when the executor's MPI file exists; otherwise with the
-# single-process stand-in only.
-ifneq ($(MPI_SRC),)
-LINK := $(if $(MPICC),OMPI_CC=$(CC) $(MPICC),$(error mpicc not found: run `make deps`))
-else
-LINK := $(CC)
+# Programs that may call bm_train_main link through mpicc (MPI's libraries and flags).
+LINK = OMPI_CC=$(CC) $(MPICC)
+
+.PHONY: all test asan run bench deps clean preflight fuzz fuzz-build fuzzers shared install uninstall
+all: $(BIN)/bigmac $(EXAMPLES) shared $(PYLIB)
+shared: $(BUILD)/libbigmac.so
+
+# Every tool and header the build needs, with the Debian package that has it. Checked when a
+# build starts (never while the Makefile is read), so the message names what to install.
+preflight:
+	@missing=""; \
+	command -v $(firstword $(CC)) >/dev/null 2>&1 || missing="$$missing build-essential (for $(firstword $(CC)))"; \
+	command -v ar >/dev/null 2>&1 || missing="$$missing binutils (for ar)"; \
+	command -v mpicc >/dev/null 2>&1 || missing="$$missing libopenmpi-dev (for mpicc)"; \
+	if command -v $(firstword $(CC)) >/dev/null 2>&1; then \
+	  echo '#include <jansson.h>' | $(CC) -E -x c - >/dev/null 2>&1 || missing="$$missing libjansson-dev (for jansson.h)"; \
+	  echo '#include <cblas.h>' | $(CC) -E -x c - >/dev/null 2>&1 || missing="$$missing libopenblas-dev (for cblas.h)"; \
+	fi; \
+	if [ -n "$$missing" ]; then \
+	  echo "bigmac: cannot build, missing:$$missing"; \
+	  echo "bigmac: hint: \`make deps\` installs every package the build and the tests need"; \
+	  echo "bigmac: hint: or: apt-get install $(DEPS_PKGS)"; \
+	  exit 1; \
+	fi
+# `make deps run`, `make deps test`: the build starts only after deps has finished, also under -j.
+ifneq ($(filter deps,$(MAKECMDGOALS)),)
+preflight: | deps
 endif
 
-.PHONY: all test asan run bench deps clean info fuzz fuzz-build fuzzers
-all: info $(BIN)/bigmac $(EXAMPLES) $(PYLIB)
-
-info:
-	@echo "mpicc: $(if $(MPICC),yes,no)  openblas: $(if $(HAS_BLAS),yes,no)  jansson: $(if $(HAS_JANSSON),yes,no)  build: $(BUILD)"
-
-$(BUILD)/%.o: %.c include/bigmac.h $(wildcard src/*/*.h)
+$(BUILD)/%.o: %.c include/bigmac.h $(wildcard src/*/*.h) | preflight
 	@mkdir -p $(dir $@)
 	@echo "  CC      $<"
 	@$(CC) $(CFLAGS) -c $< -o $@
 
-$(BUILD)/src/exec/comm_mpi.o: src/exec/comm_mpi.c include/bigmac.h $(wildcard src/*/*.h)
+$(BUILD)/src/exec/comm_mpi.o: src/exec/comm_mpi.c include/bigmac.h $(wildcard src/*/*.h) | preflight
 	@mkdir -p $(dir $@)
-	OMPI_CC=$(CC) $(MPICC) $(CFLAGS) -c $< -o $@
+	@echo "  MPICC   $<"
+	@$(LINK) $(CFLAGS) -c $< -o $@
 
 $(LIB): $(LIB_OBJ)
 	@mkdir -p $(dir $@)
@@ -76,15 +114,24 @@ $(LIB): $(LIB_OBJ)
 	@echo "  AR      $@"
 	@ar rcs $@ $^
 
-$(BIN)/bigmac: $(CLI_OBJ) $(MPI_OBJ) $(LIB)
+# The shared library records its own dependencies (MPI through mpicc, jansson, OpenBLAS).
+$(SHLIB): $(LIB_OBJ)
+	@echo "  SHLIB   $@"
+	@$(LINK) -shared -Wl,-soname,$(SONAME) $(LDFLAGS) -o $@ $(LIB_OBJ) $(LDLIBS)
+
+$(BUILD)/libbigmac.so: $(SHLIB)
+	@ln -sf $(notdir $(SHLIB)) $(BUILD)/$(SONAME)
+	@ln -sf $(SONAME) $@
+
+$(BIN)/bigmac: $(CLI_OBJ) $(LIB)
 	@mkdir -p $(dir $@)
 	@echo "  LINK    $@"
-	@$(LINK) $(LDFLAGS) -o $@ $(CLI_OBJ) $(MPI_OBJ) $(LIB) $(LDLIBS)
+	@$(LINK) $(LDFLAGS) -o $@ $(CLI_OBJ) $(LIB) $(LDLIBS)
 
-$(BUILD)/examples/%: examples/%.c $(filter-out $(BUILD)/src/cli/main.o,$(CLI_OBJ)) $(MPI_OBJ) $(LIB)
+$(BUILD)/examples/%: examples/%.c $(LIB)
 	@mkdir -p $(dir $@)
 	@echo "  EXAMPLE $<"
-	@$(LINK) $(CFLAGS) $(LDFLAGS) -o $@ $< $(filter-out $(BUILD)/src/cli/main.o,$(CLI_OBJ)) $(MPI_OBJ) $(LIB) $(LDLIBS)
+	@$(LINK) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 
 $(BUILD)/tests/%: tests/%.c tests/test.h $(LIB)
 	@mkdir -p $(dir $@)
@@ -95,17 +142,13 @@ $(BUILD)/bench/%: bench/%.c $(wildcard bench/*.h) $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(LIB) $(LDFLAGS) $(LDLIBS)
 
-# The Python package's native half (python/bigmac, docs/python.md): the library's objects, the
-# CLI pieces whose output the Python API matches (simulate --json) and the flat C interface
-# python/bigmac/_capi.c, as one shared object loaded with ctypes. PYTHONPATH=python finds it.
-$(PYLIB): python/bigmac/_capi.c $(LIB_OBJ) $(PYLIB_CLI)
+$(PYLIB): python/bigmac/_capi.c $(PYLIB_OBJ)
 	@mkdir -p $(dir $@)
 	@echo "  PYLIB   $@"
-	@$(CC) $(CFLAGS) -shared -Wl,--no-undefined -o $@ python/bigmac/_capi.c $(LIB_OBJ) $(PYLIB_CLI) \
-	  $(LDFLAGS) $(LDLIBS)
+	@$(CC) $(CFLAGS) -shared -Wl,--no-undefined -o $@ python/bigmac/_capi.c $(PYLIB_OBJ) $(LDFLAGS) $(LDLIBS)
 
 test: all $(TESTS)
-	@BIGMAC=$(BIN)/bigmac TEST_BUILD=$(BUILD) bash tests/run.sh
+	@BIGMAC=$(BIN)/bigmac TEST_BUILD=$(BUILD) TEST_BIN=$(BIN) TEST_SAN="$(SAN)" bash tests/run.sh
 
 # ASan/UBSan build of everything in its own directories; leak detection on except for MPI
 # tests (tests/run.sh sets detect_leaks=0 for those).
@@ -155,13 +198,49 @@ bench: all $(BENCHES)
 	@for b in $(BENCHES); do echo "== $$b"; $$b || exit 1; done
 	@for s in bench/bench_*.sh; do [ -f "$$s" ] || continue; echo "== $$s"; BIGMAC=$(BIN)/bigmac bash $$s || exit 1; done
 
+# Root installs directly; anyone else through sudo. Nothing to install: no apt-get at all.
 deps:
-	@missing=""; for p in $(DEPS_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
-	if [ -n "$$missing" ]; then \
-	  sudo=""; [ "$$(id -u)" = 0 ] || sudo=sudo; \
-	  echo "installing:$$missing"; \
-	  $$sudo apt-get update && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y $$missing; \
-	else echo "deps: all present ($(DEPS_PKGS))"; fi
+	@missing=""; for p in $(DEPS_PKGS); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; \
+	done; \
+	if [ -z "$$missing" ]; then echo "deps: all present"; exit 0; fi; \
+	sudo=""; \
+	if [ "$$(id -u)" != 0 ]; then \
+	  command -v sudo >/dev/null 2>&1 || { echo "deps: missing:$$missing"; \
+	    echo "deps: not root and no sudo: run \`make deps\` as root, or apt-get install$$missing"; exit 1; }; \
+	  sudo=sudo; \
+	fi; \
+	echo "deps: installing:$$missing"; \
+	$$sudo apt-get update && $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y $$missing
+
+# make install PREFIX=/usr/local DESTDIR=: the CLI, the public headers, the static and shared
+# library (soname libbigmac.so.$(SOVERSION)) and bigmac.pc for pkg-config.
+# The Python package goes to PYDIR under the prefix (python3.X/dist-packages: on the sys.path of
+# Debian's python3 for /usr/local); PYTHONPATH=$(PREFIX)/$(PYDIR) for other prefixes.
+PYDIR ?= $(shell $(PYTHON) -c "import sys; print('lib/python%d.%d/dist-packages' % sys.version_info[:2])" 2>/dev/null || echo lib/python3/dist-packages)
+INSTALL_FILES := bin/bigmac include/bigmac.h include/bigmac_module.h lib/libbigmac.a \
+                 lib/$(notdir $(SHLIB)) lib/$(SONAME) lib/libbigmac.so lib/pkgconfig/bigmac.pc
+install: all
+	@d="$(DESTDIR)$(PREFIX)"; \
+	install -d "$$d/bin" "$$d/include" "$$d/lib/pkgconfig" && \
+	install -m 755 $(BIN)/bigmac "$$d/bin/bigmac" && \
+	install -m 644 include/bigmac.h include/bigmac_module.h "$$d/include/" && \
+	install -m 644 $(LIB) "$$d/lib/libbigmac.a" && \
+	install -m 755 $(SHLIB) "$$d/lib/" && \
+	ln -sf $(notdir $(SHLIB)) "$$d/lib/$(SONAME)" && \
+	ln -sf $(SONAME) "$$d/lib/libbigmac.so" && \
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' bigmac.pc.in >"$$d/lib/pkgconfig/bigmac.pc" && \
+	install -d "$$d/$(PYDIR)/bigmac/torch" && \
+	install -m 644 python/bigmac/*.py "$$d/$(PYDIR)/bigmac/" && \
+	install -m 644 python/bigmac/torch/*.py "$$d/$(PYDIR)/bigmac/torch/" && \
+	install -m 755 $(PYLIB) "$$d/$(PYDIR)/bigmac/_bigmac.so" && \
+	echo "installed bigmac $(VERSION) in $$d" && \
+	if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ] && command -v ldconfig >/dev/null; then ldconfig "$$d/lib"; fi
+
+uninstall:
+	@d="$(DESTDIR)$(PREFIX)"; for f in $(INSTALL_FILES); do rm -f "$$d/$$f"; done; \
+	rm -rf "$$d/$(PYDIR)/bigmac"; \
+	echo "removed bigmac from $$d"
 
 clean:
 	rm -rf build build-asan build-fuzz bin out

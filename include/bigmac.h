@@ -40,6 +40,24 @@
 extern "C" {
 #endif
 
+/* ---------------------------------------------------------------- version */
+
+/* The library's version (the Makefile reads it from here for the soname and bigmac.pc) and the
+ * versions of the file formats it reads and writes. A format's version changes only when an old
+ * reader could misread a new file; new optional keys do not change it. */
+#define BM_VERSION "0.4.0"
+#define BM_SOVERSION 0
+#define BM_SPEC_FORMAT "bigmac-spec"
+#define BM_SPEC_VERSION 1
+#define BM_TABLE_FORMAT "bigmac-table"
+#define BM_TABLE_VERSION 1
+#define BM_TRACE_FORMAT "bigmac-trace"
+#define BM_TRACE_VERSION 1
+
+/* BM_VERSION of the library actually linked (may differ from the header a program was built
+ * with when it links the shared library). */
+const char *bm_version(void);
+
 /* ---------------------------------------------------------------- errors */
 
 enum { BM_OK = 0, BM_ERR = 1, BM_USAGE = 2 };

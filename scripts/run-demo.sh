@@ -23,15 +23,24 @@ timeout 300 mpirun --oversubscribe -np "$NP" "$BIGMAC" train examples/tiny-mllm.
 echo
 "$BIGMAC" render out/trace.json --format ascii --width 100
 "$BIGMAC" calibrate out/trace.json -o out/costs.json
-if "$BIGMAC" render out/trace.json --format html -o out/report.html 2>/dev/null; then
-    report="out/report.html"
-else
-    rm -f out/report.html
-    report="(not written: this build's renderer has no HTML writer yet)"
+"$BIGMAC" render out/trace.json --format html -o out/report.html
+
+# The measured bubble ratio is the machine's as much as the schedule's when ranks outnumber
+# cores: a rank that is ready but has no core counts as idle. The simulator's ratio for the same
+# table (the spec's costs, one core per rank) is the schedule's own.
+bubble_of() { sed -n 's/.*bubble ratio \([0-9.]*\).*/\1/p' | head -1; }
+measured=$("$BIGMAC" render out/trace.json --format ascii --width 100 | bubble_of)
+simulated=$("$BIGMAC" render out/table.json --format ascii --width 100 | bubble_of)
+cores=$(nproc 2>/dev/null || echo 1)
+echo
+if [ "$NP" -gt "$cores" ]; then
+    echo "note: $NP ranks share $cores cores, so each rank had a core about $((100 * cores / NP))% of the time;" \
+         "the measured bubbles include that waiting (the machine, not the schedule)"
 fi
+echo "bubble ratio: measured ${measured:-?} (this run, $NP ranks on $cores cores), simulated ${simulated:-?} (the same table, one core per rank)"
 echo
 echo "operator table: out/table.json"
 echo "training log:   out/train.jsonl"
 echo "trace:          out/trace.json   (open in https://ui.perfetto.dev or chrome://tracing)"
-echo "report:         $report"
+echo "report:         out/report.html"
 echo "costs:          out/costs.json   (bigmac calibrate)"

@@ -25,6 +25,7 @@ static void usage(FILE *f)
     fprintf(f, "usage: bigmac <command> [args]\n\ncommands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
+    fprintf(f, "  %-10s %s\n", "version", "the version and the spec/table/trace format versions (also --version)");
     fprintf(f, "\n`bigmac <command> --help` describes each command.\n");
 }
 
@@ -36,6 +37,17 @@ int main(int argc, char **argv)
     }
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         usage(stdout);
+        return 0;
+    }
+    if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) {
+        if (argc > 2) {
+            fprintf(stderr, "bigmac: error: %s takes no arguments (got '%s')\n", argv[1], argv[2]);
+            return BM_USAGE;
+        }
+        printf("bigmac %s\n", bm_version());
+        printf("spec format:  \"%s\" version %d\n", BM_SPEC_FORMAT, BM_SPEC_VERSION);
+        printf("table format: \"%s\" version %d\n", BM_TABLE_FORMAT, BM_TABLE_VERSION);
+        printf("trace format: \"%s\" version %d\n", BM_TRACE_FORMAT, BM_TRACE_VERSION);
         return 0;
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)

@@ -26,7 +26,7 @@ static void put_strv(FILE *f, char **v, int n)
 
 int bm_table_write_json(const struct bm_table *t, FILE *f)
 {
-    fprintf(f, "{\"format\": \"bigmac-table\", \"version\": 1,\n");
+    fprintf(f, "{\"format\": \"%s\", \"version\": %d,\n", BM_TABLE_FORMAT, BM_TABLE_VERSION);
     fprintf(f, " \"pp\": %d, \"vpp\": %d, \"microbatches\": %d, \"unit\": %d, \"window\": %d,\n",
             t->pp, t->vpp, t->microbatches, t->unit, t->window);
     fprintf(f, " \"backbone\": \"%s\", \"policy\": \"%s\", \"warmup_extra\": %d,\n",
@@ -409,9 +409,9 @@ static int load_root(struct ld *L, json_t *root, struct bm_table **out)
     const char *fmt, *bbs, *pols;
     int version = 0, pp = 0;
     if (get_str(L, root, "", "format", &fmt)) return BM_ERR;
-    if (strcmp(fmt, "bigmac-table"))
-        return fail(L, "format", "\"format\" is \"%s\", expected \"bigmac-table\"", fmt);
-    if (get_int(L, root, "", "version", 1, 1, 1, &version) ||
+    if (strcmp(fmt, BM_TABLE_FORMAT))
+        return fail(L, "format", "\"format\" is \"%s\", expected \"" BM_TABLE_FORMAT "\"", fmt);
+    if (get_int(L, root, "", "version", 1, BM_TABLE_VERSION, BM_TABLE_VERSION, &version) ||
         get_int(L, root, "", "pp", 1, 1, 4096, &pp))
         return BM_ERR;
     struct bm_table *t = bm_table_new(pp);

@@ -1163,9 +1163,9 @@ static int parse_root(struct ctx *c, json_t *root)
                         : "");
     if (!v)
         return fail(c, "", "missing \"version\": 1\nhint: add \"version\": 1 next to \"format\"");
-    if (!json_is_integer(v) || json_integer_value(v) != 1)
-        return fail(c, "version", "unsupported spec version %s; this bigmac reads version 1",
-                    describe(v, d, sizeof d));
+    if (!json_is_integer(v) || json_integer_value(v) != BM_SPEC_VERSION)
+        return fail(c, "version", "unsupported spec version %s; this bigmac reads version %d",
+                    describe(v, d, sizeof d), BM_SPEC_VERSION);
     if (check_keys(c, root, "", "the spec", top_keys)) return BM_ERR;
     if (get_strdup(c, root, "", "name", MAX_NAME, &s->name) ||
         get_strdup(c, root, "", "doc", 0, &s->doc))

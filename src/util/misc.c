@@ -8,6 +8,8 @@
 
 #include "util/util.h"
 
+const char *bm_version(void) { return BM_VERSION; }
+
 int bm_err_set(struct bm_err *err, const char *fmt, ...)
 {
     if (!err) return BM_ERR;
