@@ -66,6 +66,7 @@ _sig("bmpy_spec_module_impl", _S, _P, _I)
 _sig("bmpy_spec_module_role", _I, _P, _I)
 _sig("bmpy_spec_module_grad_to_backbone", _I, _P, _I)
 _sig("bmpy_spec_module_arch", None, _P, _I, _DP)
+_sig("bmpy_spec_module_layers", _I, _P, _I)
 _sig("bmpy_spec_module_cost", None, _P, _I, _DP)
 _sig("bmpy_plan", _P, _P, _I, _I, _I, _I, _I, _I, _I, _S, _Z)
 _sig("bmpy_table_free", None, _P)
@@ -126,7 +127,8 @@ def _b(s):
 # ---------------------------------------------------------------- spec
 
 class Module:
-    """One module of a spec (read-only view): name, role, impl, arch (dict), cost (dict)."""
+    """One module of a spec (read-only view): name, role, impl, arch (dict), cost (dict), layers
+    (the backbone's layer count for the chunk split: "layers", else arch.layers; 0 = none)."""
 
     _ARCH = ("params", "layers", "hidden", "heads", "ffn", "vocab", "seq", "tokens", "image", "patch",
              "channels", "cond")
@@ -139,6 +141,7 @@ class Module:
         self.role = ROLES[_lib.bmpy_spec_module_role(h, i)]
         self.impl = _lib.bmpy_spec_module_impl(h, i).decode() or None
         self.grad_to_backbone = bool(_lib.bmpy_spec_module_grad_to_backbone(h, i))
+        self.layers = _lib.bmpy_spec_module_layers(h, i)
         a = (_C.c_double * 12)()
         _lib.bmpy_spec_module_arch(h, i, a)
         self.arch = {k: (int(v) if k != "params" else v) for k, v in zip(self._ARCH, a)}
@@ -529,7 +532,7 @@ def module_init(spec, module, layer_begin=0, layer_end=0):
     i = spec.module(module).index if isinstance(module, str) else int(module)
     m = spec.modules[i]
     if m.role == "backbone" and layer_end == 0:
-        layer_end = m.arch["layers"]
+        layer_end = m.layers
     n = _Z()
     err = _errbuf()
     p = _lib.bmpy_module_init(spec._h, i, int(layer_begin), int(layer_end), _C.byref(n), err, _ERRN)

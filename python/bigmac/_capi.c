@@ -96,6 +96,13 @@ int bmpy_spec_module_grad_to_backbone(const void *sp, int i)
 {
     return ((const struct bm_spec *)sp)->modules[i].grad_to_backbone;
 }
+/* The module's layer count for the chunk split ("layers", else arch.layers; 0 = none). */
+int bmpy_spec_module_layers(const void *sp, int i)
+{
+    const struct bm_module *m = &((const struct bm_spec *)sp)->modules[i];
+    return m->layers > 0 ? m->layers : m->arch.layers;
+}
+
 /* arch: params layers hidden heads ffn vocab seq tokens image patch channels cond (as doubles) */
 void bmpy_spec_module_arch(const void *sp, int i, double *out)
 {

@@ -216,7 +216,7 @@ def reference(spec, build=None, data=None, steps=None, log=None, dump=None, devi
     M = spec.microbatches or 1
     mods = []
     for m in spec.modules:
-        L = m.arch["layers"] if m.role == "backbone" else 0
+        L = m.layers if m.role == "backbone" else 0
         mod = build(m.name, 0, L)
         if not isinstance(mod, torch.nn.Module):
             raise bigmac.Error("module \"%s\": the factory returned %s, not a torch.nn.Module" % (m.name, type(mod).__name__))
@@ -291,3 +291,4 @@ def reference(spec, build=None, data=None, steps=None, log=None, dump=None, devi
 
 
 
+from bigmac.torch.profile import profile  # noqa: E402

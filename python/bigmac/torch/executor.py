@@ -64,7 +64,7 @@ def split_result(res, name):
 def chunk_ranges(spec, table):
     """[(a, b)] layers of every global backbone chunk."""
     P, V = table.pp, table.vpp
-    L = spec.modules[spec.backbone_module].arch["layers"]
+    L = spec.modules[spec.backbone_module].layers
     cl = table.chunk_layers()
     C = P * V
     if cl:
@@ -76,7 +76,7 @@ def chunk_ranges(spec, table):
             acc += n
         return out
     if L <= 0:
-        raise bigmac.Error("backbone \"%s\": the table carries no layer split and the spec no arch.layers"
+        raise bigmac.Error("backbone \"%s\": the table carries no layer split and the spec no \"layers\""
                            % spec.modules[spec.backbone_module].name)
     return [(c * L // C, (c + 1) * L // C) for c in range(C)]
 

@@ -338,7 +338,7 @@ def factory(spec, device="cpu", init=True):
             t = DiT(spec, m, geom)
         else:
             if b == 0:
-                b = m.arch["layers"]
+                b = m.layers
             t = GPT(spec, m, geom, a, b)
         if init:
             t.load_flat(bigmac.module_init(spec, m.index, a if m.role == "backbone" else 0,
