@@ -145,14 +145,16 @@ class Executor:
         # static dataflow and use counts (the C executor's uses0)
         self.flow = []
         self.uses0 = {}
+        self.split = set()  # (instance, mb) whose backward is split: B input grads, W weight grads
         for k, op in enumerate(self.ops):
             if op.kind == bigmac.OP_COMPUTE:
-                if op.pass_ == "W":
-                    raise bigmac.Error("rank %d: op #%d %s: split backward (W) is not supported by the torch executor"
-                                       % (rank, k, op.name))
                 key = (op.module, op.chunk if op.module == self.bb else -1)
                 if key not in self.inst_of:
                     raise bigmac.Error("rank %d: op #%d %s: no instance of this module/chunk on rank %d" % (rank, k, op.name, rank))
+                if op.pass_ == "W":  # needs only its own B, on this rank; makes nothing
+                    self.split.add((self.inst_of[key], op.mb))
+                    self.flow.append(([], []))
+                    continue
                 needs, makes = table.flow(op.module, key[1], op.pass_)
                 self.flow.append((needs, makes))
                 for n in needs:
@@ -223,6 +225,7 @@ class Executor:
         self.store = {}
         self.uses = dict(self.uses0)
         self.ctx = {}
+        self.wctx = {}
         self.lm = [0.0] * self.M
         self.gen = [0.0] * self.M
         self.live = [0, 0, 0]
@@ -293,6 +296,9 @@ class Executor:
         for (i, mb) in self.ctx:
             raise bigmac.Error("rank %d: %s microbatch %d: forward without a backward in the table"
                                % (self.rank, self.inst[i]["name"], mb))
+        for (i, mb) in self.wctx:
+            raise bigmac.Error("rank %d: %s microbatch %d: backward (B) without its weight gradient (W) in the table"
+                               % (self.rank, self.inst[i]["name"], mb))
         for (tsr, mb), v in self.store.items():
             raise bigmac.Error("rank %d: tensor %s of microbatch %d was never used up" % (self.rank, self.tensor_names[tsr], mb))
         self.ms = (time.time() - t0) * 1e3
@@ -351,6 +357,16 @@ class Executor:
             if (n, op.mb) not in self.store:
                 raise self._fail(k, "input %s of microbatch %d is not here (no earlier recv or producer on this rank)"
                                  % (self.tensor_names[n], op.mb))
+        if op.pass_ == "W":
+            w = self.wctx.pop((ik, op.mb), None)
+            if w is None:
+                raise self._fail(k, "weight gradient (W) before its backward (B) on this rank")
+            tensors, grads, nbytes = w
+            params = [p for p in self.params[ik] if p.requires_grad]
+            if tensors and params:
+                torch.autograd.backward(tensors, grads, inputs=params)
+            self.live[role] -= nbytes
+            return
         if op.pass_ == "F":
             if (ik, op.mb) in self.ctx:
                 raise self._fail(k, "forward run twice")
@@ -390,7 +406,9 @@ class Executor:
             ctx = self.ctx.pop((ik, op.mb), None)
             if ctx is None:
                 raise self._fail(k, "backward without its forward on this rank")
-            self.live[role] -= ctx["bytes"]
+            split = (ik, op.mb) in self.split
+            if not split:  # a split backward's graph, and so its activations, lives until W
+                self.live[role] -= ctx["bytes"]
             out, loss = ctx["out"], ctx["loss"]
             dout = None
             for n in needs:
@@ -406,9 +424,14 @@ class Executor:
             if out is not None and dout is not None and out.requires_grad:
                 tensors.append(out)
                 grads.append(dout.to(out.dtype))
-            if tensors:
-                torch.autograd.backward(tensors, grads)
             leaves = ctx["in"]
+            if split:  # B: the inputs' gradients only; W later takes the weights' from the kept graph
+                need = [x for x in leaves if x.requires_grad]
+                if tensors and need:
+                    torch.autograd.backward(tensors, grads, inputs=need, retain_graph=True)
+                self.wctx[(ik, op.mb)] = (tensors, grads, ctx["bytes"])
+            elif tensors:
+                torch.autograd.backward(tensors, grads)
             if makes:
                 if len(makes) != len(leaves):
                     raise self._fail(k, "makes %d gradients for %d inputs" % (len(makes), len(leaves)))
