@@ -81,6 +81,10 @@ for P, configs in ((2, CONFIGS), (4, [("bigmac", "1f1b")])):
     pol, bb, log, dump, trace = res[0]
     r = subprocess.run([BIGMAC, "render", trace, "--format", "ascii", "--width", "80"], capture_output=True, text=True)
     check("torch_exec_trace_renders_p%d" % P, r.returncode == 0 and "measured timeline" in r.stdout, r.stderr)
+    cal = os.path.join(tmp, "calibrated-p%d.json" % P)
+    r = subprocess.run([BIGMAC, "calibrate", trace, "--spec", SPEC, "-o", cal], capture_output=True, text=True)
+    check("torch_exec_trace_calibrates_p%d" % P, r.returncode == 0 and bigmac.load_spec(cal).module("gpt").cost["fwd_ms"] > 0,
+          r.stderr)
 
 # split backward: every B's weight gradient deferred to a W op at the end of its rank's list
 # (hand-made table; the planner does not emit W yet): the inputs' gradients flow at B, the

@@ -82,4 +82,15 @@ r = run("train", bad, "--reference")
 check("torch_cli_bad_spec_positioned", r.returncode == 1 and ("bigmac: error: " + bad + ":") in r.stderr, r.stderr)
 r = run("train", SPEC, "--nproc", "2", "--pp", "3")
 check("torch_cli_pp_vs_nproc", r.returncode == 1 and "pp 3" in r.stderr and "2 ranks" in r.stderr, r.stderr)
+
+# and the command line works: --nproc 2 trains as bigmac train --reference does
+log, clog = os.path.join(tmp, "cli.jsonl"), os.path.join(tmp, "c.jsonl")
+r = run("train", SPEC, "--nproc", "2", "--steps", "2", "--policy", "optimus", "--log", log)
+subprocess.run([os.environ.get("BIGMAC", "bin/bigmac"), "train", SPEC, "--reference", "--steps", "2", "--log", clog],
+               check=True, capture_output=True)
+import json
+a = [json.loads(l)["loss"] for l in open(log)] if r.returncode == 0 else []
+b = [json.loads(l)["loss"] for l in open(clog)]
+check("torch_cli_nproc_trains", r.returncode == 0 and len(a) == 2 and all(abs(x - y) <= 1e-4 * y for x, y in zip(a, b)),
+      r.stderr + str(a) + str(b))
 done()
