@@ -86,6 +86,30 @@ for P, configs in ((2, CONFIGS), (4, [("bigmac", "1f1b")])):
     check("torch_exec_trace_calibrates_p%d" % P, r.returncode == 0 and bigmac.load_spec(cal).module("gpt").cost["fwd_ms"] > 0,
           r.stderr)
 
+# two encoders (chunk 0 takes their outputs one after another) and two generators (the last
+# chunk's backward sums their gradients): C reference vs torch executor at P = 2
+OTHER = ["tests/specs/exec-2enc.json", "tests/specs/exec-2gen.json"]
+
+
+def run_other(rank):
+    out = []
+    for sp in OTHER:
+        tag = os.path.basename(sp)[:-5]
+        log, dump = os.path.join(tmp, tag + ".jsonl"), os.path.join(tmp, tag + ".bin")
+        bt.train(sp, steps=3, log=log, dump=dump, pp=2, vpp=1, backbone="1f1b", policy="bigmac")
+        out.append((sp, log, dump))
+    return out
+
+
+for sp, log, dump in bt.spawn(run_other, 2, timeout=200)[0]:
+    tag = os.path.basename(sp)[:-5]
+    cl, cb = os.path.join(tmp, tag + "-c.jsonl"), os.path.join(tmp, tag + "-c.bin")
+    subprocess.run([BIGMAC, "train", sp, "--reference", "--steps", "3", "--log", cl, "--dump-params", cb], check=True,
+                   capture_output=True)
+    a, b = losses(cl), losses(log)
+    check("torch_exec_vs_c_%s" % tag, len(a) == len(b) == 3 and all(abs(x - y) <= 1e-4 * abs(x) for x, y in zip(a, b))
+          and same_params(params(dump), params(cb)), "%s vs %s" % (a, b))
+
 # split backward: every B's weight gradient deferred to a W op at the end of its rank's list
 # (hand-made table; the planner does not emit W yet): the inputs' gradients flow at B, the
 # weights' at W, and training is the same
