@@ -13,9 +13,7 @@ import os
 import re
 import statistics
 import subprocess
-import sys
 import tempfile
-import time
 
 import bigmac
 import bigmac.torch as bt

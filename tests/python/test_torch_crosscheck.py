@@ -5,7 +5,6 @@ use autograd, so this checks every C forward kernel and hand-written backward.""
 import json
 import os
 import subprocess
-import sys
 import tempfile
 
 import numpy as np

@@ -12,11 +12,9 @@ script.py` (or bigmac.torch.spawn in tests). A module is called module(x, batch)
 its output, or (output or None, loss); x is None for encoders, the encoders' outputs
 concatenated along dim 0 for the backbone's first chunk.
 """
-import json
 import math
 import os
 import socket
-import sys
 import time
 import traceback
 
@@ -26,7 +24,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 import bigmac
-from bigmac.torch.executor import Executor, check_table, log_line, split_result, step_loss, _Acts, ROLE
+from bigmac.torch.executor import Executor, log_line, split_result, step_loss, _Acts
 from bigmac.torch import twins
 
 __all__ = ["Executor", "train", "reference", "spawn", "init_from_env", "profile", "twins", "dump_params"]
@@ -240,7 +238,6 @@ def reference(spec, build=None, data=None, steps=None, log=None, dump=None, devi
         acts = _Acts(ptrs)
         with torch.autograd.graph.saved_tensors_hooks(acts.pack, acts.unpack):
             out, loss = split_result(mods[i](x, b), spec.modules[i].name)
-        r = ROLE[spec.modules[i].role]
         return out, loss, acts.bytes
 
     try:

@@ -14,7 +14,6 @@ After the walk: every replicated module's (encoders, generators) gradients are s
 ranks, then the optimizer (AdamW with the spec's "train" settings) steps. The per-step JSONL log
 and the Chrome trace are those of `bigmac train` (the trace is written by the C library).
 """
-import json
 import math
 import time
 
@@ -216,7 +215,6 @@ class Executor:
 
     def step(self, step):
         """One training step (0-based): the walk, the replicas' all-reduce, the optimizer."""
-        t = self.t
         self.step_no = step
         self.batches = {}
         for op in self.ops:
