@@ -6,7 +6,8 @@ bash bench/bench_torch.sh; `make bench` runs it).
     on tests/specs/exec-small.json at P = 2, 1F1B, for bigmac and optimus at M = 32 and 128.
  2. Step time at P = 2 on examples/tiny-mllm.json (1F1B, V = 1, M = 8): the torch executor
     (2 processes, gloo) and the C executor (mpirun -np 2) over the same spec, against the
-    simulator's prediction from bigmac.torch.profile of the twins on this machine.
+    simulator's prediction from bigmac.torch.profile of the twins on this machine (and, for
+    both executors, from `bigmac calibrate --mean` of the run's own last-step trace).
 """
 import json
 import os
@@ -78,10 +79,15 @@ def main():
     cms = [json.loads(l)["ms"] for l in open(clog)][2:]
     prof = bt.profile(spec, twins.factory(spec), twins.dataset(spec), repeats=7)
     pred = bigmac.simulate(prof, pp=2, vpp=1, backbone="1f1b")["makespan_ms"]
-    print("\n| executor (P = 2, tiny-mllm, 1F1B, M = 8) | step ms (median of steps 3-%d) | traced makespan ms (last step) | simulated from torch profile ms |" % STEPS)
-    print("|---|---|---|---|")
-    print("| torch (gloo, twins) | %.1f | %.1f | %.1f |" % (statistics.median(tms), makespan(trace), pred))
-    print("| C (mpirun -np 2) | %.1f | %.1f | |" % (statistics.median(cms), makespan(ctrace)))
+
+    def calibrated(tr):  # bigmac calibrate of the run's own trace (mean costs), simulated
+        cal = os.path.join(tmp, "cal.json")
+        subprocess.run([BIGMAC, "calibrate", tr, "--spec", spec, "--mean", "-o", cal], check=True, capture_output=True)
+        return bigmac.simulate(cal, pp=2, vpp=1, backbone="1f1b")["makespan_ms"]
+    print("\n| executor (P = 2, tiny-mllm, 1F1B, M = 8) | step ms (median of steps 3-%d) | traced makespan ms (last step) | simulated from torch profile ms | simulated from its own trace (calibrate --mean) ms |" % STEPS)
+    print("|---|---|---|---|---|")
+    print("| torch (gloo, twins) | %.1f | %.1f | %.1f | %.1f |" % (statistics.median(tms), makespan(trace), pred, calibrated(trace)))
+    print("| C (mpirun -np 2) | %.1f | %.1f | | %.1f |" % (statistics.median(cms), makespan(ctrace), calibrated(ctrace)))
     print("\nprofiled costs (ms fwd/bwd, MiB act):", ", ".join("%s %.2f/%.2f %.3f" % (m.name, m.cost["fwd_ms"],
                                                                                    m.cost["bwd_ms"], m.cost["act_mib"])
                                                           for m in prof.modules))
