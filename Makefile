@@ -60,12 +60,20 @@ TESTS    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 BENCHES  := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 EXAMPLES := $(EXAMPLE_SRC:examples/%.c=$(BUILD)/examples/%)
 FUZZERS  := $(FUZZ_SRC:fuzz/%.c=$(BUILD)/fuzz/%)
+# The Python package's native half (python/bigmac, docs/python.md): the library's objects
+# without MPI and bm_train_main, the CLI piece whose output the Python API matches
+# (simulate --json) and the flat C interface python/bigmac/_capi.c, as one shared object that
+# python/bigmac/__init__.py loads with ctypes. PYTHONPATH=python finds it from the repository.
+PYTHON   ?= /usr/bin/python3
+PYLIB    := $(BUILD)/python/_bigmac.so
+PYLIB_OBJ := $(filter-out $(BUILD)/$(MPI_SRC:.c=.o) $(BUILD)/src/cli/train_main.o,$(LIB_OBJ)) \
+             $(BUILD)/src/cli/cmd_simulate.o
 
 # Programs that may call bm_train_main link through mpicc (MPI's libraries and flags).
 LINK = OMPI_CC=$(CC) $(MPICC)
 
 .PHONY: all test asan run bench deps clean preflight fuzz fuzz-build fuzzers shared install uninstall
-all: $(BIN)/bigmac $(EXAMPLES) shared
+all: $(BIN)/bigmac $(EXAMPLES) shared $(PYLIB)
 shared: $(BUILD)/libbigmac.so
 
 # Every tool and header the build needs, with the Debian package that has it. Checked when a
@@ -133,6 +141,11 @@ $(BUILD)/tests/%: tests/%.c tests/test.h $(LIB)
 $(BUILD)/bench/%: bench/%.c $(wildcard bench/*.h) $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(LIB) $(LDFLAGS) $(LDLIBS)
+
+$(PYLIB): python/bigmac/_capi.c $(PYLIB_OBJ)
+	@mkdir -p $(dir $@)
+	@echo "  PYLIB   $@"
+	@$(CC) $(CFLAGS) -shared -Wl,--no-undefined -o $@ python/bigmac/_capi.c $(PYLIB_OBJ) $(LDFLAGS) $(LDLIBS)
 
 test: all $(TESTS)
 	@BIGMAC=$(BIN)/bigmac TEST_BUILD=$(BUILD) TEST_BIN=$(BIN) TEST_SAN="$(SAN)" bash tests/run.sh
@@ -202,6 +215,9 @@ deps:
 
 # make install PREFIX=/usr/local DESTDIR=: the CLI, the public headers, the static and shared
 # library (soname libbigmac.so.$(SOVERSION)) and bigmac.pc for pkg-config.
+# The Python package goes to PYDIR under the prefix (python3.X/dist-packages: on the sys.path of
+# Debian's python3 for /usr/local); PYTHONPATH=$(PREFIX)/$(PYDIR) for other prefixes.
+PYDIR ?= $(shell $(PYTHON) -c "import sys; print('lib/python%d.%d/dist-packages' % sys.version_info[:2])" 2>/dev/null || echo lib/python3/dist-packages)
 INSTALL_FILES := bin/bigmac include/bigmac.h include/bigmac_module.h lib/libbigmac.a \
                  lib/$(notdir $(SHLIB)) lib/$(SONAME) lib/libbigmac.so lib/pkgconfig/bigmac.pc
 install: all
@@ -214,11 +230,16 @@ install: all
 	ln -sf $(notdir $(SHLIB)) "$$d/lib/$(SONAME)" && \
 	ln -sf $(SONAME) "$$d/lib/libbigmac.so" && \
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' bigmac.pc.in >"$$d/lib/pkgconfig/bigmac.pc" && \
+	install -d "$$d/$(PYDIR)/bigmac/torch" && \
+	install -m 644 python/bigmac/*.py "$$d/$(PYDIR)/bigmac/" && \
+	install -m 644 python/bigmac/torch/*.py "$$d/$(PYDIR)/bigmac/torch/" && \
+	install -m 755 $(PYLIB) "$$d/$(PYDIR)/bigmac/_bigmac.so" && \
 	echo "installed bigmac $(VERSION) in $$d" && \
 	if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ] && command -v ldconfig >/dev/null; then ldconfig "$$d/lib"; fi
 
 uninstall:
 	@d="$(DESTDIR)$(PREFIX)"; for f in $(INSTALL_FILES); do rm -f "$$d/$$f"; done; \
+	rm -rf "$$d/$(PYDIR)/bigmac"; \
 	echo "removed bigmac from $$d"
 
 clean:

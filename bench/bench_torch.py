@@ -1,0 +1,98 @@
+"""bench_torch.py — the torch executor (bigmac.torch, docs/python.md); figures printed as Markdown
+rows, nothing asserted. Run: PYTHONPATH=python /usr/bin/python3 bench/bench_torch.py (or
+bash bench/bench_torch.sh; `make bench` runs it).
+
+ 1. Measured encoder activation peak (saved-tensor bytes, max over ranks) of the torch executor
+    on tests/specs/exec-small.json at P = 2, 1F1B, for bigmac and optimus at M = 32 and 128.
+ 2. Step time at P = 2 on examples/tiny-mllm.json (1F1B, V = 1, M = 8): the torch executor
+    (2 processes, gloo) and the C executor (mpirun -np 2) over the same spec, against the
+    simulator's prediction from bigmac.torch.profile of the twins on this machine (and, for
+    both executors, from `bigmac calibrate --mean` of the run's own last-step trace).
+"""
+import json
+import os
+import re
+import statistics
+import subprocess
+import tempfile
+
+import bigmac
+import bigmac.torch as bt
+from bigmac.torch import twins
+
+BIGMAC = os.environ.get("BIGMAC", "bin/bigmac")
+STEPS = int(os.environ.get("STEPS", "10"))
+tmp = tempfile.mkdtemp()
+
+
+def load():
+    return os.getloadavg()[0]
+
+
+def enc_peaks(rank, configs):
+    out = []
+    for spec, M, pol in configs:
+        log = os.path.join(tmp, "mem-%d-%s.jsonl" % (M, pol))
+        table = bigmac.plan(spec, pp=2, vpp=1, backbone="1f1b", microbatches=M, policy=pol)
+        bt.train(spec, table=table, steps=1, log=log)
+        out.append((M, pol, table.window, log))
+    return out
+
+
+def timed(rank, spec, steps, trace):
+    log = os.path.join(tmp, "torch-time.jsonl")
+    bt.train(spec, steps=steps, log=log, trace=trace, pp=2, vpp=1, backbone="1f1b")
+    return log
+
+
+def makespan(trace):
+    r = subprocess.run([BIGMAC, "render", trace, "--format", "ascii", "--width", "60"], capture_output=True, text=True,
+                       check=True)
+    return float(re.search(r"^makespan ([0-9.]+) ms", r.stdout, re.M).group(1))
+
+
+def main():
+    print("machine: %s, %d cores, load %.1f at start; torch %s" % (
+        open("/proc/cpuinfo").read().split("model name")[1].split("\n")[0].split(":", 1)[1].strip(), os.cpu_count(), load(),
+        __import__("torch").__version__))
+    # 1. memory
+    spec = "tests/specs/exec-small.json"
+    configs = [(spec, M, pol) for M in (32, 128) for pol in ("bigmac", "optimus")]
+    print("\n| spec | M | policy | window | encoder peak act bytes (max over ranks) | simulated encoder peak (nominal act_mib) |")
+    print("|---|---|---|---|---|---|")
+    for M, pol, W, log in bt.spawn(enc_peaks, 2, (configs,), timeout=1800)[0]:
+        ranks = json.loads(open(log).readline())["ranks"]
+        peak = max(r["peak_act_bytes"]["encoder"] for r in ranks)
+        sim = bigmac.simulate(spec, pp=2, vpp=1, backbone="1f1b", microbatches=M, policy=pol)
+        print("| exec-small | %d | %s | %s | %d | %.3f MiB |" % (M, pol, W or "-", peak,
+                                                             sim["ranks"] and max(r["peak_act_gib"]["encoder"] for r in sim["ranks"]) * 1024))
+    # 2. step time
+    spec = "examples/tiny-mllm.json"
+    trace = os.path.join(tmp, "torch-trace.json")
+    log = bt.spawn(timed, 2, (spec, STEPS, trace), timeout=1800)[0]
+    tms = [json.loads(l)["ms"] for l in open(log)][2:]
+    clog, ctrace = os.path.join(tmp, "c.jsonl"), os.path.join(tmp, "c-trace.json")
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OPENBLAS_NUM_THREADS="1")
+    subprocess.run(["mpirun", "-np", "2", BIGMAC, "train", spec, "--pp", "2", "--vpp", "1", "--backbone", "1f1b",
+                    "--steps", str(STEPS), "--log", clog, "--trace", ctrace, "--quiet"], check=True, env=env,
+                   capture_output=True)
+    cms = [json.loads(l)["ms"] for l in open(clog)][2:]
+    prof = bt.profile(spec, twins.factory(spec), twins.dataset(spec), repeats=7)
+    pred = bigmac.simulate(prof, pp=2, vpp=1, backbone="1f1b")["makespan_ms"]
+
+    def calibrated(tr):  # bigmac calibrate of the run's own trace (mean costs), simulated
+        cal = os.path.join(tmp, "cal.json")
+        subprocess.run([BIGMAC, "calibrate", tr, "--spec", spec, "--mean", "-o", cal], check=True, capture_output=True)
+        return bigmac.simulate(cal, pp=2, vpp=1, backbone="1f1b")["makespan_ms"]
+    print("\n| executor (P = 2, tiny-mllm, 1F1B, M = 8) | step ms (median of steps 3-%d) | traced makespan ms (last step) | simulated from torch profile ms | simulated from its own trace (calibrate --mean) ms |" % STEPS)
+    print("|---|---|---|---|---|")
+    print("| torch (gloo, twins) | %.1f | %.1f | %.1f | %.1f |" % (statistics.median(tms), makespan(trace), pred, calibrated(trace)))
+    print("| C (mpirun -np 2) | %.1f | %.1f | | %.1f |" % (statistics.median(cms), makespan(ctrace), calibrated(ctrace)))
+    print("\nprofiled costs (ms fwd/bwd, MiB act):", ", ".join("%s %.2f/%.2f %.3f" % (m.name, m.cost["fwd_ms"],
+                                                                                   m.cost["bwd_ms"], m.cost["act_mib"])
+                                                          for m in prof.modules))
+    print("load at end %.1f" % load())
+
+
+if __name__ == "__main__":
+    main()

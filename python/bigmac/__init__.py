@@ -1,0 +1,549 @@
+"""bigmac from Python: the C library's planner, verifier, simulator and renderers (docs/python.md).
+
+    import bigmac
+    spec = bigmac.load_spec("examples/tiny-mllm.json")
+    table = bigmac.plan(spec, pp=2, microbatches=8, policy="bigmac", backbone="1f1b")
+    bigmac.verify(table)
+    sim = bigmac.simulate(table)          # the dict `bigmac simulate --json` prints
+    bigmac.render(table, "ascii", "-")
+
+Everything here calls the C library (build/python/_bigmac.so, built by `make`) through ctypes;
+nothing is re-implemented. Failures raise bigmac.Error with the C library's positioned message
+("examples/x.json:14:9: ..."). bigmac.torch is the PyTorch executor of the same tables.
+"""
+import ctypes as _C
+import json as _json
+import os as _os
+import tempfile as _tempfile
+
+__all__ = ["Error", "Spec", "Table", "Batch", "load_spec", "plan", "verify", "simulate", "render",
+           "load_table", "data_batch", "module_init", "ROLES", "POLICIES", "BACKBONES"]
+
+ROLES = ("encoder", "backbone", "generator")
+PASSES = ("F", "B", "W")
+BACKBONES = ("gpipe", "1f1b", "interleaved")
+POLICIES = ("bigmac", "optimus", "unified", "unified-balanced", "ideal", "none")
+OP_COMPUTE, OP_SEND, OP_RECV = 0, 1, 2
+
+
+class Error(Exception):
+    """A failure reported by the C library; str(e) is its message (file:line:col: ...)."""
+
+
+def _find_lib():
+    env = _os.environ.get("BIGMAC_LIB")
+    if env:
+        return env
+    here = _os.path.dirname(_os.path.abspath(__file__))
+    for cand in (_os.path.join(here, "_bigmac.so"),  # installed (make install)
+                 _os.path.join(here, "..", "..", "build", "python", "_bigmac.so")):  # repository
+        if _os.path.exists(cand):
+            return _os.path.normpath(cand)
+    raise ImportError("bigmac: the C library is not built: run `make` in the repository "
+                      "(it writes build/python/_bigmac.so), or set BIGMAC_LIB")
+
+
+_lib = _C.CDLL(_find_lib())
+_P, _I, _D, _S, _Z = _C.c_void_p, _C.c_int, _C.c_double, _C.c_char_p, _C.c_size_t
+_IP, _DP, _FP = _C.POINTER(_C.c_int), _C.POINTER(_C.c_double), _C.POINTER(_C.c_float)
+
+
+def _sig(name, res, *args):
+    f = getattr(_lib, name)
+    f.restype, f.argtypes = res, list(args)
+    return f
+
+
+_sig("bmpy_free", None, _P)
+_sig("bmpy_spec_load", _P, _S, _S, _Z)
+_sig("bmpy_spec_parse", _P, _S, _S, _S, _Z)
+_sig("bmpy_spec_free", None, _P)
+_sig("bmpy_spec_name", _S, _P)
+_sig("bmpy_spec_info", None, _P, _IP)
+_sig("bmpy_spec_train", None, _P, _DP)
+_sig("bmpy_spec_module_name", _S, _P, _I)
+_sig("bmpy_spec_module_impl", _S, _P, _I)
+_sig("bmpy_spec_module_role", _I, _P, _I)
+_sig("bmpy_spec_module_grad_to_backbone", _I, _P, _I)
+_sig("bmpy_spec_module_arch", None, _P, _I, _DP)
+_sig("bmpy_spec_module_layers", _I, _P, _I)
+_sig("bmpy_spec_module_cost", None, _P, _I, _DP)
+_sig("bmpy_plan", _P, _P, _I, _I, _I, _I, _I, _I, _I, _S, _Z)
+_sig("bmpy_table_free", None, _P)
+_sig("bmpy_table_json", _P, _P)
+_sig("bmpy_table_parse", _P, _S, _S, _S, _Z)
+_sig("bmpy_table_load", _P, _S, _S, _Z)
+_sig("bmpy_table_save", _I, _P, _S, _S, _Z)
+_sig("bmpy_table_info", None, _P, _IP)
+_sig("bmpy_table_n_ops", _I, _P, _I)
+_sig("bmpy_table_ops", None, _P, _I, _IP)
+_sig("bmpy_op_format", None, _P, _I, _I, _S, _Z)
+_sig("bmpy_table_module_name", _S, _P, _I)
+_sig("bmpy_table_module_role", _I, _P, _I)
+_sig("bmpy_table_tensor_name", _S, _P, _I)
+_sig("bmpy_table_tensor_module", _I, _P, _I)
+_sig("bmpy_table_tensor_grad", _I, _P, _I)
+_sig("bmpy_table_chunk_layers", _I, _P, _IP)
+_sig("bmpy_verify", _I, _P, _S, _Z)
+_sig("bmpy_flow_new", _P, _P, _S, _Z)
+_sig("bmpy_flow_free", None, _P)
+_sig("bmpy_flow_get", _I, _P, _I, _I, _I, _IP, _IP, _IP, _IP, _I)
+_sig("bmpy_simulate_json", _P, _P, _D, _C.c_ulonglong, _I, _S, _Z)
+_sig("bmpy_simulate_cmd", _I, _I, _C.POINTER(_S), _S)
+_sig("bmpy_render", _I, _P, _S, _S, _I, _S, _S, _Z)
+_sig("bmpy_trace_write", _I, _P, _C.POINTER(_DP), _C.POINTER(_DP), _IP, _S, _S, _Z)
+_sig("bmpy_data_cfg", _P, _P, _S, _Z)
+_sig("bmpy_data_cfg_free", None, _P)
+_sig("bmpy_data_batch", _P, _P, _C.c_long, _I, _S, _Z)
+_sig("bmpy_data_batch_free", None, _P)
+_sig("bmpy_batch_info", None, _P, _IP)
+_sig("bmpy_batch_copy", None, _P, _IP, _FP, _IP, _FP, _FP, _FP)
+_sig("bmpy_module_init", _FP, _P, _I, _I, _I, _C.POINTER(_Z), _S, _Z)
+_sig("bmpy_vocab_word", _S, _I)
+
+_ERRN = 4096
+
+
+def _errbuf():
+    return _C.create_string_buffer(_ERRN)
+
+
+def _raise(buf):
+    raise Error(buf.value.decode("utf-8", "replace"))
+
+
+def _take_str(ptr):
+    """A malloc'd C string as str (freed)."""
+    try:
+        return _C.string_at(ptr).decode("utf-8")
+    finally:
+        _lib.bmpy_free(ptr)
+
+
+def _b(s):
+    return s.encode("utf-8") if isinstance(s, str) else s
+
+
+# ---------------------------------------------------------------- spec
+
+class Module:
+    """One module of a spec (read-only view): name, role, impl, arch (dict), cost (dict), layers
+    (the backbone's layer count for the chunk split: "layers", else arch.layers; 0 = none)."""
+
+    _ARCH = ("params", "layers", "hidden", "heads", "ffn", "vocab", "seq", "tokens", "image", "patch",
+             "channels", "cond")
+    _COST = ("fwd_ms", "bwd_ms", "act_mib", "state_mib", "out_mib")
+
+    def __init__(self, spec, i):
+        h = spec._h
+        self.index = i
+        self.name = _lib.bmpy_spec_module_name(h, i).decode()
+        self.role = ROLES[_lib.bmpy_spec_module_role(h, i)]
+        self.impl = _lib.bmpy_spec_module_impl(h, i).decode() or None
+        self.grad_to_backbone = bool(_lib.bmpy_spec_module_grad_to_backbone(h, i))
+        self.layers = _lib.bmpy_spec_module_layers(h, i)
+        a = (_C.c_double * 12)()
+        _lib.bmpy_spec_module_arch(h, i, a)
+        self.arch = {k: (int(v) if k != "params" else v) for k, v in zip(self._ARCH, a)}
+        c = (_C.c_double * 5)()
+        _lib.bmpy_spec_module_cost(h, i, c)
+        self.cost = dict(zip(self._COST, list(c)))
+
+    def __repr__(self):
+        return "Module(%r, %s)" % (self.name, self.role)
+
+
+class Spec:
+    """A parsed, checked spec (bigmac.load_spec). .text is the JSON it was parsed from, .path
+    the file (or None), .modules the modules in spec order."""
+
+    def __init__(self, handle, text, path):
+        self._h, self.text, self.path = handle, text, path
+        info = (_C.c_int * 12)()
+        _lib.bmpy_spec_info(handle, info)
+        (self.pp, self.vpp, self.microbatches, self.unit, self.window, bb, pol, n, self.backbone_module,
+         self.steps, self.samples_per_microbatch, self.max_images) = list(info)
+        self.backbone, self.policy = BACKBONES[bb], POLICIES[pol]
+        self.name = _lib.bmpy_spec_name(handle).decode()
+        self.modules = [Module(self, i) for i in range(n)]
+        tr = (_C.c_double * 5)()
+        _lib.bmpy_spec_train(handle, tr)
+        self.train = dict(zip(("lr", "weight_decay", "beta1", "beta2", "eps"), list(tr)))
+
+    def __del__(self):
+        if getattr(self, "_h", None):
+            _lib.bmpy_spec_free(self._h)
+            self._h = None
+
+    def module(self, name):
+        for m in self.modules:
+            if m.name == name:
+                return m
+        raise Error("spec %s: no module named %r" % (self.name, name))
+
+    def to_dict(self):
+        return _json.loads(self.text)
+
+    def __repr__(self):
+        return "Spec(%r, %d modules)" % (self.name, len(self.modules))
+
+
+def load_spec(src, name=None):
+    """Parse and check a spec: a path, a dict, or a Spec (returned as is). Raises bigmac.Error
+    with the C library's positioned message."""
+    if isinstance(src, Spec):
+        return src
+    err = _errbuf()
+    if isinstance(src, dict):
+        text = _json.dumps(src, indent=1)
+        h = _lib.bmpy_spec_parse(_b(text), _b(name or "<dict>"), err, _ERRN)
+        path = None
+    elif isinstance(src, (str, bytes, _os.PathLike)):
+        path = _os.fsdecode(src)
+        h = _lib.bmpy_spec_load(_b(path), err, _ERRN)
+        text = None
+        if h:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+    else:
+        raise TypeError("load_spec: expected a path, a dict or a Spec, got %s" % type(src).__name__)
+    if not h:
+        _raise(err)
+    return Spec(h, text, path)
+
+
+# ---------------------------------------------------------------- table
+
+class Op:
+    __slots__ = ("kind", "pass_", "module", "chunk", "mb", "peer", "tensor", "name")
+
+    def __init__(self, q, name):
+        self.kind, p, self.module, self.chunk, self.mb, self.peer, self.tensor = q
+        self.pass_ = PASSES[p] if self.kind == OP_COMPUTE else None
+        self.name = name
+
+    @property
+    def kind_name(self):
+        return ("compute", "send", "recv")[self.kind]
+
+    def __repr__(self):
+        return "Op(%s)" % self.name
+
+
+class Table:
+    """An operator table: per-rank op lists (.ops[rank] -> [Op]), .to_json(), .write(path).
+    .spec is the Spec it was planned from (None when loaded from a file)."""
+
+    def __init__(self, handle, spec=None):
+        self._h, self.spec = handle, spec
+        info = (_C.c_int * 10)()
+        _lib.bmpy_table_info(handle, info)
+        (self.pp, self.vpp, self.microbatches, self.unit, self.window, bb, pol, nm, self.backbone_module,
+         _) = list(info)
+        self.backbone, self.policy = BACKBONES[bb], POLICIES[pol]
+        self.module_names = [_lib.bmpy_table_module_name(handle, i).decode() for i in range(nm)]
+        self.module_roles = [ROLES[_lib.bmpy_table_module_role(handle, i)] for i in range(nm)]
+        self._ops = None
+        self._flow = None
+
+    def __del__(self):
+        if getattr(self, "_flow", None):
+            _lib.bmpy_flow_free(self._flow)
+        if getattr(self, "_h", None):
+            _lib.bmpy_table_free(self._h)
+            self._h = None
+
+    @property
+    def n_tensors(self):
+        info = (_C.c_int * 10)()
+        _lib.bmpy_table_info(self._h, info)
+        return info[9]
+
+    def tensor_name(self, i):
+        return _lib.bmpy_table_tensor_name(self._h, i).decode()
+
+    def tensor_module(self, i):
+        return _lib.bmpy_table_tensor_module(self._h, i)
+
+    def tensor_is_grad(self, i):
+        return bool(_lib.bmpy_table_tensor_grad(self._h, i))
+
+    @property
+    def ops(self):
+        """ops[rank]: the rank's ordered list of Op."""
+        if self._ops is None:
+            self._ops = [self._rank_ops(r) for r in range(self.pp)]
+        return self._ops
+
+    def _rank_ops(self, r):
+        n = _lib.bmpy_table_n_ops(self._h, r)
+        a = (_C.c_int * (7 * n + 1))()
+        _lib.bmpy_table_ops(self._h, r, a)
+        buf = _C.create_string_buffer(512)
+        out = []
+        for k in range(n):
+            _lib.bmpy_op_format(self._h, r, k, buf, 512)
+            out.append(Op(a[7 * k:7 * k + 7], buf.value.decode()))
+        return out
+
+    def chunk_layers(self):
+        """Layers of each global backbone chunk (pp*vpp), or None when the table has none."""
+        a = (_C.c_int * (self.pp * self.vpp))()
+        return list(a) if _lib.bmpy_table_chunk_layers(self._h, a) else None
+
+    def flow(self, module, chunk, pass_):
+        """(needs, makes): tensor indices the compute op (module, chunk or -1, "F"/"B") needs
+        on its rank and makes (the C dataflow, src/plan/flow.h)."""
+        if self._flow is None:
+            err = _errbuf()
+            self._flow = _lib.bmpy_flow_new(self._h, err, _ERRN)
+            if not self._flow:
+                _raise(err)
+            self._ops = None  # the flow interns tensors; op lists stay valid
+        cap = 64
+        needs, makes, nn, nk = (_C.c_int * cap)(), (_C.c_int * cap)(), _C.c_int(), _C.c_int()
+        if not _lib.bmpy_flow_get(self._flow, module, chunk, PASSES.index(pass_), needs, _C.byref(nn), makes,
+                                  _C.byref(nk), cap):
+            raise Error("table: no dataflow for module %d chunk %d pass %s" % (module, chunk, pass_))
+        return list(needs[:nn.value]), list(makes[:nk.value])
+
+    def to_json(self):
+        """The table as the JSON text `bigmac plan` writes (docs/table.md)."""
+        p = _lib.bmpy_table_json(self._h)
+        if not p:
+            raise Error("table: out of memory writing JSON")
+        return _take_str(p)
+
+    def to_dict(self):
+        return _json.loads(self.to_json())
+
+    def write(self, path):
+        err = _errbuf()
+        if _lib.bmpy_table_save(self._h, _b(_os.fspath(path)), err, _ERRN):
+            _raise(err)
+
+    def write_trace(self, times, mem, path):
+        """Write a measured Chrome trace (the C executor's format, docs/trace.md): times[r] is a
+        list of (start_ms, end_ms, ready_ms) per op of rank r, mem[r] a list of
+        (t_ms, encoder, backbone, generator live bytes)."""
+        P = self.pp
+        tarr = (_DP * P)()
+        marr = (_DP * P)()
+        nmem = (_C.c_int * P)()
+        keep = []
+        for r in range(P):
+            if len(times[r]) != len(self.ops[r]):
+                raise Error("trace: rank %d has %d op times, the table %d ops" % (r, len(times[r]), len(self.ops[r])))
+            ta = (_C.c_double * (3 * len(times[r]) + 1))(*[v for t in times[r] for v in t])
+            ma = (_C.c_double * (4 * len(mem[r]) + 1))(*[v for q in mem[r] for v in q])
+            keep += [ta, ma]
+            tarr[r] = _C.cast(ta, _DP)
+            marr[r] = _C.cast(ma, _DP)
+            nmem[r] = len(mem[r])
+        err = _errbuf()
+        if _lib.bmpy_trace_write(self._h, tarr, marr, nmem, _b(_os.fspath(path)), err, _ERRN):
+            _raise(err)
+
+    def __repr__(self):
+        return "Table(pp=%d, vpp=%d, M=%d, %s/%s)" % (self.pp, self.vpp, self.microbatches, self.policy,
+                                                      self.backbone)
+
+
+def load_table(src):
+    """A table from a path (or a JSON string starting with '{')."""
+    err = _errbuf()
+    if isinstance(src, str) and src.lstrip().startswith("{"):
+        h = _lib.bmpy_table_parse(_b(src), b"<string>", err, _ERRN)
+    else:
+        h = _lib.bmpy_table_load(_b(_os.fspath(src)), err, _ERRN)
+    if not h:
+        _raise(err)
+    return Table(h)
+
+
+def _enum(val, names, what):
+    if val is None:
+        return -1
+    if val not in names:
+        raise Error("%s: unknown %s %r (%s)" % (what, what, val, ", ".join(names)))
+    return names.index(val)
+
+
+def _window(w):
+    if w is None:
+        return 0
+    if w == "auto":
+        return -1
+    if w == "fit":
+        return -2
+    if isinstance(w, int) and w >= 1:
+        return w
+    raise Error("window: expected an int >= 1, 'auto' or 'fit', got %r" % (w,))
+
+
+def _posint(name, v):
+    if v is None:
+        return 0
+    if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+        raise Error("%s: expected a positive int, got %r" % (name, v))
+    return v
+
+
+def plan(spec, pp=None, vpp=None, microbatches=None, policy=None, backbone=None, window=None, unit=None):
+    """Plan spec (a Spec, path or dict); arguments left None take the spec's values, as the
+    plan flags of `bigmac plan` do. Returns a Table."""
+    spec = load_spec(spec)
+    err = _errbuf()
+    h = _lib.bmpy_plan(spec._h, _posint("pp", pp), _posint("vpp", vpp), _posint("microbatches", microbatches),
+                       _posint("unit", unit), _window(window), _enum(backbone, BACKBONES, "backbone"),
+                       _enum(policy, POLICIES, "policy"), err, _ERRN)
+    if not h:
+        _raise(err)
+    return Table(h, spec)
+
+
+def verify(table):
+    """Check every invariant of the table (bm_verify); raises bigmac.Error naming the first
+    violated invariant, returns True otherwise."""
+    err = _errbuf()
+    if _lib.bmpy_verify(table._h, err, _ERRN):
+        _raise(err)
+    return True
+
+
+def simulate(src, compare=False, jitter=0.0, seed=1, **plan_args):
+    """The dict `bigmac simulate --json` prints: of a Table, or of a spec (planned with
+    plan_args). compare=True (spec only): every policy and the zero-bubble bound, exactly as
+    `bigmac simulate SPEC --compare --json`."""
+    if isinstance(src, Table):
+        if compare:
+            raise Error("simulate: compare=True needs a spec (it plans every policy)")
+        if plan_args:
+            raise Error("simulate: plan arguments (%s) need a spec, not a table" % ", ".join(plan_args))
+        spm = src.spec.samples_per_microbatch if src.spec else 1
+        err = _errbuf()
+        p = _lib.bmpy_simulate_json(src._h, float(jitter), int(seed), spm, err, _ERRN)
+        if not p:
+            _raise(err)
+        return _json.loads(_take_str(p))
+    spec = load_spec(src)
+    if not compare:
+        return simulate(plan(spec, **plan_args), jitter=jitter, seed=seed)
+    return _simulate_compare(spec, jitter, seed, plan_args)
+
+
+def _simulate_compare(spec, jitter, seed, plan_args):
+    with _tempfile.TemporaryDirectory() as d:
+        path = spec.path
+        if path is None:
+            path = _os.path.join(d, "spec.json")
+            with open(path, "w") as f:
+                f.write(spec.text)
+        out = _os.path.join(d, "out.json")
+        argv = ["simulate", path, "--compare", "--json", "--jitter", repr(float(jitter)), "--seed", str(int(seed))]
+        flag = {"pp": "--pp", "vpp": "--vpp", "microbatches": "--microbatches", "unit": "--unit",
+                "backbone": "--backbone", "window": "--window"}
+        for k, v in plan_args.items():
+            if k not in flag:
+                raise Error("simulate: unknown plan argument %r (compare plans every policy)" % k)
+            if v is not None:
+                argv += [flag[k], str(v)]
+        arr = (_S * (len(argv) + 1))(*[_b(a) for a in argv], None)
+        rc = _lib.bmpy_simulate_cmd(len(argv), arr, _b(out))
+        text = open(out).read() if _os.path.exists(out) else ""
+        if rc != 0:
+            raise Error("simulate --compare failed (exit %d; the message is on stderr)" % rc)
+        return _json.loads(text)
+
+
+def render(table, format, path="-", width=120, title=None):
+    """Simulate table and draw it: format ascii|svg|html|trace|csv to path ("-" = stdout);
+    title heads svg and html (None: the renderer's default)."""
+    if not isinstance(table, Table):
+        table = plan(table)
+    err = _errbuf()
+    if _lib.bmpy_render(table._h, _b(format), _b(_os.fspath(path)), int(width),
+                       _b(title) if title else None, err, _ERRN):
+        _raise(err)
+
+
+# ---------------------------------------------------------------- data, initialisation
+
+class Batch:
+    """One microbatch of the built-in dataset (src/data/data.h), drawn by the C library from
+    (data.seed, step, mb): numpy arrays n_images [S], images [I, ch, H, W], text [S, seq],
+    target and noise [S, ch, H, W], timestep [S]."""
+
+    def __init__(self, **kw):
+        self.__dict__.update(kw)
+
+
+class _DataCfg:
+    def __init__(self, spec):
+        err = _errbuf()
+        self._h = _lib.bmpy_data_cfg(spec._h, err, _ERRN)
+        if not self._h:
+            _raise(err)
+
+    def __del__(self):
+        if getattr(self, "_h", None):
+            _lib.bmpy_data_cfg_free(self._h)
+
+
+_cfg_cache = {}
+
+
+def data_batch(spec, step, mb):
+    """Microbatch mb of training step step of spec's dataset, as the C trainers draw it."""
+    import numpy as np
+    spec = load_spec(spec)
+    cfg = _cfg_cache.get(id(spec))
+    if cfg is None or cfg[0] is not spec:
+        cfg = _cfg_cache[id(spec)] = (spec, _DataCfg(spec))
+    err = _errbuf()
+    d = _lib.bmpy_data_batch(cfg[1]._h, int(step), int(mb), err, _ERRN)
+    if not d:
+        _raise(err)
+    try:
+        info = (_C.c_int * 5)()
+        _lib.bmpy_batch_info(d, info)
+        S, I, ch, H, seq = list(info)
+        n_images = np.zeros(S, np.int32)
+        images = np.zeros((I, ch, H, H), np.float32)
+        text = np.zeros((S, seq), np.int32)
+        target = np.zeros((S, ch, H, H), np.float32)
+        noise = np.zeros((S, ch, H, H), np.float32)
+        timestep = np.zeros(S, np.float32)
+        ip = lambda a: a.ctypes.data_as(_IP)
+        fp = lambda a: a.ctypes.data_as(_FP)
+        _lib.bmpy_batch_copy(d, ip(n_images), fp(images), ip(text), fp(target), fp(noise), fp(timestep))
+    finally:
+        _lib.bmpy_data_batch_free(d)
+    return Batch(step=step, mb=mb, n_samples=S, n_images=n_images, images=images, text=text, target=target,
+                 noise=noise, timestep=timestep, seq=seq, image=H, channels=ch)
+
+
+def module_init(spec, module, layer_begin=0, layer_end=0):
+    """The initial flat parameters (numpy float32) of module (index or name) of spec as its C
+    implementation creates them with the trainers' seed; layers [layer_begin, layer_end) for the
+    backbone (layer_end 0 = all layers)."""
+    import numpy as np
+    spec = load_spec(spec)
+    i = spec.module(module).index if isinstance(module, str) else int(module)
+    m = spec.modules[i]
+    if m.role == "backbone" and layer_end == 0:
+        layer_end = m.layers
+    n = _Z()
+    err = _errbuf()
+    p = _lib.bmpy_module_init(spec._h, i, int(layer_begin), int(layer_end), _C.byref(n), err, _ERRN)
+    if not p:
+        _raise(err)
+    try:
+        return np.ctypeslib.as_array(p, shape=(n.value,)).copy()
+    finally:
+        _lib.bmpy_free(p)
+
+
+def vocab_word(i):
+    w = _lib.bmpy_vocab_word(int(i))
+    return w.decode() if w else None

@@ -1,0 +1,438 @@
+/* _capi.c — the flat C interface the Python package (python/bigmac/__init__.py, ctypes) calls.
+ * It is built into build/python/_bigmac.so together with the C library's objects and the few
+ * CLI pieces whose output the Python API promises to match (`simulate --json`), so Python never
+ * re-implements the planner, verifier, simulator, renderers, dataset or initialisation.
+ *
+ * Conventions: handles are opaque pointers owned by Python (freed with the matching *_free);
+ * functions returning int return BM_OK / BM_ERR and on failure write the C library's message
+ * into err[0 .. errn-1]; strings returned as char * are malloc'd (bmpy_free). */
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "bigmac.h"
+#include "bigmac_module.h"
+#include "cli/cli.h"
+#include "data/data.h"
+#include "exec/trace.h"
+#include "plan/flow.h"
+#include "report/report.h"
+#include "train/train.h"
+#include "util/util.h"
+
+static int fail(char *err, size_t n, const struct bm_err *e)
+{
+    if (err && n) snprintf(err, n, "%s", e->msg);
+    return BM_ERR;
+}
+
+static int fail_msg(char *err, size_t n, const char *msg)
+{
+    if (err && n) snprintf(err, n, "%s", msg);
+    return BM_ERR;
+}
+
+void bmpy_free(void *p) { free(p); }
+
+/* ---------------------------------------------------------------- spec */
+
+void *bmpy_spec_load(const char *path, char *err, size_t n)
+{
+    struct bm_err e;
+    struct bm_spec *s;
+    if (bm_spec_load(path, &s, &e)) return fail(err, n, &e), NULL;
+    return s;
+}
+
+void *bmpy_spec_parse(const char *text, const char *name, char *err, size_t n)
+{
+    struct bm_err e;
+    struct bm_spec *s;
+    if (bm_spec_parse(text, name, &s, &e)) return fail(err, n, &e), NULL;
+    return s;
+}
+
+void bmpy_spec_free(void *s) { bm_spec_free(s); }
+
+const char *bmpy_spec_name(const void *sp)
+{
+    const struct bm_spec *s = sp;
+    return s->name ? s->name : "";
+}
+
+/* out[0..]: pp vpp microbatches unit window backbone policy n_modules backbone_module steps
+ * samples_per_microbatch max_images */
+void bmpy_spec_info(const void *sp, int *out)
+{
+    const struct bm_spec *s = sp;
+    struct bm_plan_opts o;
+    bm_plan_opts_from_spec(&o, s);
+    int v[] = {o.pp, o.vpp, o.microbatches, o.unit, o.window, (int)o.backbone, (int)o.policy, s->n_modules,
+               s->backbone_module, s->train.steps, s->data.samples_per_microbatch > 0 ? s->data.samples_per_microbatch : 1,
+               s->data.max_images > 0 ? s->data.max_images : 1};
+    memcpy(out, v, sizeof v);
+}
+
+/* out: lr weight_decay beta1 beta2 eps */
+void bmpy_spec_train(const void *sp, double *out)
+{
+    const struct bm_spec *s = sp;
+    out[0] = s->train.lr, out[1] = s->train.weight_decay, out[2] = s->train.beta1, out[3] = s->train.beta2;
+    out[4] = s->train.eps;
+}
+
+const char *bmpy_spec_module_name(const void *sp, int i) { return ((const struct bm_spec *)sp)->modules[i].name; }
+const char *bmpy_spec_module_impl(const void *sp, int i)
+{
+    const char *s = ((const struct bm_spec *)sp)->modules[i].impl;
+    return s ? s : "";
+}
+int bmpy_spec_module_role(const void *sp, int i) { return (int)((const struct bm_spec *)sp)->modules[i].role; }
+int bmpy_spec_module_grad_to_backbone(const void *sp, int i)
+{
+    return ((const struct bm_spec *)sp)->modules[i].grad_to_backbone;
+}
+/* The module's layer count for the chunk split ("layers", else arch.layers; 0 = none). */
+int bmpy_spec_module_layers(const void *sp, int i)
+{
+    const struct bm_module *m = &((const struct bm_spec *)sp)->modules[i];
+    return m->layers > 0 ? m->layers : m->arch.layers;
+}
+
+/* arch: params layers hidden heads ffn vocab seq tokens image patch channels cond (as doubles) */
+void bmpy_spec_module_arch(const void *sp, int i, double *out)
+{
+    const struct bm_arch *a = &((const struct bm_spec *)sp)->modules[i].arch;
+    double v[] = {a->params, a->layers, a->hidden, a->heads, a->ffn, a->vocab, a->seq, a->tokens,
+                  a->image, a->patch, a->channels, a->cond};
+    memcpy(out, v, sizeof v);
+}
+/* cost: fwd_ms bwd_ms act_mib state_mib out_mib */
+void bmpy_spec_module_cost(const void *sp, int i, double *out)
+{
+    const struct bm_cost *c = &((const struct bm_spec *)sp)->modules[i].cost;
+    out[0] = c->fwd_ms, out[1] = c->bwd_ms, out[2] = c->act_mib, out[3] = c->state_mib, out[4] = c->out_mib;
+}
+
+/* ---------------------------------------------------------------- plan, table */
+
+/* Plan s. Arguments of 0 take the spec's value (window: 0 = spec's, -1 auto, -2 fit; backbone
+ * and policy: -1 = spec's), with the CLI's rule that a spec whose unit is its pp follows --pp. */
+void *bmpy_plan(const void *sp, int pp, int vpp, int M, int unit, int window, int backbone, int policy,
+                char *err, size_t n)
+{
+    const struct bm_spec *s = sp;
+    struct bm_plan_opts o;
+    bm_plan_opts_from_spec(&o, s);
+    struct bm_cli_plan_flags f = {pp, vpp, M, unit, window, backbone >= 0, policy >= 0,
+                                  backbone >= 0 ? (enum bm_backbone)backbone : BM_BB_1F1B,
+                                  policy >= 0 ? (enum bm_policy)policy : BM_POL_BIGMAC};
+    bm_cli_plan_apply(&f, &o);
+    struct bm_err e;
+    struct bm_table *t;
+    if (bm_plan_build(s, &o, &t, &e)) return fail(err, n, &e), NULL;
+    return t;
+}
+
+void bmpy_table_free(void *t) { bm_table_free(t); }
+
+static char *table_text(const struct bm_table *t)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f) return NULL;
+    int rc = bm_table_write_json(t, f);
+    if (fclose(f) || rc) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+char *bmpy_table_json(const void *t) { return table_text(t); }
+
+void *bmpy_table_parse(const char *text, const char *name, char *err, size_t n)
+{
+    struct bm_err e;
+    struct bm_table *t;
+    if (bm_table_parse(text, name, &t, &e)) return fail(err, n, &e), NULL;
+    return t;
+}
+
+void *bmpy_table_load(const char *path, char *err, size_t n)
+{
+    struct bm_err e;
+    struct bm_table *t;
+    if (bm_table_load(path, &t, &e)) return fail(err, n, &e), NULL;
+    return t;
+}
+
+int bmpy_table_save(const void *t, const char *path, char *err, size_t n)
+{
+    struct bm_err e;
+    if (bm_table_save(t, path, &e)) return fail(err, n, &e);
+    return BM_OK;
+}
+
+/* out: pp vpp microbatches unit window backbone policy n_modules backbone_module n_tensors */
+void bmpy_table_info(const void *tp, int *out)
+{
+    const struct bm_table *t = tp;
+    int v[] = {t->pp, t->vpp, t->microbatches, t->unit, t->window, (int)t->backbone, (int)t->policy,
+               t->n_modules, t->backbone_module, t->n_tensors};
+    memcpy(out, v, sizeof v);
+}
+
+int bmpy_table_n_ops(const void *tp, int rank) { return ((const struct bm_table *)tp)->ranks[rank].n_ops; }
+
+/* 7 ints per op: kind pass module chunk mb peer tensor */
+void bmpy_table_ops(const void *tp, int rank, int *out)
+{
+    const struct bm_rank_ops *ro = &((const struct bm_table *)tp)->ranks[rank];
+    for (int k = 0; k < ro->n_ops; k++) {
+        const struct bm_op *op = &ro->ops[k];
+        int *q = out + 7 * k;
+        q[0] = op->kind, q[1] = op->pass, q[2] = op->module, q[3] = op->chunk, q[4] = op->mb, q[5] = op->peer;
+        q[6] = op->tensor;
+    }
+}
+
+void bmpy_op_format(const void *t, int rank, int k, char *buf, size_t n)
+{
+    bm_op_format(t, &((const struct bm_table *)t)->ranks[rank].ops[k], buf, n);
+}
+
+const char *bmpy_table_module_name(const void *t, int i) { return ((const struct bm_table *)t)->modules[i].name; }
+int bmpy_table_module_role(const void *t, int i) { return (int)((const struct bm_table *)t)->modules[i].role; }
+const char *bmpy_table_tensor_name(const void *t, int i) { return ((const struct bm_table *)t)->tensors[i].name; }
+int bmpy_table_tensor_module(const void *t, int i) { return ((const struct bm_table *)t)->tensors[i].module; }
+int bmpy_table_tensor_grad(const void *t, int i) { return ((const struct bm_table *)t)->tensors[i].grad; }
+
+/* Layers per global chunk (pp*vpp ints); 0 when the table carries none. */
+int bmpy_table_chunk_layers(const void *tp, int *out)
+{
+    const struct bm_table *t = tp;
+    if (!t->chunk_layers) return 0;
+    memcpy(out, t->chunk_layers, (size_t)t->pp * t->vpp * sizeof(int));
+    return 1;
+}
+
+int bmpy_verify(const void *t, char *err, size_t n)
+{
+    struct bm_err e;
+    if (bm_verify(t, &e)) return fail(err, n, &e);
+    return BM_OK;
+}
+
+/* ---------------------------------------------------------------- dataflow */
+
+/* The table's dataflow (tensors interned into t). Chunk 0's encoder parts are put in spec
+ * module order, as the C executor does (include/bigmac_module.h). */
+void *bmpy_flow_new(void *tp, char *err, size_t n)
+{
+    struct bm_table *t = tp;
+    struct bm_err e;
+    struct bm_flow *f;
+    if (bm_flow_build(t, &f, &e)) return fail(err, n, &e), NULL;
+    for (int pass = 0; pass < 2; pass++) bm_flow_sort_by_module(f, t, t->backbone_module, 0, pass);
+    return f;
+}
+
+void bmpy_flow_free(void *f) { bm_flow_free(f); }
+
+/* needs/makes of op (module, chunk, pass): counts into n_needs/n_makes, indices into the
+ * arrays (at most cap each). 0 when the flow has no such op. */
+int bmpy_flow_get(const void *f, int module, int chunk, int pass, int *needs, int *n_needs, int *makes,
+                  int *n_makes, int cap)
+{
+    const struct bm_flow_op *o = bm_flow_get(f, module, chunk, pass);
+    if (!o) return 0;
+    *n_needs = o->n_needs, *n_makes = o->n_makes;
+    for (int i = 0; i < o->n_needs && i < cap; i++) needs[i] = o->needs[i];
+    for (int i = 0; i < o->n_makes && i < cap; i++) makes[i] = o->makes[i];
+    return 1;
+}
+
+/* ---------------------------------------------------------------- simulate, render */
+
+static char *json_text(json_t *j)
+{
+    char *s = json_dumps(j, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
+    json_decref(j);
+    if (!s) return NULL;
+    char *c = strdup(s); /* jansson's allocator may differ from free() */
+    free(s);
+    return c;
+}
+
+/* `simulate --json` of table t (one policy). */
+char *bmpy_simulate_json(const void *t, double jitter, unsigned long long seed, int spm, char *err, size_t n)
+{
+    struct bm_sim_opts so = {jitter, seed, spm};
+    struct bm_timeline *tl;
+    struct bm_err e;
+    if (bm_simulate(t, &so, &tl, &e)) return fail(err, n, &e), NULL;
+    char *s = json_text(bm_cli_sim_json(t, tl));
+    bm_timeline_free(tl);
+    if (!s) fail_msg(err, n, "out of memory");
+    return s;
+}
+
+/* Run `bigmac simulate` (argv[0] = "simulate") with stdout into out_path: the --compare JSON
+ * exactly as the command prints it. Returns the command's exit status (its messages go to
+ * stderr). */
+int bmpy_simulate_cmd(int argc, char **argv, const char *out_path)
+{
+    fflush(stdout);
+    int saved = dup(1), fd = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (saved < 0 || fd < 0) {
+        if (saved >= 0) close(saved);
+        if (fd >= 0) close(fd);
+        return BM_ERR;
+    }
+    dup2(fd, 1);
+    close(fd);
+    int rc = bm_cmd_simulate(argc, argv);
+    fflush(stdout);
+    dup2(saved, 1);
+    close(saved);
+    return rc;
+}
+
+/* Simulate t and draw it: format ascii|svg|html|trace|csv to path ("-" = stdout); title (svg,
+ * html) may be NULL. */
+int bmpy_render(const void *tp, const char *format, const char *path, int width, const char *title, char *err,
+                size_t n)
+{
+    const struct bm_table *t = tp;
+    struct bm_timeline *tl = NULL;
+    struct bm_err e;
+    if (bm_simulate(t, NULL, &tl, &e)) return fail(err, n, &e);
+    FILE *f = strcmp(path, "-") ? fopen(path, "w") : stdout;
+    int rc;
+    if (!f) {
+        bm_timeline_free(tl);
+        bm_err_set(&e, "%s: cannot open for writing", path);
+        return fail(err, n, &e);
+    }
+    if (!strcmp(format, "ascii")) rc = bm_render_ascii(t, tl, width, f);
+    else if (!strcmp(format, "svg")) rc = bm_render_svg(t, tl, title, 0, f);
+    else if (!strcmp(format, "html")) rc = bm_render_html(t, tl, NULL, title, f);
+    else if (!strcmp(format, "trace")) rc = bm_render_trace(t, tl, f);
+    else if (!strcmp(format, "csv")) {
+        rc = bm_csv_check_names(t, &e);
+        if (rc == BM_OK) rc = bm_csv_write(t, f);
+        else {
+            if (f != stdout) fclose(f);
+            bm_timeline_free(tl);
+            return fail(err, n, &e);
+        }
+    } else {
+        rc = BM_ERR;
+        bm_err_set(&e, "render: unknown format '%s' (ascii, svg, html, trace, csv)", format);
+        if (f != stdout) fclose(f);
+        bm_timeline_free(tl);
+        return fail(err, n, &e);
+    }
+    if (f != stdout ? fclose(f) : fflush(f)) rc = BM_ERR;
+    bm_timeline_free(tl);
+    if (rc) {
+        bm_err_set(&e, "%s: write failed", path);
+        return fail(err, n, &e);
+    }
+    return BM_OK;
+}
+
+/* A measured Chrome trace: times[r] 3 doubles per op of rank r, mem[r] n_mem[r] points of 4
+ * doubles (t_ms, encoder, backbone, generator live bytes), as the C executor records them. */
+int bmpy_trace_write(const void *t, const double *const *times, const double *const *mem, const int *n_mem,
+                     const char *path, char *err, size_t n)
+{
+    struct bm_timeline *tl;
+    struct bm_err e;
+    if (bm_exec_timeline(t, times, mem, n_mem, &tl, &e)) return fail(err, n, &e);
+    int rc = bm_exec_trace_write(t, tl, path, &e);
+    bm_timeline_free(tl);
+    return rc ? fail(err, n, &e) : BM_OK;
+}
+
+/* ---------------------------------------------------------------- data, models */
+
+void *bmpy_data_cfg(const void *s, char *err, size_t n)
+{
+    struct bm_err e;
+    struct bm_data_cfg *c = malloc(sizeof *c);
+    if (!c) return fail_msg(err, n, "out of memory"), NULL;
+    if (bm_train_data_cfg(s, c, &e)) {
+        free(c);
+        return fail(err, n, &e), NULL;
+    }
+    return c;
+}
+
+void bmpy_data_cfg_free(void *c) { free(c); }
+
+void *bmpy_data_batch(const void *cfg, long step, int mb, char *err, size_t n)
+{
+    struct bm_err e;
+    struct bm_data_batch *d;
+    if (bm_data_batch(cfg, step, mb, &d, &e)) return fail(err, n, &e), NULL;
+    return d;
+}
+
+void bmpy_data_batch_free(void *d) { bm_data_batch_free(d); }
+
+/* out: n_samples n_images_total channels image seq */
+void bmpy_batch_info(const void *dp, int *out)
+{
+    const struct bm_batch *b = &((const struct bm_data_batch *)dp)->b;
+    out[0] = b->n_samples, out[1] = b->n_images_total, out[2] = b->channels, out[3] = b->image, out[4] = b->seq;
+}
+
+/* The batch's arrays (see struct bm_batch): sizes from bmpy_batch_info. */
+void bmpy_batch_copy(const void *dp, int *n_images, float *images, int *text, float *target, float *noise,
+                     float *timestep)
+{
+    const struct bm_batch *b = &((const struct bm_data_batch *)dp)->b;
+    size_t img = (size_t)b->channels * b->image * b->image;
+    memcpy(n_images, b->n_images, (size_t)b->n_samples * sizeof(int));
+    memcpy(images, b->images, img * b->n_images_total * sizeof(float));
+    memcpy(text, b->text, (size_t)b->n_samples * b->seq * sizeof(int));
+    memcpy(target, b->target, img * b->n_samples * sizeof(float));
+    memcpy(noise, b->noise, img * b->n_samples * sizeof(float));
+    memcpy(timestep, b->timestep, (size_t)b->n_samples * sizeof(float));
+}
+
+/* The initial flat parameters of module i of s (layers [a, b) for the backbone; 0, 0 else),
+ * created by its registered implementation with the trainers' seed: *n floats into a new
+ * buffer (bmpy_free). NULL with err on failure. */
+float *bmpy_module_init(const void *sp, int i, int a, int b, size_t *n, char *err, size_t errn)
+{
+    const struct bm_spec *s = sp;
+    struct bm_err e;
+    const struct bm_module *m = &s->modules[i];
+    if (!m->impl) {
+        bm_err_set(&e, "module \"%s\" has no \"impl\"", m->name);
+        return fail(err, errn, &e), NULL;
+    }
+    const struct bm_module_ops *ops = bm_module_find(m->impl);
+    if (!ops) {
+        bm_err_set(&e, "module \"%s\": unknown impl \"%s\"\nhint: built-in: vit, gpt, dit", m->name, m->impl);
+        return fail(err, errn, &e), NULL;
+    }
+    void *self;
+    if (ops->create(m, s, a, b, bm_train_module_seed(s, i), &self, &e)) return fail(err, errn, &e), NULL;
+    float *p = ops->params(self, n);
+    float *c = malloc(*n * sizeof(float) + 1);
+    if (c) memcpy(c, p, *n * sizeof(float));
+    ops->free(self);
+    if (!c) fail_msg(err, errn, "out of memory");
+    return c;
+}
+
+const char *bmpy_vocab_word(int id) { return bm_vocab_word(id); }

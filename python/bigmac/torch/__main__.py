@@ -1,0 +1,115 @@
+"""python3 -m bigmac.torch train SPEC [plan flags] [--steps N] [--log FILE] [--trace FILE]
+                                     [--dump-params FILE] [--nproc P] [--reference] [--device D]
+
+Trains SPEC's built-in models (vit, gpt, dit) as their torch twins with the torch executor:
+under torch.distributed.run (one process per pipeline rank), with --nproc P (spawns P local
+processes, gloo), or --reference (one process, no pipeline). The log is `bigmac train --log`'s
+JSONL; the trace `bigmac train --trace`'s Chrome trace; --dump-params writes the final
+parameters as `bigmac train --dump-params` does. Exit status: 0 ok, 1 failure, 2 usage."""
+import sys
+
+USAGE = ("usage: python3 -m bigmac.torch train SPEC [--pp N] [--vpp V] [--microbatches M] [--unit U]\n"
+         "         [--backbone gpipe|1f1b|interleaved] [--policy P] [--window W|auto|fit]\n"
+         "         [--steps N] [--log FILE] [--trace FILE] [--dump-params FILE] [--nproc P | --reference]\n"
+         "         [--device cpu|cuda]\n")
+
+PLAN_FLAGS = {"--pp": "pp", "--vpp": "vpp", "--microbatches": "microbatches", "--unit": "unit",
+              "--backbone": "backbone", "--policy": "policy", "--window": "window"}
+INT_FLAGS = ("pp", "vpp", "microbatches", "unit")
+
+
+def usage_error(msg):
+    sys.stderr.write("bigmac: error: %s\n%s" % (msg, USAGE))
+    return 2
+
+
+def parse(argv):
+    o = {"plan": {}, "steps": None, "log": None, "trace": None, "dump": None, "nproc": None, "reference": False,
+         "device": "cpu", "spec": None}
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a in ("-h", "--help"):
+            sys.stdout.write(USAGE + __doc__.split("\n", 2)[2] + "\n")
+            sys.exit(0)
+        if a == "--reference":
+            o["reference"] = True
+            i += 1
+            continue
+        if a.startswith("--"):
+            if i + 1 >= len(argv):
+                raise ValueError("%s needs a value" % a)
+            v = argv[i + 1]
+            i += 2
+            if a in PLAN_FLAGS:
+                k = PLAN_FLAGS[a]
+                if k in INT_FLAGS or (k == "window" and v not in ("auto", "fit")):
+                    try:
+                        v = int(v)
+                    except ValueError:
+                        raise ValueError("%s: expected an integer, got '%s'" % (a, v))
+                    if v < 1:
+                        raise ValueError("%s: expected a positive integer, got %d" % (a, v))
+                o["plan"][k] = v
+            elif a in ("--steps", "--nproc"):
+                try:
+                    n = int(v)
+                except ValueError:
+                    raise ValueError("%s: expected an integer, got '%s'" % (a, v))
+                if n < 1:
+                    raise ValueError("%s: expected a positive integer, got %d" % (a, n))
+                o[a[2:]] = n
+            elif a in ("--log", "--trace", "--device"):
+                o[a[2:]] = v
+            elif a == "--dump-params":
+                o["dump"] = v
+            else:
+                raise ValueError("unknown flag '%s'" % a)
+            continue
+        if o["spec"] is not None:
+            raise ValueError("unexpected argument '%s'" % a)
+        o["spec"] = a
+        i += 1
+    if o["spec"] is None:
+        raise ValueError("train: missing SPEC")
+    if o["reference"] and (o["nproc"] or o["trace"] or o["plan"]):
+        raise ValueError("--reference runs one process without a plan: no --nproc, --trace or plan flags")
+    return o
+
+
+def _rank_main(rank, o):
+    import bigmac.torch as bt
+    return bt.train(o["spec"], steps=o["steps"], log=o["log"], trace=o["trace"], dump=o["dump"], device=o["device"],
+                    progress=sys.stdout, **o["plan"])
+
+
+def main(argv):
+    if not argv or argv[0] != "train":
+        return usage_error("expected the subcommand 'train'")
+    try:
+        o = parse(argv[1:])
+    except ValueError as e:
+        return usage_error(str(e))
+    import bigmac
+    import bigmac.torch as bt
+    try:
+        bigmac.load_spec(o["spec"])  # a bad spec fails here, before any process starts
+        if o["reference"]:
+            bt.reference(o["spec"], steps=o["steps"], log=o["log"], dump=o["dump"], device=o["device"],
+                         progress=sys.stdout)
+        elif o["nproc"]:
+            o["plan"].setdefault("pp", o["nproc"])
+            bt.spawn(_rank_main, o["nproc"], (o,))
+        else:
+            bt.init_from_env()
+            _rank_main(0, o)
+    except bigmac.Error as e:
+        for line in str(e).splitlines():
+            sys.stderr.write(("bigmac: hint:%s\n" % line[5:]) if line.startswith("hint:") else
+                             ("bigmac: error: %s\n" % line))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,86 @@
+"""import bigmac: the Python API gives what the CLI gives (same C library)."""
+import json
+import os
+import subprocess
+import tempfile
+
+from check import check, raises, done
+import bigmac
+
+BIGMAC = os.environ.get("BIGMAC", "bin/bigmac")
+SPEC = "tests/specs/exec-small.json"
+tmp = tempfile.mkdtemp()
+
+
+def cli(*args):
+    return subprocess.run([BIGMAC] + list(args), check=True, capture_output=True, text=True).stdout
+
+
+spec = bigmac.load_spec(SPEC)
+check("py_load_spec", [m.name for m in spec.modules] == ["vit", "gpt", "dit"] and spec.pp == 2 and
+      spec.module("gpt").role == "backbone" and spec.module("gpt").arch["layers"] == 4)
+same = bigmac.load_spec(json.load(open(SPEC)))
+check("py_load_spec_dict", same.name == spec.name and len(same.modules) == 3)
+
+for pol, bb, vpp in (("bigmac", "1f1b", 1), ("optimus", "interleaved", 2), ("unified", "1f1b", 1)):
+    t = bigmac.plan(spec, pp=2, vpp=vpp, policy=pol, backbone=bb)
+    out = os.path.join(tmp, "t.json")
+    cli("plan", SPEC, "--pp", "2", "--vpp", str(vpp), "--policy", pol, "--backbone", bb, "-o", out)
+    check("py_plan_table_json_%s_%s" % (pol, bb), t.to_json() == open(out).read())
+    t.write(os.path.join(tmp, "w.json"))
+    check("py_table_write_%s_%s" % (pol, bb), open(os.path.join(tmp, "w.json")).read() == open(out).read())
+    check("py_table_ops_%s_%s" % (pol, bb), sum(len(o) for o in t.ops) == sum(
+        len(r["ops"]) if isinstance(r, dict) else len(r) for r in json.load(open(out))["ranks"]))
+    check("py_verify_%s_%s" % (pol, bb), bigmac.verify(t) is True)
+    sim = bigmac.simulate(t)
+    ref = json.loads(cli("simulate", SPEC, "--pp", "2", "--vpp", str(vpp), "--policy", pol, "--backbone", bb,
+                         "--json"))
+    check("py_simulate_dict_%s_%s" % (pol, bb), sim == ref, "%s != %s" % (sim.get("makespan_ms"), ref.get("makespan_ms")))
+
+cmp = bigmac.simulate(spec, compare=True)
+ref = json.loads(cli("simulate", SPEC, "--compare", "--json"))
+check("py_simulate_compare", cmp == ref)
+cmp2 = bigmac.simulate(json.load(open(SPEC)), compare=True)
+check("py_simulate_compare_dict_spec", cmp2 == ref)
+
+t = bigmac.plan(spec)
+txt = os.path.join(tmp, "a.txt")
+bigmac.render(t, "ascii", txt, width=90)
+check("py_render_ascii", open(txt).read() == cli("render", SPEC, "--format", "ascii", "--width", "90"))
+tj = os.path.join(tmp, "t.json")
+t.write(tj)
+bigmac.render(bigmac.load_table(tj), "svg", os.path.join(tmp, "a.svg"), title=tj)
+check("py_render_svg", open(os.path.join(tmp, "a.svg")).read() == cli("render", tj, "--format", "svg"))
+
+# errors carry the C library's positioned message
+bad = os.path.join(tmp, "bad.json")
+with open(bad, "w") as f:
+    f.write(open(SPEC).read().replace('"layers": 4,', '"layers": "four",', 1))
+raises("py_error_spec_position", lambda: bigmac.load_spec(bad), bigmac.Error, (bad + ":",))
+raises("py_error_plan", lambda: bigmac.plan(spec, pp=3, vpp=2, backbone="interleaved"), bigmac.Error,
+       ("divisible",))
+raises("py_error_policy_name", lambda: bigmac.plan(spec, policy="fastest"), bigmac.Error, ("unknown policy",))
+raises("py_error_pp_type", lambda: bigmac.plan(spec, pp=0), bigmac.Error, ("pp",))
+d = t.to_dict()
+for r in d["ranks"]:
+    ops = r["ops"] if isinstance(r, dict) else r
+    if len(ops) > 3:
+        ops[0], ops[-1] = ops[-1], ops[0]
+        break
+broken = bigmac.load_table(json.dumps(d))
+raises("py_verify_refuses_broken", lambda: bigmac.verify(broken), bigmac.Error, ("invariant",))
+raises("py_render_bad_format", lambda: bigmac.render(t, "png", os.path.join(tmp, "x")), bigmac.Error,
+       ("unknown format",))
+
+# the dataset and initialisation come from the C library
+b0, b1 = bigmac.data_batch(spec, 0, 1), bigmac.data_batch(spec, 0, 1)
+check("py_data_deterministic", (b0.images == b1.images).all() and (b0.text == b1.text).all() and
+      b0.images.shape[0] == int(b0.n_images.sum()))
+check("py_data_varies", not (bigmac.data_batch(spec, 1, 1).images.shape == b0.images.shape and
+                             (bigmac.data_batch(spec, 1, 1).text == b0.text).all()))
+whole = bigmac.module_init(spec, "gpt")
+parts = [bigmac.module_init(spec, "gpt", 0, 2), bigmac.module_init(spec, "gpt", 2, 4)]
+import numpy as np
+check("py_init_split_invariant", len(whole) == sum(len(p) for p in parts) and
+      np.array_equal(whole, np.concatenate(parts)))
+done()
