@@ -5,13 +5,16 @@
  * (yielding the core between polls, so oversubscribed runs stay fast) and fails after
  * comm->timeout_s, so a peer that hangs turns into an error instead of a hang. Collectives are the
  * non-blocking MPI-3 ones (MPI_Iallreduce, MPI_Igatherv, MPI_Ibcast) waited the same way. Errors
- * abort the whole job with MPI_Abort (a dead peer makes mpirun end every process). */
+ * abort the whole job with MPI_Abort (a dead peer makes mpirun end every process), under a
+ * watchdog that ends this process when MPI_Abort hangs (a dead link between hosts). */
 #include <mpi.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "exec/comm.h"
 #include "util/util.h"
@@ -211,11 +214,29 @@ static int m_clock_offset(struct bm_comm *c, double *offset, struct bm_err *err)
     return BM_OK;
 }
 
+/* Exit status of a rank whose MPI_Abort does not return: set before the watchdog is armed. */
+static volatile sig_atomic_t abort_code = 1;
+
+static void abort_watchdog(int sig)
+{
+    (void)sig;
+    _exit(abort_code);
+}
+
+/* MPI_Abort asks this host's launcher daemon to end the job. When that daemon cannot reach the
+ * others (the link between hosts died) or is gone itself, MPI_Abort may never return: a
+ * watchdog ends this process ABORT_WATCHDOG_S seconds later all the same, so a rank never
+ * outlives its failure by more than that (docs/multihost.md). */
+enum { ABORT_WATCHDOG_S = 10 };
+
 static void m_abort(struct bm_comm *c, int code)
 {
     (void)c;
     fflush(stdout);
     fflush(stderr);
+    abort_code = code ? code : 1;
+    signal(SIGALRM, abort_watchdog);
+    alarm(ABORT_WATCHDOG_S);
     MPI_Abort(MPI_COMM_WORLD, code);
     exit(code);
 }

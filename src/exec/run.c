@@ -193,18 +193,27 @@ out:
     return rc;
 }
 
+/* A collective of step 'step' (outside the op walk, whose messages name the op) failed:
+ * err = "step N: <err's message>", so a rank that fails there still says where it was. */
+static int step_fail(long step, struct bm_err *err)
+{
+    char msg[sizeof err->msg];
+    snprintf(msg, sizeof msg, "%s", err->msg);
+    return bm_err_set(err, "step %ld: %s", step + 1, msg);
+}
+
 int bm_exec_run_step(struct bm_exec **x, struct bm_comm *c, long step, struct bm_err *err)
 {
     for (int l = 0; l < c->nlocal; l++)
         if (bm_exec_step_prepare(x[l], step, err)) return BM_ERR;
     double origin = bm_now(); /* rank 0's clock is everyone's origin (plus each rank's offset) */
-    if (c->ops->bcast(c, &origin, sizeof origin, err)) return BM_ERR;
+    if (c->ops->bcast(c, &origin, sizeof origin, err)) return step_fail(step, err);
     for (int l = 0; l < c->nlocal; l++)
         if (bm_exec_step_begin(x[l], origin, err)) return BM_ERR;
     if (walk(x, c, err)) return BM_ERR;
     for (int l = 0; l < c->nlocal; l++)
         if (bm_exec_step_finish(x[l], err)) return BM_ERR;
-    if (allreduce_grads(x, c, err)) return BM_ERR;
+    if (allreduce_grads(x, c, err)) return step_fail(step, err);
     for (int l = 0; l < c->nlocal; l++) bm_exec_optimizer(x[l], step);
     return BM_OK;
 }
@@ -332,7 +341,10 @@ int bm_exec_train(const struct bm_spec *s, struct bm_table *t, struct bm_comm *c
             items[l] = q, bytes[l] = (size_t)nrec * sizeof(double);
         }
         void *allv = NULL;
-        if ((rc = c->ops->gather(c, items, bytes, &allv, ob, err))) goto out;
+        if ((rc = c->ops->gather(c, items, bytes, &allv, ob, err))) {
+            step_fail(step, err);
+            goto out;
+        }
         if (rank0) {
             const double *all = allv;
             /* losses summed exactly as the reference trainer does: float loss / M in mb order */

@@ -1,0 +1,162 @@
+#!/usr/bin/env bash
+# test_multihost.sh — bigmac over two "hosts" without a second machine: two network namespaces
+# joined by a veth pair (addresses 10.77.0.1 and 10.77.0.2 exist inside them only; neither has a
+# route anywhere else), one mpirun whose ranks land in both. OpenMPI's rsh launcher is pointed at
+# a script that runs the daemon (orted) with `ip netns exec NS` instead of ssh, in a new UTS
+# namespace whose hostname is the host's name; TCP is restricted to the veth (ob1 + btl tcp,
+# oob tcp), as on a cluster with one network between nodes (docs/multihost.md).
+#
+#   1. tiny-mllm at P = 4, ranks 0-1 on host bmhost-a and 2-3 on bmhost-b: bigmac 1f1b and
+#      optimus interleaved, losses and parameters against `train --reference` within 1e-4;
+#   2. the veth taken down mid-run: mpirun ends non-zero within seconds, every rank's stderr
+#      (kept on its own host with --output-filename) names the rank and the op or step it was
+#      in, and no process is left in either namespace;
+#   3. cleanup: every namespace is removed, also when a check fails (trap).
+# Not root, no `ip`, or namespaces refused: one SKIP line (tests/run.sh counts it); with
+# BIGMAC_REQUIRE_NETNS=1 (CI, which runs as root) that is a FAIL instead.
+cd "$(dirname "$0")/.."
+. tests/lib.sh
+export OPENBLAS_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+SPEC=examples/tiny-mllm.json
+STEPS=3
+T=$TEST_TMP/multihost
+mkdir -p "$T"
+BIN=$(cd "$(dirname "$BIGMAC")" && pwd)/$(basename "$BIGMAC") # the daemons start elsewhere
+
+skip() { # skip WHY : this machine cannot run the test
+    if [ "${BIGMAC_REQUIRE_NETNS:-0}" = 1 ]; then echo "FAIL multihost: $1 (BIGMAC_REQUIRE_NETNS=1)"; exit 1; fi
+    echo "SKIP multihost: $1"; exit 0
+}
+command -v mpirun >/dev/null || skip "no mpirun"
+if [ "$(id -u)" != 0 ] || ! command -v ip >/dev/null || ! command -v unshare >/dev/null; then
+    skip "needs root, ip (iproute2) and unshare to make network namespaces"
+fi
+
+# Namespace names are unique to this run; the addresses can be fixed because they live inside
+# this run's namespaces only.
+NSA=bmmh$$a NSB=bmmh$$b
+NETS=()
+cleanup() {
+    local ns p
+    for ns in "${NETS[@]}"; do
+        for p in $(ip netns pids "$ns" 2>/dev/null); do kill -9 "$p" 2>/dev/null; done
+        ip netns del "$ns" 2>/dev/null
+    done
+    NETS=()
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+
+for ns in $NSA $NSB; do
+    ip netns add "$ns" 2>"$T/netns.err" || skip "cannot make network namespaces ($(head -1 "$T/netns.err"))"
+    NETS+=("$ns")
+done
+if ! ip link add bm0 netns $NSA type veth peer name bm0 netns $NSB 2>"$T/netns.err" ||
+   ! ip -n $NSA addr add 10.77.0.1/24 dev bm0 || ! ip -n $NSB addr add 10.77.0.2/24 dev bm0; then
+    echo "FAIL multihost_veth: $(head -1 "$T/netns.err")"; exit 1
+fi
+for ns in $NSA $NSB; do
+    ip -n "$ns" link set lo up && ip -n "$ns" link set bm0 up || { echo "FAIL multihost_link_up"; exit 1; }
+    # A dead link is noticed after about 3 s of unanswered retransmissions (default 15 tries,
+    # many minutes); the setting is per network namespace, so only this test's ones change.
+    ip netns exec "$ns" sysctl -qw net.ipv4.tcp_retries2=3
+done
+
+# The launcher OpenMPI calls instead of ssh: "launch.sh HOST COMMAND..." runs COMMAND in HOST's
+# namespace, under HOST's name.
+cat >"$T/launch.sh" <<EOF
+#!/bin/sh
+host=\$1; shift
+case \$host in
+    bmhost-a) ns=$NSA ;;
+    bmhost-b) ns=$NSB ;;
+    *) echo "launch.sh: unknown host \$host" >&2; exit 255 ;;
+esac
+exec ip netns exec \$ns unshare --uts sh -c "hostname \$host && \$*"
+EOF
+chmod +x "$T/launch.sh"
+printf 'bmhost-a slots=2\nbmhost-b slots=2\n' >"$T/hosts"
+
+# mh ARGS... : mpirun, started on host a, 4 ranks over the hostfile, 60 s at most
+mh() {
+    timeout 60 ip netns exec $NSA mpirun --hostfile "$T/hosts" -np 4 --map-by slot \
+        --mca plm_rsh_agent "$T/launch.sh" --mca plm_rsh_no_tree_spawn 1 \
+        --mca pml ob1 --mca btl tcp,vader,self \
+        --mca btl_tcp_if_include 10.77.0.0/24 --mca oob_tcp_if_include 10.77.0.0/24 \
+        --mca oob_tcp_keepalive_time 2 --mca oob_tcp_keepalive_intvl 1 --mca oob_tcp_keepalive_probes 3 \
+        -x OPENBLAS_NUM_THREADS -x ASAN_OPTIONS "$@"
+}
+
+# Where the ranks land: ranks 0-1 on bmhost-a (10.77.0.1), 2-3 on bmhost-b (10.77.0.2).
+mh sh -c 'echo "rank $OMPI_COMM_WORLD_RANK $(hostname) $(ip -4 -o addr show bm0 | awk "{print \$4}")"' \
+    >"$T/where.out" 2>&1
+if [ "$(grep '^rank ' "$T/where.out" | sort)" = "$(printf 'rank 0 bmhost-a 10.77.0.1/24\nrank 1 bmhost-a 10.77.0.1/24\nrank 2 bmhost-b 10.77.0.2/24\nrank 3 bmhost-b 10.77.0.2/24')" ]; then
+    echo "PASS multihost_ranks_on_two_hosts"
+else
+    echo "FAIL multihost_ranks_on_two_hosts"; sed 's/^/    /' "$T/where.out" | head -10
+fi
+
+# 1. Training over both hosts against the single-process reference.
+"$BIGMAC" train $SPEC --reference --steps $STEPS --log "$T/ref.log" --dump-params "$T/ref.bin" >/dev/null 2>&1 ||
+    echo "FAIL multihost_reference_run"
+for run in "bigmac 1f1b 1" "optimus interleaved 2"; do
+    set -- $run
+    n=$1_$2
+    if mh "$BIN" train $SPEC --pp 4 --vpp $3 --backbone $2 --policy $1 --steps $STEPS --quiet \
+          --log "$T/$n.log" --dump-params "$T/$n.bin" >"$T/$n.out" 2>&1; then
+        losses_match "multihost_losses_${n}_match_reference" "$T/$n.log" "$T/ref.log"
+        params_match "multihost_params_${n}_match_reference" "$T/$n.bin" "$T/ref.bin"
+    else
+        echo "FAIL multihost_run_$n"; tail -8 "$T/$n.out" | sed 's/^/    /'
+    fi
+done
+
+# 2. The link between the hosts dies mid-run. Every rank's stdout/stderr goes to a file its
+# own host's daemon writes (the daemon on bmhost-b cannot forward anything to mpirun any more).
+mh --output-filename "$T/die" "$BIN" train $SPEC --pp 4 --vpp 1 --steps 100000 --quiet --timeout 2 \
+    --log "$T/die.log" >"$T/die.out" 2>&1 &
+job=$!
+for _ in $(seq 300); do # until the run has made two steps (30 s at most)
+    [ -f "$T/die.log" ] && [ "$(wc -l <"$T/die.log")" -ge 2 ] && break
+    kill -0 $job 2>/dev/null || break
+    sleep 0.1
+done
+t0=$(date +%s.%N)
+ip -n $NSA link set bm0 down
+wait $job
+rc=$?
+dt=$(awk "BEGIN{printf \"%.1f\", $(date +%s.%N) - $t0}")
+if [ -f "$T/die.log" ] && [ "$(wc -l <"$T/die.log")" -ge 2 ] && [ $rc -ne 0 ] && [ $rc -ne 124 ] && awk "BEGIN{exit !($dt <= 20)}"; then
+    echo "PASS multihost_dead_link_ends_the_job"
+else
+    echo "FAIL multihost_dead_link_ends_the_job: exit $rc ${dt}s after the link went down"
+    tail -8 "$T/die.out" | sed 's/^/    /'
+fi
+# each rank: "bigmac: error: rank R: op #K NAME: ..." or "rank R: step N: ..." (a collective)
+named=0
+for r in 0 1 2 3; do
+    f=$(ls "$T"/die/*/rank.$r/stderr 2>/dev/null | head -1)
+    if [ -n "$f" ] && grep -Eq "^bigmac: error: rank $r: (op #[0-9]+ |step [0-9]+: )" "$f"; then
+        named=$((named + 1))
+    else
+        echo "    rank $r said: $(cat "$f" 2>/dev/null | head -3)"
+    fi
+done
+if [ $named = 4 ]; then echo "PASS multihost_dead_link_every_rank_names_rank_and_op"; else
+    echo "FAIL multihost_dead_link_every_rank_names_rank_and_op: $named of 4"; fi
+# No process is left in either namespace: the daemon on bmhost-b notices the dead link too
+# (keepalive / retransmissions) and ends; allow it 20 s.
+left=
+for _ in $(seq 200); do
+    left=$(for ns in $NSA $NSB; do ip netns pids $ns; done)
+    [ -z "$left" ] && break
+    sleep 0.1
+done
+if [ -z "$left" ]; then echo "PASS multihost_dead_link_leaves_no_process"; else
+    echo "FAIL multihost_dead_link_leaves_no_process:"; ps -o pid,args -p $(echo $left) | sed 's/^/    /'; fi
+
+# 3. Cleanup: no namespace of this run is left.
+cleanup
+if ip netns list | grep -q "^bmmh$$[ab]\b"; then echo "FAIL multihost_namespaces_removed"; else
+    echo "PASS multihost_namespaces_removed"; fi
