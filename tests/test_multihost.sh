@@ -7,7 +7,8 @@
 # oob tcp), as on a cluster with one network between nodes (docs/multihost.md).
 #
 #   1. tiny-mllm at P = 4, ranks 0-1 on host bmhost-a and 2-3 on bmhost-b: bigmac 1f1b and
-#      optimus interleaved, losses and parameters against `train --reference` within 1e-4;
+#      optimus interleaved, losses and parameters against `train --reference` within 1e-4, and
+#      their traces (clocks aligned over hosts) render;
 #   2. the veth taken down mid-run: mpirun ends non-zero within seconds, every rank's stderr
 #      (kept on its own host with --output-filename) names the rank and the op or step it was
 #      in, and no process is left in either namespace;
@@ -104,9 +105,12 @@ for run in "bigmac 1f1b 1" "optimus interleaved 2"; do
     set -- $run
     n=$1_$2
     if mh "$BIN" train $SPEC --pp 4 --vpp $3 --backbone $2 --policy $1 --steps $STEPS --quiet \
-          --log "$T/$n.log" --dump-params "$T/$n.bin" >"$T/$n.out" 2>&1; then
+          --log "$T/$n.log" --dump-params "$T/$n.bin" --trace "$T/$n.trace.json" >"$T/$n.out" 2>&1; then
         losses_match "multihost_losses_${n}_match_reference" "$T/$n.log" "$T/ref.log"
         params_match "multihost_params_${n}_match_reference" "$T/$n.bin" "$T/ref.bin"
+        # the trace of ranks on two hosts (clocks aligned to rank 0's) reads back
+        expect_exit "multihost_trace_${n}_renders" 0 "$BIGMAC" render "$T/$n.trace.json" --format ascii
+        expect_contains "multihost_trace_${n}_is_measured" "measured timeline"
     else
         echo "FAIL multihost_run_$n"; tail -8 "$T/$n.out" | sed 's/^/    /'
     fi
