@@ -186,10 +186,21 @@ static int m_bcast(struct bm_comm *c, void *buf, size_t bytes, struct bm_err *er
     return coll_wait(c, &r, "no broadcast", err);
 }
 
+/* One message of the clock ping-pong (send or receive n doubles with peer), waited with the
+ * timeout like every other wait: a peer lost during the ping-pong is an error, not a hang. */
+static int ping(struct bm_comm *c, int send, double *buf, int n, int peer, struct bm_err *err)
+{
+    MPI_Request r;
+    int rc = send ? MPI_Isend(buf, n, MPI_DOUBLE, peer, c->tag_ub, MPI_COMM_WORLD, &r)
+                  : MPI_Irecv(buf, n, MPI_DOUBLE, peer, c->tag_ub, MPI_COMM_WORLD, &r);
+    if (check(rc, send ? "MPI_Isend" : "MPI_Irecv", err)) return BM_ERR;
+    return coll_wait(c, &r, "no clock ping-pong reply", err);
+}
+
 static int m_clock_offset(struct bm_comm *c, double *offset, struct bm_err *err)
 {
     enum { ROUNDS = 8 };
-    int me = c->first_rank, tag = c->tag_ub;
+    int me = c->first_rank;
     *offset = 0;
     for (int r = 1; r < c->size; r++) {
         if (me != 0 && me != r) continue;
@@ -198,16 +209,13 @@ static int m_clock_offset(struct bm_comm *c, double *offset, struct bm_err *err)
             double t[2];
             if (me == r) {
                 double t1 = bm_now();
-                if (check(MPI_Send(&t1, 1, MPI_DOUBLE, 0, tag, MPI_COMM_WORLD), "MPI_Send", err) ||
-                    check(MPI_Recv(t, 2, MPI_DOUBLE, 0, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE), "MPI_Recv", err))
-                    return BM_ERR;
+                if (ping(c, 1, &t1, 1, 0, err) || ping(c, 0, t, 2, 0, err)) return BM_ERR;
                 double t3 = bm_now(), rtt = t3 - t1;
                 if (rtt < best_rtt) best_rtt = rtt, *offset = t[1] - 0.5 * (t1 + t3);
             } else {
-                if (check(MPI_Recv(&t[0], 1, MPI_DOUBLE, r, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE), "MPI_Recv", err))
-                    return BM_ERR;
+                if (ping(c, 0, &t[0], 1, r, err)) return BM_ERR;
                 t[1] = bm_now();
-                if (check(MPI_Send(t, 2, MPI_DOUBLE, r, tag, MPI_COMM_WORLD), "MPI_Send", err)) return BM_ERR;
+                if (ping(c, 1, t, 2, r, err)) return BM_ERR;
             }
         }
     }

@@ -326,6 +326,15 @@ int bm_exec_train(const struct bm_spec *s, struct bm_table *t, struct bm_comm *c
                 s->name ? s->name : "model", P, bm_backbone_name(t->backbone), bm_policy_name(t->policy), M, steps);
     }
     for (long step = start; step < steps; step++) {
+        /* The traced step's clocks: estimated again right before it, so that two hosts' clocks
+         * drifting apart over a long run do not skew the trace (docs/multihost.md). */
+        if (o->trace_path && step == steps - 1 && step > start) {
+            if ((rc = c->ops->clock_offset(c, &offset, err))) {
+                step_fail(step, err);
+                goto out;
+            }
+            for (int l = 0; l < nl; l++) bm_exec_set_clock_offset(x[l], offset);
+        }
         double t0 = bm_now(), c0 = cpu_now();
         if ((rc = bm_exec_run_step(x, c, step, err))) goto out;
         double ms = (bm_now() - t0) * 1e3, cpu_ms = (cpu_now() - c0) * 1e3;
