@@ -3,7 +3,8 @@
 # tests/specs/hosts-p8.json puts all 8 ranks on one host (ranks_per_host 8); --ranks-per-host 4
 # splits them over two, so the 2 x 8 transfers over the 3|4 boundary (one per microbatch and
 # direction) take the 1 GB/s inter-host link: simulate says so and costs more, --json and sweep
-# carry it, a planned table keeps it (JSON and CSV), bad values are refused by name.
+# carry it, the HTML report has a Hosts section, a planned table keeps it (JSON and CSV), bad
+# values are refused by name.
 cd "$(dirname "$0")/.."
 . tests/lib.sh
 SPEC=tests/specs/hosts-p8.json
@@ -36,6 +37,11 @@ for f in t.json t.csv; do
     expect_exit "hosts_render_$f" 0 "$BIGMAC" render "$T/$f" --format ascii
     expect_contains "hosts_render_${f}_makespan" "$two ms"
 done
+# the HTML report has a Hosts section for a placed table, none for tiny-mllm (one host)
+"$BIGMAC" render $SPEC --ranks-per-host 4 --format html -o "$T/h.html" >/dev/null 2>&1
+if grep -q '<p id="hosts">2 hosts of 4 ranks (rank r on host r / 4); between hosts 1 GB/s, 100 us: 16 of 112 transfers cross hosts' "$T/h.html" &&
+   ! "$BIGMAC" render examples/tiny-mllm.json --format html 2>/dev/null | grep -q 'id="hosts"'; then
+    echo "PASS hosts_html_section"; else echo "FAIL hosts_html_section"; fi
 expect_exit hosts_flag_zero_refused 2 "$BIGMAC" simulate $SPEC --ranks-per-host 0
 expect_contains hosts_flag_zero_message "--ranks-per-host: expected a positive integer, got '0'"
 sed 's/"ranks_per_host": 8//; s/"inter_host_latency_us": 100,/"inter_host_latency_us": 100/' $SPEC >"$T/nohosts.json"
