@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# test_multihost.sh — bigmac over two "hosts" without a second machine: two network namespaces
-# joined by a veth pair (addresses 10.77.0.1 and 10.77.0.2 exist inside them only; neither has a
-# route anywhere else), one mpirun whose ranks land in both. OpenMPI's rsh launcher is pointed at
-# a script that runs the daemon (orted) with `ip netns exec NS` instead of ssh, in a new UTS
-# namespace whose hostname is the host's name; TCP is restricted to the veth (ob1 + btl tcp,
-# oob tcp), as on a cluster with one network between nodes (docs/multihost.md).
+# test_multihost.sh — bigmac over two "hosts" without a second machine (tests/netns.sh): two
+# network namespaces joined by a veth pair (addresses 10.77.0.1 and 10.77.0.2 exist inside them
+# only; neither has a route anywhere else), one mpirun whose ranks land in both. OpenMPI's rsh
+# launcher is pointed at a script that runs the daemon (orted) with `ip netns exec NS` instead of
+# ssh, in a new UTS namespace whose hostname is the host's name; TCP is restricted to the veth
+# (ob1 + btl tcp, oob tcp), as on a cluster with one network between nodes (docs/multihost.md).
 #
 #   1. tiny-mllm at P = 4, ranks 0-1 on host bmhost-a and 2-3 on bmhost-b: bigmac 1f1b and
 #      optimus interleaved, losses and parameters against `train --reference` within 1e-4, and
@@ -30,64 +30,12 @@ skip() { # skip WHY : this machine cannot run the test
     echo "SKIP multihost: $1"; exit 0
 }
 command -v mpirun >/dev/null || skip "no mpirun"
-if [ "$(id -u)" != 0 ] || ! command -v ip >/dev/null || ! command -v unshare >/dev/null; then
-    skip "needs root, ip (iproute2) and unshare to make network namespaces"
-fi
-
-# Namespace names are unique to this run; the addresses can be fixed because they live inside
-# this run's namespaces only.
-NSA=bmmh$$a NSB=bmmh$$b
-NETS=()
-cleanup() {
-    local ns p
-    for ns in "${NETS[@]}"; do
-        for p in $(ip netns pids "$ns" 2>/dev/null); do kill -9 "$p" 2>/dev/null; done
-        ip netns del "$ns" 2>/dev/null
-    done
-    NETS=()
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM
-
-for ns in $NSA $NSB; do
-    ip netns add "$ns" 2>"$T/netns.err" || skip "cannot make network namespaces ($(head -1 "$T/netns.err"))"
-    NETS+=("$ns")
-done
-if ! ip link add bm0 netns $NSA type veth peer name bm0 netns $NSB 2>"$T/netns.err" ||
-   ! ip -n $NSA addr add 10.77.0.1/24 dev bm0 || ! ip -n $NSB addr add 10.77.0.2/24 dev bm0; then
-    echo "FAIL multihost_veth: $(head -1 "$T/netns.err")"; exit 1
-fi
-for ns in $NSA $NSB; do
-    ip -n "$ns" link set lo up && ip -n "$ns" link set bm0 up || { echo "FAIL multihost_link_up"; exit 1; }
-    # A dead link is noticed after about 3 s of unanswered retransmissions (default 15 tries,
-    # many minutes); the setting is per network namespace, so only this test's ones change.
-    ip netns exec "$ns" sh -c 'echo 3 >/proc/sys/net/ipv4/tcp_retries2' || echo "FAIL multihost_tcp_retries2"
-done
-
-# The launcher OpenMPI calls instead of ssh: "launch.sh HOST COMMAND..." runs COMMAND in HOST's
-# namespace, under HOST's name.
-cat >"$T/launch.sh" <<EOF
-#!/bin/sh
-host=\$1; shift
-case \$host in
-    bmhost-a) ns=$NSA ;;
-    bmhost-b) ns=$NSB ;;
-    *) echo "launch.sh: unknown host \$host" >&2; exit 255 ;;
+. tests/netns.sh
+netns_up "$T"
+case $? in
+    2) skip "$NETNS_WHY" ;;
+    1) echo "FAIL multihost_setup: $NETNS_WHY"; exit 1 ;;
 esac
-exec ip netns exec \$ns unshare --uts sh -c "hostname \$host && \$*"
-EOF
-chmod +x "$T/launch.sh"
-printf 'bmhost-a slots=2\nbmhost-b slots=2\n' >"$T/hosts"
-
-# mh ARGS... : mpirun, started on host a, 4 ranks over the hostfile, 60 s at most
-mh() {
-    timeout 60 ip netns exec $NSA mpirun --hostfile "$T/hosts" -np 4 --map-by slot \
-        --mca plm_rsh_agent "$T/launch.sh" --mca plm_rsh_no_tree_spawn 1 \
-        --mca pml ob1 --mca btl tcp,vader,self \
-        --mca btl_tcp_if_include 10.77.0.0/24 --mca oob_tcp_if_include 10.77.0.0/24 \
-        --mca oob_tcp_keepalive_time 2 --mca oob_tcp_keepalive_intvl 1 --mca oob_tcp_keepalive_probes 3 \
-        -x OPENBLAS_NUM_THREADS -x ASAN_OPTIONS "$@"
-}
 
 # Where the ranks land: ranks 0-1 on bmhost-a (10.77.0.1), 2-3 on bmhost-b (10.77.0.2).
 mh sh -c 'echo "rank $OMPI_COMM_WORLD_RANK $(hostname) $(ip -4 -o addr show bm0 | awk "{print \$4}")"' \
@@ -163,6 +111,6 @@ if [ -z "$left" ]; then echo "PASS multihost_dead_link_leaves_no_process"; else
     echo "FAIL multihost_dead_link_leaves_no_process:"; ps -o pid,args -p $(echo $left) | sed 's/^/    /'; fi
 
 # 3. Cleanup: no namespace of this run is left.
-cleanup
+netns_down
 if ip netns list | grep -q "^bmmh$$[ab]\b"; then echo "FAIL multihost_namespaces_removed"; else
     echo "PASS multihost_namespaces_removed"; fi
