@@ -11,7 +11,8 @@
 #      their traces (clocks aligned over hosts) render;
 #   2. the veth taken down mid-run: mpirun ends non-zero within seconds, every rank's stderr
 #      (kept on its own host with --output-filename) names the rank and the op or step it was
-#      in, and no process is left in either namespace;
+#      in (a timeout also its host, and a recv's the peer's), and no process is left in either
+#      namespace;
 #   3. cleanup: every namespace is removed, also when a check fails (trap).
 # Not root, no `ip`, or namespaces refused: one SKIP line (tests/run.sh counts it); with
 # BIGMAC_REQUIRE_NETNS=1 (CI, which runs as root) that is a FAIL instead.
@@ -99,6 +100,20 @@ for r in 0 1 2 3; do
 done
 if [ $named = 4 ]; then echo "PASS multihost_dead_link_every_rank_names_rank_and_op"; else
     echo "FAIL multihost_dead_link_every_rank_names_rank_and_op: $named of 4"; fi
+# a rank that timed out says which host it runs on, and a recv also where its peer runs
+hosts_ok=1 timeouts=0
+for r in 0 1 2 3; do
+    f=$(ls "$T"/die/*/rank.$r/stderr 2>/dev/null | head -1)
+    line=$(grep -m1 "^bigmac: error: rank $r: .* after 2 s (a peer hung or died" "$f" 2>/dev/null) || continue
+    timeouts=$((timeouts + 1))
+    me=bmhost-$( ((r < 2)) && echo a || echo b)
+    peer=$(printf '%s' "$line" | sed -n 's/.*; rank \([0-3]\) runs on .*/\1/p')
+    if [ -n "$peer" ]; then want="; rank $peer runs on bmhost-$( ((peer < 2)) && echo a || echo b), this rank on $me)"
+    else want="; this rank on $me)"; fi
+    [ "${line%"$want"}" != "$line" ] || { hosts_ok=0; echo "    rank $r: $line (wanted ...$want)"; }
+done
+if [ $hosts_ok = 1 ] && [ $timeouts -ge 1 ]; then echo "PASS multihost_dead_link_timeouts_name_hosts"; else
+    echo "FAIL multihost_dead_link_timeouts_name_hosts ($timeouts ranks timed out)"; fi
 # No process is left in either namespace: the daemon on bmhost-b notices the dead link too
 # (keepalive / retransmissions) and ends; allow it 20 s.
 left=

@@ -21,7 +21,9 @@
 
 struct mpi {
     MPI_Request *req;
-    int n_req, cap_req;
+    int *peer;          /* [cap_peer] the other rank of each point-to-point request */
+    int n_req, cap_req, cap_peer;
+    char (*host)[MPI_MAX_PROCESSOR_NAME]; /* [size] each rank's host; NULL when all share one */
 };
 
 static long new_req(struct mpi *m, struct bm_err *err)
@@ -31,6 +33,14 @@ static long new_req(struct mpi *m, struct bm_err *err)
     if (bm_grow(&m->req, &m->cap_req, m->n_req + 1, sizeof *m->req)) {
         bm_err_set(err, "out of memory for a message request");
         return -1;
+    }
+    if (m->cap_peer < m->cap_req) {
+        int *p = bm_realloc(m->peer, (size_t)m->cap_req * sizeof *p);
+        if (!p) {
+            bm_err_set(err, "out of memory for a message request");
+            return -1;
+        }
+        m->peer = p, m->cap_peer = m->cap_req;
     }
     m->req[m->n_req] = MPI_REQUEST_NULL;
     return m->n_req++;
@@ -55,6 +65,7 @@ static int m_isend(struct bm_comm *c, int from, int to, int tag, const void *buf
     if (id < 0) return BM_ERR;
     if (check(MPI_Isend(buf, (int)bytes, MPI_BYTE, to, tag, MPI_COMM_WORLD, &m->req[id]), "MPI_Isend", err))
         return BM_ERR;
+    m->peer[id] = to;
     *req = id;
     return BM_OK;
 }
@@ -69,12 +80,28 @@ static int m_irecv(struct bm_comm *c, int to, int from, int tag, void *buf, size
     if (id < 0) return BM_ERR;
     if (check(MPI_Irecv(buf, (int)bytes, MPI_BYTE, from, tag, MPI_COMM_WORLD, &m->req[id]), "MPI_Irecv", err))
         return BM_ERR;
+    m->peer[id] = from;
     *req = id;
     return BM_OK;
 }
 
-/* Poll *r until it completes (block) or once (!block); a blocking wait fails after timeout_s. */
-static int poll_req(struct bm_comm *c, MPI_Request *r, int block, int *done, const char *what, struct bm_err *err)
+/* The timeout message: "WHAT after S s (a peer hung or died)", and when the ranks span several
+ * hosts "...; rank P runs on HOST, this rank on HOST)" (peer >= 0) or "...; this rank on HOST)". */
+static int timed_out(struct bm_comm *c, const char *what, int peer, struct bm_err *err)
+{
+    const struct mpi *m = c->impl;
+    if (!m->host) return bm_err_set(err, "%s after %.0f s (a peer hung or died)", what, c->timeout_s);
+    if (peer >= 0 && peer < c->size)
+        return bm_err_set(err, "%s after %.0f s (a peer hung or died; rank %d runs on %s, this rank on %s)", what,
+                          c->timeout_s, peer, m->host[peer], m->host[c->first_rank]);
+    return bm_err_set(err, "%s after %.0f s (a peer hung or died; this rank on %s)", what, c->timeout_s,
+                      m->host[c->first_rank]);
+}
+
+/* Poll *r until it completes (block) or once (!block); a blocking wait fails after timeout_s
+ * (peer: the other rank of a point-to-point request, -1 for a collective). */
+static int poll_req(struct bm_comm *c, MPI_Request *r, int block, int *done, const char *what, int peer,
+                    struct bm_err *err)
 {
     double t0 = bm_now();
     for (;;) {
@@ -97,8 +124,7 @@ static int poll_req(struct bm_comm *c, MPI_Request *r, int block, int *done, con
         } else {
             struct timespec ts = {0, 50000};
             nanosleep(&ts, NULL);
-            if (c->timeout_s > 0 && waited > c->timeout_s)
-                return bm_err_set(err, "%s after %.0f s (a peer hung or died)", what, c->timeout_s);
+            if (c->timeout_s > 0 && waited > c->timeout_s) return timed_out(c, what, peer, err);
         }
     }
 }
@@ -107,7 +133,7 @@ static int m_wait(struct bm_comm *c, long req, int block, int *done, struct bm_e
 {
     struct mpi *m = c->impl;
     if (req < 0 || req >= m->n_req) return bm_err_set(err, "bad request id %ld", req);
-    return poll_req(c, &m->req[req], block, done, "no message", err);
+    return poll_req(c, &m->req[req], block, done, "no message", m->peer[req], err);
 }
 
 /* Wait for a collective's request with the same timeout as point-to-point waits, so a peer that
@@ -115,7 +141,7 @@ static int m_wait(struct bm_comm *c, long req, int block, int *done, struct bm_e
 static int coll_wait(struct bm_comm *c, MPI_Request *r, const char *what, struct bm_err *err)
 {
     int done = 0;
-    return poll_req(c, r, 1, &done, what, err);
+    return poll_req(c, r, 1, &done, what, -1, err);
 }
 
 static int m_allreduce_sum(struct bm_comm *c, float **bufs, size_t n, struct bm_err *err)
@@ -256,7 +282,7 @@ static void m_free(struct bm_comm *c)
     if (m) {
         for (int i = 0; i < m->n_req; i++)
             if (m->req[i] != MPI_REQUEST_NULL) MPI_Cancel(&m->req[i]), MPI_Request_free(&m->req[i]);
-        bm_free(m->req);
+        bm_free(m->req), bm_free(m->peer), bm_free(m->host);
         bm_free(m);
     }
     bm_free(c);
@@ -268,6 +294,28 @@ static const struct bm_comm_ops mpi_ops = {
     .allreduce_max = m_allreduce_max, .gather = m_gather, .bcast = m_bcast, .clock_offset = m_clock_offset, .abort = m_abort,
     .free = m_free,
 };
+
+/* Every rank's host name (MPI_Get_processor_name), kept only when the ranks span several hosts:
+ * a timeout then says where the peer it waited for runs (docs/multihost.md). */
+static int gather_hosts(struct bm_comm *c, struct bm_err *err)
+{
+    struct mpi *m = c->impl;
+    char me[MPI_MAX_PROCESSOR_NAME] = "";
+    int len = 0;
+    if (check(MPI_Get_processor_name(me, &len), "MPI_Get_processor_name", err)) return BM_ERR;
+    m->host = bm_calloc((size_t)c->size, sizeof *m->host);
+    if (!m->host) return bm_err_set(err, "out of memory for %d host names", c->size);
+    if (check(MPI_Allgather(me, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, m->host, MPI_MAX_PROCESSOR_NAME, MPI_CHAR,
+                            MPI_COMM_WORLD), "MPI_Allgather", err))
+        return BM_ERR;
+    int several = 0;
+    for (int r = 0; r < c->size; r++) {
+        m->host[r][MPI_MAX_PROCESSOR_NAME - 1] = 0;
+        several |= strcmp(m->host[r], m->host[0]) != 0;
+    }
+    if (!several) bm_free(m->host), m->host = NULL;
+    return BM_OK;
+}
 
 struct bm_comm *bm_comm_mpi_new(int *argc, char ***argv, struct bm_err *err)
 {
@@ -292,5 +340,9 @@ struct bm_comm *bm_comm_mpi_new(int *argc, char ***argv, struct bm_err *err)
     MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag);
     *c = (struct bm_comm){.ops = &mpi_ops, .size = size, .first_rank = rank, .nlocal = 1,
                           .tag_ub = flag && ub ? *ub : 32767, .cooperative = 0, .timeout_s = 60, .impl = m};
+    if (gather_hosts(c, err)) {
+        m_free(c);
+        return NULL;
+    }
     return c;
 }
