@@ -4,7 +4,7 @@
 # splits them over two, so the 2 x 8 transfers over the 3|4 boundary (one per microbatch and
 # direction) take the 1 GB/s inter-host link: simulate says so and costs more, --json and sweep
 # carry it, the HTML report has a Hosts section, a planned table keeps it (JSON and CSV), bad
-# values are refused by name.
+# values are refused by name; a run whose ranks are not where the plan says gets a warning.
 cd "$(dirname "$0")/.."
 . tests/lib.sh
 SPEC=tests/specs/hosts-p8.json
@@ -47,3 +47,13 @@ expect_contains hosts_flag_zero_message "--ranks-per-host: expected a positive i
 sed 's/"ranks_per_host": 8//; s/"inter_host_latency_us": 100,/"inter_host_latency_us": 100/' $SPEC >"$T/nohosts.json"
 expect_exit hosts_inter_host_without_placement 1 "$BIGMAC" simulate "$T/nohosts.json"
 expect_contains hosts_inter_host_without_placement_message "device.inter_host_gbytes_per_s describes the link between hosts, but device.ranks_per_host is not given"
+
+# train under mpirun on this one host with a plan that says two hosts: rank 0 warns (the run
+# itself is unaffected)
+if command -v mpirun >/dev/null; then
+    export OPENBLAS_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+    export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+    expect_exit hosts_train_placement_mismatch 0 timeout 60 mpirun --oversubscribe -np 4 "$BIGMAC" train \
+        examples/tiny-mllm.json --steps 1 --quiet --ranks-per-host 2
+    expect_contains hosts_train_placement_mismatch_warns "bigmac: warning: device.ranks_per_host is 2 (rank r on host r / 2), but ranks 0 and 2 run on the same host"
+fi

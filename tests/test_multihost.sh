@@ -50,16 +50,26 @@ fi
 # 1. Training over both hosts against the single-process reference.
 "$BIGMAC" train $SPEC --reference --steps $STEPS --log "$T/ref.log" --dump-params "$T/ref.bin" >/dev/null 2>&1 ||
     echo "FAIL multihost_reference_run"
-for run in "bigmac 1f1b 1" "optimus interleaved 2"; do
+# The second run tells the planner the placement (--ranks-per-host 2: its nominal timeline then
+# prices the hops between hosts); the first does not, and rank 0 warns that the run spans hosts.
+for run in "bigmac 1f1b 1" "optimus interleaved 2 --ranks-per-host 2"; do
     set -- $run
     n=$1_$2
-    if mh "$BIN" train $SPEC --pp 4 --vpp $3 --backbone $2 --policy $1 --steps $STEPS --quiet \
+    if mh "$BIN" train $SPEC --pp 4 --vpp $3 --backbone $2 --policy $1 "${@:4}" --steps $STEPS --quiet \
           --log "$T/$n.log" --dump-params "$T/$n.bin" --trace "$T/$n.trace.json" >"$T/$n.out" 2>&1; then
         losses_match "multihost_losses_${n}_match_reference" "$T/$n.log" "$T/ref.log"
         params_match "multihost_params_${n}_match_reference" "$T/$n.bin" "$T/ref.bin"
         # the trace of ranks on two hosts (clocks aligned to rank 0's) reads back
         expect_exit "multihost_trace_${n}_renders" 0 "$BIGMAC" render "$T/$n.trace.json" --format ascii
         expect_contains "multihost_trace_${n}_is_measured" "measured timeline"
+        if [ $# = 3 ]; then
+            if grep -q "^bigmac: hint: --ranks-per-host 2 (or device.ranks_per_host) matches this run" "$T/$n.out"; then
+                echo "PASS multihost_warns_without_placement"; else echo "FAIL multihost_warns_without_placement"; fi
+        elif grep -q "warning" "$T/$n.out"; then
+            echo "FAIL multihost_placement_matches: $(grep warning "$T/$n.out")"
+        else
+            echo "PASS multihost_placement_matches"
+        fi
     else
         echo "FAIL multihost_run_$n"; tail -8 "$T/$n.out" | sed 's/^/    /'
     fi

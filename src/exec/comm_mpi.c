@@ -24,6 +24,7 @@ struct mpi {
     int *peer;          /* [cap_peer] the other rank of each point-to-point request */
     int n_req, cap_req, cap_peer;
     char (*host)[MPI_MAX_PROCESSOR_NAME]; /* [size] each rank's host; NULL when all share one */
+    char **hostp;       /* [size] pointers into host: bm_comm.hosts */
 };
 
 static long new_req(struct mpi *m, struct bm_err *err)
@@ -282,7 +283,7 @@ static void m_free(struct bm_comm *c)
     if (m) {
         for (int i = 0; i < m->n_req; i++)
             if (m->req[i] != MPI_REQUEST_NULL) MPI_Cancel(&m->req[i]), MPI_Request_free(&m->req[i]);
-        bm_free(m->req), bm_free(m->peer), bm_free(m->host);
+        bm_free(m->req), bm_free(m->peer), bm_free(m->host), bm_free(m->hostp);
         bm_free(m);
     }
     bm_free(c);
@@ -313,7 +314,14 @@ static int gather_hosts(struct bm_comm *c, struct bm_err *err)
         m->host[r][MPI_MAX_PROCESSOR_NAME - 1] = 0;
         several |= strcmp(m->host[r], m->host[0]) != 0;
     }
-    if (!several) bm_free(m->host), m->host = NULL;
+    if (!several) {
+        bm_free(m->host), m->host = NULL;
+        return BM_OK;
+    }
+    if (!(m->hostp = bm_calloc((size_t)c->size, sizeof *m->hostp)))
+        return bm_err_set(err, "out of memory for %d host names", c->size);
+    for (int r = 0; r < c->size; r++) m->hostp[r] = m->host[r];
+    c->hosts = m->hostp;
     return BM_OK;
 }
 
