@@ -6,9 +6,10 @@
 # ssh, in a new UTS namespace whose hostname is the host's name; TCP is restricted to the veth
 # (ob1 + btl tcp, oob tcp), as on a cluster with one network between nodes (docs/multihost.md).
 #
-#   1. tiny-mllm at P = 4, ranks 0-1 on host bmhost-a and 2-3 on bmhost-b: bigmac 1f1b and
-#      optimus interleaved, losses and parameters against `train --reference` within 1e-4, and
-#      their traces (clocks aligned over hosts) render;
+#   1. tiny-mllm at P = 4, ranks 0-1 on host bmhost-a and 2-3 on bmhost-b: bigmac and optimus,
+#      1f1b and interleaved, losses and parameters against `train --reference` within 1e-4,
+#      their traces (clocks aligned over hosts) render, and rank 0 warns exactly when the plan
+#      has no placement over hosts;
 #   2. the veth taken down mid-run: mpirun ends non-zero within seconds, every rank's stderr
 #      (kept on its own host with --output-filename) names the rank and the op or step it was
 #      in (a timeout also its host, and a recv's the peer's), and no process is left in either
@@ -50,9 +51,10 @@ fi
 # 1. Training over both hosts against the single-process reference.
 "$BIGMAC" train $SPEC --reference --steps $STEPS --log "$T/ref.log" --dump-params "$T/ref.bin" >/dev/null 2>&1 ||
     echo "FAIL multihost_reference_run"
-# The second run tells the planner the placement (--ranks-per-host 2: its nominal timeline then
-# prices the hops between hosts); the first does not, and rank 0 warns that the run spans hosts.
-for run in "bigmac 1f1b 1" "optimus interleaved 2 --ranks-per-host 2"; do
+# Two of the runs tell the planner the placement (--ranks-per-host 2: its nominal timeline then
+# prices the hops between hosts); the other two do not, and rank 0 warns that the run spans hosts.
+for run in "bigmac 1f1b 1" "bigmac interleaved 2 --ranks-per-host 2" "optimus 1f1b 1 --ranks-per-host 2" \
+           "optimus interleaved 2"; do
     set -- $run
     n=$1_$2
     if mh "$BIN" train $SPEC --pp 4 --vpp $3 --backbone $2 --policy $1 "${@:4}" --steps $STEPS --quiet \
@@ -64,11 +66,11 @@ for run in "bigmac 1f1b 1" "optimus interleaved 2 --ranks-per-host 2"; do
         expect_contains "multihost_trace_${n}_is_measured" "measured timeline"
         if [ $# = 3 ]; then
             if grep -q "^bigmac: hint: --ranks-per-host 2 (or device.ranks_per_host) matches this run" "$T/$n.out"; then
-                echo "PASS multihost_warns_without_placement"; else echo "FAIL multihost_warns_without_placement"; fi
+                echo "PASS multihost_${n}_warns_without_placement"; else echo "FAIL multihost_${n}_warns_without_placement"; fi
         elif grep -q "warning" "$T/$n.out"; then
-            echo "FAIL multihost_placement_matches: $(grep warning "$T/$n.out")"
+            echo "FAIL multihost_${n}_placement_matches: $(grep warning "$T/$n.out")"
         else
-            echo "PASS multihost_placement_matches"
+            echo "PASS multihost_${n}_placement_matches"
         fi
     else
         echo "FAIL multihost_run_$n"; tail -8 "$T/$n.out" | sed 's/^/    /'
