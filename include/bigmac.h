@@ -147,6 +147,12 @@ struct bm_device {
     double efficiency;        /* default 0.4 */
     double link_gbytes_per_s; /* default 25 */
     double link_latency_us;   /* default 10 */
+    /* Placement over hosts (docs/multihost.md): pipeline rank r runs on host r / ranks_per_host
+     * (mpirun --map-by slot, slots = ranks_per_host); a transfer between ranks on different
+     * hosts takes the inter-host link instead of the one above. 0 = every rank on one host. */
+    int ranks_per_host;             /* default 0 */
+    double inter_host_gbytes_per_s; /* default 12.5 (a 100 Gb/s NIC) */
+    double inter_host_latency_us;   /* default 20 */
 };
 
 enum bm_dist { BM_DIST_NONE = 0, BM_DIST_UNIFORM, BM_DIST_LOGNORMAL };

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs every test binary (build/tests/test_*) and every shell test (tests/test_*.sh).
 # Each prints "PASS name" / "FAIL name" lines; a binary that dies without reporting counts as
-# one failure. The last line is "N passed, N failed"; exit status is non-zero on any failure.
+# one failure. A check that cannot run here (e.g. network namespaces without root) prints
+# "SKIP name: why" and counts as skipped. The last line is "N passed, N failed", with
+# ", N skipped" when something was skipped; exit status is non-zero on any failure.
 set -u
 cd "$(dirname "$0")/.."
 : "${TEST_BUILD:=build}"
@@ -15,7 +17,9 @@ trap 'rm -rf "$TEST_TMP"' EXIT
 
 passed=0
 failed=0
+skipped=0
 failed_names=()
+skip_lines=()
 
 run_one() {
     local name=$1; shift
@@ -30,16 +34,21 @@ run_one() {
     timeout "${TEST_TIMEOUT:-300}" "$@" >"$log" 2>&1
     local rc=$?
     local t1=$(date +%s.%N)
-    local p f
+    local p f k
     p=$(grep -c '^PASS ' "$log")
     f=$(grep -c '^FAIL ' "$log")
+    k=$(grep -c '^SKIP ' "$log")
     if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
         f=1
         echo "FAIL $name (exit $rc$([ $rc -eq 124 ] && echo ', timed out'))" >>"$log"
     fi
     passed=$((passed + p))
     failed=$((failed + f))
-    printf '%-40s %3d passed %3d failed  %6.2fs\n' "$name" "$p" "$f" "$(awk "BEGIN{print $t1 - $t0}")"
+    skipped=$((skipped + k))
+    printf '%-40s %3d passed %3d failed  %6.2fs' "$name" "$p" "$f" "$(awk "BEGIN{print $t1 - $t0}")"
+    if [ "$k" -ne 0 ]; then printf '  %d skipped' "$k"; fi
+    printf '\n'
+    while IFS= read -r line; do skip_lines+=("$name: $line"); done < <(grep '^SKIP ' "$log")
     if [ "$f" -ne 0 ]; then
         failed_names+=("$name")
         sed 's/^/    /' "$log" | grep -v '^    PASS ' | tail -n 60
@@ -56,5 +65,7 @@ for s in tests/test_*.sh; do
 done
 
 if [ ${#failed_names[@]} -gt 0 ]; then echo "failed: ${failed_names[*]}"; fi
-echo "$passed passed, $failed failed"
+for line in "${skip_lines[@]}"; do echo "$line"; done
+if [ "$skipped" -gt 0 ]; then echo "$passed passed, $failed failed, $skipped skipped"; else
+    echo "$passed passed, $failed failed"; fi
 [ "$failed" -eq 0 ]

@@ -22,6 +22,7 @@ struct bm_cli_plan_flags {
     int backbone_set, policy_set;
     enum bm_backbone backbone;
     enum bm_policy policy;
+    int ranks_per_host;  /* --ranks-per-host: device.ranks_per_host (0 = not given) */
 };
 
 /* If argv[*i] is a plan flag, parse it (and its value, advancing *i) and return 1; return 0
@@ -29,6 +30,8 @@ struct bm_cli_plan_flags {
 int bm_cli_plan_flag(int argc, char **argv, int *i, struct bm_cli_plan_flags *f);
 /* Override o's fields with the flags that were given. */
 void bm_cli_plan_apply(const struct bm_cli_plan_flags *f, struct bm_plan_opts *o);
+/* Override the spec's fields that plan flags set (--ranks-per-host: device.ranks_per_host). */
+void bm_cli_spec_apply(const struct bm_cli_plan_flags *f, struct bm_spec *s);
 
 /* Load the spec at 'path' (NULL: "missing SPEC" + usage, BM_USAGE) and its plan options with
  * the given flags applied. Prints the error and returns BM_USAGE or BM_ERR on failure; on
@@ -55,5 +58,10 @@ int bm_cli_sim_run(const struct bm_spec *s, const struct bm_plan_opts *o,
 struct json_t *bm_cli_sim_json(const struct bm_table *t, const struct bm_timeline *tl);
 /* Print j to stdout (indented, 10 significant digits) and a newline. */
 void bm_cli_json_print(struct json_t *j);
+/* A table placed over hosts (device.ranks_per_host > 0, sim/hosts.h): one line "hosts N (...):
+ * K of S transfers cross hosts, ..." to f; nothing for a table on one host. */
+void bm_cli_print_hosts(FILE *f, const struct bm_table *t);
+/* The same figures as a JSON object (new reference): "hosts" in `simulate --json`. */
+struct json_t *bm_cli_hosts_json(const struct bm_table *t);
 
 #endif

@@ -17,7 +17,8 @@ static void usage(FILE *f)
             "       bigmac plan --from-csv SCHEDULE.csv [SPEC] [plan flags] [-o TABLE.json]\n"
             "\n"
             "Plans one training iteration: every rank's ordered compute and send/recv ops.\n"
-            "Flags override the spec's \"parallel\" and \"schedule\" settings. Prints a summary\n"
+            "Flags override the spec's \"parallel\" and \"schedule\" settings (--ranks-per-host N:\n"
+            "device.ranks_per_host, docs/multihost.md). Prints a summary\n"
             "(ranks, ops, peak live microbatches per module and rank, nominal makespan);\n"
             "-o writes the operator table (docs/table.md; '-' = stdout), --csv the same as CSV\n"
             "(docs/csv.md), --ascii prints the simulated timeline (one line per rank; $COLUMNS).\n"
@@ -136,6 +137,7 @@ int bm_cmd_plan(int argc, char **argv)
             return BM_ERR;
         }
     } else {
+        bm_cli_spec_apply(&flags, spec);
         bm_plan_opts_from_spec(&o, spec);
         bm_cli_plan_apply(&flags, &o);
         if (bm_plan_build(spec, &o, &t, &err)) {

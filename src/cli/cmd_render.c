@@ -192,6 +192,7 @@ int bm_cmd_render(int argc, char **argv)
         fprintf(stderr, "bigmac: warning: plan flags apply to a SPEC only; %s is already planned\n", in);
     if (spec) {
         struct bm_plan_opts o;
+        bm_cli_spec_apply(&flags, spec);
         bm_plan_opts_from_spec(&o, spec);
         bm_cli_plan_apply(&flags, &o);
         if (bm_plan_build(spec, &o, &t, &err)) {

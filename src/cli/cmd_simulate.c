@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "sim/hosts.h"
 
 #define GIB(mib) ((mib) / 1024.0)
 
@@ -26,7 +27,9 @@ static void usage(FILE *f)
             "  --json       one JSON object on stdout\n"
             "  --jitter X   encoder/generator op durations x (1 + X*u), u uniform in [-1,1] (default 0)\n"
             "  --seed S     jitter seed (default 1)\n"
-            "Cost and memory model: docs/simulator.md.\n");
+            "  --ranks-per-host N  rank r runs on host r / N; transfers between hosts take the\n"
+            "               inter-host link (device.inter_host_*; a \"hosts\" line says what crosses)\n"
+            "Cost and memory model: docs/simulator.md; placement over hosts: docs/multihost.md.\n");
 }
 
 int bm_cli_double(const char *flag, const char *val, double *out)
@@ -76,6 +79,28 @@ static json_t *roles_json(const double *mib)
                      GIB(mib[BM_ROLE_BACKBONE]), "generator", GIB(mib[BM_ROLE_GENERATOR]));
 }
 
+void bm_cli_print_hosts(FILE *f, const struct bm_table *t)
+{
+    if (t->device.ranks_per_host <= 0) return;
+    struct bm_host_traffic h;
+    bm_cost_host_traffic(t, &h);
+    fprintf(f, "hosts %d (%d ranks per host; between hosts %g GB/s, %g us): %ld of %ld transfers cross hosts, "
+               "%.3f MiB, %.3f ms in flight (%.3f ms on the intra-host link)\n",
+            h.hosts, t->device.ranks_per_host, t->device.inter_host_gbytes_per_s, t->device.inter_host_latency_us,
+            h.cross, h.sends, h.cross_mib, h.cross_ms, h.cross_intra_ms);
+}
+
+json_t *bm_cli_hosts_json(const struct bm_table *t)
+{
+    struct bm_host_traffic h;
+    bm_cost_host_traffic(t, &h);
+    return json_pack("{s:i, s:i, s:f, s:f, s:I, s:I, s:f, s:f, s:f}", "hosts", h.hosts, "ranks_per_host",
+                     t->device.ranks_per_host, "inter_host_gbytes_per_s", t->device.inter_host_gbytes_per_s,
+                     "inter_host_latency_us", t->device.inter_host_latency_us, "transfers", (json_int_t)h.sends,
+                     "cross_host_transfers", (json_int_t)h.cross, "cross_host_mib", h.cross_mib,
+                     "cross_host_ms", h.cross_ms, "cross_host_intra_link_ms", h.cross_intra_ms);
+}
+
 json_t *bm_cli_sim_json(const struct bm_table *t, const struct bm_timeline *tl)
 {
     json_t *ranks = json_array();
@@ -89,13 +114,15 @@ json_t *bm_cli_sim_json(const struct bm_table *t, const struct bm_timeline *tl)
                              "state_gib", GIB(rt->state_mib), "peak_mem_gib", GIB(rt->peak_mib),
                              "peak_act_gib", roles_json(rt->peak_act_mib), "oom", rt->oom));
     }
-    return json_pack("{s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:f, s:f, s:f, s:f, s:f, s:b, s:o}", "policy",
+    json_t *j = json_pack("{s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:f, s:f, s:f, s:f, s:f, s:b, s:o}", "policy",
                      bm_policy_name(t->policy), "backbone", bm_backbone_name(t->backbone), "pp",
                      t->pp, "vpp", t->vpp, "microbatches", t->microbatches, "unit", t->unit,
                      "window", t->window, "makespan_ms", tl->makespan_ms, "bubble_ratio",
                      tl->bubble_ratio, "samples_per_s", tl->samples_per_s, "peak_mem_gib",
                      GIB(tl->peak_mib), "memory_gib", GIB(tl->memory_cap_mib), "oom", tl->oom,
                      "ranks", ranks);
+    if (j && t->device.ranks_per_host > 0) json_object_set_new(j, "hosts", bm_cli_hosts_json(t));
+    return j;
 }
 
 void bm_cli_json_print(json_t *j)
@@ -114,9 +141,11 @@ static void print_human(const struct bm_spec *s, const struct bm_plan_opts *o, c
     if (t->policy == BM_POL_BIGMAC && o->window > t->window) /* a window is a cap */
         printf(" (the fastest under the cap %d)", o->window);
     printf("\n");
-    printf("makespan %.3f ms, bubble %.1f%%, %.2f samples/s, peak %.3f GiB of %.3f GiB%s\n\n",
+    printf("makespan %.3f ms, bubble %.1f%%, %.2f samples/s, peak %.3f GiB of %.3f GiB%s\n",
            tl->makespan_ms, 100 * tl->bubble_ratio, tl->samples_per_s, GIB(tl->peak_mib),
            GIB(tl->memory_cap_mib), tl->oom ? "  ** OOM **" : "");
+    bm_cli_print_hosts(stdout, t);
+    printf("\n");
     printf("%4s %10s %10s %9s %9s %9s %9s %9s %9s %9s %9s\n", "rank", "busy ms", "idle ms", "lead",
            "middle", "tail", "state GiB", "enc GiB", "bb GiB", "gen GiB", "peak GiB");
     for (int r = 0; r < tl->pp; r++) {

@@ -26,6 +26,8 @@ static void usage(FILE *f)
             "A configuration is OOM when its peak exceeds min(device memory, --mem-cap-gib); OOM\n"
             "ones are listed after the feasible ones. vpp > 1 uses the interleaved backbone; vpp 1\n"
             "uses --backbone when given, else the spec's schedule (1f1b when that is interleaved).\n"
+            "With device.ranks_per_host (or --ranks-per-host N) rank r runs on host r / N and\n"
+            "transfers between hosts take the inter-host link (docs/multihost.md).\n"
             "Progress goes to stderr.\n");
 }
 
@@ -264,12 +266,22 @@ int bm_cmd_sweep(int argc, char **argv)
         json_t *j = json_pack("{s:s, s:f, s:i, s:o, s:o, s:o}", "spec", s->name ? s->name : path,
                               "mem_cap_gib", GIB(cap_mib), "configs", total, "results", res,
                               "skipped", skipped, "best", best >= 0 ? row_json(&rows[0], 1) : json_null());
+        if (j && s->device.ranks_per_host > 0) /* placed over hosts: every row's transfers priced so */
+            json_object_set_new(j, "placement",
+                                json_pack("{s:i, s:f, s:f}", "ranks_per_host", s->device.ranks_per_host,
+                                          "inter_host_gbytes_per_s", s->device.inter_host_gbytes_per_s,
+                                          "inter_host_latency_us", s->device.inter_host_latency_us));
         bm_cli_json_print(j);
         json_decref(j);
     } else {
         json_decref(skipped);
-        printf("%s: %d configurations, memory cap %.3f GiB\n\n", s->name ? s->name : path, total,
+        printf("%s: %d configurations, memory cap %.3f GiB\n", s->name ? s->name : path, total,
                GIB(cap_mib));
+        if (s->device.ranks_per_host > 0)
+            printf("placement: %d ranks per host (rank r on host r / %d); between hosts %g GB/s, %g us\n",
+                   s->device.ranks_per_host, s->device.ranks_per_host, s->device.inter_host_gbytes_per_s,
+                   s->device.inter_host_latency_us);
+        printf("\n");
         printf("%4s %4s %4s %6s %-12s %-17s %6s %12s %8s %11s %10s %5s\n", "#", "pp", "vpp", "M",
                "backbone", "policy", "window", "makespan ms", "bubble", "samples/s", "peak GiB", "oom");
         for (int i = 0; i < n_rows; i++) {

@@ -54,6 +54,7 @@ int bm_cli_plan_flag(int argc, char **argv, int *i, struct bm_cli_plan_flags *f)
     else if (!strcmp(a, "--vpp")) intp = &f->vpp;
     else if (!strcmp(a, "--microbatches")) intp = &f->microbatches;
     else if (!strcmp(a, "--unit")) intp = &f->unit;
+    else if (!strcmp(a, "--ranks-per-host")) intp = &f->ranks_per_host;
     if (intp) {
         if (!(v = need_value(argc, argv, i))) return -1;
         return bm_cli_int(a, v, intp) ? -1 : 1;
@@ -109,6 +110,11 @@ void bm_cli_plan_apply(const struct bm_cli_plan_flags *f, struct bm_plan_opts *o
     if (f->policy_set) o->policy = f->policy;
 }
 
+void bm_cli_spec_apply(const struct bm_cli_plan_flags *f, struct bm_spec *s)
+{
+    if (f->ranks_per_host) s->device.ranks_per_host = f->ranks_per_host;
+}
+
 int bm_cli_load_spec(const char *cmd, const char *path, const struct bm_cli_plan_flags *f,
                      void (*usage)(FILE *), struct bm_spec **spec, struct bm_plan_opts *o)
 {
@@ -123,6 +129,7 @@ int bm_cli_load_spec(const char *cmd, const char *path, const struct bm_cli_plan
         bm_cli_error(err.msg);
         return BM_ERR;
     }
+    bm_cli_spec_apply(f, *spec);
     bm_plan_opts_from_spec(o, *spec);
     bm_cli_plan_apply(f, o);
     return BM_OK;

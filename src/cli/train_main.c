@@ -28,7 +28,8 @@ static void usage(FILE *f)
             "backbone chunks and a replica of every encoder/generator, and walks its op list; the\n"
             "replicas' gradients are all-reduced, then AdamW. Same losses and parameters as\n"
             "--reference within float tolerance. Plan flags (--pp --vpp --microbatches --unit\n"
-            "--backbone --policy --window) override the spec; --pp defaults to the number of ranks.\n"
+            "--backbone --policy --window --ranks-per-host) override the spec; --pp defaults to the\n"
+            "number of ranks. Over several hosts: docs/multihost.md.\n"
             "\n"
             "  --reference        single process, no pipeline: for each microbatch encoder F,\n"
             "                     backbone F, generator F, generator B, backbone B, encoder B; AdamW\n"
@@ -196,6 +197,7 @@ int bm_train_main(int argc, char **argv)
     }
     o.progress = quiet ? NULL : stdout;
     if (bm_spec_load(path, &spec, &err) != BM_OK) goto fail;
+    bm_cli_spec_apply(&pf, spec);
     if (table_path) {
         if (bm_table_load(table_path, &t, &err)) goto fail;
         if (comm && t->pp != comm->size) {

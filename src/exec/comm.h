@@ -62,6 +62,8 @@ struct bm_comm {
     int cooperative;   /* 1: wait never blocks; the caller round-robins its local ranks */
     double timeout_s;  /* MPI: a blocking wait fails after this long (0 = never) */
     void *impl;
+    char **hosts;      /* [size] each rank's host name when the ranks span several hosts (MPI),
+                        * NULL when they share one; owned by the transport */
 };
 
 /* All P pipeline ranks in this process (in-memory mailboxes). NULL on OOM. */

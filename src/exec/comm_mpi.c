@@ -5,20 +5,26 @@
  * (yielding the core between polls, so oversubscribed runs stay fast) and fails after
  * comm->timeout_s, so a peer that hangs turns into an error instead of a hang. Collectives are the
  * non-blocking MPI-3 ones (MPI_Iallreduce, MPI_Igatherv, MPI_Ibcast) waited the same way. Errors
- * abort the whole job with MPI_Abort (a dead peer makes mpirun end every process). */
+ * abort the whole job with MPI_Abort (a dead peer makes mpirun end every process), under a
+ * watchdog that ends this process when MPI_Abort hangs (a dead link between hosts). */
 #include <mpi.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "exec/comm.h"
 #include "util/util.h"
 
 struct mpi {
     MPI_Request *req;
-    int n_req, cap_req;
+    int *peer;          /* [cap_peer] the other rank of each point-to-point request */
+    int n_req, cap_req, cap_peer;
+    char (*host)[MPI_MAX_PROCESSOR_NAME]; /* [size] each rank's host; NULL when all share one */
+    char **hostp;       /* [size] pointers into host: bm_comm.hosts */
 };
 
 static long new_req(struct mpi *m, struct bm_err *err)
@@ -28,6 +34,14 @@ static long new_req(struct mpi *m, struct bm_err *err)
     if (bm_grow(&m->req, &m->cap_req, m->n_req + 1, sizeof *m->req)) {
         bm_err_set(err, "out of memory for a message request");
         return -1;
+    }
+    if (m->cap_peer < m->cap_req) {
+        int *p = bm_realloc(m->peer, (size_t)m->cap_req * sizeof *p);
+        if (!p) {
+            bm_err_set(err, "out of memory for a message request");
+            return -1;
+        }
+        m->peer = p, m->cap_peer = m->cap_req;
     }
     m->req[m->n_req] = MPI_REQUEST_NULL;
     return m->n_req++;
@@ -52,6 +66,7 @@ static int m_isend(struct bm_comm *c, int from, int to, int tag, const void *buf
     if (id < 0) return BM_ERR;
     if (check(MPI_Isend(buf, (int)bytes, MPI_BYTE, to, tag, MPI_COMM_WORLD, &m->req[id]), "MPI_Isend", err))
         return BM_ERR;
+    m->peer[id] = to;
     *req = id;
     return BM_OK;
 }
@@ -66,12 +81,28 @@ static int m_irecv(struct bm_comm *c, int to, int from, int tag, void *buf, size
     if (id < 0) return BM_ERR;
     if (check(MPI_Irecv(buf, (int)bytes, MPI_BYTE, from, tag, MPI_COMM_WORLD, &m->req[id]), "MPI_Irecv", err))
         return BM_ERR;
+    m->peer[id] = from;
     *req = id;
     return BM_OK;
 }
 
-/* Poll *r until it completes (block) or once (!block); a blocking wait fails after timeout_s. */
-static int poll_req(struct bm_comm *c, MPI_Request *r, int block, int *done, const char *what, struct bm_err *err)
+/* The timeout message: "WHAT after S s (a peer hung or died)", and when the ranks span several
+ * hosts "...; rank P runs on HOST, this rank on HOST)" (peer >= 0) or "...; this rank on HOST)". */
+static int timed_out(struct bm_comm *c, const char *what, int peer, struct bm_err *err)
+{
+    const struct mpi *m = c->impl;
+    if (!m->host) return bm_err_set(err, "%s after %.0f s (a peer hung or died)", what, c->timeout_s);
+    if (peer >= 0 && peer < c->size)
+        return bm_err_set(err, "%s after %.0f s (a peer hung or died; rank %d runs on %s, this rank on %s)", what,
+                          c->timeout_s, peer, m->host[peer], m->host[c->first_rank]);
+    return bm_err_set(err, "%s after %.0f s (a peer hung or died; this rank on %s)", what, c->timeout_s,
+                      m->host[c->first_rank]);
+}
+
+/* Poll *r until it completes (block) or once (!block); a blocking wait fails after timeout_s
+ * (peer: the other rank of a point-to-point request, -1 for a collective). */
+static int poll_req(struct bm_comm *c, MPI_Request *r, int block, int *done, const char *what, int peer,
+                    struct bm_err *err)
 {
     double t0 = bm_now();
     for (;;) {
@@ -94,8 +125,7 @@ static int poll_req(struct bm_comm *c, MPI_Request *r, int block, int *done, con
         } else {
             struct timespec ts = {0, 50000};
             nanosleep(&ts, NULL);
-            if (c->timeout_s > 0 && waited > c->timeout_s)
-                return bm_err_set(err, "%s after %.0f s (a peer hung or died)", what, c->timeout_s);
+            if (c->timeout_s > 0 && waited > c->timeout_s) return timed_out(c, what, peer, err);
         }
     }
 }
@@ -104,7 +134,7 @@ static int m_wait(struct bm_comm *c, long req, int block, int *done, struct bm_e
 {
     struct mpi *m = c->impl;
     if (req < 0 || req >= m->n_req) return bm_err_set(err, "bad request id %ld", req);
-    return poll_req(c, &m->req[req], block, done, "no message", err);
+    return poll_req(c, &m->req[req], block, done, "no message", m->peer[req], err);
 }
 
 /* Wait for a collective's request with the same timeout as point-to-point waits, so a peer that
@@ -112,7 +142,7 @@ static int m_wait(struct bm_comm *c, long req, int block, int *done, struct bm_e
 static int coll_wait(struct bm_comm *c, MPI_Request *r, const char *what, struct bm_err *err)
 {
     int done = 0;
-    return poll_req(c, r, 1, &done, what, err);
+    return poll_req(c, r, 1, &done, what, -1, err);
 }
 
 static int m_allreduce_sum(struct bm_comm *c, float **bufs, size_t n, struct bm_err *err)
@@ -183,10 +213,21 @@ static int m_bcast(struct bm_comm *c, void *buf, size_t bytes, struct bm_err *er
     return coll_wait(c, &r, "no broadcast", err);
 }
 
+/* One message of the clock ping-pong (send or receive n doubles with peer), waited with the
+ * timeout like every other wait: a peer lost during the ping-pong is an error, not a hang. */
+static int ping(struct bm_comm *c, int send, double *buf, int n, int peer, struct bm_err *err)
+{
+    MPI_Request r;
+    int rc = send ? MPI_Isend(buf, n, MPI_DOUBLE, peer, c->tag_ub, MPI_COMM_WORLD, &r)
+                  : MPI_Irecv(buf, n, MPI_DOUBLE, peer, c->tag_ub, MPI_COMM_WORLD, &r);
+    if (check(rc, send ? "MPI_Isend" : "MPI_Irecv", err)) return BM_ERR;
+    return coll_wait(c, &r, "no clock ping-pong reply", err);
+}
+
 static int m_clock_offset(struct bm_comm *c, double *offset, struct bm_err *err)
 {
     enum { ROUNDS = 8 };
-    int me = c->first_rank, tag = c->tag_ub;
+    int me = c->first_rank;
     *offset = 0;
     for (int r = 1; r < c->size; r++) {
         if (me != 0 && me != r) continue;
@@ -195,27 +236,42 @@ static int m_clock_offset(struct bm_comm *c, double *offset, struct bm_err *err)
             double t[2];
             if (me == r) {
                 double t1 = bm_now();
-                if (check(MPI_Send(&t1, 1, MPI_DOUBLE, 0, tag, MPI_COMM_WORLD), "MPI_Send", err) ||
-                    check(MPI_Recv(t, 2, MPI_DOUBLE, 0, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE), "MPI_Recv", err))
-                    return BM_ERR;
+                if (ping(c, 1, &t1, 1, 0, err) || ping(c, 0, t, 2, 0, err)) return BM_ERR;
                 double t3 = bm_now(), rtt = t3 - t1;
                 if (rtt < best_rtt) best_rtt = rtt, *offset = t[1] - 0.5 * (t1 + t3);
             } else {
-                if (check(MPI_Recv(&t[0], 1, MPI_DOUBLE, r, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE), "MPI_Recv", err))
-                    return BM_ERR;
+                if (ping(c, 0, &t[0], 1, r, err)) return BM_ERR;
                 t[1] = bm_now();
-                if (check(MPI_Send(t, 2, MPI_DOUBLE, r, tag, MPI_COMM_WORLD), "MPI_Send", err)) return BM_ERR;
+                if (ping(c, 1, t, 2, r, err)) return BM_ERR;
             }
         }
     }
     return BM_OK;
 }
 
+/* Exit status of a rank whose MPI_Abort does not return: set before the watchdog is armed. */
+static volatile sig_atomic_t abort_code = 1;
+
+static void abort_watchdog(int sig)
+{
+    (void)sig;
+    _exit(abort_code);
+}
+
+/* MPI_Abort asks this host's launcher daemon to end the job. When that daemon cannot reach the
+ * others (the link between hosts died) or is gone itself, MPI_Abort may never return: a
+ * watchdog ends this process ABORT_WATCHDOG_S seconds later all the same, so a rank never
+ * outlives its failure by more than that (docs/multihost.md). */
+enum { ABORT_WATCHDOG_S = 10 };
+
 static void m_abort(struct bm_comm *c, int code)
 {
     (void)c;
     fflush(stdout);
     fflush(stderr);
+    abort_code = code ? code : 1;
+    signal(SIGALRM, abort_watchdog);
+    alarm(ABORT_WATCHDOG_S);
     MPI_Abort(MPI_COMM_WORLD, code);
     exit(code);
 }
@@ -227,7 +283,7 @@ static void m_free(struct bm_comm *c)
     if (m) {
         for (int i = 0; i < m->n_req; i++)
             if (m->req[i] != MPI_REQUEST_NULL) MPI_Cancel(&m->req[i]), MPI_Request_free(&m->req[i]);
-        bm_free(m->req);
+        bm_free(m->req), bm_free(m->peer), bm_free(m->host), bm_free(m->hostp);
         bm_free(m);
     }
     bm_free(c);
@@ -239,6 +295,35 @@ static const struct bm_comm_ops mpi_ops = {
     .allreduce_max = m_allreduce_max, .gather = m_gather, .bcast = m_bcast, .clock_offset = m_clock_offset, .abort = m_abort,
     .free = m_free,
 };
+
+/* Every rank's host name (MPI_Get_processor_name), kept only when the ranks span several hosts:
+ * a timeout then says where the peer it waited for runs (docs/multihost.md). */
+static int gather_hosts(struct bm_comm *c, struct bm_err *err)
+{
+    struct mpi *m = c->impl;
+    char me[MPI_MAX_PROCESSOR_NAME] = "";
+    int len = 0;
+    if (check(MPI_Get_processor_name(me, &len), "MPI_Get_processor_name", err)) return BM_ERR;
+    m->host = bm_calloc((size_t)c->size, sizeof *m->host);
+    if (!m->host) return bm_err_set(err, "out of memory for %d host names", c->size);
+    if (check(MPI_Allgather(me, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, m->host, MPI_MAX_PROCESSOR_NAME, MPI_CHAR,
+                            MPI_COMM_WORLD), "MPI_Allgather", err))
+        return BM_ERR;
+    int several = 0;
+    for (int r = 0; r < c->size; r++) {
+        m->host[r][MPI_MAX_PROCESSOR_NAME - 1] = 0;
+        several |= strcmp(m->host[r], m->host[0]) != 0;
+    }
+    if (!several) {
+        bm_free(m->host), m->host = NULL;
+        return BM_OK;
+    }
+    if (!(m->hostp = bm_calloc((size_t)c->size, sizeof *m->hostp)))
+        return bm_err_set(err, "out of memory for %d host names", c->size);
+    for (int r = 0; r < c->size; r++) m->hostp[r] = m->host[r];
+    c->hosts = m->hostp;
+    return BM_OK;
+}
 
 struct bm_comm *bm_comm_mpi_new(int *argc, char ***argv, struct bm_err *err)
 {
@@ -263,5 +348,9 @@ struct bm_comm *bm_comm_mpi_new(int *argc, char ***argv, struct bm_err *err)
     MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag);
     *c = (struct bm_comm){.ops = &mpi_ops, .size = size, .first_rank = rank, .nlocal = 1,
                           .tag_ub = flag && ub ? *ub : 32767, .cooperative = 0, .timeout_s = 60, .impl = m};
+    if (gather_hosts(c, err)) {
+        m_free(c);
+        return NULL;
+    }
     return c;
 }

@@ -193,18 +193,27 @@ out:
     return rc;
 }
 
+/* A collective of step 'step' (outside the op walk, whose messages name the op) failed:
+ * err = "step N: <err's message>", so a rank that fails there still says where it was. */
+static int step_fail(long step, struct bm_err *err)
+{
+    char msg[sizeof err->msg];
+    snprintf(msg, sizeof msg, "%s", err->msg);
+    return bm_err_set(err, "step %ld: %s", step + 1, msg);
+}
+
 int bm_exec_run_step(struct bm_exec **x, struct bm_comm *c, long step, struct bm_err *err)
 {
     for (int l = 0; l < c->nlocal; l++)
         if (bm_exec_step_prepare(x[l], step, err)) return BM_ERR;
     double origin = bm_now(); /* rank 0's clock is everyone's origin (plus each rank's offset) */
-    if (c->ops->bcast(c, &origin, sizeof origin, err)) return BM_ERR;
+    if (c->ops->bcast(c, &origin, sizeof origin, err)) return step_fail(step, err);
     for (int l = 0; l < c->nlocal; l++)
         if (bm_exec_step_begin(x[l], origin, err)) return BM_ERR;
     if (walk(x, c, err)) return BM_ERR;
     for (int l = 0; l < c->nlocal; l++)
         if (bm_exec_step_finish(x[l], err)) return BM_ERR;
-    if (allreduce_grads(x, c, err)) return BM_ERR;
+    if (allreduce_grads(x, c, err)) return step_fail(step, err);
     for (int l = 0; l < c->nlocal; l++) bm_exec_optimizer(x[l], step);
     return BM_OK;
 }
@@ -259,6 +268,40 @@ out:
     return rc;
 }
 
+/* Rank 0: warn when the table's placement over hosts (device.ranks_per_host, sim/hosts.h) is
+ * not where the ranks actually run, since then `bigmac simulate` prices other hops than this run
+ * pays for (docs/multihost.md). Training itself does not depend on it. */
+static void placement_check(const struct bm_table *t, const struct bm_comm *c)
+{
+    int P = t->pp, H = t->device.ranks_per_host;
+    if (c->cooperative || c->first_rank != 0 || (!c->hosts && H <= 0)) return;
+    /* the run's own grouping: hosts[r] == hosts[s]; consecutive blocks of 'run_h' ranks? */
+    int run_h = 1, blocks = c->hosts != NULL;
+    if (c->hosts) {
+        while (run_h < P && !strcmp(c->hosts[run_h], c->hosts[0])) run_h++;
+        for (int r = 0; r < P && blocks; r++)
+            for (int q = 0; q < P && blocks; q++)
+                blocks = (r / run_h == q / run_h) == !strcmp(c->hosts[r], c->hosts[q]);
+    }
+    if (H <= 0) {
+        fprintf(stderr, "bigmac: warning: the %d ranks run on several hosts, but the plan has no device.ranks_per_host: "
+                        "`bigmac simulate` prices every transfer on the intra-host link\n", P);
+        if (blocks) fprintf(stderr, "bigmac: hint: --ranks-per-host %d (or device.ranks_per_host) matches this run\n", run_h);
+        return;
+    }
+    for (int r = 0; r < P; r++)
+        for (int q = r + 1; q < P; q++) {
+            int same_plan = r / H == q / H, same_run = !c->hosts || !strcmp(c->hosts[r], c->hosts[q]);
+            if (same_plan == same_run) continue;
+            fprintf(stderr, "bigmac: warning: device.ranks_per_host is %d (rank r on host r / %d), but ranks %d and %d "
+                            "run on %s: the simulated placement is not this run's\n",
+                    H, H, r, q, same_run ? "the same host" : "different hosts");
+            if (blocks) fprintf(stderr, "bigmac: hint: --ranks-per-host %d matches this run\n", run_h);
+            else fprintf(stderr, "bigmac: hint: mpirun --map-by slot with %d slots per host\n", H);
+            return;
+        }
+}
+
 int bm_exec_train(const struct bm_spec *s, struct bm_table *t, struct bm_comm *c,
                   const struct bm_exec_opts *o, struct bm_err *err)
 {
@@ -281,6 +324,7 @@ int bm_exec_train(const struct bm_spec *s, struct bm_table *t, struct bm_comm *c
     }
     for (int l = 0; l < nl; l++)
         if ((rc = bm_exec_new(s, t, c->first_rank + l, c, o, &x[l], err))) goto out;
+    placement_check(t, c);
     double offset = 0;
     if ((rc = c->ops->clock_offset(c, &offset, err))) goto out;
     for (int l = 0; l < nl; l++) bm_exec_set_clock_offset(x[l], offset);
@@ -317,6 +361,15 @@ int bm_exec_train(const struct bm_spec *s, struct bm_table *t, struct bm_comm *c
                 s->name ? s->name : "model", P, bm_backbone_name(t->backbone), bm_policy_name(t->policy), M, steps);
     }
     for (long step = start; step < steps; step++) {
+        /* The traced step's clocks: estimated again right before it, so that two hosts' clocks
+         * drifting apart over a long run do not skew the trace (docs/multihost.md). */
+        if (o->trace_path && step == steps - 1 && step > start) {
+            if ((rc = c->ops->clock_offset(c, &offset, err))) {
+                step_fail(step, err);
+                goto out;
+            }
+            for (int l = 0; l < nl; l++) bm_exec_set_clock_offset(x[l], offset);
+        }
         double t0 = bm_now(), c0 = cpu_now();
         if ((rc = bm_exec_run_step(x, c, step, err))) goto out;
         double ms = (bm_now() - t0) * 1e3, cpu_ms = (cpu_now() - c0) * 1e3;
@@ -332,7 +385,10 @@ int bm_exec_train(const struct bm_spec *s, struct bm_table *t, struct bm_comm *c
             items[l] = q, bytes[l] = (size_t)nrec * sizeof(double);
         }
         void *allv = NULL;
-        if ((rc = c->ops->gather(c, items, bytes, &allv, ob, err))) goto out;
+        if ((rc = c->ops->gather(c, items, bytes, &allv, ob, err))) {
+            step_fail(step, err);
+            goto out;
+        }
         if (rank0) {
             const double *all = allv;
             /* losses summed exactly as the reference trainer does: float loss / M in mb order */

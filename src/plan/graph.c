@@ -4,6 +4,7 @@
 
 #include "plan/plan.h"
 #include "sim/cost.h"
+#include "sim/hosts.h"
 #include "util/util.h"
 
 /* 1 when, on the last stage with 'extra' warm-up forwards, every unit's first last-chunk
@@ -175,7 +176,8 @@ static int for_preds(const struct bm_graph *g, int id, struct bm_edge *out)
         if (bm_flow_producer(g->flow, fo->needs[i], &pm, &pc, &pp)) continue;
         int pid = pm == t->backbone_module ? bm_task_bb(g, pc, pp, x->mb)
                                            : bm_task_nested(g, g->nested_slot[pm], pp, x->mb);
-        float comm = g->task[pid].rank != x->rank ? (float)bm_cost_comm_ms(t, fo->needs[i]) : 0.0f;
+        float comm = g->task[pid].rank != x->rank
+                         ? (float)bm_cost_transfer_ms(t, fo->needs[i], g->task[pid].rank, x->rank) : 0.0f;
         int dup = 0;
         for (int j = 0; j < n; j++)
             if (out[j].task == pid) {

@@ -14,6 +14,17 @@
 
 /* ---------------------------------------------------------------- writer */
 
+/* device.ranks_per_host and the inter-host link (sim/hosts.h): written only for a table placed
+ * over hosts, so every other table reads as before. */
+static void put_hosts(FILE *f, const struct bm_device *d)
+{
+    if (d->ranks_per_host <= 0) return;
+    fprintf(f, ", \"ranks_per_host\": %d, \"inter_host_gbytes_per_s\": ", d->ranks_per_host);
+    bm_put_num(f, d->inter_host_gbytes_per_s);
+    fprintf(f, ", \"inter_host_latency_us\": ");
+    bm_put_num(f, d->inter_host_latency_us);
+}
+
 static void put_strv(FILE *f, char **v, int n)
 {
     fputc('[', f);
@@ -41,6 +52,7 @@ int bm_table_write_json(const struct bm_table *t, FILE *f)
     bm_put_num(f, t->device.link_gbytes_per_s);
     fprintf(f, ", \"link_latency_us\": ");
     bm_put_num(f, t->device.link_latency_us);
+    put_hosts(f, &t->device);
     fprintf(f, "},\n \"modules\": [\n");
     for (int i = 0; i < t->n_modules; i++) {
         const struct bm_table_module *m = &t->modules[i];
@@ -396,6 +408,20 @@ static int load_op(struct ld *L, json_t *o, const char *p, struct bm_table *t, s
     return fail(L, q, "unknown op \"%s\" (compute, send, recv)", kind);
 }
 
+/* device.ranks_per_host and the inter-host link (see put_hosts); absent = one host. */
+static int load_hosts(struct ld *L, json_t *d, struct bm_device *dev)
+{
+    if (get_int(L, d, "device", "ranks_per_host", 0, 0, 4096, &dev->ranks_per_host) ||
+        get_num(L, d, "device", "inter_host_gbytes_per_s", &dev->inter_host_gbytes_per_s) ||
+        get_num(L, d, "device", "inter_host_latency_us", &dev->inter_host_latency_us))
+        return BM_ERR;
+    if (dev->inter_host_gbytes_per_s > 0 && dev->inter_host_gbytes_per_s < 1e-6)
+        return fail(L, "device.inter_host_gbytes_per_s",
+                    "\"inter_host_gbytes_per_s\" must be 0 (no transfer cost) or >= 1e-06, got %g",
+                    dev->inter_host_gbytes_per_s);
+    return BM_OK;
+}
+
 static int load_root(struct ld *L, json_t *root, struct bm_table **out)
 {
     static const char *const keys[] = {"format", "version", "pp", "vpp", "microbatches", "unit",
@@ -403,7 +429,8 @@ static int load_root(struct ld *L, json_t *root, struct bm_table **out)
                                        "modules", "chunk_weights", "chunk_layers", "mb_scale",
                                        "rank_time_scale", "ranks", NULL};
     static const char *const dkeys[] = {"memory_gib", "peak_tflops", "efficiency",
-                                        "link_gbytes_per_s", "link_latency_us", NULL};
+                                        "link_gbytes_per_s", "link_latency_us", "ranks_per_host",
+                                        "inter_host_gbytes_per_s", "inter_host_latency_us", NULL};
     if (!json_is_object(root)) return fail(L, "", "a table must be a JSON object");
     if (check_keys(L, root, "", keys)) return BM_ERR;
     const char *fmt, *bbs, *pols;
@@ -439,7 +466,7 @@ static int load_root(struct ld *L, json_t *root, struct bm_table **out)
         return fail(L, "backbone", "unknown backbone schedule \"%s\" (gpipe, 1f1b, interleaved)", bbs);
     if (bm_policy_parse(pols, &t->policy))
         return fail(L, "policy", "unknown policy \"%s\"", pols);
-    t->device = (struct bm_device){80, 989, 0.4, 25, 10};
+    t->device = (struct bm_device){80, 989, 0.4, 25, 10, 0, 12.5, 20};
     json_t *d = json_object_get(root, "device");
     if (d) {
         if (!json_is_object(d)) return fail(L, "device", "\"device\" must be an object");
@@ -448,7 +475,7 @@ static int load_root(struct ld *L, json_t *root, struct bm_table **out)
             get_num(L, d, "device", "peak_tflops", &t->device.peak_tflops) ||
             get_num(L, d, "device", "efficiency", &t->device.efficiency) ||
             get_num(L, d, "device", "link_gbytes_per_s", &t->device.link_gbytes_per_s) ||
-            get_num(L, d, "device", "link_latency_us", &t->device.link_latency_us))
+            get_num(L, d, "device", "link_latency_us", &t->device.link_latency_us) || load_hosts(L, d, &t->device))
             return BM_ERR;
         if (t->device.link_gbytes_per_s > 0 && t->device.link_gbytes_per_s < 1e-6)
             return fail(L, "device.link_gbytes_per_s",

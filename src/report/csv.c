@@ -72,6 +72,12 @@ int bm_csv_write(const struct bm_table *t, FILE *f)
     bm_put_num(f, t->device.link_gbytes_per_s);
     fprintf(f, " link_latency_us=");
     bm_put_num(f, t->device.link_latency_us);
+    if (t->device.ranks_per_host > 0) { /* a table placed over hosts (sim/hosts.h) */
+        fprintf(f, " ranks_per_host=%d inter_host_gbytes_per_s=", t->device.ranks_per_host);
+        bm_put_num(f, t->device.inter_host_gbytes_per_s);
+        fprintf(f, " inter_host_latency_us=");
+        bm_put_num(f, t->device.inter_host_latency_us);
+    }
     fprintf(f, "\n");
     for (int i = 0; i < t->n_modules; i++) {
         const struct bm_table_module *m = &t->modules[i];
@@ -292,7 +298,17 @@ static int parse_device(struct cp *P, const struct line *L, struct bm_device *d)
                       : !strcmp(k, "peak_tflops") ? &d->peak_tflops
                       : !strcmp(k, "efficiency") ? &d->efficiency
                       : !strcmp(k, "link_gbytes_per_s") ? &d->link_gbytes_per_s
-                      : !strcmp(k, "link_latency_us") ? &d->link_latency_us : NULL;
+                      : !strcmp(k, "link_latency_us") ? &d->link_latency_us
+                      : !strcmp(k, "inter_host_gbytes_per_s") ? &d->inter_host_gbytes_per_s
+                      : !strcmp(k, "inter_host_latency_us") ? &d->inter_host_latency_us : NULL;
+        if (!strcmp(k, "ranks_per_host")) {
+            double h;
+            if (parse_dbl(P, L->no, &tk[i], eq + 1, &h)) return BM_ERR;
+            if (h != (int)h || h > 4096)
+                return at(P, L->no, tk[i].col, "ranks_per_host must be an integer in 0..4096, got %s", eq + 1);
+            d->ranks_per_host = (int)h;
+            continue;
+        }
         if (!dst) return at(P, L->no, tk[i].col, "unknown device key \"%s\"", k);
         if (parse_dbl(P, L->no, &tk[i], eq + 1, dst)) return BM_ERR;
     }
@@ -556,7 +572,7 @@ static int build(struct cp *P, const struct bm_spec *spec, const struct bm_csv_o
     if ((long)C * M > BM_MAX_BACKBONE_OPS)
         return at(P, 1, 1, "table too large (pp*vpp*microbatches = %ld, the limit is %ld)",
                   (long)C * M, BM_MAX_BACKBONE_OPS);
-    t->device = (struct bm_device){80, 989, 0.4, 25, 10};
+    t->device = (struct bm_device){80, 989, 0.4, 25, 10, 0, 12.5, 20};
     if (spec) {
         t->device = spec->device;
         if (!(t->mb_scale = bm_malloc((size_t)M * sizeof(double))))

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "report/report.h"
+#include "sim/hosts.h"
 #include "util/util.h"
 
 #define MEM_POINTS 3000
@@ -395,6 +396,20 @@ static void put_td_mib(FILE *f, double v)
     fprintf(f, "<td>%.1f</td>", v);
 }
 
+/* A table placed over hosts (sim/hosts.h): which ranks share a host and what crosses. */
+static void put_hosts(FILE *f, const struct bm_table *t)
+{
+    if (t->device.ranks_per_host <= 0) return;
+    struct bm_host_traffic h;
+    bm_cost_host_traffic(t, &h);
+    fprintf(f, "<h2>Hosts</h2>\n<p id=\"hosts\">%d host%s of %d ranks (rank r on host r / %d); between hosts %g GB/s, "
+               "%g us: %ld of %ld transfers cross hosts, %.3f MiB, %.3f ms in flight (%.3f ms on the intra-host "
+               "link)</p>\n",
+            h.hosts, h.hosts == 1 ? "" : "s", t->device.ranks_per_host, t->device.ranks_per_host,
+            t->device.inter_host_gbytes_per_s,
+            t->device.inter_host_latency_us, h.cross, h.sends, h.cross_mib, h.cross_ms, h.cross_intra_ms);
+}
+
 int bm_render_html(const struct bm_table *t, const struct bm_timeline *tl,
                    const struct bm_report_compare *cmp, const char *title, FILE *f)
 {
@@ -444,6 +459,7 @@ int bm_render_html(const struct bm_table *t, const struct bm_timeline *tl,
     for (int k = 0; k < BM_N_ROLES; k++) put_td_mib(f, tl->peak_act_mib[k]);
     fprintf(f, "<td>%.2f</td><td%s>%s</td></tr></table>\n", tl->memory_cap_mib / 1024.0,
             tl->oom ? " class=\"oom\"" : "", tl->oom ? "yes" : "no");
+    put_hosts(f, t);
     fprintf(f, "<h2>Per rank</h2>\n<table><tr><th>rank</th><th>busy (ms)</th>");
     for (int k = 0; k < BM_N_ROLES; k++) fprintf(f, "<th>%s busy</th>", roles[k]);
     fprintf(f, "<th>idle lead</th><th>idle mid</th><th>idle tail</th><th>state (MiB)</th>");

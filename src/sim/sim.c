@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "sim/cost.h"
+#include "sim/hosts.h"
 #include "util/util.h"
 
 /* ---------------------------------------------------------------- timeline objects */
@@ -154,6 +155,7 @@ struct sim {
     double *jit;       /* [n_modules*2*M] duration factor of (module, F|B, mb) */
     uint8_t *split;    /* [n_modules] backward split into B and W somewhere in the table */
     double *comm;      /* [n_tensors] transfer ms */
+    double *comm_x;    /* [n_tensors] transfer ms between hosts (sim/hosts.h) */
     /* per (rank, mb): last compute op of the mb and pending recv arrivals since */
     double *last_end;  /* -1 = none */
     int32_t *last_op;
@@ -198,6 +200,7 @@ static void sim_free(struct sim *s)
     bm_free(s->jit);
     bm_free(s->split);
     bm_free(s->comm);
+    bm_free(s->comm_x);
     bm_free(s->last_end);
     bm_free(s->last_op);
     bm_free(s->pend);
@@ -255,6 +258,7 @@ static int sim_init(struct sim *s, const struct bm_table *t, const struct bm_sim
     s->jit = bm_malloc((size_t)(NM > 0 ? NM : 1) * 2 * (size_t)M * sizeof *s->jit);
     s->split = bm_calloc((size_t)(NM > 0 ? NM : 1), 1);
     s->comm = bm_malloc((size_t)(t->n_tensors > 0 ? t->n_tensors : 1) * sizeof *s->comm);
+    s->comm_x = bm_malloc((size_t)(t->n_tensors > 0 ? t->n_tensors : 1) * sizeof *s->comm_x);
     s->last_end = bm_malloc(pm * sizeof *s->last_end);
     s->last_op = bm_malloc(pm * sizeof *s->last_op);
     s->pend = bm_malloc(pm * sizeof *s->pend);
@@ -265,7 +269,7 @@ static int sim_init(struct sim *s, const struct bm_table *t, const struct bm_sim
     s->act = bm_calloc((size_t)P * BM_N_ROLES, sizeof *s->act);
     s->parked = bm_calloc((size_t)P, 1);
     s->stack = bm_malloc((size_t)P * sizeof *s->stack);
-    if (!s->base || !s->match || !s->chain || !s->jit || !s->split || !s->comm || !s->last_end ||
+    if (!s->base || !s->match || !s->chain || !s->jit || !s->split || !s->comm || !s->comm_x || !s->last_end ||
         !s->last_op || !s->pend || !s->pend_rank || !s->pend_op || !s->pc || !s->tfree ||
         !s->act || !s->parked || !s->stack)
         return bm_err_set(err, "simulate: out of memory (%ld ops)", n);
@@ -278,7 +282,7 @@ static int sim_init(struct sim *s, const struct bm_table *t, const struct bm_sim
         s->pend[i] = -1;
         s->pend_rank[i] = s->pend_op[i] = -1;
     }
-    for (int i = 0; i < t->n_tensors; i++) s->comm[i] = bm_cost_comm_ms(t, i);
+    for (int i = 0; i < t->n_tensors; i++) s->comm[i] = bm_cost_comm_ms(t, i), s->comm_x[i] = bm_cost_inter_host_ms(t, i);
 
     /* Jitter: one draw per (module, F|B, mb) in a fixed order, independent of placement. */
     double j = o ? o->jitter : 0;
@@ -416,7 +420,8 @@ static int run_rank(struct sim *s, int r, struct bm_err *err)
                 s->parked[r] = 1;
                 return BM_OK;
             }
-            double arrive = s->tl->ranks[p].ops[si].start_ms + s->comm[op->tensor];
+            double arrive = s->tl->ranks[p].ops[si].start_ms +
+                            (bm_cost_crosses_hosts(t, p, r) ? s->comm_x : s->comm)[op->tensor];
             double end = arrive > tf ? arrive : tf;
             *ot = (struct bm_op_time){tf, end, arrive, p, si};
             if (arrive > s->pend[mi]) {

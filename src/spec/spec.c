@@ -44,7 +44,8 @@ static const char *const top_keys[] = {"format", "version", "name", "doc", "devi
                                        "schedule", "inputs", "modules", "data", "train", NULL};
 static const char *const device_keys[] = {"memory_gib", "peak_tflops", "efficiency",
                                           "link_gbytes_per_s", "link_latency_us", "rank_time_scale",
-                                          NULL};
+                                          "ranks_per_host", "inter_host_gbytes_per_s",
+                                          "inter_host_latency_us", NULL};
 static const char *const parallel_keys[] = {"pp", "vpp", "microbatches", "unit", NULL};
 static const char *const schedule_keys[] = {"backbone", "policy", "window", NULL};
 static const char *const module_keys[] = {"name", "role", "consumes", "produces", "layers", "cost",
@@ -483,6 +484,29 @@ static int parse_rank_time_scale(struct ctx *c, json_t *o)
     return BM_OK;
 }
 
+/* device.ranks_per_host and the link between hosts (docs/multihost.md). The inter-host keys
+ * describe a link that only a placement over hosts uses: without ranks_per_host they are refused
+ * rather than silently ignored. */
+static int parse_hosts(struct ctx *c, json_t *o)
+{
+    struct bm_device *d = &c->s->device;
+    const char *P = "device";
+    int rph = 0, bw = 0, lat = 0;
+    if (get_int(c, o, P, "ranks_per_host", 1, MAX_PP, 0, &d->ranks_per_host, &rph) ||
+        get_num(c, o, P, "inter_host_gbytes_per_s", MIN_LINK, GE, MAX_RATE, &d->inter_host_gbytes_per_s, &bw) ||
+        get_num(c, o, P, "inter_host_latency_us", 0, GE, MAX_MS * 1e3, &d->inter_host_latency_us, &lat))
+        return BM_ERR;
+    if (!rph && (bw || lat)) {
+        const char *k = bw ? "inter_host_gbytes_per_s" : "inter_host_latency_us";
+        char q[PATH_N];
+        join(q, P, k);
+        return fail(c, q, "device.%s describes the link between hosts, but device.ranks_per_host is not "
+                          "given (every rank on one host)\nhint: add \"ranks_per_host\": N, the pipeline ranks "
+                          "that share a host", k);
+    }
+    return BM_OK;
+}
+
 static int parse_device(struct ctx *c, json_t *root)
 {
     json_t *o;
@@ -501,7 +525,8 @@ static int parse_device(struct ctx *c, json_t *root)
         return fail(c, "device.link_gbytes_per_s",
                     "device.link_gbytes_per_s must be >= %g (transfer times would overflow), got %g",
                     MIN_LINK, d->link_gbytes_per_s);
-    return parse_rank_time_scale(c, o);
+    if (parse_rank_time_scale(c, o)) return BM_ERR;
+    return parse_hosts(c, o);
 }
 
 static int parse_parallel_schedule(struct ctx *c, json_t *root)
@@ -1110,7 +1135,7 @@ static int parse_modules(struct ctx *c, json_t *root)
 
 static void set_defaults(struct bm_spec *s)
 {
-    s->device = (struct bm_device){80, 989, 0.4, 25, 10};
+    s->device = (struct bm_device){80, 989, 0.4, 25, 10, 0, 12.5, 20};
     s->pp = 1;
     s->vpp = 1;
     s->microbatches = 1;
