@@ -128,9 +128,10 @@ void *bmpy_plan(const void *sp, int pp, int vpp, int M, int unit, int window, in
     const struct bm_spec *s = sp;
     struct bm_plan_opts o;
     bm_plan_opts_from_spec(&o, s);
-    struct bm_cli_plan_flags f = {pp, vpp, M, unit, window, backbone >= 0, policy >= 0,
-                                  backbone >= 0 ? (enum bm_backbone)backbone : BM_BB_1F1B,
-                                  policy >= 0 ? (enum bm_policy)policy : BM_POL_BIGMAC};
+    struct bm_cli_plan_flags f = {.pp = pp, .vpp = vpp, .microbatches = M, .unit = unit, .window = window,
+                                  .backbone_set = backbone >= 0, .policy_set = policy >= 0,
+                                  .backbone = backbone >= 0 ? (enum bm_backbone)backbone : BM_BB_1F1B,
+                                  .policy = policy >= 0 ? (enum bm_policy)policy : BM_POL_BIGMAC};
     bm_cli_plan_apply(&f, &o);
     struct bm_err e;
     struct bm_table *t;
