@@ -121,6 +121,8 @@ struct bm_module {
     char *impl;              /* built-in model name ("vit", "gpt", "dit", or registered); NULL */
     struct bm_arch arch;
     int has_arch;
+    int recompute;           /* "recompute": 1 = "full" (Megatron: keep the module's input only,
+                              * rerun its forward at the start of its backward), 0 = "none" */
 };
 
 struct bm_device {
@@ -218,6 +220,7 @@ struct bm_table_module {
     char **produces;  int n_produces;
     int grad_to_backbone;
     struct bm_cost cost;
+    int recompute;           /* 1 = full activation recomputation (src/sim/cost.h) */
 };
 
 struct bm_rank_ops {
@@ -247,6 +250,9 @@ struct bm_table {
      * The executor's measured ctx_bytes go here so the simulator predicts its exact peaks.
      * Not part of the JSON table. Owned by the table (bm_table_free frees it). */
     double *act_bytes;
+    /* Optional measured bytes a recomputed forward keeps (its input), laid out as act_bytes;
+     * NULL = the modelled input (bm_cost_input_mib). Owned by the table. */
+    double *in_bytes;
 };
 
 /* Backbone chunk tensor name: "<backbone>.c<chunk>.out". */

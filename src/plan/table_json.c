@@ -52,6 +52,7 @@ int bm_table_write_json(const struct bm_table *t, FILE *f)
         put_strv(f, m->produces, m->n_produces);
         if (m->role == BM_ROLE_GENERATOR)
             fprintf(f, ", \"grad_to_backbone\": %s", m->grad_to_backbone ? "true" : "false");
+        if (m->recompute) fprintf(f, ", \"recompute\": \"full\""); /* absent = "none" */
         fprintf(f, ",\n   \"cost\": {\"fwd_ms\": ");
         bm_put_num(f, m->cost.fwd_ms);
         fprintf(f, ", \"bwd_ms\": ");
@@ -250,7 +251,7 @@ static int get_strv(struct ld *L, json_t *o, const char *path, const char *key, 
 static int load_modules(struct ld *L, json_t *root, struct bm_table *t)
 {
     static const char *const mkeys[] = {"name", "role", "consumes", "produces", "grad_to_backbone",
-                                        "cost", NULL};
+                                        "cost", "recompute", NULL};
     static const char *const ckeys[] = {"fwd_ms", "bwd_ms", "act_mib", "state_mib", "out_mib", NULL};
     json_t *mods = json_object_get(root, "modules");
     if (!mods) return fail(L, "", "missing required field \"modules\"");
@@ -302,6 +303,16 @@ static int load_modules(struct ld *L, json_t *root, struct bm_table *t)
                 return fail(L, q, "\"grad_to_backbone\" must be true or false");
             }
             m->grad_to_backbone = json_is_true(g);
+        }
+        json_t *rc = json_object_get(mo, "recompute");
+        if (rc) {
+            const char *v = json_is_string(rc) ? json_string_value(rc) : "";
+            if (strcmp(v, "none") && strcmp(v, "full")) {
+                char q[80];
+                snprintf(q, sizeof q, "%s.recompute", p);
+                return fail(L, q, "\"recompute\" must be \"none\" or \"full\"");
+            }
+            m->recompute = !strcmp(v, "full");
         }
         json_t *c = json_object_get(mo, "cost");
         if (c) {

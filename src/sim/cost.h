@@ -29,7 +29,18 @@
  *     Backbone act_mib x chunk weight per chunk; encoder/generator act_mib per microbatch
  *     (not scaled by mb_scale: memory is sized for the nominal microbatch).
  *     When the table carries measured act_bytes (the executor's ctx_bytes per module, chunk and
- *     microbatch), those bytes are used instead, exactly. */
+ *     microbatch), those bytes are used instead, exactly.
+ *
+ * Recomputation (module "recompute": "full", Megatron's full activation recomputation): the
+ *   forward keeps only the module's input, the backward first reruns the forward.
+ *   time:   B costs bwd_ms + fwd_ms (split backward: B = bwd_ms/2 + fwd_ms, W = bwd_ms/2),
+ *           times the same chunk weight / mb_scale / rank scale; F is unchanged.
+ *   memory: F holds act_mib while it runs (start .. end), then only the input I from F's end to
+ *           B's start; B holds act_mib again (the rebuilt activations) from its start to its end
+ *           (W's end for a split backward). I = bm_cost_input_mib: backbone chunk c > 0 the
+ *           backbone's out_mib (the previous chunk's output, not scaled by the chunk weight);
+ *           chunk 0 and every other module the sum of the out_mib of the modules producing what
+ *           it consumes (spec inputs are data: 0); measured in_bytes when the table has them. */
 #ifndef BM_SIM_COST_H
 #define BM_SIM_COST_H
 
@@ -48,6 +59,10 @@ double bm_cost_compute_ms(const struct bm_table *t, const struct bm_op *op, int 
 double bm_cost_comm_ms(const struct bm_table *t, int tensor);
 /* Activation MiB that compute op 'op' (its F) keeps alive until its B (or W). */
 double bm_cost_act_mib(const struct bm_table *t, const struct bm_op *op);
+/* 1 when 'module' is recomputed in t (table module "recompute": "full"). */
+int bm_cost_recompute(const struct bm_table *t, int module);
+/* MiB a recomputed forward keeps between its F and its B: its input (see above). */
+double bm_cost_input_mib(const struct bm_table *t, const struct bm_op *op);
 /* Resident state per rank into out[0 .. pp-1]. */
 void bm_cost_state_mib(const struct bm_table *t, double *out);
 /* Memory cap (MiB) of one device: memory_gib * 1024; 0 = none. */

@@ -356,6 +356,21 @@ static int mem_change(struct sim *s, int r, double t_ms, int role, double delta)
     return bm_timeline_mem_push(s->tl, r, t_ms, a);
 }
 
+/* Memory events of a recomputed module's op running tf .. tf+d (cost.h): F holds a while it
+ * runs, then only the input; B rebuilds a at its start; B (or W when split) frees a at its end. */
+static int recompute_mem(struct sim *s, int r, const struct bm_op *op, double tf, double d, int role,
+                         double a, int split)
+{
+    double in = bm_cost_input_mib(s->t, op);
+    if (op->pass == BM_PASS_F)
+        return mem_change(s, r, tf, role, a) || mem_change(s, r, tf + d, role, -a) ||
+               mem_change(s, r, tf + d, role, in);
+    int rc = BM_OK;
+    if (op->pass == BM_PASS_B) rc = mem_change(s, r, tf, role, -in) || mem_change(s, r, tf, role, a);
+    if (!rc && (op->pass == BM_PASS_W || !split)) rc = mem_change(s, r, tf + d, role, -a);
+    return rc;
+}
+
 /* Run rank r until it ends or parks at a recv whose send is not issued yet. */
 static int run_rank(struct sim *s, int r, struct bm_err *err)
 {
@@ -385,7 +400,9 @@ static int run_rank(struct sim *s, int r, struct bm_err *err)
             int role = t->modules[op->module].role;
             if ((unsigned)role >= BM_N_ROLES) role = BM_ROLE_BACKBONE;
             double a = bm_cost_act_mib(t, op);
-            if (op->pass == BM_PASS_F) {
+            if (bm_cost_recompute(t, op->module)) {
+                if (recompute_mem(s, r, op, tf, d, role, a, split)) goto oom;
+            } else if (op->pass == BM_PASS_F) {
                 if (mem_change(s, r, tf, role, a)) goto oom;
             } else if (op->pass == BM_PASS_W || !split) {
                 if (mem_change(s, r, tf + d, role, -a)) goto oom;

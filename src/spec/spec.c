@@ -48,7 +48,8 @@ static const char *const device_keys[] = {"memory_gib", "peak_tflops", "efficien
 static const char *const parallel_keys[] = {"pp", "vpp", "microbatches", "unit", NULL};
 static const char *const schedule_keys[] = {"backbone", "policy", "window", NULL};
 static const char *const module_keys[] = {"name", "role", "consumes", "produces", "layers", "cost",
-                                          "grad_to_backbone", "impl", "arch", "doc", NULL};
+                                          "grad_to_backbone", "impl", "arch", "doc", "recompute", NULL};
+static const char *const recompute_names[] = {"none", "full", NULL};
 static const char *const cost_keys[] = {"fwd_ms", "bwd_ms", "act_mib", "state_mib", "out_mib", NULL};
 static const char *const arch_keys[] = {"params", "layers", "hidden", "heads", "ffn", "vocab", "seq",
                                         "tokens", "image", "patch", "channels", "cond", NULL};
@@ -681,7 +682,8 @@ static int parse_module(struct ctx *c, int i, json_t *mo)
         get_names(c, mo, P, "produces", &m->produces, &m->n_produces) ||
         get_int(c, mo, P, "layers", 1, MAX_COUNT, 0, &m->layers, NULL) ||
         get_bool(c, mo, P, "grad_to_backbone", &m->grad_to_backbone) ||
-        get_strdup(c, mo, P, "impl", MAX_NAME, &m->impl))
+        get_strdup(c, mo, P, "impl", MAX_NAME, &m->impl) ||
+        get_enum(c, mo, P, "recompute", recompute_names, &m->recompute))
         return BM_ERR;
     const char *doc;
     if (get_str(c, mo, P, "doc", 0, &doc)) return BM_ERR;
