@@ -23,3 +23,44 @@ if printf '%s\n' "$OUT_TXT" | grep -q 'optimus+recompute'; then
 OUT_TXT=$("$BIGMAC" simulate "$FIT_SPEC" --compare --json 2>/dev/null)
 if printf '%s\n' "$OUT_TXT" | grep -q 'optimus+recompute'; then
     echo "FAIL cmp_fit_json_no_recompute_row"; else echo "PASS cmp_fit_json_no_recompute_row"; fi
+
+# ---- sweep --frontier --json: one object {"points": [...], "memory_gib"}, each point with
+# exactly the contract's keys; pareto true exactly for the non-dominated points (awk, O(n^2))
+OUT_TXT=$("$BIGMAC" sweep "$OOM_SPEC" --frontier --json 2>/dev/null); rc=$?
+[ $rc -eq 0 ] && echo "PASS frontier_json_exit" || echo "FAIL frontier_json_exit: $rc"
+keys=$(printf '%s\n' "$OUT_TXT" | awk -F'"' '/^      "/{print $2}' | sort | uniq -c | awk '{print $1}' | sort -u)
+n=$(printf '%s\n' "$OUT_TXT" | grep -c '"policy"')
+nk=$(printf '%s\n' "$OUT_TXT" | awk -F'"' '/^      "/{print $2}' | sort -u | tr '\n' ' ')
+if [ "$nk" = "makespan_ms oom pareto peak_mem_gib policy recompute samples_per_s window " ] && [ "$keys" = "$n" ] &&
+   printf '%s\n' "$OUT_TXT" | grep -q '^  "memory_gib": 56'; then
+    echo "PASS frontier_json_keys"
+else echo "FAIL frontier_json_keys: keys '$nk' counts '$keys' points $n"; fi
+bad=$(printf '%s\n' "$OUT_TXT" | awk '
+    BEGIN {n = 0}
+    /"peak_mem_gib"/ {gsub(/,/, "", $2); m[n] = $2 + 0}
+    /"makespan_ms"/  {gsub(/,/, "", $2); t[n] = $2 + 0}
+    /"pareto"/       {p[n] = ($2 == "true") ? 1 : 0; n++}
+    END {
+        bad = 0
+        for (i = 0; i < n; i++) {
+            dom = 0
+            for (j = 0; j < n; j++)
+                if (j != i && m[j] <= m[i] && t[j] <= t[i] && (m[j] < m[i] || t[j] < t[i])) dom = 1
+            if (p[i] == dom) bad++
+        }
+        print (n > 5 ? bad : "too few points: " n)
+    }')
+[ "$bad" = "0" ] && echo "PASS frontier_pareto_exactly_non_dominated" || echo "FAIL frontier_pareto_exactly_non_dominated: $bad"
+if printf '%s\n' "$OUT_TXT" | grep -q '"recompute": "all"' && printf '%s\n' "$OUT_TXT" | grep -q '"recompute": "nested"' &&
+   ! printf '%s\n' "$OUT_TXT" | grep -q '"policy": "none"'; then
+    echo "PASS frontier_json_choices"; else echo "FAIL frontier_json_choices"; fi
+
+# ---- human: the memory rule line, a mark, a cap from --mem-cap-gib; flags that make no sense
+expect_exit frontier_human 0 "$BIGMAC" sweep "$OOM_SPEC" --frontier --mem-cap-gib 40
+expect_contains frontier_human_rule "device memory 40.000 GiB"
+if printf '%s\n' "$OUT_TXT" | grep -q '^\* '; then echo "PASS frontier_human_marks"; else echo "FAIL frontier_human_marks"; fi
+expect_exit frontier_policy_refused 2 "$BIGMAC" sweep "$OOM_SPEC" --frontier --policy bigmac
+expect_contains frontier_policy_refused_msg "covers every policy"
+expect_exit frontier_pp_list_refused 2 "$BIGMAC" sweep "$OOM_SPEC" --frontier --pp 2,4
+expect_exit frontier_pp_one 0 "$BIGMAC" sweep "$FIT_SPEC" --frontier --pp 2
+expect_contains frontier_pp_one_msg "frontier at pp 2"
