@@ -129,6 +129,9 @@ int bm_calibrate_runs(const struct bm_table *t, const struct bm_timeline *const 
         int role = t->modules[m].role;
         costs[m].fwd_ms = med[m * 2];
         if (!isnan(med[m * 2 + 1])) costs[m].bwd_ms = med[m * 2 + 1];
+        /* a recomputed backward reran the forward first: the backward proper is the rest */
+        if (t->modules[m].recompute && !isnan(med[m * 2 + 1]) && med[m * 2 + 1] > med[m * 2])
+            costs[m].bwd_ms = med[m * 2 + 1] - med[m * 2];
         double share = role_fwd[role] > 0 ? med[m * 2] / role_fwd[role] : 1;
         costs[m].act_mib = role_bytes[role] * share / M / n_runs / 1048576.0;
     }
@@ -146,7 +149,7 @@ void bm_calibrate_rank_scale(const struct bm_table *t, const struct bm_timeline 
             if (op->kind != BM_OP_COMPUTE || op->module < 0 || op->module >= t->n_modules || op->pass == BM_PASS_W)
                 continue;
             const struct bm_cost *c = &costs[op->module];
-            double d = op->pass == BM_PASS_F ? c->fwd_ms : c->bwd_ms;
+            double d = op->pass == BM_PASS_F ? c->fwd_ms : c->bwd_ms + (t->modules[op->module].recompute ? c->fwd_ms : 0);
             if (op->module == t->backbone_module) d *= bm_cost_chunk_weight(t, op->chunk);
             model += d * n_runs;
             for (int i = 0; i < n_runs; i++) measured += tls[i]->ranks[r].ops[k].end_ms - tls[i]->ranks[r].ops[k].start_ms;

@@ -11,6 +11,10 @@
  *                         one microbatch keeps alive, whole module; with several modules of one
  *                         role the role's bytes are split in proportion to their forward times.
  *   state_mib, out_mib    not measured: left as they were (the trace's table modules' values).
+ *   recomputed modules    ("recompute": "full" in the trace's table) bwd_ms = the B median minus
+ *                         the F median (the measured B reran the forward first); their trace
+ *                         shows only the kept input between F and B, so act_mib then measures
+ *                         the input, not the activations (known limit).
  * Modules without compute ops in the trace keep their costs. */
 #ifndef BM_EXEC_CALIBRATE_H
 #define BM_EXEC_CALIBRATE_H
