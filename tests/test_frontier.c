@@ -68,7 +68,7 @@ TEST(frontier_of_a_spec)
     bm_plan_opts_from_spec(&o, s);
     struct bm_frontier fr;
     int failed = -1;
-    CHECKF(bm_frontier_build(s, &o, s->device.memory_gib * 1024, &fr, &failed, &err) == BM_OK, "%s", err.msg);
+    CHECKF(bm_frontier_build(s, &o, s->device.memory_gib * 1024, 1, &fr, &failed, &err) == BM_OK, "%s", err.msg);
     CHECK(s->modules[0].recompute == 1 && s->modules[1].recompute == 0);
     CHECK(failed == 0);
     int seen[BM_N_POLICIES][BM_FRC_N] = {{0}};
@@ -105,6 +105,10 @@ TEST(frontier_of_a_spec)
                 continue;
             CHECK(b->peak_mib < a->peak_mib && b->makespan_ms > a->makespan_ms);
         }
+    /* kept: each point's table and timeline, the timeline's figures the point's */
+    for (int i = 0; i < fr.n; i++)
+        CHECK(fr.tables && fr.tls && fr.tables[i] && fr.tls[i] && fr.tls[i]->makespan_ms == fr.pts[i].makespan_ms &&
+              fr.tables[i]->policy == fr.pts[i].policy);
     bm_frontier_free(&fr);
     bm_spec_free(s);
 }

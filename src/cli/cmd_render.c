@@ -206,7 +206,7 @@ int bm_cmd_render(int argc, char **argv)
                 bm_err_set(&err, "out of memory");
                 goto fail;
             }
-            bm_report_compare_build(spec, &o, cmp);
+            bm_report_compare_build(spec, &o, cmp); /* rows start zeroed: freeing is safe */
         }
     }
     if (!is_trace && fm != F_CSV && bm_simulate(t, NULL, &tl, &err)) {
@@ -224,6 +224,7 @@ fail:
     bm_cli_error(err.msg);
     rc = BM_ERR;
 done:
+    if (cmp) bm_report_compare_free(cmp);
     bm_free(cmp);
     bm_timeline_free(tl);
     bm_table_free(t);

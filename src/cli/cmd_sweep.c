@@ -55,7 +55,7 @@ static int run_frontier(struct bm_spec *s, const struct bm_plan_opts *o, double 
     struct bm_frontier fr;
     struct bm_err err;
     int n_failed = 0;
-    if (bm_frontier_build(s, o, cap_mib, &fr, &n_failed, &err)) {
+    if (bm_frontier_build(s, o, cap_mib, 0, &fr, &n_failed, &err)) {
         bm_cli_error(err.msg);
         return 1;
     }

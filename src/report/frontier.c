@@ -37,13 +37,22 @@ void bm_frontier_mark(struct bm_frontier_point *p, int n)
 
 void bm_frontier_free(struct bm_frontier *fr)
 {
+    for (int i = 0; fr->tables && i < fr->n; i++) bm_table_free(fr->tables[i]);
+    for (int i = 0; fr->tls && i < fr->n; i++) bm_timeline_free(fr->tls[i]);
+    bm_free(fr->tables);
+    bm_free(fr->tls);
     bm_free(fr->pts);
     memset(fr, 0, sizeof *fr);
 }
 
 /* Plan + simulate one point; BM_OK with *pt filled, BM_ERR with err set. */
+struct kept {
+    struct bm_table *t;      /* the last point's, when keeping; NULL otherwise */
+    struct bm_timeline *tl;
+};
+
 static int one_point(const struct bm_spec *s, const struct bm_plan_opts *o, double cap_mib,
-                     enum bm_frontier_rc rc, struct bm_frontier_point *pt, struct bm_err *err)
+                     enum bm_frontier_rc rc, struct bm_frontier_point *pt, struct kept *kp, struct bm_err *err)
 {
     struct bm_table *t = NULL;
     struct bm_timeline *tl = NULL;
@@ -55,22 +64,50 @@ static int one_point(const struct bm_spec *s, const struct bm_plan_opts *o, doub
     }
     *pt = (struct bm_frontier_point){t->policy, t->window, rc, tl->peak_mib, tl->makespan_ms, tl->samples_per_s,
                                      cap_mib > 0 && tl->peak_mib > cap_mib, 0};
+    if (kp) {
+        kp->t = t, kp->tl = tl;
+        return BM_OK;
+    }
     bm_timeline_free(tl);
     bm_table_free(t);
     return BM_OK;
 }
 
-static int add(struct bm_frontier *fr, const struct bm_frontier_point *pt, struct bm_err *err)
+/* Append pt (and, when keeping, kp's table and timeline, which fr then owns). */
+static int add(struct bm_frontier *fr, const struct bm_frontier_point *pt, struct kept *kp, struct bm_err *err)
 {
-    if (bm_grow(&fr->pts, &fr->cap, fr->n + 1, sizeof *fr->pts))
-        return bm_err_set(err, "frontier: out of memory");
+    if (bm_grow(&fr->pts, &fr->cap, fr->n + 1, sizeof *fr->pts)) goto oom;
+    if (kp) {
+        int c = fr->cap_keep;
+        if (bm_grow(&fr->tables, &c, fr->n + 1, sizeof *fr->tables)) goto oom;
+        c = fr->cap_keep;
+        if (bm_grow(&fr->tls, &c, fr->n + 1, sizeof *fr->tls)) goto oom;
+        fr->cap_keep = c;
+        fr->tables[fr->n] = kp->t, fr->tls[fr->n] = kp->tl;
+        kp->t = NULL, kp->tl = NULL;
+    }
     fr->pts[fr->n++] = *pt;
     return BM_OK;
+oom:
+    if (kp) {
+        bm_table_free(kp->t), bm_timeline_free(kp->tl);
+        kp->t = NULL, kp->tl = NULL;
+    }
+    return bm_err_set(err, "frontier: out of memory");
 }
 
-int bm_frontier_build(struct bm_spec *s, const struct bm_plan_opts *o, double cap_mib,
+/* Drop a kept point that is not added. */
+static void drop(struct kept *kp)
+{
+    if (!kp) return;
+    bm_table_free(kp->t), bm_timeline_free(kp->tl);
+    kp->t = NULL, kp->tl = NULL;
+}
+
+int bm_frontier_build(struct bm_spec *s, const struct bm_plan_opts *o, double cap_mib, int keep,
                       struct bm_frontier *fr, int *n_failed, struct bm_err *err)
 {
+    struct kept kv = {NULL, NULL}, *kp = keep ? &kv : NULL;
     memset(fr, 0, sizeof *fr);
     fr->cap_mib = cap_mib;
     int failed = 0, rc = BM_OK;
@@ -86,11 +123,11 @@ int bm_frontier_build(struct bm_spec *s, const struct bm_plan_opts *o, double ca
             po.window = BM_WINDOW_AUTO;
             struct bm_frontier_point pt;
             struct bm_err e;
-            if (one_point(s, &po, cap_mib, (enum bm_frontier_rc)r, &pt, &e)) {
+            if (one_point(s, &po, cap_mib, (enum bm_frontier_rc)r, &pt, kp, &e)) {
                 if (!failed++) first = e;
                 continue;
             }
-            rc = add(fr, &pt, err);
+            rc = add(fr, &pt, kp, err);
             if (po.policy != BM_POL_BIGMAC) continue;
             /* larger windows while they pay: the window is a cap, so a table that records a
              * smaller window than asked means the larger one was no faster */
@@ -98,9 +135,12 @@ int bm_frontier_build(struct bm_spec *s, const struct bm_plan_opts *o, double ca
             for (int w = pt.window + 1, steps = 0; rc == BM_OK && steps < MAX_WINDOW_STEPS; w++, steps++) {
                 po.window = w;
                 struct bm_frontier_point q;
-                if (one_point(s, &po, cap_mib, (enum bm_frontier_rc)r, &q, &e)) break;
-                if (q.window != w || !(q.makespan_ms < prev)) break;
-                rc = add(fr, &q, err);
+                if (one_point(s, &po, cap_mib, (enum bm_frontier_rc)r, &q, kp, &e)) break;
+                if (q.window != w || !(q.makespan_ms < prev)) {
+                    drop(kp);
+                    break;
+                }
+                rc = add(fr, &q, kp, err);
                 prev = q.makespan_ms;
             }
         }

@@ -30,6 +30,10 @@ struct bm_frontier {
     struct bm_frontier_point *pts;
     int n, cap;
     double cap_mib;         /* min(device memory, --mem-cap-gib); 0 = none */
+    /* with keep: each point's table and timeline, parallel to pts (owned; bm_frontier_free) */
+    struct bm_table **tables;
+    struct bm_timeline **tls;
+    int cap_keep;
 };
 
 /* "none", "nested", "all". */
@@ -42,9 +46,10 @@ const char *bm_frontier_rc_name(enum bm_frontier_rc r);
  * the one before (a larger window stops paying). s's modules' recompute is changed while
  * planning and restored. Combinations that fail to plan are left out (and counted in
  * *n_failed, may be NULL). cap_mib as in struct bm_frontier. Marks the Pareto points.
- * BM_ERR when nothing plans (err: the first failure) or memory runs out. Caller frees fr
+ * BM_ERR when nothing plans (err: the first failure) or memory runs out. keep = 1 also keeps
+ * every point's table and timeline (fr->tables, fr->tls), for drawing them. Caller frees fr
  * (bm_frontier_free). */
-int bm_frontier_build(struct bm_spec *s, const struct bm_plan_opts *o, double cap_mib,
+int bm_frontier_build(struct bm_spec *s, const struct bm_plan_opts *o, double cap_mib, int keep,
                       struct bm_frontier *fr, int *n_failed, struct bm_err *err);
 void bm_frontier_free(struct bm_frontier *fr);
 

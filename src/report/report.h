@@ -14,6 +14,7 @@
 #define BM_REPORT_H
 
 #include "bigmac.h"
+#include "report/frontier.h"
 
 /* ---------------------------------------------------------------- shared helpers (common.c) */
 
@@ -44,18 +45,29 @@ struct bm_report_policy_row {
     double peak_mib;
     int oom;
     int window;
+    int recompute;                   /* 1: the "optimus+recompute" row (encoders, generators) */
+    struct bm_table *t;              /* the row's table and timeline when ok (owned by the */
+    struct bm_timeline *tl;          /* comparison: bm_report_compare_free) */
 };
 struct bm_report_compare {
-    struct bm_report_policy_row rows[BM_N_POLICIES];
+    struct bm_report_policy_row rows[BM_N_POLICIES + 1]; /* rows[p] is policy p; then optimus+recompute */
     int n_rows;
     double bound_ms;                 /* none's makespan + max per-rank nested busy of bigmac; <0 n/a */
+    struct bm_frontier *frontier;    /* the compute/memory frontier with its timelines, or NULL */
 };
 
+/* "optimus+recompute" for that row, else the policy's name. */
+const char *bm_report_row_name(const struct bm_report_policy_row *row);
+
 /* Plan and simulate spec s under all six policies with o's parallel settings (o->policy is
- * ignored) and fill cmp. A policy that fails to plan or simulate gets ok = 0 and its error.
- * Returns BM_OK. */
-int bm_report_compare_build(const struct bm_spec *s, const struct bm_plan_opts *o,
+ * ignored) and fill cmp; when optimus runs out of memory also optimus with every encoder and
+ * generator recomputed (one more row); and the compute/memory frontier (src/report/frontier.h,
+ * NULL when nothing of it plans). A policy that fails to plan or simulate gets ok = 0 and its
+ * error. s's modules' recompute is changed while building and restored. Returns BM_OK; the
+ * caller releases cmp with bm_report_compare_free. */
+int bm_report_compare_build(struct bm_spec *s, const struct bm_plan_opts *o,
                             struct bm_report_compare *cmp);
+void bm_report_compare_free(struct bm_report_compare *cmp);
 
 /* ---------------------------------------------------------------- writers */
 
