@@ -146,6 +146,10 @@ struct bm_data {
     uint64_t seed;              /* dataset seed (default 1) */
     int samples_per_microbatch; /* default 1 */
     int max_images;             /* images per sample drawn from 1..max_images (default 1) */
+    /* encoder_cost_scale {"values": [...]}: explicit multipliers, cycled over microbatches
+     * (microbatch m gets encoder_cost_values[m % n]); NULL = drawn from encoder_cost_scale */
+    double *encoder_cost_values;
+    int n_encoder_cost_values;
 };
 
 struct bm_train {

@@ -64,3 +64,26 @@ expect_contains frontier_policy_refused_msg "covers every policy"
 expect_exit frontier_pp_list_refused 2 "$BIGMAC" sweep "$OOM_SPEC" --frontier --pp 2,4
 expect_exit frontier_pp_one 0 "$BIGMAC" sweep "$FIT_SPEC" --frontier --pp 2
 expect_contains frontier_pp_one_msg "frontier at pp 2"
+
+# ---- a measured run against its table simulated from the run's own costs; calibrate writes
+# the per-microbatch encoder multipliers as data.encoder_cost_scale {"values": [...]}
+T=$TEST_TMP
+SMALL=tests/specs/exec-small.json
+"$BIGMAC" plan $SMALL -o "$T/vs_table.json" >/dev/null 2>&1
+OPENBLAS_NUM_THREADS=1 timeout 120 "$BIGMAC" train $SMALL --local --steps 2 --table "$T/vs_table.json" \
+    --trace "$T/vs_trace.json" >/dev/null 2>&1
+expect_exit vs_render 0 "$BIGMAC" render "$T/vs_trace.json" --table "$T/vs_table.json" --format html -o "$T/vs.html"
+if grep -q '<table id="vs">' "$T/vs.html" && grep -q '<table id="vsops">' "$T/vs.html" &&
+   [ "$(grep -c '^<tr><td>\(vit\|gpt\|dit\)</td><td>[FB]</td>' "$T/vs.html")" = 6 ] &&
+   grep -q '"label":"simulated (calibrated)"' "$T/vs.html" && grep -q '"pd":\[' "$T/vs.html"; then
+    echo "PASS vs_html_sections"; else echo "FAIL vs_html_sections"; fi
+expect_exit vs_needs_html 2 "$BIGMAC" render "$T/vs_trace.json" --table "$T/vs_table.json" --format svg
+expect_exit vs_needs_measured 1 "$BIGMAC" render $SMALL --table "$T/vs_table.json" --format html
+expect_contains vs_needs_measured_msg "needs a measured trace"
+"$BIGMAC" plan $SMALL --policy optimus -o "$T/vs_other.json" >/dev/null 2>&1
+expect_exit vs_other_plan 1 "$BIGMAC" render "$T/vs_trace.json" --table "$T/vs_other.json" --format html -o "$T/x.html"
+expect_contains vs_other_plan_msg "not the plan the trace ran"
+expect_exit calibrate_values 0 "$BIGMAC" calibrate "$T/vs_trace.json" --spec $SMALL -o "$T/cal.json"
+n=$(awk '/"values": \[/{on=1; next} on&&/\]/{on=0} on{c++} END{print c+0}' "$T/cal.json")
+[ "$n" = 4 ] && echo "PASS calibrate_values_one_per_microbatch" || echo "FAIL calibrate_values_one_per_microbatch: $n"
+expect_exit calibrate_values_simulate 0 "$BIGMAC" simulate "$T/cal.json"

@@ -109,3 +109,33 @@ if printf '%s' "$(line PTIP)" | grep -q "on rank 0 (bigmac)"; then echo "PASS ht
 n=$(line CRITHOVER)
 [ "${n:-0}" -gt 0 ] && echo "PASS html_critical_path_hover" || echo "FAIL html_critical_path_hover: $n"
 [ "$(line CRITBUTTON)" = false ] && echo "PASS html_critical_path_toggle" || echo "FAIL html_critical_path_toggle"
+
+# ---- the measured run with its simulated twin: both drawn, hovering the simulated lane says how
+# far the op is from the measured one
+"$BIGMAC" plan tests/specs/exec-small.json -o "$T/vt.json" >/dev/null 2>&1
+OPENBLAS_NUM_THREADS=1 timeout 120 "$BIGMAC" train tests/specs/exec-small.json --local --steps 2 --table "$T/vt.json" \
+    --trace "$T/vtr.json" >/dev/null 2>&1
+"$BIGMAC" render "$T/vtr.json" --table "$T/vt.json" --format html -o "$T/vs.html" 2>/dev/null
+sed 's|</body></html>||' "$T/vs.html" >"$T/vsprobe.html"
+cat >>"$T/vsprobe.html" <<'JS'
+<script>
+(function () {
+  var pcv = document.getElementById("pcv"), r = pcv.getBoundingClientRect(), tips = [];
+  var m0 = V.minis[0], y1 = 18 + 16 + m0.P * 8 + 8 + 16 + 3; /* the second block's rank 0 lane */
+  for (var f = 0.1; f < 1; f += 0.01) {
+    pcv.dispatchEvent(new MouseEvent("mousemove", {clientX: r.left + f * r.width, clientY: r.top + y1, bubbles: true}));
+    tips.push(document.getElementById("ptip").textContent);
+  }
+  var pre = document.createElement("pre");
+  pre.id = "probe";
+  pre.textContent = "BLOCKS " + V.pol.length + " H " + pcv.height + "\nTIPS " + tips.join(" | ");
+  document.body.appendChild(pre);
+})();
+</script></body></html>
+JS
+chrome --dump-dom --virtual-time-budget=5000 "file://$T/vsprobe.html" >"$T/vsprobe.dom"
+probe=$(sed -n '/<pre id="probe">/,/<\/pre>/p' "$T/vsprobe.dom" | sed 's/<[^>]*>//g')
+if printf '%s' "$probe" | grep -q "^BLOCKS 2 H [1-9]"; then echo "PASS html_vs_two_timelines"; else
+    echo "FAIL html_vs_two_timelines: $(printf '%s' "$probe" | head -1)"; fi
+if printf '%s' "$probe" | grep -q "on rank 0 (simulated (calibrated))start .* ms, duration .* msagainst the measured op: start .* ms, duration .* ms (.*%)"; then
+    echo "PASS html_vs_hover_shows_deviation"; else echo "FAIL html_vs_hover_shows_deviation: $(printf '%s' "$probe" | cut -c1-300 | tail -1)"; fi

@@ -28,8 +28,10 @@ static void usage(FILE *f)
             "   \"modules\": [{\"name\": \"vit\", \"cost\": {\"fwd_ms\": ..., ...}}, ...]}\n"
             "(\"trace\": the first trace; \"traces\": all of them), whose \"cost\" objects paste\n"
             "into the spec's modules. With --spec it writes that spec\n"
-            "with every traced module's \"cost\" replaced and data.encoder_cost_scale removed (the\n"
-            "measured microbatch variation is already averaged in): ready for `bigmac simulate`.\n"
+            "with every traced module's \"cost\" replaced and data.encoder_cost_scale set to the\n"
+            "measured per-microbatch encoder multipliers ({\"values\": [...]}: each microbatch's\n"
+            "encoder time over what the calibrated costs say; \"encoder_cost_scale\" in the\n"
+            "fragment): ready for `bigmac simulate`.\n"
             "--rank-scale also measures how much slower or faster each rank ran than the module\n"
             "costs say (its compute time over the costs' prediction for its ops) and writes it as\n"
             "device.rank_time_scale (with --spec; \"rank_time_scale\" in the fragment): one\n"
@@ -88,6 +90,7 @@ int bm_cmd_calibrate(int argc, char **argv)
     struct bm_timeline **tl = bm_calloc((size_t)n_traces, sizeof *tl);
     struct bm_cost *costs = NULL;
     json_t *root = NULL, *scale = NULL; /* scale: device.rank_time_scale, with --rank-scale */
+    json_t *mb_values = NULL;           /* data.encoder_cost_scale.values */
     int rc = 1;
     if (!t || !tl) {
         bm_err_set(&err, "out of memory");
@@ -111,17 +114,37 @@ int bm_cmd_calibrate(int argc, char **argv)
         goto fail;
     }
     if (bm_calibrate_runs(t[0], (const struct bm_timeline *const *)tl, n_traces, mean, costs, &err)) goto fail;
+    double *rs = NULL;
     if (rank_scale) {
-        double *rs = bm_malloc((size_t)t[0]->pp * sizeof *rs);
+        rs = bm_malloc((size_t)t[0]->pp * sizeof *rs);
         if (!rs) {
             bm_err_set(&err, "out of memory");
             goto fail;
         }
+    }
+    /* the measured per-microbatch encoder multipliers (when there are encoders), fitted
+     * together with the rank scale when that is asked for */
+    int has_enc = 0;
+    for (int k = 0; k < t[0]->n_modules; k++) has_enc |= t[0]->modules[k].role == BM_ROLE_ENCODER;
+    if (has_enc) {
+        double *ms = bm_malloc((size_t)t[0]->microbatches * sizeof *ms);
+        if (!ms) {
+            bm_free(rs);
+            bm_err_set(&err, "out of memory");
+            goto fail;
+        }
+        bm_calibrate_scales(t[0], (const struct bm_timeline *const *)tl, n_traces, costs, rs, ms);
+        mb_values = json_array();
+        for (int m = 0; m < t[0]->microbatches; m++) json_array_append_new(mb_values, json_real(ms[m]));
+        bm_free(ms);
+    } else if (rs) {
         bm_calibrate_rank_scale(t[0], (const struct bm_timeline *const *)tl, n_traces, costs, rs);
+    }
+    if (rs) {
         scale = json_array();
         for (int r = 0; r < t[0]->pp; r++) json_array_append_new(scale, json_real(rs[r]));
-        bm_free(rs);
     }
+    bm_free(rs);
     if (spec) {
         json_error_t je;
         root = json_load_file(spec, 0, &je);
@@ -140,6 +163,11 @@ int bm_cmd_calibrate(int argc, char **argv)
         }
         json_t *data = json_object_get(root, "data");
         if (data) json_object_del(data, "encoder_cost_scale");
+        if (mb_values) {
+            if (!json_is_object(data)) json_object_set_new(root, "data", data = json_object());
+            json_object_set_new(data, "encoder_cost_scale", json_pack("{s:o}", "values", mb_values));
+            mb_values = NULL;
+        }
         if (scale) {
             json_t *dev = json_object_get(root, "device");
             if (!json_is_object(dev)) json_object_set_new(root, "device", dev = json_object());
@@ -164,6 +192,8 @@ int bm_cmd_calibrate(int argc, char **argv)
         json_object_set_new(root, "modules", mods);
         if (scale) json_object_set_new(root, "rank_time_scale", scale);
         scale = NULL;
+        if (mb_values) json_object_set_new(root, "encoder_cost_scale", json_pack("{s:o}", "values", mb_values));
+        mb_values = NULL;
     }
     size_t flags = JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6);
     int wr = !strcmp(out, "-") ? json_dumpf(root, stdout, flags) : json_dump_file(root, out, flags);
@@ -179,6 +209,7 @@ fail:
 done:
     if (root) json_decref(root);
     if (scale) json_decref(scale);
+    if (mb_values) json_decref(mb_values);
     bm_free(costs);
     for (int i = 0; i < n_traces; i++) {
         if (tl) bm_timeline_free(tl[i]);

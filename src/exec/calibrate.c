@@ -139,8 +139,18 @@ int bm_calibrate_runs(const struct bm_table *t, const struct bm_timeline *const 
     return BM_OK;
 }
 
+static void rank_scale_with(const struct bm_table *t, const struct bm_timeline *const *tls, int n_runs,
+                            const struct bm_cost *costs, const double *mb_scale, double *out);
+
 void bm_calibrate_rank_scale(const struct bm_table *t, const struct bm_timeline *const *tls, int n_runs,
                              const struct bm_cost *costs, double *out)
+{
+    rank_scale_with(t, tls, n_runs, costs, NULL, out);
+}
+
+/* The rank scale with encoder ops' model times multiplied by mb_scale (NULL = 1). */
+static void rank_scale_with(const struct bm_table *t, const struct bm_timeline *const *tls, int n_runs,
+                            const struct bm_cost *costs, const double *mb_scale, double *out)
 {
     for (int r = 0; r < t->pp; r++) {
         double measured = 0, model = 0;
@@ -151,9 +161,59 @@ void bm_calibrate_rank_scale(const struct bm_table *t, const struct bm_timeline 
             const struct bm_cost *c = &costs[op->module];
             double d = op->pass == BM_PASS_F ? c->fwd_ms : c->bwd_ms + (t->modules[op->module].recompute ? c->fwd_ms : 0);
             if (op->module == t->backbone_module) d *= bm_cost_chunk_weight(t, op->chunk);
+            if (mb_scale && t->modules[op->module].role == BM_ROLE_ENCODER && op->mb >= 0 && op->mb < t->microbatches)
+                d *= mb_scale[op->mb];
             model += d * n_runs;
             for (int i = 0; i < n_runs; i++) measured += tls[i]->ranks[r].ops[k].end_ms - tls[i]->ranks[r].ops[k].start_ms;
         }
         out[r] = model > 0 && measured > 0 ? measured / model : 1;
     }
+}
+
+void bm_calibrate_mb_scale(const struct bm_table *t, const struct bm_timeline *const *tls, int n_runs,
+                           const struct bm_cost *costs, const double *rank_scale, double *out)
+{
+    int M = t->microbatches;
+    double *meas = bm_calloc((size_t)(M > 0 ? M : 1), sizeof *meas), *model = bm_calloc((size_t)(M > 0 ? M : 1), sizeof *model);
+    for (int m = 0; m < M; m++) out[m] = 1;
+    if (!meas || !model) {
+        bm_free(meas), bm_free(model);
+        return;
+    }
+    for (int r = 0; r < t->pp; r++)
+        for (int k = 0; k < t->ranks[r].n_ops; k++) {
+            const struct bm_op *op = &t->ranks[r].ops[k];
+            if (op->kind != BM_OP_COMPUTE || op->module < 0 || op->module >= t->n_modules || op->mb < 0 || op->mb >= M ||
+                t->modules[op->module].role != BM_ROLE_ENCODER || op->pass == BM_PASS_W)
+                continue;
+            const struct bm_cost *c = &costs[op->module];
+            double d = op->pass == BM_PASS_F ? c->fwd_ms : c->bwd_ms + (t->modules[op->module].recompute ? c->fwd_ms : 0);
+            model[op->mb] += d * (rank_scale ? rank_scale[r] : 1) * n_runs;
+            for (int i = 0; i < n_runs; i++) meas[op->mb] += tls[i]->ranks[r].ops[k].end_ms - tls[i]->ranks[r].ops[k].start_ms;
+        }
+    for (int m = 0; m < M; m++)
+        if (model[m] > 0 && meas[m] > 0) out[m] = meas[m] / model[m];
+    bm_free(meas), bm_free(model);
+}
+
+void bm_calibrate_scales(const struct bm_table *t, const struct bm_timeline *const *tls, int n_runs,
+                         const struct bm_cost *costs, double *rank_scale, double *mb_scale)
+{
+    if (!rank_scale) {
+        bm_calibrate_mb_scale(t, tls, n_runs, costs, NULL, mb_scale);
+        return;
+    }
+    int P = t->pp;
+    double *prev = bm_malloc((size_t)(P > 0 ? P : 1) * sizeof *prev);
+    rank_scale_with(t, tls, n_runs, costs, NULL, rank_scale);
+    bm_calibrate_mb_scale(t, tls, n_runs, costs, rank_scale, mb_scale);
+    for (int it = 0; prev && it < 200; it++) {
+        memcpy(prev, rank_scale, (size_t)P * sizeof *prev);
+        rank_scale_with(t, tls, n_runs, costs, mb_scale, rank_scale);
+        bm_calibrate_mb_scale(t, tls, n_runs, costs, rank_scale, mb_scale);
+        double ch = 0;
+        for (int r = 0; r < P; r++) ch = fmax(ch, fabs(rank_scale[r] - prev[r]));
+        if (ch < 1e-12) break;
+    }
+    bm_free(prev);
 }

@@ -40,4 +40,20 @@ void bm_calibrate_rank_scale(const struct bm_table *t, const struct bm_timeline 
 /* 1 when b has a's shape: ranks, chunks, microbatches, modules and every rank's op list. */
 int bm_calibrate_same_table(const struct bm_table *a, const struct bm_table *b);
 
+/* Measured encoder cost multiplier of every microbatch (data.encoder_cost_scale {"values"}):
+ * out[mb] (t->microbatches values) = the measured durations of mb's encoder F and B ops over
+ * what costs (and rank_scale, one per rank, NULL = 1) predict for them, pooled over the runs;
+ * 1 for a microbatch without encoder ops. With median costs the values spread around 1: they
+ * carry the real per-microbatch variation (image counts) the medians leave out. */
+void bm_calibrate_mb_scale(const struct bm_table *t, const struct bm_timeline *const *tls, int n_runs,
+                           const struct bm_cost *costs, const double *rank_scale, double *out);
+
+/* Both at once, as the simulator combines them (an encoder op on rank r takes cost x
+ * mb_scale[mb] x rank_scale[r]): alternately the rank scale given the microbatch scales and the
+ * microbatch scales given the rank scale, until the rank scale moves less than 1e-12 (at most
+ * 200 rounds; each round shrinks the error by the encoder share of a rank's time). rank_scale
+ * NULL: the microbatch scales alone (ranks at 1). */
+void bm_calibrate_scales(const struct bm_table *t, const struct bm_timeline *const *tls, int n_runs,
+                         const struct bm_cost *costs, double *rank_scale, double *mb_scale);
+
 #endif

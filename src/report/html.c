@@ -403,8 +403,23 @@ static void put_td_mib(FILE *f, double v)
     fprintf(f, "<td>%.1f</td>", v);
 }
 
+static int render_html(const struct bm_table *t, const struct bm_timeline *tl, const struct bm_report_compare *cmp,
+                       const struct bm_timeline *sim, const char *title, FILE *f);
+
 int bm_render_html(const struct bm_table *t, const struct bm_timeline *tl,
                    const struct bm_report_compare *cmp, const char *title, FILE *f)
+{
+    return render_html(t, tl, cmp, NULL, title, f);
+}
+
+int bm_render_html_vs(const struct bm_table *t, const struct bm_timeline *tl, const struct bm_timeline *sim,
+                      const char *title, FILE *f)
+{
+    return render_html(t, tl, NULL, sim, title, f);
+}
+
+static int render_html(const struct bm_table *t, const struct bm_timeline *tl, const struct bm_report_compare *cmp,
+                       const struct bm_timeline *sim, const char *title, FILE *f)
 {
     static const char *const roles[BM_N_ROLES] = {"encoder", "backbone", "generator"};
     if (!title) title = "bigmac schedule";
@@ -516,6 +531,7 @@ int bm_render_html(const struct bm_table *t, const struct bm_timeline *tl,
                    "fit) recomputes every encoder and generator, the memory-equal compute-first baseline.</p>\n");
     }
     bm_html_views_body(f, cmp);
+    if (sim) bm_html_vs_body(f, t, tl, sim);
     /* data + script */
     fprintf(f, "<script>\nconst D = {\"P\":%d,\"ms\":%.9g,\n\"kinds\":[", t->pp, tl->makespan_ms);
     for (int m = 0; m < t->n_modules; m++)
@@ -544,6 +560,7 @@ int bm_render_html(const struct bm_table *t, const struct bm_timeline *tl,
     for (int i = 0; report_js[i]; i++) fputs(report_js[i], f);
     fprintf(f, "</script>\n");
     bm_html_views_script(f, cmp);
+    if (sim) bm_html_vs_script(f, t, tl, sim);
     fprintf(f, "</body></html>\n");
     bm_critical_free(t, &crit);
     return ferror(f) ? BM_ERR : BM_OK;

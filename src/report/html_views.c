@@ -83,7 +83,10 @@ static void js_str(FILE *f, const char *s)
 
 static long long ns(double ms) { return (long long)llround(ms * 1e6); }
 
-static void put_mini(FILE *f, const struct bm_table *t, const struct bm_timeline *tl, const char *label)
+/* ref != NULL (a timeline of the same table): also the per-op deviation from it, pd (duration)
+ * and ps (start), in ns. */
+static void put_mini(FILE *f, const struct bm_table *t, const struct bm_timeline *tl, const char *label,
+                     const struct bm_timeline *ref)
 {
     fprintf(f, "{\"label\":");
     js_str(f, label);
@@ -102,9 +105,9 @@ static void put_mini(FILE *f, const struct bm_table *t, const struct bm_timeline
     for (int r = 0; r < t->pp; r++) {
         const struct bm_rank_ops *ro = &t->ranks[r];
         const struct bm_rank_timeline *rt = &tl->ranks[r];
-        static const char *const keys[4] = {"k", "m", "s", "d"};
+        static const char *const keys[6] = {"k", "m", "s", "d", "pd", "ps"};
         fprintf(f, "%s{", r ? "," : "");
-        for (int q = 0; q < 4; q++) {
+        for (int q = 0; q < (ref ? 6 : 4); q++) {
             fprintf(f, "%s\"%s\":[", q ? "," : "", keys[q]);
             long long prev = 0;
             int out = 0;
@@ -118,9 +121,14 @@ static void put_mini(FILE *f, const struct bm_table *t, const struct bm_timeline
                     long long s = ns(rt->ops[i].start_ms);
                     v = s - prev;
                     prev = s;
-                } else {
+                } else if (q == 3) {
                     v = ns(rt->ops[i].end_ms) - ns(rt->ops[i].start_ms);
                     if (v < 0) v = 0;
+                } else if (q == 4) {
+                    const struct bm_op_time *a = &rt->ops[i], *b = &ref->ranks[r].ops[i];
+                    v = ns(a->end_ms - a->start_ms) - ns(b->end_ms - b->start_ms);
+                } else {
+                    v = ns(rt->ops[i].start_ms) - ns(ref->ranks[r].ops[i].start_ms);
                 }
                 fprintf(f, "%s%lld", out++ ? "," : "", v);
             }
@@ -252,7 +260,7 @@ static const char *const views_js[] = {
     "    for (var r = 0; r < m.P; r++) {\n",
     "      var a = m.ranks[r], n = a.k.length, s = new Float64Array(n), e = new Float64Array(n), acc = 0;\n",
     "      for (var i = 0; i < n; i++) { acc += a.s[i]; s[i] = acc / 1e6; e[i] = s[i] + a.d[i] / 1e6; }\n",
-    "      m.R.push({k: a.k, m: a.m, s: s, e: e});\n",
+    "      m.R.push({k: a.k, m: a.m, s: s, e: e, pd: a.pd, ps: a.ps});\n",
     "    }\n",
     "    return m;\n",
     "  }\n",
@@ -296,7 +304,7 @@ static const char *const views_js[] = {
     "  }\n",
     "  function hit(m, y0, x, y, span, w) {\n",
     "    var r = Math.floor((y - y0 - HEAD) / (LANE + 1));\n",
-    "    if (r < 0 || r >= m.P) return null;\n",
+    "    if (r < 0 || r >= m.P || x < LEFT) return null;\n",
     "    var t = (x - LEFT) / (w - LEFT - 10) * span, a = m.R[r], tol = span / (w - LEFT) * 2;\n",
     "    for (var i = 0; i < a.s.length; i++) if (a.s[i] - tol <= t && t <= a.e[i] + tol) return {r: r, i: i};\n",
     "    return {r: r, i: -1, t: t};\n",
@@ -313,8 +321,11 @@ static const char *const views_js[] = {
     "    if (h.i < 0) return esc(label) + \": rank \" + h.r + \" idle at \" + fmt(h.t) + \" ms\";\n",
     "    var a = m.R[h.r];\n",
     "    return \"<b>\" + esc(opName(m, h.r, h.i)) + \"</b> on rank \" + h.r + \" (\" + esc(label) + \")<br>start \" + fmt(a.s[h.i]) +\n",
-    "           \" ms, duration \" + fmt(a.e[h.i] - a.s[h.i]) + \" ms\";\n",
+    "           \" ms, duration \" + fmt(a.e[h.i] - a.s[h.i]) + \" ms\" + (a.pd ? \"<br>against the measured op: start \" + sg(a.ps[h.i] / 1e6) +\n",
+    "           \" ms, duration \" + sg(a.pd[h.i] / 1e6) + \" ms (\" + pc(a.pd[h.i] / 1e6 / Math.max(1e-9, a.e[h.i] - a.s[h.i] - a.pd[h.i] / 1e6)) + \")\" : \"\");\n",
     "  }\n",
+    "  function pc(v) { return (v >= 0 ? \"+\" : \"\\u2212\") + (100 * Math.abs(v)).toFixed(1) + \"%\"; }\n",
+    "  function sg(v) { return (v >= 0 ? \"+\" : \"\\u2212\") + fmt(Math.abs(v)); }\n",
     "  function esc(s) { return String(s).replace(/[&<>\"]/g, function (c) { return {\"&\": \"&amp;\", \"<\": \"&lt;\", \">\": \"&gt;\", '\"': \"&quot;\"}[c]; }); }\n",
     "  /* stacked policy timelines */\n",
     "  var pcv = document.getElementById(\"pcv\"), ptip = document.getElementById(\"ptip\"), pblocks = [], pspan = 0;\n",
@@ -395,7 +406,7 @@ void bm_html_views_script(FILE *f, const struct bm_report_compare *cmp)
         if (n > budget) continue;
         budget -= n;
         if (n_minis) fprintf(f, ",\n");
-        put_mini(f, row->t, row->tl, bm_report_row_name(row));
+        put_mini(f, row->t, row->tl, bm_report_row_name(row), NULL);
         pol_mi[i] = n_minis++;
     }
     const struct bm_frontier *fr = cmp->frontier;
@@ -410,7 +421,7 @@ void bm_html_views_script(FILE *f, const struct bm_report_compare *cmp)
         snprintf(label, sizeof label, "%s w%d rc %s", bm_policy_name(fr->pts[i].policy), fr->pts[i].window,
                  bm_frontier_rc_name(fr->pts[i].recompute));
         if (n_minis) fprintf(f, ",\n");
-        put_mini(f, fr->tables[i], fr->tls[i], label);
+        put_mini(f, fr->tables[i], fr->tls[i], label, NULL);
         fmi[i] = n_minis++;
     }
     fprintf(f, "],\n\"pol\":[");
@@ -426,6 +437,64 @@ void bm_html_views_script(FILE *f, const struct bm_report_compare *cmp)
     }
     bm_free(fmi);
     fprintf(f, "]}};\n</script>\n<script>\n");
+    for (int i = 0; views_js[i]; i++) fputs(views_js[i], f);
+    fprintf(f, "</script>\n");
+}
+
+/* ---------------------------------------------------------------- measured against simulated */
+
+struct dev_row {
+    int module, pass, n;
+    double meas, sim, abs_dev;
+};
+
+void bm_html_vs_body(FILE *f, const struct bm_table *t, const struct bm_timeline *meas, const struct bm_timeline *sim)
+{
+    double dm = meas->makespan_ms, ds = sim->makespan_ms;
+    fprintf(f, "<h2>Simulated against measured</h2>\n<p class=\"note\">The same table simulated with the costs "
+               "calibrated from this trace (medians per module and pass, each rank's speed, each microbatch's encoder "
+               "multiplier: `bigmac calibrate --rank-scale`), drawn under the measured run on one time scale. Hover "
+               "an op of the simulated lane for its deviation from the measured op.</p>\n");
+    fprintf(f, "<table id=\"vs\"><tr><th>makespan measured</th><th>simulated</th><th>deviation</th></tr>\n"
+               "<tr><td>%.3f ms</td><td>%.3f ms</td><td>%+.1f%%</td></tr></table>\n",
+            dm, ds, dm > 0 ? 100 * (ds - dm) / dm : 0);
+    int nm = t->n_modules;
+    struct dev_row *rows = bm_calloc((size_t)(nm > 0 ? nm : 1) * 3, sizeof *rows);
+    if (rows) {
+        for (int r = 0; r < t->pp; r++)
+            for (int i = 0; i < t->ranks[r].n_ops; i++) {
+                const struct bm_op *op = &t->ranks[r].ops[i];
+                if (op->kind != BM_OP_COMPUTE || op->module < 0 || op->module >= nm || op->pass > BM_PASS_W) continue;
+                struct dev_row *d = &rows[op->module * 3 + op->pass];
+                double a = meas->ranks[r].ops[i].end_ms - meas->ranks[r].ops[i].start_ms;
+                double b = sim->ranks[r].ops[i].end_ms - sim->ranks[r].ops[i].start_ms;
+                d->module = op->module, d->pass = op->pass, d->n++;
+                d->meas += a, d->sim += b, d->abs_dev += fabs(b - a);
+            }
+        fprintf(f, "<table id=\"vsops\"><tr><th>module</th><th>pass</th><th>ops</th><th>measured (ms, mean)</th>"
+                   "<th>simulated (ms, mean)</th><th>mean |deviation| (ms)</th><th>sum of deviations (ms)</th></tr>\n");
+        for (int k = 0; k < nm * 3; k++) {
+            const struct dev_row *d = &rows[k];
+            if (!d->n) continue;
+            fprintf(f, "<tr><td>");
+            bm_report_xml_escape(f, t->modules[d->module].name);
+            fprintf(f, "</td><td>%s</td><td>%d</td><td>%.4f</td><td>%.4f</td><td>%.4f</td><td>%+.3f</td></tr>\n",
+                    bm_pass_name((enum bm_pass)d->pass), d->n, d->meas / d->n, d->sim / d->n, d->abs_dev / d->n,
+                    d->sim - d->meas);
+        }
+        fprintf(f, "</table>\n");
+        bm_free(rows);
+    }
+    fprintf(f, "<div id=\"pwrap\"><canvas id=\"pcv\"></canvas><div id=\"ptip\"></div></div>\n");
+}
+
+void bm_html_vs_script(FILE *f, const struct bm_table *t, const struct bm_timeline *meas, const struct bm_timeline *sim)
+{
+    fprintf(f, "<script>\nconst V = {\"minis\":[\n");
+    put_mini(f, t, meas, "measured", NULL);
+    fprintf(f, ",\n");
+    put_mini(f, t, sim, "simulated (calibrated)", meas);
+    fprintf(f, "],\n\"pol\":[0,1],\n\"front\":{\"cap\":0,\"pts\":[]}};\n</script>\n<script>\n");
     for (int i = 0; views_js[i]; i++) fputs(views_js[i], f);
     fprintf(f, "</script>\n");
 }

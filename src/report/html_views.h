@@ -20,4 +20,10 @@ void bm_html_views_body(FILE *f, const struct bm_report_compare *cmp);
  * nothing without cmp. */
 void bm_html_views_script(FILE *f, const struct bm_report_compare *cmp);
 
+/* "Simulated against measured": the makespans, the deviation per module and pass, the canvas;
+ * and its script (the measured and the simulated timeline, the simulated one with per-op
+ * deviations). sim is a timeline of the same table as meas. */
+void bm_html_vs_body(FILE *f, const struct bm_table *t, const struct bm_timeline *meas, const struct bm_timeline *sim);
+void bm_html_vs_script(FILE *f, const struct bm_table *t, const struct bm_timeline *meas, const struct bm_timeline *sim);
+
 #endif

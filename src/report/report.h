@@ -82,6 +82,15 @@ int bm_render_svg(const struct bm_table *t, const struct bm_timeline *tl, const 
 /* Self-contained HTML report; cmp (policy comparison) and title may be NULL. */
 int bm_render_html(const struct bm_table *t, const struct bm_timeline *tl,
                    const struct bm_report_compare *cmp, const char *title, FILE *f);
+/* The same report for a measured run (tl measured) with, under its timeline, the simulated
+ * timeline sim of the same table and the per-op deviation between the two. */
+int bm_render_html_vs(const struct bm_table *t, const struct bm_timeline *tl, const struct bm_timeline *sim,
+                      const char *title, FILE *f);
+/* Calibrate costs, rank scale and per-microbatch encoder scale from the measured timeline of
+ * table mt (src/exec/calibrate.h: medians), write them into 'table' (the same plan: BM_ERR
+ * otherwise) and simulate it into *out (caller frees). */
+int bm_report_vs_simulate(const struct bm_table *mt, const struct bm_timeline *measured, struct bm_table *table,
+                          struct bm_timeline **out, struct bm_err *err);
 /* CSV of the table (docs/csv.md): '#' header lines, then one row per rank. BM_ERR (nothing
  * written) when a name cannot be written as CSV; bm_csv_check_names says which. */
 int bm_csv_write(const struct bm_table *t, FILE *f);

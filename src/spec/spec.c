@@ -55,7 +55,7 @@ static const char *const arch_keys[] = {"params", "layers", "hidden", "heads", "
                                         "tokens", "image", "patch", "channels", "cond", NULL};
 static const char *const data_keys[] = {"encoder_cost_scale", "seed", "samples_per_microbatch",
                                         "max_images", NULL};
-static const char *const scale_keys[] = {"dist", "min", "max", "sigma", "seed", NULL};
+static const char *const scale_keys[] = {"dist", "min", "max", "sigma", "seed", "values", NULL};
 static const char *const train_keys[] = {"steps", "lr", "weight_decay", "beta1", "beta2", "eps",
                                          "seed", NULL};
 static const char *const role_names[] = {"encoder", "backbone", "generator", NULL};
@@ -455,6 +455,39 @@ static int get_names(struct ctx *c, json_t *obj, const char *parent, const char 
 
 /* ---------------------------------------------------------------- sections */
 
+/* data.encoder_cost_scale.values: explicit per-microbatch multipliers, each in (0, MAX_SCALE],
+ * at most MAX_COUNT of them; excludes dist/min/max/sigma (those describe a drawn list). */
+static int parse_scale_values(struct ctx *c, json_t *sc, struct bm_data *d)
+{
+    json_t *v = json_object_get(sc, "values");
+    if (!v) return BM_OK;
+    const char *p = "data.encoder_cost_scale.values";
+    char d2[300];
+    size_t n = json_array_size(v);
+    if (!json_is_array(v) || n == 0)
+        return fail(c, p, "%s must be a non-empty array of numbers (one per microbatch, cycled), got %s", p,
+                    describe(v, d2, sizeof d2));
+    if (n > MAX_COUNT) return fail(c, p, "%s has %zu entries; the limit is %d", p, n, MAX_COUNT);
+    static const char *const other[] = {"dist", "min", "max", "sigma", NULL};
+    for (int k = 0; other[k]; k++)
+        if (json_object_get(sc, other[k]))
+            return fail(c, p, "data.encoder_cost_scale: \"values\" and \"%s\" exclude each other"
+                              "\nhint: give either the list of multipliers or a distribution to draw them from",
+                        other[k]);
+    if (!(d->encoder_cost_values = bm_malloc(n * sizeof(double)))) return oom(c);
+    d->n_encoder_cost_values = (int)n;
+    for (size_t i = 0; i < n; i++) {
+        json_t *x = json_array_get(v, i);
+        char q[PATH_N];
+        join_index(q, p, (long)i);
+        double xv = json_is_number(x) ? json_number_value(x) : NAN;
+        if (!(xv > 0) || xv > MAX_SCALE)
+            return fail(c, q, "%s[%zu] must be a number in (0, %g], got %s", p, i, MAX_SCALE, describe(x, d2, sizeof d2));
+        d->encoder_cost_values[i] = xv;
+    }
+    return BM_OK;
+}
+
 /* device.rank_time_scale: one multiplier per pipeline rank, each in (0, MAX_RANK_SCALE]. */
 #define MAX_RANK_SCALE 1000
 static int parse_rank_time_scale(struct ctx *c, json_t *o)
@@ -584,7 +617,7 @@ static int parse_data_train(struct ctx *c, json_t *root)
                 get_num(c, sc, Q, "min", 0, GE, MAX_SCALE, &d->min, &has_min) ||
                 get_num(c, sc, Q, "max", 0, GE, MAX_SCALE, &d->max, &has_max) ||
                 get_num(c, sc, Q, "sigma", 0, GE, 10, &d->sigma, &has_sigma) ||
-                get_u64(c, sc, Q, "seed", &d->seed))
+                get_u64(c, sc, Q, "seed", &d->seed) || parse_scale_values(c, sc, &s->data))
                 return BM_ERR;
             d->dist = (enum bm_dist)dist;
             const char *at = json_object_get(sc, "dist") ? "data.encoder_cost_scale.dist" : Q;
@@ -1251,6 +1284,7 @@ void bm_spec_free(struct bm_spec *s)
     bm_free(s->modules);
     free_names(s->inputs, s->n_inputs);
     bm_free(s->rank_time_scale);
+    bm_free(s->data.encoder_cost_values);
     bm_free(s->path);
     bm_free(s->name);
     bm_free(s->doc);
@@ -1271,7 +1305,9 @@ void bm_spec_encoder_scales(const struct bm_spec *s, int M, double *out)
     bm_rng_seed(&r, d->seed);
     for (int m = 0; m < M; m++) {
         double x = 1.0;
-        if (d->dist == BM_DIST_UNIFORM) {
+        if (s->data.n_encoder_cost_values > 0 && s->data.encoder_cost_values) {
+            x = s->data.encoder_cost_values[m % s->data.n_encoder_cost_values];
+        } else if (d->dist == BM_DIST_UNIFORM) {
             x = d->min + (d->max - d->min) * bm_rng_uniform(&r);
         } else if (d->dist == BM_DIST_LOGNORMAL) {
             x = exp(d->sigma * bm_rng_normal(&r) - 0.5 * d->sigma * d->sigma);

@@ -1,0 +1,123 @@
+/* test_vs.c — per-microbatch encoder costs and the model against a run: data.encoder_cost_scale
+ * {"values": [...]} (cycled over microbatches, positioned errors), bm_calibrate_mb_scale
+ * recovering the multipliers a timeline was made with, and bm_report_vs_simulate reproducing a
+ * timeline exactly from its own calibrated costs (so every deviation the report shows for a
+ * real run is the run's, not the method's). */
+#include "exec/calibrate.h"
+#include "report/report.h"
+#include "test.h"
+#include "util/util.h"
+
+static const char *spec_fmt =
+    "{\"format\": \"bigmac-spec\", \"version\": 1, \"parallel\": {\"pp\": 2, \"microbatches\": 8},\n"
+    " \"schedule\": {\"policy\": \"%s\"}, \"inputs\": [\"image\", \"text\"],\n"
+    " \"modules\": [\n"
+    "  {\"name\": \"vit\", \"consumes\": [\"image\"], \"produces\": [\"v\"],\n"
+    "   \"cost\": {\"fwd_ms\": 2, \"bwd_ms\": 4, \"act_mib\": 10, \"out_mib\": 1}},\n"
+    "  {\"name\": \"llm\", \"consumes\": [\"text\", \"v\"], \"produces\": [\"h\"],\n"
+    "   \"cost\": {\"fwd_ms\": 8, \"bwd_ms\": 16, \"act_mib\": 40}}],\n"
+    " \"data\": {\"encoder_cost_scale\": %s}}\n";
+
+static struct bm_spec *spec_with(const char *policy, const char *scale, struct bm_err *err)
+{
+    char text[2048];
+    snprintf(text, sizeof text, spec_fmt, policy, scale);
+    struct bm_spec *s = NULL;
+    if (bm_spec_parse(text, "v.json", &s, err)) return NULL;
+    return s;
+}
+
+TEST(values_cycle_over_microbatches)
+{
+    struct bm_err err;
+    struct bm_spec *s = spec_with("bigmac", "{\"values\": [0.5, 2, 1.25]}", &err);
+    CHECKF(s != NULL, "%s", err.msg);
+    if (!s) return;
+    double v[8];
+    bm_spec_encoder_scales(s, 8, v);
+    static const double want[8] = {0.5, 2, 1.25, 0.5, 2, 1.25, 0.5, 2};
+    for (int m = 0; m < 8; m++) CHECK(v[m] == want[m]);
+    bm_spec_free(s);
+    /* errors: positioned, name the field */
+    struct {
+        const char *scale, *msg;
+    } bad[] = {
+        {"{\"values\": []}", "data.encoder_cost_scale.values must be a non-empty array"},
+        {"{\"values\": [1, 0]}", "data.encoder_cost_scale.values[1] must be a number in (0"},
+        {"{\"values\": [1, \"2\"]}", "values[1] must be a number"},
+        {"{\"values\": [1], \"dist\": \"uniform\", \"min\": 1, \"max\": 2}", "\"values\" and \"dist\" exclude each other"},
+        {"{\"value\": [1]}", "did you mean \"values\"?"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        s = spec_with("bigmac", bad[i].scale, &err);
+        CHECK(s == NULL);
+        if (!s) {
+            CHECK_STR_CONTAINS(err.msg, bad[i].msg);
+            CHECK_STR_CONTAINS(err.msg, "v.json:8:");
+        }
+        bm_spec_free(s);
+    }
+}
+
+/* A planned table simulated with per-microbatch multipliers; calibrating its own timeline. */
+TEST(calibrate_recovers_mb_scale_and_vs_reproduces)
+{
+    static const char *pols[] = {"bigmac", "optimus", "unified"};
+    for (int p = 0; p < 3; p++) {
+        struct bm_err err;
+        struct bm_spec *s = spec_with(pols[p], "{\"values\": [0.5, 2, 1.25, 1, 3, 0.75, 1.5, 1]}", &err);
+        CHECKF(s != NULL, "%s", err.msg);
+        if (!s) return;
+        struct bm_plan_opts o;
+        bm_plan_opts_from_spec(&o, s);
+        struct bm_table *t = NULL, *u = NULL;
+        struct bm_timeline *tl = NULL, *vs = NULL;
+        CHECKF(bm_plan_build(s, &o, &t, &err) == BM_OK, "%s", err.msg);
+        CHECKF(bm_plan_build(s, &o, &u, &err) == BM_OK, "%s", err.msg);
+        if (t) CHECK(bm_simulate(t, NULL, &tl, &err) == BM_OK);
+        if (!tl || !u) goto next;
+        /* with the true costs: exactly the multipliers */
+        double ms[8];
+        struct bm_cost costs[2] = {t->modules[0].cost, t->modules[1].cost};
+        const struct bm_timeline *runs[1] = {tl};
+        bm_calibrate_mb_scale(t, runs, 1, costs, NULL, ms);
+        for (int m = 0; m < 8; m++) CHECK_NEAR(ms[m], t->mb_scale[m], 1e-9);
+        /* the same table from calibrated medians, rank and microbatch scales: the same timeline */
+        for (int m = 0; m < u->n_modules; m++) u->modules[m].cost.fwd_ms *= 3; /* whatever it held */
+        CHECKF(bm_report_vs_simulate(t, tl, u, &vs, &err) == BM_OK, "%s", err.msg);
+        if (vs) {
+            CHECK_NEAR(vs->makespan_ms, tl->makespan_ms, 1e-6 * tl->makespan_ms);
+            double worst = 0;
+            for (int r = 0; r < t->pp; r++)
+                for (int i = 0; i < t->ranks[r].n_ops; i++) {
+                    double d = fabs(vs->ranks[r].ops[i].end_ms - tl->ranks[r].ops[i].end_ms);
+                    if (d > worst) worst = d;
+                }
+            CHECKF(worst < 1e-6 * tl->makespan_ms, "%s: an op ends %g ms off", pols[p], worst);
+        }
+        /* another plan is refused */
+        bm_timeline_free(vs);
+        vs = NULL;
+        struct bm_table *w = NULL;
+        o.microbatches = 4;
+        CHECK(bm_plan_build(s, &o, &w, &err) == BM_OK);
+        if (w) {
+            CHECK(bm_report_vs_simulate(t, tl, w, &vs, &err) == BM_ERR && !vs);
+            CHECK_STR_CONTAINS(err.msg, "not the plan the trace ran");
+        }
+        bm_table_free(w);
+    next:
+        bm_timeline_free(vs);
+        bm_timeline_free(tl);
+        bm_table_free(t);
+        bm_table_free(u);
+        bm_spec_free(s);
+    }
+}
+
+int main(void)
+{
+    RUN(values_cycle_over_microbatches);
+    RUN(calibrate_recovers_mb_scale_and_vs_reproduces);
+    return test_summary();
+}
