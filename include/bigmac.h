@@ -179,6 +179,10 @@ struct bm_spec {
      * slower or faster, e.g. from `bigmac calibrate`); NULL = 1 on every rank */
     double *rank_time_scale;
     int n_rank_time_scale;
+    /* device.op_overhead_us: time every op (compute, send, recv) occupies its rank before it
+     * starts: the executor's per-op dispatch (bookkeeping, MPI progress calls), measured by
+     * `bigmac calibrate`; 0 = none */
+    double op_overhead_us;
 };
 
 /* Parse and check the spec at 'path'. On success returns BM_OK and stores a new spec in *out,
@@ -257,6 +261,9 @@ struct bm_table {
     /* Optional measured bytes a recomputed forward keeps (its input), laid out as act_bytes;
      * NULL = the modelled input (bm_cost_input_mib). Owned by the table. */
     double *in_bytes;
+    /* per-op dispatch time (ms) every op occupies its rank with before it starts (spec
+     * device.op_overhead_us; JSON "op_overhead_us", written only when > 0); 0 = none */
+    double op_overhead_ms;
 };
 
 /* Backbone chunk tensor name: "<backbone>.c<chunk>.out". */

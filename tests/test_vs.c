@@ -115,8 +115,74 @@ TEST(calibrate_recovers_mb_scale_and_vs_reproduces)
     }
 }
 
+/* Per-op dispatch (device.op_overhead_us): every op occupies its rank that long before it
+ * starts. gpipe P = 2, M = 1, F 1 B 2 per stage, ideal links, overhead 0.5 ms:
+ *   rank 0: F0 [0.5,1.5], send issued at 2.0, recv reached 2.5 ... arrives 6.5, B0 [7,9]
+ *   rank 1: recv reached 0.5, arrives 2.0, F0 [2.5,3.5], B0 [4,6], send issued 6.5
+ * makespan 9 (6 without). Calibrating the timeline gives the overhead back (every gap is it),
+ * and the table JSON carries it (only when set). */
+TEST(op_overhead_by_hand_and_fitted)
+{
+    static const char *text =
+        "{\"format\": \"bigmac-spec\", \"version\": 1, \"parallel\": {\"pp\": 2, \"microbatches\": 1},\n"
+        " \"schedule\": {\"backbone\": \"gpipe\", \"policy\": \"none\"},\n"
+        " \"device\": {\"link_latency_us\": 0, \"op_overhead_us\": 500}, \"inputs\": [\"text\"],\n"
+        " \"modules\": [{\"name\": \"llm\", \"consumes\": [\"text\"], \"produces\": [\"h\"],\n"
+        " \"cost\": {\"fwd_ms\": 2, \"bwd_ms\": 4}}]}";
+    struct bm_spec *s = NULL;
+    struct bm_err err;
+    CHECKF(bm_spec_parse(text, "o.json", &s, &err) == BM_OK, "%s", err.msg);
+    if (!s) return;
+    CHECK(s->op_overhead_us == 500);
+    struct bm_plan_opts o;
+    bm_plan_opts_from_spec(&o, s);
+    struct bm_table *t = NULL;
+    struct bm_timeline *tl = NULL;
+    CHECKF(bm_plan_build(s, &o, &t, &err) == BM_OK, "%s", err.msg);
+    if (t) CHECK(bm_simulate(t, NULL, &tl, &err) == BM_OK);
+    if (tl) {
+        CHECK_NEAR(tl->makespan_ms, 9, 1e-9);
+        CHECK(t->ranks[0].n_ops == 4 && t->ranks[0].ops[0].kind == BM_OP_COMPUTE);
+        CHECK_NEAR(tl->ranks[0].ops[0].start_ms, 0.5, 1e-12);
+        CHECK_NEAR(tl->ranks[0].ops[1].start_ms, 2.0, 1e-12);  /* send issue */
+        CHECK_NEAR(tl->ranks[0].ops[2].start_ms, 2.5, 1e-12);  /* recv reached */
+        CHECK_NEAR(tl->ranks[0].ops[2].end_ms, 6.5, 1e-12);    /* ... arrived */
+        CHECK_NEAR(tl->ranks[0].ops[3].start_ms, 7.0, 1e-12);
+        CHECK_NEAR(tl->ranks[1].ops[1].start_ms, 2.5, 1e-12);
+        const struct bm_timeline *runs[1] = {tl};
+        CHECK_NEAR(bm_calibrate_op_overhead_ms(t, runs, 1), 0.5, 1e-12);
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&buf, &len);
+        bm_table_write_json(t, f);
+        fclose(f);
+        CHECK_STR_CONTAINS(buf, "\"op_overhead_us\": 500");
+        struct bm_table *u = NULL;
+        CHECKF(bm_table_parse(buf, "t.json", &u, &err) == BM_OK, "%s", err.msg);
+        if (u) CHECK_NEAR(u->op_overhead_ms, 0.5, 1e-15);
+        bm_table_free(u);
+        free(buf);
+        /* without it: no key, and the timeline of the same ops without the gaps */
+        t->op_overhead_ms = 0;
+        buf = NULL;
+        f = open_memstream(&buf, &len);
+        bm_table_write_json(t, f);
+        fclose(f);
+        CHECK(strstr(buf, "op_overhead") == NULL);
+        free(buf);
+        struct bm_timeline *t0 = NULL;
+        CHECK(bm_simulate(t, NULL, &t0, &err) == BM_OK);
+        if (t0) CHECK_NEAR(t0->makespan_ms, 6, 1e-12);
+        bm_timeline_free(t0);
+    }
+    bm_timeline_free(tl);
+    bm_table_free(t);
+    bm_spec_free(s);
+}
+
 int main(void)
 {
+    RUN(op_overhead_by_hand_and_fitted);
     RUN(values_cycle_over_microbatches);
     RUN(calibrate_recovers_mb_scale_and_vs_reproduces);
     return test_summary();

@@ -31,7 +31,9 @@ static void usage(FILE *f)
             "with every traced module's \"cost\" replaced and data.encoder_cost_scale set to the\n"
             "measured per-microbatch encoder multipliers ({\"values\": [...]}: each microbatch's\n"
             "encoder time over what the calibrated costs say; \"encoder_cost_scale\" in the\n"
-            "fragment): ready for `bigmac simulate`.\n"
+            "fragment) and device.op_overhead_us to the measured per-op dispatch time (the mean gap\n"
+            "between an op and the rank's previous one; \"op_overhead_us\" in the fragment):\n"
+            "ready for `bigmac simulate`.\n"
             "--rank-scale also measures how much slower or faster each rank ran than the module\n"
             "costs say (its compute time over the costs' prediction for its ops) and writes it as\n"
             "device.rank_time_scale (with --spec; \"rank_time_scale\" in the fragment): one\n"
@@ -145,6 +147,7 @@ int bm_cmd_calibrate(int argc, char **argv)
         for (int r = 0; r < t[0]->pp; r++) json_array_append_new(scale, json_real(rs[r]));
     }
     bm_free(rs);
+    double overhead_us = bm_calibrate_op_overhead_ms(t[0], (const struct bm_timeline *const *)tl, n_traces) * 1000.0;
     if (spec) {
         json_error_t je;
         root = json_load_file(spec, 0, &je);
@@ -168,9 +171,10 @@ int bm_cmd_calibrate(int argc, char **argv)
             json_object_set_new(data, "encoder_cost_scale", json_pack("{s:o}", "values", mb_values));
             mb_values = NULL;
         }
+        json_t *dev = json_object_get(root, "device");
+        if (!json_is_object(dev)) json_object_set_new(root, "device", dev = json_object());
+        json_object_set_new(dev, "op_overhead_us", json_real(overhead_us));
         if (scale) {
-            json_t *dev = json_object_get(root, "device");
-            if (!json_is_object(dev)) json_object_set_new(root, "device", dev = json_object());
             json_object_set_new(dev, "rank_time_scale", scale);
             scale = NULL;
         }
@@ -190,6 +194,7 @@ int bm_cmd_calibrate(int argc, char **argv)
             json_array_append_new(mods, m);
         }
         json_object_set_new(root, "modules", mods);
+        json_object_set_new(root, "op_overhead_us", json_real(overhead_us));
         if (scale) json_object_set_new(root, "rank_time_scale", scale);
         scale = NULL;
         if (mb_values) json_object_set_new(root, "encoder_cost_scale", json_pack("{s:o}", "values", mb_values));

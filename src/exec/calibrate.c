@@ -217,3 +217,19 @@ void bm_calibrate_scales(const struct bm_table *t, const struct bm_timeline *con
     }
     bm_free(prev);
 }
+
+double bm_calibrate_op_overhead_ms(const struct bm_table *t, const struct bm_timeline *const *tls, int n_runs)
+{
+    double sum = 0;
+    long n = 0;
+    for (int i = 0; i < n_runs; i++)
+        for (int r = 0; r < t->pp && r < tls[i]->pp; r++) {
+            const struct bm_rank_timeline *rt = &tls[i]->ranks[r];
+            for (int k = 1; k < rt->n_ops && k < t->ranks[r].n_ops; k++) {
+                double g = rt->ops[k].start_ms - rt->ops[k - 1].end_ms;
+                sum += g > 0 ? g : 0;
+                n++;
+            }
+        }
+    return n ? sum / n : 0;
+}

@@ -184,6 +184,7 @@ struct planner {
 
 int bm_plan_rank_scale(struct bm_table *t, const struct bm_spec *s, struct bm_err *err)
 {
+    t->op_overhead_ms = s->op_overhead_us / 1000.0; /* the other measured rank property */
     if (!s->rank_time_scale) return BM_OK;
     if (s->n_rank_time_scale != t->pp)
         return bm_err_set(err, "%s: device.rank_time_scale has %d entries, one per pipeline rank, but pp is %d"

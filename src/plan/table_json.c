@@ -91,6 +91,11 @@ int bm_table_write_json(const struct bm_table *t, FILE *f)
         }
         fprintf(f, "],\n");
     }
+    if (t->op_overhead_ms > 0) {
+        fprintf(f, " \"op_overhead_us\": ");
+        bm_put_num(f, t->op_overhead_ms * 1000.0);
+        fprintf(f, ",\n");
+    }
     fprintf(f, " \"ranks\": [\n");
     for (int r = 0; r < t->pp; r++) {
         const struct bm_rank_ops *ro = &t->ranks[r];
@@ -412,7 +417,7 @@ static int load_root(struct ld *L, json_t *root, struct bm_table **out)
     static const char *const keys[] = {"format", "version", "pp", "vpp", "microbatches", "unit",
                                        "window", "backbone", "policy", "warmup_extra", "device",
                                        "modules", "chunk_weights", "chunk_layers", "mb_scale",
-                                       "rank_time_scale", "ranks", NULL};
+                                       "rank_time_scale", "op_overhead_us", "ranks", NULL};
     static const char *const dkeys[] = {"memory_gib", "peak_tflops", "efficiency",
                                         "link_gbytes_per_s", "link_latency_us", NULL};
     if (!json_is_object(root)) return fail(L, "", "a table must be a JSON object");
@@ -476,6 +481,12 @@ static int load_root(struct ld *L, json_t *root, struct bm_table **out)
     if (load_doubles(L, root, "chunk_weights", C, 1.0 / C, 0, &t->chunk_weights) ||
         load_doubles(L, root, "mb_scale", t->microbatches, 1.0, 0, &t->mb_scale))
         return BM_ERR;
+    json_t *oh = json_object_get(root, "op_overhead_us");
+    if (oh) {
+        double v = json_is_number(oh) ? json_number_value(oh) : -1;
+        if (!(v >= 0) || v > 1e12) return fail(L, "op_overhead_us", "\"op_overhead_us\" must be a number >= 0");
+        t->op_overhead_ms = v / 1000.0;
+    }
     if (json_object_get(root, "rank_time_scale")) {
         if (load_doubles(L, root, "rank_time_scale", t->pp, 1.0, 0, &t->rank_time_scale)) return BM_ERR;
         for (int r = 0; r < t->pp; r++)

@@ -45,6 +45,12 @@ int bm_critical_path(const struct bm_table *t, const struct bm_timeline *tl, str
         }
     if (r < 0) return BM_OK;
     c->makespan_ms = best;
+    /* measured traces round times to nanoseconds (and ready_ms to 9 digits): an input that
+     * came "later" than the rank became free by less than this was there when it did */
+    double eps = 1e-7 * best + 1e-9;
+    /* a measured recv whose data was already there still "waits" for the one test call that
+     * finds it (a fraction of a microsecond): only a recv blocked longer waited for a transfer */
+    double eps_block = tl->measured ? 1e-3 : eps;
     long guard = bm_table_n_ops(t) + 1; /* every step moves to an earlier op: at most all of them */
     while (r >= 0 && i >= 0 && guard-- > 0) {
         const struct bm_op *op = &t->ranks[r].ops[i];
@@ -61,7 +67,7 @@ int bm_critical_path(const struct bm_table *t, const struct bm_timeline *tl, str
         int wr = op->kind == BM_OP_SEND ? -1 : remote_wait(t, tl, r, i);
         /* a recv that did not block, or a compute op whose input came before the rank was
          * free, was set by its rank */
-        if (wr >= 0 && ot->ready_ms > free_at && (op->kind == BM_OP_COMPUTE || ot->ready_ms > ot->start_ms)) {
+        if (wr >= 0 && ot->ready_ms > free_at + eps && (op->kind == BM_OP_COMPUTE || ot->ready_ms > ot->start_ms + eps_block)) {
             int wo = ot->wait_op;
             double issue = tl->ranks[wr].ops[wo].start_ms;
             double busy = op->kind == BM_OP_COMPUTE ? ot->end_ms - ot->start_ms : 0;

@@ -11,7 +11,10 @@
  *   transfer  send issue .. arrival, when the chain crosses to another rank;
  *   waiting   the rest: a rank idle with its input there (dispatch in measured runs), blocked
  *             recv time not explained by a transfer, lead time before a rank's first op.
- * so backbone + nested + transfer + waiting = makespan exactly (up to float addition). */
+ * so backbone + nested + transfer + waiting = makespan exactly (up to float addition).
+ * Measured traces: a recv counts as having waited for its transfer only when it blocked for
+ * more than 1 us (one that found its data there still takes the test call's fraction of a us),
+ * and "later" means later by more than 1e-7 of the makespan (times are rounded to ns). */
 #ifndef BM_REPORT_CRITICAL_H
 #define BM_REPORT_CRITICAL_H
 

@@ -1,5 +1,6 @@
 /* vs.c — a measured run against the model: the same table simulated with the costs calibrated
- * from the run's own trace (src/exec/calibrate.h), for `bigmac render TRACE --table TABLE`. */
+ * from the run's own trace (src/exec/calibrate.h: medians, rank and microbatch scales, per-op
+ * dispatch), for `bigmac render TRACE --table TABLE`. */
 #include <string.h>
 
 #include "exec/calibrate.h"
@@ -25,6 +26,7 @@ int bm_report_vs_simulate(const struct bm_table *mt, const struct bm_timeline *m
     if (bm_calibrate_runs(mt, runs, 1, 0, costs, err)) goto done;
     bm_calibrate_scales(mt, runs, 1, costs, rs, ms);
     for (int m = 0; m < nm; m++) table->modules[m].cost = costs[m];
+    table->op_overhead_ms = bm_calibrate_op_overhead_ms(mt, runs, 1);
     bm_free(table->rank_time_scale);
     table->rank_time_scale = rs;
     rs = NULL;

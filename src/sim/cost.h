@@ -15,6 +15,8 @@
  *                  slower or faster than the module costs say, e.g. from `bigmac calibrate`)
  * A NULL chunk_weights means uniform 1/(P*V); a NULL mb_scale or rank_time_scale means 1.
  *
+ * Dispatch: every op (compute, send, recv) of a rank occupies it t->op_overhead_ms before it
+ *   starts (the executor's per-op bookkeeping; spec device.op_overhead_us; 0 = none).
  * Comm: a send and a recv take no rank time; the data arrives
  *   link_latency_us / 1000 + mib * 2^20 / (link_gbytes_per_s * 1e9) * 1000  ms
  * after the send is issued. link_gbytes_per_s <= 0 means unlimited bandwidth. Links are

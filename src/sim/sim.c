@@ -163,6 +163,7 @@ struct sim {
     double *tfree;     /* end of the rank's last op */
     double *act;       /* [P*3] live activations per role */
     uint8_t *parked;   /* rank waits at pc for a send */
+    uint8_t *parked_oh; /* the parked op's dispatch overhead is already in tfree */
     int *stack, sp;
 };
 
@@ -207,6 +208,7 @@ static void sim_free(struct sim *s)
     bm_free(s->tfree);
     bm_free(s->act);
     bm_free(s->parked);
+    bm_free(s->parked_oh);
     bm_free(s->stack);
 }
 
@@ -264,10 +266,11 @@ static int sim_init(struct sim *s, const struct bm_table *t, const struct bm_sim
     s->tfree = bm_calloc((size_t)P, sizeof *s->tfree);
     s->act = bm_calloc((size_t)P * BM_N_ROLES, sizeof *s->act);
     s->parked = bm_calloc((size_t)P, 1);
+    s->parked_oh = bm_calloc((size_t)P, 1);
     s->stack = bm_malloc((size_t)P * sizeof *s->stack);
     if (!s->base || !s->match || !s->chain || !s->jit || !s->split || !s->comm || !s->last_end ||
         !s->last_op || !s->pend || !s->pend_rank || !s->pend_op || !s->pc || !s->tfree ||
-        !s->act || !s->parked || !s->stack)
+        !s->act || !s->parked || !s->parked_oh || !s->stack)
         return bm_err_set(err, "simulate: out of memory (%ld ops)", n);
 
     s->base[0] = 0;
@@ -382,6 +385,8 @@ static int run_rank(struct sim *s, int r, struct bm_err *err)
     for (int i = s->pc[r]; i < n; i++) {
         const struct bm_op *op = &ops[i];
         struct bm_op_time *ot = &times[i];
+        if (i == s->pc[r] && s->parked_oh[r]) s->parked_oh[r] = 0; /* dispatched before it parked */
+        else tf += t->op_overhead_ms;                               /* per-op dispatch (cost.h) */
         size_t mi = (size_t)r * (size_t)s->M + (size_t)op->mb;
         if (op->kind == BM_OP_COMPUTE) {
             double ready = s->last_end[mi] >= 0 ? s->last_end[mi] : 0;
@@ -431,6 +436,7 @@ static int run_rank(struct sim *s, int r, struct bm_err *err)
                 s->pc[r] = i;
                 s->tfree[r] = tf;
                 s->parked[r] = 1;
+                s->parked_oh[r] = 1;
                 return BM_OK;
             }
             double arrive = s->tl->ranks[p].ops[si].start_ms + s->comm[op->tensor];

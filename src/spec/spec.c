@@ -43,7 +43,7 @@
 static const char *const top_keys[] = {"format", "version", "name", "doc", "device", "parallel",
                                        "schedule", "inputs", "modules", "data", "train", NULL};
 static const char *const device_keys[] = {"memory_gib", "peak_tflops", "efficiency",
-                                          "link_gbytes_per_s", "link_latency_us", "rank_time_scale",
+                                          "link_gbytes_per_s", "link_latency_us", "rank_time_scale", "op_overhead_us",
                                           NULL};
 static const char *const parallel_keys[] = {"pp", "vpp", "microbatches", "unit", NULL};
 static const char *const schedule_keys[] = {"backbone", "policy", "window", NULL};
@@ -529,7 +529,8 @@ static int parse_device(struct ctx *c, json_t *root)
         get_num(c, o, P, "peak_tflops", 0, GT, MAX_RATE, &d->peak_tflops, NULL) ||
         get_num(c, o, P, "efficiency", 0, GT, 1, &d->efficiency, NULL) ||
         get_num(c, o, P, "link_gbytes_per_s", 0, GT, MAX_RATE, &d->link_gbytes_per_s, NULL) ||
-        get_num(c, o, P, "link_latency_us", 0, GE, MAX_MS * 1e3, &d->link_latency_us, NULL))
+        get_num(c, o, P, "link_latency_us", 0, GE, MAX_MS * 1e3, &d->link_latency_us, NULL) ||
+        get_num(c, o, P, "op_overhead_us", 0, GE, MAX_MS * 1e3, &c->s->op_overhead_us, NULL))
         return BM_ERR;
     if (d->link_gbytes_per_s < MIN_LINK)
         return fail(c, "device.link_gbytes_per_s",
