@@ -7,6 +7,8 @@
 #     makespan (costs calibrated once, medians and means, from the last-step trace of bigmac's
 #     run with the median traced makespan; means pooled over the last-step traces of all of
 #     bigmac's runs; and the same with each rank's measured speed, `calibrate --rank-scale`).
+#     Every calibration also fits the per-op dispatch time (device.op_overhead_us) and the
+#     per-microbatch encoder multipliers (data.encoder_cost_scale {"values"}) from the traces.
 #  2. measured encoder activation peak (max over ranks, bytes) for bigmac and optimus at
 #     M = 4, 8, 16, on tiny-mllm and on tests/specs/exec-small.json (whose nominal encoder cost
 #     keeps optimus from parking encoder forwards in bubbles).
