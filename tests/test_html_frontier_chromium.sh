@@ -64,10 +64,11 @@ cat >>"$T/probe.html" <<'JS'
   var cv = document.getElementById("cv"), c = cv.getBoundingClientRect(), crit = 0, K = D.kinds.length;
   var br = -1, bt = 0, bd = -1;
   for (var q = 0; q < D.P; q++) {
-    var a = D.ranks[q], acc = 0;
+    var a = D.ranks[q], acc = 0, on = {};
+    for (var ci = 0; ci < a.c.length; ci++) on[a.c[ci]] = 1;
     for (var j = 0; j < a.k.length; j++) {
       acc += a.s[j];
-      if (a.c[j] && a.k[j] < K && a.d[j] > bd) { bd = a.d[j]; br = q; bt = (acc + a.d[j] / 2) / 1e6; }
+      if (on[j] && a.k[j] < K && a.d[j] > bd) { bd = a.d[j]; br = q; bt = (acc + a.d[j] / 2) / 1e6; }
     }
   }
   if (br >= 0) {

@@ -9,7 +9,7 @@
  *   s start in ns as a delta from the previous op's start, d duration in ns,
  *   wr/wo the op waited for (-1 = none), rd how long (ns) the op's inputs were ready before it
  *   started (the rank was busy)
- *   c 1 for the ops on the critical path (src/report/critical.h), else 0
+ *   c the indices of the rank's ops on the critical path (src/report/critical.h), ascending
  * and the memory trace: mt time in ns (delta), me/mb/mg encoder/backbone/generator MiB x 100,
  * at most MEM_POINTS points per rank (an upper envelope when the trace is longer).
  * The script and style are in this file (report_js, report_css). */
@@ -68,7 +68,8 @@ static const char *const report_js[] = {
     "      var tot = (src.me[j] + src.mb[j] + src.mg[j]) / 100;\n",
     "      if (tot > memMax) memMax = tot;\n",
     "    }\n",
-    "    R.push({k: src.k, m: src.m, x: src.x, p: src.p, wr: src.wr, wo: src.wo, rd: src.rd, c: src.c, s: s, e: e, mt: mt,\n",
+    "    var cr = new Uint8Array(n); for (var ci = 0; ci < src.c.length; ci++) cr[src.c[ci]] = 1;\n",
+    "    R.push({k: src.k, m: src.m, x: src.x, p: src.p, wr: src.wr, wo: src.wo, rd: src.rd, c: cr, s: s, e: e, mt: mt,\n",
     "            me: src.me, mb: src.mb, mg: src.mg});\n",
     "  }\n",
     "  /* lane labels: one DOM element per rank (tests count them) */\n",
@@ -360,7 +361,8 @@ static void put_rank(FILE *f, const struct bm_table *t, const struct bm_timeline
         fprintf(f, "%s%lld", i ? "," : "", rd > 0 ? rd : 0);
     }
     fprintf(f, "],\n\"c\":[");
-    for (int i = 0; i < n; i++) fprintf(f, "%s%d", i ? "," : "", crit ? crit[i] : 0);
+    for (int i = 0, k = 0; i < n; i++)
+        if (crit && crit[i]) fprintf(f, "%s%d", k++ ? "," : "", i);
     /* memory: all points, or the per-bucket maximum when there are too many */
     fprintf(f, "],\n");
     int nm = rt->n_mem, buckets = nm > MEM_POINTS ? MEM_POINTS : 0;

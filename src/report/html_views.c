@@ -14,7 +14,7 @@
 #include "report/html_views.h"
 #include "util/util.h"
 
-#define MINI_BUDGET 400000L
+#define MINI_BUDGET BM_REPORT_MINI_BUDGET
 
 void bm_report_xml_escape(FILE *f, const char *s);
 
@@ -227,11 +227,23 @@ static void frontier_svg(FILE *f, const struct bm_frontier *fr)
 void bm_html_views_body(FILE *f, const struct bm_report_compare *cmp)
 {
     if (!cmp) return;
-    fprintf(f, "<h2>Policy timelines (one time scale)</h2>\n<p class=\"note\">Every policy's simulated timeline, "
-               "stacked on the same time axis (compute ops only; a red line marks each one's makespan), so the "
-               "differences in placement show where one policy waits and another works. Hover: the op.</p>\n"
-               "<div id=\"pwrap\"><canvas id=\"pcv\"></canvas><div id=\"ptip\"></div></div>\n");
+    int drawn = 0;
+    for (int i = 0; i < cmp->n_rows; i++) drawn += cmp->rows[i].t != NULL;
+    if (!drawn)
+        fprintf(f, "<h2>Policy timelines (one time scale)</h2>\n<p class=\"note\" id=\"pskip\">Not drawn: the "
+                   "tables are too big to embed every policy's timeline (more than %ld compute ops in all); "
+                   "`bigmac render SPEC --policy P --format svg --span MS` draws them on one scale.</p>\n",
+                BM_REPORT_MINI_BUDGET);
+    else
+        fprintf(f, "<h2>Policy timelines (one time scale)</h2>\n<p class=\"note\">Every policy's simulated timeline, "
+                   "stacked on the same time axis (compute ops only; a red line marks each one's makespan), so the "
+                   "differences in placement show where one policy waits and another works. Hover: the op.</p>\n"
+                   "<div id=\"pwrap\"><canvas id=\"pcv\"></canvas><div id=\"ptip\"></div></div>\n");
     const struct bm_frontier *fr = cmp->frontier;
+    if (cmp->frontier_skipped_ops > 0)
+        fprintf(f, "<h2>Compute/memory frontier</h2>\n<p class=\"note\" id=\"fskip\">Not drawn: the table has %ld ops, "
+                   "more than %ld, and the frontier plans dozens of variants of it. `bigmac sweep SPEC --frontier` "
+                   "prints it.</p>\n", cmp->frontier_skipped_ops, BM_REPORT_FRONTIER_MAX_OPS);
     if (!fr || fr->n == 0) return;
     fprintf(f, "<h2>Compute/memory frontier</h2>\n<p class=\"note\">Every policy &times; window (bigmac: while a larger "
                "window pays) &times; recompute choice at this parallel setting, as peak memory per rank against "

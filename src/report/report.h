@@ -46,6 +46,8 @@ struct bm_report_policy_row {
     int oom;
     int window;
     int recompute;                   /* 1: the "optimus+recompute" row (encoders, generators) */
+    long n_ops;                      /* the table's ops */
+    double nested_max_ms;            /* largest per-rank encoder + generator busy time */
     struct bm_table *t;              /* the row's table and timeline when ok (owned by the */
     struct bm_timeline *tl;          /* comparison: bm_report_compare_free) */
 };
@@ -54,7 +56,14 @@ struct bm_report_compare {
     int n_rows;
     double bound_ms;                 /* none's makespan + max per-rank nested busy of bigmac; <0 n/a */
     struct bm_frontier *frontier;    /* the compute/memory frontier with its timelines, or NULL */
+    long frontier_skipped_ops;       /* > 0: no frontier, the table has this many ops (too big) */
 };
+
+/* Compute ops of all the timelines a report embeds besides its main one (policy rows first,
+ * then frontier points), and the table size above which a report from a spec builds no
+ * frontier (dozens of plans of it would take minutes; `bigmac sweep --frontier` still can). */
+#define BM_REPORT_MINI_BUDGET 400000L
+#define BM_REPORT_FRONTIER_MAX_OPS 200000L
 
 /* "optimus+recompute" for that row, else the policy's name. */
 const char *bm_report_row_name(const struct bm_report_policy_row *row);
@@ -62,7 +71,9 @@ const char *bm_report_row_name(const struct bm_report_policy_row *row);
 /* Plan and simulate spec s under all six policies with o's parallel settings (o->policy is
  * ignored) and fill cmp; when optimus runs out of memory also optimus with every encoder and
  * generator recomputed (one more row); and the compute/memory frontier (src/report/frontier.h,
- * NULL when nothing of it plans). A policy that fails to plan or simulate gets ok = 0 and its
+ * NULL when nothing of it plans, or when the bigmac table has more than
+ * BM_REPORT_FRONTIER_MAX_OPS ops). Rows and points keep their tables and timelines only while
+ * their compute ops fit BM_REPORT_MINI_BUDGET (in that order). A policy that fails to plan or simulate gets ok = 0 and its
  * error. s's modules' recompute is changed while building and restored. Returns BM_OK; the
  * caller releases cmp with bm_report_compare_free. */
 int bm_report_compare_build(struct bm_spec *s, const struct bm_plan_opts *o,
