@@ -123,6 +123,8 @@ struct bm_module {
     int has_arch;
     int recompute;           /* "recompute": 1 = "full" (Megatron: keep the module's input only,
                               * rerun its forward at the start of its backward), 0 = "none" */
+    double spread;           /* cost.spread: sigma of log op time around the cost (measured by
+                              * `bigmac calibrate`; bm_simulate_expected); 0 = none */
 };
 
 struct bm_device {
@@ -229,6 +231,7 @@ struct bm_table_module {
     int grad_to_backbone;
     struct bm_cost cost;
     int recompute;           /* 1 = full activation recomputation (src/sim/cost.h) */
+    double spread;           /* sigma of log op time around the cost (JSON cost.spread); 0 = none */
 };
 
 struct bm_rank_ops {

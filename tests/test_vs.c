@@ -5,6 +5,7 @@
  * real run is the run's, not the method's). */
 #include "exec/calibrate.h"
 #include "report/report.h"
+#include "sim/expect.h"
 #include "test.h"
 #include "util/util.h"
 
@@ -180,8 +181,94 @@ TEST(op_overhead_by_hand_and_fitted)
     bm_spec_free(s);
 }
 
+/* Op-time spread: cost.spread in spec and table; the expected makespan equals the plain one
+ * without spread, equals the sum of the means on one rank (mean-1 factors: a chain's expected
+ * length is its mean length), exceeds it in a pipeline (a max of noisy chains); calibrating a
+ * timeline drawn with a known spread finds it. */
+TEST(spread_expected_and_fitted)
+{
+    static const char *fmt =
+        "{\"format\": \"bigmac-spec\", \"version\": 1, \"parallel\": {\"pp\": %d, \"microbatches\": %d},\n"
+        " \"schedule\": {\"policy\": \"none\"}, \"device\": {\"link_latency_us\": 0}, \"inputs\": [\"text\"],\n"
+        " \"modules\": [{\"name\": \"llm\", \"consumes\": [\"text\"], \"produces\": [\"h\"],\n"
+        " \"cost\": {\"fwd_ms\": 1, \"bwd_ms\": 1, \"spread\": %g}}]}";
+    char text[1024];
+    struct bm_err err;
+    for (int P = 1; P <= 2; P++) {
+        snprintf(text, sizeof text, fmt, P, 200, 0.25);
+        struct bm_spec *s = NULL;
+        CHECKF(bm_spec_parse(text, "s.json", &s, &err) == BM_OK, "%s", err.msg);
+        if (!s) return;
+        CHECK(s->modules[0].spread == 0.25);
+        struct bm_plan_opts o;
+        bm_plan_opts_from_spec(&o, s);
+        struct bm_table *t = NULL;
+        struct bm_timeline *tl = NULL;
+        CHECKF(bm_plan_build(s, &o, &t, &err) == BM_OK, "%s", err.msg);
+        if (!t || bm_simulate(t, NULL, &tl, &err)) goto next;
+        CHECK(bm_table_has_spread(t) && t->modules[0].spread == 0.25);
+        double ex = 0, sd = 0, ex2 = 0;
+        CHECK(bm_simulate_expected(t, NULL, 32, 5, &ex, &sd, &err) == BM_OK);
+        CHECK(bm_simulate_expected(t, NULL, 32, 5, &ex2, NULL, &err) == BM_OK);
+        CHECK(ex == ex2); /* seeded */
+        if (P == 1) /* 400 ops of mean 1: sum 400, sd of one sum ~ 400^0.5 * 0.25 = 5, of the mean of 32 ~ 0.9 */
+            CHECKF(fabs(ex - 400) < 4, "one rank: expected %g, want ~400", ex);
+        else
+            CHECKF(ex > tl->makespan_ms + 1, "pipeline: expected %g vs plain %g", ex, tl->makespan_ms);
+        /* a timeline drawn with the spread: calibrating it finds sigma (true costs, no scales) */
+        if (P == 1) {
+            long n = bm_table_n_ops(t);
+            double *f = bm_malloc((size_t)n * sizeof *f);
+            struct bm_rng rng;
+            bm_rng_seed(&rng, 11);
+            for (long g = 0; g < n; g++) f[g] = exp(0.25 * bm_rng_normal(&rng) - 0.5 * 0.25 * 0.25);
+            struct bm_timeline *drawn = NULL;
+            CHECK(bm_simulate_op_scaled(t, NULL, f, &drawn, &err) == BM_OK);
+            if (drawn) {
+                double sp[1];
+                const struct bm_timeline *runs[1] = {drawn};
+                bm_calibrate_spread(t, runs, 1, &t->modules[0].cost, NULL, NULL, sp);
+                CHECKF(fabs(sp[0] - 0.25) < 0.03, "fitted spread %g, drawn with 0.25", sp[0]);
+            }
+            bm_timeline_free(drawn);
+            bm_free(f);
+            /* the table JSON carries it, only when set */
+            char *buf = NULL;
+            size_t len = 0;
+            FILE *fp = open_memstream(&buf, &len);
+            bm_table_write_json(t, fp);
+            fclose(fp);
+            CHECK_STR_CONTAINS(buf, "\"spread\": 0.25");
+            struct bm_table *u = NULL;
+            CHECKF(bm_table_parse(buf, "t.json", &u, &err) == BM_OK, "%s", err.msg);
+            if (u) CHECK(u->modules[0].spread == 0.25);
+            bm_table_free(u);
+            free(buf);
+            t->modules[0].spread = 0;
+            buf = NULL;
+            fp = open_memstream(&buf, &len);
+            bm_table_write_json(t, fp);
+            fclose(fp);
+            CHECK(strstr(buf, "spread") == NULL);
+            free(buf);
+            CHECK(bm_simulate_expected(t, NULL, 32, 5, &ex, &sd, &err) == BM_OK);
+            CHECK(ex == tl->makespan_ms && sd == 0);
+        }
+    next:
+        bm_timeline_free(tl);
+        bm_table_free(t);
+        bm_spec_free(s);
+    }
+    /* a bad spread is a positioned error */
+    snprintf(text, sizeof text, fmt, 1, 4, 11.0);
+    struct bm_spec *s = NULL;
+    CHECK(bm_spec_parse(text, "s.json", &s, &err) == BM_ERR && !s);
+    CHECK_STR_CONTAINS(err.msg, "cost.spread must be <= 10");
+}
+
 int main(void)
 {
+    RUN(spread_expected_and_fitted);
     RUN(op_overhead_by_hand_and_fitted);
     RUN(values_cycle_over_microbatches);
     RUN(calibrate_recovers_mb_scale_and_vs_reproduces);

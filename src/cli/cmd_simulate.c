@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "sim/expect.h"
 #include "spec/recompute.h"
 #include "util/util.h"
 
@@ -288,12 +289,25 @@ int bm_cmd_simulate(int argc, char **argv)
             bm_cli_error(err.msg);
             rc = 1;
         } else {
-            if (json) {
+            double ex = 0, sd = 0;
+            int has_spread = bm_table_has_spread(t);
+            if (has_spread && bm_simulate_expected(t, &so, BM_EXPECT_SAMPLES, so.seed, &ex, &sd, &err)) {
+                bm_cli_error(err.msg);
+                rc = 1;
+            } else if (json) {
                 json_t *j = bm_cli_sim_json(t, tl);
+                if (has_spread) {
+                    json_object_set_new(j, "expected_makespan_ms", json_real(ex));
+                    json_object_set_new(j, "expected_makespan_sd_ms", json_real(sd));
+                    json_object_set_new(j, "expected_samples", json_integer(BM_EXPECT_SAMPLES));
+                }
                 bm_cli_json_print(j);
                 json_decref(j);
             } else {
                 print_human(s, &o, t, tl);
+                if (has_spread)
+                    printf("\nexpected makespan under the modules' op-time spread: %.3f ms (sd %.3f over %d samples, "
+                           "seed %llu)\n", ex, sd, BM_EXPECT_SAMPLES, (unsigned long long)so.seed);
             }
             bm_timeline_free(tl);
             bm_table_free(t);

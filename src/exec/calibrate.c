@@ -233,3 +233,51 @@ double bm_calibrate_op_overhead_ms(const struct bm_table *t, const struct bm_tim
         }
     return n ? sum / n : 0;
 }
+
+void bm_calibrate_spread(const struct bm_table *t, const struct bm_timeline *const *tls, int n_runs,
+                         const struct bm_cost *costs, const double *rank_scale, const double *mb_scale, double *out)
+{
+    int nm = t->n_modules, P = t->pp, C = P * (t->vpp > 0 ? t->vpp : 1), M = t->microbatches;
+    size_t ns = (size_t)(nm + C) * 2 * (size_t)P * (size_t)(n_runs > 0 ? n_runs : 1);
+    double *sum = bm_calloc(ns, sizeof *sum), *sq = bm_calloc(ns, sizeof *sq);
+    int *cnt = bm_calloc(ns, sizeof *cnt);
+    double *msq = bm_calloc((size_t)(nm > 0 ? nm : 1), sizeof *msq);
+    long *mn = bm_calloc((size_t)(nm > 0 ? nm : 1), sizeof *mn);
+    for (int m = 0; m < nm; m++) out[m] = 0;
+    if (!sum || !sq || !cnt || !msq || !mn) goto done;
+    for (int r = 0; r < P; r++)
+        for (int k = 0; k < t->ranks[r].n_ops; k++) {
+            const struct bm_op *op = &t->ranks[r].ops[k];
+            if (op->kind != BM_OP_COMPUTE || op->module < 0 || op->module >= nm || op->pass == BM_PASS_W) continue;
+            const struct bm_cost *c = &costs[op->module];
+            double d = op->pass == BM_PASS_F ? c->fwd_ms : c->bwd_ms + (t->modules[op->module].recompute ? c->fwd_ms : 0);
+            int bb = op->module == t->backbone_module && op->chunk >= 0 && op->chunk < C;
+            if (bb) d *= bm_cost_chunk_weight(t, op->chunk);
+            if (mb_scale && t->modules[op->module].role == BM_ROLE_ENCODER && op->mb >= 0 && op->mb < M)
+                d *= mb_scale[op->mb];
+            if (rank_scale) d *= rank_scale[r];
+            if (!(d > 0)) continue;
+            size_t sl0 = (((size_t)(bb ? nm + op->chunk : op->module) * 2 + (op->pass == BM_PASS_F ? 0 : 1)) * (size_t)P +
+                          (size_t)r) * (size_t)n_runs;
+            for (int i = 0; i < n_runs; i++) {
+                double x = tls[i]->ranks[r].ops[k].end_ms - tls[i]->ranks[r].ops[k].start_ms;
+                if (!(x > 0)) continue;
+                double l = log(x / d);
+                size_t sl = sl0 + (size_t)i;
+                sum[sl] += l, sq[sl] += l * l, cnt[sl]++;
+            }
+        }
+    /* pooled within-slot variance per module: each slot centred on its own mean */
+    for (size_t sl = 0; sl < ns; sl++) {
+        if (cnt[sl] < 2) continue;
+        int idx = (int)(sl / ((size_t)2 * (size_t)P * (size_t)n_runs));
+        int m = idx < nm ? idx : t->backbone_module;
+        double mean = sum[sl] / cnt[sl];
+        msq[m] += sq[sl] - cnt[sl] * mean * mean;
+        mn[m] += cnt[sl];
+    }
+    for (int m = 0; m < nm; m++)
+        if (mn[m] > 1 && msq[m] > 0) out[m] = sqrt(msq[m] / mn[m]);
+done:
+    bm_free(sum), bm_free(sq), bm_free(cnt), bm_free(msq), bm_free(mn);
+}

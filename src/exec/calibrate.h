@@ -64,4 +64,12 @@ void bm_calibrate_scales(const struct bm_table *t, const struct bm_timeline *con
  * on every rank's critical chain. */
 double bm_calibrate_op_overhead_ms(const struct bm_table *t, const struct bm_timeline *const *tls, int n_runs);
 
+/* Op-time spread per module (module cost.spread, src/sim/expect.h): the standard deviation of
+ * log(measured duration / modelled duration) over the module's F and B ops, each (module or
+ * backbone chunk, pass, rank, run) slot centred on its own mean so only the op-to-op variation
+ * within a step is left (not the drift of the machine's speed from run to run); the model includes the chunk weight, mb_scale (encoders) and rank_scale (either may be
+ * NULL = 1). out[t->n_modules]; 0 for modules with fewer than two ops. */
+void bm_calibrate_spread(const struct bm_table *t, const struct bm_timeline *const *tls, int n_runs,
+                         const struct bm_cost *costs, const double *rank_scale, const double *mb_scale, double *out);
+
 #endif

@@ -69,6 +69,7 @@ int bm_plan_copy_modules(struct bm_table *t, const struct bm_spec *s, struct bm_
         d->grad_to_backbone = m->grad_to_backbone;
         d->cost = m->cost;
         d->recompute = m->recompute;
+        d->spread = m->spread;
         d->name = bm_strdup(m->name);
         d->consumes = copy_strv(m->consumes, m->n_consumes);
         d->produces = copy_strv(m->produces, m->n_produces);

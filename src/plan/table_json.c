@@ -63,6 +63,10 @@ int bm_table_write_json(const struct bm_table *t, FILE *f)
         bm_put_num(f, m->cost.state_mib);
         fprintf(f, ", \"out_mib\": ");
         bm_put_num(f, m->cost.out_mib);
+        if (m->spread > 0) { /* absent = 0 */
+            fprintf(f, ", \"spread\": ");
+            bm_put_num(f, m->spread);
+        }
         fprintf(f, "}}%s\n", i + 1 < t->n_modules ? "," : "");
     }
     int C = t->pp * t->vpp;
@@ -257,7 +261,7 @@ static int load_modules(struct ld *L, json_t *root, struct bm_table *t)
 {
     static const char *const mkeys[] = {"name", "role", "consumes", "produces", "grad_to_backbone",
                                         "cost", "recompute", NULL};
-    static const char *const ckeys[] = {"fwd_ms", "bwd_ms", "act_mib", "state_mib", "out_mib", NULL};
+    static const char *const ckeys[] = {"fwd_ms", "bwd_ms", "act_mib", "state_mib", "out_mib", "spread", NULL};
     json_t *mods = json_object_get(root, "modules");
     if (!mods) return fail(L, "", "missing required field \"modules\"");
     if (!json_is_array(mods) || json_array_size(mods) == 0)
@@ -330,6 +334,14 @@ static int load_modules(struct ld *L, json_t *root, struct bm_table *t)
                 get_num(L, c, q, "state_mib", &m->cost.state_mib) ||
                 get_num(L, c, q, "out_mib", &m->cost.out_mib))
                 return BM_ERR;
+            if (json_object_get(c, "spread")) {
+                if (get_num(L, c, q, "spread", &m->spread)) return BM_ERR;
+                if (!(m->spread >= 0 && m->spread <= 10)) {
+                    char q2[96];
+                    snprintf(q2, sizeof q2, "%s.spread", q);
+                    return fail(L, q2, "\"spread\" must be a number in [0, 10]");
+                }
+            }
         }
     }
     if (t->backbone_module < 0) return fail(L, "modules", "no module has role \"backbone\"");

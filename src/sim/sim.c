@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "sim/cost.h"
+#include "sim/expect.h"
 #include "util/util.h"
 
 /* ---------------------------------------------------------------- timeline objects */
@@ -164,6 +165,7 @@ struct sim {
     double *act;       /* [P*3] live activations per role */
     uint8_t *parked;   /* rank waits at pc for a send */
     uint8_t *parked_oh; /* the parked op's dispatch overhead is already in tfree */
+    const double *op_scale; /* [ops] duration factor per compute op (global id), or NULL */
     int *stack, sp;
 };
 
@@ -401,6 +403,7 @@ static int run_rank(struct sim *s, int r, struct bm_err *err)
             if (op->module != t->backbone_module)
                 d *= s->jit[((size_t)op->module * 2 + (op->pass == BM_PASS_F ? 0 : 1)) * (size_t)s->M +
                             (size_t)op->mb];
+            if (s->op_scale) d *= s->op_scale[s->base[r] + i];
             *ot = (struct bm_op_time){tf, tf + d, ready, wr, wo};
             int role = t->modules[op->module].role;
             if ((unsigned)role >= BM_N_ROLES) role = BM_ROLE_BACKBONE;
@@ -492,10 +495,17 @@ static int deadlock_error(struct sim *s, struct bm_err *err)
 int bm_simulate(const struct bm_table *t, const struct bm_sim_opts *o, struct bm_timeline **out,
                 struct bm_err *err)
 {
+    return bm_simulate_op_scaled(t, o, NULL, out, err);
+}
+
+int bm_simulate_op_scaled(const struct bm_table *t, const struct bm_sim_opts *o, const double *op_scale,
+                          struct bm_timeline **out, struct bm_err *err)
+{
     *out = NULL;
     if (validate(t, err)) return BM_ERR;
     struct sim s;
     memset(&s, 0, sizeof s);
+    s.op_scale = op_scale;
     int rc = BM_ERR;
     s.tl = bm_timeline_new(t);
     if (!s.tl) {

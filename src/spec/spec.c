@@ -50,7 +50,7 @@ static const char *const schedule_keys[] = {"backbone", "policy", "window", NULL
 static const char *const module_keys[] = {"name", "role", "consumes", "produces", "layers", "cost",
                                           "grad_to_backbone", "impl", "arch", "doc", "recompute", NULL};
 static const char *const recompute_names[] = {"none", "full", NULL};
-static const char *const cost_keys[] = {"fwd_ms", "bwd_ms", "act_mib", "state_mib", "out_mib", NULL};
+static const char *const cost_keys[] = {"fwd_ms", "bwd_ms", "act_mib", "state_mib", "out_mib", "spread", NULL};
 static const char *const arch_keys[] = {"params", "layers", "hidden", "heads", "ffn", "vocab", "seq",
                                         "tokens", "image", "patch", "channels", "cond", NULL};
 static const char *const data_keys[] = {"encoder_cost_scale", "seed", "samples_per_microbatch",
@@ -755,7 +755,8 @@ static int parse_module(struct ctx *c, int i, json_t *mo)
             get_num(c, co, p, "bwd_ms", 0, GT, MAX_MS, &k->bwd_ms, NULL) ||
             get_num(c, co, p, "act_mib", 0, GE, MAX_MIB, &k->act_mib, NULL) ||
             get_num(c, co, p, "state_mib", 0, GE, MAX_MIB, &k->state_mib, NULL) ||
-            get_num(c, co, p, "out_mib", 0, GE, MAX_MIB, &k->out_mib, NULL))
+            get_num(c, co, p, "out_mib", 0, GE, MAX_MIB, &k->out_mib, NULL) ||
+            get_num(c, co, p, "spread", 0, GE, 10, &m->spread, NULL))
             return BM_ERR;
         m->cost_given = 1;
     } else if (m->has_arch && m->arch.params > 0 && m->arch.tokens > 0) {
