@@ -7,6 +7,10 @@
 #     makespan (costs calibrated once, medians and means, from the last-step trace of bigmac's
 #     run with the median traced makespan; means pooled over the last-step traces of all of
 #     bigmac's runs; and the same with each rank's measured speed, `calibrate --rank-scale`).
+#     Every calibration also fits the per-op dispatch time (device.op_overhead_us), the
+#     per-microbatch encoder multipliers (data.encoder_cost_scale {"values"}) from the traces.
+#     The last prediction also fits each module's op-time spread (`calibrate --spread`) and
+#     takes `simulate --json`'s expected_makespan_ms (the mean over 32 draws of the op times).
 #  2. measured encoder activation peak (max over ranks, bytes) for bigmac and optimus at
 #     M = 4, 8, 16, on tiny-mllm and on tests/specs/exec-small.json (whose nominal encoder cost
 #     keeps optimus from parking encoder forwards in bubbles).
@@ -33,8 +37,8 @@ makespan_of() { "$BIGMAC" render "$1" --format ascii --width 60 | sed -n 's/^mak
 
 echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores; P=2, $STEPS steps x $REPS runs; ranks ${PRIO:-at normal priority}"
 echo
-echo "| policy | step ms (median) | step / bigmac | makespan ms (median walk) | makespan / bigmac | traced makespan ms (median) | predicted ms (median costs) | error | predicted ms (mean costs) | error | predicted ms (mean costs, all runs) | error | error vs traced | predicted ms (all runs + rank scale) | error | error vs traced |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+echo "| policy | step ms (median) | step / bigmac | makespan ms (median walk) | makespan / bigmac | traced makespan ms (median) | predicted ms (median costs) | error | predicted ms (mean costs) | error | predicted ms (mean costs, all runs) | error | error vs traced | predicted ms (all runs + rank scale) | error | error vs traced | expected ms (all runs + rank scale + spread) | error | error vs traced |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 declare -A STEP MK TR BEST
 for pol in bigmac optimus unified; do : >"$T/$pol.ms"; : >"$T/$pol.mk"; : >"$T/$pol.walk"; done
 # policies interleaved within each repetition, so a slow spell of the machine hits all of them
@@ -62,16 +66,21 @@ done
 "$BIGMAC" calibrate "$T"/bigmac.*.json --spec $SPEC --mean -o "$T/cal_pooled.json"
 # and each rank's measured speed (device.rank_time_scale): the ranks need not run at one speed
 "$BIGMAC" calibrate "$T"/bigmac.*.json --spec $SPEC --mean --rank-scale -o "$T/cal_ranks.json"
+# and the op-to-op spread of the op times (a makespan is a max-plus sum: longer under noise)
+"$BIGMAC" calibrate "$T"/bigmac.*.json --spec $SPEC --mean --rank-scale --spread -o "$T/cal_spread.json"
 for pol in bigmac optimus unified; do
     row=$(awk -v p=$pol -v s="${STEP[$pol]}" -v m="${MK[$pol]}" -v b="${STEP[bigmac]}" -v mb="${MK[bigmac]}" \
         -v tr="${TR[$pol]}" 'BEGIN{printf "| %s | %.2f | %.3f | %.2f | %.3f | %.2f", p, s, s/b, m, m/mb, tr}')
-    for stat in median mean pooled ranks; do
-        "$BIGMAC" render "$T/cal_$stat.json" --pp 2 --unit 2 --policy $pol --format trace -o "$T/pred.json" 2>/dev/null
-        pred=$(makespan_of "$T/pred.json")
+    for stat in median mean pooled ranks spread; do
+        # the expected makespan under the calibrated op-time spread (`simulate --json`), the
+        # plain simulated makespan for a spec without spread
+        "$BIGMAC" simulate "$T/cal_$stat.json" --pp 2 --unit 2 --policy $pol --json >"$T/pred.json" 2>/dev/null
+        pred=$(sed -n 's/.*"expected_makespan_ms": \([0-9.e+-]*\).*/\1/p' "$T/pred.json")
+        [ -n "$pred" ] || pred=$(sed -n 's/^  "makespan_ms": \([0-9.e+-]*\).*/\1/p' "$T/pred.json")
         row="$row$(awk -v m="${MK[$pol]}" -v pr="$pred" 'BEGIN{printf " | %.2f | %+.1f%%", pr, (pr-m)/m*100}')"
         # the all-runs predictions also against the traced steps themselves (the steps the costs
         # came from, for bigmac; the same runs' last steps for the others): no step-to-step drift
-        if [ $stat = pooled ] || [ $stat = ranks ]; then
+        if [ $stat = pooled ] || [ $stat = ranks ] || [ $stat = spread ]; then
             row="$row$(awk -v m="${TR[$pol]}" -v pr="$pred" 'BEGIN{printf " | %+.1f%%", (pr-m)/m*100}')"
         fi
     done

@@ -139,6 +139,10 @@ struct bm_module {
     char *impl;              /* built-in model name ("vit", "gpt", "dit", or registered); NULL */
     struct bm_arch arch;
     int has_arch;
+    int recompute;           /* "recompute": 1 = "full" (Megatron: keep the module's input only,
+                              * rerun its forward at the start of its backward), 0 = "none" */
+    double spread;           /* cost.spread: sigma of log op time around the cost (measured by
+                              * `bigmac calibrate`; bm_simulate_expected); 0 = none */
 };
 
 struct bm_device {
@@ -168,6 +172,10 @@ struct bm_data {
     uint64_t seed;              /* dataset seed (default 1) */
     int samples_per_microbatch; /* default 1 */
     int max_images;             /* images per sample drawn from 1..max_images (default 1) */
+    /* encoder_cost_scale {"values": [...]}: explicit multipliers, cycled over microbatches
+     * (microbatch m gets encoder_cost_values[m % n]); NULL = drawn from encoder_cost_scale */
+    double *encoder_cost_values;
+    int n_encoder_cost_values;
 };
 
 struct bm_train {
@@ -197,6 +205,10 @@ struct bm_spec {
      * slower or faster, e.g. from `bigmac calibrate`); NULL = 1 on every rank */
     double *rank_time_scale;
     int n_rank_time_scale;
+    /* device.op_overhead_us: time every op (compute, send, recv) occupies its rank before it
+     * starts: the executor's per-op dispatch (bookkeeping, MPI progress calls), measured by
+     * `bigmac calibrate`; 0 = none */
+    double op_overhead_us;
 };
 
 /* Parse and check the spec at 'path'. On success returns BM_OK and stores a new spec in *out,
@@ -242,6 +254,8 @@ struct bm_table_module {
     char **produces;  int n_produces;
     int grad_to_backbone;
     struct bm_cost cost;
+    int recompute;           /* 1 = full activation recomputation (src/sim/cost.h) */
+    double spread;           /* sigma of log op time around the cost (JSON cost.spread); 0 = none */
 };
 
 struct bm_rank_ops {
@@ -271,6 +285,12 @@ struct bm_table {
      * The executor's measured ctx_bytes go here so the simulator predicts its exact peaks.
      * Not part of the JSON table. Owned by the table (bm_table_free frees it). */
     double *act_bytes;
+    /* Optional measured bytes a recomputed forward keeps (its input), laid out as act_bytes;
+     * NULL = the modelled input (bm_cost_input_mib). Owned by the table. */
+    double *in_bytes;
+    /* per-op dispatch time (ms) every op occupies its rank with before it starts (spec
+     * device.op_overhead_us; JSON "op_overhead_us", written only when > 0); 0 = none */
+    double op_overhead_ms;
 };
 
 /* Backbone chunk tensor name: "<backbone>.c<chunk>.out". */

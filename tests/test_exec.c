@@ -18,6 +18,7 @@
 #define SPEC "tests/specs/exec-small.json"
 #define SPEC_2ENC "tests/specs/exec-2enc.json" /* two encoders: chunk 0 takes both outputs */
 #define SPEC_3GEN "tests/specs/exec-2gen.json" /* three generators, two with gradients to sum */
+#define SPEC_RC "tests/specs/exec-recompute.json" /* exec-small, every module "recompute": "full" */
 
 static char tmpdir[512];
 
@@ -211,13 +212,19 @@ static void check_peaks_equal_simulated(const char *path)
             CHECKF(rc == BM_OK, "%s", err.msg);
             int C = t->pp * t->vpp, M = t->microbatches;
             t->act_bytes = bm_calloc((size_t)t->n_modules * C * M, sizeof(double));
+            t->in_bytes = bm_calloc((size_t)t->n_modules * C * M, sizeof(double));
             for (int r = 0; r < 2; r++) {
-                const size_t *b = bm_exec_op_bytes(x[r]);
+                const size_t *b = bm_exec_op_bytes(x[r]), *ib = bm_exec_op_in_bytes(x[r]);
                 for (int k = 0; k < t->ranks[r].n_ops; k++) {
                     const struct bm_op *op = &t->ranks[r].ops[k];
                     if (op->kind != BM_OP_COMPUTE || op->pass != BM_PASS_F) continue;
                     CHECK(b[k] > 0);
                     t->act_bytes[((size_t)op->module * C + (op->chunk >= 0 ? op->chunk : 0)) * M + op->mb] = (double)b[k];
+                    t->in_bytes[((size_t)op->module * C + (op->chunk >= 0 ? op->chunk : 0)) * M + op->mb] = (double)ib[k];
+                    /* a recomputed forward keeps exactly its input: in_count floats (encoders: none) */
+                    if (!t->modules[op->module].recompute) CHECK(ib[k] == 0);
+                    else if (t->modules[op->module].role == BM_ROLE_ENCODER) CHECK(ib[k] == 0);
+                    else CHECK(ib[k] > 0 && ib[k] < b[k]);
                 }
             }
             struct bm_timeline *tl = NULL;
@@ -244,6 +251,38 @@ TEST(measured_peaks_equal_simulated_with_measured_bytes)
     check_peaks_equal_simulated(SPEC);
     check_peaks_equal_simulated(SPEC_2ENC);
     check_peaks_equal_simulated(SPEC_3GEN);
+    check_peaks_equal_simulated(SPEC_RC);
+}
+
+/* Recomputation changes no number the model computes: every module recomputed trains equal to
+ * the (non-recomputing) reference. */
+TEST(recompute_matches_reference)
+{
+    struct pcfg cfg[] = {{2, 1, BM_BB_1F1B}, {2, 2, BM_BB_INTERLEAVED}};
+    enum bm_policy pols[] = {BM_POL_BIGMAC, BM_POL_OPTIMUS, BM_POL_UNIFIED};
+    check_matches_reference(SPEC_RC, cfg, sizeof cfg / sizeof cfg[0], pols, sizeof pols / sizeof pols[0]);
+}
+
+/* ... and holds less: at M = 8 (optimus keeps every encoder forward) the measured backbone and
+ * encoder peaks of the recomputed spec are below the plain one's. */
+TEST(recompute_measured_peaks_fall)
+{
+    double pk[2][2 * BM_N_ROLES];
+    const char *paths[2] = {SPEC, SPEC_RC};
+    for (int k = 0; k < 2; k++) {
+        memset(pk[k], 0, sizeof pk[k]);
+        struct bm_spec *s = load_spec_at(paths[k]);
+        if (!s) return;
+        s->microbatches = 8;
+        struct bm_table *t = plan(s, 2, 1, BM_BB_1F1B, BM_POL_OPTIMUS);
+        struct bm_exec_opts o = {.steps = 1, .peak_out = pk[k]};
+        struct bm_err err;
+        CHECKF(t && train_local(s, t, &o, &err) == BM_OK, "%s", err.msg);
+        bm_table_free(t);
+        bm_spec_free(s);
+    }
+    for (int role = 0; role < 2; role++) /* encoder, backbone on rank 0 */
+        CHECKF(pk[1][role] < pk[0][role], "role %d: recomputed %g, plain %g", role, pk[1][role], pk[0][role]);
 }
 
 /* bigmac keeps encoder activations bounded as M grows; optimus holds every microbatch's. */
@@ -604,6 +643,8 @@ int main(void)
     RUN(two_encoders_match_reference);
     RUN(three_generators_match_reference);
     RUN(measured_peaks_equal_simulated_with_measured_bytes);
+    RUN(recompute_matches_reference);
+    RUN(recompute_measured_peaks_fall);
     RUN(bigmac_encoder_peak_flat_in_M_optimus_grows);
     RUN(calibrate_from_measured_timeline);
     RUN(calibrated_rank_scale_reproduces_uneven_ranks);

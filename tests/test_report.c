@@ -445,6 +445,7 @@ TEST(html_self_contained)
         CHECK_STR_CONTAINS(buf, want);
     }
     free(buf);
+    bm_report_compare_free(&cmp);
     bm_spec_free(s);
     bm_timeline_free(tl);
     bm_table_free(t);

@@ -1,4 +1,4 @@
-/* cmd_calibrate.c — `bigmac calibrate TRACE.json... [--spec SPEC.json] [--mean] [--rank-scale] [-o FILE]`: measured
+/* cmd_calibrate.c — `bigmac calibrate TRACE.json... [--spec SPEC.json] [--mean] [--rank-scale] [--spread] [-o FILE]`: measured
  * op times and bytes of executor traces -> spec costs (src/exec/calibrate.h, docs/executor.md). */
 #include <jansson.h>
 #include <stdio.h>
@@ -12,7 +12,7 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: bigmac calibrate TRACE.json... [--spec SPEC.json] [--mean] [--rank-scale] [-o FILE]\n"
+            "usage: bigmac calibrate TRACE.json... [--spec SPEC.json] [--mean] [--rank-scale] [--spread] [-o FILE]\n"
             "\n"
             "Turns the measured op times and activation bytes of an executor trace\n"
             "(`bigmac train ... --trace TRACE.json`) into per-module spec costs: fwd_ms/bwd_ms per\n"
@@ -28,8 +28,14 @@ static void usage(FILE *f)
             "   \"modules\": [{\"name\": \"vit\", \"cost\": {\"fwd_ms\": ..., ...}}, ...]}\n"
             "(\"trace\": the first trace; \"traces\": all of them), whose \"cost\" objects paste\n"
             "into the spec's modules. With --spec it writes that spec\n"
-            "with every traced module's \"cost\" replaced and data.encoder_cost_scale removed (the\n"
-            "measured microbatch variation is already averaged in): ready for `bigmac simulate`.\n"
+            "with every traced module's \"cost\" replaced and data.encoder_cost_scale set to the\n"
+            "measured per-microbatch encoder multipliers ({\"values\": [...]}: each microbatch's\n"
+            "encoder time over what the calibrated costs say; \"encoder_cost_scale\" in the\n"
+            "fragment) and device.op_overhead_us to the measured per-op dispatch time (the mean gap\n"
+            "between an op and the rank's previous one; \"op_overhead_us\" in the fragment):\n"
+            "ready for `bigmac simulate`. --spread also writes each module's cost.spread (sigma of\n"
+            "log op time around the model, within a step): `simulate` then also gives the expected\n"
+            "makespan under that spread (experimental: docs/simulator.md).\n"
             "--rank-scale also measures how much slower or faster each rank ran than the module\n"
             "costs say (its compute time over the costs' prediction for its ops) and writes it as\n"
             "device.rank_time_scale (with --spec; \"rank_time_scale\" in the fragment): one\n"
@@ -37,7 +43,7 @@ static void usage(FILE *f)
             "-o - (the default) writes to stdout.\n");
 }
 
-static json_t *cost_json(const struct bm_cost *c)
+static json_t *cost_json(const struct bm_cost *c, double spread)
 {
     json_t *o = json_object();
     json_object_set_new(o, "fwd_ms", json_real(c->fwd_ms));
@@ -45,6 +51,7 @@ static json_t *cost_json(const struct bm_cost *c)
     json_object_set_new(o, "act_mib", json_real(c->act_mib));
     json_object_set_new(o, "state_mib", json_real(c->state_mib));
     json_object_set_new(o, "out_mib", json_real(c->out_mib));
+    if (spread > 0) json_object_set_new(o, "spread", json_real(spread));
     return o;
 }
 
@@ -54,7 +61,7 @@ int bm_cmd_calibrate(int argc, char **argv)
     /* the trace paths, gathered at the front of argv (never ahead of the scan) */
     const char **traces = (const char **)argv;
     int n_traces = 0;
-    int mean = 0, rank_scale = 0;
+    int mean = 0, rank_scale = 0, want_spread = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -64,6 +71,8 @@ int bm_cmd_calibrate(int argc, char **argv)
             mean = 1;
         } else if (!strcmp(a, "--rank-scale")) {
             rank_scale = 1;
+        } else if (!strcmp(a, "--spread")) {
+            want_spread = 1;
         } else if (!strcmp(a, "--spec") || !strcmp(a, "-o")) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "bigmac: error: %s needs a value\n", a);
@@ -88,6 +97,8 @@ int bm_cmd_calibrate(int argc, char **argv)
     struct bm_timeline **tl = bm_calloc((size_t)n_traces, sizeof *tl);
     struct bm_cost *costs = NULL;
     json_t *root = NULL, *scale = NULL; /* scale: device.rank_time_scale, with --rank-scale */
+    json_t *mb_values = NULL;           /* data.encoder_cost_scale.values */
+    double *spread = NULL;              /* cost.spread per module */
     int rc = 1;
     if (!t || !tl) {
         bm_err_set(&err, "out of memory");
@@ -111,17 +122,43 @@ int bm_cmd_calibrate(int argc, char **argv)
         goto fail;
     }
     if (bm_calibrate_runs(t[0], (const struct bm_timeline *const *)tl, n_traces, mean, costs, &err)) goto fail;
+    double *rs = NULL;
     if (rank_scale) {
-        double *rs = bm_malloc((size_t)t[0]->pp * sizeof *rs);
+        rs = bm_malloc((size_t)t[0]->pp * sizeof *rs);
         if (!rs) {
             bm_err_set(&err, "out of memory");
             goto fail;
         }
+    }
+    double *mbs = NULL; /* the microbatch scales, kept for the spread */
+    /* the measured per-microbatch encoder multipliers (when there are encoders), fitted
+     * together with the rank scale when that is asked for */
+    int has_enc = 0;
+    for (int k = 0; k < t[0]->n_modules; k++) has_enc |= t[0]->modules[k].role == BM_ROLE_ENCODER;
+    if (has_enc) {
+        double *ms = bm_malloc((size_t)t[0]->microbatches * sizeof *ms);
+        if (!ms) {
+            bm_free(rs);
+            bm_err_set(&err, "out of memory");
+            goto fail;
+        }
+        bm_calibrate_scales(t[0], (const struct bm_timeline *const *)tl, n_traces, costs, rs, ms);
+        mb_values = json_array();
+        for (int m = 0; m < t[0]->microbatches; m++) json_array_append_new(mb_values, json_real(ms[m]));
+        mbs = ms;
+    } else if (rs) {
         bm_calibrate_rank_scale(t[0], (const struct bm_timeline *const *)tl, n_traces, costs, rs);
+    }
+    if (rs) {
         scale = json_array();
         for (int r = 0; r < t[0]->pp; r++) json_array_append_new(scale, json_real(rs[r]));
-        bm_free(rs);
     }
+    /* the op-to-op spread around all of that, per module */
+    if (want_spread) spread = bm_malloc((size_t)t[0]->n_modules * sizeof *spread);
+    if (spread) bm_calibrate_spread(t[0], (const struct bm_timeline *const *)tl, n_traces, costs, rs, mbs, spread);
+    bm_free(rs);
+    bm_free(mbs);
+    double overhead_us = bm_calibrate_op_overhead_ms(t[0], (const struct bm_timeline *const *)tl, n_traces) * 1000.0;
     if (spec) {
         json_error_t je;
         root = json_load_file(spec, 0, &je);
@@ -136,13 +173,19 @@ int bm_cmd_calibrate(int argc, char **argv)
         {
             const char *name = json_string_value(json_object_get(m, "name"));
             int k = name ? bm_table_find_module(t[0], name) : -1;
-            if (k >= 0) json_object_set_new(m, "cost", cost_json(&costs[k]));
+            if (k >= 0) json_object_set_new(m, "cost", cost_json(&costs[k], spread ? spread[k] : 0));
         }
         json_t *data = json_object_get(root, "data");
         if (data) json_object_del(data, "encoder_cost_scale");
+        if (mb_values) {
+            if (!json_is_object(data)) json_object_set_new(root, "data", data = json_object());
+            json_object_set_new(data, "encoder_cost_scale", json_pack("{s:o}", "values", mb_values));
+            mb_values = NULL;
+        }
+        json_t *dev = json_object_get(root, "device");
+        if (!json_is_object(dev)) json_object_set_new(root, "device", dev = json_object());
+        json_object_set_new(dev, "op_overhead_us", json_real(overhead_us));
         if (scale) {
-            json_t *dev = json_object_get(root, "device");
-            if (!json_is_object(dev)) json_object_set_new(root, "device", dev = json_object());
             json_object_set_new(dev, "rank_time_scale", scale);
             scale = NULL;
         }
@@ -158,12 +201,15 @@ int bm_cmd_calibrate(int argc, char **argv)
         for (int k = 0; k < t[0]->n_modules; k++) {
             json_t *m = json_object();
             json_object_set_new(m, "name", json_string(t[0]->modules[k].name));
-            json_object_set_new(m, "cost", cost_json(&costs[k]));
+            json_object_set_new(m, "cost", cost_json(&costs[k], spread ? spread[k] : 0));
             json_array_append_new(mods, m);
         }
         json_object_set_new(root, "modules", mods);
+        json_object_set_new(root, "op_overhead_us", json_real(overhead_us));
         if (scale) json_object_set_new(root, "rank_time_scale", scale);
         scale = NULL;
+        if (mb_values) json_object_set_new(root, "encoder_cost_scale", json_pack("{s:o}", "values", mb_values));
+        mb_values = NULL;
     }
     size_t flags = JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6);
     int wr = !strcmp(out, "-") ? json_dumpf(root, stdout, flags) : json_dump_file(root, out, flags);
@@ -179,6 +225,8 @@ fail:
 done:
     if (root) json_decref(root);
     if (scale) json_decref(scale);
+    if (mb_values) json_decref(mb_values);
+    bm_free(spread);
     bm_free(costs);
     for (int i = 0; i < n_traces; i++) {
         if (tl) bm_timeline_free(tl[i]);

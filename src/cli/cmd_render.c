@@ -18,6 +18,7 @@ static void usage(FILE *f)
             "                     --format ascii|svg|html|trace|csv [-o FILE] [--width N]\n"
             "                     [--title TEXT] [--span MS] [plan flags: --pp --vpp --microbatches\n"
             "                      --unit --backbone --policy --window]\n"
+            "       bigmac render RUN_TRACE.json --table TABLE.json --format html [-o FILE]\n"
             "\n"
             "Draws one training iteration's schedule:\n"
             "  ascii  one line per rank in the terminal (--width columns; default $COLUMNS or 120)\n"
@@ -29,6 +30,8 @@ static void usage(FILE *f)
             "  trace  Chrome trace JSON for Perfetto / chrome://tracing (docs/trace.md); it embeds\n"
             "         the table, so `render trace.json --format html` works\n"
             "  csv    PyTorch-pipelining style rows (docs/csv.md); reload with `plan --from-csv`\n"
+            "--table TABLE.json (with a measured trace, html): also the table simulated with the\n"
+            "costs calibrated from the trace, under the measured timeline, and the per-op deviation.\n"
             "A SPEC is planned with the plan flags first; a table or CSV is simulated; a trace is\n"
             "drawn with the times it holds. -o - (the default) writes to stdout.\n"
             "\n"
@@ -88,7 +91,7 @@ static int write_out(int fm, const struct bm_table *t, const struct bm_timeline 
 int bm_cmd_render(int argc, char **argv)
 {
     struct bm_cli_plan_flags flags = {0};
-    const char *in = NULL, *out = "-", *title = NULL;
+    const char *in = NULL, *out = "-", *title = NULL, *vs_table = NULL;
     int fm = F_NONE, width = 0, any_plan_flag = 0;
     double span = 0;
     for (int i = 1; i < argc; i++) {
@@ -104,7 +107,7 @@ int bm_cmd_render(int argc, char **argv)
             continue;
         }
         if (!strcmp(a, "-o") || !strcmp(a, "--format") || !strcmp(a, "--width") ||
-            !strcmp(a, "--title") || !strcmp(a, "--span")) {
+            !strcmp(a, "--title") || !strcmp(a, "--span") || !strcmp(a, "--table")) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "bigmac: error: %s needs a value\n", a);
                 return BM_USAGE;
@@ -112,6 +115,7 @@ int bm_cmd_render(int argc, char **argv)
             const char *v = argv[++i];
             if (a[1] == 'o') out = v;
             else if (!strcmp(a, "--title")) title = v;
+            else if (!strcmp(a, "--table")) vs_table = v;
             else if (!strcmp(a, "--span")) {
                 if (bm_cli_double(a, v, &span)) return BM_USAGE;
             }
@@ -142,6 +146,11 @@ int bm_cmd_render(int argc, char **argv)
         return BM_USAGE;
     }
     if (!width) width = default_width();
+    if (vs_table && fm != F_HTML) {
+        fprintf(stderr, "bigmac: error: render: --table draws the simulated timeline under a measured one: "
+                        "--format html only\n");
+        return BM_USAGE;
+    }
 
     struct bm_err err;
     size_t len;
@@ -207,7 +216,7 @@ int bm_cmd_render(int argc, char **argv)
                 bm_err_set(&err, "out of memory");
                 goto fail;
             }
-            bm_report_compare_build(spec, &o, cmp);
+            bm_report_compare_build(spec, &o, cmp); /* rows start zeroed: freeing is safe */
         }
     }
     if (!is_trace && fm != F_CSV && bm_simulate(t, NULL, &tl, &err)) {
@@ -218,6 +227,35 @@ int bm_cmd_render(int argc, char **argv)
     }
     if (fm == F_CSV && bm_csv_check_names(t, &err)) goto fail;
     if (!title) title = spec && spec->name ? spec->name : in;
+    if (vs_table) { /* the measured run against its table simulated from the run's own costs */
+        if (!is_trace || !tl->measured) {
+            bm_err_set(&err, "%s: --table needs a measured trace (`bigmac train ... --trace`), got %s", in,
+                       is_trace ? "a simulated trace" : "no trace");
+            goto fail;
+        }
+        struct bm_table *vt = NULL;
+        struct bm_timeline *vtl = NULL;
+        if (bm_table_load(vs_table, &vt, &err)) goto fail;
+        if (bm_report_vs_simulate(t, tl, vt, &vtl, &err)) {
+            char msg[sizeof err.msg + 300];
+            snprintf(msg, sizeof msg, "%s: %s", vs_table, err.msg);
+            snprintf(err.msg, sizeof err.msg, "%s", msg);
+            bm_table_free(vt);
+            goto fail;
+        }
+        FILE *f = strcmp(out, "-") ? fopen(out, "w") : stdout;
+        if (!f) {
+            bm_err_set(&err, "%s: cannot open for writing", out);
+            bm_timeline_free(vtl), bm_table_free(vt);
+            goto fail;
+        }
+        rc = bm_render_html_vs(t, tl, vtl, title, f);
+        if (f != stdout ? fclose(f) != 0 : fflush(f) != 0) rc = BM_ERR;
+        if (rc) fprintf(stderr, "bigmac: error: %s: write error\n", out);
+        else if (strcmp(out, "-")) fprintf(stderr, "wrote %s\n", out);
+        bm_timeline_free(vtl), bm_table_free(vt);
+        goto done;
+    }
     rc = write_out(fm, t, tl, cmp, title, width, span, out);
     if (!rc && strcmp(out, "-")) fprintf(stderr, "wrote %s\n", out);
     goto done;
@@ -225,6 +263,7 @@ fail:
     bm_cli_error(err.msg);
     rc = BM_ERR;
 done:
+    if (cmp) bm_report_compare_free(cmp);
     bm_free(cmp);
     bm_timeline_free(tl);
     bm_table_free(t);

@@ -9,6 +9,9 @@
 
 #include "cli/cli.h"
 #include "sim/hosts.h"
+#include "sim/expect.h"
+#include "spec/recompute.h"
+#include "util/util.h"
 
 #define GIB(mib) ((mib) / 1024.0)
 
@@ -23,7 +26,8 @@ static void usage(FILE *f)
             "peak memory per rank and role, OOM against the device memory, samples/s.\n"
             "  --compare    every policy (bigmac, optimus, unified, unified-balanced, ideal, none)\n"
             "               and the zero-added-bubble bound (none's makespan + the largest per-rank\n"
-            "               encoder+generator compute of the bigmac table)\n"
+            "               encoder+generator compute of the bigmac table); when optimus runs out\n"
+            "               of memory also optimus+recompute (encoders and generators recomputed)\n"
             "  --json       one JSON object on stdout\n"
             "  --jitter X   encoder/generator op durations x (1 + X*u), u uniform in [-1,1] (default 0)\n"
             "  --seed S     jitter seed (default 1)\n"
@@ -172,9 +176,46 @@ static double max_nested_ms(const struct bm_timeline *tl)
 static const enum bm_policy compare_order[BM_N_POLICIES] = {
     BM_POL_BIGMAC, BM_POL_OPTIMUS, BM_POL_UNIFIED, BM_POL_UNIFIED_BALANCED, BM_POL_IDEAL, BM_POL_NONE};
 
-static int run_compare(const struct bm_spec *s, struct bm_plan_opts o, const struct bm_sim_opts *so,
+/* The memory-equal compute-first baseline: optimus with every encoder and generator
+ * recomputed ("policy": "optimus+recompute"), one row like the others. */
+static void compare_optimus_recompute(struct bm_spec *s, struct bm_plan_opts o, const struct bm_sim_opts *so,
+                                      int json, json_t *results)
+{
+    static const char *name = "optimus+recompute";
+    int *saved = bm_malloc((size_t)s->n_modules * sizeof *saved);
+    struct bm_table *t;
+    struct bm_timeline *tl;
+    struct bm_err err;
+    o.policy = BM_POL_OPTIMUS;
+    int rc = BM_ERR;
+    if (!saved) bm_err_set(&err, "out of memory");
+    else {
+        bm_spec_recompute_roles(s, BM_RECOMPUTE_NESTED, 1, saved);
+        rc = bm_cli_sim_run(s, &o, so, &t, &tl, &err);
+        bm_spec_recompute_restore(s, saved);
+    }
+    bm_free(saved);
+    if (rc) {
+        if (json) json_array_append_new(results, json_pack("{s:s, s:s}", "policy", name, "error", err.msg));
+        else printf("%-17s %s\n", name, strtok(err.msg, "\n"));
+        return;
+    }
+    if (json) {
+        json_t *j = bm_cli_sim_json(t, tl);
+        json_object_set_new(j, "policy", json_string(name));
+        json_array_append_new(results, j);
+    } else {
+        printf("%-17s %12.3f %7.1f%% %11.2f %10.3f %5s\n", name, tl->makespan_ms, 100 * tl->bubble_ratio,
+               tl->samples_per_s, GIB(tl->peak_mib), tl->oom ? "OOM" : "no");
+    }
+    bm_timeline_free(tl);
+    bm_table_free(t);
+}
+
+static int run_compare(struct bm_spec *s, struct bm_plan_opts o, const struct bm_sim_opts *so,
                        int json)
 {
+    int optimus_oom = 0;
     json_t *results = json_array();
     double none_ms = -1, nested = -1;
     int failed = 0;
@@ -197,6 +238,7 @@ static int run_compare(const struct bm_spec *s, struct bm_plan_opts o, const str
         }
         if (o.policy == BM_POL_NONE) none_ms = tl->makespan_ms;
         if (o.policy == BM_POL_BIGMAC) nested = max_nested_ms(tl);
+        if (o.policy == BM_POL_OPTIMUS) optimus_oom = tl->oom;
         if (json)
             json_array_append_new(results, bm_cli_sim_json(t, tl));
         else
@@ -205,6 +247,7 @@ static int run_compare(const struct bm_spec *s, struct bm_plan_opts o, const str
                    tl->oom ? "OOM" : "no");
         bm_timeline_free(tl);
         bm_table_free(t);
+        if (o.policy == BM_POL_OPTIMUS && optimus_oom) compare_optimus_recompute(s, o, so, json, results);
     }
     int have_bound = none_ms >= 0 && nested >= 0;
     if (json) {
@@ -275,12 +318,25 @@ int bm_cmd_simulate(int argc, char **argv)
             bm_cli_error(err.msg);
             rc = 1;
         } else {
-            if (json) {
+            double ex = 0, sd = 0;
+            int has_spread = bm_table_has_spread(t);
+            if (has_spread && bm_simulate_expected(t, &so, BM_EXPECT_SAMPLES, so.seed, &ex, &sd, &err)) {
+                bm_cli_error(err.msg);
+                rc = 1;
+            } else if (json) {
                 json_t *j = bm_cli_sim_json(t, tl);
+                if (has_spread) {
+                    json_object_set_new(j, "expected_makespan_ms", json_real(ex));
+                    json_object_set_new(j, "expected_makespan_sd_ms", json_real(sd));
+                    json_object_set_new(j, "expected_samples", json_integer(BM_EXPECT_SAMPLES));
+                }
                 bm_cli_json_print(j);
                 json_decref(j);
             } else {
                 print_human(s, &o, t, tl);
+                if (has_spread)
+                    printf("\nexpected makespan under the modules' op-time spread: %.3f ms (sd %.3f over %d samples, "
+                           "seed %llu)\n", ex, sd, BM_EXPECT_SAMPLES, (unsigned long long)so.seed);
             }
             bm_timeline_free(tl);
             bm_table_free(t);

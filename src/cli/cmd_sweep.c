@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "report/frontier.h"
 #include "util/util.h"
 
 #define MAXV 64
@@ -28,7 +29,74 @@ static void usage(FILE *f)
             "uses --backbone when given, else the spec's schedule (1f1b when that is interleaved).\n"
             "With device.ranks_per_host (or --ranks-per-host N) rank r runs on host r / N and\n"
             "transfers between hosts take the inter-host link (docs/multihost.md).\n"
-            "Progress goes to stderr.\n");
+            "Progress goes to stderr.\n"
+            "\n"
+            "usage: bigmac sweep SPEC --frontier [--pp N] [--vpp N] [--microbatches N] [--unit N]\n"
+            "                    [--backbone B] [--mem-cap-gib G] [--json]\n"
+            "\n"
+            "The compute/memory frontier at one parallel setting: every policy (not none) x window\n"
+            "(bigmac: from the smallest safe one while a larger one is faster) x recompute (none,\n"
+            "nested = encoders and generators, all), each as peak memory per rank, makespan and\n"
+            "samples/s; '*' marks the Pareto-optimal points (no other point is no worse on both\n"
+            "memory and makespan and better on one). --json: {\"points\": [{\"policy\", \"window\",\n"
+            "\"recompute\", \"peak_mem_gib\", \"makespan_ms\", \"samples_per_s\", \"oom\", \"pareto\"}],\n"
+            "\"memory_gib\": min(device memory, G)}.\n");
+}
+
+static int cmp_points(const void *a, const void *b)
+{
+    const struct bm_frontier_point *x = a, *y = b;
+    if (x->peak_mib != y->peak_mib) return x->peak_mib < y->peak_mib ? -1 : 1;
+    return x->makespan_ms < y->makespan_ms ? -1 : x->makespan_ms > y->makespan_ms;
+}
+
+/* `sweep --frontier`: build, then print (human: sorted by memory, the device memory as a rule
+ * line between the points that fit and those that do not). */
+static int run_frontier(struct bm_spec *s, const struct bm_plan_opts *o, double cap_mib, int json)
+{
+    struct bm_frontier fr;
+    struct bm_err err;
+    int n_failed = 0;
+    if (bm_frontier_build(s, o, cap_mib, 0, &fr, &n_failed, &err)) {
+        bm_cli_error(err.msg);
+        return 1;
+    }
+    if (json) {
+        json_t *pts = json_array();
+        for (int i = 0; i < fr.n; i++) {
+            const struct bm_frontier_point *p = &fr.pts[i];
+            json_array_append_new(pts, json_pack("{s:s, s:i, s:s, s:f, s:f, s:f, s:b, s:b}", "policy",
+                                                 bm_policy_name(p->policy), "window", p->window, "recompute",
+                                                 bm_frontier_rc_name(p->recompute), "peak_mem_gib",
+                                                 GIB(p->peak_mib), "makespan_ms", p->makespan_ms, "samples_per_s",
+                                                 p->samples_per_s, "oom", p->oom, "pareto", p->pareto));
+        }
+        json_t *j = json_pack("{s:o, s:f}", "points", pts, "memory_gib", GIB(fr.cap_mib));
+        bm_cli_json_print(j);
+        json_decref(j);
+    } else {
+        qsort(fr.pts, (size_t)fr.n, sizeof *fr.pts, cmp_points);
+        printf("%s: frontier at pp %d, vpp %d, microbatches %d: %d points, device memory %.3f GiB\n"
+               "(* = Pareto-optimal: no other point is no worse on memory and makespan and better on one)\n\n",
+               s->name ? s->name : "spec", o->pp, o->vpp, o->microbatches, fr.n, GIB(fr.cap_mib));
+        printf("%1s %-17s %6s %-9s %10s %12s %11s %5s\n", "", "policy", "window", "recompute", "peak GiB",
+               "makespan ms", "samples/s", "oom");
+        int ruled = fr.cap_mib <= 0;
+        for (int i = 0; i < fr.n; i++) {
+            const struct bm_frontier_point *p = &fr.pts[i];
+            if (!ruled && p->peak_mib > fr.cap_mib) {
+                printf("---------------------- device memory %.3f GiB ----------------------\n", GIB(fr.cap_mib));
+                ruled = 1;
+            }
+            printf("%1s %-17s %6d %-9s %10.3f %12.3f %11.2f %5s\n", p->pareto ? "*" : "",
+                   bm_policy_name(p->policy), p->window, bm_frontier_rc_name(p->recompute), GIB(p->peak_mib),
+                   p->makespan_ms, p->samples_per_s, p->oom ? "OOM" : "no");
+        }
+        if (!ruled) printf("---------------------- device memory %.3f GiB ----------------------\n", GIB(fr.cap_mib));
+        if (n_failed) printf("\n%d combination%s did not plan (left out)\n", n_failed, n_failed > 1 ? "s" : "");
+    }
+    bm_frontier_free(&fr);
+    return 0;
 }
 
 /* "2,4,8" -> ints; prints an error and returns -1 on a bad list. */
@@ -128,6 +196,7 @@ static json_t *row_json(const struct row *r, int rank)
 int bm_cmd_sweep(int argc, char **argv)
 {
     int pps[MAXV], vpps[MAXV], mbs[MAXV], wins[MAXV], npp = 0, nvpp = 0, nmb = 0, nwin = 0, npol = 0, json = 0;
+    int frontier = 0;
     enum bm_policy pols[BM_N_POLICIES];
     double cap_gib = 0;
     struct bm_cli_plan_flags f;
@@ -164,6 +233,8 @@ int bm_cmd_sweep(int argc, char **argv)
             }
         } else if (!strcmp(a, "--json")) {
             json = 1;
+        } else if (!strcmp(a, "--frontier")) {
+            frontier = 1;
         } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
             return 0;
@@ -190,6 +261,27 @@ int bm_cmd_sweep(int argc, char **argv)
     if (lrc) return lrc;
     so.samples_per_microbatch = s->data.samples_per_microbatch;
     if (!f.unit && base.unit == s->pp) base.unit = 0; /* the spec's default unit follows pp */
+    if (frontier) {
+        const char *bad = npp > 1 ? "--pp" : nvpp > 1 ? "--vpp" : nmb > 1 ? "--microbatches" : npol ? "--policy"
+                        : nwin ? "--window" : so.jitter > 0 ? "--jitter" : NULL;
+        if (bad) {
+            fprintf(stderr, "bigmac: error: sweep --frontier: %s %s\n", bad,
+                    npol || nwin ? "is not allowed: the frontier covers every policy and window"
+                                 : "takes one value here: the frontier is at one parallel setting");
+            bm_spec_free(s);
+            return BM_USAGE;
+        }
+        if (npp) base.pp = pps[0];
+        if (nvpp) base.vpp = vpps[0];
+        if (nmb) base.microbatches = mbs[0];
+        if (base.vpp > 1) base.backbone = BM_BB_INTERLEAVED;
+        else if (!f.backbone_set && base.backbone == BM_BB_INTERLEAVED) base.backbone = BM_BB_1F1B;
+        double fcap = s->device.memory_gib * 1024.0;
+        if (cap_gib > 0 && (fcap <= 0 || cap_gib * 1024.0 < fcap)) fcap = cap_gib * 1024.0;
+        int frc = run_frontier(s, &base, fcap, json);
+        bm_spec_free(s);
+        return frc;
+    }
     if (!npp) pps[npp++] = base.pp;
     if (!nvpp) vpps[nvpp++] = base.vpp;
     if (!nmb) mbs[nmb++] = base.microbatches;

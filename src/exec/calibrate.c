@@ -129,6 +129,9 @@ int bm_calibrate_runs(const struct bm_table *t, const struct bm_timeline *const 
         int role = t->modules[m].role;
         costs[m].fwd_ms = med[m * 2];
         if (!isnan(med[m * 2 + 1])) costs[m].bwd_ms = med[m * 2 + 1];
+        /* a recomputed backward reran the forward first: the backward proper is the rest */
+        if (t->modules[m].recompute && !isnan(med[m * 2 + 1]) && med[m * 2 + 1] > med[m * 2])
+            costs[m].bwd_ms = med[m * 2 + 1] - med[m * 2];
         double share = role_fwd[role] > 0 ? med[m * 2] / role_fwd[role] : 1;
         costs[m].act_mib = role_bytes[role] * share / M / n_runs / 1048576.0;
     }
@@ -136,8 +139,18 @@ int bm_calibrate_runs(const struct bm_table *t, const struct bm_timeline *const 
     return BM_OK;
 }
 
+static void rank_scale_with(const struct bm_table *t, const struct bm_timeline *const *tls, int n_runs,
+                            const struct bm_cost *costs, const double *mb_scale, double *out);
+
 void bm_calibrate_rank_scale(const struct bm_table *t, const struct bm_timeline *const *tls, int n_runs,
                              const struct bm_cost *costs, double *out)
+{
+    rank_scale_with(t, tls, n_runs, costs, NULL, out);
+}
+
+/* The rank scale with encoder ops' model times multiplied by mb_scale (NULL = 1). */
+static void rank_scale_with(const struct bm_table *t, const struct bm_timeline *const *tls, int n_runs,
+                            const struct bm_cost *costs, const double *mb_scale, double *out)
 {
     for (int r = 0; r < t->pp; r++) {
         double measured = 0, model = 0;
@@ -146,11 +159,125 @@ void bm_calibrate_rank_scale(const struct bm_table *t, const struct bm_timeline 
             if (op->kind != BM_OP_COMPUTE || op->module < 0 || op->module >= t->n_modules || op->pass == BM_PASS_W)
                 continue;
             const struct bm_cost *c = &costs[op->module];
-            double d = op->pass == BM_PASS_F ? c->fwd_ms : c->bwd_ms;
+            double d = op->pass == BM_PASS_F ? c->fwd_ms : c->bwd_ms + (t->modules[op->module].recompute ? c->fwd_ms : 0);
             if (op->module == t->backbone_module) d *= bm_cost_chunk_weight(t, op->chunk);
+            if (mb_scale && t->modules[op->module].role == BM_ROLE_ENCODER && op->mb >= 0 && op->mb < t->microbatches)
+                d *= mb_scale[op->mb];
             model += d * n_runs;
             for (int i = 0; i < n_runs; i++) measured += tls[i]->ranks[r].ops[k].end_ms - tls[i]->ranks[r].ops[k].start_ms;
         }
         out[r] = model > 0 && measured > 0 ? measured / model : 1;
     }
+}
+
+void bm_calibrate_mb_scale(const struct bm_table *t, const struct bm_timeline *const *tls, int n_runs,
+                           const struct bm_cost *costs, const double *rank_scale, double *out)
+{
+    int M = t->microbatches;
+    double *meas = bm_calloc((size_t)(M > 0 ? M : 1), sizeof *meas), *model = bm_calloc((size_t)(M > 0 ? M : 1), sizeof *model);
+    for (int m = 0; m < M; m++) out[m] = 1;
+    if (!meas || !model) {
+        bm_free(meas), bm_free(model);
+        return;
+    }
+    for (int r = 0; r < t->pp; r++)
+        for (int k = 0; k < t->ranks[r].n_ops; k++) {
+            const struct bm_op *op = &t->ranks[r].ops[k];
+            if (op->kind != BM_OP_COMPUTE || op->module < 0 || op->module >= t->n_modules || op->mb < 0 || op->mb >= M ||
+                t->modules[op->module].role != BM_ROLE_ENCODER || op->pass == BM_PASS_W)
+                continue;
+            const struct bm_cost *c = &costs[op->module];
+            double d = op->pass == BM_PASS_F ? c->fwd_ms : c->bwd_ms + (t->modules[op->module].recompute ? c->fwd_ms : 0);
+            model[op->mb] += d * (rank_scale ? rank_scale[r] : 1) * n_runs;
+            for (int i = 0; i < n_runs; i++) meas[op->mb] += tls[i]->ranks[r].ops[k].end_ms - tls[i]->ranks[r].ops[k].start_ms;
+        }
+    for (int m = 0; m < M; m++)
+        if (model[m] > 0 && meas[m] > 0) out[m] = meas[m] / model[m];
+    bm_free(meas), bm_free(model);
+}
+
+void bm_calibrate_scales(const struct bm_table *t, const struct bm_timeline *const *tls, int n_runs,
+                         const struct bm_cost *costs, double *rank_scale, double *mb_scale)
+{
+    if (!rank_scale) {
+        bm_calibrate_mb_scale(t, tls, n_runs, costs, NULL, mb_scale);
+        return;
+    }
+    int P = t->pp;
+    double *prev = bm_malloc((size_t)(P > 0 ? P : 1) * sizeof *prev);
+    rank_scale_with(t, tls, n_runs, costs, NULL, rank_scale);
+    bm_calibrate_mb_scale(t, tls, n_runs, costs, rank_scale, mb_scale);
+    for (int it = 0; prev && it < 200; it++) {
+        memcpy(prev, rank_scale, (size_t)P * sizeof *prev);
+        rank_scale_with(t, tls, n_runs, costs, mb_scale, rank_scale);
+        bm_calibrate_mb_scale(t, tls, n_runs, costs, rank_scale, mb_scale);
+        double ch = 0;
+        for (int r = 0; r < P; r++) ch = fmax(ch, fabs(rank_scale[r] - prev[r]));
+        if (ch < 1e-12) break;
+    }
+    bm_free(prev);
+}
+
+double bm_calibrate_op_overhead_ms(const struct bm_table *t, const struct bm_timeline *const *tls, int n_runs)
+{
+    double sum = 0;
+    long n = 0;
+    for (int i = 0; i < n_runs; i++)
+        for (int r = 0; r < t->pp && r < tls[i]->pp; r++) {
+            const struct bm_rank_timeline *rt = &tls[i]->ranks[r];
+            for (int k = 1; k < rt->n_ops && k < t->ranks[r].n_ops; k++) {
+                double g = rt->ops[k].start_ms - rt->ops[k - 1].end_ms;
+                sum += g > 0 ? g : 0;
+                n++;
+            }
+        }
+    return n ? sum / n : 0;
+}
+
+void bm_calibrate_spread(const struct bm_table *t, const struct bm_timeline *const *tls, int n_runs,
+                         const struct bm_cost *costs, const double *rank_scale, const double *mb_scale, double *out)
+{
+    int nm = t->n_modules, P = t->pp, C = P * (t->vpp > 0 ? t->vpp : 1), M = t->microbatches;
+    size_t ns = (size_t)(nm + C) * 2 * (size_t)P * (size_t)(n_runs > 0 ? n_runs : 1);
+    double *sum = bm_calloc(ns, sizeof *sum), *sq = bm_calloc(ns, sizeof *sq);
+    int *cnt = bm_calloc(ns, sizeof *cnt);
+    double *msq = bm_calloc((size_t)(nm > 0 ? nm : 1), sizeof *msq);
+    long *mn = bm_calloc((size_t)(nm > 0 ? nm : 1), sizeof *mn);
+    for (int m = 0; m < nm; m++) out[m] = 0;
+    if (!sum || !sq || !cnt || !msq || !mn) goto done;
+    for (int r = 0; r < P; r++)
+        for (int k = 0; k < t->ranks[r].n_ops; k++) {
+            const struct bm_op *op = &t->ranks[r].ops[k];
+            if (op->kind != BM_OP_COMPUTE || op->module < 0 || op->module >= nm || op->pass == BM_PASS_W) continue;
+            const struct bm_cost *c = &costs[op->module];
+            double d = op->pass == BM_PASS_F ? c->fwd_ms : c->bwd_ms + (t->modules[op->module].recompute ? c->fwd_ms : 0);
+            int bb = op->module == t->backbone_module && op->chunk >= 0 && op->chunk < C;
+            if (bb) d *= bm_cost_chunk_weight(t, op->chunk);
+            if (mb_scale && t->modules[op->module].role == BM_ROLE_ENCODER && op->mb >= 0 && op->mb < M)
+                d *= mb_scale[op->mb];
+            if (rank_scale) d *= rank_scale[r];
+            if (!(d > 0)) continue;
+            size_t sl0 = (((size_t)(bb ? nm + op->chunk : op->module) * 2 + (op->pass == BM_PASS_F ? 0 : 1)) * (size_t)P +
+                          (size_t)r) * (size_t)n_runs;
+            for (int i = 0; i < n_runs; i++) {
+                double x = tls[i]->ranks[r].ops[k].end_ms - tls[i]->ranks[r].ops[k].start_ms;
+                if (!(x > 0)) continue;
+                double l = log(x / d);
+                size_t sl = sl0 + (size_t)i;
+                sum[sl] += l, sq[sl] += l * l, cnt[sl]++;
+            }
+        }
+    /* pooled within-slot variance per module: each slot centred on its own mean */
+    for (size_t sl = 0; sl < ns; sl++) {
+        if (cnt[sl] < 2) continue;
+        int idx = (int)(sl / ((size_t)2 * (size_t)P * (size_t)n_runs));
+        int m = idx < nm ? idx : t->backbone_module;
+        double mean = sum[sl] / cnt[sl];
+        msq[m] += sq[sl] - cnt[sl] * mean * mean;
+        mn[m] += cnt[sl];
+    }
+    for (int m = 0; m < nm; m++)
+        if (mn[m] > 1 && msq[m] > 0) out[m] = sqrt(msq[m] / mn[m]);
+done:
+    bm_free(sum), bm_free(sq), bm_free(cnt), bm_free(msq), bm_free(mn);
 }

@@ -11,6 +11,10 @@
  *                         one microbatch keeps alive, whole module; with several modules of one
  *                         role the role's bytes are split in proportion to their forward times.
  *   state_mib, out_mib    not measured: left as they were (the trace's table modules' values).
+ *   recomputed modules    ("recompute": "full" in the trace's table) bwd_ms = the B median minus
+ *                         the F median (the measured B reran the forward first); their trace
+ *                         shows only the kept input between F and B, so act_mib then measures
+ *                         the input, not the activations (known limit).
  * Modules without compute ops in the trace keep their costs. */
 #ifndef BM_EXEC_CALIBRATE_H
 #define BM_EXEC_CALIBRATE_H
@@ -35,5 +39,37 @@ void bm_calibrate_rank_scale(const struct bm_table *t, const struct bm_timeline 
                              const struct bm_cost *costs, double *out);
 /* 1 when b has a's shape: ranks, chunks, microbatches, modules and every rank's op list. */
 int bm_calibrate_same_table(const struct bm_table *a, const struct bm_table *b);
+
+/* Measured encoder cost multiplier of every microbatch (data.encoder_cost_scale {"values"}):
+ * out[mb] (t->microbatches values) = the measured durations of mb's encoder F and B ops over
+ * what costs (and rank_scale, one per rank, NULL = 1) predict for them, pooled over the runs;
+ * 1 for a microbatch without encoder ops. With median costs the values spread around 1: they
+ * carry the real per-microbatch variation (image counts) the medians leave out. */
+void bm_calibrate_mb_scale(const struct bm_table *t, const struct bm_timeline *const *tls, int n_runs,
+                           const struct bm_cost *costs, const double *rank_scale, double *out);
+
+/* Both at once, as the simulator combines them (an encoder op on rank r takes cost x
+ * mb_scale[mb] x rank_scale[r]): alternately the rank scale given the microbatch scales and the
+ * microbatch scales given the rank scale, until the rank scale moves less than 1e-12 (at most
+ * 200 rounds; each round shrinks the error by the encoder share of a rank's time). rank_scale
+ * NULL: the microbatch scales alone (ranks at 1). */
+void bm_calibrate_scales(const struct bm_table *t, const struct bm_timeline *const *tls, int n_runs,
+                         const struct bm_cost *costs, double *rank_scale, double *mb_scale);
+
+/* The per-op dispatch time (device.op_overhead_us, in ms here): the mean gap between an op's
+ * start and the end of the rank's previous op, over every op but each rank's first, pooled
+ * over the runs (negative gaps, overlapping measured ops, count 0). In the executor that is
+ * the bookkeeping and MPI progress between ops (polling the pending sends, the memory trace,
+ * posting and testing requests): ~2 us per op on this project's VM, 2-3% of a tiny-mllm step,
+ * on every rank's critical chain. */
+double bm_calibrate_op_overhead_ms(const struct bm_table *t, const struct bm_timeline *const *tls, int n_runs);
+
+/* Op-time spread per module (module cost.spread, src/sim/expect.h): the standard deviation of
+ * log(measured duration / modelled duration) over the module's F and B ops, each (module or
+ * backbone chunk, pass, rank, run) slot centred on its own mean so only the op-to-op variation
+ * within a step is left (not the drift of the machine's speed from run to run); the model includes the chunk weight, mb_scale (encoders) and rank_scale (either may be
+ * NULL = 1). out[t->n_modules]; 0 for modules with fewer than two ops. */
+void bm_calibrate_spread(const struct bm_table *t, const struct bm_timeline *const *tls, int n_runs,
+                         const struct bm_cost *costs, const double *rank_scale, const double *mb_scale, double *out);
 
 #endif

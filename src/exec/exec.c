@@ -71,6 +71,10 @@ struct bm_exec {
     double *mem;         /* [cap_mem * 4] */
     int n_mem, cap_mem;
     size_t *op_bytes;    /* [n_ops] */
+    size_t *op_in_bytes; /* [n_ops] a recomputed forward: the bytes of the input it keeps */
+    float **rc_in;       /* [n_inst * M] recomputed modules: the kept input (NULL when empty) */
+    size_t *rc_n;        /* [n_inst * M] its floats */
+    uint8_t *rc_held;    /* [n_inst * M] 1 between a recomputed forward and its backward */
     double ms;
 };
 
@@ -121,6 +125,7 @@ float *bm_exec_inst_moments(struct bm_exec *x, int i, size_t *n)
 const double *bm_exec_losses_lm(const struct bm_exec *x) { return x->lm; }
 const double *bm_exec_losses_gen(const struct bm_exec *x) { return x->gen; }
 const size_t *bm_exec_op_bytes(const struct bm_exec *x) { return x->op_bytes; }
+const size_t *bm_exec_op_in_bytes(const struct bm_exec *x) { return x->op_in_bytes; }
 
 void bm_exec_stats(const struct bm_exec *x, struct bm_exec_rank_stats *st)
 {
@@ -196,6 +201,9 @@ void bm_exec_free(struct bm_exec *x)
         for (int i = 0; i < x->n_inst * x->M; i++)
             if (x->ctx[i]) x->inst[i / x->M].ops->ctx_free(x->ctx[i]);
     bm_free(x->ctx);
+    if (x->rc_in)
+        for (int i = 0; i < x->n_inst * x->M; i++) bm_free(x->rc_in[i]);
+    bm_free(x->rc_in), bm_free(x->rc_n), bm_free(x->rc_held), bm_free(x->op_in_bytes);
     for (int i = 0; i < x->n_inst; i++) {
         x->inst[i].ops->free(x->inst[i].self);
         bm_free(x->inst[i].opt);
@@ -311,7 +319,11 @@ int bm_exec_new(const struct bm_spec *s, struct bm_table *t, int rank, struct bm
         if (make_inst(x, s->backbone_module, c, err)) goto fail;
     }
     x->ctx = bm_calloc((size_t)x->n_inst * M + 1, sizeof *x->ctx);
-    if (!x->ctx) {
+    x->rc_in = bm_calloc((size_t)x->n_inst * M + 1, sizeof *x->rc_in);
+    x->rc_n = bm_calloc((size_t)x->n_inst * M + 1, sizeof *x->rc_n);
+    x->rc_held = bm_calloc((size_t)x->n_inst * M + 1, 1);
+    x->op_in_bytes = bm_calloc((size_t)x->n_ops + 1, sizeof *x->op_in_bytes);
+    if (!x->ctx || !x->rc_in || !x->rc_n || !x->rc_held || !x->op_in_bytes) {
         bm_err_set(err, "out of memory");
         goto fail;
     }
@@ -457,6 +469,7 @@ int bm_exec_step_begin(struct bm_exec *x, double origin, struct bm_err *err)
     memset(x->mb_last, 0, (size_t)x->M * sizeof *x->mb_last);
     memset(x->times, 0, (size_t)x->n_ops * 3 * sizeof *x->times);
     memset(x->op_bytes, 0, (size_t)x->n_ops * sizeof *x->op_bytes);
+    memset(x->op_in_bytes, 0, (size_t)x->n_ops * sizeof *x->op_in_bytes);
     if (mem_push(x, now_ms(x))) return bm_err_set(err, "rank %d: out of memory for the memory trace", x->rank);
     for (int i = 0; i < x->n_inst; i++) {
         size_t n;
@@ -543,6 +556,50 @@ static float *gather_parts(const struct bm_exec *x, const struct bm_flow_op *f, 
     return cat;
 }
 
+/* ---------------------------------------------------------------- recomputation
+ * A module with "recompute": "full" (src/sim/cost.h): its forward runs as usual, then keeps a
+ * copy of its input and drops the context; its backward first reruns the forward on that copy
+ * (output discarded, loss already reported) and then runs as usual. Live bytes follow the
+ * simulator: the context's bytes while the forward runs, the input's from then to the
+ * backward, the rebuilt context's during the backward. */
+
+/* After a recomputed forward: keep input[nin], drop the context. */
+static int recompute_keep(struct bm_exec *x, int k, struct inst *in, int slot, int role, const float *input,
+                          size_t nin, struct bm_err *err)
+{
+    void **ctxp = &x->ctx[slot];
+    float *keep = NULL;
+    if (nin && !(keep = bm_malloc(nin * sizeof(float)))) return bm_err_set(err, "out of memory keeping a %zu-float input", nin);
+    if (nin) memcpy(keep, input, nin * sizeof(float));
+    x->live[role] -= in->ops->ctx_bytes(*ctxp);
+    in->ops->ctx_free(*ctxp);
+    *ctxp = NULL;
+    x->rc_in[slot] = keep, x->rc_n[slot] = nin, x->rc_held[slot] = 1;
+    x->op_in_bytes[k] = nin * sizeof(float);
+    x->live[role] += x->op_in_bytes[k];
+    return BM_OK;
+}
+
+/* Before a recomputed backward: rerun the forward on the kept input, so *ctxp holds the
+ * context again. */
+static int recompute_rebuild(struct bm_exec *x, struct inst *in, int slot, int role, const struct bm_batch *b,
+                             struct bm_err *err)
+{
+    if (!x->rc_held[slot]) return bm_err_set(err, "backward without its forward on this rank");
+    size_t nout = in->ops->out_count(in->self, b);
+    float *scratch = bm_malloc(nout * sizeof(float) + 1), loss = 0;
+    if (!scratch) return bm_err_set(err, "out of memory for a %zu-float recomputed output", nout);
+    x->live[role] -= x->rc_n[slot] * sizeof(float);
+    int rc = in->ops->forward(in->self, b, x->rc_in[slot], nout ? scratch : NULL, &loss, &x->ctx[slot], err);
+    bm_free(scratch);
+    bm_free(x->rc_in[slot]);
+    x->rc_in[slot] = NULL, x->rc_n[slot] = 0, x->rc_held[slot] = 0;
+    if (rc) return BM_ERR;
+    x->live[role] += in->ops->ctx_bytes(x->ctx[slot]);
+    if (x->live[role] > x->peak[role]) x->peak[role] = x->live[role];
+    return BM_OK;
+}
+
 static int run_compute(struct bm_exec *x, int k, struct bm_err *err)
 {
     const struct bm_op *op = &x->ops[k];
@@ -611,7 +668,13 @@ static int run_compute(struct bm_exec *x, int k, struct bm_err *err)
         }
         if (role == BM_ROLE_BACKBONE) x->lm[op->mb] = loss;
         else if (role == BM_ROLE_GENERATOR) x->gen[op->mb] += loss;
+        if (x->t->modules[op->module].recompute &&
+            (rc = recompute_keep(x, k, in, (int)(ctxp - x->ctx), role, input, input ? nin : 0, err)))
+            goto done;
     } else {
+        if (x->t->modules[op->module].recompute &&
+            (rc = recompute_rebuild(x, in, (int)(ctxp - x->ctx), role, b, err)))
+            goto done;
         if (!*ctxp) {
             rc = bm_err_set(err, "backward without its forward on this rank");
             goto done;
@@ -733,7 +796,7 @@ int bm_exec_step_finish(struct bm_exec *x, struct bm_err *err)
 {
     if (poll_sends(x, 1, err)) return bm_err_set(err, "rank %d: completing sends: %s", x->rank, err->msg);
     for (int i = 0; i < x->n_inst * x->M; i++)
-        if (x->ctx[i])
+        if (x->ctx[i] || x->rc_held[i])
             return bm_err_set(err, "rank %d: %s microbatch %d: forward without a backward in the table", x->rank,
                               x->t->modules[x->inst[i / x->M].module].name, i % x->M);
     for (int i = 0; i < x->t->n_tensors * x->M; i++) {

@@ -99,6 +99,10 @@ const double *bm_exec_op_times(const struct bm_exec *x, int *n_ops);
 const double *bm_exec_mem_trace(const struct bm_exec *x, int *n_points);
 /* Measured context bytes of F ops of the last step: out[k] for the rank's op k (0 for non-F). */
 const size_t *bm_exec_op_bytes(const struct bm_exec *x);
+/* Per op of this rank: for the forward of a recomputed module ("recompute": "full"), the bytes
+ * of the input it keeps until its backward (the table's in_bytes); 0 otherwise. Valid like
+ * bm_exec_op_bytes. */
+const size_t *bm_exec_op_in_bytes(const struct bm_exec *x);
 
 /* ---------------------------------------------------------------- driver (run.c) */
 

@@ -68,6 +68,8 @@ int bm_plan_copy_modules(struct bm_table *t, const struct bm_spec *s, struct bm_
         d->role = m->role;
         d->grad_to_backbone = m->grad_to_backbone;
         d->cost = m->cost;
+        d->recompute = m->recompute;
+        d->spread = m->spread;
         d->name = bm_strdup(m->name);
         d->consumes = copy_strv(m->consumes, m->n_consumes);
         d->produces = copy_strv(m->produces, m->n_produces);
@@ -183,6 +185,7 @@ struct planner {
 
 int bm_plan_rank_scale(struct bm_table *t, const struct bm_spec *s, struct bm_err *err)
 {
+    t->op_overhead_ms = s->op_overhead_us / 1000.0; /* the other measured rank property */
     if (!s->rank_time_scale) return BM_OK;
     if (s->n_rank_time_scale != t->pp)
         return bm_err_set(err, "%s: device.rank_time_scale has %d entries, one per pipeline rank, but pp is %d"

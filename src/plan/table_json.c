@@ -64,6 +64,7 @@ int bm_table_write_json(const struct bm_table *t, FILE *f)
         put_strv(f, m->produces, m->n_produces);
         if (m->role == BM_ROLE_GENERATOR)
             fprintf(f, ", \"grad_to_backbone\": %s", m->grad_to_backbone ? "true" : "false");
+        if (m->recompute) fprintf(f, ", \"recompute\": \"full\""); /* absent = "none" */
         fprintf(f, ",\n   \"cost\": {\"fwd_ms\": ");
         bm_put_num(f, m->cost.fwd_ms);
         fprintf(f, ", \"bwd_ms\": ");
@@ -74,6 +75,10 @@ int bm_table_write_json(const struct bm_table *t, FILE *f)
         bm_put_num(f, m->cost.state_mib);
         fprintf(f, ", \"out_mib\": ");
         bm_put_num(f, m->cost.out_mib);
+        if (m->spread > 0) { /* absent = 0 */
+            fprintf(f, ", \"spread\": ");
+            bm_put_num(f, m->spread);
+        }
         fprintf(f, "}}%s\n", i + 1 < t->n_modules ? "," : "");
     }
     int C = t->pp * t->vpp;
@@ -101,6 +106,11 @@ int bm_table_write_json(const struct bm_table *t, FILE *f)
             bm_put_num(f, t->rank_time_scale[r]);
         }
         fprintf(f, "],\n");
+    }
+    if (t->op_overhead_ms > 0) {
+        fprintf(f, " \"op_overhead_us\": ");
+        bm_put_num(f, t->op_overhead_ms * 1000.0);
+        fprintf(f, ",\n");
     }
     fprintf(f, " \"ranks\": [\n");
     for (int r = 0; r < t->pp; r++) {
@@ -262,8 +272,8 @@ static int get_strv(struct ld *L, json_t *o, const char *path, const char *key, 
 static int load_modules(struct ld *L, json_t *root, struct bm_table *t)
 {
     static const char *const mkeys[] = {"name", "role", "consumes", "produces", "grad_to_backbone",
-                                        "cost", NULL};
-    static const char *const ckeys[] = {"fwd_ms", "bwd_ms", "act_mib", "state_mib", "out_mib", NULL};
+                                        "cost", "recompute", NULL};
+    static const char *const ckeys[] = {"fwd_ms", "bwd_ms", "act_mib", "state_mib", "out_mib", "spread", NULL};
     json_t *mods = json_object_get(root, "modules");
     if (!mods) return fail(L, "", "missing required field \"modules\"");
     if (!json_is_array(mods) || json_array_size(mods) == 0)
@@ -315,6 +325,16 @@ static int load_modules(struct ld *L, json_t *root, struct bm_table *t)
             }
             m->grad_to_backbone = json_is_true(g);
         }
+        json_t *rc = json_object_get(mo, "recompute");
+        if (rc) {
+            const char *v = json_is_string(rc) ? json_string_value(rc) : "";
+            if (strcmp(v, "none") && strcmp(v, "full")) {
+                char q[80];
+                snprintf(q, sizeof q, "%s.recompute", p);
+                return fail(L, q, "\"recompute\" must be \"none\" or \"full\"");
+            }
+            m->recompute = !strcmp(v, "full");
+        }
         json_t *c = json_object_get(mo, "cost");
         if (c) {
             char q[80];
@@ -326,6 +346,14 @@ static int load_modules(struct ld *L, json_t *root, struct bm_table *t)
                 get_num(L, c, q, "state_mib", &m->cost.state_mib) ||
                 get_num(L, c, q, "out_mib", &m->cost.out_mib))
                 return BM_ERR;
+            if (json_object_get(c, "spread")) {
+                if (get_num(L, c, q, "spread", &m->spread)) return BM_ERR;
+                if (!(m->spread >= 0 && m->spread <= 10)) {
+                    char q2[96];
+                    snprintf(q2, sizeof q2, "%s.spread", q);
+                    return fail(L, q2, "\"spread\" must be a number in [0, 10]");
+                }
+            }
         }
     }
     if (t->backbone_module < 0) return fail(L, "modules", "no module has role \"backbone\"");
@@ -427,7 +455,7 @@ static int load_root(struct ld *L, json_t *root, struct bm_table **out)
     static const char *const keys[] = {"format", "version", "pp", "vpp", "microbatches", "unit",
                                        "window", "backbone", "policy", "warmup_extra", "device",
                                        "modules", "chunk_weights", "chunk_layers", "mb_scale",
-                                       "rank_time_scale", "ranks", NULL};
+                                       "rank_time_scale", "op_overhead_us", "ranks", NULL};
     static const char *const dkeys[] = {"memory_gib", "peak_tflops", "efficiency",
                                         "link_gbytes_per_s", "link_latency_us", "ranks_per_host",
                                         "inter_host_gbytes_per_s", "inter_host_latency_us", NULL};
@@ -492,6 +520,12 @@ static int load_root(struct ld *L, json_t *root, struct bm_table **out)
     if (load_doubles(L, root, "chunk_weights", C, 1.0 / C, 0, &t->chunk_weights) ||
         load_doubles(L, root, "mb_scale", t->microbatches, 1.0, 0, &t->mb_scale))
         return BM_ERR;
+    json_t *oh = json_object_get(root, "op_overhead_us");
+    if (oh) {
+        double v = json_is_number(oh) ? json_number_value(oh) : -1;
+        if (!(v >= 0) || v > 1e12) return fail(L, "op_overhead_us", "\"op_overhead_us\" must be a number >= 0");
+        t->op_overhead_ms = v / 1000.0;
+    }
     if (json_object_get(root, "rank_time_scale")) {
         if (load_doubles(L, root, "rank_time_scale", t->pp, 1.0, 0, &t->rank_time_scale)) return BM_ERR;
         for (int r = 0; r < t->pp; r++)

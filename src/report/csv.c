@@ -86,6 +86,7 @@ int bm_csv_write(const struct bm_table *t, FILE *f)
         put_list(f, "produces", m->produces, m->n_produces);
         if (m->role == BM_ROLE_GENERATOR)
             fprintf(f, " grad_to_backbone=%s", m->grad_to_backbone ? "true" : "false");
+        if (m->recompute) fprintf(f, " recompute=full");
         const double v[5] = {m->cost.fwd_ms, m->cost.bwd_ms, m->cost.act_mib, m->cost.state_mib,
                              m->cost.out_mib};
         static const char *const k[5] = {"fwd_ms", "bwd_ms", "act_mib", "state_mib", "out_mib"};
@@ -355,13 +356,17 @@ static int parse_module(struct cp *P, const struct line *L, struct bm_table *t)
             if (strcmp(v, "true") && strcmp(v, "false"))
                 return at(P, L->no, tk[i].col, "grad_to_backbone must be true or false");
             m->grad_to_backbone = v[0] == 't';
+        } else if (!strcmp(k, "recompute")) {
+            if (strcmp(v, "none") && strcmp(v, "full"))
+                return at(P, L->no, tk[i].col, "recompute must be none or full");
+            m->recompute = v[0] == 'f';
         } else {
             double *dst = !strcmp(k, "fwd_ms") ? &m->cost.fwd_ms
                           : !strcmp(k, "bwd_ms") ? &m->cost.bwd_ms
                           : !strcmp(k, "act_mib") ? &m->cost.act_mib
                           : !strcmp(k, "state_mib") ? &m->cost.state_mib
                           : !strcmp(k, "out_mib") ? &m->cost.out_mib : NULL;
-            if (!dst) return at(P, L->no, tk[i].col, "unknown module key \"%s\" (name, role, consumes, produces, grad_to_backbone, fwd_ms, bwd_ms, act_mib, state_mib, out_mib)", k);
+            if (!dst) return at(P, L->no, tk[i].col, "unknown module key \"%s\" (name, role, consumes, produces, grad_to_backbone, recompute, fwd_ms, bwd_ms, act_mib, state_mib, out_mib)", k);
             if (parse_dbl(P, L->no, &tk[i], v, dst)) return BM_ERR;
         }
     }

@@ -9,12 +9,14 @@
  *   s start in ns as a delta from the previous op's start, d duration in ns,
  *   wr/wo the op waited for (-1 = none), rd how long (ns) the op's inputs were ready before it
  *   started (the rank was busy)
+ *   c the indices of the rank's ops on the critical path (src/report/critical.h), ascending
  * and the memory trace: mt time in ns (delta), me/mb/mg encoder/backbone/generator MiB x 100,
  * at most MEM_POINTS points per rank (an upper envelope when the trace is longer).
  * The script and style are in this file (report_js, report_css). */
 #include <math.h>
 #include <string.h>
 
+#include "report/html_views.h"
 #include "report/report.h"
 #include "sim/hosts.h"
 #include "util/util.h"
@@ -67,7 +69,8 @@ static const char *const report_js[] = {
     "      var tot = (src.me[j] + src.mb[j] + src.mg[j]) / 100;\n",
     "      if (tot > memMax) memMax = tot;\n",
     "    }\n",
-    "    R.push({k: src.k, m: src.m, x: src.x, p: src.p, wr: src.wr, wo: src.wo, rd: src.rd, s: s, e: e, mt: mt,\n",
+    "    var cr = new Uint8Array(n); for (var ci = 0; ci < src.c.length; ci++) cr[src.c[ci]] = 1;\n",
+    "    R.push({k: src.k, m: src.m, x: src.x, p: src.p, wr: src.wr, wo: src.wo, rd: src.rd, c: cr, s: s, e: e, mt: mt,\n",
     "            me: src.me, mb: src.mb, mg: src.mg});\n",
     "  }\n",
     "  /* lane labels: one DOM element per rank (tests count them) */\n",
@@ -78,7 +81,7 @@ static const char *const report_js[] = {
     "    el.textContent = \"rank \" + q;\n",
     "    labels.appendChild(el);\n",
     "  }\n",
-    "  var view = {t0: 0, t1: MS > 0 ? MS : 1}, hover = null;\n",
+    "  var view = {t0: 0, t1: MS > 0 ? MS : 1}, hover = null, showCrit = true;\n",
     "  function W() { return cv.clientWidth; }\n",
     "  function xOf(t) { return (t - view.t0) / (view.t1 - view.t0) * W(); }\n",
     "  function tOf(x) { return view.t0 + x / W() * (view.t1 - view.t0); }\n",
@@ -133,7 +136,7 @@ static const char *const report_js[] = {
     "        var k = a.k[i];\n",
     "        if (k > K) { /* recv: time blocked */\n",
     "          if (a.e[i] > a.s[i]) {\n",
-    "            ctx.fillStyle = \"#d62728\";\n",
+    "            ctx.fillStyle = showCrit && a.c[i] ? \"#111\" : \"#d62728\";\n",
     "            var bx = xOf(a.s[i]);\n",
     "            ctx.fillRect(bx, y + LANE_BAR - 3, Math.max(1, xOf(a.e[i]) - bx), 3);\n",
     "          }\n",
@@ -145,6 +148,7 @@ static const char *const report_js[] = {
     "        lastPx = px;\n",
     "        ctx.fillStyle = D.kinds[k].color;\n",
     "        ctx.fillRect(x0, y, Math.max(x1 - x0, 0.6), LANE_BAR);\n",
+    "        if (showCrit && a.c[i]) { ctx.fillStyle = \"#111\"; ctx.fillRect(x0, y, Math.max(x1 - x0, 0.6), 3); ctx.fillRect(x0, y + LANE_BAR - 3, Math.max(x1 - x0, 0.6), 3); }\n",
     "        if (x1 - x0 > 4) { ctx.fillStyle = \"#fff\"; ctx.fillRect(x1 - 0.5, y, 0.5, LANE_BAR); }\n",
     "        if (x1 - x0 > 26) {\n",
     "          var lb = label(r, i);\n",
@@ -222,6 +226,7 @@ static const char *const report_js[] = {
     "  document.getElementById(\"zout\").onclick = function () { zoom(2, (view.t0 + view.t1) / 2); };\n",
     "  document.getElementById(\"left\").onclick = function () { pan(-(view.t1 - view.t0) / 3); };\n",
     "  document.getElementById(\"right\").onclick = function () { pan((view.t1 - view.t0) / 3); };\n",
+    "  document.getElementById(\"crit\").onclick = function () { showCrit = !showCrit; this.setAttribute(\"aria-pressed\", showCrit ? \"true\" : \"false\"); draw(); };\n",
     "  document.getElementById(\"reset\").onclick = function () { view.t0 = 0; view.t1 = MS > 0 ? MS : 1; draw(); };\n",
     "  cv.addEventListener(\"mouseleave\", function () { tip.style.display = \"none\"; if (hover) { hover = null; draw(); } });\n",
     "  cv.addEventListener(\"mousemove\", function (ev) {\n",
@@ -243,6 +248,7 @@ static const char *const report_js[] = {
     "          html = \"<b>\" + esc(label(r, i2)) + \"</b> on rank \" + r + \" (op #\" + i2 + \")<br>\";\n",
     "          if (k < K) html += esc(D.kinds[k].mod) + \" (\" + D.kinds[k].role + \"), pass \" + D.kinds[k].pass + \", microbatch \" + a.m[i2] + (D.kinds[k].bb ? \", chunk \" + a.x[i2] : \"\") + \"<br>\";\n",
     "          else html += \"blocked in recv<br>\";\n",
+    "          if (a.c[i2]) html += \"<b>on the critical path</b><br>\";\n",
     "          html += \"start \" + fmt(a.s[i2]) + \" ms, duration \" + fmt(a.e[i2] - a.s[i2]) + \" ms, end \" + fmt(a.e[i2]) + \" ms<br>\";\n",
     "          if (a.wr[i2] >= 0) {\n",
     "            var wr = a.wr[i2], wo = a.wo[i2];\n",
@@ -303,7 +309,8 @@ static long long centi(double mib)
 }
 
 /* Per-rank data arrays (see the file comment). */
-static void put_rank(FILE *f, const struct bm_table *t, const struct bm_timeline *tl, int r, int K)
+static void put_rank(FILE *f, const struct bm_table *t, const struct bm_timeline *tl, int r, int K,
+                     const uint8_t *crit)
 {
     const struct bm_rank_ops *ro = &t->ranks[r];
     const struct bm_rank_timeline *rt = &tl->ranks[r];
@@ -354,6 +361,9 @@ static void put_rank(FILE *f, const struct bm_table *t, const struct bm_timeline
         long long rd = ns(rt->ops[i].start_ms) - ns(rt->ops[i].ready_ms);
         fprintf(f, "%s%lld", i ? "," : "", rd > 0 ? rd : 0);
     }
+    fprintf(f, "],\n\"c\":[");
+    for (int i = 0, k = 0; i < n; i++)
+        if (crit && crit[i]) fprintf(f, "%s%d", k++ ? "," : "", i);
     /* memory: all points, or the per-bucket maximum when there are too many */
     fprintf(f, "],\n");
     int nm = rt->n_mem, buckets = nm > MEM_POINTS ? MEM_POINTS : 0;
@@ -409,17 +419,35 @@ static void put_hosts(FILE *f, const struct bm_table *t)
             t->device.inter_host_gbytes_per_s,
             t->device.inter_host_latency_us, h.cross, h.sends, h.cross_mib, h.cross_ms, h.cross_intra_ms);
 }
+static int render_html(const struct bm_table *t, const struct bm_timeline *tl, const struct bm_report_compare *cmp,
+                       const struct bm_timeline *sim, const char *title, FILE *f);
 
 int bm_render_html(const struct bm_table *t, const struct bm_timeline *tl,
                    const struct bm_report_compare *cmp, const char *title, FILE *f)
 {
+    return render_html(t, tl, cmp, NULL, title, f);
+}
+
+int bm_render_html_vs(const struct bm_table *t, const struct bm_timeline *tl, const struct bm_timeline *sim,
+                      const char *title, FILE *f)
+{
+    return render_html(t, tl, NULL, sim, title, f);
+}
+
+static int render_html(const struct bm_table *t, const struct bm_timeline *tl, const struct bm_report_compare *cmp,
+                       const struct bm_timeline *sim, const char *title, FILE *f)
+{
     static const char *const roles[BM_N_ROLES] = {"encoder", "backbone", "generator"};
     if (!title) title = "bigmac schedule";
     int K = t->n_modules * 3;
+    struct bm_critical crit;
+    struct bm_err cerr;
+    if (bm_critical_path(t, tl, &crit, &cerr)) return BM_ERR;
     fprintf(f, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>");
     bm_report_xml_escape(f, title);
     fprintf(f, " — bigmac</title>\n<style>\n");
     for (int i = 0; report_css[i]; i++) fputs(report_css[i], f);
+    bm_html_views_css(f);
     fprintf(f, "</style></head>\n<body>\n<h1>");
     bm_report_xml_escape(f, title);
     fprintf(f, "</h1>\n<p class=\"sub\">%s timeline · policy <b>%s</b> · backbone %s · P=%d V=%d M=%d U=%d",
@@ -433,7 +461,9 @@ int bm_render_html(const struct bm_table *t, const struct bm_timeline *tl,
                "<button id=\"zout\" title=\"zoom out\">&#8722;</button>"
                "<button id=\"left\" title=\"pan left\">&#8592;</button>"
                "<button id=\"right\" title=\"pan right\">&#8594;</button>"
-               "<button id=\"reset\">reset</button><span id=\"range\"></span>"
+               "<button id=\"reset\">reset</button>"
+               "<button id=\"crit\" title=\"outline the critical path\" aria-pressed=\"true\">critical path</button>"
+               "<span id=\"range\"></span>"
                "<span>wheel: zoom · drag or shift+wheel: pan · hover: op, times, what it waited for</span></div>\n");
     fprintf(f, "<div id=\"legend\">");
     for (int m = 0; m < t->n_modules; m++)
@@ -446,6 +476,7 @@ int bm_render_html(const struct bm_table *t, const struct bm_timeline *tl,
         }
     fprintf(f, "<span class=\"sw\" style=\"background:#e6e6e6\"></span>idle"
                "<span class=\"sw\" style=\"background:#d62728;height:4px\"></span>blocked in recv"
+               "<span class=\"sw\" style=\"background:#fff;border-top:3px solid #111;border-bottom:3px solid #111;height:6px\"></span>critical path"
                "<span class=\"sw\" style=\"background:#a1d99b\"></span>encoder"
                "<span class=\"sw\" style=\"background:#9ecae1\"></span>backbone"
                "<span class=\"sw\" style=\"background:#fdae6b\"></span>generator activations (MiB, curve under each lane)</div>\n");
@@ -460,6 +491,7 @@ int bm_render_html(const struct bm_table *t, const struct bm_timeline *tl,
     fprintf(f, "<td>%.2f</td><td%s>%s</td></tr></table>\n", tl->memory_cap_mib / 1024.0,
             tl->oom ? " class=\"oom\"" : "", tl->oom ? "yes" : "no");
     put_hosts(f, t);
+    bm_html_critical_section(f, &crit);
     fprintf(f, "<h2>Per rank</h2>\n<table><tr><th>rank</th><th>busy (ms)</th>");
     for (int k = 0; k < BM_N_ROLES; k++) fprintf(f, "<th>%s busy</th>", roles[k]);
     fprintf(f, "<th>idle lead</th><th>idle mid</th><th>idle tail</th><th>state (MiB)</th>");
@@ -485,8 +517,8 @@ int bm_render_html(const struct bm_table *t, const struct bm_timeline *tl,
                    "<th>peak generator act. (MiB)</th><th>peak memory (GiB)</th><th>window</th><th>OOM</th></tr>\n");
         for (int i = 0; i < cmp->n_rows; i++) {
             const struct bm_report_policy_row *row = &cmp->rows[i];
-            fprintf(f, "<tr%s><td>%s</td>", row->policy == t->policy ? " class=\"best\"" : "",
-                    bm_policy_name(row->policy));
+            fprintf(f, "<tr%s><td>%s</td>", row->policy == t->policy && !row->recompute ? " class=\"best\"" : "",
+                    bm_report_row_name(row));
             if (!row->ok) {
                 fprintf(f, "<td colspan=\"8\">cannot plan: ");
                 bm_report_xml_escape(f, row->error);
@@ -512,8 +544,11 @@ int bm_render_html(const struct bm_table *t, const struct bm_timeline *tl,
         fprintf(f, "</table>\n<p class=\"note\">Every policy is planned and simulated with the same parallel settings. "
                    "bigmac and ideal differ only in the encoder window (ideal: unlimited memory); optimus hoists "
                    "encoder forwards and defers backwards, so its encoder memory grows with M; unified runs "
-                   "encoders on rank 0 and generators on rank P-1.</p>\n");
+                   "encoders on rank 0 and generators on rank P-1; optimus+recompute (shown when optimus does not "
+                   "fit) recomputes every encoder and generator, the memory-equal compute-first baseline.</p>\n");
     }
+    bm_html_views_body(f, cmp);
+    if (sim) bm_html_vs_body(f, t, tl, sim);
     /* data + script */
     fprintf(f, "<script>\nconst D = {\"P\":%d,\"ms\":%.9g,\n\"kinds\":[", t->pp, tl->makespan_ms);
     for (int m = 0; m < t->n_modules; m++)
@@ -536,10 +571,14 @@ int bm_render_html(const struct bm_table *t, const struct bm_timeline *tl,
     fprintf(f, "],\n\"ranks\":[\n");
     for (int r = 0; r < t->pp; r++) {
         if (r) fprintf(f, ",\n");
-        put_rank(f, t, tl, r, K);
+        put_rank(f, t, tl, r, K, crit.on ? crit.on[r] : NULL);
     }
     fprintf(f, "]};\n</script>\n<script>\n");
     for (int i = 0; report_js[i]; i++) fputs(report_js[i], f);
-    fprintf(f, "</script>\n</body></html>\n");
+    fprintf(f, "</script>\n");
+    bm_html_views_script(f, cmp);
+    if (sim) bm_html_vs_script(f, t, tl, sim);
+    fprintf(f, "</body></html>\n");
+    bm_critical_free(t, &crit);
     return ferror(f) ? BM_ERR : BM_OK;
 }

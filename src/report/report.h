@@ -14,6 +14,7 @@
 #define BM_REPORT_H
 
 #include "bigmac.h"
+#include "report/frontier.h"
 
 /* ---------------------------------------------------------------- shared helpers (common.c) */
 
@@ -44,18 +45,40 @@ struct bm_report_policy_row {
     double peak_mib;
     int oom;
     int window;
+    int recompute;                   /* 1: the "optimus+recompute" row (encoders, generators) */
+    long n_ops;                      /* the table's ops */
+    double nested_max_ms;            /* largest per-rank encoder + generator busy time */
+    struct bm_table *t;              /* the row's table and timeline when ok (owned by the */
+    struct bm_timeline *tl;          /* comparison: bm_report_compare_free) */
 };
 struct bm_report_compare {
-    struct bm_report_policy_row rows[BM_N_POLICIES];
+    struct bm_report_policy_row rows[BM_N_POLICIES + 1]; /* rows[p] is policy p; then optimus+recompute */
     int n_rows;
     double bound_ms;                 /* none's makespan + max per-rank nested busy of bigmac; <0 n/a */
+    struct bm_frontier *frontier;    /* the compute/memory frontier with its timelines, or NULL */
+    long frontier_skipped_ops;       /* > 0: no frontier, the table has this many ops (too big) */
 };
 
+/* Compute ops of all the timelines a report embeds besides its main one (policy rows first,
+ * then frontier points), and the table size above which a report from a spec builds no
+ * frontier (dozens of plans of it would take minutes; `bigmac sweep --frontier` still can). */
+#define BM_REPORT_MINI_BUDGET 400000L
+#define BM_REPORT_FRONTIER_MAX_OPS 200000L
+
+/* "optimus+recompute" for that row, else the policy's name. */
+const char *bm_report_row_name(const struct bm_report_policy_row *row);
+
 /* Plan and simulate spec s under all six policies with o's parallel settings (o->policy is
- * ignored) and fill cmp. A policy that fails to plan or simulate gets ok = 0 and its error.
- * Returns BM_OK. */
-int bm_report_compare_build(const struct bm_spec *s, const struct bm_plan_opts *o,
+ * ignored) and fill cmp; when optimus runs out of memory also optimus with every encoder and
+ * generator recomputed (one more row); and the compute/memory frontier (src/report/frontier.h,
+ * NULL when nothing of it plans, or when the bigmac table has more than
+ * BM_REPORT_FRONTIER_MAX_OPS ops). Rows and points keep their tables and timelines only while
+ * their compute ops fit BM_REPORT_MINI_BUDGET (in that order). A policy that fails to plan or simulate gets ok = 0 and its
+ * error. s's modules' recompute is changed while building and restored. Returns BM_OK; the
+ * caller releases cmp with bm_report_compare_free. */
+int bm_report_compare_build(struct bm_spec *s, const struct bm_plan_opts *o,
                             struct bm_report_compare *cmp);
+void bm_report_compare_free(struct bm_report_compare *cmp);
 
 /* ---------------------------------------------------------------- writers */
 
@@ -70,6 +93,15 @@ int bm_render_svg(const struct bm_table *t, const struct bm_timeline *tl, const 
 /* Self-contained HTML report; cmp (policy comparison) and title may be NULL. */
 int bm_render_html(const struct bm_table *t, const struct bm_timeline *tl,
                    const struct bm_report_compare *cmp, const char *title, FILE *f);
+/* The same report for a measured run (tl measured) with, under its timeline, the simulated
+ * timeline sim of the same table and the per-op deviation between the two. */
+int bm_render_html_vs(const struct bm_table *t, const struct bm_timeline *tl, const struct bm_timeline *sim,
+                      const char *title, FILE *f);
+/* Calibrate costs, rank scale and per-microbatch encoder scale from the measured timeline of
+ * table mt (src/exec/calibrate.h: medians), write them into 'table' (the same plan: BM_ERR
+ * otherwise) and simulate it into *out (caller frees). */
+int bm_report_vs_simulate(const struct bm_table *mt, const struct bm_timeline *measured, struct bm_table *table,
+                          struct bm_timeline **out, struct bm_err *err);
 /* CSV of the table (docs/csv.md): '#' header lines, then one row per rank. BM_ERR (nothing
  * written) when a name cannot be written as CSV; bm_csv_check_names says which. */
 int bm_csv_write(const struct bm_table *t, FILE *f);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "report/critical.h"
 #include "report/report.h"
 #include "spec/jpos.h"
 #include "util/util.h"
@@ -68,12 +69,19 @@ int bm_render_trace(const struct bm_table *t, const struct bm_timeline *tl, FILE
     if (bm_report_match_sends(t, &match, &err)) return BM_ERR;
     static const char *const roles[BM_N_ROLES] = {"encoder", "backbone", "generator"};
     static const char *const threads[3] = {"compute", "send", "recv"};
+    struct bm_critical crit;
+    if (bm_critical_path(t, tl, &crit, &err)) {
+        bm_report_match_free(t, match);
+        return BM_ERR;
+    }
     fprintf(f, "{\"displayTimeUnit\": \"ms\",\n\"otherData\": {\"generator\": \"bigmac\", "
                "\"policy\": \"%s\", \"backbone\": \"%s\", \"pp\": %d, \"vpp\": %d, "
                "\"microbatches\": %d, \"makespan_ms\": %.9g, \"bubble_ratio\": %.6g, "
-               "\"measured\": %s},\n",
+               "\"measured\": %s, \"critical_path\": {\"backbone_ms\": %.9g, \"nested_ms\": %.9g, "
+               "\"transfer_ms\": %.9g, \"waiting_ms\": %.9g, \"ops\": %d}},\n",
             bm_policy_name(t->policy), bm_backbone_name(t->backbone), t->pp, t->vpp,
-            t->microbatches, tl->makespan_ms, tl->bubble_ratio, tl->measured ? "true" : "false");
+            t->microbatches, tl->makespan_ms, tl->bubble_ratio, tl->measured ? "true" : "false",
+            crit.backbone_ms, crit.nested_ms, crit.transfer_ms, crit.waiting_ms, crit.n_ops);
     fprintf(f, "\"bigmac\": {\"format\": \"bigmac-trace\", \"version\": 1, \"measured\": %s, "
                "\"samples_per_microbatch\": %d, \"memory_counter\": \"" MEM_COUNTER "\",\n\"table\": ",
             tl->measured ? "true" : "false",
@@ -124,6 +132,7 @@ int bm_render_trace(const struct bm_table *t, const struct bm_timeline *tl, FILE
         bm_free(ts);
         bm_free(te);
         bm_report_match_free(t, match);
+        bm_critical_free(t, &crit);
         return BM_ERR;
     }
     char buf[BM_MAX_NAME + 64], wbuf[BM_MAX_NAME + 64];
@@ -166,6 +175,7 @@ int bm_render_trace(const struct bm_table *t, const struct bm_timeline *tl, FILE
                 snprintf(w2, sizeof w2, "%s on rank %d", wbuf, ot->wait_rank);
                 bm_put_jstr(f, w2);
             }
+            if (crit.on[r][i]) fprintf(f, ",\"critical\":true");
             fprintf(f, "}},\n");
             /* flow: the matching send -> this recv */
             if (op->kind == BM_OP_RECV && match[r][i] >= 0) {
@@ -206,6 +216,7 @@ int bm_render_trace(const struct bm_table *t, const struct bm_timeline *tl, FILE
     bm_free(ts);
     bm_free(te);
     bm_report_match_free(t, match);
+    bm_critical_free(t, &crit);
     return ferror(f) ? BM_ERR : BM_OK;
 }
 

@@ -2,6 +2,8 @@
 #include "sim/cost.h"
 #include "util/util.h"
 
+#include <string.h>
+
 double bm_cost_chunk_weight(const struct bm_table *t, int chunk)
 {
     int C = t->pp * (t->vpp > 0 ? t->vpp : 1);
@@ -24,6 +26,7 @@ double bm_cost_compute_ms(const struct bm_table *t, const struct bm_op *op, int 
     if (op->pass == BM_PASS_F) d = m->cost.fwd_ms;
     else if (split) d = m->cost.bwd_ms * 0.5;  /* B and W halves */
     else d = op->pass == BM_PASS_W ? 0 : m->cost.bwd_ms;
+    if (m->recompute && op->pass == BM_PASS_B) d += m->cost.fwd_ms; /* the rerun forward */
     if (op->module == t->backbone_module) return d * bm_cost_chunk_weight(t, op->chunk);
     if (m->role == BM_ROLE_ENCODER) return d * bm_cost_mb_scale(t, op->mb);
     return d;
@@ -80,4 +83,35 @@ void bm_cost_state_mib(const struct bm_table *t, double *out)
 double bm_cost_memory_cap_mib(const struct bm_table *t)
 {
     return t->device.memory_gib > 0 ? t->device.memory_gib * 1024.0 : 0;
+}
+
+/* ---------------------------------------------------------------- recomputation */
+
+int bm_cost_recompute(const struct bm_table *t, int module)
+{
+    return module >= 0 && module < t->n_modules && t->modules[module].recompute;
+}
+
+/* out_mib of the table module producing tensor 'name'; 0 for data (no producer). */
+static double produced_mib(const struct bm_table *t, const char *name)
+{
+    for (int m = 0; m < t->n_modules; m++)
+        for (int k = 0; k < t->modules[m].n_produces; k++)
+            if (!strcmp(t->modules[m].produces[k], name)) return t->modules[m].cost.out_mib;
+    return 0;
+}
+
+double bm_cost_input_mib(const struct bm_table *t, const struct bm_op *op)
+{
+    if (op->module < 0 || op->module >= t->n_modules) return 0;
+    if (t->in_bytes && op->mb >= 0 && op->mb < t->microbatches) {
+        int C = t->pp * (t->vpp > 0 ? t->vpp : 1), c = op->chunk >= 0 && op->chunk < C ? op->chunk : 0;
+        return t->in_bytes[((size_t)op->module * (size_t)C + (size_t)c) * (size_t)t->microbatches +
+                           (size_t)op->mb] / 1048576.0;
+    }
+    const struct bm_table_module *m = &t->modules[op->module];
+    if (op->module == t->backbone_module && op->chunk > 0) return m->cost.out_mib; /* previous chunk's */
+    double s = 0;
+    for (int k = 0; k < m->n_consumes; k++) s += produced_mib(t, m->consumes[k]);
+    return s;
 }

@@ -15,6 +15,8 @@
  *                  slower or faster than the module costs say, e.g. from `bigmac calibrate`)
  * A NULL chunk_weights means uniform 1/(P*V); a NULL mb_scale or rank_time_scale means 1.
  *
+ * Dispatch: every op (compute, send, recv) of a rank occupies it t->op_overhead_ms before it
+ *   starts (the executor's per-op bookkeeping; spec device.op_overhead_us; 0 = none).
  * Comm: a send and a recv take no rank time; the data arrives
  *   link_latency_us / 1000 + mib * 2^20 / (link_gbytes_per_s * 1e9) * 1000  ms
  * after the send is issued. link_gbytes_per_s <= 0 means unlimited bandwidth. Links are
@@ -29,7 +31,18 @@
  *     Backbone act_mib x chunk weight per chunk; encoder/generator act_mib per microbatch
  *     (not scaled by mb_scale: memory is sized for the nominal microbatch).
  *     When the table carries measured act_bytes (the executor's ctx_bytes per module, chunk and
- *     microbatch), those bytes are used instead, exactly. */
+ *     microbatch), those bytes are used instead, exactly.
+ *
+ * Recomputation (module "recompute": "full", Megatron's full activation recomputation): the
+ *   forward keeps only the module's input, the backward first reruns the forward.
+ *   time:   B costs bwd_ms + fwd_ms (split backward: B = bwd_ms/2 + fwd_ms, W = bwd_ms/2),
+ *           times the same chunk weight / mb_scale / rank scale; F is unchanged.
+ *   memory: F holds act_mib while it runs (start .. end), then only the input I from F's end to
+ *           B's start; B holds act_mib again (the rebuilt activations) from its start to its end
+ *           (W's end for a split backward). I = bm_cost_input_mib: backbone chunk c > 0 the
+ *           backbone's out_mib (the previous chunk's output, not scaled by the chunk weight);
+ *           chunk 0 and every other module the sum of the out_mib of the modules producing what
+ *           it consumes (spec inputs are data: 0); measured in_bytes when the table has them. */
 #ifndef BM_SIM_COST_H
 #define BM_SIM_COST_H
 
@@ -48,6 +61,10 @@ double bm_cost_compute_ms(const struct bm_table *t, const struct bm_op *op, int 
 double bm_cost_comm_ms(const struct bm_table *t, int tensor);
 /* Activation MiB that compute op 'op' (its F) keeps alive until its B (or W). */
 double bm_cost_act_mib(const struct bm_table *t, const struct bm_op *op);
+/* 1 when 'module' is recomputed in t (table module "recompute": "full"). */
+int bm_cost_recompute(const struct bm_table *t, int module);
+/* MiB a recomputed forward keeps between its F and its B: its input (see above). */
+double bm_cost_input_mib(const struct bm_table *t, const struct bm_op *op);
 /* Resident state per rank into out[0 .. pp-1]. */
 void bm_cost_state_mib(const struct bm_table *t, double *out);
 /* Memory cap (MiB) of one device: memory_gib * 1024; 0 = none. */

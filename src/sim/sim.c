@@ -14,6 +14,7 @@
 
 #include "sim/cost.h"
 #include "sim/hosts.h"
+#include "sim/expect.h"
 #include "util/util.h"
 
 /* ---------------------------------------------------------------- timeline objects */
@@ -165,6 +166,8 @@ struct sim {
     double *tfree;     /* end of the rank's last op */
     double *act;       /* [P*3] live activations per role */
     uint8_t *parked;   /* rank waits at pc for a send */
+    uint8_t *parked_oh; /* the parked op's dispatch overhead is already in tfree */
+    const double *op_scale; /* [ops] duration factor per compute op (global id), or NULL */
     int *stack, sp;
 };
 
@@ -210,6 +213,7 @@ static void sim_free(struct sim *s)
     bm_free(s->tfree);
     bm_free(s->act);
     bm_free(s->parked);
+    bm_free(s->parked_oh);
     bm_free(s->stack);
 }
 
@@ -268,10 +272,11 @@ static int sim_init(struct sim *s, const struct bm_table *t, const struct bm_sim
     s->tfree = bm_calloc((size_t)P, sizeof *s->tfree);
     s->act = bm_calloc((size_t)P * BM_N_ROLES, sizeof *s->act);
     s->parked = bm_calloc((size_t)P, 1);
+    s->parked_oh = bm_calloc((size_t)P, 1);
     s->stack = bm_malloc((size_t)P * sizeof *s->stack);
     if (!s->base || !s->match || !s->chain || !s->jit || !s->split || !s->comm || !s->comm_x || !s->last_end ||
         !s->last_op || !s->pend || !s->pend_rank || !s->pend_op || !s->pc || !s->tfree ||
-        !s->act || !s->parked || !s->stack)
+        !s->act || !s->parked || !s->parked_oh || !s->stack)
         return bm_err_set(err, "simulate: out of memory (%ld ops)", n);
 
     s->base[0] = 0;
@@ -360,6 +365,21 @@ static int mem_change(struct sim *s, int r, double t_ms, int role, double delta)
     return bm_timeline_mem_push(s->tl, r, t_ms, a);
 }
 
+/* Memory events of a recomputed module's op running tf .. tf+d (cost.h): F holds a while it
+ * runs, then only the input; B rebuilds a at its start; B (or W when split) frees a at its end. */
+static int recompute_mem(struct sim *s, int r, const struct bm_op *op, double tf, double d, int role,
+                         double a, int split)
+{
+    double in = bm_cost_input_mib(s->t, op);
+    if (op->pass == BM_PASS_F)
+        return mem_change(s, r, tf, role, a) || mem_change(s, r, tf + d, role, -a) ||
+               mem_change(s, r, tf + d, role, in);
+    int rc = BM_OK;
+    if (op->pass == BM_PASS_B) rc = mem_change(s, r, tf, role, -in) || mem_change(s, r, tf, role, a);
+    if (!rc && (op->pass == BM_PASS_W || !split)) rc = mem_change(s, r, tf + d, role, -a);
+    return rc;
+}
+
 /* Run rank r until it ends or parks at a recv whose send is not issued yet. */
 static int run_rank(struct sim *s, int r, struct bm_err *err)
 {
@@ -371,6 +391,8 @@ static int run_rank(struct sim *s, int r, struct bm_err *err)
     for (int i = s->pc[r]; i < n; i++) {
         const struct bm_op *op = &ops[i];
         struct bm_op_time *ot = &times[i];
+        if (i == s->pc[r] && s->parked_oh[r]) s->parked_oh[r] = 0; /* dispatched before it parked */
+        else tf += t->op_overhead_ms;                               /* per-op dispatch (cost.h) */
         size_t mi = (size_t)r * (size_t)s->M + (size_t)op->mb;
         if (op->kind == BM_OP_COMPUTE) {
             double ready = s->last_end[mi] >= 0 ? s->last_end[mi] : 0;
@@ -385,11 +407,14 @@ static int run_rank(struct sim *s, int r, struct bm_err *err)
             if (op->module != t->backbone_module)
                 d *= s->jit[((size_t)op->module * 2 + (op->pass == BM_PASS_F ? 0 : 1)) * (size_t)s->M +
                             (size_t)op->mb];
+            if (s->op_scale) d *= s->op_scale[s->base[r] + i];
             *ot = (struct bm_op_time){tf, tf + d, ready, wr, wo};
             int role = t->modules[op->module].role;
             if ((unsigned)role >= BM_N_ROLES) role = BM_ROLE_BACKBONE;
             double a = bm_cost_act_mib(t, op);
-            if (op->pass == BM_PASS_F) {
+            if (bm_cost_recompute(t, op->module)) {
+                if (recompute_mem(s, r, op, tf, d, role, a, split)) goto oom;
+            } else if (op->pass == BM_PASS_F) {
                 if (mem_change(s, r, tf, role, a)) goto oom;
             } else if (op->pass == BM_PASS_W || !split) {
                 if (mem_change(s, r, tf + d, role, -a)) goto oom;
@@ -418,6 +443,7 @@ static int run_rank(struct sim *s, int r, struct bm_err *err)
                 s->pc[r] = i;
                 s->tfree[r] = tf;
                 s->parked[r] = 1;
+                s->parked_oh[r] = 1;
                 return BM_OK;
             }
             double arrive = s->tl->ranks[p].ops[si].start_ms +
@@ -474,10 +500,17 @@ static int deadlock_error(struct sim *s, struct bm_err *err)
 int bm_simulate(const struct bm_table *t, const struct bm_sim_opts *o, struct bm_timeline **out,
                 struct bm_err *err)
 {
+    return bm_simulate_op_scaled(t, o, NULL, out, err);
+}
+
+int bm_simulate_op_scaled(const struct bm_table *t, const struct bm_sim_opts *o, const double *op_scale,
+                          struct bm_timeline **out, struct bm_err *err)
+{
     *out = NULL;
     if (validate(t, err)) return BM_ERR;
     struct sim s;
     memset(&s, 0, sizeof s);
+    s.op_scale = op_scale;
     int rc = BM_ERR;
     s.tl = bm_timeline_new(t);
     if (!s.tl) {

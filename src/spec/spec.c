@@ -45,17 +45,18 @@ static const char *const top_keys[] = {"format", "version", "name", "doc", "devi
 static const char *const device_keys[] = {"memory_gib", "peak_tflops", "efficiency",
                                           "link_gbytes_per_s", "link_latency_us", "rank_time_scale",
                                           "ranks_per_host", "inter_host_gbytes_per_s",
-                                          "inter_host_latency_us", NULL};
+                                          "inter_host_latency_us", "op_overhead_us", NULL};
 static const char *const parallel_keys[] = {"pp", "vpp", "microbatches", "unit", NULL};
 static const char *const schedule_keys[] = {"backbone", "policy", "window", NULL};
 static const char *const module_keys[] = {"name", "role", "consumes", "produces", "layers", "cost",
-                                          "grad_to_backbone", "impl", "arch", "doc", NULL};
-static const char *const cost_keys[] = {"fwd_ms", "bwd_ms", "act_mib", "state_mib", "out_mib", NULL};
+                                          "grad_to_backbone", "impl", "arch", "doc", "recompute", NULL};
+static const char *const recompute_names[] = {"none", "full", NULL};
+static const char *const cost_keys[] = {"fwd_ms", "bwd_ms", "act_mib", "state_mib", "out_mib", "spread", NULL};
 static const char *const arch_keys[] = {"params", "layers", "hidden", "heads", "ffn", "vocab", "seq",
                                         "tokens", "image", "patch", "channels", "cond", NULL};
 static const char *const data_keys[] = {"encoder_cost_scale", "seed", "samples_per_microbatch",
                                         "max_images", NULL};
-static const char *const scale_keys[] = {"dist", "min", "max", "sigma", "seed", NULL};
+static const char *const scale_keys[] = {"dist", "min", "max", "sigma", "seed", "values", NULL};
 static const char *const train_keys[] = {"steps", "lr", "weight_decay", "beta1", "beta2", "eps",
                                          "seed", NULL};
 static const char *const role_names[] = {"encoder", "backbone", "generator", NULL};
@@ -455,6 +456,39 @@ static int get_names(struct ctx *c, json_t *obj, const char *parent, const char 
 
 /* ---------------------------------------------------------------- sections */
 
+/* data.encoder_cost_scale.values: explicit per-microbatch multipliers, each in (0, MAX_SCALE],
+ * at most MAX_COUNT of them; excludes dist/min/max/sigma (those describe a drawn list). */
+static int parse_scale_values(struct ctx *c, json_t *sc, struct bm_data *d)
+{
+    json_t *v = json_object_get(sc, "values");
+    if (!v) return BM_OK;
+    const char *p = "data.encoder_cost_scale.values";
+    char d2[300];
+    size_t n = json_array_size(v);
+    if (!json_is_array(v) || n == 0)
+        return fail(c, p, "%s must be a non-empty array of numbers (one per microbatch, cycled), got %s", p,
+                    describe(v, d2, sizeof d2));
+    if (n > MAX_COUNT) return fail(c, p, "%s has %zu entries; the limit is %d", p, n, MAX_COUNT);
+    static const char *const other[] = {"dist", "min", "max", "sigma", NULL};
+    for (int k = 0; other[k]; k++)
+        if (json_object_get(sc, other[k]))
+            return fail(c, p, "data.encoder_cost_scale: \"values\" and \"%s\" exclude each other"
+                              "\nhint: give either the list of multipliers or a distribution to draw them from",
+                        other[k]);
+    if (!(d->encoder_cost_values = bm_malloc(n * sizeof(double)))) return oom(c);
+    d->n_encoder_cost_values = (int)n;
+    for (size_t i = 0; i < n; i++) {
+        json_t *x = json_array_get(v, i);
+        char q[PATH_N];
+        join_index(q, p, (long)i);
+        double xv = json_is_number(x) ? json_number_value(x) : NAN;
+        if (!(xv > 0) || xv > MAX_SCALE)
+            return fail(c, q, "%s[%zu] must be a number in (0, %g], got %s", p, i, MAX_SCALE, describe(x, d2, sizeof d2));
+        d->encoder_cost_values[i] = xv;
+    }
+    return BM_OK;
+}
+
 /* device.rank_time_scale: one multiplier per pipeline rank, each in (0, MAX_RANK_SCALE]. */
 #define MAX_RANK_SCALE 1000
 static int parse_rank_time_scale(struct ctx *c, json_t *o)
@@ -519,7 +553,8 @@ static int parse_device(struct ctx *c, json_t *root)
         get_num(c, o, P, "peak_tflops", 0, GT, MAX_RATE, &d->peak_tflops, NULL) ||
         get_num(c, o, P, "efficiency", 0, GT, 1, &d->efficiency, NULL) ||
         get_num(c, o, P, "link_gbytes_per_s", 0, GT, MAX_RATE, &d->link_gbytes_per_s, NULL) ||
-        get_num(c, o, P, "link_latency_us", 0, GE, MAX_MS * 1e3, &d->link_latency_us, NULL))
+        get_num(c, o, P, "link_latency_us", 0, GE, MAX_MS * 1e3, &d->link_latency_us, NULL) ||
+        get_num(c, o, P, "op_overhead_us", 0, GE, MAX_MS * 1e3, &c->s->op_overhead_us, NULL))
         return BM_ERR;
     if (d->link_gbytes_per_s < MIN_LINK)
         return fail(c, "device.link_gbytes_per_s",
@@ -608,7 +643,7 @@ static int parse_data_train(struct ctx *c, json_t *root)
                 get_num(c, sc, Q, "min", 0, GE, MAX_SCALE, &d->min, &has_min) ||
                 get_num(c, sc, Q, "max", 0, GE, MAX_SCALE, &d->max, &has_max) ||
                 get_num(c, sc, Q, "sigma", 0, GE, 10, &d->sigma, &has_sigma) ||
-                get_u64(c, sc, Q, "seed", &d->seed))
+                get_u64(c, sc, Q, "seed", &d->seed) || parse_scale_values(c, sc, &s->data))
                 return BM_ERR;
             d->dist = (enum bm_dist)dist;
             const char *at = json_object_get(sc, "dist") ? "data.encoder_cost_scale.dist" : Q;
@@ -706,7 +741,8 @@ static int parse_module(struct ctx *c, int i, json_t *mo)
         get_names(c, mo, P, "produces", &m->produces, &m->n_produces) ||
         get_int(c, mo, P, "layers", 1, MAX_COUNT, 0, &m->layers, NULL) ||
         get_bool(c, mo, P, "grad_to_backbone", &m->grad_to_backbone) ||
-        get_strdup(c, mo, P, "impl", MAX_NAME, &m->impl))
+        get_strdup(c, mo, P, "impl", MAX_NAME, &m->impl) ||
+        get_enum(c, mo, P, "recompute", recompute_names, &m->recompute))
         return BM_ERR;
     const char *doc;
     if (get_str(c, mo, P, "doc", 0, &doc)) return BM_ERR;
@@ -744,7 +780,8 @@ static int parse_module(struct ctx *c, int i, json_t *mo)
             get_num(c, co, p, "bwd_ms", 0, GT, MAX_MS, &k->bwd_ms, NULL) ||
             get_num(c, co, p, "act_mib", 0, GE, MAX_MIB, &k->act_mib, NULL) ||
             get_num(c, co, p, "state_mib", 0, GE, MAX_MIB, &k->state_mib, NULL) ||
-            get_num(c, co, p, "out_mib", 0, GE, MAX_MIB, &k->out_mib, NULL))
+            get_num(c, co, p, "out_mib", 0, GE, MAX_MIB, &k->out_mib, NULL) ||
+            get_num(c, co, p, "spread", 0, GE, 10, &m->spread, NULL))
             return BM_ERR;
         m->cost_given = 1;
     } else if (m->has_arch && m->arch.params > 0 && m->arch.tokens > 0) {
@@ -1274,6 +1311,7 @@ void bm_spec_free(struct bm_spec *s)
     bm_free(s->modules);
     free_names(s->inputs, s->n_inputs);
     bm_free(s->rank_time_scale);
+    bm_free(s->data.encoder_cost_values);
     bm_free(s->path);
     bm_free(s->name);
     bm_free(s->doc);
@@ -1294,7 +1332,9 @@ void bm_spec_encoder_scales(const struct bm_spec *s, int M, double *out)
     bm_rng_seed(&r, d->seed);
     for (int m = 0; m < M; m++) {
         double x = 1.0;
-        if (d->dist == BM_DIST_UNIFORM) {
+        if (s->data.n_encoder_cost_values > 0 && s->data.encoder_cost_values) {
+            x = s->data.encoder_cost_values[m % s->data.n_encoder_cost_values];
+        } else if (d->dist == BM_DIST_UNIFORM) {
             x = d->min + (d->max - d->min) * bm_rng_uniform(&r);
         } else if (d->dist == BM_DIST_LOGNORMAL) {
             x = exp(d->sigma * bm_rng_normal(&r) - 0.5 * d->sigma * d->sigma);
