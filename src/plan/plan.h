@@ -105,6 +105,21 @@ int bm_nest(const struct bm_graph *g, int window, struct bm_order **out, struct 
  * does not grow. */
 int bm_refine_gaps(const struct bm_graph *g, struct bm_order *o, int anywhere, struct bm_err *err);
 
+/* Placement search (search.c): move single nested ops within their rank's sequence (the
+ * backbone order stays) to positions after idle time, keeping a move when the nominal
+ * (makespan, sum of rank end times) drops. residency > 0 keeps every rank's live encoder
+ * microbatches within residency*ceil(U/P) and generator ones within ceil(U/P) (verifier
+ * invariant 5); 0 = no limit. At most 'budget' order timings; *moved = 1 when o changed.
+ * BM_ERR only when out of memory. */
+int bm_search_order(const struct bm_graph *g, struct bm_order *o, int residency, long budget,
+                    int *moved, struct bm_err *err);
+
+/* A lower bound (ms) on the makespan of any schedule of g's work (every task on its rank, the
+ * backbone in each rank's fixed order; docs/simulator.md "Lower bound"). */
+int bm_graph_lower_bound(const struct bm_graph *g, double *lb, struct bm_err *err);
+/* Sort task ids[0..n) by key[id] ascending (heap sort, in place; not stable). */
+void bm_sort_ids_by_key(int *ids, int n, const double *key);
+
 /* Turn the order into the table's ops (compute + send/recv). */
 int bm_lower(struct bm_table *t, const struct bm_graph *g, const struct bm_order *o,
              struct bm_err *err);
