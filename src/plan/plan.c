@@ -365,35 +365,67 @@ int bm_plan_build(const struct bm_spec *s, const struct bm_plan_opts *opts, stru
     return bm_plan_build_search(s, opts, 0, out, NULL, err);
 }
 
-int bm_plan_build_search(const struct bm_spec *s, const struct bm_plan_opts *opts, int search,
-                         struct bm_table **out, double *lower_bound_ms, struct bm_err *err)
+/* The table shell (options, modules, costs, chunks, warm-up) and its dataflow: what every plan
+ * starts from. On failure *tp is NULL (everything released). */
+static int plan_shell(const struct bm_spec *s, const struct bm_plan_opts *opts, struct bm_table **tp,
+                      struct bm_flow **fp, struct bm_err *err)
 {
-    *out = NULL;
+    *tp = NULL;
+    *fp = NULL;
     if (check_opts(opts, err)) return BM_ERR;
     struct bm_table *t = bm_table_new(opts->pp);
     if (!t) return bm_err_set(err, "out of memory");
-    struct bm_flow *flow = NULL;
-    struct planner planner = {t, NULL, NULL, 0, search, {NULL}, 0}, *pl = &planner;
-    int rc = BM_ERR;
     t->vpp = opts->vpp;
     t->microbatches = opts->microbatches;
     t->unit = opts->unit > 0 ? opts->unit : opts->pp;
     t->backbone = opts->backbone;
     t->policy = opts->policy;
     t->device = s->device;
-    int M = t->microbatches, n_units = (M + t->unit - 1) / t->unit;
+    int M = t->microbatches;
     t->mb_scale = bm_malloc((size_t)M * sizeof(double));
     if (!t->mb_scale) {
         bm_err_set(err, "out of memory");
-        goto done;
+        goto fail;
     }
     bm_spec_encoder_scales(s, M, t->mb_scale);
-    if (bm_plan_rank_scale(t, s, err) || bm_plan_copy_modules(t, s, err) || bm_plan_chunks(t, s, err)) goto done;
+    if (bm_plan_rank_scale(t, s, err) || bm_plan_copy_modules(t, s, err) || bm_plan_chunks(t, s, err)) goto fail;
     if ((t->warmup_extra = bm_plan_warmup_extra(t)) < 0) {
         bm_err_set(err, "out of memory");
-        goto done;
+        goto fail;
     }
-    if (bm_flow_build(t, &flow, err)) goto done;
+    if (bm_flow_build(t, fp, err)) goto fail;
+    *tp = t;
+    return BM_OK;
+fail:
+    bm_table_free(t);
+    return BM_ERR;
+}
+
+int bm_plan_graph(const struct bm_spec *s, const struct bm_plan_opts *opts, struct bm_table **t,
+                  struct bm_flow **flow, struct bm_graph **g, struct bm_err *err)
+{
+    *g = NULL;
+    if (plan_shell(s, opts, t, flow, err)) return BM_ERR;
+    if (bm_graph_build(*t, *flow, 0, g, err)) {
+        bm_flow_free(*flow);
+        bm_table_free(*t);
+        *flow = NULL;
+        *t = NULL;
+        return BM_ERR;
+    }
+    return BM_OK;
+}
+
+int bm_plan_build_search(const struct bm_spec *s, const struct bm_plan_opts *opts, int search,
+                         struct bm_table **out, double *lower_bound_ms, struct bm_err *err)
+{
+    *out = NULL;
+    struct bm_table *t;
+    struct bm_flow *flow;
+    if (plan_shell(s, opts, &t, &flow, err)) return BM_ERR;
+    struct planner planner = {t, NULL, NULL, 0, search, {NULL}, 0}, *pl = &planner;
+    int rc = BM_ERR;
+    int n_units = (t->microbatches + t->unit - 1) / t->unit;
     pl->flow = flow;
     pl->pairs = bm_graph_pairs_by_window(t);
     /* pairing for the smallest window there can be; plan_with_window rebuilds for others */

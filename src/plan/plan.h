@@ -117,6 +117,12 @@ int bm_search_order(const struct bm_graph *g, struct bm_order *o, int residency,
 /* A lower bound (ms) on the makespan of any schedule of g's work (every task on its rank, the
  * backbone in each rank's fixed order; docs/simulator.md "Lower bound"). */
 int bm_graph_lower_bound(const struct bm_graph *g, double *lb, struct bm_err *err);
+/* The shell of a plan of spec s under opts (modules, costs, chunks, warm-up; no ops), its
+ * dataflow and its task graph (encoder owners m % P where they depend on a window), as
+ * bm_plan_build starts from them; for tests and tools that study orders of that work. The caller
+ * frees all three (bm_graph_free, bm_flow_free, bm_table_free). */
+int bm_plan_graph(const struct bm_spec *s, const struct bm_plan_opts *opts, struct bm_table **t,
+                  struct bm_flow **flow, struct bm_graph **g, struct bm_err *err);
 /* Sort task ids[0..n) by key[id] ascending (heap sort, in place; not stable). */
 void bm_sort_ids_by_key(int *ids, int n, const double *key);
 
