@@ -172,6 +172,14 @@ int bm_plan_chunks(struct bm_table *t, const struct bm_spec *s, struct bm_err *e
     return BM_OK;
 }
 
+struct bm_plan_prof *bm_plan_prof = NULL;
+
+#define PROF_START(v) double v = bm_plan_prof ? bm_now() : 0
+#define PROF_ADD(field, v) \
+    do {                                                 \
+        if (bm_plan_prof) bm_plan_prof->field += bm_now() - (v); \
+    } while (0)
+
 /* What the window search works on: the table being filled and the task graph (rebuilt for
  * each window when the encoder owners depend on it, bm_graph_pairs_by_window). */
 /* The ops of every rank of t, kept aside (best_window's best plan so far). */
@@ -254,26 +262,38 @@ static int plan_with_window(struct planner *pl, int W, struct bm_err *err)
         return BM_OK;
     }
     if (pl->pairs && pl->g->pair_window != W) {
+        PROF_START(t0);
         bm_graph_free(pl->g);
         pl->g = NULL;
         if (bm_graph_build(t, pl->flow, W, &pl->g, err)) return BM_ERR;
+        PROF_ADD(graph_s, t0);
     }
     struct bm_order *o;
+    PROF_START(t1);
     int rc = bm_nest(pl->g, W, &o, err);
+    PROF_ADD(nest_s, t1);
+    if (bm_plan_prof) bm_plan_prof->plans++;
     if (rc) return rc;
+    PROF_START(t2);
     if ((t->policy == BM_POL_BIGMAC || t->policy == BM_POL_IDEAL) && pl->search >= 0) {
         long budget = pl->search > 0 ? pl->search : SEARCH_TIMINGS;
         long by_work = SEARCH_WORK / (pl->g->n_tasks > 0 ? pl->g->n_tasks : 1);
-        if (pl->search == 0 && by_work < budget) budget = by_work;
+        long nested = pl->g->n_tasks - 2L * pl->g->C * pl->g->M;
+        /* by default only where it pays: a budget that cannot try every nested op once is skipped */
+        if (pl->search == 0) budget = by_work < nested ? 0 : BM_MIN(budget, by_work);
         int moved;
         if (budget > 0 && bm_search_order(pl->g, o, W, budget, &moved, err)) {
             bm_order_free(o);
             return BM_ERR;
         }
+        if (bm_plan_prof && budget > 0) bm_plan_prof->searched++;
     }
+    PROF_ADD(search_s, t2);
+    PROF_START(t3);
     for (int r = 0; r < t->pp; r++) t->ranks[r].n_ops = 0;
     rc = bm_lower(t, pl->g, o, err);
     bm_order_free(o);
+    PROF_ADD(lower_s, t3);
     return rc;
 }
 
@@ -281,7 +301,10 @@ static int plan_with_window(struct planner *pl, int W, struct bm_err *err)
 static int measure(struct bm_table *t, double *ms, int *fits, struct bm_err *err)
 {
     struct bm_timeline *tl;
-    if (bm_simulate(t, NULL, &tl, err)) return BM_ERR;
+    PROF_START(t0);
+    int rc = bm_simulate(t, NULL, &tl, err);
+    PROF_ADD(measure_s, t0);
+    if (rc) return BM_ERR;
     *ms = tl->makespan_ms;
     *fits = !tl->oom;
     bm_timeline_free(tl);
@@ -422,6 +445,7 @@ int bm_plan_build_search(const struct bm_spec *s, const struct bm_plan_opts *opt
     *out = NULL;
     struct bm_table *t;
     struct bm_flow *flow;
+    PROF_START(t0);
     if (plan_shell(s, opts, &t, &flow, err)) return BM_ERR;
     struct planner planner = {t, NULL, NULL, 0, search, {NULL}, 0}, *pl = &planner;
     int rc = BM_ERR;
@@ -430,6 +454,7 @@ int bm_plan_build_search(const struct bm_spec *s, const struct bm_plan_opts *opt
     pl->pairs = bm_graph_pairs_by_window(t);
     /* pairing for the smallest window there can be; plan_with_window rebuilds for others */
     if (bm_graph_build(t, flow, pl->pairs ? 1 : 0, &pl->g, err)) goto done;
+    PROF_ADD(shell_s, t0);
 
     if (t->policy == BM_POL_BIGMAC && opts->window > 0) {
         /* W >= the number of units is no limit at all; clamping keeps unit arithmetic
@@ -468,6 +493,7 @@ int bm_plan_build_search(const struct bm_spec *s, const struct bm_plan_opts *opt
         if (plan_with_window(pl, 0, err)) goto done;
     }
     if (lower_bound_ms) {
+        PROF_START(t4);
         /* the bound of the work as this table places it: the owners of the window it uses */
         if (pl->pairs && pl->g->pair_window != t->window) {
             bm_graph_free(pl->g);
@@ -475,6 +501,7 @@ int bm_plan_build_search(const struct bm_spec *s, const struct bm_plan_opts *opt
             if (bm_graph_build(t, flow, t->window, &pl->g, err)) goto done;
         }
         if (bm_graph_lower_bound(pl->g, lower_bound_ms, err)) goto done;
+        PROF_ADD(bound_s, t4);
     }
     rc = BM_OK;
 done:

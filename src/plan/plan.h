@@ -123,6 +123,20 @@ int bm_graph_lower_bound(const struct bm_graph *g, double *lb, struct bm_err *er
  * frees all three (bm_graph_free, bm_flow_free, bm_table_free). */
 int bm_plan_graph(const struct bm_spec *s, const struct bm_plan_opts *opts, struct bm_table **t,
                   struct bm_flow **flow, struct bm_graph **g, struct bm_err *err);
+/* Where bm_plan_build's time goes (bench/bench_quality.c): when bm_plan_prof is set, every plan
+ * adds its seconds per phase (wall clock, measured only, never read by the planner). */
+struct bm_plan_prof {
+    double shell_s;       /* options, modules, chunks, dataflow, first task graph */
+    double graph_s;       /* task graphs rebuilt per window (encoder owners paired to it) */
+    double nest_s;        /* list scheduling + gap refinement, every window tried */
+    double search_s;      /* placement search, every window tried */
+    double lower_s;       /* lowering to send/recv, every window tried */
+    double measure_s;     /* the window search's simulations of candidate plans */
+    double bound_s;       /* the lower bound (when asked for) */
+    int plans, searched;  /* windows planned, searches run */
+};
+extern struct bm_plan_prof *bm_plan_prof;
+
 /* Sort task ids[0..n) by key[id] ascending (heap sort, in place; not stable). */
 void bm_sort_ids_by_key(int *ids, int n, const double *key);
 
