@@ -361,11 +361,43 @@ TEST(search_is_deterministic)
     bm_spec_free(s);
 }
 
+/* Issue 15's target on the understanding example (P = 8, window cap 3): bigmac at or under
+ * optimus (which keeps every microbatch's activations) at every M, both at or above the bound. */
+TEST(understanding_window3_at_or_under_optimus)
+{
+    struct bm_spec *s;
+    struct bm_err err;
+    CHECK(bm_spec_load("examples/understanding-qwen3-30b-a3b.json", &s, &err) == BM_OK);
+    if (!s) return;
+    for (int V = 1; V <= 2; V++)
+        for (int M = 16; M <= 128; M *= 2) {
+            double ms[2], lb[2];
+            for (int k = 0; k < 2; k++) {
+                struct bm_plan_opts o = {8, V, M, 0, k ? 0 : 3, V > 1 ? BM_BB_INTERLEAVED : BM_BB_1F1B,
+                                         k ? BM_POL_OPTIMUS : BM_POL_BIGMAC};
+                struct bm_table *t;
+                struct bm_timeline *tl;
+                ms[k] = lb[k] = -1;
+                if (bm_plan_build_search(s, &o, 0, &t, &lb[k], &err) == BM_OK) {
+                    if (bm_simulate(t, NULL, &tl, &err) == BM_OK) {
+                        ms[k] = tl->makespan_ms;
+                        bm_timeline_free(tl);
+                    }
+                    bm_table_free(t);
+                }
+            }
+            CHECKF(ms[0] > 0 && ms[0] <= ms[1], "V=%d M=%d: bigmac %.2f, optimus %.2f", V, M, ms[0], ms[1]);
+            CHECK(lb[0] <= ms[0] && lb[1] <= ms[1]);
+        }
+    bm_spec_free(s);
+}
+
 int main(void)
 {
     RUN(bound_never_above_exhaustive_optimum);
     RUN(bound_never_above_any_policy_on_grid);
     RUN(search_never_slower_and_verifies);
     RUN(search_is_deterministic);
+    RUN(understanding_window3_at_or_under_optimus);
     return test_summary();
 }

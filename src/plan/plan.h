@@ -106,8 +106,8 @@ int bm_nest(const struct bm_graph *g, int window, struct bm_order **out, struct 
 int bm_refine_gaps(const struct bm_graph *g, struct bm_order *o, int anywhere, struct bm_err *err);
 
 /* Placement search (search.c): move single nested ops within their rank's sequence (the
- * backbone order stays) to positions after idle time, keeping a move when the nominal
- * (makespan, sum of rank end times) drops. residency > 0 keeps every rank's live encoder
+ * backbone order stays) to positions after idle time, or swap two, keeping a move when the
+ * nominal (makespan, sum of op finish times) drops. residency > 0 keeps every rank's live encoder
  * microbatches within residency*ceil(U/P) and generator ones within ceil(U/P) (verifier
  * invariant 5); 0 = no limit. At most 'budget' order timings; *moved = 1 when o changed.
  * BM_ERR only when out of memory. */

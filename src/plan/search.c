@@ -14,9 +14,10 @@
  * move cannot do when each alone breaks the residency limit or gains nothing.
  *
  * Per round, every nested op in rank order tries its candidates and the best one is kept when it
- * lowers (makespan, sum of the ranks' end times) lexicographically: the makespan first, the
- * second key only to walk plateaus where moving a non-critical rank's op is needed before the
- * critical one can gain. Strict decrease of that pair means no move is ever undone and a descent
+ * lowers (makespan, sum of every op's finish time) lexicographically: the makespan first, the
+ * second key only to walk plateaus where ops must move earlier off the critical path before the
+ * makespan can gain (tried: the sum of the ranks' end times instead ends 1.7 ms higher on the
+ * understanding example, 1F1B M = 64, and above optimus). Strict decrease of that pair means no move is ever undone and a descent
  * ends. Two descents run from the same start (every op; only ops on or right before the critical
  * path) and the better result is kept. Each is bounded by a number of order timings
  * (deterministic: no clock), so the same inputs always give the same table. */
@@ -52,7 +53,7 @@ struct srch {
 };
 
 /* Time the current order into (st, fi). Returns the makespan, or BM_T_INF when it deadlocks;
- * *sec gets the sum of the ranks' end times. Each task is visited once (ranks park on the first
+ * *sec gets the sum of every task's finish time. Each task is visited once (ranks park on the first
  * predecessor not yet done and are woken when it finishes), so O(tasks + edges). */
 static double time_order(struct srch *S, double *st, double *fi, double *sec)
 {
@@ -109,10 +110,9 @@ static double time_order(struct srch *S, double *st, double *fi, double *sec)
     S->evals++;
     if (left > 0) return BM_T_INF;
     double s = 0;
-    for (int r = 0; r < P; r++) {
-        s += S->free_at[r];
+    for (int r = 0; r < P; r++)
         if (S->free_at[r] > end) end = S->free_at[r];
-    }
+    for (int i = 0; i < S->N; i++) s += fi[i];
     *sec = s;
     return end;
 }
