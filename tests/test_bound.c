@@ -392,6 +392,46 @@ TEST(understanding_window3_at_or_under_optimus)
     bm_spec_free(s);
 }
 
+/* Re-pairing a task graph in place (the window search's cheap path) gives exactly the graph a
+ * fresh build for that window gives. */
+TEST(graph_repair_equals_rebuild)
+{
+    struct bm_spec *s = tiny_spec(1, 3, 6);
+    CHECK(s != NULL);
+    if (!s) return;
+    struct bm_plan_opts o = {4, 1, 32, 0, 3, BM_BB_1F1B, BM_POL_BIGMAC};
+    struct bm_table *t;
+    struct bm_flow *f;
+    struct bm_graph *g, *h;
+    struct bm_err err;
+    CHECK(bm_plan_graph(s, &o, &t, &f, &g, &err) == BM_OK);
+    CHECK(bm_graph_pairs_by_window(t));
+    for (int W = 1; W <= 4; W++) {
+        CHECK(bm_graph_repair(g, W, &err) == BM_OK);
+        CHECK(bm_graph_build(t, f, W, &h, &err) == BM_OK);
+        int same = g->n_tasks == h->n_tasks && g->pair_window == h->pair_window, owners_moved = 0;
+        for (int i = 0; same && i < g->n_tasks; i++) {
+            const struct bm_task *a = &g->task[i], *b = &h->task[i];
+            same = a->rank == b->rank && a->dur == b->dur && a->npred == b->npred && a->nsucc == b->nsucc &&
+                   a->pred0 == b->pred0 && a->succ0 == b->succ0;
+            for (int e = 0; same && e < a->npred; e++)
+                same = g->pred[a->pred0 + e].task == h->pred[b->pred0 + e].task &&
+                       g->pred[a->pred0 + e].comm_ms == h->pred[b->pred0 + e].comm_ms;
+            for (int e = 0; same && e < a->nsucc; e++)
+                same = g->succ[a->succ0 + e].task == h->succ[b->succ0 + e].task &&
+                       g->succ[a->succ0 + e].comm_ms == h->succ[b->succ0 + e].comm_ms;
+            owners_moved += a->chunk < 0 && a->rank != a->mb % t->pp;
+        }
+        CHECKF(same, "W=%d", W);
+        if (W >= 2) CHECK(owners_moved > 0); /* the pairing did change owners */
+        bm_graph_free(h);
+    }
+    bm_graph_free(g);
+    bm_flow_free(f);
+    bm_table_free(t);
+    bm_spec_free(s);
+}
+
 int main(void)
 {
     RUN(bound_never_above_exhaustive_optimum);
@@ -399,5 +439,6 @@ int main(void)
     RUN(search_never_slower_and_verifies);
     RUN(search_is_deterministic);
     RUN(understanding_window3_at_or_under_optimus);
+    RUN(graph_repair_equals_rebuild);
     return test_summary();
 }

@@ -70,7 +70,7 @@ static int peak_live(const struct bm_table *t, const char *name)
     return best;
 }
 
-#define GRID_SEARCH 48 /* order timings per descent of the placement search in the grid */
+#define GRID_SEARCH 32 /* order timings per descent of the placement search in the grid */
 
 TEST(property_grid_every_table_verifies_or_window_is_refused)
 {

@@ -263,9 +263,7 @@ static int plan_with_window(struct planner *pl, int W, struct bm_err *err)
     }
     if (pl->pairs && pl->g->pair_window != W) {
         PROF_START(t0);
-        bm_graph_free(pl->g);
-        pl->g = NULL;
-        if (bm_graph_build(t, pl->flow, W, &pl->g, err)) return BM_ERR;
+        if (bm_graph_repair(pl->g, W, err)) return BM_ERR;
         PROF_ADD(graph_s, t0);
     }
     struct bm_order *o;
@@ -495,11 +493,7 @@ int bm_plan_build_search(const struct bm_spec *s, const struct bm_plan_opts *opt
     if (lower_bound_ms) {
         PROF_START(t4);
         /* the bound of the work as this table places it: the owners of the window it uses */
-        if (pl->pairs && pl->g->pair_window != t->window) {
-            bm_graph_free(pl->g);
-            pl->g = NULL;
-            if (bm_graph_build(t, flow, t->window, &pl->g, err)) goto done;
-        }
+        if (pl->pairs && pl->g->pair_window != t->window && bm_graph_repair(pl->g, t->window, err)) goto done;
         if (bm_graph_lower_bound(pl->g, lower_bound_ms, err)) goto done;
         PROF_ADD(bound_s, t4);
     }

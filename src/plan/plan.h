@@ -64,6 +64,10 @@ int bm_graph_build(const struct bm_table *t, const struct bm_flow *flow, int pai
  * that differ): the planner rebuilds the graph for each window it tries. */
 int bm_graph_pairs_by_window(const struct bm_table *t);
 void bm_graph_free(struct bm_graph *g);
+/* Re-pair g's encoder owners for another window (what bm_graph_build(t, flow, pair_window)
+ * would give, in place: nested tasks' ranks and durations, transfer times of their edges).
+ * Cheaper than a rebuild: the edges themselves do not depend on ranks. */
+int bm_graph_repair(struct bm_graph *g, int pair_window, struct bm_err *err);
 
 /* Per-rank compute order (task ids), the policy's output. */
 struct bm_order {
