@@ -8,6 +8,7 @@
  * its preemptive optimum (Jackson's rule: run the released op with the longest tail, preempt at
  * every release) is a lower bound on the makespan of any schedule, and the bound is the largest
  * over ranks. O(tasks log tasks). */
+#include <math.h>
 #include <string.h>
 
 #include "plan/plan.h"
@@ -66,6 +67,10 @@ void bm_sort_ids_by_key(int *ids, int n, const double *key)
         sift(ids, 0, end, key);
     }
 }
+
+/* An edge's transfer time, never above the simulator's: the graph keeps it as a float rounded to
+ * nearest from the cost model's double, so one float step down is at or under the double. */
+static double comm_down(float c) { return c > 0 ? (double)nextafterf(c, 0.0f) : 0; }
 
 /* Preemptive one-machine optimum of max(C + tail) with releases head: Jackson's rule. */
 static double jackson(int *ids, int n, const double *head, const double *tail, const double *dur,
@@ -152,7 +157,7 @@ int bm_graph_lower_bound(const struct bm_graph *g, double *lb, struct bm_err *er
         double h = 0;
         for (int e = 0; e < tx->npred; e++) {
             struct bm_edge pe = g->pred[tx->pred0 + e];
-            double a = head[pe.task] + dur[pe.task] + pe.comm_ms;
+            double a = head[pe.task] + dur[pe.task] + comm_down(pe.comm_ms);
             if (a > h) h = a;
         }
         if (bb_prev[x] >= 0 && head[bb_prev[x]] + dur[bb_prev[x]] > h) h = head[bb_prev[x]] + dur[bb_prev[x]];
@@ -164,7 +169,7 @@ int bm_graph_lower_bound(const struct bm_graph *g, double *lb, struct bm_err *er
         double q = 0;
         for (int e = 0; e < tx->nsucc; e++) {
             struct bm_edge se = g->succ[tx->succ0 + e];
-            double a = se.comm_ms + dur[se.task] + tail[se.task];
+            double a = comm_down(se.comm_ms) + dur[se.task] + tail[se.task];
             if (a > q) q = a;
         }
         if (bb_next[x] >= 0 && dur[bb_next[x]] + tail[bb_next[x]] > q) q = dur[bb_next[x]] + tail[bb_next[x]];
