@@ -159,6 +159,7 @@ static int residency_ok(struct srch *S, int r)
             S->live[x->module]--;
             continue;
         }
+        if (x->pass != BM_PASS_F) continue; /* only a forward makes an activation live */
         int lim = t->modules[x->module].role == BM_ROLE_ENCODER ? S->lim_enc : S->lim_gen;
         if (++S->live[x->module] > lim) return 0;
     }
