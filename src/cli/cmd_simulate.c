@@ -17,6 +17,7 @@ static void usage(FILE *f)
             "usage: bigmac simulate SPEC [--pp N] [--vpp N] [--microbatches N] [--unit N]\n"
             "                       [--backbone gpipe|1f1b|interleaved] [--policy NAME]\n"
             "                       [--window N|auto|fit] [--compare] [--json] [--jitter X] [--seed S]\n"
+            "                       [--search off|N]\n"
             "\n"
             "Plan SPEC and simulate the operator table: makespan, per-rank busy/idle, bubble ratio,\n"
             "peak memory per rank and role, OOM against the device memory, samples/s.\n"
@@ -25,6 +26,8 @@ static void usage(FILE *f)
             "               encoder+generator compute of the bigmac table) and a makespan lower\n"
             "               bound (each policy's makespan / it: how far from optimal)\n"
             "  --json       one JSON object on stdout\n"
+            "  --search N   placement search budget (bigmac, ideal): off, or order timings per\n"
+            "               descent (default: on, docs/planner.md \"Placement search\")\n"
             "  --jitter X   encoder/generator op durations x (1 + X*u), u uniform in [-1,1] (default 0)\n"
             "  --seed S     jitter seed (default 1)\n"
             "Cost and memory model: docs/simulator.md.\n");
@@ -149,7 +152,7 @@ static const enum bm_policy compare_order[BM_N_POLICIES] = {
  * smallest holds for all of them; none runs less work and is left out). Under jitter the
  * durations are not the nominal ones the bound is computed from: no bound then. */
 static int run_compare(const struct bm_spec *s, struct bm_plan_opts o, const struct bm_sim_opts *so,
-                       int json)
+                       int json, int search)
 {
     json_t *results = json_array();
     double none_ms = -1, nested = -1, lower = -1;
@@ -164,7 +167,7 @@ static int run_compare(const struct bm_spec *s, struct bm_plan_opts o, const str
         struct bm_err err;
         double lb = -1;
         ok[i] = 0;
-        if (bm_plan_build_search(s, &o, 0, &t, &lb, &err)) {
+        if (bm_plan_build_search(s, &o, search, &t, &lb, &err)) {
             failed++;
             if (json)
                 json_array_append_new(results, json_pack("{s:s, s:s}", "policy",
@@ -228,7 +231,7 @@ int bm_cmd_simulate(int argc, char **argv)
     struct bm_cli_plan_flags f;
     memset(&f, 0, sizeof f);
     const char *path = NULL;
-    int compare = 0, json = 0;
+    int compare = 0, json = 0, search = 0;
     struct bm_sim_opts so = {0, 1, 0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -242,6 +245,23 @@ int bm_cmd_simulate(int argc, char **argv)
             compare = 1;
         } else if (!strcmp(a, "--json")) {
             json = 1;
+        } else if (!strcmp(a, "--search")) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "bigmac: error: --search needs a value (off, or a number of order timings)\n");
+                return BM_USAGE;
+            }
+            const char *v = argv[++i];
+            uint64_t n;
+            if (!strcmp(v, "off")) {
+                search = BM_SEARCH_OFF;
+            } else {
+                if (parse_u64(a, v, &n)) return BM_USAGE;
+                if (n < 1 || n > 100000000) {
+                    fprintf(stderr, "bigmac: error: --search: expected off or a count in 1..100000000, got '%s'\n", v);
+                    return BM_USAGE;
+                }
+                search = (int)n;
+            }
         } else if (!strcmp(a, "--jitter") || !strcmp(a, "--seed")) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "bigmac: error: %s needs a value\n", a);
@@ -269,11 +289,16 @@ int bm_cmd_simulate(int argc, char **argv)
     so.samples_per_microbatch = s->data.samples_per_microbatch;
     int rc = 0;
     if (compare) {
-        rc = run_compare(s, o, &so, json);
+        rc = run_compare(s, o, &so, json, search);
     } else {
         struct bm_table *t;
         struct bm_timeline *tl;
-        if (bm_cli_sim_run(s, &o, &so, &t, &tl, &err)) {
+        int prc = bm_plan_build_search(s, &o, search, &t, NULL, &err);
+        if (!prc && bm_simulate(t, &so, &tl, &err)) {
+            bm_table_free(t);
+            prc = BM_ERR;
+        }
+        if (prc) {
             bm_cli_error(err.msg);
             rc = 1;
         } else {
