@@ -49,6 +49,8 @@ struct bm_report_compare {
     struct bm_report_policy_row rows[BM_N_POLICIES];
     int n_rows;
     double bound_ms;                 /* none's makespan + max per-rank nested busy of bigmac; <0 n/a */
+    double lower_ms;                 /* makespan lower bound: the smallest of every policy's own
+                                      * (docs/simulator.md "Lower bound"; none left out); <0 n/a */
 };
 
 /* Plan and simulate spec s under all six policies with o's parallel settings (o->policy is
