@@ -361,6 +361,15 @@ void bm_plan_opts_from_spec(struct bm_plan_opts *o, const struct bm_spec *s);
  * small, ...) *out is NULL and err says why. */
 int bm_plan_build(const struct bm_spec *s, const struct bm_plan_opts *o, struct bm_table **out,
                   struct bm_err *err);
+/* bm_plan_build with the placement search's budget (bigmac and ideal, docs/planner.md
+ * "Placement search"): search = 0 the default (what bm_plan_build uses), BM_SEARCH_OFF none,
+ * > 0 at most that many order timings per descent (two per window tried). Deterministic:
+ * bounded by count, never by the clock, so the same inputs give the same table. When lower_bound_ms is not NULL it
+ * receives a makespan lower bound for the work as this table places it, valid for every
+ * order of it that keeps each rank's backbone order (docs/simulator.md "Lower bound"). */
+#define BM_SEARCH_OFF (-1)
+int bm_plan_build_search(const struct bm_spec *s, const struct bm_plan_opts *o, int search,
+                         struct bm_table **out, double *lower_bound_ms, struct bm_err *err);
 
 /* ---------------------------------------------------------------- verifier (DESIGN §7) */
 

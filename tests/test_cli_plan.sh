@@ -89,13 +89,13 @@ expect_contains bad_interleaved_m_text 'multiple of parallel.pp'
 expect_exit bad_missing_file 1 "$BIGMAC" plan "$D/nope.json"
 expect_contains bad_missing_file_text "$D/nope.json: cannot open"
 expect_exit plan_window_fit 0 "$BIGMAC" plan "$D/ok.json" --window fit --microbatches 32
-# a window is a cap: on interleaved understanding W = 5..8 are no faster than 4, so the plan
-# says it used 4 (before, W = 6 was a slower plan than W = 4)
+# a window is a cap: on interleaved understanding (placement search on) W = 7 is no faster than
+# 6, so the plan says it used 6 (before the search, W = 5..8 were no faster than 4)
 U=examples/understanding-qwen3-30b-a3b.json
-expect_exit plan_window_cap 0 "$BIGMAC" plan "$U" --window 6
-expect_contains plan_window_cap_text "W=4 (the fastest under the cap W=6)"
-expect_exit simulate_window_cap 0 "$BIGMAC" simulate "$U" --window 6
-expect_contains simulate_window_cap_text "window 4 (the fastest under the cap 6)"
+expect_exit plan_window_cap 0 "$BIGMAC" plan "$U" --window 7
+expect_contains plan_window_cap_text "W=6 (the fastest under the cap W=7)"
+expect_exit simulate_window_cap 0 "$BIGMAC" simulate "$U" --window 7
+expect_contains simulate_window_cap_text "window 6 (the fastest under the cap 7)"
 expect_exit plan_window_cap_reached 0 "$BIGMAC" plan "$U" --window 6 --backbone 1f1b --vpp 1
 expect_contains plan_window_cap_reached_text "P=8 V=1 M=64 U=8 W=6"
 if printf '%s' "$OUT_TXT" | grep -q "under the cap"; then echo "FAIL plan_window_cap_reached_no_note"; else

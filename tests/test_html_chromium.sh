@@ -65,7 +65,8 @@ size=$(stat -c %s "$T/svg.png" 2>/dev/null || echo 0)
 if [ "$size" -gt $((blank * 3)) ]; then echo "PASS svg_screenshot_not_blank"; else
     echo "FAIL svg_screenshot_not_blank: $size bytes"; fi
 
-# interaction: hover over a lane shows the op, its times and what it waited for; the zoom
+# interaction: hover over a lane (every 1% of its width: searched plans leave little idle to
+# hit) shows the op, its times, what it waited for and idle time; the zoom
 # button narrows the shown range (events dispatched by a script appended to a copy)
 sed 's|</body></html>||' "$T/spec.html" >"$T/hover.html"
 cat >>"$T/hover.html" <<'JS'
@@ -73,7 +74,7 @@ cat >>"$T/hover.html" <<'JS'
 (function () {
   var cv = document.getElementById("cv"), r = cv.getBoundingClientRect(), out = [];
   for (var lane = 0; lane < 4; lane++)
-    for (var f = 0.05; f < 1; f += 0.05) {
+    for (var f = 0.01; f < 1; f += 0.01) {
       cv.dispatchEvent(new MouseEvent("mousemove", {clientX: r.left + f * r.width, clientY: r.top + 24 + lane * 58 + 10, bubbles: true}));
       out.push(document.getElementById("tip").textContent);
     }

@@ -1,4 +1,4 @@
-/* test_plan.c — the planner: every table it builds verifies (property grid over P, V, M, W,
+/* test_plan.c — the planner: every table it builds verifies and none beats its lower bound (property grid over P, V, M, W,
  * encoders, generators and policies), a too-small window is refused with the blocked ops,
  * the smallest safe windows match DESIGN §6, bigmac's encoder residency is flat in M while
  * optimus's grows, and the planner's nominal timeline equals the simulator's. */
@@ -70,6 +70,8 @@ static int peak_live(const struct bm_table *t, const char *name)
     return best;
 }
 
+#define GRID_SEARCH 32 /* order timings per descent of the placement search in the grid */
+
 TEST(property_grid_every_table_verifies_or_window_is_refused)
 {
     static const enum bm_policy pols[] = {BM_POL_BIGMAC, BM_POL_OPTIMUS, BM_POL_UNIFIED,
@@ -93,7 +95,11 @@ TEST(property_grid_every_table_verifies_or_window_is_refused)
                                 struct bm_plan_opts o = opts(P, V, M, bb, pols[pi], pols[pi] == BM_POL_BIGMAC ? W : 0);
                                 struct bm_table *t;
                                 struct bm_err err;
-                                if (bm_plan_build(s, &o, &t, &err)) {
+                                /* the placement search on (bigmac, ideal) with a small budget:
+                                 * every kept move is checked against the same invariants the
+                                 * verifier checks, whatever the budget */
+                                double lb = -1;
+                                if (bm_plan_build_search(s, &o, GRID_SEARCH, &t, &lb, &err)) {
                                     if (strstr(err.msg, "too small") && strstr(err.msg, "blocked at")) {
                                         refused++;
                                     } else {
@@ -109,6 +115,16 @@ TEST(property_grid_every_table_verifies_or_window_is_refused)
                                     CHECKF(0, "P=%d V=%d M=%d %s %s W=%d enc=%d gen=%d does not verify: %s", P,
                                            V, M, bm_backbone_name(bb), bm_policy_name(pols[pi]), W, enc,
                                            gen, err.msg);
+                                }
+                                /* the lower bound of this table's work (docs/simulator.md) */
+                                struct bm_timeline *tl;
+                                if (bm_simulate(t, NULL, &tl, &err) == BM_OK) {
+                                    CHECKF(lb > 0 && lb <= tl->makespan_ms * (1 + 1e-9),
+                                           "P=%d V=%d M=%d %s W=%d: lower bound %.4f, makespan %.4f", P, V, M,
+                                           bm_policy_name(pols[pi]), W, lb, tl->makespan_ms);
+                                    bm_timeline_free(tl);
+                                } else {
+                                    CHECKF(0, "simulate: %s", err.msg);
                                 }
                                 if (pols[pi] == BM_POL_BIGMAC) {
                                     int bound = t->window * ((t->unit + P - 1) / P);

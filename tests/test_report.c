@@ -429,6 +429,10 @@ TEST(html_self_contained)
     CHECK(cmp.n_rows == BM_N_POLICIES);
     for (int i = 0; i < cmp.n_rows; i++) CHECKF(cmp.rows[i].ok, "%s: %s", bm_policy_name(cmp.rows[i].policy), cmp.rows[i].error);
     CHECK(cmp.bound_ms > cmp.rows[BM_POL_NONE].makespan_ms);
+    /* the lower bound: under every policy that runs all the work */
+    CHECK(cmp.lower_ms > 0);
+    for (int i = 0; i < cmp.n_rows; i++)
+        if (cmp.rows[i].policy != BM_POL_NONE) CHECK(cmp.lower_ms <= cmp.rows[i].makespan_ms * (1 + 1e-9));
     /* optimus keeps every encoder activation: at least bigmac's */
     CHECK(cmp.rows[BM_POL_OPTIMUS].peak_act_mib[BM_ROLE_ENCODER] >= cmp.rows[BM_POL_BIGMAC].peak_act_mib[BM_ROLE_ENCODER]);
     char *buf = NULL;
@@ -438,6 +442,7 @@ TEST(html_self_contained)
     fclose(f);
     CHECK_STR_CONTAINS(buf, "Policy comparison");
     CHECK_STR_CONTAINS(buf, "zero-added-bubble bound");
+    CHECK_STR_CONTAINS(buf, "<tr><td>lower bound</td>");
     static const char *const pols[] = {"bigmac", "optimus", "unified", "unified-balanced", "ideal", "none"};
     for (int i = 0; i < 6; i++) {
         char want[64];

@@ -58,8 +58,35 @@ for p in bigmac optimus unified unified-balanced ideal none; do
     expect_contains "cmp_json_has_$p" "\"policy\": \"$p\""
 done
 expect_count cmp_json_six '"policy": ' 6
+expect_json_key cmp_json_lower_bound lower_bound_ms
+# the lower bound is at or under every policy's makespan except none's (which runs less work)
+if printf '%s' "$OUT_TXT" | /usr/bin/python3 -c '
+import json, sys
+j = json.load(sys.stdin)
+lb = j["lower_bound_ms"]
+ok = lb is not None and lb > 0
+for r in j["results"]:
+    if r["policy"] != "none" and "makespan_ms" in r:
+        ok = ok and lb <= r["makespan_ms"] * (1 + 1e-9)
+sys.exit(0 if ok else 1)'; then echo "PASS cmp_json_lower_bound_below_makespans"; else echo "FAIL cmp_json_lower_bound_below_makespans"; fi
 expect_exit cmp_human 0 "$BIGMAC" simulate "$SPEC" --compare
 expect_contains cmp_human_bound "zero-added-bubble bound"
+expect_contains cmp_human_lower "lower bound: "
+expect_contains cmp_human_ratio "/ lower"
+# --search: off is the list scheduler alone, never faster than the default; bad values refused
+U=examples/understanding-qwen3-30b-a3b.json
+ON=$("$BIGMAC" simulate "$U" --pp 8 --vpp 1 --backbone 1f1b --microbatches 32 --window 3 --json 2>/dev/null)
+OFF=$("$BIGMAC" simulate "$U" --pp 8 --vpp 1 --backbone 1f1b --microbatches 32 --window 3 --json --search off 2>/dev/null)
+if /usr/bin/python3 -c '
+import json, sys
+on, off = json.loads(sys.argv[1])["makespan_ms"], json.loads(sys.argv[2])["makespan_ms"]
+sys.exit(0 if on < off else 1)' "$ON" "$OFF"; then echo "PASS sim_search_off_is_slower"; else echo "FAIL sim_search_off_is_slower"; fi
+expect_exit sim_search_zero 2 "$BIGMAC" simulate "$SPEC" --search 0
+expect_exit sim_search_word 2 "$BIGMAC" simulate "$SPEC" --search many
+expect_exit sim_search_missing 2 "$BIGMAC" simulate "$SPEC" --search
+expect_exit sim_search_count 0 "$BIGMAC" simulate "$SPEC" --search 100
+OUT_TXT=$("$BIGMAC" simulate "$SPEC" --compare --json --jitter 0.2 2>/dev/null)
+expect_contains cmp_json_jitter_no_lower_bound '"lower_bound_ms": null'
 
 # ---- jitter: reproducible by seed, 0 = none
 A=$("$BIGMAC" simulate "$SPEC" --json --jitter 0.3 --seed 5 2>/dev/null)

@@ -21,14 +21,19 @@ static void usage(FILE *f)
             "usage: bigmac simulate SPEC [--pp N] [--vpp N] [--microbatches N] [--unit N]\n"
             "                       [--backbone gpipe|1f1b|interleaved] [--policy NAME]\n"
             "                       [--window N|auto|fit] [--compare] [--json] [--jitter X] [--seed S]\n"
+            "                       [--search off|N]\n"
             "\n"
             "Plan SPEC and simulate the operator table: makespan, per-rank busy/idle, bubble ratio,\n"
             "peak memory per rank and role, OOM against the device memory, samples/s.\n"
-            "  --compare    every policy (bigmac, optimus, unified, unified-balanced, ideal, none)\n"
-            "               and the zero-added-bubble bound (none's makespan + the largest per-rank\n"
-            "               encoder+generator compute of the bigmac table); when optimus runs out\n"
-            "               of memory also optimus+recompute (encoders and generators recomputed)\n"
+            "  --compare    every policy (bigmac, optimus, unified, unified-balanced, ideal, none),\n"
+            "               the zero-added-bubble bound (none's makespan + the largest per-rank\n"
+            "               encoder+generator compute of the bigmac table) and a makespan lower\n"
+            "               bound (each policy's makespan / it: how far from optimal); when optimus\n"
+            "               runs out of memory also optimus+recompute (encoders and generators\n"
+            "               recomputed)\n"
             "  --json       one JSON object on stdout\n"
+            "  --search N   placement search budget (bigmac, ideal): off, or order timings per\n"
+            "               descent (default: on, docs/planner.md \"Placement search\")\n"
             "  --jitter X   encoder/generator op durations x (1 + X*u), u uniform in [-1,1] (default 0)\n"
             "  --seed S     jitter seed (default 1)\n"
             "  --ranks-per-host N  rank r runs on host r / N; transfers between hosts take the\n"
@@ -176,10 +181,19 @@ static double max_nested_ms(const struct bm_timeline *tl)
 static const enum bm_policy compare_order[BM_N_POLICIES] = {
     BM_POL_BIGMAC, BM_POL_OPTIMUS, BM_POL_UNIFIED, BM_POL_UNIFIED_BALANCED, BM_POL_IDEAL, BM_POL_NONE};
 
+/* One row of the comparison, printed after every policy has been planned (the ratio to the
+ * lower bound needs all of them). */
+struct cmp_row {
+    int ok, oom;
+    double ms, bubble, sps, peak;
+    char err[160];
+};
+
 /* The memory-equal compute-first baseline: optimus with every encoder and generator
- * recomputed ("policy": "optimus+recompute"), one row like the others. */
+ * recomputed ("policy": "optimus+recompute"), one row like the others (JSON: appended to
+ * results now; human: returned in *row). */
 static void compare_optimus_recompute(struct bm_spec *s, struct bm_plan_opts o, const struct bm_sim_opts *so,
-                                      int json, json_t *results)
+                                      int json, json_t *results, struct cmp_row *row)
 {
     static const char *name = "optimus+recompute";
     int *saved = bm_malloc((size_t)s->n_modules * sizeof *saved);
@@ -188,6 +202,7 @@ static void compare_optimus_recompute(struct bm_spec *s, struct bm_plan_opts o, 
     struct bm_err err;
     o.policy = BM_POL_OPTIMUS;
     int rc = BM_ERR;
+    memset(row, 0, sizeof *row);
     if (!saved) bm_err_set(&err, "out of memory");
     else {
         bm_spec_recompute_roles(s, BM_RECOMPUTE_NESTED, 1, saved);
@@ -197,69 +212,110 @@ static void compare_optimus_recompute(struct bm_spec *s, struct bm_plan_opts o, 
     bm_free(saved);
     if (rc) {
         if (json) json_array_append_new(results, json_pack("{s:s, s:s}", "policy", name, "error", err.msg));
-        else printf("%-17s %s\n", name, strtok(err.msg, "\n"));
+        snprintf(row->err, sizeof row->err, "%s", strtok(err.msg, "\n"));
         return;
     }
     if (json) {
         json_t *j = bm_cli_sim_json(t, tl);
         json_object_set_new(j, "policy", json_string(name));
         json_array_append_new(results, j);
-    } else {
-        printf("%-17s %12.3f %7.1f%% %11.2f %10.3f %5s\n", name, tl->makespan_ms, 100 * tl->bubble_ratio,
-               tl->samples_per_s, GIB(tl->peak_mib), tl->oom ? "OOM" : "no");
     }
+    *row = (struct cmp_row){.ok = 1, .oom = tl->oom, .ms = tl->makespan_ms, .bubble = tl->bubble_ratio,
+                            .sps = tl->samples_per_s, .peak = tl->peak_mib};
     bm_timeline_free(tl);
     bm_table_free(t);
 }
 
+/* Every policy planned and simulated, then printed: the rows need the lower bound, which is
+ * the smallest of the policies' own bounds (each places the work its own way, so only the
+ * smallest holds for all of them; none runs less work and is left out). Under jitter the
+ * durations are not the nominal ones the bound is computed from: no bound then. The
+ * optimus+recompute row (only when optimus is OOM) runs more work on optimus's placement, so the
+ * bound holds for it too. */
 static int run_compare(struct bm_spec *s, struct bm_plan_opts o, const struct bm_sim_opts *so,
-                       int json)
+                       int json, int search)
 {
     int optimus_oom = 0;
+    struct cmp_row recompute_row = {0};
     json_t *results = json_array();
-    double none_ms = -1, nested = -1;
+    double none_ms = -1, nested = -1, lower = -1;
+    double ms[BM_N_POLICIES], bubble[BM_N_POLICIES], sps[BM_N_POLICIES], peak[BM_N_POLICIES];
+    int oom[BM_N_POLICIES], ok[BM_N_POLICIES];
+    char errs[BM_N_POLICIES][160];
     int failed = 0;
-    if (!json)
-        printf("%-17s %12s %8s %11s %10s %5s\n", "policy", "makespan ms", "bubble", "samples/s",
-               "peak GiB", "oom");
     for (int i = 0; i < BM_N_POLICIES; i++) {
         o.policy = compare_order[i];
         struct bm_table *t;
         struct bm_timeline *tl;
         struct bm_err err;
-        if (bm_cli_sim_run(s, &o, so, &t, &tl, &err)) {
+        double lb = -1;
+        ok[i] = 0;
+        if (bm_plan_build_search(s, &o, search, &t, &lb, &err)) {
             failed++;
             if (json)
                 json_array_append_new(results, json_pack("{s:s, s:s}", "policy",
                                                          bm_policy_name(o.policy), "error", err.msg));
-            else
-                printf("%-17s %s\n", bm_policy_name(o.policy), strtok(err.msg, "\n"));
+            snprintf(errs[i], sizeof errs[i], "%s", strtok(err.msg, "\n"));
             continue;
         }
+        if (bm_simulate(t, so, &tl, &err)) {
+            failed++;
+            bm_table_free(t);
+            if (json)
+                json_array_append_new(results, json_pack("{s:s, s:s}", "policy",
+                                                         bm_policy_name(o.policy), "error", err.msg));
+            snprintf(errs[i], sizeof errs[i], "%s", strtok(err.msg, "\n"));
+            continue;
+        }
+        ok[i] = 1;
+        ms[i] = tl->makespan_ms, bubble[i] = tl->bubble_ratio, sps[i] = tl->samples_per_s;
+        peak[i] = tl->peak_mib, oom[i] = tl->oom;
         if (o.policy == BM_POL_NONE) none_ms = tl->makespan_ms;
+        else if (lower < 0 || lb < lower) lower = lb;
         if (o.policy == BM_POL_BIGMAC) nested = max_nested_ms(tl);
         if (o.policy == BM_POL_OPTIMUS) optimus_oom = tl->oom;
-        if (json)
-            json_array_append_new(results, bm_cli_sim_json(t, tl));
-        else
-            printf("%-17s %12.3f %7.1f%% %11.2f %10.3f %5s\n", bm_policy_name(o.policy),
-                   tl->makespan_ms, 100 * tl->bubble_ratio, tl->samples_per_s, GIB(tl->peak_mib),
-                   tl->oom ? "OOM" : "no");
+        if (json) json_array_append_new(results, bm_cli_sim_json(t, tl));
         bm_timeline_free(tl);
         bm_table_free(t);
-        if (o.policy == BM_POL_OPTIMUS && optimus_oom) compare_optimus_recompute(s, o, so, json, results);
+        if (o.policy == BM_POL_OPTIMUS && optimus_oom) compare_optimus_recompute(s, o, so, json, results, &recompute_row);
     }
+    if (so && so->jitter > 0) lower = -1;
     int have_bound = none_ms >= 0 && nested >= 0;
     if (json) {
-        json_t *j = json_pack("{s:o, s:o}", "results", results, "zero_bubble_bound_ms",
-                              have_bound ? json_real(none_ms + nested) : json_null());
+        json_t *j = json_pack("{s:o, s:o, s:o}", "results", results, "zero_bubble_bound_ms",
+                              have_bound ? json_real(none_ms + nested) : json_null(), "lower_bound_ms",
+                              lower >= 0 ? json_real(lower) : json_null());
         bm_cli_json_print(j);
         json_decref(j);
     } else {
         json_decref(results);
+        printf("%-17s %12s %8s %8s %11s %10s %5s\n", "policy", "makespan ms", "/ lower", "bubble",
+               "samples/s", "peak GiB", "oom");
+        for (int i = 0; i < BM_N_POLICIES; i++) {
+            if (!ok[i]) {
+                printf("%-17s %s\n", bm_policy_name(compare_order[i]), errs[i]);
+                continue;
+            }
+            char ratio[16] = "-";
+            if (lower > 0 && compare_order[i] != BM_POL_NONE) snprintf(ratio, sizeof ratio, "%.3f", ms[i] / lower);
+            printf("%-17s %12.3f %8s %7.1f%% %11.2f %10.3f %5s\n", bm_policy_name(compare_order[i]), ms[i],
+                   ratio, 100 * bubble[i], sps[i], GIB(peak[i]), oom[i] ? "OOM" : "no");
+            if (compare_order[i] != BM_POL_OPTIMUS || !oom[i]) continue;
+            const struct cmp_row *rr = &recompute_row;
+            if (!rr->ok) {
+                printf("%-17s %s\n", "optimus+recompute", rr->err);
+                continue;
+            }
+            if (lower > 0) snprintf(ratio, sizeof ratio, "%.3f", rr->ms / lower);
+            printf("%-17s %12.3f %8s %7.1f%% %11.2f %10.3f %5s\n", "optimus+recompute", rr->ms, ratio,
+                   100 * rr->bubble, rr->sps, GIB(rr->peak), rr->oom ? "OOM" : "no");
+        }
         if (have_bound)
             printf("\nzero-added-bubble bound: %.3f ms (none %.3f + largest per-rank nested compute "
                    "of bigmac %.3f)\n", none_ms + nested, none_ms, nested);
+        if (lower >= 0)
+            printf("lower bound: %.3f ms (no order of this work that keeps the backbone order beats it, "
+                   "for any policy's placement; docs/simulator.md)\n", lower);
     }
     return failed == BM_N_POLICIES ? 1 : 0;
 }
@@ -269,7 +325,7 @@ int bm_cmd_simulate(int argc, char **argv)
     struct bm_cli_plan_flags f;
     memset(&f, 0, sizeof f);
     const char *path = NULL;
-    int compare = 0, json = 0;
+    int compare = 0, json = 0, search = 0;
     struct bm_sim_opts so = {0, 1, 0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -283,6 +339,23 @@ int bm_cmd_simulate(int argc, char **argv)
             compare = 1;
         } else if (!strcmp(a, "--json")) {
             json = 1;
+        } else if (!strcmp(a, "--search")) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "bigmac: error: --search needs a value (off, or a number of order timings)\n");
+                return BM_USAGE;
+            }
+            const char *v = argv[++i];
+            uint64_t n;
+            if (!strcmp(v, "off")) {
+                search = BM_SEARCH_OFF;
+            } else {
+                if (parse_u64(a, v, &n)) return BM_USAGE;
+                if (n < 1 || n > 100000000) {
+                    fprintf(stderr, "bigmac: error: --search: expected off or a count in 1..100000000, got '%s'\n", v);
+                    return BM_USAGE;
+                }
+                search = (int)n;
+            }
         } else if (!strcmp(a, "--jitter") || !strcmp(a, "--seed")) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "bigmac: error: %s needs a value\n", a);
@@ -310,11 +383,16 @@ int bm_cmd_simulate(int argc, char **argv)
     so.samples_per_microbatch = s->data.samples_per_microbatch;
     int rc = 0;
     if (compare) {
-        rc = run_compare(s, o, &so, json);
+        rc = run_compare(s, o, &so, json, search);
     } else {
         struct bm_table *t;
         struct bm_timeline *tl;
-        if (bm_cli_sim_run(s, &o, &so, &t, &tl, &err)) {
+        int prc = bm_plan_build_search(s, &o, search, &t, NULL, &err);
+        if (!prc && bm_simulate(t, &so, &tl, &err)) {
+            bm_table_free(t);
+            prc = BM_ERR;
+        }
+        if (prc) {
             bm_cli_error(err.msg);
             rc = 1;
         } else {

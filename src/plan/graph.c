@@ -289,6 +289,43 @@ oom:
     return bm_err_set(err, "out of memory building the task graph");
 }
 
+int bm_graph_repair(struct bm_graph *g, int pair_window, struct bm_err *err)
+{
+    const struct bm_table *t = g->t;
+    pair_window = pair_window > 0 && bm_graph_pairs_by_window(t) ? pair_window : 0;
+    if (pair_window == g->pair_window) return BM_OK;
+    int *owner = bm_malloc((size_t)(g->M > 0 ? g->M : 1) * sizeof *owner);
+    if (!owner || nested_owners(t, pair_window, owner)) {
+        bm_free(owner);
+        return bm_err_set(err, "out of memory re-pairing the task graph");
+    }
+    g->pair_window = pair_window;
+    int first_nested = g->C * 2 * g->M;
+    for (int i = first_nested; i < g->n_tasks; i++) { /* nested tasks: new rank, its speed */
+        struct bm_task *x = &g->task[i];
+        x->rank = task_rank(t, owner, x->module, -1, x->mb);
+        struct bm_op op = {BM_OP_COMPUTE, (uint8_t)x->pass, x->module, -1, x->mb, -1, -1};
+        x->dur = bm_cost_compute_ms(t, &op, 0) * bm_cost_rank_scale(t, x->rank);
+    }
+    bm_free(owner);
+    /* Edge counts do not depend on ranks, only transfer times do: redo the pred lists of the
+     * tasks that touch a nested task (same slots), then the succ lists' copies. */
+    for (int i = 0; i < g->n_tasks; i++) {
+        const struct bm_task *x = &g->task[i];
+        int touch = i >= first_nested;
+        for (int e = 0; e < x->npred && !touch; e++) touch = g->pred[x->pred0 + e].task >= first_nested;
+        if (touch) for_preds(g, i, g->pred + x->pred0);
+    }
+    for (int i = 0; i < g->n_tasks; i++) g->task[i].nsucc = 0;
+    for (int i = 0; i < g->n_tasks; i++)
+        for (int e = 0; e < g->task[i].npred; e++) {
+            struct bm_edge pe = g->pred[g->task[i].pred0 + e];
+            struct bm_task *p = &g->task[pe.task];
+            g->succ[p->succ0 + p->nsucc++] = (struct bm_edge){i, pe.comm_ms};
+        }
+    return BM_OK;
+}
+
 void bm_order_free(struct bm_order *o)
 {
     if (!o) return;

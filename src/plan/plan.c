@@ -174,13 +174,63 @@ int bm_plan_chunks(struct bm_table *t, const struct bm_spec *s, struct bm_err *e
     return BM_OK;
 }
 
+struct bm_plan_prof *bm_plan_prof = NULL;
+
+#define PROF_START(v) double v = bm_plan_prof ? bm_now() : 0
+#define PROF_ADD(field, v) \
+    do {                                                 \
+        if (bm_plan_prof) bm_plan_prof->field += bm_now() - (v); \
+    } while (0)
+
 /* What the window search works on: the table being filled and the task graph (rebuilt for
  * each window when the encoder owners depend on it, bm_graph_pairs_by_window). */
+/* The ops of every rank of t, kept aside (best_window's best plan so far). */
+struct snapshot {
+    struct bm_rank_ops *ranks; /* [pp], NULL when none is kept */
+};
+
+static void snapshot_free(struct snapshot *sn, int pp)
+{
+    for (int r = 0; sn->ranks && r < pp; r++) bm_free(sn->ranks[r].ops);
+    bm_free(sn->ranks);
+    sn->ranks = NULL;
+}
+
+static int snapshot_take(struct snapshot *sn, const struct bm_table *t, struct bm_err *err)
+{
+    snapshot_free(sn, t->pp);
+    sn->ranks = bm_calloc((size_t)t->pp, sizeof *sn->ranks);
+    if (!sn->ranks) return bm_err_set(err, "out of memory keeping the best plan");
+    for (int r = 0; r < t->pp; r++) {
+        int n = t->ranks[r].n_ops;
+        sn->ranks[r].ops = bm_malloc((size_t)(n ? n : 1) * sizeof(struct bm_op));
+        if (!sn->ranks[r].ops) return bm_err_set(err, "out of memory keeping the best plan");
+        memcpy(sn->ranks[r].ops, t->ranks[r].ops, (size_t)n * sizeof(struct bm_op));
+        sn->ranks[r].cap = n ? n : 1;
+        sn->ranks[r].n_ops = n;
+    }
+    return BM_OK;
+}
+
+/* Put the kept ops back into t (the snapshot is consumed). */
+static void snapshot_restore(struct snapshot *sn, struct bm_table *t)
+{
+    for (int r = 0; r < t->pp; r++) {
+        bm_free(t->ranks[r].ops);
+        t->ranks[r] = sn->ranks[r];
+    }
+    bm_free(sn->ranks);
+    sn->ranks = NULL;
+}
+
 struct planner {
     struct bm_table *t;
     const struct bm_flow *flow;
     struct bm_graph *g;
     int pairs;
+    int search;             /* placement search budget (bm_plan_build_search) */
+    struct snapshot cap_plan; /* the plan of window cap_w, kept so it is not searched twice */
+    int cap_w;
 };
 
 int bm_plan_rank_scale(struct bm_table *t, const struct bm_spec *s, struct bm_err *err)
@@ -197,22 +247,54 @@ int bm_plan_rank_scale(struct bm_table *t, const struct bm_spec *s, struct bm_er
     return BM_OK;
 }
 
-/* Plan with window W; the table's ops are (re)filled. BM_PLAN_STALL when W is too small (t is
- * then left as it was), BM_ERR on any other failure (out of memory). */
+/* Default budget of the placement search: order timings, each O(tasks), bounded by work too
+ * so that a large plan (P = 64, V = 4, M = 1024: half a million tasks) spends little in it. */
+#define SEARCH_TIMINGS 5000L
+#define SEARCH_WORK 12000000L
+
+/* Plan with window W; the table's ops are (re)filled. For bigmac and ideal the nested order is
+ * improved by the placement search (search.c) within W's residency bound first, so every
+ * window the window search compares is a searched plan and a larger cap stays never slower.
+ * BM_PLAN_STALL when W is too small (t is then left as it was), BM_ERR on any other failure
+ * (out of memory). */
 static int plan_with_window(struct planner *pl, int W, struct bm_err *err)
 {
     struct bm_table *t = pl->t;
+    if (W == pl->cap_w && pl->cap_plan.ranks) {
+        snapshot_restore(&pl->cap_plan, t);
+        return BM_OK;
+    }
     if (pl->pairs && pl->g->pair_window != W) {
-        bm_graph_free(pl->g);
-        pl->g = NULL;
-        if (bm_graph_build(t, pl->flow, W, &pl->g, err)) return BM_ERR;
+        PROF_START(t0);
+        if (bm_graph_repair(pl->g, W, err)) return BM_ERR;
+        PROF_ADD(graph_s, t0);
     }
     struct bm_order *o;
+    PROF_START(t1);
     int rc = bm_nest(pl->g, W, &o, err);
+    PROF_ADD(nest_s, t1);
+    if (bm_plan_prof) bm_plan_prof->plans++;
     if (rc) return rc;
+    PROF_START(t2);
+    if ((t->policy == BM_POL_BIGMAC || t->policy == BM_POL_IDEAL) && pl->search >= 0) {
+        long budget = pl->search > 0 ? pl->search : SEARCH_TIMINGS;
+        long by_work = SEARCH_WORK / (pl->g->n_tasks > 0 ? pl->g->n_tasks : 1);
+        long nested = pl->g->n_tasks - 2L * pl->g->C * pl->g->M;
+        /* by default only where it pays: a budget that cannot try every nested op once is skipped */
+        if (pl->search == 0) budget = by_work < nested ? 0 : BM_MIN(budget, by_work);
+        int moved;
+        if (budget > 0 && bm_search_order(pl->g, o, W, budget, &moved, err)) {
+            bm_order_free(o);
+            return BM_ERR;
+        }
+        if (bm_plan_prof && budget > 0) bm_plan_prof->searched++;
+    }
+    PROF_ADD(search_s, t2);
+    PROF_START(t3);
     for (int r = 0; r < t->pp; r++) t->ranks[r].n_ops = 0;
     rc = bm_lower(t, pl->g, o, err);
     bm_order_free(o);
+    PROF_ADD(lower_s, t3);
     return rc;
 }
 
@@ -220,7 +302,10 @@ static int plan_with_window(struct planner *pl, int W, struct bm_err *err)
 static int measure(struct bm_table *t, double *ms, int *fits, struct bm_err *err)
 {
     struct bm_timeline *tl;
-    if (bm_simulate(t, NULL, &tl, err)) return BM_ERR;
+    PROF_START(t0);
+    int rc = bm_simulate(t, NULL, &tl, err);
+    PROF_ADD(measure_s, t0);
+    if (rc) return BM_ERR;
     *ms = tl->makespan_ms;
     *fits = !tl->oom;
     bm_timeline_free(tl);
@@ -249,17 +334,28 @@ static int next_window(int w, int w0, int hi)
 static int best_window(struct planner *pl, int w0, int hi, int must_fit, double min_gain, struct bm_err *err)
 {
     struct bm_table *t = pl->t;
+    struct snapshot sn = {NULL};
     double best_ms, ms;
-    int fits, best = w0, planned = w0;
+    int fits, best = w0, planned = w0, rc = BM_OK;
     if (measure(t, &best_ms, &fits, err)) return BM_ERR;
     if (must_fit && !fits) { /* not even the smallest window fits: report it as planned */
         t->window = w0;
         return BM_OK;
     }
     for (int w = next_window(w0, w0, hi); w <= hi; w = next_window(w, w0, hi)) {
-        int rc = plan_with_window(pl, w, err);
-        if (rc == BM_PLAN_STALL) continue; /* safe windows need not be contiguous */
-        if (rc || measure(t, &ms, &fits, err)) return BM_ERR;
+        if (planned == best && snapshot_take(&sn, t, err)) { /* about to be overwritten */
+            rc = BM_ERR;
+            goto done;
+        }
+        rc = plan_with_window(pl, w, err);
+        if (rc == BM_PLAN_STALL) { /* safe windows need not be contiguous */
+            rc = BM_OK;
+            continue;
+        }
+        if (rc || measure(t, &ms, &fits, err)) {
+            rc = BM_ERR;
+            goto done;
+        }
         planned = w;
         if (must_fit && !fits) break;
         if (ms < best_ms * (1 - min_gain)) {
@@ -268,7 +364,12 @@ static int best_window(struct planner *pl, int w0, int hi, int must_fit, double 
         }
     }
     t->window = best;
-    return planned == best ? BM_OK : plan_with_window(pl, best, err);
+    /* the best plan was kept before a later window overwrote t: put it back instead of
+     * planning (and searching) it again */
+    if (planned != best) snapshot_restore(&sn, t);
+done:
+    snapshot_free(&sn, t->pp);
+    return rc;
 }
 
 /* The smallest window in 1..hi that plans (left planned in t), or 0 when none does. */
@@ -285,36 +386,76 @@ static int smallest_window(struct planner *pl, int hi, struct bm_err *err)
 int bm_plan_build(const struct bm_spec *s, const struct bm_plan_opts *opts, struct bm_table **out,
                   struct bm_err *err)
 {
-    *out = NULL;
+    return bm_plan_build_search(s, opts, 0, out, NULL, err);
+}
+
+/* The table shell (options, modules, costs, chunks, warm-up) and its dataflow: what every plan
+ * starts from. On failure *tp is NULL (everything released). */
+static int plan_shell(const struct bm_spec *s, const struct bm_plan_opts *opts, struct bm_table **tp,
+                      struct bm_flow **fp, struct bm_err *err)
+{
+    *tp = NULL;
+    *fp = NULL;
     if (check_opts(opts, err)) return BM_ERR;
     struct bm_table *t = bm_table_new(opts->pp);
     if (!t) return bm_err_set(err, "out of memory");
-    struct bm_flow *flow = NULL;
-    struct planner planner = {t, NULL, NULL, 0}, *pl = &planner;
-    int rc = BM_ERR;
     t->vpp = opts->vpp;
     t->microbatches = opts->microbatches;
     t->unit = opts->unit > 0 ? opts->unit : opts->pp;
     t->backbone = opts->backbone;
     t->policy = opts->policy;
     t->device = s->device;
-    int M = t->microbatches, n_units = (M + t->unit - 1) / t->unit;
+    int M = t->microbatches;
     t->mb_scale = bm_malloc((size_t)M * sizeof(double));
     if (!t->mb_scale) {
         bm_err_set(err, "out of memory");
-        goto done;
+        goto fail;
     }
     bm_spec_encoder_scales(s, M, t->mb_scale);
-    if (bm_plan_rank_scale(t, s, err) || bm_plan_copy_modules(t, s, err) || bm_plan_chunks(t, s, err)) goto done;
+    if (bm_plan_rank_scale(t, s, err) || bm_plan_copy_modules(t, s, err) || bm_plan_chunks(t, s, err)) goto fail;
     if ((t->warmup_extra = bm_plan_warmup_extra(t)) < 0) {
         bm_err_set(err, "out of memory");
-        goto done;
+        goto fail;
     }
-    if (bm_flow_build(t, &flow, err)) goto done;
+    if (bm_flow_build(t, fp, err)) goto fail;
+    *tp = t;
+    return BM_OK;
+fail:
+    bm_table_free(t);
+    return BM_ERR;
+}
+
+int bm_plan_graph(const struct bm_spec *s, const struct bm_plan_opts *opts, struct bm_table **t,
+                  struct bm_flow **flow, struct bm_graph **g, struct bm_err *err)
+{
+    *g = NULL;
+    if (plan_shell(s, opts, t, flow, err)) return BM_ERR;
+    if (bm_graph_build(*t, *flow, 0, g, err)) {
+        bm_flow_free(*flow);
+        bm_table_free(*t);
+        *flow = NULL;
+        *t = NULL;
+        return BM_ERR;
+    }
+    return BM_OK;
+}
+
+int bm_plan_build_search(const struct bm_spec *s, const struct bm_plan_opts *opts, int search,
+                         struct bm_table **out, double *lower_bound_ms, struct bm_err *err)
+{
+    *out = NULL;
+    struct bm_table *t;
+    struct bm_flow *flow;
+    PROF_START(t0);
+    if (plan_shell(s, opts, &t, &flow, err)) return BM_ERR;
+    struct planner planner = {t, NULL, NULL, 0, search, {NULL}, 0}, *pl = &planner;
+    int rc = BM_ERR;
+    int n_units = (t->microbatches + t->unit - 1) / t->unit;
     pl->flow = flow;
     pl->pairs = bm_graph_pairs_by_window(t);
     /* pairing for the smallest window there can be; plan_with_window rebuilds for others */
     if (bm_graph_build(t, flow, pl->pairs ? 1 : 0, &pl->g, err)) goto done;
+    PROF_ADD(shell_s, t0);
 
     if (t->policy == BM_POL_BIGMAC && opts->window > 0) {
         /* W >= the number of units is no limit at all; clamping keeps unit arithmetic
@@ -334,7 +475,8 @@ int bm_plan_build(const struct bm_spec *s, const struct bm_plan_opts *opts, stru
                 if (hrc != BM_PLAN_STALL) break;
             }
         }
-        if (wrc) goto done;
+        if (wrc || snapshot_take(&pl->cap_plan, t, err)) goto done;
+        pl->cap_w = cap;
         /* a stalled window leaves t as it was, so when nothing below the cap plans, t still
          * holds the cap's plan */
         t->window = cap;
@@ -351,8 +493,16 @@ int bm_plan_build(const struct bm_spec *s, const struct bm_plan_opts *opts, stru
         t->window = 0;
         if (plan_with_window(pl, 0, err)) goto done;
     }
+    if (lower_bound_ms) {
+        PROF_START(t4);
+        /* the bound of the work as this table places it: the owners of the window it uses */
+        if (pl->pairs && pl->g->pair_window != t->window && bm_graph_repair(pl->g, t->window, err)) goto done;
+        if (bm_graph_lower_bound(pl->g, lower_bound_ms, err)) goto done;
+        PROF_ADD(bound_s, t4);
+    }
     rc = BM_OK;
 done:
+    snapshot_free(&pl->cap_plan, t->pp);
     bm_graph_free(pl->g);
     bm_flow_free(flow);
     if (rc) bm_table_free(t);

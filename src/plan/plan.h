@@ -64,6 +64,10 @@ int bm_graph_build(const struct bm_table *t, const struct bm_flow *flow, int pai
  * that differ): the planner rebuilds the graph for each window it tries. */
 int bm_graph_pairs_by_window(const struct bm_table *t);
 void bm_graph_free(struct bm_graph *g);
+/* Re-pair g's encoder owners for another window (what bm_graph_build(t, flow, pair_window)
+ * would give, in place: nested tasks' ranks and durations, transfer times of their edges).
+ * Cheaper than a rebuild: the edges themselves do not depend on ranks. */
+int bm_graph_repair(struct bm_graph *g, int pair_window, struct bm_err *err);
 
 /* Per-rank compute order (task ids), the policy's output. */
 struct bm_order {
@@ -104,6 +108,41 @@ int bm_nest(const struct bm_graph *g, int window, struct bm_order **out, struct 
  * before: the window's residency bound is kept. Keeps a round only when the nominal makespan
  * does not grow. */
 int bm_refine_gaps(const struct bm_graph *g, struct bm_order *o, int anywhere, struct bm_err *err);
+
+/* Placement search (search.c): move single nested ops within their rank's sequence (the
+ * backbone order stays) to positions after idle time, or swap two, keeping a move when the
+ * nominal (makespan, sum of op finish times) drops. residency > 0 keeps every rank's live encoder
+ * microbatches within residency*ceil(U/P) and generator ones within ceil(U/P) (verifier
+ * invariant 5); 0 = no limit. At most 'budget' order timings; *moved = 1 when o changed.
+ * BM_ERR only when out of memory. */
+int bm_search_order(const struct bm_graph *g, struct bm_order *o, int residency, long budget,
+                    int *moved, struct bm_err *err);
+
+/* A lower bound (ms) on the makespan of any schedule of g's work (every task on its rank, the
+ * backbone in each rank's fixed order; docs/simulator.md "Lower bound"). */
+int bm_graph_lower_bound(const struct bm_graph *g, double *lb, struct bm_err *err);
+/* The shell of a plan of spec s under opts (modules, costs, chunks, warm-up; no ops), its
+ * dataflow and its task graph (encoder owners m % P where they depend on a window), as
+ * bm_plan_build starts from them; for tests and tools that study orders of that work. The caller
+ * frees all three (bm_graph_free, bm_flow_free, bm_table_free). */
+int bm_plan_graph(const struct bm_spec *s, const struct bm_plan_opts *opts, struct bm_table **t,
+                  struct bm_flow **flow, struct bm_graph **g, struct bm_err *err);
+/* Where bm_plan_build's time goes (bench/bench_quality.c): when bm_plan_prof is set, every plan
+ * adds its seconds per phase (wall clock, measured only, never read by the planner). */
+struct bm_plan_prof {
+    double shell_s;       /* options, modules, chunks, dataflow, first task graph */
+    double graph_s;       /* task graphs rebuilt per window (encoder owners paired to it) */
+    double nest_s;        /* list scheduling + gap refinement, every window tried */
+    double search_s;      /* placement search, every window tried */
+    double lower_s;       /* lowering to send/recv, every window tried */
+    double measure_s;     /* the window search's simulations of candidate plans */
+    double bound_s;       /* the lower bound (when asked for) */
+    int plans, searched;  /* windows planned, searches run */
+};
+extern struct bm_plan_prof *bm_plan_prof;
+
+/* Sort task ids[0..n) by key[id] ascending (heap sort, in place; not stable). */
+void bm_sort_ids_by_key(int *ids, int n, const double *key);
 
 /* Turn the order into the table's ops (compute + send/recv). */
 int bm_lower(struct bm_table *t, const struct bm_graph *g, const struct bm_order *o,

@@ -1,7 +1,8 @@
 /* compare.c — the policy comparison of the HTML report: plan and simulate one spec under all
  * six policies with the same parallel settings, plus the zero-added-bubble bound (DESIGN §6),
- * the memory-equal optimus+recompute baseline when optimus runs out of memory, and the
- * compute/memory frontier. Tables and timelines are kept for the stacked timelines. */
+ * the makespan lower bound (docs/simulator.md), the memory-equal optimus+recompute baseline when
+ * optimus runs out of memory, and the compute/memory frontier. Tables and timelines are kept for
+ * the stacked timelines. */
 #include <string.h>
 
 #include "report/report.h"
@@ -24,20 +25,22 @@ static long compute_ops(const struct bm_table *t)
 /* Plan + simulate row->policy into row; its table and timeline are kept while they fit
  * *budget (compute ops), else freed. */
 static void fill_row(const struct bm_spec *s, const struct bm_plan_opts *o, struct bm_report_policy_row *row,
-                     long *budget)
+                     long *budget, double *lower_ms)
 {
     struct bm_plan_opts po = *o;
     po.policy = row->policy;
     struct bm_table *t = NULL;
     struct bm_timeline *tl = NULL;
     struct bm_err err;
-    if (bm_plan_build(s, &po, &t, &err) || bm_simulate(t, NULL, &tl, &err)) {
+    double lb = -1;
+    if (bm_plan_build_search(s, &po, 0, &t, &lb, &err) || bm_simulate(t, NULL, &tl, &err)) {
         char *nl = strchr(err.msg, '\n');
         if (nl) *nl = 0;
         snprintf(row->error, sizeof row->error, "%s", err.msg);
         bm_table_free(t);
         return;
     }
+    if (lower_ms) *lower_ms = lb;
     row->ok = 1;
     row->makespan_ms = tl->makespan_ms;
     row->bubble_ratio = tl->bubble_ratio;
@@ -67,12 +70,14 @@ int bm_report_compare_build(struct bm_spec *s, const struct bm_plan_opts *o, str
 {
     memset(cmp, 0, sizeof *cmp);
     cmp->bound_ms = -1;
+    cmp->lower_ms = -1;
     double none_ms = -1, nested_max = -1;
     long budget = BM_REPORT_MINI_BUDGET, bigmac_ops = 0;
     for (int p = 0; p < BM_N_POLICIES; p++) {
         struct bm_report_policy_row *row = &cmp->rows[cmp->n_rows++];
         row->policy = (enum bm_policy)p;
-        fill_row(s, o, row, &budget);
+        double lb = -1;
+        fill_row(s, o, row, &budget, &lb);
         if (p == BM_POL_BIGMAC && row->t && compute_ops(row->t) * (BM_N_POLICIES + 1) > BM_REPORT_MINI_BUDGET) {
             /* the stacked timelines show every policy or none: too big to embed them all */
             bm_timeline_free(row->tl), bm_table_free(row->t);
@@ -81,6 +86,7 @@ int bm_report_compare_build(struct bm_spec *s, const struct bm_plan_opts *o, str
         }
         if (!row->ok) continue;
         if (p == BM_POL_NONE) none_ms = row->makespan_ms;
+        else if (cmp->lower_ms < 0 || lb < cmp->lower_ms) cmp->lower_ms = lb;
         if (p == BM_POL_BIGMAC) nested_max = row->nested_max_ms;
     }
     if (none_ms >= 0 && nested_max >= 0) cmp->bound_ms = none_ms + nested_max;
@@ -90,7 +96,7 @@ int bm_report_compare_build(struct bm_spec *s, const struct bm_plan_opts *o, str
         row->policy = BM_POL_OPTIMUS;
         row->recompute = 1;
         bm_spec_recompute_roles(s, BM_RECOMPUTE_NESTED, 1, saved);
-        fill_row(s, o, row, &budget);
+        fill_row(s, o, row, &budget, NULL);
         bm_spec_recompute_restore(s, saved);
     }
     bm_free(saved);

@@ -541,6 +541,11 @@ static int render_html(const struct bm_table *t, const struct bm_timeline *tl, c
         if (cmp->bound_ms >= 0)
             fprintf(f, "<tr><td>zero-added-bubble bound</td><td>%.3f</td><td>%s</td><td colspan=\"7\">none's makespan + the largest per-rank nested (encoder + generator) busy time of the bigmac table</td></tr>\n",
                     cmp->bound_ms, ratio);
+        if (cmp->lower_ms > 0) {
+            if (ref > 0) snprintf(ratio, sizeof ratio, "%.3f", cmp->lower_ms / ref);
+            fprintf(f, "<tr><td>lower bound</td><td>%.3f</td><td>%s</td><td colspan=\"7\">no order of this work that keeps the backbone order is faster, for any policy's placement (docs/simulator.md)</td></tr>\n",
+                    cmp->lower_ms, ratio);
+        }
         fprintf(f, "</table>\n<p class=\"note\">Every policy is planned and simulated with the same parallel settings. "
                    "bigmac and ideal differ only in the encoder window (ideal: unlimited memory); optimus hoists "
                    "encoder forwards and defers backwards, so its encoder memory grows with M; unified runs "

@@ -57,6 +57,8 @@ struct bm_report_compare {
     double bound_ms;                 /* none's makespan + max per-rank nested busy of bigmac; <0 n/a */
     struct bm_frontier *frontier;    /* the compute/memory frontier with its timelines, or NULL */
     long frontier_skipped_ops;       /* > 0: no frontier, the table has this many ops (too big) */
+    double lower_ms;                 /* makespan lower bound: the smallest of every policy's own
+                                      * (docs/simulator.md "Lower bound"; none left out); <0 n/a */
 };
 
 /* Compute ops of all the timelines a report embeds besides its main one (policy rows first,
