@@ -60,7 +60,14 @@ int bm_err_set(struct bm_err *err, const char *fmt, ...)
 enum bm_role { BM_ROLE_ENCODER = 0, BM_ROLE_BACKBONE = 1, BM_ROLE_GENERATOR = 2 };
 #define BM_N_ROLES 3
 enum bm_pass { BM_PASS_F = 0, BM_PASS_B = 1, BM_PASS_W = 2 };
-enum bm_backbone { BM_BB_GPIPE = 0, BM_BB_1F1B = 1, BM_BB_INTERLEAVED = 2 };
+enum bm_backbone {
+    BM_BB_GPIPE = 0,
+    BM_BB_1F1B = 1,
+    BM_BB_INTERLEAVED = 2,
+    BM_BB_ZB_H1 = 3,          /* zero-bubble ZB-H1: 1F1B with each backward split into B and W */
+    BM_BB_ZB_INTERLEAVED = 4  /* PyTorch's ScheduleInterleavedZeroBubble (vpp >= 2) */
+};
+#define BM_N_BACKBONES 5
 enum bm_policy {
     BM_POL_BIGMAC = 0,
     BM_POL_OPTIMUS,
@@ -74,7 +81,8 @@ enum bm_policy {
 /* Name <-> enum. The *_parse functions return BM_OK or BM_ERR (unknown name). */
 const char *bm_role_name(enum bm_role r);
 const char *bm_pass_name(enum bm_pass p);          /* "F", "B", "W" */
-const char *bm_backbone_name(enum bm_backbone b);  /* "gpipe", "1f1b", "interleaved" */
+const char *bm_backbone_name(enum bm_backbone b);  /* "gpipe", "1f1b", "interleaved", "zb-h1",
+                                                    * "zb-interleaved" */
 const char *bm_policy_name(enum bm_policy p);      /* "bigmac", "optimus", ... */
 int bm_role_parse(const char *s, enum bm_role *out);
 int bm_backbone_parse(const char *s, enum bm_backbone *out);
@@ -89,6 +97,13 @@ struct bm_cost {
     double act_mib;    /* activation memory kept alive between F and B */
     double state_mib;  /* resident params + grads + optimizer state per hosting rank */
     double out_mib;    /* what one microbatch sends downstream */
+    /* Split backward (zero-bubble backbones, docs/spec.md "Split backward"): 0 = the default.
+     * w_ms: the part of bwd_ms that is weight-gradient work (a split B costs bwd_ms - w_ms,
+     * its W w_ms; default bwd_ms * 3h/(6h+s) with arch, else bwd_ms / 2, bm_cost_w_ms).
+     * act_w_mib: what stays alive from B to W (default act_mib * 32h/(34h+5as) with arch,
+     * else act_mib / 2, bm_cost_act_w_frac). */
+    double w_ms;
+    double act_w_mib;
 };
 
 /* Architecture of a built-in model ("impl"); also used to derive costs when "cost" is
@@ -267,6 +282,10 @@ long bm_table_n_ops(const struct bm_table *t);
 /* Index of the module called 'name', or -1. */
 int bm_table_find_module(const struct bm_table *t, const char *name);
 
+/* 1 when module's backward is split into B and W in t: the backbone under a zero-bubble
+ * schedule (bm_backbone_splits), or any module with a W op in t. module -1: any module. */
+int bm_table_splits(const struct bm_table *t, int module);
+
 /* PyTorch-pipelining style action string for an op: backbone "2F0" (global chunk, pass, mb),
  * nested "vit:F3", comm "SEND_F:vis_emb:3>1" / "RECV_B:grad:llm.c0.out:3<1". Writes at most n bytes. */
 void bm_op_format(const struct bm_table *t, const struct bm_op *op, char *buf, size_t n);
@@ -282,15 +301,19 @@ int bm_table_parse(const char *text, const char *name, struct bm_table **out, st
 /* ---------------------------------------------------------------- backbone schedules (DESIGN §5) */
 
 struct bm_bb_step {
-    uint8_t pass;   /* BM_PASS_F or BM_PASS_B */
+    uint8_t pass;   /* BM_PASS_F, BM_PASS_B, or BM_PASS_W (zero-bubble backbones) */
     int32_t chunk;  /* global chunk */
     int32_t mb;
 };
 
 /* Number of warm-up forwards of 'rank' (Megatron's rule plus 'warmup_extra', capped). */
 int bm_backbone_warmup(enum bm_backbone bb, int P, int V, int M, int rank, int warmup_extra);
-/* Fill out[0 .. 2*V*M-1] with rank's backbone F/B order. Returns BM_ERR for invalid
- * parameters (e.g. interleaved with M % P != 0). */
+/* 1 when bb splits every backward into B (input gradient) and W (weight gradient). */
+int bm_backbone_splits(enum bm_backbone bb);
+/* Backbone ops per rank: 2*V*M, or 3*V*M for the zero-bubble schedules. */
+int bm_backbone_n_steps(enum bm_backbone bb, int V, int M);
+/* Fill out[0 .. bm_backbone_n_steps(bb, V, M)-1] with rank's backbone F/B(/W) order. Returns
+ * BM_ERR for invalid parameters (e.g. interleaved with M % P != 0). */
 int bm_backbone_order(enum bm_backbone bb, int P, int V, int M, int rank, int warmup_extra,
                       struct bm_bb_step *out, struct bm_err *err);
 
@@ -391,6 +414,12 @@ struct bm_rank_timeline {
     double idle_tail_ms;      /* after the last compute op ends, up to makespan */
     /* busy + lead + mid + tail == makespan_ms */
     int oom;                  /* peak_mib > memory_cap_mib (never when the cap is 0) */
+    /* split backward (B then W, simulated tables only; 0 without one): the activation MiB
+     * freed at B ends and at W ends over the iteration, and the most held at once between a B
+     * and its W (part of the activation peak above) */
+    double freed_b_mib, freed_w_mib;
+    double peak_held_w_mib;
+    double held_w_mib;        /* running value while simulating (0 at the end) */
 };
 
 struct bm_timeline {

@@ -262,7 +262,7 @@ static int parse_header(struct cp *P, const struct line *L, struct hdr *h)
             h->has_warmup = 1;
         } else if (!strcmp(k, "backbone")) {
             if (bm_backbone_parse(v, &h->backbone))
-                return at(P, L->no, tk[i].col, "unknown backbone schedule \"%s\" (gpipe, 1f1b, interleaved)", v);
+                return at(P, L->no, tk[i].col, "unknown backbone schedule \"%s\" (gpipe, 1f1b, interleaved, zb-h1, zb-interleaved)", v);
             h->has_backbone = 1;
         } else if (!strcmp(k, "policy")) {
             if (bm_policy_parse(v, &h->policy))
@@ -307,7 +307,7 @@ static int parse_module(struct cp *P, const struct line *L, struct bm_table *t)
         return bm_err_set(P->err, "%s: out of memory", P->name);
     struct bm_table_module *m = &t->modules[t->n_modules];
     memset(m, 0, sizeof *m);
-    m->cost = (struct bm_cost){1, 2, 0, 0, 0};
+    m->cost = (struct bm_cost){1, 2, 0, 0, 0, 0, 0};
     m->grad_to_backbone = 1;
     m->role = BM_ROLE_ENCODER;
     t->n_modules++;

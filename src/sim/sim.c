@@ -387,8 +387,22 @@ static int run_rank(struct sim *s, int r, struct bm_err *err)
             double a = bm_cost_act_mib(t, op);
             if (op->pass == BM_PASS_F) {
                 if (mem_change(s, r, tf, role, a)) goto oom;
-            } else if (op->pass == BM_PASS_W || !split) {
-                if (mem_change(s, r, tf + d, role, -a)) goto oom;
+            } else if (!split) {
+                if (op->pass == BM_PASS_B && mem_change(s, r, tf + d, role, -a)) goto oom;
+            } else { /* split: B frees all but what W needs, W the rest */
+                double aw = bm_cost_act_w_mib(t, op);
+                double *held = &s->tl->ranks[r].held_w_mib;
+                if (op->pass == BM_PASS_B) {
+                    if (mem_change(s, r, tf + d, role, -(a - aw))) goto oom;
+                    s->tl->ranks[r].freed_b_mib += a - aw;
+                    *held += aw;
+                    if (*held > s->tl->ranks[r].peak_held_w_mib) s->tl->ranks[r].peak_held_w_mib = *held;
+                } else {
+                    if (mem_change(s, r, tf + d, role, -aw)) goto oom;
+                    s->tl->ranks[r].freed_w_mib += aw;
+                    *held -= aw;
+                    if (*held < 1e-9) *held = 0;
+                }
             }
             tf += d;
             s->last_end[mi] = tf;
