@@ -21,6 +21,7 @@
 #include "plan/flow.h"
 #include "plan/plan.h"
 #include "report/report.h"
+#include "sim/cost.h"
 #include "util/util.h"
 
 /* ---------------------------------------------------------------- writer */
@@ -73,6 +74,7 @@ int bm_csv_write(const struct bm_table *t, FILE *f)
     fprintf(f, " link_latency_us=");
     bm_put_num(f, t->device.link_latency_us);
     fprintf(f, "\n");
+    int split = bm_table_splits(t, -1);
     for (int i = 0; i < t->n_modules; i++) {
         const struct bm_table_module *m = &t->modules[i];
         fprintf(f, "# module name=%s role=%s", m->name, bm_role_name(m->role));
@@ -86,6 +88,12 @@ int bm_csv_write(const struct bm_table *t, FILE *f)
         for (int j = 0; j < 5; j++) {
             fprintf(f, " %s=", k[j]);
             bm_put_num(f, v[j]);
+        }
+        if (split) { /* only tables with a split backward carry its costs */
+            fprintf(f, " w_ms=");
+            bm_put_num(f, bm_cost_w_ms(&m->cost));
+            fprintf(f, " act_w_mib=");
+            bm_put_num(f, bm_cost_act_w_frac(&m->cost) * m->cost.act_mib);
         }
         fprintf(f, "\n");
     }
@@ -344,8 +352,10 @@ static int parse_module(struct cp *P, const struct line *L, struct bm_table *t)
                           : !strcmp(k, "bwd_ms") ? &m->cost.bwd_ms
                           : !strcmp(k, "act_mib") ? &m->cost.act_mib
                           : !strcmp(k, "state_mib") ? &m->cost.state_mib
-                          : !strcmp(k, "out_mib") ? &m->cost.out_mib : NULL;
-            if (!dst) return at(P, L->no, tk[i].col, "unknown module key \"%s\" (name, role, consumes, produces, grad_to_backbone, fwd_ms, bwd_ms, act_mib, state_mib, out_mib)", k);
+                          : !strcmp(k, "out_mib") ? &m->cost.out_mib
+                          : !strcmp(k, "w_ms") ? &m->cost.w_ms
+                          : !strcmp(k, "act_w_mib") ? &m->cost.act_w_mib : NULL;
+            if (!dst) return at(P, L->no, tk[i].col, "unknown module key \"%s\" (name, role, consumes, produces, grad_to_backbone, fwd_ms, bwd_ms, act_mib, state_mib, out_mib, w_ms, act_w_mib)", k);
             if (parse_dbl(P, L->no, &tk[i], v, dst)) return BM_ERR;
         }
     }
@@ -395,7 +405,9 @@ static int all_digits(const char *s, int n)
 
 static int pass_of(char c)
 {
-    return c == 'F' ? BM_PASS_F : c == 'B' ? BM_PASS_B : c == 'W' ? BM_PASS_W : -1;
+    /* PyTorch's grammar: B a full backward, I its input-gradient half (the B of a split
+     * backward, whose W is a separate op); both are the table's B */
+    return c == 'F' ? BM_PASS_F : c == 'B' || c == 'I' ? BM_PASS_B : c == 'W' ? BM_PASS_W : -1;
 }
 
 /* Parse one cell (cell[0..n), at line/col) of rank r into op. */
