@@ -262,6 +262,10 @@ struct bm_table {
      * The executor's measured ctx_bytes go here so the simulator predicts its exact peaks.
      * Not part of the JSON table. Owned by the table (bm_table_free frees it). */
     double *act_bytes;
+    /* Optional measured bytes a split backward keeps from B to W (the executor's wctx_bytes),
+     * same layout as act_bytes; NULL = act_w_mib's fraction of the activation. Not part of the
+     * JSON table. Owned by the table. */
+    double *act_w_bytes;
 };
 
 /* Backbone chunk tensor name: "<backbone>.c<chunk>.out". */

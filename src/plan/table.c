@@ -117,6 +117,7 @@ void bm_table_free(struct bm_table *t)
     bm_free(t->mb_scale);
     bm_free(t->rank_time_scale);
     bm_free(t->act_bytes);
+    bm_free(t->act_w_bytes);
     bm_free(t);
 }
 

@@ -47,6 +47,11 @@ double bm_cost_act_w_frac(const struct bm_cost *c)
 double bm_cost_act_w_mib(const struct bm_table *t, const struct bm_op *op)
 {
     if (op->module < 0 || op->module >= t->n_modules) return 0;
+    if (t->act_w_bytes && op->mb >= 0 && op->mb < t->microbatches) { /* measured: exact */
+        int C = t->pp * (t->vpp > 0 ? t->vpp : 1), c = op->chunk >= 0 && op->chunk < C ? op->chunk : 0;
+        return t->act_w_bytes[((size_t)op->module * (size_t)C + (size_t)c) * (size_t)t->microbatches +
+                              (size_t)op->mb] / 1048576.0;
+    }
     return bm_cost_act_mib(t, op) * bm_cost_act_w_frac(&t->modules[op->module].cost);
 }
 

@@ -32,7 +32,9 @@
  *     Backbone act_mib x chunk weight per chunk; encoder/generator act_mib per microbatch
  *     (not scaled by mb_scale: memory is sized for the nominal microbatch).
  *     When the table carries measured act_bytes (the executor's ctx_bytes per module, chunk and
- *     microbatch), those bytes are used instead, exactly. */
+ *     microbatch), those bytes are used instead, exactly; likewise act_w_bytes (the executor's
+ *     wctx_bytes) for what a split B keeps until W (more than the forward's bytes is allowed:
+ *     B then adds memory). */
 #ifndef BM_SIM_COST_H
 #define BM_SIM_COST_H
 
