@@ -55,7 +55,7 @@ int bm_calibrate_runs(const struct bm_table *t, const struct bm_timeline *const 
                       struct bm_cost *costs, struct bm_err *err)
 {
     int nm = t->n_modules, M = t->microbatches > 0 ? t->microbatches : 1;
-    int C = t->pp * (t->vpp > 0 ? t->vpp : 1), ns = (nm + C) * 2; /* slots: module or nm + chunk, pass */
+    int C = t->pp * (t->vpp > 0 ? t->vpp : 1), ns = (nm + C) * 3; /* slots: module or nm + chunk, pass F/B/W */
     if (n_runs < 1) return bm_err_set(err, "no timeline to calibrate from");
     for (int i = 0; i < n_runs; i++)
         if (tls[i]->pp != t->pp) return bm_err_set(err, "timeline has %d ranks, table %d", tls[i]->pp, t->pp);
@@ -68,20 +68,20 @@ int bm_calibrate_runs(const struct bm_table *t, const struct bm_timeline *const 
         return bm_err_set(err, "out of memory");
     }
 #define SLOT(op) ((((op)->module == t->backbone_module && (op)->chunk >= 0 && (op)->chunk < C) ? nm + (op)->chunk \
-                                                                                                : (op)->module) * 2 + \
-                  ((op)->pass == BM_PASS_F ? 0 : 1))
+                                                                                                : (op)->module) * 3 + \
+                  ((op)->pass <= BM_PASS_W ? (op)->pass : 1))
     double role_bytes[BM_N_ROLES] = {0};
     for (int r = 0; r < t->pp; r++) /* count per slot, then place */
         for (int k = 0; k < t->ranks[r].n_ops; k++) {
             const struct bm_op *op = &t->ranks[r].ops[k];
-            if (op->kind != BM_OP_COMPUTE || op->module < 0 || op->module >= nm || op->pass == BM_PASS_W) continue;
+            if (op->kind != BM_OP_COMPUTE || op->module < 0 || op->module >= nm) continue;
             slot_n[SLOT(op)] += n_runs;
         }
     for (int i = 0; i < ns; i++) slot_off[i + 1] = slot_off[i] + slot_n[i];
     for (int r = 0; r < t->pp; r++)
         for (int k = 0; k < t->ranks[r].n_ops; k++) {
             const struct bm_op *op = &t->ranks[r].ops[k];
-            if (op->kind != BM_OP_COMPUTE || op->module < 0 || op->module >= nm || op->pass == BM_PASS_W) continue;
+            if (op->kind != BM_OP_COMPUTE || op->module < 0 || op->module >= nm) continue;
             int sl = SLOT(op);
             for (int i = 0; i < n_runs; i++)
                 dur[slot_off[sl] + fill[sl]++] = tls[i]->ranks[r].ops[k].end_ms - tls[i]->ranks[r].ops[k].start_ms;
@@ -100,36 +100,41 @@ int bm_calibrate_runs(const struct bm_table *t, const struct bm_timeline *const 
                 }
         }
     double role_fwd[BM_N_ROLES] = {0};
-    double *med = bm_calloc((size_t)nm * 2, sizeof *med);
+    double *med = bm_calloc((size_t)nm * 3, sizeof *med);
     if (!med) {
         bm_free(dur), bm_free(slot_n), bm_free(slot_off), bm_free(fill);
         return bm_err_set(err, "out of memory");
     }
     for (int m = 0; m < nm; m++)
-        for (int p = 0; p < 2; p++) {
+        for (int p = 0; p < 3; p++) {
             if (m == t->backbone_module) {
                 double sum = 0;
                 int any = 0;
                 for (int c = 0; c < C; c++) {
-                    int sl = (nm + c) * 2 + p;
+                    int sl = (nm + c) * 3 + p;
                     double v = stat(dur + slot_off[sl], slot_n[sl], mean);
                     if (!isnan(v)) sum += v, any = 1;
                 }
-                med[m * 2 + p] = any ? sum : NAN;
+                med[m * 3 + p] = any ? sum : NAN;
             } else {
-                int sl = m * 2 + p;
-                med[m * 2 + p] = stat(dur + slot_off[sl], slot_n[sl], mean);
+                int sl = m * 3 + p;
+                med[m * 3 + p] = stat(dur + slot_off[sl], slot_n[sl], mean);
             }
         }
     for (int m = 0; m < nm; m++)
-        if (!isnan(med[m * 2])) role_fwd[t->modules[m].role] += med[m * 2];
+        if (!isnan(med[m * 3])) role_fwd[t->modules[m].role] += med[m * 3];
     for (int m = 0; m < nm; m++) {
         costs[m] = t->modules[m].cost;
-        if (isnan(med[m * 2])) continue;
+        costs[m].w_ms = costs[m].act_w_mib = 0; /* measured below, or the defaults */
+        if (isnan(med[m * 3])) continue;
         int role = t->modules[m].role;
-        costs[m].fwd_ms = med[m * 2];
-        if (!isnan(med[m * 2 + 1])) costs[m].bwd_ms = med[m * 2 + 1];
-        double share = role_fwd[role] > 0 ? med[m * 2] / role_fwd[role] : 1;
+        costs[m].fwd_ms = med[m * 3];
+        if (!isnan(med[m * 3 + 1])) costs[m].bwd_ms = med[m * 3 + 1];
+        if (!isnan(med[m * 3 + 1]) && !isnan(med[m * 3 + 2]) && med[m * 3 + 2] > 0) { /* split: B + W */
+            costs[m].bwd_ms = med[m * 3 + 1] + med[m * 3 + 2];
+            costs[m].w_ms = med[m * 3 + 2];
+        }
+        double share = role_fwd[role] > 0 ? med[m * 3] / role_fwd[role] : 1;
         costs[m].act_mib = role_bytes[role] * share / M / n_runs / 1048576.0;
     }
     bm_free(med), bm_free(dur), bm_free(slot_n), bm_free(slot_off), bm_free(fill);
@@ -139,14 +144,17 @@ int bm_calibrate_runs(const struct bm_table *t, const struct bm_timeline *const 
 void bm_calibrate_rank_scale(const struct bm_table *t, const struct bm_timeline *const *tls, int n_runs,
                              const struct bm_cost *costs, double *out)
 {
+    char split[256] = {0}; /* a module's backward split in t (more modules: treated as whole) */
+    for (int m = 0; m < t->n_modules && m < 256; m++) split[m] = (char)bm_table_splits(t, m);
     for (int r = 0; r < t->pp; r++) {
         double measured = 0, model = 0;
         for (int k = 0; k < t->ranks[r].n_ops; k++) {
             const struct bm_op *op = &t->ranks[r].ops[k];
-            if (op->kind != BM_OP_COMPUTE || op->module < 0 || op->module >= t->n_modules || op->pass == BM_PASS_W)
-                continue;
+            if (op->kind != BM_OP_COMPUTE || op->module < 0 || op->module >= t->n_modules) continue;
             const struct bm_cost *c = &costs[op->module];
-            double d = op->pass == BM_PASS_F ? c->fwd_ms : c->bwd_ms;
+            double d = op->pass == BM_PASS_F ? c->fwd_ms
+                       : !(op->module < 256 && split[op->module]) ? (op->pass == BM_PASS_W ? 0 : c->bwd_ms)
+                       : op->pass == BM_PASS_W ? bm_cost_w_ms(c) : c->bwd_ms - bm_cost_w_ms(c);
             if (op->module == t->backbone_module) d *= bm_cost_chunk_weight(t, op->chunk);
             model += d * n_runs;
             for (int i = 0; i < n_runs; i++) measured += tls[i]->ranks[r].ops[k].end_ms - tls[i]->ranks[r].ops[k].start_ms;

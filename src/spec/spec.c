@@ -751,15 +751,16 @@ static int parse_module(struct ctx *c, int i, json_t *mo)
             get_num(c, co, p, "w_ms", 0, GT, MAX_MS, &k->w_ms, &w_given) ||
             get_num(c, co, p, "act_w_mib", 0, GT, MAX_MIB, &k->act_w_mib, &aw_given))
             return BM_ERR;
+        char q[PATH_N];
         if (w_given && !(k->w_ms < k->bwd_ms)) {
-            join(p, P, "cost.w_ms");
-            return fail(c, p, "\"w_ms\" (%g) must be less than \"bwd_ms\" (%g): it is the "
+            join(q, p, "w_ms");
+            return fail(c, q, "\"w_ms\" (%g) must be less than \"bwd_ms\" (%g): it is the "
                         "weight-gradient part of the backward\nhint: omit it for the default "
                         "(docs/spec.md \"Split backward\")", k->w_ms, k->bwd_ms);
         }
         if (aw_given && !(k->act_w_mib <= k->act_mib)) {
-            join(p, P, "cost.act_w_mib");
-            return fail(c, p, "\"act_w_mib\" (%g) must be at most \"act_mib\" (%g): it is the "
+            join(q, p, "act_w_mib");
+            return fail(c, q, "\"act_w_mib\" (%g) must be at most \"act_mib\" (%g): it is the "
                         "part of the activation kept from B to W\nhint: omit it for the default "
                         "(docs/spec.md \"Split backward\")", k->act_w_mib, k->act_mib);
         }
