@@ -356,7 +356,8 @@ int bm_plan_build(const struct bm_spec *s, const struct bm_plan_opts *o, struct 
  * tensors need not be interned beforehand. err may be NULL. O(ops) time. */
 int bm_verify(const struct bm_table *t, struct bm_err *err);
 
-/* Peak number of live microbatches (F done, B not yet) per rank and module, computed from
+/* Peak number of live microbatches (F done, B not yet; W not yet for a module whose backward the
+ * table splits) per rank and module, computed from
  * program order: out[rank * t->n_modules + module]. For the backbone the count is summed over
  * the rank's chunks. */
 void bm_table_peak_live(const struct bm_table *t, int *out);
