@@ -289,6 +289,8 @@ int bm_table_find_module(const struct bm_table *t, const char *name);
 /* 1 when module's backward is split into B and W in t: the backbone under a zero-bubble
  * schedule (bm_backbone_splits), or any module with a W op in t. module -1: any module. */
 int bm_table_splits(const struct bm_table *t, int module);
+/* The same for every module at once, in one pass over the ops: out[0 .. n_modules-1] = 0 / 1. */
+void bm_table_split_flags(const struct bm_table *t, char *out);
 
 /* PyTorch-pipelining style action string for an op: backbone "2F0" (global chunk, pass, mb),
  * nested "vit:F3", comm "SEND_F:vis_emb:3>1" / "RECV_B:grad:llm.c0.out:3<1". Writes at most n bytes. */

@@ -856,6 +856,7 @@ int bm_verify(const struct bm_table *t, struct bm_err *err)
     c.err = err;
     msg_init(&c.msg, err);
     int rc = BM_ERR;
+    char *sf = NULL; /* bm_table_split_flags */
 
     if (check_table_fields(&c)) goto structure;
     c.P = t->pp;
@@ -871,6 +872,11 @@ int bm_verify(const struct bm_table *t, struct bm_err *err)
     }
     for (int k = 0; k < c.N; k++) c.active[k] = t->policy != BM_POL_NONE || k == c.bb;
     c.split = bm_calloc((size_t)c.N, sizeof *c.split);
+    sf = bm_calloc((size_t)c.N, 1);
+    if (!sf) {
+        oom(&c, "module flags");
+        goto out;
+    }
     if (!c.split) {
         oom(&c, "module flags");
         goto out;
@@ -882,8 +888,8 @@ int bm_verify(const struct bm_table *t, struct bm_err *err)
     if (check_ops(&c)) goto structure;
     /* after the structure check: every op's module index is in range */
     /* the backbone's split is the schedule's; another module's, whether the table has a W */
-    for (int k = 0; k < c.N; k++)
-        c.split[k] = k == c.bb ? bm_backbone_splits(t->backbone) : bm_table_splits(t, k);
+    bm_table_split_flags(t, sf);
+    for (int k = 0; k < c.N; k++) c.split[k] = k == c.bb ? bm_backbone_splits(t->backbone) : sf[k];
     if (check_counts(&c)) goto out;
     if (check_deadlock(&c)) goto out;
     if (check_order(&c)) goto out;
@@ -908,6 +914,7 @@ out:
     bm_flow_free(c.flow);
     bm_free(c.active);
     bm_free(c.split);
+    bm_free(sf);
     bm_free(c.cpos);
     bm_free(c.cpos2);
     bm_free(c.comms);

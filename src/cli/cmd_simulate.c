@@ -79,6 +79,7 @@ static json_t *roles_json(const double *mib)
 json_t *bm_cli_sim_json(const struct bm_table *t, const struct bm_timeline *tl)
 {
     json_t *ranks = json_array();
+    int split = bm_table_splits(t, -1);
     for (int r = 0; r < tl->pp; r++) {
         const struct bm_rank_timeline *rt = &tl->ranks[r];
         double idle = rt->idle_lead_ms + rt->idle_mid_ms + rt->idle_tail_ms;
@@ -88,7 +89,7 @@ json_t *bm_cli_sim_json(const struct bm_table *t, const struct bm_timeline *tl)
                              "idle_mid_ms", rt->idle_mid_ms, "idle_tail_ms", rt->idle_tail_ms,
                              "state_gib", GIB(rt->state_mib), "peak_mem_gib", GIB(rt->peak_mib),
                              "peak_act_gib", roles_json(rt->peak_act_mib), "oom", rt->oom));
-        if (bm_table_splits(t, -1)) /* the two-step free of a split backward (B, then W) */
+        if (split) /* the two-step free of a split backward (B, then W) */
             json_object_update_new(json_array_get(ranks, (size_t)r),
                                    json_pack("{s:f, s:f, s:f}", "freed_at_b_gib", GIB(rt->freed_b_mib),
                                              "freed_at_w_gib", GIB(rt->freed_w_mib), "peak_held_for_w_gib",

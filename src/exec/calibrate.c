@@ -144,8 +144,9 @@ int bm_calibrate_runs(const struct bm_table *t, const struct bm_timeline *const 
 void bm_calibrate_rank_scale(const struct bm_table *t, const struct bm_timeline *const *tls, int n_runs,
                              const struct bm_cost *costs, double *out)
 {
-    char split[256] = {0}; /* a module's backward split in t (more modules: treated as whole) */
-    for (int m = 0; m < t->n_modules && m < 256; m++) split[m] = (char)bm_table_splits(t, m);
+    /* which modules' backward the table splits (out of memory: every module as if whole) */
+    char split_stack[256], *split = t->n_modules <= 256 ? split_stack : bm_calloc((size_t)t->n_modules, 1);
+    if (split) bm_table_split_flags(t, split);
     for (int r = 0; r < t->pp; r++) {
         double measured = 0, model = 0;
         for (int k = 0; k < t->ranks[r].n_ops; k++) {
@@ -153,7 +154,7 @@ void bm_calibrate_rank_scale(const struct bm_table *t, const struct bm_timeline 
             if (op->kind != BM_OP_COMPUTE || op->module < 0 || op->module >= t->n_modules) continue;
             const struct bm_cost *c = &costs[op->module];
             double d = op->pass == BM_PASS_F ? c->fwd_ms
-                       : !(op->module < 256 && split[op->module]) ? (op->pass == BM_PASS_W ? 0 : c->bwd_ms)
+                       : !(split && split[op->module]) ? (op->pass == BM_PASS_W ? 0 : c->bwd_ms)
                        : op->pass == BM_PASS_W ? bm_cost_w_ms(c) : c->bwd_ms - bm_cost_w_ms(c);
             if (op->module == t->backbone_module) d *= bm_cost_chunk_weight(t, op->chunk);
             model += d * n_runs;
@@ -161,4 +162,5 @@ void bm_calibrate_rank_scale(const struct bm_table *t, const struct bm_timeline 
         }
         out[r] = model > 0 && measured > 0 ? measured / model : 1;
     }
+    if (split != split_stack) bm_free(split);
 }

@@ -324,7 +324,7 @@ int bm_exec_new(const struct bm_spec *s, struct bm_table *t, int rank, struct bm
         bm_err_set(err, "out of memory");
         goto fail;
     }
-    for (int i = 0; i < nm; i++) x->split[i] = (char)bm_table_splits(t, i);
+    bm_table_split_flags(t, x->split);
     /* Static use counts and checks of every op. */
     for (int k = 0; k < x->n_ops; k++) {
         const struct bm_op *op = &x->ops[k];

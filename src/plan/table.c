@@ -156,6 +156,17 @@ int bm_table_splits(const struct bm_table *t, int module)
     return 0;
 }
 
+void bm_table_split_flags(const struct bm_table *t, char *out)
+{
+    for (int m = 0; m < t->n_modules; m++) out[m] = m == t->backbone_module && bm_backbone_splits(t->backbone);
+    for (int r = 0; r < t->pp; r++)
+        for (int i = 0; i < t->ranks[r].n_ops; i++) {
+            const struct bm_op *op = &t->ranks[r].ops[i];
+            if (op->kind == BM_OP_COMPUTE && op->pass == BM_PASS_W && op->module >= 0 && op->module < t->n_modules)
+                out[op->module] = 1;
+        }
+}
+
 void bm_op_format(const struct bm_table *t, const struct bm_op *op, char *buf, size_t n)
 {
     if (op->kind == BM_OP_COMPUTE) {
