@@ -586,12 +586,12 @@ TEST(checkpoint_resume_equals_uninterrupted)
 
 /* Every allocation of a one-step run may fail: the run reports an error, never crashes, and
  * (under ASan) never leaks. */
-static void check_allocation_failures(const char *path)
+static void check_allocation_failures_bb(const char *path, enum bm_backbone bb)
 {
     struct bm_spec *s = load_spec_at(path);
     CHECKF(s != NULL, "%s", path);
     if (!s) return;
-    struct bm_table *t = plan(s, 2, 1, BM_BB_1F1B, BM_POL_BIGMAC);
+    struct bm_table *t = plan(s, 2, 1, bb, BM_POL_BIGMAC);
     if (!t) return;
     struct bm_exec_opts o = {.steps = 1};
     struct bm_err err;
@@ -623,9 +623,12 @@ static void check_allocation_failures(const char *path)
     bm_spec_free(s);
 }
 
+static void check_allocation_failures(const char *path) { check_allocation_failures_bb(path, BM_BB_1F1B); }
+
 TEST(allocation_failures_are_errors)
 {
     check_allocation_failures(SPEC);
+    check_allocation_failures_bb(SPEC, BM_BB_ZB_H1); /* the split backward's W contexts */
     check_allocation_failures(SPEC_2ENC); /* chunk 0's concatenated input and split gradient */
     check_allocation_failures(SPEC_3GEN); /* the summed generator gradients */
 }
