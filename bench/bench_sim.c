@@ -35,7 +35,7 @@ static void add_module(const char *name, enum bm_role role, double f, double b, 
     *m = (struct bm_table_module){0};
     m->name = bm_strdup(name);
     m->role = role;
-    m->cost = (struct bm_cost){f, b, act, st, 16};
+    m->cost = (struct bm_cost){f, b, act, st, 16, 0, 0};
 }
 
 int main(int argc, char **argv)

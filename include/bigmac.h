@@ -78,7 +78,14 @@ int bm_err_set(struct bm_err *err, const char *fmt, ...)
 enum bm_role { BM_ROLE_ENCODER = 0, BM_ROLE_BACKBONE = 1, BM_ROLE_GENERATOR = 2 };
 #define BM_N_ROLES 3
 enum bm_pass { BM_PASS_F = 0, BM_PASS_B = 1, BM_PASS_W = 2 };
-enum bm_backbone { BM_BB_GPIPE = 0, BM_BB_1F1B = 1, BM_BB_INTERLEAVED = 2 };
+enum bm_backbone {
+    BM_BB_GPIPE = 0,
+    BM_BB_1F1B = 1,
+    BM_BB_INTERLEAVED = 2,
+    BM_BB_ZB_H1 = 3,          /* zero-bubble ZB-H1: 1F1B with each backward split into B and W */
+    BM_BB_ZB_INTERLEAVED = 4  /* PyTorch's ScheduleInterleavedZeroBubble (vpp >= 2) */
+};
+#define BM_N_BACKBONES 5
 enum bm_policy {
     BM_POL_BIGMAC = 0,
     BM_POL_OPTIMUS,
@@ -92,7 +99,8 @@ enum bm_policy {
 /* Name <-> enum. The *_parse functions return BM_OK or BM_ERR (unknown name). */
 const char *bm_role_name(enum bm_role r);
 const char *bm_pass_name(enum bm_pass p);          /* "F", "B", "W" */
-const char *bm_backbone_name(enum bm_backbone b);  /* "gpipe", "1f1b", "interleaved" */
+const char *bm_backbone_name(enum bm_backbone b);  /* "gpipe", "1f1b", "interleaved", "zb-h1",
+                                                    * "zb-interleaved" */
 const char *bm_policy_name(enum bm_policy p);      /* "bigmac", "optimus", ... */
 int bm_role_parse(const char *s, enum bm_role *out);
 int bm_backbone_parse(const char *s, enum bm_backbone *out);
@@ -107,6 +115,13 @@ struct bm_cost {
     double act_mib;    /* activation memory kept alive between F and B */
     double state_mib;  /* resident params + grads + optimizer state per hosting rank */
     double out_mib;    /* what one microbatch sends downstream */
+    /* Split backward (zero-bubble backbones, docs/spec.md "Split backward"): 0 = the default.
+     * w_ms: the part of bwd_ms that is weight-gradient work (a split B costs bwd_ms - w_ms,
+     * its W w_ms; default bwd_ms * 3h/(6h+s) with arch, else bwd_ms / 2, bm_cost_w_ms).
+     * act_w_mib: what stays alive from B to W (default act_mib * 32h/(34h+5as) with arch,
+     * else act_mib / 2, bm_cost_act_w_frac). */
+    double w_ms;
+    double act_w_mib;
 };
 
 /* Architecture of a built-in model ("impl"); also used to derive costs when "cost" is
@@ -291,6 +306,10 @@ struct bm_table {
     /* per-op dispatch time (ms) every op occupies its rank with before it starts (spec
      * device.op_overhead_us; JSON "op_overhead_us", written only when > 0); 0 = none */
     double op_overhead_ms;
+    /* Optional measured bytes a split backward keeps from B to W (the executor's wctx_bytes),
+     * same layout as act_bytes; NULL = act_w_mib's fraction of the activation. Not part of the
+     * JSON table. Owned by the table. */
+    double *act_w_bytes;
 };
 
 /* Backbone chunk tensor name: "<backbone>.c<chunk>.out". */
@@ -311,6 +330,12 @@ long bm_table_n_ops(const struct bm_table *t);
 /* Index of the module called 'name', or -1. */
 int bm_table_find_module(const struct bm_table *t, const char *name);
 
+/* 1 when module's backward is split into B and W in t: the backbone under a zero-bubble
+ * schedule (bm_backbone_splits), or any module with a W op in t. module -1: any module. */
+int bm_table_splits(const struct bm_table *t, int module);
+/* The same for every module at once, in one pass over the ops: out[0 .. n_modules-1] = 0 / 1. */
+void bm_table_split_flags(const struct bm_table *t, char *out);
+
 /* PyTorch-pipelining style action string for an op: backbone "2F0" (global chunk, pass, mb),
  * nested "vit:F3", comm "SEND_F:vis_emb:3>1" / "RECV_B:grad:llm.c0.out:3<1". Writes at most n bytes. */
 void bm_op_format(const struct bm_table *t, const struct bm_op *op, char *buf, size_t n);
@@ -326,15 +351,19 @@ int bm_table_parse(const char *text, const char *name, struct bm_table **out, st
 /* ---------------------------------------------------------------- backbone schedules (DESIGN §5) */
 
 struct bm_bb_step {
-    uint8_t pass;   /* BM_PASS_F or BM_PASS_B */
+    uint8_t pass;   /* BM_PASS_F, BM_PASS_B, or BM_PASS_W (zero-bubble backbones) */
     int32_t chunk;  /* global chunk */
     int32_t mb;
 };
 
 /* Number of warm-up forwards of 'rank' (Megatron's rule plus 'warmup_extra', capped). */
 int bm_backbone_warmup(enum bm_backbone bb, int P, int V, int M, int rank, int warmup_extra);
-/* Fill out[0 .. 2*V*M-1] with rank's backbone F/B order. Returns BM_ERR for invalid
- * parameters (e.g. interleaved with M % P != 0). */
+/* 1 when bb splits every backward into B (input gradient) and W (weight gradient). */
+int bm_backbone_splits(enum bm_backbone bb);
+/* Backbone ops per rank: 2*V*M, or 3*V*M for the zero-bubble schedules. */
+int bm_backbone_n_steps(enum bm_backbone bb, int V, int M);
+/* Fill out[0 .. bm_backbone_n_steps(bb, V, M)-1] with rank's backbone F/B(/W) order. Returns
+ * BM_ERR for invalid parameters (e.g. interleaved with M % P != 0). */
 int bm_backbone_order(enum bm_backbone bb, int P, int V, int M, int rank, int warmup_extra,
                       struct bm_bb_step *out, struct bm_err *err);
 
@@ -382,7 +411,8 @@ int bm_plan_build_search(const struct bm_spec *s, const struct bm_plan_opts *o, 
  * tensors need not be interned beforehand. err may be NULL. O(ops) time. */
 int bm_verify(const struct bm_table *t, struct bm_err *err);
 
-/* Peak number of live microbatches (F done, B not yet) per rank and module, computed from
+/* Peak number of live microbatches (F done, B not yet; W not yet for a module whose backward the
+ * table splits) per rank and module, computed from
  * program order: out[rank * t->n_modules + module]. For the backbone the count is summed over
  * the rank's chunks. */
 void bm_table_peak_live(const struct bm_table *t, int *out);
@@ -444,6 +474,12 @@ struct bm_rank_timeline {
     double idle_tail_ms;      /* after the last compute op ends, up to makespan */
     /* busy + lead + mid + tail == makespan_ms */
     int oom;                  /* peak_mib > memory_cap_mib (never when the cap is 0) */
+    /* split backward (B then W, simulated tables only; 0 without one): the activation MiB
+     * freed at B ends and at W ends over the iteration, and the most held at once between a B
+     * and its W (part of the activation peak above) */
+    double freed_b_mib, freed_w_mib;
+    double peak_held_w_mib;
+    double held_w_mib;        /* running value while simulating (0 at the end) */
 };
 
 struct bm_timeline {

@@ -10,6 +10,8 @@
  *         .forward = my_fwd, .backward = my_bwd, .params = my_params, .grads = my_grads,
  *         .ctx_bytes = my_ctx_bytes, .ctx_free = my_ctx_free, .flops = my_flops,
  *         .free = my_free,
+ *         // optional, for zero-bubble backbones (--backbone zb-h1 / zb-interleaved):
+ *         // .backward_input = ..., .backward_weight = ..., .wctx_bytes = ..., .wctx_free = ...
  *     };
  *     bm_module_register(&my_ops, &err);   // then "impl": "myvit" in the spec
  *
@@ -117,6 +119,24 @@ struct bm_module_ops {
     /* Matrix-multiply FLOPs of forward + backward for microbatch mb (analytic). */
     double (*flops)(const void *self, const struct bm_batch *mb);
     void (*free)(void *self);
+
+    /* Optional split backward for the zero-bubble schedules (B, then W; NULL = the module's
+     * backward stays whole, and a table asking it for a W is refused before training).
+     * Together the two calls do exactly what backward does:
+     *  - backward_input (B): frees ctx whatever the outcome; OVERWRITES din with
+     *    d(loss)/d(input) like backward; accumulates no parameter gradient; on success stores
+     *    in *wctx what backward_weight needs (the linear layers' inputs and the gradients at
+     *    their outputs, ...), owned by the caller until passed to backward_weight (or
+     *    wctx_free);
+     *  - backward_weight (W): ACCUMULATES every parameter gradient of the microbatch into the
+     *    grads buffer and frees wctx whatever the outcome;
+     *  - wctx_bytes: the exact bytes a wctx holds (what stays alive from B to W).
+     * All four or none. */
+    int (*backward_input)(void *self, void *ctx, const struct bm_batch *mb, const float *dout,
+                          float loss_scale, float *din, void **wctx, struct bm_err *err);
+    int (*backward_weight)(void *self, void *wctx, const struct bm_batch *mb, struct bm_err *err);
+    size_t (*wctx_bytes)(const void *wctx);
+    void (*wctx_free)(void *wctx);
 };
 
 /* Register ops under ops->name (the struct must outlive the registry; typically static).

@@ -193,6 +193,18 @@ TEST(plan_bigmac_gpipe_chained_encoders)
     plan_sweep(&c, "bigmac gpipe, encoder chain, generator chain");
 }
 
+/* zero-bubble backbones: the task graph's W passes, the verifier's W checks */
+TEST(plan_bigmac_zero_bubble)
+{
+    struct plan_ctx c = {.spec_path = SPEC};
+    c.set_policy = 1, c.policy = BM_POL_BIGMAC;
+    c.set_bb = 1, c.bb = BM_BB_ZB_INTERLEAVED;
+    plan_sweep(&c, "bigmac zb-interleaved");
+    c.bb = BM_BB_ZB_H1, c.vpp = 1;
+    c.policy = BM_POL_OPTIMUS;
+    plan_sweep(&c, "optimus zb-h1");
+}
+
 /* ---------------------------------------------------------------- simulator */
 
 struct sim_ctx {
@@ -318,6 +330,7 @@ int main(void)
     RUN(plan_ideal);
     RUN(plan_none);
     RUN(plan_bigmac_gpipe_chained_encoders);
+    RUN(plan_bigmac_zero_bubble);
     RUN(simulate_planned_tables);
     RUN(table_load_and_verify);
     RUN(table_load_and_verify_deadlocked);

@@ -107,3 +107,18 @@ expect_exit plan_unit_follows_pp 0 "$BIGMAC" plan "$D/unit_pp.json" --pp 8 --mic
 expect_contains plan_unit_follows_pp_text "P=8 V=1 M=16 U=8"
 expect_exit plan_unit_flag_wins 0 "$BIGMAC" plan "$D/unit_pp.json" --pp 8 --microbatches 16 --unit 4
 expect_contains plan_unit_flag_wins_text "P=8 V=1 M=16 U=4"
+
+# zero-bubble backbones: plan, verify, simulate (the two-step free), CSV with PyTorch's I/W
+T2=examples/tiny-mllm.json
+expect_exit plan_zb_h1 0 "$BIGMAC" plan $T2 --backbone zb-h1 --vpp 1 -o "$D/zb.json" --csv "$D/zb.csv"
+expect_exit verify_zb_h1 0 "$BIGMAC" verify "$D/zb.json"
+if grep -q ',0I0' "$D/zb.csv" && grep -q ',0W0' "$D/zb.csv" && grep -q 'w_ms=' "$D/zb.csv"; then
+    echo "PASS plan_zb_h1_csv_has_i_and_w"; else echo "FAIL plan_zb_h1_csv_has_i_and_w"; fi
+expect_exit plan_zb_from_csv 0 "$BIGMAC" plan --from-csv "$D/zb.csv" -o "$D/zb2.json"
+if cmp -s "$D/zb.json" "$D/zb2.json"; then echo "PASS plan_zb_csv_round_trip"; else echo "FAIL plan_zb_csv_round_trip"; fi
+expect_exit simulate_zb_interleaved 0 "$BIGMAC" simulate $T2 --backbone zb-interleaved --json
+expect_contains simulate_zb_reports_both_frees '"freed_at_w_gib"'
+expect_exit plan_zb_interleaved_vpp1 1 "$BIGMAC" plan $T2 --backbone zb-interleaved --vpp 1
+expect_contains plan_zb_interleaved_vpp1_text "zb-interleaved needs vpp >= 2 (got 1)"
+expect_exit plan_1f1b_table_unchanged 0 "$BIGMAC" plan $T2 --backbone 1f1b --vpp 1 -o "$D/f.json"
+if grep -q '"w_ms"\|"W"' "$D/f.json"; then echo "FAIL plan_1f1b_table_has_no_split"; else echo "PASS plan_1f1b_table_has_no_split"; fi

@@ -156,6 +156,63 @@ TEST(local_matches_reference_every_policy)
     check_matches_reference(SPEC, cfg, sizeof cfg / sizeof cfg[0], pols, sizeof pols / sizeof pols[0]);
 }
 
+/* Zero-bubble backbones: the backbone's backward split into B (input gradients, keeping what W
+ * needs) and W (weight gradients) gives the reference's losses and parameters. */
+TEST(zero_bubble_matches_reference)
+{
+    struct pcfg cfg[] = {{2, 1, BM_BB_ZB_H1}, {4, 1, BM_BB_ZB_H1}, {2, 2, BM_BB_ZB_INTERLEAVED}};
+    enum bm_policy pols[] = {BM_POL_BIGMAC, BM_POL_OPTIMUS, BM_POL_UNIFIED};
+    check_matches_reference(SPEC, cfg, sizeof cfg / sizeof cfg[0], pols, sizeof pols / sizeof pols[0]);
+    /* P = 4, V = 2 needs 8 backbone chunks: the same model with 8 layers */
+    struct bm_err err;
+    size_t len = 0;
+    char *text = bm_read_file(SPEC, &len, &err), *q;
+    CHECK(text != NULL);
+    if (!text) return;
+    while ((q = strstr(text, "\"layers\": 4"))) q[10] = '8';
+    FILE *f = fopen(tmp_path("exec-8l.json"), "w");
+    CHECK(f && fputs(text, f) >= 0);
+    if (f) fclose(f);
+    bm_free(text);
+    struct pcfg cfg8[] = {{4, 2, BM_BB_ZB_INTERLEAVED}};
+    check_matches_reference(tmp_path("exec-8l.json"), cfg8, 1, pols, sizeof pols / sizeof pols[0]);
+}
+
+/* A table asking W of a module whose impl cannot split its backward (vit) is refused before
+ * training, naming the module and op. */
+TEST(w_of_a_module_that_cannot_split_is_refused)
+{
+    struct bm_spec *s = load_spec();
+    if (!s) return;
+    struct bm_table *t = plan(s, 2, 1, BM_BB_ZB_H1, BM_POL_BIGMAC);
+    CHECK(t != NULL);
+    if (!t) {
+        bm_spec_free(s);
+        return;
+    }
+    int vit = bm_table_find_module(t, "vit");
+    for (int r = 0; r < 2; r++) /* a W right after every vit B */
+        for (int i = 0; i < t->ranks[r].n_ops; i++) {
+            struct bm_op op = t->ranks[r].ops[i];
+            if (op.kind != BM_OP_COMPUTE || op.module != vit || op.pass != BM_PASS_B) continue;
+            struct bm_err e;
+            op.pass = BM_PASS_W;
+            CHECK(bm_table_push(t, r, op, &e) == BM_OK);
+            struct bm_rank_ops *ro = &t->ranks[r];
+            memmove(&ro->ops[i + 2], &ro->ops[i + 1], (size_t)(ro->n_ops - i - 2) * sizeof *ro->ops);
+            ro->ops[i + 1] = op;
+            i++;
+        }
+    struct bm_err err;
+    CHECK(bm_verify(t, &err) == BM_OK); /* a valid table; only the executor cannot run it */
+    struct bm_exec_opts o = {.steps = 1};
+    CHECK(train_local(s, t, &o, &err) == BM_ERR);
+    CHECK_STR_CONTAINS(err.msg, "module \"vit\" (impl \"vit\") cannot split its backward into B and W");
+    CHECK_STR_CONTAINS(err.msg, "vit:B mb");
+    bm_table_free(t);
+    bm_spec_free(s);
+}
+
 /* Two encoders: chunk 0's input is both towers' outputs concatenated in spec module order (the
  * spec lists them in the other order in the backbone's "consumes"), its input gradient split
  * back; every replica, every chunk and the losses equal the reference's. */
@@ -201,8 +258,10 @@ static void check_peaks_equal_simulated(const char *path)
     if (!s) return;
     enum bm_policy pols[] = {BM_POL_BIGMAC, BM_POL_OPTIMUS, BM_POL_UNIFIED};
     for (int pi = 0; pi < 3; pi++)
-        for (int V = 1; V <= 2; V++) {
-            struct bm_table *t = plan(s, 2, V, V == 2 ? BM_BB_INTERLEAVED : BM_BB_1F1B, pols[pi]);
+        for (int bi = 0; bi < 4; bi++) { /* 1f1b, interleaved, zb-h1, zb-interleaved */
+            static const enum bm_backbone bbs[4] = {BM_BB_1F1B, BM_BB_INTERLEAVED, BM_BB_ZB_H1, BM_BB_ZB_INTERLEAVED};
+            int V = bi % 2 ? 2 : 1;
+            struct bm_table *t = plan(s, 2, V, bbs[bi], pols[pi]);
             if (!t) continue;
             struct bm_comm *c = bm_comm_local_new(2);
             struct bm_exec_opts o = {0};
@@ -213,18 +272,25 @@ static void check_peaks_equal_simulated(const char *path)
             int C = t->pp * t->vpp, M = t->microbatches;
             t->act_bytes = bm_calloc((size_t)t->n_modules * C * M, sizeof(double));
             t->in_bytes = bm_calloc((size_t)t->n_modules * C * M, sizeof(double));
+            if (bi >= 2) t->act_w_bytes = bm_calloc((size_t)t->n_modules * C * M, sizeof(double));
             for (int r = 0; r < 2; r++) {
                 const size_t *b = bm_exec_op_bytes(x[r]), *ib = bm_exec_op_in_bytes(x[r]);
                 for (int k = 0; k < t->ranks[r].n_ops; k++) {
                     const struct bm_op *op = &t->ranks[r].ops[k];
-                    if (op->kind != BM_OP_COMPUTE || op->pass != BM_PASS_F) continue;
-                    CHECK(b[k] > 0);
-                    t->act_bytes[((size_t)op->module * C + (op->chunk >= 0 ? op->chunk : 0)) * M + op->mb] = (double)b[k];
-                    t->in_bytes[((size_t)op->module * C + (op->chunk >= 0 ? op->chunk : 0)) * M + op->mb] = (double)ib[k];
-                    /* a recomputed forward keeps exactly its input: in_count floats (encoders: none) */
-                    if (!t->modules[op->module].recompute) CHECK(ib[k] == 0);
-                    else if (t->modules[op->module].role == BM_ROLE_ENCODER) CHECK(ib[k] == 0);
-                    else CHECK(ib[k] > 0 && ib[k] < b[k]);
+                    size_t at = ((size_t)op->module * C + (op->chunk >= 0 ? op->chunk : 0)) * M + op->mb;
+                    if (op->kind != BM_OP_COMPUTE) continue;
+                    if (op->pass == BM_PASS_F) {
+                        CHECK(b[k] > 0);
+                        t->act_bytes[at] = (double)b[k];
+                        t->in_bytes[at] = (double)ib[k];
+                        /* a recomputed forward keeps exactly its input: in_count floats (encoders: none) */
+                        if (!t->modules[op->module].recompute) CHECK(ib[k] == 0);
+                        else if (t->modules[op->module].role == BM_ROLE_ENCODER) CHECK(ib[k] == 0);
+                        else CHECK(ib[k] > 0 && ib[k] < b[k]);
+                    } else if (op->pass == BM_PASS_B && bm_table_splits(t, op->module)) {
+                        CHECK(b[k] > 0); /* what the split B kept for W */
+                        t->act_w_bytes[at] = (double)b[k];
+                    }
                 }
             }
             struct bm_timeline *tl = NULL;
@@ -235,8 +301,9 @@ static void check_peaks_equal_simulated(const char *path)
                 bm_exec_stats(x[r], &st);
                 for (int role = 0; role < BM_N_ROLES; role++)
                     CHECKF(tl->ranks[r].peak_act_mib[role] * 1048576.0 == (double)st.peak_act[role],
-                           "%s %s V=%d rank %d role %d: simulated %.0f bytes, measured %zu", path,
-                           bm_policy_name(pols[pi]), V, r, role, tl->ranks[r].peak_act_mib[role] * 1048576.0, st.peak_act[role]);
+                           "%s %s %s rank %d role %d: simulated %.0f bytes, measured %zu", path,
+                           bm_policy_name(pols[pi]), bm_backbone_name(bbs[bi]), r, role,
+                           tl->ranks[r].peak_act_mib[role] * 1048576.0, st.peak_act[role]);
             }
             bm_timeline_free(tl);
             unbuild(x, 2);
@@ -558,12 +625,12 @@ TEST(checkpoint_resume_equals_uninterrupted)
 
 /* Every allocation of a one-step run may fail: the run reports an error, never crashes, and
  * (under ASan) never leaks. */
-static void check_allocation_failures(const char *path)
+static void check_allocation_failures_bb(const char *path, enum bm_backbone bb)
 {
     struct bm_spec *s = load_spec_at(path);
     CHECKF(s != NULL, "%s", path);
     if (!s) return;
-    struct bm_table *t = plan(s, 2, 1, BM_BB_1F1B, BM_POL_BIGMAC);
+    struct bm_table *t = plan(s, 2, 1, bb, BM_POL_BIGMAC);
     if (!t) return;
     struct bm_exec_opts o = {.steps = 1};
     struct bm_err err;
@@ -595,9 +662,12 @@ static void check_allocation_failures(const char *path)
     bm_spec_free(s);
 }
 
+static void check_allocation_failures(const char *path) { check_allocation_failures_bb(path, BM_BB_1F1B); }
+
 TEST(allocation_failures_are_errors)
 {
     check_allocation_failures(SPEC);
+    check_allocation_failures_bb(SPEC, BM_BB_ZB_H1); /* the split backward's W contexts */
     check_allocation_failures(SPEC_2ENC); /* chunk 0's concatenated input and split gradient */
     check_allocation_failures(SPEC_3GEN); /* the summed generator gradients */
 }
@@ -640,6 +710,8 @@ int main(void)
     if (system(cmd)) return 1;
     RUN(local_mailbox_matches_any_order);
     RUN(local_matches_reference_every_policy);
+    RUN(zero_bubble_matches_reference);
+    RUN(w_of_a_module_that_cannot_split_is_refused);
     RUN(two_encoders_match_reference);
     RUN(three_generators_match_reference);
     RUN(measured_peaks_equal_simulated_with_measured_bytes);

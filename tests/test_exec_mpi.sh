@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # test_exec_mpi.sh — the pipelined executor under mpirun against the single-process reference:
-# for every policy (bigmac, optimus, unified) x backbone (1f1b, interleaved) x P (2, 4), the
+# for every policy (bigmac, optimus, unified) x backbone (1f1b, interleaved, zb-h1,
+# zb-interleaved) x P (2, 4), the
 # per-step losses and the final parameters match `train --reference` within 1e-4 relative; the
 # same with two encoders (bigmac, optimus at P = 2; bigmac interleaved at P = 4).
 # Also: --trace renders, failure handling (NaN, crash, exit, hang: every rank exits non-zero
@@ -103,8 +104,8 @@ matches_reference() {
     echo "FAIL reference_run"
 
 for P in 2 4; do
-    for bb in 1f1b interleaved; do
-        V=1; [ $bb = interleaved ] && V=2
+    for bb in 1f1b interleaved zb-h1 zb-interleaved; do # zb-*: the backbone's backward split (B, W)
+        V=1; case $bb in *interleaved) V=2 ;; esac
         for pol in bigmac optimus unified; do
             matches_reference "p${P}_${bb}_${pol}" $SPEC "$T/ref" $P $V $bb $pol
         done

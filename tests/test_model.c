@@ -430,6 +430,70 @@ TEST(gpt_two_chunks_equal_one)
     net_free(&one), net_free(&two);
 }
 
+/* The split backward (B: input gradients, keeping what W needs; W: every parameter gradient)
+ * gives bit for bit the whole backward's gradients and input gradient, chunk by chunk (first
+ * chunk with the embeddings, last with the LM head), and reports the bytes it keeps. */
+TEST(gpt_split_backward_equals_whole)
+{
+    struct net one, two;
+    CHECK(net_new(&one, 2) == 0);
+    CHECK(net_new(&two, 2) == 0);
+    const struct bm_module_ops *g = two.ops[1];
+    CHECK(g->backward_input && g->backward_weight && g->wctx_bytes && g->wctx_free);
+    CHECK(!one.ops[0]->backward_input && !one.ops[2]->backward_input); /* vit, dit: whole */
+    struct bm_data_batch *d = draw(2, 1);
+    const struct bm_batch *b = &d->b;
+    net_zero_grad(&one), net_zero_grad(&two);
+    struct mbstate s1, s2;
+    net_forward(&one, b, &s1), net_forward(&two, b, &s2);
+    net_backward(&one, b, &s1, 0.5f);
+    /* two: the same walk with each backbone chunk split, all W's after the encoders' backward */
+    struct bm_err err;
+    float *dh = bm_malloc(two.ops[2]->in_count(two.gen, b) * sizeof(float));
+    CHECK(two.ops[2]->backward(two.gen, s2.cgen, b, NULL, 0.5f, dh, &err) == BM_OK);
+    float *dd = dh;
+    void *w[2] = {NULL, NULL};
+    for (int c = 1; c >= 0; c--) {
+        float *din = bm_malloc(g->in_count(two.bb[c], b) * sizeof(float));
+        size_t before;
+        float *gr = g->grads(two.bb[c], &before);
+        float sum = 0;
+        CHECK(g->backward_input(two.bb[c], s2.cbb[c], b, dd, 0.5f, din, &w[c], &err) == BM_OK);
+        for (size_t i = 0; i < before; i++) sum += fabsf(gr[i]);
+        CHECK(sum == 0); /* B accumulates no parameter gradient */
+        CHECK(w[c] && g->wctx_bytes(w[c]) > 0);
+        bm_free(dd);
+        dd = din;
+    }
+    for (size_t e = 0, at = 0; e < (size_t)two.n_enc; at += two.eops[e]->out_count(two.enc[e], b), e++)
+        CHECK(two.eops[e]->backward(two.enc[e], s2.cenc[e], b, dd + at, 0.5f, NULL, &err) == BM_OK);
+    bm_free(dd);
+    for (int c = 0; c < 2; c++) CHECK(g->backward_weight(two.bb[c], w[c], b, &err) == BM_OK);
+    for (int i = 0; i <= 2; i++) bm_free(s2.t[i]);
+    for (int c = 0; c < 2; c++) {
+        size_t n1, n2;
+        float *g1 = one.ops[1]->grads(one.bb[c], &n1), *g2 = g->grads(two.bb[c], &n2);
+        CHECK(n1 == n2 && !memcmp(g1, g2, n1 * sizeof(float)));
+    }
+    size_t n1, n2;
+    float *e1 = one.ops[0]->grads(one.enc[0], &n1), *e2 = two.ops[0]->grads(two.enc[0], &n2);
+    CHECK(n1 == n2 && !memcmp(e1, e2, n1 * sizeof(float))); /* the same input gradient reached it */
+    /* a context dropped between B and W is freed without a leak (ASan) */
+    net_zero_grad(&two);
+    net_forward(&two, b, &s2);
+    two.ops[2]->ctx_free(s2.cgen);
+    size_t nout = g->out_count(two.bb[1], b);
+    float *zero = bm_calloc(nout, sizeof(float)), *din = bm_malloc(g->in_count(two.bb[1], b) * sizeof(float));
+    CHECK(g->backward_input(two.bb[1], s2.cbb[1], b, zero, 1.0f, din, &w[1], &err) == BM_OK);
+    g->wctx_free(w[1]);
+    g->ctx_free(s2.cbb[0]);
+    for (int e = 0; e < two.n_enc; e++) two.eops[e]->ctx_free(s2.cenc[e]);
+    for (int i = 0; i <= 2; i++) bm_free(s2.t[i]);
+    bm_free(zero), bm_free(din);
+    bm_data_batch_free(d);
+    net_free(&one), net_free(&two);
+}
+
 /* ---------------------------------------------------------------- pipelining */
 
 TEST(microbatches_in_flight_are_independent)
@@ -627,6 +691,7 @@ int main(void)
     RUN(finite_differences_whole_model_two_encoders);
     RUN(gpt_input_gradient_two_encoders);
     RUN(gpt_two_chunks_equal_one);
+    RUN(gpt_split_backward_equals_whole);
     RUN(microbatches_in_flight_are_independent);
     RUN(context_bytes_track_the_microbatch);
     RUN(registry);

@@ -144,6 +144,124 @@ TEST(property_grid_every_table_verifies_or_window_is_refused)
     CHECK(failed == 0);
 }
 
+/* Every policy plans over zb-h1 and zb-interleaved: the tables verify (W after its B on the
+ * same rank, the backbone order with its W's, bigmac's residency counted until W), bigmac stays
+ * within its window bound, and a zero-bubble backbone is never slower than its 1F1B /
+ * interleaved counterpart for the same policy. */
+TEST(zero_bubble_backbones_every_policy)
+{
+    static const enum bm_policy pols[] = {BM_POL_BIGMAC, BM_POL_OPTIMUS, BM_POL_UNIFIED,
+                                          BM_POL_UNIFIED_BALANCED, BM_POL_IDEAL, BM_POL_NONE};
+    long planned = 0, refused = 0, failed = 0;
+    double t0 = bm_now();
+    for (int enc = 1; enc <= 2; enc++)
+        for (int gen = 0; gen <= 2; gen++) {
+            struct bm_spec *s = make_spec(enc, gen > 0, gen == 1, 0);
+            CHECK(s != NULL);
+            if (!s) continue;
+            for (int P = 1; P <= 8; P += P < 4 ? 1 : 4)
+                for (int zi = 0; zi < 2; zi++)
+                    for (int mi = 0; mi < 3; mi++) {
+                        int V = zi ? 2 : 1, M = (int[]){P, 4 * P, 8 * P}[mi];
+                        enum bm_backbone bb = zi ? BM_BB_ZB_INTERLEAVED : BM_BB_ZB_H1;
+                        for (size_t pi = 0; pi < sizeof pols / sizeof pols[0]; pi++)
+                            for (int W = 2; W <= (pols[pi] == BM_POL_BIGMAC ? 4 : 2); W++) {
+                                struct bm_plan_opts o = opts(P, V, M, bb, pols[pi], pols[pi] == BM_POL_BIGMAC ? W : 0);
+                                struct bm_table *t;
+                                struct bm_err err;
+                                if (bm_plan_build(s, &o, &t, &err)) {
+                                    if (strstr(err.msg, "too small") && strstr(err.msg, "blocked at")) refused++;
+                                    else {
+                                        failed++;
+                                        CHECKF(0, "P=%d M=%d %s %s W=%d: %s", P, M, bm_backbone_name(bb),
+                                               bm_policy_name(pols[pi]), W, err.msg);
+                                    }
+                                    continue;
+                                }
+                                planned++;
+                                if (bm_verify(t, &err)) {
+                                    failed++;
+                                    CHECKF(0, "P=%d M=%d %s %s W=%d enc=%d gen=%d does not verify: %s", P, M,
+                                           bm_backbone_name(bb), bm_policy_name(pols[pi]), W, enc, gen, err.msg);
+                                }
+                                if (pols[pi] == BM_POL_BIGMAC) {
+                                    CHECK(peak_live(t, "vit") <= t->window * ((t->unit + P - 1) / P));
+                                    if (gen) CHECK(peak_live(t, "dit") <= (t->unit + P - 1) / P);
+                                }
+                                /* against the unsplit counterpart; on zb-interleaved only the
+                                 * policies that schedule around the backbone: its warm-up is one
+                                 * forward per hop shorter than interleaved's, which leaves optimus's
+                                 * and unified's fixed encoder placement less slack (docs/planner.md) */
+                                int nests = pols[pi] == BM_POL_BIGMAC || pols[pi] == BM_POL_IDEAL || pols[pi] == BM_POL_NONE;
+                                if (W == 2 && mi == 2 && (!zi || nests)) {
+                                    struct bm_plan_opts q = o;
+                                    q.backbone = zi ? BM_BB_INTERLEAVED : BM_BB_1F1B;
+                                    struct bm_table *u;
+                                    struct bm_timeline *tz, *tu;
+                                    if (bm_plan_build(s, &q, &u, &err)) { /* e.g. W too small there */
+                                        bm_table_free(t);
+                                        continue;
+                                    }
+                                    CHECK(bm_simulate(t, NULL, &tz, &err) == BM_OK);
+                                    CHECK(bm_simulate(u, NULL, &tu, &err) == BM_OK);
+                                    /* unified fuses the encoders into rank 0's chunk-0 ops: a
+                                     * shorter warm-up can cost it a little (0.3% at P=2) */
+                                    double tol = pols[pi] == BM_POL_UNIFIED || pols[pi] == BM_POL_UNIFIED_BALANCED ? 0.01 : 1e-9;
+                                    CHECKF(tz->makespan_ms <= tu->makespan_ms * (1 + tol),
+                                           "P=%d M=%d %s %s: %.3f ms, %s %.3f ms", P, M, bm_backbone_name(bb),
+                                           bm_policy_name(pols[pi]), tz->makespan_ms, bm_backbone_name(q.backbone),
+                                           tu->makespan_ms);
+                                    bm_timeline_free(tz);
+                                    bm_timeline_free(tu);
+                                    bm_table_free(u);
+                                }
+                                bm_table_free(t);
+                                if (failed > 5) goto out;
+                            }
+                    }
+        out:
+            bm_spec_free(s);
+        }
+    printf("  zero bubble: %ld tables planned and verified, %ld refused (window too small), %.2f s\n",
+           planned, refused, bm_now() - t0);
+    CHECK(planned > 500);
+    CHECK(failed == 0);
+}
+
+/* Chunk-0's input-gradient B, not its W, is what an encoder's backward waits for; W waits for
+ * its own B only. */
+TEST(zero_bubble_encoder_backward_waits_for_b_not_w)
+{
+    struct bm_spec *s = make_spec(1, 0, 0, 0);
+    struct bm_plan_opts o = opts(4, 1, 8, BM_BB_ZB_H1, BM_POL_BIGMAC, 0);
+    struct bm_table *t;
+    struct bm_err err;
+    CHECK(bm_plan_build(s, &o, &t, &err) == BM_OK);
+    struct bm_flow *f;
+    struct bm_graph *g;
+    CHECK(bm_flow_build(t, &f, &err) == BM_OK);
+    CHECK(bm_graph_build(t, f, 0, &g, &err) == BM_OK);
+    CHECK(g->np == 3);
+    int k = g->nested_slot[bm_table_find_module(t, "vit")];
+    for (int m = 0; m < 8; m++) {
+        const struct bm_task *eb = &g->task[bm_task_nested(g, k, BM_PASS_B, m)];
+        int on_b = 0, on_w = 0;
+        for (int e = 0; e < eb->npred; e++) {
+            int p = g->pred[eb->pred0 + e].task;
+            on_b |= p == bm_task_bb(g, 0, BM_PASS_B, m);
+            on_w |= g->task[p].pass == BM_PASS_W;
+        }
+        CHECK(on_b && !on_w);
+        const struct bm_task *w = &g->task[bm_task_bb(g, 0, BM_PASS_W, m)];
+        CHECK(w->npred == 1 && g->pred[w->pred0].task == bm_task_bb(g, 0, BM_PASS_B, m));
+        CHECK(w->rank == 0 && w->chunk == 0);
+    }
+    bm_graph_free(g);
+    bm_flow_free(f);
+    bm_table_free(t);
+    bm_spec_free(s);
+}
+
 /* DESIGN §6 step 4: the smallest deadlock-free windows (P >= 4): 1F1B 2, or 3 with a
  * grad_to_backbone generator; interleaved 3 (2 at P = 2). One less is refused with the
  * blocked ops named. */
@@ -237,8 +355,9 @@ TEST(planner_nominal_timeline_equals_simulator)
     static const enum bm_policy pols[] = {BM_POL_BIGMAC, BM_POL_OPTIMUS, BM_POL_UNIFIED,
                                           BM_POL_UNIFIED_BALANCED, BM_POL_IDEAL, BM_POL_NONE};
     for (size_t pi = 0; pi < 6; pi++)
-        for (int V = 1; V <= 2; V++) {
-            struct bm_plan_opts o = opts(4, V, 16, V > 1 ? BM_BB_INTERLEAVED : BM_BB_1F1B, pols[pi], 0);
+        for (int V = 1; V <= 4; V++) { /* 3, 4: zb-h1, zb-interleaved */
+            enum bm_backbone bb = (enum bm_backbone[]){BM_BB_1F1B, BM_BB_INTERLEAVED, BM_BB_ZB_H1, BM_BB_ZB_INTERLEAVED}[V - 1];
+            struct bm_plan_opts o = opts(4, V % 2 ? 1 : 2, 16, bb, pols[pi], 0);
             struct bm_table *t;
             struct bm_err err;
             CHECK(bm_plan_build(s, &o, &t, &err) == BM_OK);
@@ -263,8 +382,8 @@ TEST(planner_nominal_timeline_equals_simulator)
             CHECK(bm_order_times(g, &ord, st, fi, &ms, &err) == BM_OK);
             struct bm_timeline *tl;
             CHECK(bm_simulate(t, NULL, &tl, &err) == BM_OK);
-            CHECKF(fabs(tl->makespan_ms - ms) < 1e-6 * ms, "%s V=%d: planner %.6f vs simulator %.6f",
-                   bm_policy_name(pols[pi]), V, ms, tl->makespan_ms);
+            CHECKF(fabs(tl->makespan_ms - ms) < 1e-6 * ms, "%s %s: planner %.6f vs simulator %.6f",
+                   bm_policy_name(pols[pi]), bm_backbone_name(bb), ms, tl->makespan_ms);
             bm_timeline_free(tl);
             bm_free(st);
             bm_free(fi);
@@ -364,7 +483,8 @@ TEST(bad_options_are_refused)
 TEST(table_json_round_trip)
 {
     struct bm_spec *s = make_spec(2, 1, 1, 16);
-    struct bm_plan_opts o = opts(4, 2, 8, BM_BB_INTERLEAVED, BM_POL_BIGMAC, 0);
+    for (int zb = 0; zb < 2; zb++) {
+    struct bm_plan_opts o = opts(4, 2, 8, zb ? BM_BB_ZB_INTERLEAVED : BM_BB_INTERLEAVED, BM_POL_BIGMAC, 0);
     struct bm_table *t, *u;
     struct bm_err err;
     CHECK(bm_plan_build(s, &o, &t, &err) == BM_OK);
@@ -379,10 +499,14 @@ TEST(table_json_round_trip)
     fclose(f);
     CHECK(na == nb && !memcmp(a, b, na));
     CHECK(bm_verify(u, &err) == BM_OK);
+    /* only a split table carries the split's costs (old tables stay byte-identical) */
+    CHECK((strstr(a, "\"w_ms\"") != NULL) == zb);
+    CHECK(!zb || strstr(a, "\"pass\": \"W\""));
     free(a);
     free(b);
     bm_table_free(t);
     bm_table_free(u);
+    }
     bm_spec_free(s);
 }
 
@@ -624,6 +748,8 @@ TEST(bigmac_pairs_heavy_backwards_with_light_forwards)
 int main(void)
 {
     RUN(property_grid_every_table_verifies_or_window_is_refused);
+    RUN(zero_bubble_backbones_every_policy);
+    RUN(zero_bubble_encoder_backward_waits_for_b_not_w);
     RUN(smallest_safe_window_per_backbone);
     RUN(bigmac_residency_flat_in_m_optimus_grows);
     RUN(planner_nominal_timeline_equals_simulator);

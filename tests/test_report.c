@@ -485,13 +485,46 @@ TEST(ascii_one_line_per_rank)
     bm_table_free(t);
 }
 
+/* A zero-bubble table: the backbone's B is written "I" (PyTorch's input-gradient action), W
+ * "W", and every view draws W in a colour of its own. */
+TEST(zero_bubble_views_draw_w_in_its_own_colour)
+{
+    struct bm_table *t;
+    struct bm_timeline *tl;
+    if (plan(BM_BB_ZB_H1, 1, 8, BM_POL_BIGMAC, &t, &tl)) {
+        CHECK(0);
+        return;
+    }
+    int bb = t->backbone_module;
+    char cw[8], cb[8], cf[8];
+    bm_report_color(t, bb, BM_PASS_W, cw);
+    bm_report_color(t, bb, BM_PASS_B, cb);
+    bm_report_color(t, bb, BM_PASS_F, cf);
+    CHECK(strcmp(cw, cb) && strcmp(cw, cf));
+    char *csv = capture(w_csv, t, NULL, NULL), *svg = capture(w_svg, t, tl, NULL);
+    char *tr = capture(w_trace, t, tl, NULL), *html = capture(w_html, t, tl, NULL);
+    CHECK(csv && strstr(csv, ",0I0") && strstr(csv, ",0W0") && strstr(csv, " w_ms="));
+    char fill[32];
+    snprintf(fill, sizeof fill, "fill=\"%s\"", cw);
+    CHECK(svg && strstr(svg, fill));
+    CHECK(svg && strstr(svg, " W</text>"));
+    CHECK(tr && strstr(tr, "\"name\":\"0W0\",\"cname\":\"olive\""));
+    CHECK(tr && strstr(tr, "\"name\":\"0I0\""));
+    char kind[64];
+    snprintf(kind, sizeof kind, "\"pass\":\"W\",\"bb\":1,\"color\":\"%s\"", cw);
+    CHECK(html && strstr(html, kind));
+    free(csv), free(svg), free(tr), free(html);
+    bm_timeline_free(tl);
+    bm_table_free(t);
+}
+
 /* ---------------------------------------------------------------- csv */
 
 TEST(csv_round_trip_grid)
 {
     static const struct { enum bm_backbone bb; int V, M; } cases[] = {
         {BM_BB_1F1B, 1, 8}, {BM_BB_1F1B, 1, 5}, {BM_BB_GPIPE, 1, 4}, {BM_BB_INTERLEAVED, 2, 8},
-        {BM_BB_INTERLEAVED, 2, 12},
+        {BM_BB_INTERLEAVED, 2, 12}, {BM_BB_ZB_H1, 1, 8}, {BM_BB_ZB_H1, 1, 5}, {BM_BB_ZB_INTERLEAVED, 2, 8},
     };
     struct bm_spec *s;
     struct bm_err err;
@@ -703,6 +736,7 @@ int main(void)
     RUN(svg_well_formed_with_lanes);
     RUN(html_self_contained);
     RUN(ascii_one_line_per_rank);
+    RUN(zero_bubble_views_draw_w_in_its_own_colour);
     RUN(csv_round_trip_grid);
     RUN(csv_errors_are_positioned);
     RUN(csv_hand_edit_with_spec);

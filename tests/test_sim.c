@@ -19,7 +19,7 @@ static int add_module(struct bm_table *t, const char *name, enum bm_role role, d
     m[i].name = bm_strdup(name);
     m[i].role = role;
     m[i].grad_to_backbone = 1;
-    m[i].cost = (struct bm_cost){fwd, bwd, act, state, out};
+    m[i].cost = (struct bm_cost){fwd, bwd, act, state, out, 0, 0};
     t->n_modules++;
     if (role == BM_ROLE_BACKBONE) t->backbone_module = i;
     return i;
@@ -59,13 +59,16 @@ static int chunk_tensor(struct bm_table *t, int c, int grad)
 static void add_backbone(struct bm_table *t, int extra)
 {
     int P = t->pp, V = t->vpp, M = t->microbatches, C = P * V, bb = t->backbone_module;
-    struct bm_bb_step *steps = bm_malloc((size_t)(2 * V * M) * sizeof *steps);
+    int n = bm_backbone_n_steps(t->backbone, V, M);
+    struct bm_bb_step *steps = bm_malloc((size_t)n * sizeof *steps);
     struct bm_err err;
     for (int r = 0; r < P; r++) {
         if (bm_backbone_order(t->backbone, P, V, M, r, extra, steps, &err)) abort();
-        for (int k = 0; k < 2 * V * M; k++) {
+        for (int k = 0; k < n; k++) {
             int c = steps[k].chunk, mb = steps[k].mb;
-            if (steps[k].pass == BM_PASS_F) {
+            if (steps[k].pass == BM_PASS_W) {
+                push(t, r, BM_OP_COMPUTE, BM_PASS_W, bb, c, mb, -1, -1);
+            } else if (steps[k].pass == BM_PASS_F) {
                 if (c > 0) push(t, r, BM_OP_RECV, 0, bb, -1, mb, (c - 1) % P, chunk_tensor(t, c - 1, 0));
                 push(t, r, BM_OP_COMPUTE, BM_PASS_F, bb, c, mb, -1, -1);
                 if (c < C - 1) push(t, r, BM_OP_SEND, 0, bb, -1, mb, (c + 1) % P, chunk_tensor(t, c, 0));
@@ -106,6 +109,8 @@ static void check_idle_sums(const struct bm_timeline *tl)
  * max(reached, arrival) and arrival = its send's issue + transfer. */
 static void check_ops(const struct bm_table *t, const struct bm_timeline *tl)
 {
+    int split[64] = {0};
+    for (int m = 0; m < t->n_modules && m < 64; m++) split[m] = bm_table_splits(t, m);
     for (int r = 0; r < t->pp; r++) {
         double prev = 0;
         for (int i = 0; i < t->ranks[r].n_ops; i++) {
@@ -115,7 +120,7 @@ static void check_ops(const struct bm_table *t, const struct bm_timeline *tl)
                    ot->start_ms, prev);
             CHECK(ot->end_ms <= tl->makespan_ms + 1e-9);
             if (o->kind == BM_OP_COMPUTE) {
-                CHECK_NEAR(ot->end_ms - ot->start_ms, bm_cost_compute_ms(t, o, 0), 1e-9);
+                CHECK_NEAR(ot->end_ms - ot->start_ms, bm_cost_compute_ms(t, o, o->module < 64 && split[o->module]), 1e-9);
                 CHECK(ot->ready_ms <= ot->start_ms + 1e-9);
             } else if (o->kind == BM_OP_SEND) {
                 CHECK(ot->end_ms == ot->start_ms);
@@ -156,6 +161,38 @@ TEST(makespan_1f1b_p4_m8_is_33)
     }
     bm_timeline_free(tl);
     bm_table_free(t);
+}
+
+/* Qi et al. §2.1: with T_F = T_B = T_W, ZB-H1's bubble is (P-1)(T_F+T_B-T_W), a third of
+ * 1F1B's (P-1)(T_F+T_B+T_W); the makespan is M(T_F+T_B+T_W) plus the bubble. Peak activation
+ * equals 1F1B's (P microbatches on rank 0; here each frees half at B and half at W). */
+TEST(makespan_zb_h1_bubble_is_a_third_of_1f1b)
+{
+    for (int P = 2; P <= 8; P *= 2)
+        for (int M = P; M <= 4 * P; M += P) {
+            struct bm_table *z = new_table(BM_BB_ZB_H1, P, 1, M, P, 2.0 * P, 4.0 * P, 0); /* F=B=W=1 */
+            struct bm_table *o = new_table(BM_BB_1F1B, P, 1, M, P, 2.0 * P, 4.0 * P, 0);
+            add_backbone(z, 0);
+            add_backbone(o, 0);
+            struct bm_timeline *tz = sim(z, NULL), *to = sim(o, NULL);
+            CHECK(tz && to);
+            if (tz && to) {
+                CHECKF(fabs(tz->makespan_ms - (3.0 * M + (P - 1))) < 1e-9, "P=%d M=%d zb-h1 %g", P, M, tz->makespan_ms);
+                CHECKF(fabs(to->makespan_ms - 3.0 * (M + P - 1)) < 1e-9, "P=%d M=%d 1f1b %g", P, M, to->makespan_ms);
+                CHECK_NEAR(tz->peak_mib, to->peak_mib, 1e-9);
+                CHECK_NEAR(tz->ranks[0].peak_act_mib[BM_ROLE_BACKBONE], 4.0 * P / P * P, 1e-9);
+                double fb = 0, fw = 0;
+                for (int r = 0; r < P; r++) fb += tz->ranks[r].freed_b_mib, fw += tz->ranks[r].freed_w_mib;
+                CHECK_NEAR(fb, 2.0 * P * M, 1e-6); /* half of 4P MiB per microbatch over the model */
+                CHECK_NEAR(fw, 2.0 * P * M, 1e-6);
+                check_ops(z, tz);
+                check_idle_sums(tz);
+            }
+            bm_timeline_free(tz);
+            bm_timeline_free(to);
+            bm_table_free(z);
+            bm_table_free(o);
+        }
 }
 
 TEST(makespan_interleaved_p4_v2_m8_is_28_5)
@@ -353,7 +390,8 @@ TEST(memory_encoder_alive_for_three_microbatches)
 
 TEST(split_backward_frees_at_w)
 {
-    /* vit F0 B0 W0 with bwd 4: B and W take 2 each; activations live until W ends (5). */
+    /* vit F0 B0 W0 with bwd 4: B and W take 2 each (the default w_ms is half of bwd_ms); the
+     * activation (10 MiB) is freed in two steps: half at B's end (3), the rest at W's (5). */
     struct bm_table *t = new_table(BM_BB_1F1B, 1, 1, 1, 1, 2, 0, 0);
     int vit = add_module(t, "vit", BM_ROLE_ENCODER, 1, 4, 10, 0, 1);
     push(t, 0, BM_OP_COMPUTE, BM_PASS_F, vit, -1, 0, -1, -1);
@@ -364,8 +402,40 @@ TEST(split_backward_frees_at_w)
     if (tl) {
         CHECK_NEAR(tl->makespan_ms, 5, 1e-9);
         CHECK_NEAR(tl->ranks[0].ops[1].end_ms, 3, 1e-9);
-        CHECK(tl->ranks[0].n_mem == 2);
-        if (tl->ranks[0].n_mem == 2) CHECK_NEAR(tl->ranks[0].mem[1].t_ms, 5, 1e-9);
+        CHECK(tl->ranks[0].n_mem == 3);
+        if (tl->ranks[0].n_mem == 3) {
+            CHECK_NEAR(tl->ranks[0].mem[1].t_ms, 3, 1e-9);
+            CHECK_NEAR(tl->ranks[0].mem[1].act_mib[BM_ROLE_ENCODER], 5, 1e-9);
+            CHECK_NEAR(tl->ranks[0].mem[2].t_ms, 5, 1e-9);
+            CHECK_NEAR(tl->ranks[0].mem[2].act_mib[BM_ROLE_ENCODER], 0, 1e-9);
+        }
+        CHECK_NEAR(tl->ranks[0].freed_b_mib, 5, 1e-9);
+        CHECK_NEAR(tl->ranks[0].freed_w_mib, 5, 1e-9);
+        CHECK_NEAR(tl->ranks[0].peak_held_w_mib, 5, 1e-9);
+    }
+    bm_timeline_free(tl);
+    bm_table_free(t);
+}
+
+TEST(split_backward_costs_given)
+{
+    /* explicit w_ms 1 of bwd 4 and act_w_mib 2 of 10: B takes 3, W 1; B frees 8, W 2 */
+    struct bm_table *t = new_table(BM_BB_1F1B, 1, 1, 1, 1, 2, 0, 0);
+    int vit = add_module(t, "vit", BM_ROLE_ENCODER, 1, 4, 10, 0, 1);
+    t->modules[vit].cost.w_ms = 1;
+    t->modules[vit].cost.act_w_mib = 2;
+    push(t, 0, BM_OP_COMPUTE, BM_PASS_F, vit, -1, 0, -1, -1);
+    push(t, 0, BM_OP_COMPUTE, BM_PASS_B, vit, -1, 0, -1, -1);
+    push(t, 0, BM_OP_COMPUTE, BM_PASS_W, vit, -1, 0, -1, -1);
+    struct bm_timeline *tl = sim(t, NULL);
+    CHECK(tl != NULL);
+    if (tl) {
+        CHECK_NEAR(tl->ranks[0].ops[1].end_ms, 4, 1e-9);
+        CHECK_NEAR(tl->makespan_ms, 5, 1e-9);
+        CHECK_NEAR(tl->ranks[0].freed_b_mib, 8, 1e-9);
+        CHECK_NEAR(tl->ranks[0].freed_w_mib, 2, 1e-9);
+        CHECK(tl->ranks[0].n_mem == 3);
+        if (tl->ranks[0].n_mem == 3) CHECK_NEAR(tl->ranks[0].mem[1].act_mib[BM_ROLE_ENCODER], 2, 1e-9);
     }
     bm_timeline_free(tl);
     bm_table_free(t);
@@ -813,7 +883,9 @@ int main(void)
     RUN(cost_model_chunk_weights_and_mb_scale);
     RUN(memory_1f1b_rank0_holds_p_microbatches);
     RUN(memory_encoder_alive_for_three_microbatches);
+    RUN(makespan_zb_h1_bubble_is_a_third_of_1f1b);
     RUN(split_backward_frees_at_w);
+    RUN(split_backward_costs_given);
     RUN(jitter_reproducible_by_seed);
     RUN(unified_encoder_on_critical_path);
     RUN(deadlock_is_an_error_not_a_hang);

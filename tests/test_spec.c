@@ -280,6 +280,43 @@ TEST(cost_derived_from_arch)
     CHECK_NEAR(m->cost.act_mib, 6528, 1e-9);      /* 24 * 4096 * 2048 * 34 bytes */
     CHECK(m->layers == 24 && !m->cost_given && m->has_arch);
     CHECK(m->arch.vocab == 32000 && m->arch.seq == 1024);
+    /* split backward (Qi et al. Table 1, s = seq 1024, h 2048, a 16): W = 3h/(6h+s) of the
+     * backward, 32h/(34h+5as) of the activation kept from B to W */
+    CHECK_NEAR(m->cost.w_ms, 327.68 * 3 * 2048 / (6 * 2048 + 1024.0), 1e-9);
+    CHECK_NEAR(m->cost.act_w_mib, 6528 * 32 * 2048 / (34 * 2048 + 5 * 16 * 1024.0), 1e-9);
+    bm_spec_free(s);
+}
+
+TEST(split_backward_costs)
+{
+    struct bm_spec *s = NULL;
+    struct bm_err err;
+    /* explicit, and the fixed defaults (no arch: 0 = bm_cost_w_ms's half) */
+    const char *t = with("\"cost\": {\"fwd_ms\": 4, \"bwd_ms\": 8, \"act_mib\": 300,",
+                         "\"cost\": {\"fwd_ms\": 4, \"bwd_ms\": 8, \"w_ms\": 3, \"act_w_mib\": 100, \"act_mib\": 300,");
+    CHECK(bm_spec_parse(t, "spec.json", &s, &err) == BM_OK);
+    if (s) {
+        CHECK(s->modules[0].cost.w_ms == 3 && s->modules[0].cost.act_w_mib == 100);
+        CHECK(s->modules[2].cost.w_ms == 0 && s->modules[2].cost.act_w_mib == 0);
+        /* BASE's backbone: arch hidden 64, heads 4 but no seq/tokens/image: no s, fixed defaults */
+        CHECK(s->modules[1].cost.w_ms == 0);
+        bm_spec_free(s);
+    }
+    ERR_AT(with("\"bwd_ms\": 8,", "\"bwd_ms\": 8, \"w_ms\": 8,"), "\"w_ms\"",
+           "\"w_ms\" (8) must be less than \"bwd_ms\" (8)");
+    ERR_AT(with("\"bwd_ms\": 8,", "\"bwd_ms\": 8, \"w_ms\": 0,"), "\"w_ms\"", "w_ms must be > 0, got 0");
+    ERR_AT(with("\"act_mib\": 300,", "\"act_mib\": 300, \"act_w_mib\": 301,"), "\"act_w_mib\"",
+           "\"act_w_mib\" (301) must be at most \"act_mib\" (300)");
+    /* the zero-bubble schedules' own constraints */
+    ERR_AT(with("\"backbone\": \"1f1b\"", "\"backbone\": \"zb-interleaved\""), "\"vpp\"",
+           "schedule.backbone \"zb-interleaved\" needs parallel.vpp >= 2");
+    ERR_AT(with2(with2(with("\"backbone\": \"1f1b\"", "\"backbone\": \"zb-interleaved\""), "\"vpp\": 1", "\"vpp\": 2"),
+                 "\"microbatches\": 8", "\"microbatches\": 6"),
+           "\"microbatches\"", "for the \"zb-interleaved\" backbone schedule\nhint: use 4 or 8 microbatches, or the \"zb-h1\"");
+    ERR_AT(with2(with("\"backbone\": \"1f1b\"", "\"backbone\": \"zb-h1\""), "\"vpp\": 1", "\"vpp\": 2"),
+           "\"vpp\"", "virtual stages need the \"interleaved\" schedule");
+    CHECK(bm_spec_parse(with("\"backbone\": \"1f1b\"", "\"backbone\": \"zb-h1\""), "spec.json", &s, &err) == BM_OK);
+    if (s) CHECK(s->backbone == BM_BB_ZB_H1);
     bm_spec_free(s);
 }
 
@@ -473,7 +510,8 @@ TEST(err_sizes)
 TEST(err_schedule_names)
 {
     ERR_AT(with("\"1f1b\"", "\"1F1B\""), "\"backbone\"",
-           "schedule.backbone must be one of \"gpipe\", \"1f1b\", \"interleaved\", got \"1F1B\"\n"
+           "schedule.backbone must be one of \"gpipe\", \"1f1b\", \"interleaved\", \"zb-h1\", "
+           "\"zb-interleaved\", got \"1F1B\"\n"
            "hint: did you mean \"1f1b\"?");
     ERR_AT(with("\"bigmac\"", "\"bigmak\""), "\"policy\"", "hint: did you mean \"bigmac\"?");
     ERR_AT(with("\"bigmac\"", "\"fastest\""), "\"policy\"",
@@ -707,6 +745,7 @@ int main(void)
     RUN(defaults);
     RUN(role_derivation_without_roles);
     RUN(cost_derived_from_arch);
+    RUN(split_backward_costs);
     RUN(err_json_syntax);
     RUN(err_format_and_version);
     RUN(err_unknown_keys);

@@ -105,11 +105,12 @@ static int active(const struct bld *b, int module)
 static size_t dkey(const struct bld *b, int module, int chunk, int pass, int mb)
 {
     int u = module == b->bb ? b->N + chunk : module;
-    return ((size_t)u * 2 + (size_t)pass) * (size_t)b->f->M + (size_t)mb;
+    return ((size_t)u * 3 + (size_t)pass) * (size_t)b->f->M + (size_t)mb;
 }
 
 static int ready(const struct bld *b, int module, int chunk, int pass, int mb)
 {
+    if (pass == BM_PASS_W) return b->done[dkey(b, module, chunk, BM_PASS_B, mb)];
     const struct bm_flow_op *o = bm_flow_get(b->flow, module, chunk, pass);
     for (int k = 0; k < o->n_needs; k++) {
         int pm, pc, pp;
@@ -129,6 +130,11 @@ static void push(struct bm_table *t, int r, struct bm_op op)
 
 static void emit(struct bld *b, int r, int module, int chunk, int pass, int mb)
 {
+    if (pass == BM_PASS_W) { /* a weight gradient: no tensor travels */
+        push(b->t, r, (struct bm_op){BM_OP_COMPUTE, BM_PASS_W, (int16_t)module, chunk, mb, -1, -1});
+        b->done[dkey(b, module, chunk, pass, mb)] = 1;
+        return;
+    }
     const struct bm_flow_op *o = bm_flow_get(b->flow, module, chunk, pass);
     int M = b->f->M;
     for (int k = 0; k < o->n_needs; k++) {
@@ -197,10 +203,10 @@ static struct bm_table *fx_build(const struct fx *f)
         }
         cv[n] = -1;
     }
-    b.done = bm_calloc((size_t)(b.N + b.C) * 2 * M, 1);
+    b.done = bm_calloc((size_t)(b.N + b.C) * 3 * M, 1);
     struct bm_bb_step **ord = bm_calloc((size_t)P, sizeof *ord);
     int *next_bb = bm_calloc((size_t)P, sizeof *next_bb);
-    int n_bb = 2 * f->V * M;
+    int n_bb = bm_backbone_n_steps(f->bb, f->V, M);
     /* per rank and nested module: next F index and next B index into the rank's mb list */
     int *nf = bm_calloc((size_t)P * b.N, sizeof *nf), *nb = bm_calloc((size_t)P * b.N, sizeof *nb);
     int *live = bm_calloc((size_t)P * b.N, sizeof *live);
@@ -420,6 +426,147 @@ TEST(policy_none_ignores_other_modules)
 
 /* ---------------------------------------------------------------- 0. structure */
 
+/* ---------------------------------------------------------------- split backward (W) */
+
+TEST(zero_bubble_tables_verify)
+{
+    for (int zi = 0; zi < 2; zi++)
+        for (int P = 2; P <= 4; P += 2) {
+            struct fx f = fx_default(P, 2 * P);
+            f.bb = zi ? BM_BB_ZB_INTERLEAVED : BM_BB_ZB_H1;
+            f.V = zi ? 2 : 1;
+            f.dit = 1;
+            struct bm_table *t = fx_build(&f);
+            CHECK(t != NULL);
+            if (t) CHECKF(verify_ok(t), "%s P=%d", bm_backbone_name(f.bb), P);
+            bm_table_free(t);
+        }
+}
+
+TEST(w_before_its_b_is_rejected)
+{
+    struct fx f = fx_default(2, 4);
+    f.bb = BM_BB_ZB_H1;
+    struct bm_table *t = fx_build(&f);
+    if (!t) return;
+    /* the backbone's W must follow its own B: invariant 3 names it (the order covers W) */
+    int w = find(t, 1, "1W0"), b = find(t, 1, "1I0");
+    CHECK(w > b && b >= 0);
+    mv(t, 1, w, b);
+    const char *msg = verify_fail(t);
+    CHECK_STR_CONTAINS(msg, "invariant 3 (backbone order) violated: rank 1");
+    CHECK_STR_CONTAINS(msg, "expected 1I0, found 1W0");
+    bm_table_free(t);
+    /* a nested module's W before its B: invariant 4 names the op */
+    t = fx_build(&f);
+    if (!t) return;
+    int vb = find(t, 0, "vit:B0");
+    CHECK(vb >= 0);
+    ins(t, 0, vb, (struct bm_op){BM_OP_COMPUTE, BM_PASS_W, 0, -1, 0, -1, -1});
+    for (int m = 1; m < 4; m++) { /* W for the other microbatches, after their B */
+        char a[32];
+        snprintf(a, sizeof a, "vit:B%d", m);
+        int r = m % 2, i = find(t, r, a);
+        CHECK(i >= 0);
+        ins(t, r, i + 1, (struct bm_op){BM_OP_COMPUTE, BM_PASS_W, 0, -1, m, -1, -1});
+    }
+    msg = verify_fail(t);
+    CHECK_STR_CONTAINS(msg, "invariant 4 (dependencies) violated: rank 0 op #");
+    CHECK_STR_CONTAINS(msg, "vit:W0 runs a weight-gradient W before its B");
+    CHECK_STR_CONTAINS(msg, "needs vit:B0 earlier on rank 0");
+    /* moved right after its B, the table verifies */
+    int w0 = find(t, 0, "vit:W0");
+    mv(t, 0, w0, find(t, 0, "vit:B0"));
+    CHECK(verify_ok(t));
+    bm_table_free(t);
+}
+
+TEST(missing_w_is_rejected)
+{
+    struct fx f = fx_default(2, 4);
+    f.bb = BM_BB_ZB_H1;
+    struct bm_table *t = fx_build(&f);
+    if (!t) return;
+    del(t, 0, find(t, 0, "0W2"));
+    const char *msg = verify_fail(t);
+    CHECK_STR_CONTAINS(msg, "invariant 1 (counts) violated: 1 compute op missing");
+    CHECK_STR_CONTAINS(msg, "missing: 0W2 (llm chunk 0, rank 0) (the weight-gradient W of a split backward");
+    bm_table_free(t);
+    /* a nested module with a W for some microbatches has one for all */
+    t = fx_build(&f);
+    if (!t) return;
+    int vb = find(t, 1, "vit:B1");
+    ins(t, 1, vb + 1, (struct bm_op){BM_OP_COMPUTE, BM_PASS_W, 0, -1, 1, -1, -1});
+    msg = verify_fail(t);
+    CHECK_STR_CONTAINS(msg, "3 compute ops missing");
+    CHECK_STR_CONTAINS(msg, "missing: vit:W0 (the weight-gradient W");
+    bm_table_free(t);
+}
+
+TEST(w_on_the_wrong_rank_is_rejected)
+{
+    struct fx f = fx_default(2, 4);
+    f.bb = BM_BB_ZB_H1;
+    struct bm_table *t = fx_build(&f);
+    if (!t) return;
+    /* every vit microbatch gets its W; mb 1's lands on rank 0, but its B ran on rank 1 */
+    for (int m = 0; m < 4; m++) {
+        char a[32];
+        snprintf(a, sizeof a, "vit:B%d", m);
+        int r = m % 2, i = find(t, r, a);
+        CHECK(i >= 0);
+        ins(t, m == 1 ? 0 : r, m == 1 ? t->ranks[0].n_ops : i + 1,
+            (struct bm_op){BM_OP_COMPUTE, BM_PASS_W, 0, -1, m, -1, -1});
+    }
+    const char *msg = verify_fail(t);
+    CHECK_STR_CONTAINS(msg, "vit:W1 runs a weight-gradient W on a rank other than its B's");
+    CHECK_STR_CONTAINS(msg, "but vit:B1 is at rank 1 op #");
+    CHECK_STR_CONTAINS(msg, "hint: move vit:W1 to rank 1, after vit:B1");
+    bm_table_free(t);
+    /* a backbone W on another rank breaks the chunk's placement */
+    t = fx_build(&f);
+    if (!t) return;
+    int w = find(t, 0, "0W1");
+    struct bm_op op = t->ranks[0].ops[w];
+    del(t, 0, w);
+    ins(t, 1, t->ranks[1].n_ops, op);
+    CHECK_STR_CONTAINS(verify_fail(t), "0W1: backbone chunk 0 lives on rank 0 (chunk % pp), not rank 1");
+    bm_table_free(t);
+}
+
+TEST(residency_counts_live_until_w)
+{
+    /* bigmac window 1, unit 2 (one vit microbatch per rank and unit): vit:F2 after vit:B0 but
+     * before vit:W0 holds two microbatches on rank 0 */
+    struct fx f = fx_default(2, 4);
+    f.bb = BM_BB_ZB_H1;
+    f.pol = BM_POL_BIGMAC;
+    f.window = 1;
+    f.enc_limit = 1;
+    struct bm_table *t = fx_build(&f);
+    CHECK(t != NULL);
+    if (!t) return;
+    for (int m = 0; m < 4; m++) {
+        char a[32];
+        snprintf(a, sizeof a, "vit:B%d", m);
+        int r = m % 2, i = find(t, r, a);
+        ins(t, r, i + 1, (struct bm_op){BM_OP_COMPUTE, BM_PASS_W, 0, -1, m, -1, -1});
+    }
+    CHECK(verify_ok(t));
+    int peak[2 * 2];
+    bm_table_peak_live(t, peak);
+    CHECK(peak[0 * 2 + 0] == 1); /* vit on rank 0 */
+    int w0 = find(t, 0, "vit:W0"), f2 = find(t, 0, "vit:F2");
+    CHECK(w0 >= 0 && f2 > w0);
+    mv(t, 0, w0, f2); /* W0 now after F2 */
+    const char *msg = verify_fail(t);
+    CHECK_STR_CONTAINS(msg, "invariant 5 (residency) violated");
+    CHECK_STR_CONTAINS(msg, "rank 0: encoder vit has 2 live microbatches at op #");
+    bm_table_peak_live(t, peak);
+    CHECK(peak[0] == 2);
+    bm_table_free(t);
+}
+
 TEST(structure_errors_name_rank_and_op)
 {
     struct bm_table *t = small();
@@ -442,8 +589,8 @@ TEST(structure_errors_name_rank_and_op)
     t->ranks[0].ops[j].chunk = 0;
 
     t->ranks[0].ops[j].pass = BM_PASS_W;
-    CHECK_STR_CONTAINS(verify_fail(t), "0W0: pass W (zero-bubble weight-grad split) is not part "
-                                       "of table version 1");
+    /* a W where the backbone schedule (1f1b) does not split the backward */
+    CHECK_STR_CONTAINS(verify_fail(t), "unexpected: 0W0 (llm chunk 0, rank 0) at rank 0 op #");
     t->ranks[0].ops[j].pass = BM_PASS_F;
 
     int s = find(t, 0, "SEND_F:llm.c0.out:0>1");
@@ -1008,6 +1155,11 @@ TEST(large_interleaved_table_is_fast)
 
 int main(void)
 {
+    RUN(zero_bubble_tables_verify);
+    RUN(w_before_its_b_is_rejected);
+    RUN(missing_w_is_rejected);
+    RUN(w_on_the_wrong_rank_is_rejected);
+    RUN(residency_counts_live_until_w);
     RUN(small_table_verifies);
     RUN(grid_of_correct_tables_verifies);
     RUN(bigmac_table_within_window_verifies);

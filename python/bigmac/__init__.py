@@ -21,7 +21,7 @@ __all__ = ["Error", "Spec", "Table", "Batch", "load_spec", "plan", "verify", "si
 
 ROLES = ("encoder", "backbone", "generator")
 PASSES = ("F", "B", "W")
-BACKBONES = ("gpipe", "1f1b", "interleaved")
+BACKBONES = ("gpipe", "1f1b", "interleaved", "zb-h1", "zb-interleaved")  # enum bm_backbone order
 POLICIES = ("bigmac", "optimus", "unified", "unified-balanced", "ideal", "none")
 OP_COMPUTE, OP_SEND, OP_RECV = 0, 1, 2
 

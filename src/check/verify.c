@@ -1,13 +1,17 @@
 /* verify.c — the verifier (DESIGN §7): is an operator table safe to run?
  *
  * bm_verify checks, in order, and stops at the first invariant that fails:
- *   0. structure   every index in range, chunks on their rank, peers valid, passes F/B;
- *   1. counts      each compute op exactly once, each send matched by exactly one recv;
+ *   0. structure   every index in range, chunks on their rank, peers valid, passes F/B/W;
+ *   1. counts      each compute op exactly once, each send matched by exactly one recv; a
+ *                  module whose backward is split (the backbone under zb-h1/zb-interleaved,
+ *                  any other module with a W op) has a W for every microbatch (and chunk);
  *   2. deadlock    symbolic execution (sends non-blocking, a recv waits for its send) finishes;
  *   3. order       each rank's backbone ops are exactly bm_backbone_order's sequence;
  *   4. deps        walking each rank in order, every tensor an op needs (or sends) is on the
- *                  rank already, and every B follows its own F on the same rank;
- *   5. residency   (policy bigmac, window > 0) live nested microbatches per rank are bounded.
+ *                  rank already, every B follows its own F on the same rank, and every W
+ *                  follows the B of the same (module, chunk, microbatch) on the same rank;
+ *   5. residency   (policy bigmac, window > 0) live nested microbatches per rank are bounded
+ *                  (a microbatch of a split module is live until its W).
  * Messages: first line "invariant N (name) violated: summary", then indented detail lines
  * that name ops by action string and position ("rank 2 op #17 1F3").
  *
@@ -98,8 +102,9 @@ struct ctx {
     struct bm_flow *flow;
     int P, V, M, C, N, bb, T;
     int *active;               /* [N] module takes part (policy none: backbone only) */
-    long long *cpos;           /* [(N+C)*2*M] first position of each compute op, -1 = none */
-    long long *cpos2;          /* [(N+C)*2*M] a duplicate's position, -1 = none */
+    int *split;                /* [N] module's backward is split into B and W (bm_table_splits) */
+    long long *cpos;           /* [(N+C)*3*M] first position of each compute op, -1 = none */
+    long long *cpos2;          /* [(N+C)*3*M] a duplicate's position, -1 = none */
     struct comm *comms;
     int n_comms, cap_comms;
     int *head;                 /* [T*M] first message carrying (tensor, mb), + 1; 0 = none */
@@ -112,7 +117,7 @@ struct ctx {
 static long long ckey(const struct ctx *c, int module, int chunk, int pass, int mb)
 {
     int u = module == c->bb ? c->N + chunk : module;
-    return ((long long)u * 2 + pass) * c->M + mb;
+    return ((long long)u * 3 + pass) * c->M + mb;
 }
 
 static void act(const struct ctx *c, const struct bm_op *op, char *buf, size_t n)
@@ -156,7 +161,7 @@ static int check_table_fields(struct ctx *c)
     if ((long long)(t->n_modules + (long long)t->pp * t->vpp) * t->microbatches > (1LL << 27))
         msg_line(m, "  (modules + pp*vpp) * microbatches = %lld is too large to verify (limit 2^27)",
                  (long long)(t->n_modules + (long long)t->pp * t->vpp) * t->microbatches);
-    if ((unsigned)t->backbone > BM_BB_INTERLEAVED)
+    if ((unsigned)t->backbone > BM_BB_ZB_INTERLEAVED)
         msg_line(m, "  unknown backbone schedule %d", (int)t->backbone);
     if ((unsigned)t->policy >= BM_N_POLICIES) msg_line(m, "  unknown policy %d", (int)t->policy);
     if (t->window < 0) msg_line(m, "  window is %d; it must be >= 0", t->window);
@@ -284,10 +289,7 @@ static int check_ops(struct ctx *c)
                            op->module, c->N);
                     continue;
                 }
-                if (op->pass == BM_PASS_W)
-                    bad_op(c, r, i, "pass W (zero-bubble weight-grad split) is not part of table "
-                           "version 1; use B");
-                else if (op->pass > BM_PASS_W)
+                if (op->pass > BM_PASS_W)
                     bad_op(c, r, i, "unknown pass %d", op->pass);
                 if (op->module == c->bb) {
                     if (op->chunk < 0 || op->chunk >= c->C)
@@ -342,8 +344,8 @@ static int comm_get(struct ctx *c, int src, int dst, int tensor, int mb)
 static void describe_compute(const struct ctx *c, long long key, char *buf, size_t n)
 {
     int mb = (int)(key % c->M);
-    int pass = (int)(key / c->M % 2);
-    int u = (int)(key / c->M / 2);
+    int pass = (int)(key / c->M % 3);
+    int u = (int)(key / c->M / 3);
     int module = u < c->N ? u : c->bb, chunk = u < c->N ? -1 : u - c->N;
     struct bm_op o = compute_op(module, chunk, pass, mb);
     char a[BM_MAX_NAME + 64];
@@ -359,7 +361,7 @@ static int check_counts(struct ctx *c)
 {
     const struct bm_table *t = c->t;
     struct msg *m = &c->msg;
-    size_t nkeys = (size_t)(c->N + c->C) * 2 * (size_t)c->M;
+    size_t nkeys = (size_t)(c->N + c->C) * 3 * (size_t)c->M;
     c->cpos = bm_malloc(nkeys * sizeof *c->cpos);
     c->cpos2 = bm_malloc(nkeys * sizeof *c->cpos2);
     c->comm_of = bm_calloc((size_t)c->P, sizeof *c->comm_of);
@@ -368,7 +370,7 @@ static int check_counts(struct ctx *c)
     c->head = bm_calloc((size_t)(c->T > 0 ? c->T : 1) * (size_t)c->M, sizeof *c->head);
     if (!c->head) return oom(c, "message index");
 
-    int cn = 0, missing = 0, dup = 0, unmatched = 0;
+    int cn = 0, missing = 0, dup = 0, unmatched = 0, unexpected = 0;
     for (int r = 0; r < c->P; r++) {
         const struct bm_rank_ops *ro = &t->ranks[r];
         c->comm_of[r] = bm_malloc((size_t)(ro->n_ops > 0 ? ro->n_ops : 1) * sizeof(int));
@@ -396,10 +398,15 @@ static int check_counts(struct ctx *c)
             }
         }
     }
-    /* Compute ops: which should exist? Backbone (chunk, F/B, mb); active modules (F/B, mb). */
+    /* Compute ops: which should exist? Backbone (chunk, F/B, mb); active modules (F/B, mb);
+     * W of every (chunk,) mb of a module whose backward is split, and of no other. */
     for (size_t k = 0; k < nkeys; k++) {
-        int u = (int)(k / (size_t)c->M / 2);
+        int u = (int)(k / (size_t)c->M / 3), pass = (int)(k / (size_t)c->M % 3);
         if (u < c->N && (u == c->bb || !c->active[u])) continue;
+        if (pass == BM_PASS_W && !c->split[u < c->N ? u : c->bb]) {
+            if (c->cpos[k] >= 0) unexpected++;
+            continue;
+        }
         if (c->cpos[k] < 0) missing++;
         else if (c->cpos2[k] >= 0) dup++;
     }
@@ -407,17 +414,33 @@ static int check_counts(struct ctx *c)
         const struct comm *e = &c->comms[k];
         if (e->n_send != 1 || e->n_recv != 1) unmatched++;
     }
-    if (!missing && !dup && !unmatched) return BM_OK;
+    if (!missing && !dup && !unmatched && !unexpected) return BM_OK;
 
     msg_line(m, "invariant 1 (counts) violated: %d compute op%s missing, %d duplicated, %d "
              "unmatched send/recv", missing, missing == 1 ? "" : "s", dup, unmatched);
+    if (unexpected)
+        msg_line(m, "  %d weight-gradient W op%s of the backbone, whose backward the %s schedule "
+                 "does not split", unexpected, unexpected == 1 ? "" : "s", bm_backbone_name(t->backbone));
     char d[BM_MAX_NAME + 128], a[BM_MAX_NAME + 64];
     for (size_t k = 0; k < nkeys && cn < 64; k++) {
-        int u = (int)(k / (size_t)c->M / 2);
+        int u = (int)(k / (size_t)c->M / 3), pass = (int)(k / (size_t)c->M % 3);
         if (u < c->N && (u == c->bb || !c->active[u])) continue;
+        if (pass == BM_PASS_W && !c->split[u < c->N ? u : c->bb]) {
+            if (c->cpos[k] < 0) continue;
+            describe_compute(c, (long long)k, d, sizeof d);
+            msg_line(m, "  unexpected: %s at rank %d op #%d (hint: use --backbone zb-h1 or "
+                     "zb-interleaved for a split backward, or drop the W)", d,
+                     POS_RANK(c->cpos[k]), POS_IDX(c->cpos[k]));
+            cn++;
+            continue;
+        }
         if (c->cpos[k] < 0) {
             describe_compute(c, (long long)k, d, sizeof d);
-            msg_line(m, "  missing: %s", d);
+            if (pass == BM_PASS_W)
+                msg_line(m, "  missing: %s (the weight-gradient W of a split backward: every B "
+                         "needs its W on the same rank)", d);
+            else
+                msg_line(m, "  missing: %s", d);
             cn++;
         } else if (c->cpos2[k] >= 0) {
             describe_compute(c, (long long)k, d, sizeof d);
@@ -556,7 +579,7 @@ out:
 static int check_order(struct ctx *c)
 {
     const struct bm_table *t = c->t;
-    size_t n = (size_t)2 * c->V * c->M;
+    size_t n = (size_t)bm_backbone_n_steps(t->backbone, c->V, c->M);
     struct bm_bb_step *want = bm_malloc(n * sizeof *want);
     if (!want) return oom(c, "backbone order");
     int rc = BM_OK;
@@ -574,7 +597,7 @@ static int check_order(struct ctx *c)
         for (int i = 0; i < ro->n_ops; i++) {
             const struct bm_op *op = &ro->ops[i];
             if (op->kind != BM_OP_COMPUTE || op->module != c->bb) continue;
-            /* counts passed: exactly 2·V·M backbone ops on this rank */
+            /* counts passed: exactly 2·V·M (3·V·M split) backbone ops on this rank */
             if (k < n && op->pass == want[k].pass && op->chunk == want[k].chunk &&
                 op->mb == want[k].mb) {
                 k++;
@@ -654,9 +677,11 @@ static int check_deps(struct ctx *c)
     /* have[x*M + mb] == r + 1: tensor x of mb is on rank r (stamps avoid clearing per rank) */
     int *have = bm_calloc((size_t)(c->T > 0 ? c->T : 1) * (size_t)M, sizeof *have);
     int *fdone = bm_calloc((size_t)(c->N + c->C) * (size_t)M, sizeof *fdone);
-    if (!have || !fdone) {
+    int *bdone = bm_calloc((size_t)(c->N + c->C) * (size_t)M, sizeof *bdone);
+    if (!have || !fdone || !bdone) {
         bm_free(have);
         bm_free(fdone);
+        bm_free(bdone);
         return oom(c, "dependency check");
     }
     int rc = BM_OK;
@@ -704,6 +729,29 @@ static int check_deps(struct ctx *c)
                 rc = msg_done(&c->msg);
                 break;
             }
+            if (op->pass == BM_PASS_W && bdone[(size_t)u * M + op->mb] != stamp) {
+                struct bm_op bo = compute_op(op->module, op->chunk, BM_PASS_B, op->mb);
+                char ba[BM_MAX_NAME + 64];
+                act(c, &bo, ba, sizeof ba);
+                long long bp = c->cpos[ckey(c, op->module, op->chunk, BM_PASS_B, op->mb)];
+                if (POS_RANK(bp) == r) {
+                    msg_line(&c->msg, "invariant 4 (dependencies) violated: rank %d op #%d %s runs "
+                             "a weight-gradient W before its B", r, i, a);
+                    msg_line(&c->msg, "  rank %d op #%d %s (%s) needs %s earlier on rank %d (W uses "
+                             "what B kept), but %s is at op #%d, after it", r, i, a, desc, ba, r, ba,
+                             POS_IDX(bp));
+                } else {
+                    msg_line(&c->msg, "invariant 4 (dependencies) violated: rank %d op #%d %s runs "
+                             "a weight-gradient W on a rank other than its B's", r, i, a);
+                    msg_line(&c->msg, "  rank %d op #%d %s (%s) needs %s on rank %d (W uses what B "
+                             "kept, which stays on B's rank), but %s is at rank %d op #%d", r, i, a,
+                             desc, ba, r, ba, POS_RANK(bp), POS_IDX(bp));
+                    msg_line(&c->msg, "hint: move %s to rank %d, after %s", a, POS_RANK(bp), ba);
+                }
+                rc = msg_done(&c->msg);
+                break;
+            }
+            if (op->pass == BM_PASS_W) continue; /* needs and makes no tensor */
             const struct bm_flow_op *fo = bm_flow_get(c->flow, op->module, op->chunk, op->pass);
             for (int k = 0; fo && k < fo->n_needs; k++) {
                 int x = fo->needs[k], pm, pch, pp;
@@ -720,12 +768,14 @@ static int check_deps(struct ctx *c)
             }
             if (rc != BM_OK) break;
             if (op->pass == BM_PASS_F) fdone[(size_t)u * M + op->mb] = stamp;
+            if (op->pass == BM_PASS_B) bdone[(size_t)u * M + op->mb] = stamp;
             for (int k = 0; fo && k < fo->n_makes; k++)
                 have[(size_t)fo->makes[k] * M + op->mb] = stamp;
         }
     }
     bm_free(have);
     bm_free(fdone);
+    bm_free(bdone);
     return rc;
 }
 
@@ -754,10 +804,11 @@ static int check_residency(struct ctx *c)
             const struct bm_op *op = &ro->ops[i];
             if (op->kind != BM_OP_COMPUTE || op->module == c->bb) continue;
             int k = op->module;
-            if (op->pass == BM_PASS_B) {
+            if (op->pass == (c->split[k] ? BM_PASS_W : BM_PASS_B)) {
                 live[k]--;
                 continue;
             }
+            if (op->pass != BM_PASS_F) continue;
             int lim = t->modules[k].role == BM_ROLE_ENCODER ? t->window * per : per;
             if (++live[k] > peak[k]) peak[k] = live[k];
             if (live[k] > lim && first[k] < 0) first[k] = i;
@@ -805,6 +856,7 @@ int bm_verify(const struct bm_table *t, struct bm_err *err)
     c.err = err;
     msg_init(&c.msg, err);
     int rc = BM_ERR;
+    char *sf = NULL; /* bm_table_split_flags */
 
     if (check_table_fields(&c)) goto structure;
     c.P = t->pp;
@@ -819,11 +871,25 @@ int bm_verify(const struct bm_table *t, struct bm_err *err)
         goto out;
     }
     for (int k = 0; k < c.N; k++) c.active[k] = t->policy != BM_POL_NONE || k == c.bb;
+    c.split = bm_calloc((size_t)c.N, sizeof *c.split);
+    sf = bm_calloc((size_t)c.N, 1);
+    if (!sf) {
+        oom(&c, "module flags");
+        goto out;
+    }
+    if (!c.split) {
+        oom(&c, "module flags");
+        goto out;
+    }
     if (build_flow(&c)) {
         if (c.msg.len) goto structure;
         goto out;
     }
     if (check_ops(&c)) goto structure;
+    /* after the structure check: every op's module index is in range */
+    /* the backbone's split is the schedule's; another module's, whether the table has a W */
+    bm_table_split_flags(t, sf);
+    for (int k = 0; k < c.N; k++) c.split[k] = k == c.bb ? bm_backbone_splits(t->backbone) : sf[k];
     if (check_counts(&c)) goto out;
     if (check_deadlock(&c)) goto out;
     if (check_order(&c)) goto out;
@@ -847,6 +913,8 @@ out:
     free_scratch(&c);
     bm_flow_free(c.flow);
     bm_free(c.active);
+    bm_free(c.split);
+    bm_free(sf);
     bm_free(c.cpos);
     bm_free(c.cpos2);
     bm_free(c.comms);
@@ -860,6 +928,19 @@ out:
 void bm_table_peak_live(const struct bm_table *t, int *out)
 {
     int N = t->n_modules;
+    /* a microbatch of a module with a split backward stays live until its W */
+    char split_stack[64], *split = N <= 64 ? split_stack : bm_calloc((size_t)N, 1);
+    if (!split) {
+        for (long k = 0; k < (long)t->pp * N; k++) out[k] = 0;
+        return;
+    }
+    for (int k = 0; k < N; k++) split[k] = k == t->backbone_module && bm_backbone_splits(t->backbone);
+    for (int r = 0; r < t->pp; r++)
+        for (int i = 0; i < t->ranks[r].n_ops; i++) {
+            const struct bm_op *op = &t->ranks[r].ops[i];
+            if (op->kind == BM_OP_COMPUTE && op->pass == BM_PASS_W && op->module >= 0 && op->module < N)
+                split[op->module] = 1;
+        }
     for (int r = 0; r < t->pp; r++) {
         int *peak = out + (size_t)r * N;
         for (int k = 0; k < N; k++) peak[k] = 0;
@@ -872,10 +953,11 @@ void bm_table_peak_live(const struct bm_table *t, int *out)
             if (op->kind != BM_OP_COMPUTE || op->module < 0 || op->module >= N) continue;
             if (op->pass == BM_PASS_F) {
                 if (++live[op->module] > peak[op->module]) peak[op->module] = live[op->module];
-            } else if (op->pass == BM_PASS_B && live[op->module] > 0) {
+            } else if (op->pass == (split[op->module] ? BM_PASS_W : BM_PASS_B) && live[op->module] > 0) {
                 live[op->module]--;
             }
         }
         if (live != live_stack) bm_free(live);
     }
+    if (split != split_stack) bm_free(split);
 }

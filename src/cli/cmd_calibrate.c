@@ -52,6 +52,8 @@ static json_t *cost_json(const struct bm_cost *c, double spread)
     json_object_set_new(o, "state_mib", json_real(c->state_mib));
     json_object_set_new(o, "out_mib", json_real(c->out_mib));
     if (spread > 0) json_object_set_new(o, "spread", json_real(spread));
+    if (c->w_ms > 0 && c->w_ms < c->bwd_ms) /* a split backward was measured: its W part */
+        json_object_set_new(o, "w_ms", json_real(c->w_ms));
     return o;
 }
 

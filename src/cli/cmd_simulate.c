@@ -19,7 +19,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: bigmac simulate SPEC [--pp N] [--vpp N] [--microbatches N] [--unit N]\n"
-            "                       [--backbone gpipe|1f1b|interleaved] [--policy NAME]\n"
+            "                       [--backbone gpipe|1f1b|interleaved|zb-h1|zb-interleaved] [--policy NAME]\n"
             "                       [--window N|auto|fit] [--compare] [--json] [--jitter X] [--seed S]\n"
             "                       [--search off|N]\n"
             "\n"
@@ -113,6 +113,7 @@ json_t *bm_cli_hosts_json(const struct bm_table *t)
 json_t *bm_cli_sim_json(const struct bm_table *t, const struct bm_timeline *tl)
 {
     json_t *ranks = json_array();
+    int split = bm_table_splits(t, -1);
     for (int r = 0; r < tl->pp; r++) {
         const struct bm_rank_timeline *rt = &tl->ranks[r];
         double idle = rt->idle_lead_ms + rt->idle_mid_ms + rt->idle_tail_ms;
@@ -122,6 +123,11 @@ json_t *bm_cli_sim_json(const struct bm_table *t, const struct bm_timeline *tl)
                              "idle_mid_ms", rt->idle_mid_ms, "idle_tail_ms", rt->idle_tail_ms,
                              "state_gib", GIB(rt->state_mib), "peak_mem_gib", GIB(rt->peak_mib),
                              "peak_act_gib", roles_json(rt->peak_act_mib), "oom", rt->oom));
+        if (split) /* the two-step free of a split backward (B, then W) */
+            json_object_update_new(json_array_get(ranks, (size_t)r),
+                                   json_pack("{s:f, s:f, s:f}", "freed_at_b_gib", GIB(rt->freed_b_mib),
+                                             "freed_at_w_gib", GIB(rt->freed_w_mib), "peak_held_for_w_gib",
+                                             GIB(rt->peak_held_w_mib)));
     }
     json_t *j = json_pack("{s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:f, s:f, s:f, s:f, s:f, s:b, s:o}", "policy",
                      bm_policy_name(t->policy), "backbone", bm_backbone_name(t->backbone), "pp",
@@ -164,6 +170,14 @@ static void print_human(const struct bm_spec *s, const struct bm_plan_opts *o, c
                rt->idle_mid_ms, rt->idle_tail_ms, GIB(rt->state_mib),
                GIB(rt->peak_act_mib[BM_ROLE_ENCODER]), GIB(rt->peak_act_mib[BM_ROLE_BACKBONE]),
                GIB(rt->peak_act_mib[BM_ROLE_GENERATOR]), GIB(rt->peak_mib), rt->oom ? "  OOM" : "");
+    }
+    if (!bm_table_splits(t, -1)) return;
+    printf("\nsplit backward: activation freed at B / at W, and the most held between a B and its W\n");
+    printf("%4s %12s %12s %14s\n", "rank", "at B GiB", "at W GiB", "held B..W GiB");
+    for (int r = 0; r < tl->pp; r++) {
+        const struct bm_rank_timeline *rt = &tl->ranks[r];
+        printf("%4d %12.3f %12.3f %14.3f\n", r, GIB(rt->freed_b_mib), GIB(rt->freed_w_mib),
+               GIB(rt->peak_held_w_mib));
     }
 }
 

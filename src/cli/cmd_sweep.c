@@ -25,8 +25,9 @@ static void usage(FILE *f)
             "--window takes numbers, auto and fit (e.g. 2,4,6,fit); it applies to bigmac, the\n"
             "only policy with a window, so the window/memory trade-off can be read off one run.\n"
             "A configuration is OOM when its peak exceeds min(device memory, --mem-cap-gib); OOM\n"
-            "ones are listed after the feasible ones. vpp > 1 uses the interleaved backbone; vpp 1\n"
-            "uses --backbone when given, else the spec's schedule (1f1b when that is interleaved).\n"
+            "ones are listed after the feasible ones. vpp > 1 uses the interleaved backbone (zb-interleaved\n"
+            "when the schedule is a zero-bubble one); vpp 1 uses --backbone when given, else the spec's\n"
+            "schedule (1f1b when that is interleaved, zb-h1 when zb-interleaved).\n"
             "With device.ranks_per_host (or --ranks-per-host N) rank r runs on host r / N and\n"
             "transfers between hosts take the inter-host link (docs/multihost.md).\n"
             "Progress goes to stderr.\n"
@@ -314,7 +315,10 @@ int bm_cmd_sweep(int argc, char **argv)
                     o.microbatches = mbs[c];
                     o.policy = pols[d];
                     o.window = wins[w];
-                    if (o.vpp > 1) o.backbone = BM_BB_INTERLEAVED;
+                    /* a zero-bubble backbone stays zero-bubble: zb-interleaved at vpp > 1, zb-h1 at 1 */
+                    int zb = bm_backbone_splits(base.backbone);
+                    if (o.vpp > 1) o.backbone = zb ? BM_BB_ZB_INTERLEAVED : BM_BB_INTERLEAVED;
+                    else if (o.backbone == BM_BB_ZB_INTERLEAVED) o.backbone = BM_BB_ZB_H1;
                     else if (!f.backbone_set && o.backbone == BM_BB_INTERLEAVED) o.backbone = BM_BB_1F1B;
                     char wname[16];
                     if (o.window == BM_WINDOW_AUTO) snprintf(wname, sizeof wname, "auto");

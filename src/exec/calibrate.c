@@ -55,7 +55,7 @@ int bm_calibrate_runs(const struct bm_table *t, const struct bm_timeline *const 
                       struct bm_cost *costs, struct bm_err *err)
 {
     int nm = t->n_modules, M = t->microbatches > 0 ? t->microbatches : 1;
-    int C = t->pp * (t->vpp > 0 ? t->vpp : 1), ns = (nm + C) * 2; /* slots: module or nm + chunk, pass */
+    int C = t->pp * (t->vpp > 0 ? t->vpp : 1), ns = (nm + C) * 3; /* slots: module or nm + chunk, pass F/B/W */
     if (n_runs < 1) return bm_err_set(err, "no timeline to calibrate from");
     for (int i = 0; i < n_runs; i++)
         if (tls[i]->pp != t->pp) return bm_err_set(err, "timeline has %d ranks, table %d", tls[i]->pp, t->pp);
@@ -68,20 +68,20 @@ int bm_calibrate_runs(const struct bm_table *t, const struct bm_timeline *const 
         return bm_err_set(err, "out of memory");
     }
 #define SLOT(op) ((((op)->module == t->backbone_module && (op)->chunk >= 0 && (op)->chunk < C) ? nm + (op)->chunk \
-                                                                                                : (op)->module) * 2 + \
-                  ((op)->pass == BM_PASS_F ? 0 : 1))
+                                                                                                : (op)->module) * 3 + \
+                  ((op)->pass <= BM_PASS_W ? (op)->pass : 1))
     double role_bytes[BM_N_ROLES] = {0};
     for (int r = 0; r < t->pp; r++) /* count per slot, then place */
         for (int k = 0; k < t->ranks[r].n_ops; k++) {
             const struct bm_op *op = &t->ranks[r].ops[k];
-            if (op->kind != BM_OP_COMPUTE || op->module < 0 || op->module >= nm || op->pass == BM_PASS_W) continue;
+            if (op->kind != BM_OP_COMPUTE || op->module < 0 || op->module >= nm) continue;
             slot_n[SLOT(op)] += n_runs;
         }
     for (int i = 0; i < ns; i++) slot_off[i + 1] = slot_off[i] + slot_n[i];
     for (int r = 0; r < t->pp; r++)
         for (int k = 0; k < t->ranks[r].n_ops; k++) {
             const struct bm_op *op = &t->ranks[r].ops[k];
-            if (op->kind != BM_OP_COMPUTE || op->module < 0 || op->module >= nm || op->pass == BM_PASS_W) continue;
+            if (op->kind != BM_OP_COMPUTE || op->module < 0 || op->module >= nm) continue;
             int sl = SLOT(op);
             for (int i = 0; i < n_runs; i++)
                 dur[slot_off[sl] + fill[sl]++] = tls[i]->ranks[r].ops[k].end_ms - tls[i]->ranks[r].ops[k].start_ms;
@@ -100,43 +100,61 @@ int bm_calibrate_runs(const struct bm_table *t, const struct bm_timeline *const 
                 }
         }
     double role_fwd[BM_N_ROLES] = {0};
-    double *med = bm_calloc((size_t)nm * 2, sizeof *med);
+    double *med = bm_calloc((size_t)nm * 3, sizeof *med);
     if (!med) {
         bm_free(dur), bm_free(slot_n), bm_free(slot_off), bm_free(fill);
         return bm_err_set(err, "out of memory");
     }
     for (int m = 0; m < nm; m++)
-        for (int p = 0; p < 2; p++) {
+        for (int p = 0; p < 3; p++) {
             if (m == t->backbone_module) {
                 double sum = 0;
                 int any = 0;
                 for (int c = 0; c < C; c++) {
-                    int sl = (nm + c) * 2 + p;
+                    int sl = (nm + c) * 3 + p;
                     double v = stat(dur + slot_off[sl], slot_n[sl], mean);
                     if (!isnan(v)) sum += v, any = 1;
                 }
-                med[m * 2 + p] = any ? sum : NAN;
+                med[m * 3 + p] = any ? sum : NAN;
             } else {
-                int sl = m * 2 + p;
-                med[m * 2 + p] = stat(dur + slot_off[sl], slot_n[sl], mean);
+                int sl = m * 3 + p;
+                med[m * 3 + p] = stat(dur + slot_off[sl], slot_n[sl], mean);
             }
         }
     for (int m = 0; m < nm; m++)
-        if (!isnan(med[m * 2])) role_fwd[t->modules[m].role] += med[m * 2];
+        if (!isnan(med[m * 3])) role_fwd[t->modules[m].role] += med[m * 3];
     for (int m = 0; m < nm; m++) {
         costs[m] = t->modules[m].cost;
-        if (isnan(med[m * 2])) continue;
+        costs[m].w_ms = costs[m].act_w_mib = 0; /* measured below, or the defaults */
+        if (isnan(med[m * 3])) continue;
         int role = t->modules[m].role;
-        costs[m].fwd_ms = med[m * 2];
-        if (!isnan(med[m * 2 + 1])) costs[m].bwd_ms = med[m * 2 + 1];
-        /* a recomputed backward reran the forward first: the backward proper is the rest */
-        if (t->modules[m].recompute && !isnan(med[m * 2 + 1]) && med[m * 2 + 1] > med[m * 2])
-            costs[m].bwd_ms = med[m * 2 + 1] - med[m * 2];
-        double share = role_fwd[role] > 0 ? med[m * 2] / role_fwd[role] : 1;
+        costs[m].fwd_ms = med[m * 3];
+        if (!isnan(med[m * 3 + 1])) costs[m].bwd_ms = med[m * 3 + 1];
+        if (!isnan(med[m * 3 + 1]) && !isnan(med[m * 3 + 2]) && med[m * 3 + 2] > 0) { /* split: B + W */
+            costs[m].bwd_ms = med[m * 3 + 1] + med[m * 3 + 2];
+            costs[m].w_ms = med[m * 3 + 2];
+        }
+        /* a recomputed backward (B) reran the forward first: the backward proper is the rest */
+        if (t->modules[m].recompute && !isnan(med[m * 3 + 1]) && med[m * 3 + 1] > med[m * 3])
+            costs[m].bwd_ms -= med[m * 3];
+        double share = role_fwd[role] > 0 ? med[m * 3] / role_fwd[role] : 1;
         costs[m].act_mib = role_bytes[role] * share / M / n_runs / 1048576.0;
     }
     bm_free(med), bm_free(dur), bm_free(slot_n), bm_free(slot_off), bm_free(fill);
     return BM_OK;
+}
+
+/* The model's time of compute op op with costs c (before the chunk weight and the scales): a
+ * split backward (split[module]) as B = bwd - w and W = w, a recomputed backward plus the rerun
+ * forward (src/sim/cost.h). split may be NULL (no module split). */
+static double model_ms(const struct bm_table *t, const struct bm_cost *c, const struct bm_op *op, const char *split)
+{
+    int sp = split && split[op->module];
+    double d = op->pass == BM_PASS_F ? c->fwd_ms
+               : !sp ? (op->pass == BM_PASS_W ? 0 : c->bwd_ms)
+               : op->pass == BM_PASS_W ? bm_cost_w_ms(c) : c->bwd_ms - bm_cost_w_ms(c);
+    if (op->pass == BM_PASS_B && t->modules[op->module].recompute) d += c->fwd_ms; /* the rerun forward */
+    return d;
 }
 
 static void rank_scale_with(const struct bm_table *t, const struct bm_timeline *const *tls, int n_runs,
@@ -152,14 +170,16 @@ void bm_calibrate_rank_scale(const struct bm_table *t, const struct bm_timeline 
 static void rank_scale_with(const struct bm_table *t, const struct bm_timeline *const *tls, int n_runs,
                             const struct bm_cost *costs, const double *mb_scale, double *out)
 {
+    /* which modules' backward the table splits (out of memory: every module as if whole) */
+    char split_stack[256], *split = t->n_modules <= 256 ? split_stack : bm_calloc((size_t)t->n_modules, 1);
+    if (split) bm_table_split_flags(t, split);
     for (int r = 0; r < t->pp; r++) {
         double measured = 0, model = 0;
         for (int k = 0; k < t->ranks[r].n_ops; k++) {
             const struct bm_op *op = &t->ranks[r].ops[k];
-            if (op->kind != BM_OP_COMPUTE || op->module < 0 || op->module >= t->n_modules || op->pass == BM_PASS_W)
-                continue;
+            if (op->kind != BM_OP_COMPUTE || op->module < 0 || op->module >= t->n_modules) continue;
             const struct bm_cost *c = &costs[op->module];
-            double d = op->pass == BM_PASS_F ? c->fwd_ms : c->bwd_ms + (t->modules[op->module].recompute ? c->fwd_ms : 0);
+            double d = model_ms(t, c, op, split);
             if (op->module == t->backbone_module) d *= bm_cost_chunk_weight(t, op->chunk);
             if (mb_scale && t->modules[op->module].role == BM_ROLE_ENCODER && op->mb >= 0 && op->mb < t->microbatches)
                 d *= mb_scale[op->mb];
@@ -168,6 +188,7 @@ static void rank_scale_with(const struct bm_table *t, const struct bm_timeline *
         }
         out[r] = model > 0 && measured > 0 ? measured / model : 1;
     }
+    if (split != split_stack) bm_free(split);
 }
 
 void bm_calibrate_mb_scale(const struct bm_table *t, const struct bm_timeline *const *tls, int n_runs,
@@ -187,7 +208,7 @@ void bm_calibrate_mb_scale(const struct bm_table *t, const struct bm_timeline *c
                 t->modules[op->module].role != BM_ROLE_ENCODER || op->pass == BM_PASS_W)
                 continue;
             const struct bm_cost *c = &costs[op->module];
-            double d = op->pass == BM_PASS_F ? c->fwd_ms : c->bwd_ms + (t->modules[op->module].recompute ? c->fwd_ms : 0);
+            double d = model_ms(t, c, op, NULL); /* encoders keep their backward whole */
             model[op->mb] += d * (rank_scale ? rank_scale[r] : 1) * n_runs;
             for (int i = 0; i < n_runs; i++) meas[op->mb] += tls[i]->ranks[r].ops[k].end_ms - tls[i]->ranks[r].ops[k].start_ms;
         }
@@ -243,14 +264,16 @@ void bm_calibrate_spread(const struct bm_table *t, const struct bm_timeline *con
     int *cnt = bm_calloc(ns, sizeof *cnt);
     double *msq = bm_calloc((size_t)(nm > 0 ? nm : 1), sizeof *msq);
     long *mn = bm_calloc((size_t)(nm > 0 ? nm : 1), sizeof *mn);
+    char *split = bm_calloc((size_t)(nm > 0 ? nm : 1), 1); /* which modules' backward the table splits */
     for (int m = 0; m < nm; m++) out[m] = 0;
-    if (!sum || !sq || !cnt || !msq || !mn) goto done;
+    if (!sum || !sq || !cnt || !msq || !mn || !split) goto done;
+    bm_table_split_flags(t, split);
     for (int r = 0; r < P; r++)
         for (int k = 0; k < t->ranks[r].n_ops; k++) {
             const struct bm_op *op = &t->ranks[r].ops[k];
             if (op->kind != BM_OP_COMPUTE || op->module < 0 || op->module >= nm || op->pass == BM_PASS_W) continue;
             const struct bm_cost *c = &costs[op->module];
-            double d = op->pass == BM_PASS_F ? c->fwd_ms : c->bwd_ms + (t->modules[op->module].recompute ? c->fwd_ms : 0);
+            double d = model_ms(t, c, op, split);
             int bb = op->module == t->backbone_module && op->chunk >= 0 && op->chunk < C;
             if (bb) d *= bm_cost_chunk_weight(t, op->chunk);
             if (mb_scale && t->modules[op->module].role == BM_ROLE_ENCODER && op->mb >= 0 && op->mb < M)
@@ -279,5 +302,5 @@ void bm_calibrate_spread(const struct bm_table *t, const struct bm_timeline *con
     for (int m = 0; m < nm; m++)
         if (mn[m] > 1 && msq[m] > 0) out[m] = sqrt(msq[m] / mn[m]);
 done:
-    bm_free(sum), bm_free(sq), bm_free(cnt), bm_free(msq), bm_free(mn);
+    bm_free(sum), bm_free(sq), bm_free(cnt), bm_free(msq), bm_free(mn), bm_free(split);
 }

@@ -55,6 +55,8 @@ struct bm_exec {
     int *recv_consumer;  /* [n_ops] for recvs: index of the local compute op that consumes it */
     struct entry *store; /* [n_tensors * M] */
     void **ctx;          /* [n_inst * M] live contexts */
+    void **wctx;         /* [n_inst * M] split backward: what W needs, kept from B to W */
+    char *split;         /* [n_modules] the module's backward is split in the table (B, then W) */
     struct bm_data_batch **data; /* [M] this step's microbatches (the ones the rank touches) */
     struct pending_send *sends;
     int n_sends, cap_sends;
@@ -204,6 +206,11 @@ void bm_exec_free(struct bm_exec *x)
     if (x->rc_in)
         for (int i = 0; i < x->n_inst * x->M; i++) bm_free(x->rc_in[i]);
     bm_free(x->rc_in), bm_free(x->rc_n), bm_free(x->rc_held), bm_free(x->op_in_bytes);
+    if (x->wctx)
+        for (int i = 0; i < x->n_inst * x->M; i++)
+            if (x->wctx[i]) x->inst[i / x->M].ops->wctx_free(x->wctx[i]);
+    bm_free(x->wctx);
+    bm_free(x->split);
     for (int i = 0; i < x->n_inst; i++) {
         x->inst[i].ops->free(x->inst[i].self);
         bm_free(x->inst[i].opt);
@@ -323,10 +330,13 @@ int bm_exec_new(const struct bm_spec *s, struct bm_table *t, int rank, struct bm
     x->rc_n = bm_calloc((size_t)x->n_inst * M + 1, sizeof *x->rc_n);
     x->rc_held = bm_calloc((size_t)x->n_inst * M + 1, 1);
     x->op_in_bytes = bm_calloc((size_t)x->n_ops + 1, sizeof *x->op_in_bytes);
-    if (!x->ctx || !x->rc_in || !x->rc_n || !x->rc_held || !x->op_in_bytes) {
+    x->wctx = bm_calloc((size_t)x->n_inst * M + 1, sizeof *x->wctx);
+    x->split = bm_calloc((size_t)nm + 1, 1);
+    if (!x->ctx || !x->rc_in || !x->rc_n || !x->rc_held || !x->op_in_bytes || !x->wctx || !x->split) {
         bm_err_set(err, "out of memory");
         goto fail;
     }
+    bm_table_split_flags(t, x->split);
     /* Static use counts and checks of every op. */
     for (int k = 0; k < x->n_ops; k++) {
         const struct bm_op *op = &x->ops[k];
@@ -337,17 +347,25 @@ int bm_exec_new(const struct bm_spec *s, struct bm_table *t, int rank, struct bm
             goto fail;
         }
         if (op->kind == BM_OP_COMPUTE) {
-            if (op->pass == BM_PASS_W) {
-                bm_err_set(err, "split backward (W) is not supported by the executor");
-                op_fail_t(t, rank, k, err);
-                goto fail;
-            }
-            if (op->module < 0 || op->module >= nm || op->chunk < -1 || op->chunk >= C ||
+            if (op->module < 0 || op->module >= nm || op->chunk < -1 || op->chunk >= C || op->pass > BM_PASS_W ||
                 (op->module == t->backbone_module) != (op->chunk >= 0) || !inst_for(x, op)) {
                 bm_err_set(err, "no instance of this module/chunk on rank %d", rank);
                 op_fail_t(t, rank, k, err);
                 goto fail;
             }
+            if (x->split[op->module] && op->pass != BM_PASS_F) { /* refused here, before any step runs */
+                const struct bm_module_ops *mo = inst_for(x, op)->ops;
+                if (!mo->backward_input || !mo->backward_weight || !mo->wctx_bytes || !mo->wctx_free) {
+                    bm_err_set(err, "module \"%s\" (impl \"%s\") cannot split its backward into B and W, "
+                                    "but the table asks it for a weight-gradient W\n"
+                                    "hint: plan with --backbone 1f1b or interleaved (whole backwards), or give the "
+                                    "impl backward_input/backward_weight/wctx_bytes/wctx_free (bigmac_module.h)",
+                               t->modules[op->module].name, mo->name);
+                    op_fail_t(t, rank, k, err);
+                    goto fail;
+                }
+            }
+            if (op->pass == BM_PASS_W) continue; /* needs and makes no tensor */
             const struct bm_flow_op *f = flow_of(x, op);
             /* chunk 0 takes (F) and gives back (B) one tensor per encoder; a backward may get
              * several gradients of its output, one per consumer, which it sums */
@@ -375,7 +393,7 @@ int bm_exec_new(const struct bm_spec *s, struct bm_table *t, int rank, struct bm
         if (op->kind != BM_OP_RECV) continue;
         for (int j = k + 1; j < x->n_ops && x->recv_consumer[k] < 0; j++) {
             const struct bm_op *c = &x->ops[j];
-            if (c->kind != BM_OP_COMPUTE || c->mb != op->mb) continue;
+            if (c->kind != BM_OP_COMPUTE || c->mb != op->mb || c->pass == BM_PASS_W) continue;
             const struct bm_flow_op *f = flow_of(x, c);
             for (int i = 0; i < f->n_needs; i++)
                 if (f->needs[i] == op->tensor) x->recv_consumer[k] = j;
@@ -600,9 +618,22 @@ static int recompute_rebuild(struct bm_exec *x, struct inst *in, int slot, int r
     return BM_OK;
 }
 
+/* W of a split backward: every parameter gradient of the microbatch from what its B kept. */
+static int run_weight(struct bm_exec *x, const struct bm_op *op, struct bm_err *err)
+{
+    struct inst *in = inst_for(x, op);
+    void **wp = &x->wctx[(in - x->inst) * x->M + op->mb];
+    if (!*wp) return bm_err_set(err, "weight gradient (W) without its input gradient (B) on this rank");
+    void *w = *wp;
+    *wp = NULL;
+    x->live[role_of(x, op->module)] -= in->ops->wctx_bytes(w);
+    return in->ops->backward_weight(in->self, w, &x->data[op->mb]->b, err);
+}
+
 static int run_compute(struct bm_exec *x, int k, struct bm_err *err)
 {
     const struct bm_op *op = &x->ops[k];
+    if (op->pass == BM_PASS_W) return run_weight(x, op, err);
     struct inst *in = inst_for(x, op);
     const struct bm_flow_op *f = flow_of(x, op);
     const struct bm_batch *b = &x->data[op->mb]->b;
@@ -707,7 +738,21 @@ static int run_compute(struct bm_exec *x, int k, struct bm_err *err)
             }
             dout = cat_in;
         }
-        if ((rc = in->ops->backward(in->self, c, b, dout, 1.0f / (float)x->M, out, err))) goto done;
+        if (x->split[op->module]) { /* B of a split backward: keep what W needs */
+            void **wp = &x->wctx[(in - x->inst) * x->M + op->mb];
+            if (*wp) {
+                in->ops->ctx_free(c);
+                rc = bm_err_set(err, "input gradient (B) run twice before its W");
+                goto done;
+            }
+            if ((rc = in->ops->backward_input(in->self, c, b, dout, 1.0f / (float)x->M, out, wp, err))) goto done;
+            size_t kept = in->ops->wctx_bytes(*wp);
+            x->op_bytes[k] = kept;
+            x->live[role] += kept;
+            if (x->live[role] > x->peak[role]) x->peak[role] = x->live[role];
+        } else if ((rc = in->ops->backward(in->self, c, b, dout, 1.0f / (float)x->M, out, err))) {
+            goto done;
+        }
         if (faulty(x, k)) fire_fault(x, out, nout, NULL);
         if (out && !all_finite(out, nout)) {
             rc = bm_err_set(err, "gradient is not finite (NaN or Inf)");
@@ -795,10 +840,14 @@ int bm_exec_advance(struct bm_exec *x, int block, int *done, int *progress, stru
 int bm_exec_step_finish(struct bm_exec *x, struct bm_err *err)
 {
     if (poll_sends(x, 1, err)) return bm_err_set(err, "rank %d: completing sends: %s", x->rank, err->msg);
-    for (int i = 0; i < x->n_inst * x->M; i++)
+    for (int i = 0; i < x->n_inst * x->M; i++) {
         if (x->ctx[i] || x->rc_held[i])
             return bm_err_set(err, "rank %d: %s microbatch %d: forward without a backward in the table", x->rank,
                               x->t->modules[x->inst[i / x->M].module].name, i % x->M);
+        if (x->wctx[i])
+            return bm_err_set(err, "rank %d: %s microbatch %d: input gradient (B) without its weight gradient (W) "
+                                   "in the table", x->rank, x->t->modules[x->inst[i / x->M].module].name, i % x->M);
+    }
     for (int i = 0; i < x->t->n_tensors * x->M; i++) {
         struct entry *e = &x->store[i];
         if (e->data) {

@@ -199,6 +199,117 @@ int bm_blocks_backward(const struct bm_blocks *b, const float *params, float *gr
     return BM_OK;
 }
 
+/* What one layer's W needs, inside keep (see bm_blocks_keep_floats). */
+struct lkeep {
+    float *fchg, *dy, *ln2, *dfch, *res2, *m2, *r2, *dln2, *atty, *dres2, *ln1, *dqkv, *x, *m1, *r1, *dln1;
+};
+
+static size_t layer_keep(const struct bm_blocks *b, int T)
+{
+    return (size_t)T * (12 * (size_t)b->C + 2 * (size_t)b->F + 4);
+}
+
+size_t bm_blocks_keep_floats(const struct bm_blocks *b, int T) { return (size_t)b->L * layer_keep(b, T); }
+
+static struct lkeep layer_keep_at(const struct bm_blocks *b, const float *keep, int l, int T)
+{
+    size_t C = b->C, F = b->F;
+    float *p = (float *)keep + (size_t)l * layer_keep(b, T);
+    struct lkeep k;
+    k.fchg = p, p += T * F;
+    k.dy = p, p += T * C;
+    k.ln2 = p, p += T * C;
+    k.dfch = p, p += T * F;
+    k.res2 = p, p += T * C;
+    k.m2 = p, p += T;
+    k.r2 = p, p += T;
+    k.dln2 = p, p += T * C;
+    k.atty = p, p += T * C;
+    k.dres2 = p, p += T * C;
+    k.ln1 = p, p += T * C;
+    k.dqkv = p, p += 3 * T * C;
+    k.x = p, p += T * C;
+    k.m1 = p, p += T;
+    k.r1 = p, p += T;
+    k.dln1 = p;
+    return k;
+}
+
+int bm_blocks_backward_input(const struct bm_blocks *b, const float *params, const float *acts,
+                             const float *dout, float *dinp, float *keep, int T, int nseg,
+                             const int *seg_len, struct bm_err *err)
+{
+    size_t C = b->C, F = b->F, TC = (size_t)T * C, TF = (size_t)T * F;
+    int NH = b->NH;
+    size_t A = att_floats(b, nseg, seg_len);
+    int maxT = 0;
+    for (int s = 0; s < nseg; s++) maxT = BM_MAX(maxT, seg_len[s]);
+    /* scratch: dfchg [T,F]; datty [T,C]; datt [maxT,maxT] (the rest lives in keep) */
+    size_t n = TF + TC + (size_t)maxT * maxT;
+    float *s = bm_malloc(n * sizeof(float));
+    if (!s) return bm_err_set(err, "out of memory in transformer backward (%zu floats)", n);
+    float *dfchg = s, *datty = dfchg + TF, *datt = datty + TC;
+    float *dres = dinp; /* running gradient of the residual stream, [T,C] */
+    memcpy(dres, dout, TC * sizeof(float));
+    for (int l = b->L - 1; l >= 0; l--) {
+        struct bm_layer w = bm_blocks_layer(b, (float *)params, l);
+        struct lacts a = layer_acts_at(b, (float *)acts, l, T, A);
+        struct lkeep k = layer_keep_at(b, keep, l, T);
+        /* MLP: y = res2 + fcproj(gelu(fc(ln2(res2)))) */
+        memcpy(k.fchg, a.fchg, TF * sizeof(float));
+        memcpy(k.dy, dres, TC * sizeof(float));
+        memset(dfchg, 0, TF * sizeof(float));
+        bm_linear_backward_input(dfchg, dres, w.fcprojw, T, F, C);
+        memset(k.dfch, 0, TF * sizeof(float));
+        bm_gelu_backward(k.dfch, a.fch, dfchg, (long)T * F);
+        memcpy(k.ln2, a.ln2, TC * sizeof(float));
+        memset(k.dln2, 0, TC * sizeof(float));
+        bm_linear_backward_input(k.dln2, k.dfch, w.fcw, T, C, F);
+        memcpy(k.res2, a.res2, TC * sizeof(float));
+        memcpy(k.m2, a.ln2m, (size_t)T * sizeof(float));
+        memcpy(k.r2, a.ln2r, (size_t)T * sizeof(float));
+        bm_layernorm_backward_input(dres, k.dln2, a.res2, w.ln2w, a.ln2m, a.ln2r, T, C);
+        /* attention: res2 = x + attproj(attn(qkv(ln1(x)))) */
+        memcpy(k.atty, a.atty, TC * sizeof(float));
+        memcpy(k.dres2, dres, TC * sizeof(float));
+        memset(datty, 0, TC * sizeof(float));
+        bm_linear_backward_input(datty, dres, w.attprojw, T, C, C);
+        memset(k.dqkv, 0, 3 * TC * sizeof(float));
+        size_t tok = 0, att = 0;
+        for (int q = 0; q < nseg; q++) {
+            int Ts = seg_len[q];
+            bm_attention_backward(k.dqkv + tok * 3 * C, datty + tok * C, a.qkv + tok * 3 * C,
+                                  a.att + att, Ts, C, NH, datt);
+            tok += Ts;
+            att += (size_t)NH * Ts * Ts;
+        }
+        memcpy(k.ln1, a.ln1, TC * sizeof(float));
+        memset(k.dln1, 0, TC * sizeof(float));
+        bm_linear_backward_input(k.dln1, k.dqkv, w.qkvw, T, C, 3 * C);
+        memcpy(k.x, a.x, TC * sizeof(float));
+        memcpy(k.m1, a.ln1m, (size_t)T * sizeof(float));
+        memcpy(k.r1, a.ln1r, (size_t)T * sizeof(float));
+        bm_layernorm_backward_input(dres, k.dln1, a.x, w.ln1w, a.ln1m, a.ln1r, T, C);
+    }
+    bm_free(s);
+    return BM_OK;
+}
+
+void bm_blocks_backward_weight(const struct bm_blocks *b, float *grads, const float *keep, int T)
+{
+    size_t C = b->C, F = b->F;
+    for (int l = b->L - 1; l >= 0; l--) { /* bm_blocks_backward's order */
+        struct bm_layer g = bm_blocks_layer(b, grads, l);
+        struct lkeep k = layer_keep_at(b, keep, l, T);
+        bm_linear_backward_weight(g.fcprojw, g.fcprojb, k.dy, k.fchg, T, F, C);
+        bm_linear_backward_weight(g.fcw, g.fcb, k.dfch, k.ln2, T, C, F);
+        bm_layernorm_backward_weight(g.ln2w, g.ln2b, k.dln2, k.res2, k.m2, k.r2, T, C);
+        bm_linear_backward_weight(g.attprojw, g.attprojb, k.dres2, k.atty, T, C, C);
+        bm_linear_backward_weight(g.qkvw, g.qkvb, k.dqkv, k.ln1, T, C, 3 * C);
+        bm_layernorm_backward_weight(g.ln1w, g.ln1b, k.dln1, k.x, k.m1, k.r1, T, C);
+    }
+}
+
 double bm_blocks_flops(const struct bm_blocks *b, int T, int nseg, const int *seg_len)
 {
     double C = b->C, F = b->F, tt = 0;

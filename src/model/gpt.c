@@ -10,7 +10,9 @@
  *            head^T (untied head, so chunk 0 and the last chunk share no parameter), and the
  *            LM loss = mean cross-entropy of predicting text token j+1 at text position j
  *            (PAD targets and image positions ignored).
- * arch: layers, hidden, heads, ffn (0 = 4*hidden), vocab, seq. */
+ * arch: layers, hidden, heads, ffn (0 = 4*hidden), vocab, seq.
+ * The backward splits (zero-bubble backbones): B computes the input gradients, W the parameter
+ * gradients from what B kept (gpt_backward_input / gpt_backward_weight). */
 #include <string.h>
 
 #include "model/model.h"
@@ -278,6 +280,119 @@ done:
     return rc;
 }
 
+/* ---------------------------------------------------------------- split backward
+ * B (gpt_backward_input): every input gradient, no parameter gradient; W
+ * (gpt_backward_weight): every parameter gradient, from what B kept: the blocks' keep
+ * (bm_blocks_backward_input), for the last chunk the LM head's input (hidden) and output
+ * gradient (dlogits) and the final layernorm's input, mean, rstd and output gradient, for the
+ * first chunk the gradient at the embeddings' output (the wte and wpe gradients). */
+struct gpt_wctx {
+    size_t bytes;             /* the whole allocation */
+    int T;
+    float *keep;              /* bm_blocks_keep_floats */
+    float *hid, *dlogits, *dh, *bout, *mean, *rstd; /* last chunk: [T,C] [T,V] [T,C] [T,C] [T] [T] */
+    float *dx;                /* first chunk: [T,C] */
+    float data[];
+};
+
+static int gpt_backward_input(void *self, void *ctx, const struct bm_batch *mb, const float *dout,
+                              float loss_scale, float *din, void **wctxp, struct bm_err *err)
+{
+    struct gpt *v = self;
+    struct gpt_ctx *x = ctx;
+    *wctxp = NULL;
+    int off[BM_MAX_SEGS], len[BM_MAX_SEGS];
+    int T = bm_layout(mb, v->g.img_tokens, off, len), C = v->C, V = v->V, ns = mb->n_samples;
+    size_t TC = (size_t)T * C, nk = bm_blocks_keep_floats(&v->blk, T);
+    size_t nf = nk + (v->last ? 3 * TC + (size_t)T * V + 2 * (size_t)T : 0) + (v->first ? TC : 0);
+    size_t bytes = sizeof(struct gpt_wctx) + nf * sizeof(float);
+    int rc = BM_OK;
+    const float *P = v->params;
+    struct gpt_wctx *w = bm_malloc(bytes);
+    float *dx = bm_calloc(TC * 2, sizeof(float)); /* dx, dy: [T,C] each */
+    int *tg = NULL;
+    if (!w || !dx) {
+        rc = bm_err_set(err, "out of memory in gpt backward (%zu bytes kept for W)", bytes);
+        goto done;
+    }
+    memset(w, 0, sizeof *w);
+    w->bytes = bytes, w->T = T;
+    w->keep = w->data;
+    float *q = w->keep + nk;
+    float *dy = dx + TC; /* gradient of the blocks' output */
+    if (v->last) {
+        w->hid = q, q += TC;
+        w->dlogits = q, q += (size_t)T * V;
+        w->dh = q, q += TC;
+        w->bout = q, q += TC;
+        w->mean = q, q += T;
+        w->rstd = q, q += T;
+        memset(w->dlogits, 0, (size_t)T * V * sizeof(float));
+        memset(w->dh, 0, TC * sizeof(float));
+        if (dout) memcpy(w->dh, dout, TC * sizeof(float));
+        if (!(tg = bm_malloc((size_t)T * sizeof(int)))) {
+            rc = bm_err_set(err, "out of memory in gpt backward");
+            goto done;
+        }
+        gpt_targets(v, mb, off, tg);
+        if (x->n_valid)
+            bm_softmax_ce_backward(w->dlogits, x->probs, tg, T, V, BM_IGNORE, loss_scale / x->n_valid);
+        bm_linear_backward_input(w->dh, w->dlogits, P + v->o_head, T, C, V);
+        memcpy(w->hid, x->hid, TC * sizeof(float));
+        memcpy(w->bout, x->bout, TC * sizeof(float));
+        memcpy(w->mean, x->mean, (size_t)T * sizeof(float));
+        memcpy(w->rstd, x->rstd, (size_t)T * sizeof(float));
+        bm_layernorm_backward_input(dy, w->dh, x->bout, P + v->o_lnw, x->mean, x->rstd, T, C);
+    } else if (dout) {
+        memcpy(dy, dout, TC * sizeof(float));
+    }
+    if ((rc = bm_blocks_backward_input(&v->blk, P + v->o_blk, x->blk, dy, dx, w->keep, T, ns, len, err)))
+        goto done;
+    if (v->first) {
+        w->dx = q;
+        memcpy(w->dx, dx, TC * sizeof(float));
+        if (din) splice_images(v, mb, off, dx, din, 0);
+    } else if (din) {
+        memcpy(din, dx, TC * sizeof(float));
+    }
+done:
+    bm_free(dx), bm_free(tg);
+    bm_free(x);
+    if (rc) bm_free(w);
+    else *wctxp = w;
+    return rc;
+}
+
+static int gpt_backward_weight(void *self, void *wctx, const struct bm_batch *mb, struct bm_err *err)
+{
+    struct gpt *v = self;
+    struct gpt_wctx *w = wctx;
+    int off[BM_MAX_SEGS], len[BM_MAX_SEGS];
+    int T = bm_layout(mb, v->g.img_tokens, off, len), C = v->C, V = v->V, ns = mb->n_samples;
+    float *G = v->grads;
+    if (T != w->T) {
+        bm_free(w);
+        return bm_err_set(err, "gpt: weight-gradient context of %d tokens for a microbatch of %d", w->T, T);
+    }
+    if (v->last) { /* gpt_backward's order */
+        bm_linear_backward_weight(G + v->o_head, NULL, w->dlogits, w->hid, T, C, V);
+        bm_layernorm_backward_weight(G + v->o_lnw, G + v->o_lnb, w->dh, w->bout, w->mean, w->rstd, T, C);
+    }
+    bm_blocks_backward_weight(&v->blk, G + v->o_blk, w->keep, T);
+    if (v->first)
+        for (int i = 0; i < ns; i++) {
+            int ni = mb->n_images[i] * v->g.img_tokens;
+            const float *row = w->dx + (size_t)off[i] * C;
+            bm_residual_backward(G + v->o_wpe, NULL, row, (long)len[i] * C);
+            bm_embedding_backward(G + v->o_wte, mb->text + (size_t)i * mb->seq, row + (size_t)ni * C, mb->seq, C);
+        }
+    bm_free(w);
+    return BM_OK;
+}
+
+static size_t gpt_wctx_bytes(const void *wctx) { return ((const struct gpt_wctx *)wctx)->bytes; }
+static void gpt_wctx_free(void *wctx) { bm_free(wctx); }
+
 static float *gpt_params(void *self, size_t *n)
 {
     struct gpt *v = self;
@@ -320,4 +435,6 @@ const struct bm_module_ops bm_gpt_ops = {
     .create = gpt_create, .in_count = gpt_in_count, .out_count = gpt_out_count,
     .forward = gpt_forward, .backward = gpt_backward, .params = gpt_params, .grads = gpt_grads,
     .ctx_bytes = gpt_ctx_bytes, .ctx_free = gpt_ctx_free, .flops = gpt_flops, .free = gpt_free,
+    .backward_input = gpt_backward_input, .backward_weight = gpt_backward_weight,
+    .wctx_bytes = gpt_wctx_bytes, .wctx_free = gpt_wctx_free,
 };

@@ -85,6 +85,16 @@ void bm_blocks_forward(const struct bm_blocks *b, const float *params, float *ac
 int bm_blocks_backward(const struct bm_blocks *b, const float *params, float *grads,
                        const float *acts, const float *dout, float *dinp, int T, int nseg,
                        const int *seg_len, struct bm_err *err);
+/* Split backward (zero-bubble schedules): the B half computes dinp exactly as
+ * bm_blocks_backward does and copies into keep[bm_blocks_keep_floats(b, T)] what the W half
+ * needs (per layer: each linear layer's input and the gradient at its output, each layernorm's
+ * input, mean, rstd and output gradient); the W half accumulates every parameter gradient from
+ * keep. B allocates and frees its own scratch; BM_ERR on OOM. */
+size_t bm_blocks_keep_floats(const struct bm_blocks *b, int T);
+int bm_blocks_backward_input(const struct bm_blocks *b, const float *params, const float *acts,
+                             const float *dout, float *dinp, float *keep, int T, int nseg,
+                             const int *seg_len, struct bm_err *err);
+void bm_blocks_backward_weight(const struct bm_blocks *b, float *grads, const float *keep, int T);
 /* Matmul FLOPs of forward + backward (backward = 2x forward). */
 double bm_blocks_flops(const struct bm_blocks *b, int T, int nseg, const int *seg_len);
 

@@ -176,6 +176,44 @@ BM_VECTORIZE void bm_layernorm_backward(float *dinp, float *dw, float *db, const
     }
 }
 
+BM_VECTORIZE void bm_layernorm_backward_input(float *dinp, const float *dout, const float *inp, const float *w,
+                                              const float *mean, const float *rstd, int N, int C)
+{
+    for (int n = 0; n < N; n++) {
+        const float *d = dout + (size_t)n * C, *x = inp + (size_t)n * C;
+        float *dx = dinp + (size_t)n * C;
+        float m = mean[n], s = rstd[n];
+        float dnorm_mean = 0.0f, dnorm_norm_mean = 0.0f;
+        for (int i = 0; i < C; i++) {
+            float norm = (x[i] - m) * s;
+            float dnorm = w[i] * d[i];
+            dnorm_mean += dnorm;
+            dnorm_norm_mean += dnorm * norm;
+        }
+        dnorm_mean /= C;
+        dnorm_norm_mean /= C;
+        for (int i = 0; i < C; i++) {
+            float norm = (x[i] - m) * s;
+            float dnorm = w[i] * d[i];
+            dx[i] += (dnorm - dnorm_mean - norm * dnorm_norm_mean) * s;
+        }
+    }
+}
+
+BM_VECTORIZE void bm_layernorm_backward_weight(float *dw, float *db, const float *dout, const float *inp,
+                                               const float *mean, const float *rstd, int N, int C)
+{
+    for (int n = 0; n < N; n++) {
+        const float *d = dout + (size_t)n * C, *x = inp + (size_t)n * C;
+        float m = mean[n], s = rstd[n];
+        for (int i = 0; i < C; i++) {
+            float norm = (x[i] - m) * s;
+            db[i] += d[i];
+            dw[i] += norm * d[i];
+        }
+    }
+}
+
 /* ================================================================ GELU */
 
 #define GELU_SCALE 0.7978845608028654f /* sqrt(2/pi) */

@@ -38,6 +38,13 @@ void bm_layernorm_forward(float *out, float *mean, float *rstd, const float *inp
 void bm_layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
                            const float *w, const float *mean, const float *rstd, int N, int C);
 
+/* The two halves of bm_layernorm_backward for a split backward, each computing exactly its
+ * terms: dinp[N,C] += ... (the "B" half) and dw[C], db[C] += ... (the "W" half). */
+void bm_layernorm_backward_input(float *dinp, const float *dout, const float *inp, const float *w,
+                                 const float *mean, const float *rstd, int N, int C);
+void bm_layernorm_backward_weight(float *dw, float *db, const float *dout, const float *inp,
+                                  const float *mean, const float *rstd, int N, int C);
+
 /* ---------------------------------------------------------------- GELU (tanh approximation) */
 
 /* out[n] = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */

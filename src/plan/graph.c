@@ -14,8 +14,9 @@ static int unit_fits_warmup(const struct bm_table *t, int extra, struct bm_bb_st
 {
     int P = t->pp, V = t->vpp, M = t->microbatches, C = P * V, U = t->unit > 0 ? t->unit : P;
     if (bm_backbone_order(t->backbone, P, V, M, P - 1, extra, steps, NULL)) return 1;
-    for (int i = 0; i < 2 * V * M; i++)
-        if (steps[i].chunk == C - 1) (steps[i].pass == BM_PASS_F ? pos_f : pos_b)[steps[i].mb] = i;
+    for (int i = 0; i < bm_backbone_n_steps(t->backbone, V, M); i++)
+        if (steps[i].chunk == C - 1 && steps[i].pass != BM_PASS_W)
+            (steps[i].pass == BM_PASS_F ? pos_f : pos_b)[steps[i].mb] = i;
     for (int u0 = 0; u0 < M; u0 += U) {
         int last_f = 0;
         for (int m = u0; m < M && m < u0 + U; m++)
@@ -44,7 +45,7 @@ int bm_plan_warmup_extra(const struct bm_table *t)
      * forwards are spread over groups of P), plus one forward that covers the round trip to
      * the generator owners and back. */
     int U = t->unit > 0 ? t->unit : t->pp, VM = t->vpp * t->microbatches;
-    struct bm_bb_step *steps = bm_malloc((size_t)(2 * VM) * sizeof *steps);
+    struct bm_bb_step *steps = bm_malloc((size_t)bm_backbone_n_steps(t->backbone, t->vpp, t->microbatches) * sizeof *steps);
     int *pos = bm_malloc((size_t)(2 * t->microbatches) * sizeof(int));
     int e = U - 1;
     if (!steps || !pos) {
@@ -169,6 +170,10 @@ static int for_preds(const struct bm_graph *g, int id, struct bm_edge *out)
 {
     const struct bm_table *t = g->t;
     const struct bm_task *x = &g->task[id];
+    if (x->pass == BM_PASS_W) { /* a weight gradient needs only its own B, on the same rank */
+        out[0] = (struct bm_edge){bm_task_bb(g, x->chunk, BM_PASS_B, x->mb), 0.0f};
+        return 1;
+    }
     const struct bm_flow_op *fo = bm_flow_get(g->flow, x->module, x->chunk, x->pass);
     int n = 0;
     for (int i = 0; i < fo->n_needs; i++) {
@@ -217,7 +222,8 @@ int bm_graph_build(const struct bm_table *t, const struct bm_flow *flow, int pai
             g->nested_module[g->n_nested++] = i;
         }
     }
-    long n = 2L * g->M * (g->C + g->n_nested);
+    g->np = bm_backbone_splits(t->backbone) ? 3 : 2;
+    long n = (long)g->M * ((long)g->np * g->C + 2L * g->n_nested);
     if (n > 200000000L) {
         bm_graph_free(g);
         return bm_err_set(err, "plan too large: %ld compute ops (limit 200 million)", n);
@@ -228,7 +234,7 @@ int bm_graph_build(const struct bm_table *t, const struct bm_flow *flow, int pai
     g->pair_window = pair_window > 0 && bm_graph_pairs_by_window(t) ? pair_window : 0;
     if (!g->task || !owner || nested_owners(t, g->pair_window, owner)) goto oom;
     for (int c = 0; c < g->C; c++)
-        for (int p = 0; p < 2; p++)
+        for (int p = 0; p < g->np; p++)
             for (int m = 0; m < g->M; m++) {
                 struct bm_task *x = &g->task[bm_task_bb(g, c, p, m)];
                 x->module = (int16_t)t->backbone_module;
@@ -237,7 +243,7 @@ int bm_graph_build(const struct bm_table *t, const struct bm_flow *flow, int pai
                 x->mb = m;
                 x->rank = task_rank(t, owner, t->backbone_module, c, m);
                 struct bm_op op = {BM_OP_COMPUTE, (uint8_t)p, x->module, c, m, -1, -1};
-                x->dur = bm_cost_compute_ms(t, &op, 0) * bm_cost_rank_scale(t, x->rank);
+                x->dur = bm_cost_compute_ms(t, &op, g->np == 3) * bm_cost_rank_scale(t, x->rank);
             }
     for (int k = 0; k < g->n_nested; k++) {
         int mod = g->nested_module[k];

@@ -35,6 +35,10 @@ int bm_lower(struct bm_table *t, const struct bm_graph *g, const struct bm_order
         memset(have, 0, (size_t)(nbits / 8 + 1));
         for (int i = 0; i < o->n[r] && !rc; i++) {
             const struct bm_task *x = &g->task[o->seq[r][i]];
+            if (x->pass == BM_PASS_W) { /* weight gradient: needs and makes nothing that travels */
+                rc = push_compute(t, r, x, err);
+                continue;
+            }
             const struct bm_flow_op *fo = bm_flow_get(f, x->module, x->chunk, x->pass);
             /* receive what this op needs from other ranks, unless already here */
             for (int k = 0; k < fo->n_needs && !rc; k++) {

@@ -603,7 +603,7 @@ static void sched_free(struct sched *S)
 static int backbone_seqs(const struct bm_graph *g, int ***seq, int **n, struct bm_err *err)
 {
     const struct bm_table *t = g->t;
-    int P = t->pp, len = 2 * t->vpp * t->microbatches;
+    int P = t->pp, len = bm_backbone_n_steps(t->backbone, t->vpp, t->microbatches);
     *seq = bm_calloc((size_t)P, sizeof **seq);
     *n = bm_calloc((size_t)P, sizeof **n);
     struct bm_bb_step *steps = bm_malloc((size_t)len * sizeof *steps);
@@ -718,8 +718,9 @@ static int sched_init(struct sched *S, const struct bm_graph *g, int window, str
     if (backbone_seqs(g, &S->bbseq, &S->bbn, err)) return BM_ERR;
     for (int r = 0; r < P; r++) {
         int i = S->bbn[r];
-        while (i > 0 && g->task[S->bbseq[r][i - 1]].chunk == 0 &&
-               g->task[S->bbseq[r][i - 1]].pass == BM_PASS_B)
+        /* weight gradients feed nothing either, so they belong to the tail */
+        while (i > 0 && (g->task[S->bbseq[r][i - 1]].pass == BM_PASS_W ||
+                         (g->task[S->bbseq[r][i - 1]].chunk == 0 && g->task[S->bbseq[r][i - 1]].pass == BM_PASS_B)))
             i--;
         S->tail_from[r] = i;
     }

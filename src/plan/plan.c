@@ -28,12 +28,18 @@ static int check_opts(const struct bm_plan_opts *o, struct bm_err *err)
     if (o->unit < 0 || o->unit > 1000000) return bm_err_set(err, "unit = %d: must be >= 1", o->unit);
     if (o->window < 0 && o->window != BM_WINDOW_FIT)
         return bm_err_set(err, "window = %d: must be >= 1, auto or fit", o->window);
-    if (o->backbone != BM_BB_INTERLEAVED && o->vpp != 1)
-        return bm_err_set(err, "vpp = %d needs the interleaved backbone (got %s)\nhint: add --backbone interleaved, or use --vpp 1",
-                          o->vpp, bm_backbone_name(o->backbone));
-    if (o->backbone == BM_BB_INTERLEAVED && o->microbatches % o->pp)
-        return bm_err_set(err, "interleaved needs microbatches divisible by pp (M = %d, P = %d)\nhint: use --microbatches %d or %d",
-                          o->microbatches, o->pp,
+    if ((unsigned)o->backbone >= BM_N_BACKBONES)
+        return bm_err_set(err, "unknown backbone schedule %d", (int)o->backbone);
+    int looped = o->backbone == BM_BB_INTERLEAVED || o->backbone == BM_BB_ZB_INTERLEAVED;
+    if (!looped && o->vpp != 1)
+        return bm_err_set(err, "vpp = %d needs the interleaved backbone (got %s)\nhint: add --backbone %s, or use --vpp 1",
+                          o->vpp, bm_backbone_name(o->backbone),
+                          o->backbone == BM_BB_ZB_H1 ? "zb-interleaved" : "interleaved");
+    if (o->backbone == BM_BB_ZB_INTERLEAVED && o->vpp < 2)
+        return bm_err_set(err, "zb-interleaved needs vpp >= 2 (got %d)\nhint: add --vpp 2, or use --backbone zb-h1", o->vpp);
+    if (looped && o->microbatches % o->pp)
+        return bm_err_set(err, "%s needs microbatches divisible by pp (M = %d, P = %d)\nhint: use --microbatches %d or %d",
+                          bm_backbone_name(o->backbone), o->microbatches, o->pp,
                           (o->microbatches / o->pp) > 0 ? (o->microbatches / o->pp) * o->pp : o->pp,
                           (o->microbatches / o->pp + 1) * o->pp);
     long ops = (long)o->pp * o->vpp * (long)o->microbatches;

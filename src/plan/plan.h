@@ -38,20 +38,22 @@ struct bm_graph {
     struct bm_task *task;
     struct bm_edge *pred, *succ;
     int C, M;
+    int np;                /* backbone passes per (chunk, mb): 2 (F, B), 3 with a split backward (W) */
     int n_nested;          /* non-backbone modules */
     int *nested_module;    /* [n_nested] module index */
     int *nested_slot;      /* [n_modules] slot in nested_module or -1 */
     int pair_window;       /* the window the owners were paired for (0: they do not depend on it) */
 };
 
-/* Task ids: backbone (chunk c, pass p, mb m) and nested module slot k. */
+/* Task ids: backbone (chunk c, pass p, mb m) and nested module slot k (nested backwards are
+ * whole: F and B only). */
 static inline int bm_task_bb(const struct bm_graph *g, int c, int p, int m)
 {
-    return (c * 2 + p) * g->M + m;
+    return (c * g->np + p) * g->M + m;
 }
 static inline int bm_task_nested(const struct bm_graph *g, int k, int p, int m)
 {
-    return g->C * 2 * g->M + (k * 2 + p) * g->M + m;
+    return g->C * g->np * g->M + (k * 2 + p) * g->M + m;
 }
 
 /* Build the task graph for table t (modules, pp, vpp, M, chunk_weights, mb_scale, device set)

@@ -118,6 +118,7 @@ void bm_table_free(struct bm_table *t)
     bm_free(t->rank_time_scale);
     bm_free(t->act_bytes);
     bm_free(t->in_bytes);
+    bm_free(t->act_w_bytes);
     bm_free(t);
 }
 
@@ -144,10 +145,35 @@ int bm_table_find_module(const struct bm_table *t, const char *name)
     return -1;
 }
 
+int bm_table_splits(const struct bm_table *t, int module)
+{
+    if (bm_backbone_splits(t->backbone) && (module < 0 || module == t->backbone_module)) return 1;
+    for (int r = 0; r < t->pp; r++)
+        for (int i = 0; i < t->ranks[r].n_ops; i++) {
+            const struct bm_op *op = &t->ranks[r].ops[i];
+            if (op->kind == BM_OP_COMPUTE && op->pass == BM_PASS_W && (module < 0 || op->module == module))
+                return 1;
+        }
+    return 0;
+}
+
+void bm_table_split_flags(const struct bm_table *t, char *out)
+{
+    for (int m = 0; m < t->n_modules; m++) out[m] = m == t->backbone_module && bm_backbone_splits(t->backbone);
+    for (int r = 0; r < t->pp; r++)
+        for (int i = 0; i < t->ranks[r].n_ops; i++) {
+            const struct bm_op *op = &t->ranks[r].ops[i];
+            if (op->kind == BM_OP_COMPUTE && op->pass == BM_PASS_W && op->module >= 0 && op->module < t->n_modules)
+                out[op->module] = 1;
+        }
+}
+
 void bm_op_format(const struct bm_table *t, const struct bm_op *op, char *buf, size_t n)
 {
     if (op->kind == BM_OP_COMPUTE) {
         const char *pass = bm_pass_name((enum bm_pass)op->pass);
+        /* PyTorch's grammar: a zero-bubble backbone's B is the input-gradient half, "I" */
+        if (op->chunk >= 0 && op->pass == BM_PASS_B && bm_backbone_splits(t->backbone)) pass = "I";
         if (op->chunk >= 0)
             snprintf(buf, n, "%d%s%d", op->chunk, pass, op->mb);
         else

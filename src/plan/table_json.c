@@ -9,6 +9,7 @@
 
 #include "plan/flow.h"
 #include "plan/plan.h"
+#include "sim/cost.h"
 #include "spec/jpos.h"
 #include "util/util.h"
 
@@ -54,6 +55,7 @@ int bm_table_write_json(const struct bm_table *t, FILE *f)
     bm_put_num(f, t->device.link_latency_us);
     put_hosts(f, &t->device);
     fprintf(f, "},\n \"modules\": [\n");
+    int split = bm_table_splits(t, -1);
     for (int i = 0; i < t->n_modules; i++) {
         const struct bm_table_module *m = &t->modules[i];
         fprintf(f, "  {\"name\": ");
@@ -78,6 +80,12 @@ int bm_table_write_json(const struct bm_table *t, FILE *f)
         if (m->spread > 0) { /* absent = 0 */
             fprintf(f, ", \"spread\": ");
             bm_put_num(f, m->spread);
+        }
+        if (split) { /* only tables with a split backward carry the split's costs */
+            fprintf(f, ", \"w_ms\": ");
+            bm_put_num(f, bm_cost_w_ms(&m->cost));
+            fprintf(f, ", \"act_w_mib\": ");
+            bm_put_num(f, bm_cost_act_w_frac(&m->cost) * m->cost.act_mib);
         }
         fprintf(f, "}}%s\n", i + 1 < t->n_modules ? "," : "");
     }
@@ -273,7 +281,8 @@ static int load_modules(struct ld *L, json_t *root, struct bm_table *t)
 {
     static const char *const mkeys[] = {"name", "role", "consumes", "produces", "grad_to_backbone",
                                         "cost", "recompute", NULL};
-    static const char *const ckeys[] = {"fwd_ms", "bwd_ms", "act_mib", "state_mib", "out_mib", "spread", NULL};
+    static const char *const ckeys[] = {"fwd_ms", "bwd_ms", "act_mib", "state_mib", "out_mib", "spread",
+                                        "w_ms", "act_w_mib", NULL};
     json_t *mods = json_object_get(root, "modules");
     if (!mods) return fail(L, "", "missing required field \"modules\"");
     if (!json_is_array(mods) || json_array_size(mods) == 0)
@@ -290,7 +299,7 @@ static int load_modules(struct ld *L, json_t *root, struct bm_table *t)
         if (check_keys(L, mo, p, mkeys)) return BM_ERR;
         struct bm_table_module *m = &t->modules[i];
         t->n_modules = i + 1;
-        m->cost = (struct bm_cost){1, 2, 0, 0, 0};
+        m->cost = (struct bm_cost){1, 2, 0, 0, 0, 0, 0};
         m->grad_to_backbone = 1;
         const char *name, *role;
         if (get_str(L, mo, p, "name", &name) || get_str(L, mo, p, "role", &role)) return BM_ERR;
@@ -344,7 +353,9 @@ static int load_modules(struct ld *L, json_t *root, struct bm_table *t)
                 get_num(L, c, q, "bwd_ms", &m->cost.bwd_ms) ||
                 get_num(L, c, q, "act_mib", &m->cost.act_mib) ||
                 get_num(L, c, q, "state_mib", &m->cost.state_mib) ||
-                get_num(L, c, q, "out_mib", &m->cost.out_mib))
+                get_num(L, c, q, "out_mib", &m->cost.out_mib) ||
+                get_num(L, c, q, "w_ms", &m->cost.w_ms) ||
+                get_num(L, c, q, "act_w_mib", &m->cost.act_w_mib))
                 return BM_ERR;
             if (json_object_get(c, "spread")) {
                 if (get_num(L, c, q, "spread", &m->spread)) return BM_ERR;
@@ -354,6 +365,12 @@ static int load_modules(struct ld *L, json_t *root, struct bm_table *t)
                     return fail(L, q2, "\"spread\" must be a number in [0, 10]");
                 }
             }
+            if (m->cost.w_ms > m->cost.bwd_ms)
+                return fail(L, q, "\"w_ms\" (%g) is more than \"bwd_ms\" (%g): it is the weight-gradient part of the backward",
+                            m->cost.w_ms, m->cost.bwd_ms);
+            if (m->cost.act_w_mib > m->cost.act_mib)
+                return fail(L, q, "\"act_w_mib\" (%g) is more than \"act_mib\" (%g): it is the part of the activation kept from B to W",
+                            m->cost.act_w_mib, m->cost.act_mib);
         }
     }
     if (t->backbone_module < 0) return fail(L, "modules", "no module has role \"backbone\"");
@@ -491,7 +508,7 @@ static int load_root(struct ld *L, json_t *root, struct bm_table **out)
                     "on live microbatches per rank (a guard against absurd input)",
                     t->window, (t->unit + pp - 1) / pp);
     if (bm_backbone_parse(bbs, &t->backbone))
-        return fail(L, "backbone", "unknown backbone schedule \"%s\" (gpipe, 1f1b, interleaved)", bbs);
+        return fail(L, "backbone", "unknown backbone schedule \"%s\" (gpipe, 1f1b, interleaved, zb-h1, zb-interleaved)", bbs);
     if (bm_policy_parse(pols, &t->policy))
         return fail(L, "policy", "unknown policy \"%s\"", pols);
     t->device = (struct bm_device){80, 989, 0.4, 25, 10, 0, 12.5, 20};

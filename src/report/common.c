@@ -33,7 +33,11 @@ void bm_report_color(const struct bm_table *t, int module, int pass, char out[8]
         for (int i = 0; i < module; i++) k += t->modules[i].role == role;
         hue = role == BM_ROLE_ENCODER ? enc_h[k % 5] : gen_h[k % 5];
     }
-    double l = pass == BM_PASS_F ? 0.70 : pass == BM_PASS_W ? 0.56 : 0.44;
+    if (pass == BM_PASS_W) { /* weight gradients in their own colour: the hue turned, greyer */
+        hsl_hex(hue + 48, 0.38, 0.58, out);
+        return;
+    }
+    double l = pass == BM_PASS_F ? 0.70 : 0.44;
     hsl_hex(hue, 0.62, l, out);
 }
 

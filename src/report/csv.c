@@ -21,6 +21,7 @@
 #include "plan/flow.h"
 #include "plan/plan.h"
 #include "report/report.h"
+#include "sim/cost.h"
 #include "util/util.h"
 
 /* ---------------------------------------------------------------- writer */
@@ -79,6 +80,7 @@ int bm_csv_write(const struct bm_table *t, FILE *f)
         bm_put_num(f, t->device.inter_host_latency_us);
     }
     fprintf(f, "\n");
+    int split = bm_table_splits(t, -1);
     for (int i = 0; i < t->n_modules; i++) {
         const struct bm_table_module *m = &t->modules[i];
         fprintf(f, "# module name=%s role=%s", m->name, bm_role_name(m->role));
@@ -93,6 +95,12 @@ int bm_csv_write(const struct bm_table *t, FILE *f)
         for (int j = 0; j < 5; j++) {
             fprintf(f, " %s=", k[j]);
             bm_put_num(f, v[j]);
+        }
+        if (split) { /* only tables with a split backward carry its costs */
+            fprintf(f, " w_ms=");
+            bm_put_num(f, bm_cost_w_ms(&m->cost));
+            fprintf(f, " act_w_mib=");
+            bm_put_num(f, bm_cost_act_w_frac(&m->cost) * m->cost.act_mib);
         }
         fprintf(f, "\n");
     }
@@ -269,7 +277,7 @@ static int parse_header(struct cp *P, const struct line *L, struct hdr *h)
             h->has_warmup = 1;
         } else if (!strcmp(k, "backbone")) {
             if (bm_backbone_parse(v, &h->backbone))
-                return at(P, L->no, tk[i].col, "unknown backbone schedule \"%s\" (gpipe, 1f1b, interleaved)", v);
+                return at(P, L->no, tk[i].col, "unknown backbone schedule \"%s\" (gpipe, 1f1b, interleaved, zb-h1, zb-interleaved)", v);
             h->has_backbone = 1;
         } else if (!strcmp(k, "policy")) {
             if (bm_policy_parse(v, &h->policy))
@@ -324,7 +332,7 @@ static int parse_module(struct cp *P, const struct line *L, struct bm_table *t)
         return bm_err_set(P->err, "%s: out of memory", P->name);
     struct bm_table_module *m = &t->modules[t->n_modules];
     memset(m, 0, sizeof *m);
-    m->cost = (struct bm_cost){1, 2, 0, 0, 0};
+    m->cost = (struct bm_cost){1, 2, 0, 0, 0, 0, 0};
     m->grad_to_backbone = 1;
     m->role = BM_ROLE_ENCODER;
     t->n_modules++;
@@ -365,8 +373,10 @@ static int parse_module(struct cp *P, const struct line *L, struct bm_table *t)
                           : !strcmp(k, "bwd_ms") ? &m->cost.bwd_ms
                           : !strcmp(k, "act_mib") ? &m->cost.act_mib
                           : !strcmp(k, "state_mib") ? &m->cost.state_mib
-                          : !strcmp(k, "out_mib") ? &m->cost.out_mib : NULL;
-            if (!dst) return at(P, L->no, tk[i].col, "unknown module key \"%s\" (name, role, consumes, produces, grad_to_backbone, recompute, fwd_ms, bwd_ms, act_mib, state_mib, out_mib)", k);
+                          : !strcmp(k, "out_mib") ? &m->cost.out_mib
+                          : !strcmp(k, "w_ms") ? &m->cost.w_ms
+                          : !strcmp(k, "act_w_mib") ? &m->cost.act_w_mib : NULL;
+            if (!dst) return at(P, L->no, tk[i].col, "unknown module key \"%s\" (name, role, consumes, produces, grad_to_backbone, recompute, fwd_ms, bwd_ms, act_mib, state_mib, out_mib, w_ms, act_w_mib)", k);
             if (parse_dbl(P, L->no, &tk[i], v, dst)) return BM_ERR;
         }
     }
@@ -416,7 +426,9 @@ static int all_digits(const char *s, int n)
 
 static int pass_of(char c)
 {
-    return c == 'F' ? BM_PASS_F : c == 'B' ? BM_PASS_B : c == 'W' ? BM_PASS_W : -1;
+    /* PyTorch's grammar: B a full backward, I its input-gradient half (the B of a split
+     * backward, whose W is a separate op); both are the table's B */
+    return c == 'F' ? BM_PASS_F : c == 'B' || c == 'I' ? BM_PASS_B : c == 'W' ? BM_PASS_W : -1;
 }
 
 /* Parse one cell (cell[0..n), at line/col) of rank r into op. */

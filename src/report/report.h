@@ -19,7 +19,8 @@
 /* ---------------------------------------------------------------- shared helpers (common.c) */
 
 /* "#rrggbb" for compute ops of 'module' with 'pass': a hue per module (backbone blue,
- * encoders greens, generators oranges/purples), F lighter, B darker, W in between. */
+ * encoders greens, generators oranges/purples), F lighter, B darker; W (weight gradient of a
+ * split backward) its own colour: the module's hue turned by 48 degrees and greyer. */
 void bm_report_color(const struct bm_table *t, int module, int pass, char out[8]);
 
 /* For every recv, the index (into table->ranks[peer].ops) of its matching send: the k-th recv

@@ -80,16 +80,19 @@ int bm_render_svg(const struct bm_table *t, const struct bm_timeline *tl, const 
     /* legend */
     fprintf(f, "<g class=\"legend\">\n");
     double lx = LEFT;
+    char *split = bm_calloc((size_t)t->n_modules + 1, 1); /* NULL (out of memory): no W swatches */
+    if (split) bm_table_split_flags(t, split);
     for (int m = 0; m < t->n_modules; m++)
-        for (int p = 0; p < 2; p++) {
+        for (int p = 0; p < (split && split[m] ? 3 : 2); p++) {
             char col[8];
             bm_report_color(t, m, p, col);
             fprintf(f, "<rect x=\"%.1f\" y=\"44\" width=\"12\" height=\"12\" fill=\"%s\"/><text x=\"%.1f\" y=\"54\">",
                     lx, col, lx + 15);
             bm_report_xml_escape(f, t->modules[m].name);
-            fprintf(f, " %s</text>\n", p ? "B" : "F");
+            fprintf(f, " %s</text>\n", bm_pass_name((enum bm_pass)p));
             lx += 30 + 7.0 * (double)strlen(t->modules[m].name);
         }
+    bm_free(split);
     fprintf(f, "<rect x=\"%.1f\" y=\"44\" width=\"12\" height=\"12\" fill=\"#e8e8e8\"/><text x=\"%.1f\" y=\"54\">idle</text>\n",
             lx, lx + 15);
     lx += 50;

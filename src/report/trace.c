@@ -154,6 +154,8 @@ int bm_render_trace(const struct bm_table *t, const struct bm_timeline *tl, FILE
             put_ns(f, te[r][i] - ts[r][i]);
             fprintf(f, ",\"name\":");
             bm_put_jstr(f, buf);
+            /* weight gradients in their own colour (a Chrome trace reserved colour name) */
+            if (op->kind == BM_OP_COMPUTE && op->pass == BM_PASS_W) fprintf(f, ",\"cname\":\"olive\"");
             fprintf(f, ",\"cat\":\"%s\",\"args\":{\"op\":%d,\"mb\":%d", cat, i, op->mb);
             if (op->kind == BM_OP_COMPUTE) {
                 fprintf(f, ",\"module\":");

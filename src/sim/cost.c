@@ -24,12 +24,38 @@ double bm_cost_compute_ms(const struct bm_table *t, const struct bm_op *op, int 
     const struct bm_table_module *m = &t->modules[op->module];
     double d;
     if (op->pass == BM_PASS_F) d = m->cost.fwd_ms;
-    else if (split) d = m->cost.bwd_ms * 0.5;  /* B and W halves */
-    else d = op->pass == BM_PASS_W ? 0 : m->cost.bwd_ms;
+    else if (split) { /* B: the input-gradient part, W: the weight-gradient part */
+        double w = bm_cost_w_ms(&m->cost);
+        d = op->pass == BM_PASS_W ? w : m->cost.bwd_ms - w;
+    } else d = op->pass == BM_PASS_W ? 0 : m->cost.bwd_ms;
     if (m->recompute && op->pass == BM_PASS_B) d += m->cost.fwd_ms; /* the rerun forward */
     if (op->module == t->backbone_module) return d * bm_cost_chunk_weight(t, op->chunk);
     if (m->role == BM_ROLE_ENCODER) return d * bm_cost_mb_scale(t, op->mb);
     return d;
+}
+
+double bm_cost_w_ms(const struct bm_cost *c)
+{
+    if (c->w_ms > 0 && c->w_ms <= c->bwd_ms) return c->w_ms;
+    return c->bwd_ms * BM_COST_W_FRAC;
+}
+
+double bm_cost_act_w_frac(const struct bm_cost *c)
+{
+    if (c->act_mib <= 0) return BM_COST_ACT_W_FRAC;
+    if (c->act_w_mib > 0 && c->act_w_mib <= c->act_mib) return c->act_w_mib / c->act_mib;
+    return BM_COST_ACT_W_FRAC;
+}
+
+double bm_cost_act_w_mib(const struct bm_table *t, const struct bm_op *op)
+{
+    if (op->module < 0 || op->module >= t->n_modules) return 0;
+    if (t->act_w_bytes && op->mb >= 0 && op->mb < t->microbatches) { /* measured: exact */
+        int C = t->pp * (t->vpp > 0 ? t->vpp : 1), c = op->chunk >= 0 && op->chunk < C ? op->chunk : 0;
+        return t->act_w_bytes[((size_t)op->module * (size_t)C + (size_t)c) * (size_t)t->microbatches +
+                              (size_t)op->mb] / 1048576.0;
+    }
+    return bm_cost_act_mib(t, op) * bm_cost_act_w_frac(&t->modules[op->module].cost);
 }
 
 double bm_cost_rank_scale(const struct bm_table *t, int rank)

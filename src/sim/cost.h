@@ -10,7 +10,8 @@
  *   encoder  F/B   fwd_ms / bwd_ms x mb_scale[mb]
  *   generator F/B  fwd_ms / bwd_ms
  *   W (split backward)  when a module's backward is split in the table (B and W ops both
- *                  present), B and W each take half of bwd_ms (times the same factors).
+ *                  present), its W takes w_ms (bm_cost_w_ms) and its B bwd_ms - w_ms (times the
+ *                  same factors); an unsplit backward takes bwd_ms.
  *   every op on rank r  x rank_time_scale[r] (bm_cost_rank_scale; measured ranks that run
  *                  slower or faster than the module costs say, e.g. from `bigmac calibrate`)
  * A NULL chunk_weights means uniform 1/(P*V); a NULL mb_scale or rank_time_scale means 1.
@@ -27,15 +28,19 @@
  *     global chunk c lives on rank c % P) + the full state_mib of every other module with at
  *     least one compute op on that rank (a replica);
  *   activations: a forward allocates the op's act_mib when it starts (conservative: the peak
- *     is reached during F) and its B frees it when B ends (W's end for a split backward).
+ *     is reached during F) and its B frees it when B ends. A split backward frees it in two
+ *     steps: B's end frees all but act_w_mib (bm_cost_act_w_mib: the linear layers' inputs and
+ *     output gradients that W still needs), W's end frees the rest.
  *     Backbone act_mib x chunk weight per chunk; encoder/generator act_mib per microbatch
  *     (not scaled by mb_scale: memory is sized for the nominal microbatch).
  *     When the table carries measured act_bytes (the executor's ctx_bytes per module, chunk and
- *     microbatch), those bytes are used instead, exactly.
+ *     microbatch), those bytes are used instead, exactly; likewise act_w_bytes (the executor's
+ *     wctx_bytes) for what a split B keeps until W (more than the forward's bytes is allowed:
+ *     B then adds memory).
  *
  * Recomputation (module "recompute": "full", Megatron's full activation recomputation): the
  *   forward keeps only the module's input, the backward first reruns the forward.
- *   time:   B costs bwd_ms + fwd_ms (split backward: B = bwd_ms/2 + fwd_ms, W = bwd_ms/2),
+ *   time:   B costs bwd_ms + fwd_ms (split backward: B = bwd_ms - w_ms + fwd_ms, W = w_ms),
  *           times the same chunk weight / mb_scale / rank scale; F is unchanged.
  *   memory: F holds act_mib while it runs (start .. end), then only the input I from F's end to
  *           B's start; B holds act_mib again (the rebuilt activations) from its start to its end
@@ -57,6 +62,19 @@ double bm_cost_rank_scale(const struct bm_table *t, int rank);
 /* Duration (ms) of compute op 'op' on a rank with scale 1 (multiply by bm_cost_rank_scale), without jitter. split = 1 when op's module has its
  * backward split into B and W in this table (see above); the planner passes 0. */
 double bm_cost_compute_ms(const struct bm_table *t, const struct bm_op *op, int split);
+/* Defaults of the split backward when the spec gives neither the numbers nor an "arch" to
+ * derive them from (docs/spec.md "Split backward"): W is half of the backward (the paper's
+ * T_B = T_W), and half of the activation stays alive from B to W. */
+#define BM_COST_W_FRAC 0.5
+#define BM_COST_ACT_W_FRAC 0.5
+/* The weight-gradient part of c's bwd_ms: c->w_ms when given (0 < w_ms <= bwd_ms), else
+ * bwd_ms * BM_COST_W_FRAC. */
+double bm_cost_w_ms(const struct bm_cost *c);
+/* Fraction of c's act_mib held from B to W: act_w_mib / act_mib when given, else
+ * BM_COST_ACT_W_FRAC. */
+double bm_cost_act_w_frac(const struct bm_cost *c);
+/* Activation MiB that compute op 'op' (its F) keeps alive from its B until its W. */
+double bm_cost_act_w_mib(const struct bm_table *t, const struct bm_op *op);
 /* Transfer time (ms) of one microbatch of tensor i from issue to arrival. */
 double bm_cost_comm_ms(const struct bm_table *t, int tensor);
 /* Activation MiB that compute op 'op' (its F) keeps alive until its B (or W). */

@@ -366,7 +366,8 @@ static int mem_change(struct sim *s, int r, double t_ms, int role, double delta)
 }
 
 /* Memory events of a recomputed module's op running tf .. tf+d (cost.h): F holds a while it
- * runs, then only the input; B rebuilds a at its start; B (or W when split) frees a at its end. */
+ * runs, then only the input; B rebuilds a at its start and frees it at its end (split: all but
+ * what W needs, act_w, which W frees at its end; the executor's byte model). */
 static int recompute_mem(struct sim *s, int r, const struct bm_op *op, double tf, double d, int role,
                          double a, int split)
 {
@@ -376,8 +377,11 @@ static int recompute_mem(struct sim *s, int r, const struct bm_op *op, double tf
                mem_change(s, r, tf + d, role, in);
     int rc = BM_OK;
     if (op->pass == BM_PASS_B) rc = mem_change(s, r, tf, role, -in) || mem_change(s, r, tf, role, a);
-    if (!rc && (op->pass == BM_PASS_W || !split)) rc = mem_change(s, r, tf + d, role, -a);
-    return rc;
+    if (rc) return rc;
+    if (!split) return op->pass == BM_PASS_B ? mem_change(s, r, tf + d, role, -a) : BM_OK;
+    /* split: the rebuilt activation goes at B's end but for what W needs, which goes at W's end */
+    double aw = bm_cost_act_w_mib(s->t, op);
+    return mem_change(s, r, tf + d, role, op->pass == BM_PASS_B ? -(a - aw) : -aw);
 }
 
 /* Run rank r until it ends or parks at a recv whose send is not issued yet. */
@@ -416,8 +420,22 @@ static int run_rank(struct sim *s, int r, struct bm_err *err)
                 if (recompute_mem(s, r, op, tf, d, role, a, split)) goto oom;
             } else if (op->pass == BM_PASS_F) {
                 if (mem_change(s, r, tf, role, a)) goto oom;
-            } else if (op->pass == BM_PASS_W || !split) {
-                if (mem_change(s, r, tf + d, role, -a)) goto oom;
+            } else if (!split) {
+                if (op->pass == BM_PASS_B && mem_change(s, r, tf + d, role, -a)) goto oom;
+            } else { /* split: B frees all but what W needs, W the rest */
+                double aw = bm_cost_act_w_mib(t, op);
+                double *held = &s->tl->ranks[r].held_w_mib;
+                if (op->pass == BM_PASS_B) {
+                    if (mem_change(s, r, tf + d, role, -(a - aw))) goto oom;
+                    s->tl->ranks[r].freed_b_mib += a - aw;
+                    *held += aw;
+                    if (*held > s->tl->ranks[r].peak_held_w_mib) s->tl->ranks[r].peak_held_w_mib = *held;
+                } else {
+                    if (mem_change(s, r, tf + d, role, -aw)) goto oom;
+                    s->tl->ranks[r].freed_w_mib += aw;
+                    *held -= aw;
+                    if (*held < 1e-9) *held = 0;
+                }
             }
             tf += d;
             s->last_end[mi] = tf;

@@ -51,7 +51,8 @@ static const char *const schedule_keys[] = {"backbone", "policy", "window", NULL
 static const char *const module_keys[] = {"name", "role", "consumes", "produces", "layers", "cost",
                                           "grad_to_backbone", "impl", "arch", "doc", "recompute", NULL};
 static const char *const recompute_names[] = {"none", "full", NULL};
-static const char *const cost_keys[] = {"fwd_ms", "bwd_ms", "act_mib", "state_mib", "out_mib", "spread", NULL};
+static const char *const cost_keys[] = {"fwd_ms", "bwd_ms", "act_mib", "state_mib", "out_mib", "spread",
+                                        "w_ms", "act_w_mib", NULL};
 static const char *const arch_keys[] = {"params", "layers", "hidden", "heads", "ffn", "vocab", "seq",
                                         "tokens", "image", "patch", "channels", "cond", NULL};
 static const char *const data_keys[] = {"encoder_cost_scale", "seed", "samples_per_microbatch",
@@ -60,7 +61,7 @@ static const char *const scale_keys[] = {"dist", "min", "max", "sigma", "seed", 
 static const char *const train_keys[] = {"steps", "lr", "weight_decay", "beta1", "beta2", "eps",
                                          "seed", NULL};
 static const char *const role_names[] = {"encoder", "backbone", "generator", NULL};
-static const char *const backbone_names[] = {"gpipe", "1f1b", "interleaved", NULL};
+static const char *const backbone_names[] = {"gpipe", "1f1b", "interleaved", "zb-h1", "zb-interleaved", NULL};
 static const char *const policy_names[] = {"bigmac", "optimus", "unified", "unified-balanced",
                                            "ideal", "none", NULL};
 static const char *const dist_names[] = {"none", "uniform", "lognormal", NULL};
@@ -596,18 +597,25 @@ static int parse_parallel_schedule(struct ctx *c, json_t *root)
             return fail(c, P, "internal error: schedule name tables disagree");
     }
 
-    if (s->backbone == BM_BB_INTERLEAVED && s->microbatches % s->pp != 0) {
+    int looped = s->backbone == BM_BB_INTERLEAVED || s->backbone == BM_BB_ZB_INTERLEAVED;
+    if (looped && s->microbatches % s->pp != 0) {
         int lo = s->microbatches / s->pp * s->pp, hi = lo + s->pp;
         char alt[64];
         if (lo >= s->pp && hi <= MAX_MB) snprintf(alt, sizeof alt, "%d or %d", lo, hi);
         else snprintf(alt, sizeof alt, "%d", lo >= s->pp ? lo : hi);
         return fail(c, mb_given ? "parallel.microbatches" : "parallel.pp",
                     "parallel.microbatches (%d) must be a multiple of parallel.pp (%d) for the "
-                    "\"interleaved\" backbone schedule\nhint: use %s microbatches, or the \"1f1b\" "
+                    "\"%s\" backbone schedule\nhint: use %s microbatches, or the \"%s\" "
                     "schedule",
-                    s->microbatches, s->pp, alt);
+                    s->microbatches, s->pp, bm_backbone_name(s->backbone), alt,
+                    s->backbone == BM_BB_INTERLEAVED ? "1f1b" : "zb-h1");
     }
-    if (s->vpp > 1 && s->backbone != BM_BB_INTERLEAVED)
+    if (s->backbone == BM_BB_ZB_INTERLEAVED && s->vpp < 2)
+        return fail(c, "parallel.vpp",
+                    "schedule.backbone \"zb-interleaved\" needs parallel.vpp >= 2 virtual stages per "
+                    "rank (got %d)\nhint: set \"vpp\": 2 in \"parallel\", or use \"backbone\": \"zb-h1\"",
+                    s->vpp);
+    if (s->vpp > 1 && !looped)
         return fail(c, "parallel.vpp",
                     "parallel.vpp is %d but schedule.backbone is \"%s\": virtual stages need the "
                     "\"interleaved\" schedule\nhint: set \"backbone\": \"interleaved\" in "
@@ -695,6 +703,25 @@ static void derive_cost(const struct bm_device *dev, struct bm_module *m)
     m->cost.act_mib = layers * a->tokens * a->hidden * 34.0 / 1048576.0;
 }
 
+/* Split-backward defaults from the architecture (docs/spec.md "Split backward"), per layer of
+ * Qi et al., Table 1: B costs sbh(24h+8s) FLOPs and W sbh(24h), so W is 3h/(6h+s) of the
+ * backward; after B a layer keeps 32sbh bytes until W against sb(34h+5as) from F to B. s is the
+ * sequence length: arch.seq, else the tokens per image (image/patch)^2, else arch.tokens. Fields
+ * the spec gave, or that the arch cannot give, stay as they are (0 = bm_cost_w_ms's and
+ * bm_cost_act_w_frac's fixed fractions). */
+static void derive_split(struct bm_module *m, int w_given, int aw_given)
+{
+    const struct bm_arch *a = &m->arch;
+    if (!m->has_arch || a->hidden <= 0) return;
+    double s = a->seq > 0 ? a->seq
+               : a->image > 0 && a->patch > 0 ? (double)(a->image / a->patch) * (a->image / a->patch)
+               : a->tokens;
+    if (s <= 0) return;
+    double h = a->hidden;
+    if (!w_given) m->cost.w_ms = m->cost.bwd_ms * 3.0 * h / (6.0 * h + s);
+    if (!aw_given && a->heads > 0) m->cost.act_w_mib = m->cost.act_mib * 32.0 * h / (34.0 * h + 5.0 * a->heads * s);
+}
+
 static int parse_module(struct ctx *c, int i, json_t *mo)
 {
     struct bm_module *m = &c->s->modules[i];
@@ -770,7 +797,8 @@ static int parse_module(struct ctx *c, int i, json_t *mo)
         m->has_arch = 1;
         if (!m->layers && a->layers) m->layers = a->layers > MAX_COUNT ? MAX_COUNT : a->layers;
     }
-    m->cost = (struct bm_cost){1.0, 2.0, 0.0, 0.0, 0.0};
+    m->cost = (struct bm_cost){1.0, 2.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+    int w_given = 0, aw_given = 0;
     if (co) {
         struct bm_cost *k = &m->cost;
         join(p, P, "cost");
@@ -781,8 +809,23 @@ static int parse_module(struct ctx *c, int i, json_t *mo)
             get_num(c, co, p, "act_mib", 0, GE, MAX_MIB, &k->act_mib, NULL) ||
             get_num(c, co, p, "state_mib", 0, GE, MAX_MIB, &k->state_mib, NULL) ||
             get_num(c, co, p, "out_mib", 0, GE, MAX_MIB, &k->out_mib, NULL) ||
-            get_num(c, co, p, "spread", 0, GE, 10, &m->spread, NULL))
+            get_num(c, co, p, "spread", 0, GE, 10, &m->spread, NULL) ||
+            get_num(c, co, p, "w_ms", 0, GT, MAX_MS, &k->w_ms, &w_given) ||
+            get_num(c, co, p, "act_w_mib", 0, GT, MAX_MIB, &k->act_w_mib, &aw_given))
             return BM_ERR;
+        char q[PATH_N];
+        if (w_given && !(k->w_ms < k->bwd_ms)) {
+            join(q, p, "w_ms");
+            return fail(c, q, "\"w_ms\" (%g) must be less than \"bwd_ms\" (%g): it is the "
+                        "weight-gradient part of the backward\nhint: omit it for the default "
+                        "(docs/spec.md \"Split backward\")", k->w_ms, k->bwd_ms);
+        }
+        if (aw_given && !(k->act_w_mib <= k->act_mib)) {
+            join(q, p, "act_w_mib");
+            return fail(c, q, "\"act_w_mib\" (%g) must be at most \"act_mib\" (%g): it is the "
+                        "part of the activation kept from B to W\nhint: omit it for the default "
+                        "(docs/spec.md \"Split backward\")", k->act_w_mib, k->act_mib);
+        }
         m->cost_given = 1;
     } else if (m->has_arch && m->arch.params > 0 && m->arch.tokens > 0) {
         derive_cost(&c->s->device, m);
@@ -797,6 +840,7 @@ static int parse_module(struct ctx *c, int i, json_t *mo)
                         k->state_mib, k->out_mib, MAX_MS, MAX_MIB);
         }
     }
+    derive_split(m, w_given, aw_given);
     c->subject = "";
     c->strip = 0;
     return BM_OK;

@@ -22,7 +22,8 @@ int bm_err_set(struct bm_err *err, const char *fmt, ...)
 
 static const char *const role_names[] = {"encoder", "backbone", "generator"};
 static const char *const pass_names[] = {"F", "B", "W"};
-static const char *const backbone_names[] = {"gpipe", "1f1b", "interleaved"};
+static const char *const backbone_names[] = {"gpipe", "1f1b", "interleaved", "zb-h1",
+                                             "zb-interleaved"};
 static const char *const policy_names[] = {"bigmac", "optimus", "unified",
                                            "unified-balanced", "ideal", "none"};
 
@@ -30,7 +31,7 @@ const char *bm_role_name(enum bm_role r) { return (unsigned)r < 3 ? role_names[r
 const char *bm_pass_name(enum bm_pass p) { return (unsigned)p < 3 ? pass_names[p] : "?"; }
 const char *bm_backbone_name(enum bm_backbone b)
 {
-    return (unsigned)b < 3 ? backbone_names[b] : "?";
+    return (unsigned)b < BM_N_BACKBONES ? backbone_names[b] : "?";
 }
 const char *bm_policy_name(enum bm_policy p)
 {
@@ -54,7 +55,7 @@ int bm_role_parse(const char *s, enum bm_role *out)
 
 int bm_backbone_parse(const char *s, enum bm_backbone *out)
 {
-    int i = lookup(s, backbone_names, 3);
+    int i = lookup(s, backbone_names, BM_N_BACKBONES);
     if (i < 0) return BM_ERR;
     *out = (enum bm_backbone)i;
     return BM_OK;
