@@ -98,12 +98,12 @@ ifneq ($(filter deps,$(MAKECMDGOALS)),)
 preflight: | deps
 endif
 
-$(BUILD)/%.o: %.c include/bigmac.h $(wildcard src/*/*.h) | preflight
+$(BUILD)/%.o: %.c include/bigmac.h include/bigmac_module.h $(wildcard src/*/*.h) | preflight
 	@mkdir -p $(dir $@)
 	@echo "  CC      $<"
 	@$(CC) $(CFLAGS) -c $< -o $@
 
-$(BUILD)/src/exec/comm_mpi.o: src/exec/comm_mpi.c include/bigmac.h $(wildcard src/*/*.h) | preflight
+$(BUILD)/src/exec/comm_mpi.o: src/exec/comm_mpi.c include/bigmac.h include/bigmac_module.h $(wildcard src/*/*.h) | preflight
 	@mkdir -p $(dir $@)
 	@echo "  MPICC   $<"
 	@$(LINK) $(CFLAGS) -c $< -o $@

@@ -266,11 +266,13 @@ TEST(bound_never_above_any_policy_on_grid)
         struct bm_spec *s = tiny_spec(gen, 2, 4);
         CHECK(s != NULL);
         if (!s) continue;
+        for (int zb = 0; zb <= 1; zb++) /* and the zero-bubble backbones (W tasks in the graph) */
         for (int P = 1; P <= 6; P++)
             for (int V = 1; V <= 3; V++)
                 for (int mi = 0; mi < 2; mi++) {
                     int M = (int[]){P, 4 * P}[mi];
-                    enum bm_backbone bb = V > 1 ? BM_BB_INTERLEAVED : P % 2 ? BM_BB_1F1B : BM_BB_GPIPE;
+                    enum bm_backbone bb = zb ? (V > 1 ? BM_BB_ZB_INTERLEAVED : BM_BB_ZB_H1)
+                                         : V > 1 ? BM_BB_INTERLEAVED : P % 2 ? BM_BB_1F1B : BM_BB_GPIPE;
                     double lower = BM_T_INF, ms[16];
                     int n = 0;
                     for (size_t pi = 0; pi < sizeof pols / sizeof pols[0]; pi++)
@@ -287,8 +289,8 @@ TEST(bound_never_above_any_policy_on_grid)
                                 continue;
                             }
                             CHECKF(lb > 0 && lb <= tl->makespan_ms * (1 + 1e-9),
-                                   "P=%d V=%d M=%d %s W=%d gen=%d: own bound %.4f, makespan %.4f", P, V, M,
-                                   bm_policy_name(pols[pi]), W, gen, lb, tl->makespan_ms);
+                                   "P=%d V=%d M=%d %s %s W=%d gen=%d: own bound %.4f, makespan %.4f", P, V, M,
+                                   bm_backbone_name(bb), bm_policy_name(pols[pi]), W, gen, lb, tl->makespan_ms);
                             if (lb < lower) lower = lb;
                             ms[n++] = tl->makespan_ms;
                             checked++;
@@ -301,7 +303,7 @@ TEST(bound_never_above_any_policy_on_grid)
                 }
         bm_spec_free(s);
     }
-    CHECK(checked > 300);
+    CHECK(checked > 600);
 }
 
 /* The search on (default budget) against off: never slower, verifies, keeps the window's bound,
@@ -399,7 +401,8 @@ TEST(graph_repair_equals_rebuild)
     struct bm_spec *s = tiny_spec(1, 3, 6);
     CHECK(s != NULL);
     if (!s) return;
-    struct bm_plan_opts o = {4, 1, 32, 0, 3, BM_BB_1F1B, BM_POL_BIGMAC};
+    for (int zb = 0; zb <= 1; zb++) { /* zb-h1: W tasks shift the nested tasks' ids */
+    struct bm_plan_opts o = {4, 1, 32, 0, 3, zb ? BM_BB_ZB_H1 : BM_BB_1F1B, BM_POL_BIGMAC};
     struct bm_table *t;
     struct bm_flow *f;
     struct bm_graph *g, *h;
@@ -422,13 +425,14 @@ TEST(graph_repair_equals_rebuild)
                        g->succ[a->succ0 + e].comm_ms == h->succ[b->succ0 + e].comm_ms;
             owners_moved += a->chunk < 0 && a->rank != a->mb % t->pp;
         }
-        CHECKF(same, "W=%d", W);
+        CHECKF(same, "%s W=%d", bm_backbone_name(o.backbone), W);
         if (W >= 2) CHECK(owners_moved > 0); /* the pairing did change owners */
         bm_graph_free(h);
     }
     bm_graph_free(g);
     bm_flow_free(f);
     bm_table_free(t);
+    }
     bm_spec_free(s);
 }
 

@@ -102,7 +102,7 @@ static double jackson(int *ids, int n, const double *head, const double *tail, c
 int bm_graph_lower_bound(const struct bm_graph *g, double *lb, struct bm_err *err)
 {
     const struct bm_table *t = g->t;
-    int N = g->n_tasks, P = t->pp, len = 2 * t->vpp * t->microbatches;
+    int N = g->n_tasks, P = t->pp, len = bm_backbone_n_steps(t->backbone, t->vpp, t->microbatches);
     size_t nz = (size_t)(N > 0 ? N : 1);
     double *head = bm_calloc(nz, sizeof(double)), *tail = bm_calloc(nz, sizeof(double));
     double *dur = bm_malloc(nz * sizeof(double)), *rem = bm_malloc(nz * sizeof(double));

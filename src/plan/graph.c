@@ -306,7 +306,7 @@ int bm_graph_repair(struct bm_graph *g, int pair_window, struct bm_err *err)
         return bm_err_set(err, "out of memory re-pairing the task graph");
     }
     g->pair_window = pair_window;
-    int first_nested = g->C * 2 * g->M;
+    int first_nested = bm_task_nested(g, 0, 0, 0); /* after every backbone task (np passes each) */
     for (int i = first_nested; i < g->n_tasks; i++) { /* nested tasks: new rank, its speed */
         struct bm_task *x = &g->task[i];
         x->rank = task_rank(t, owner, x->module, -1, x->mb);
