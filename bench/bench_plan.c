@@ -1,6 +1,6 @@
 /* bench_plan.c — planning, verifying and writing a 64-rank, V=4, M=1024 interleaved plan
  * (one encoder, one grad_to_backbone generator; policy bigmac with window auto and with the
- * window given). Prints the figures; asserts nothing (STYLE.md).
+ * window given). Prints the figures; asserts nothing (docs/style.md).
  * Usage: build/bench/bench_plan [P V M] */
 #include <stdio.h>
 #include <stdlib.h>

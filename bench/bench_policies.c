@@ -2,7 +2,7 @@
  * side by side, from one run: for each workload, backbone schedule (1f1b, interleaved) and
  * M = 4P, 8P, 12P, 16P, plan and simulate bigmac, optimus, unified, unified-balanced, ideal and
  * none; print each policy's makespan as a ratio to bigmac, bigmac against the zero-added-bubble
- * bound (DESIGN §6), peak encoder/generator activation memory of bigmac vs optimus, OOM flags,
+ * bound (docs/design.md §6), peak encoder/generator activation memory of bigmac vs optimus, OOM flags,
  * bigmac again with `--window fit` (the fastest window whose memory fits the device), the
  * smallest fixed window at which bigmac is no slower than optimus at every M (and the memory it
  * costs), how far M must grow for optimus to run out of memory, then which of the paper's claims hold in this run. Nothing is asserted: the figures are what

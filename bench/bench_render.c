@@ -1,7 +1,7 @@
 /* bench_render.c — render a 64-rank, V=4, M=1024 interleaved bigmac plan (vit + llm + dit,
  * ~1.58 M ops) in every format and print the time and the file size of each. Writes into a
  * temporary directory (kept when BM_BENCH_KEEP is set, e.g. to open the HTML in a browser).
- * Prints the figures; asserts nothing (STYLE.md).
+ * Prints the figures; asserts nothing (docs/style.md).
  * Usage: build/bench/bench_render [P V M] */
 #include <stdio.h>
 #include <stdlib.h>

@@ -106,7 +106,7 @@ int bm_role_parse(const char *s, enum bm_role *out);
 int bm_backbone_parse(const char *s, enum bm_backbone *out);
 int bm_policy_parse(const char *s, enum bm_policy *out);
 
-/* ---------------------------------------------------------------- spec (DESIGN §3) */
+/* ---------------------------------------------------------------- spec (docs/design.md §3) */
 
 /* Per-microbatch numbers for the whole module. */
 struct bm_cost {
@@ -241,7 +241,7 @@ int bm_spec_find_module(const struct bm_spec *s, const char *name);
  * Writes M values into out. */
 void bm_spec_encoder_scales(const struct bm_spec *s, int M, double *out);
 
-/* ---------------------------------------------------------------- operator table (DESIGN §4) */
+/* ---------------------------------------------------------------- operator table (docs/design.md §4) */
 
 enum bm_op_kind { BM_OP_COMPUTE = 0, BM_OP_SEND = 1, BM_OP_RECV = 2 };
 
@@ -282,7 +282,7 @@ struct bm_table {
     int pp, vpp, microbatches, unit, window;  /* window 0 = policy uses none */
     enum bm_backbone backbone;
     enum bm_policy policy;
-    int warmup_extra;         /* extra warm-up forwards per stage (DESIGN §6 step 2) */
+    int warmup_extra;         /* extra warm-up forwards per stage (docs/design.md §6 step 2) */
     int n_modules;
     struct bm_table_module *modules;
     int backbone_module;      /* index into modules */
@@ -340,7 +340,7 @@ void bm_table_split_flags(const struct bm_table *t, char *out);
  * nested "vit:F3", comm "SEND_F:vis_emb:3>1" / "RECV_B:grad:llm.c0.out:3<1". Writes at most n bytes. */
 void bm_op_format(const struct bm_table *t, const struct bm_op *op, char *buf, size_t n);
 
-/* Write the table as JSON (DESIGN §4, plus the extension fields documented in docs/table.md). */
+/* Write the table as JSON (docs/design.md §4, plus the extension fields documented in docs/table.md). */
 int bm_table_write_json(const struct bm_table *t, FILE *f);
 /* Write to 'path' ("-" = stdout). */
 int bm_table_save(const struct bm_table *t, const char *path, struct bm_err *err);
@@ -348,7 +348,7 @@ int bm_table_save(const struct bm_table *t, const char *path, struct bm_err *err
 int bm_table_load(const char *path, struct bm_table **out, struct bm_err *err);
 int bm_table_parse(const char *text, const char *name, struct bm_table **out, struct bm_err *err);
 
-/* ---------------------------------------------------------------- backbone schedules (DESIGN §5) */
+/* ---------------------------------------------------------------- backbone schedules (docs/design.md §5) */
 
 struct bm_bb_step {
     uint8_t pass;   /* BM_PASS_F, BM_PASS_B, or BM_PASS_W (zero-bubble backbones) */
@@ -367,7 +367,7 @@ int bm_backbone_n_steps(enum bm_backbone bb, int V, int M);
 int bm_backbone_order(enum bm_backbone bb, int P, int V, int M, int rank, int warmup_extra,
                       struct bm_bb_step *out, struct bm_err *err);
 
-/* ---------------------------------------------------------------- planner (DESIGN §6) */
+/* ---------------------------------------------------------------- planner (docs/design.md §6) */
 
 /* Window modes besides a fixed W >= 1. */
 #define BM_WINDOW_AUTO 0   /* the smallest deadlock-free window (least memory) */
@@ -400,7 +400,7 @@ int bm_plan_build(const struct bm_spec *s, const struct bm_plan_opts *o, struct 
 int bm_plan_build_search(const struct bm_spec *s, const struct bm_plan_opts *o, int search,
                          struct bm_table **out, double *lower_bound_ms, struct bm_err *err);
 
-/* ---------------------------------------------------------------- verifier (DESIGN §7) */
+/* ---------------------------------------------------------------- verifier (docs/design.md §7) */
 
 /* Check every invariant: 0 structure (indices in range; safe on hand-edited garbage),
  * 1 counts, 2 deadlock freedom, 3 backbone order, 4 dependencies, 5 residency (policy bigmac
@@ -417,7 +417,7 @@ int bm_verify(const struct bm_table *t, struct bm_err *err);
  * the rank's chunks. */
 void bm_table_peak_live(const struct bm_table *t, int *out);
 
-/* ---------------------------------------------------------------- simulator (DESIGN §8) */
+/* ---------------------------------------------------------------- simulator (docs/design.md §8) */
 
 /* A timeline: when every op of a table ran, what it waited for, and the memory it held.
  * The simulator produces one (bm_simulate); the executor's measured trace is loaded into the
@@ -504,7 +504,7 @@ struct bm_sim_opts {
     int samples_per_microbatch; /* for samples_per_s; 0 = 1 */
 };
 
-/* Simulate table t (DESIGN §8; the cost and memory model are in docs/simulator.md and
+/* Simulate table t (docs/design.md §8; the cost and memory model are in docs/simulator.md and
  * src/sim/cost.h). o may be NULL (no jitter). On success returns BM_OK and stores a new
  * timeline in *out (caller owns it: bm_timeline_free). On failure (malformed table, a recv with
  * no matching send, a deadlock) *out is NULL and err names the blocked ranks' ops. Never hangs:
@@ -523,7 +523,7 @@ int bm_timeline_mem_push(struct bm_timeline *tl, int r, double t_ms,
  * from ops[] times, the memory traces and state_mib. */
 void bm_timeline_summarize(struct bm_timeline *tl, const struct bm_table *t);
 
-/* ---------------------------------------------------------------- executor (DESIGN §9) */
+/* ---------------------------------------------------------------- executor (docs/design.md §9) */
 
 /* `bigmac train` as a library call: argv[0] is ignored ("train"), then SPEC and flags exactly as
  * on the command line (`bigmac train --help`; docs/executor.md). Run it under mpirun (one

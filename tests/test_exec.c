@@ -6,7 +6,7 @@
  * (never a crash), the comm_local mailbox. */
 #include <unistd.h>
 
-#include "exec/calibrate.h"
+#include "sim/calibrate.h"
 #include "exec/ckpt.h"
 #include "exec/trace.h"
 #include "exec/comm.h"

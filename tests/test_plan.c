@@ -1,6 +1,6 @@
 /* test_plan.c — the planner: every table it builds verifies and none beats its lower bound (property grid over P, V, M, W,
  * encoders, generators and policies), a too-small window is refused with the blocked ops,
- * the smallest safe windows match DESIGN §6, bigmac's encoder residency is flat in M while
+ * the smallest safe windows match docs/design.md §6, bigmac's encoder residency is flat in M while
  * optimus's grows, and the planner's nominal timeline equals the simulator's. */
 #include <time.h>
 
@@ -207,6 +207,10 @@ TEST(zero_bubble_backbones_every_policy)
                                     /* unified fuses the encoders into rank 0's chunk-0 ops: a
                                      * shorter warm-up can cost it a little (0.3% at P=2) */
                                     double tol = pols[pi] == BM_POL_UNIFIED || pols[pi] == BM_POL_UNIFIED_BALANCED ? 0.01 : 1e-9;
+                                    /* ideal (every window, each placement-searched): the search is a
+                                     * bounded local descent, so on these tiny cases it can end 0.01-0.03%
+                                     * better over interleaved than over zb-interleaved (seen at P = 2..4) */
+                                    if (pols[pi] == BM_POL_IDEAL) tol = 1e-3;
                                     CHECKF(tz->makespan_ms <= tu->makespan_ms * (1 + tol),
                                            "P=%d M=%d %s %s: %.3f ms, %s %.3f ms", P, M, bm_backbone_name(bb),
                                            bm_policy_name(pols[pi]), tz->makespan_ms, bm_backbone_name(q.backbone),
@@ -262,7 +266,7 @@ TEST(zero_bubble_encoder_backward_waits_for_b_not_w)
     bm_spec_free(s);
 }
 
-/* DESIGN §6 step 4: the smallest deadlock-free windows (P >= 4): 1F1B 2, or 3 with a
+/* docs/design.md §6 step 4: the smallest deadlock-free windows (P >= 4): 1F1B 2, or 3 with a
  * grad_to_backbone generator; interleaved 3 (2 at P = 2). One less is refused with the
  * blocked ops named. */
 TEST(smallest_safe_window_per_backbone)

@@ -1,5 +1,5 @@
 /* test_schedule.c — backbone schedules against Megatron's published per-rank orders
- * (golden strings from DESIGN §5), ZB-H1 against the zero-bubble paper's Figure 3 (golden file
+ * (golden strings from docs/design.md §5), ZB-H1 against the zero-bubble paper's Figure 3 (golden file
  * tests/data/zb_h1_p4_m8.txt), zb-interleaved against PyTorch's ScheduleInterleavedZeroBubble
  * rule re-derived step by step below, and Megatron-style properties over grids of P, V, M. */
 #include "test.h"
@@ -62,7 +62,7 @@ TEST(gpipe_all_forwards_then_backwards)
 
 TEST(warmup_extension_for_generator_units)
 {
-    /* DESIGN §6 step 2: with U=4 the last stage holds the unit's 4 forwards before B0. */
+    /* docs/design.md §6 step 2: with U=4 the last stage holds the unit's 4 forwards before B0. */
     char buf[4096];
     render(BM_BB_1F1B, 4, 1, 8, 3, 3, buf, sizeof buf);
     CHECKF(!strcmp(buf, "F0 F1 F2 F3 B0 F4 B1 F5 B2 F6 B3 F7 B4 B5 B6 B7"), "got %s", buf);

@@ -1,4 +1,4 @@
-/* test_sim.c — the simulator against hand-computed timelines (DESIGN §5, §8): makespans of
+/* test_sim.c — the simulator against hand-computed timelines (docs/design.md §5, §8): makespans of
  * the Megatron schedules, comm latency and bandwidth, memory peaks, jitter determinism,
  * deadlock reporting, idle accounting, allocation-failure injection. Tables are built here
  * with bm_table_new/push/tensor, independent of the planner. */

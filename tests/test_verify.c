@@ -1,4 +1,4 @@
-/* test_verify.c — the verifier (DESIGN §7): correct tables pass, and each invariant is broken
+/* test_verify.c — the verifier (docs/design.md §7): correct tables pass, and each invariant is broken
  * by a targeted mutation whose message names the right rank and op. Tables are built here by a
  * small dataflow-driven lowering (independent of the planner): each rank runs its backbone
  * order; nested ops of microbatch m run on rank m % P (or rank 0 / P-1 for "unified"), as

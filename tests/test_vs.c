@@ -3,7 +3,7 @@
  * recovering the multipliers a timeline was made with, and bm_report_vs_simulate reproducing a
  * timeline exactly from its own calibrated costs (so every deviation the report shows for a
  * real run is the run's, not the method's). */
-#include "exec/calibrate.h"
+#include "sim/calibrate.h"
 #include "report/report.h"
 #include "sim/expect.h"
 #include "test.h"

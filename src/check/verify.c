@@ -1,4 +1,4 @@
-/* verify.c — the verifier (DESIGN §7): is an operator table safe to run?
+/* verify.c — the verifier (docs/design.md §7): is an operator table safe to run?
  *
  * bm_verify checks, in order, and stops at the first invariant that fails:
  *   0. structure   every index in range, chunks on their rank, peers valid, passes F/B/W;
@@ -836,7 +836,7 @@ static int check_residency(struct ctx *c)
     }
     if (bad)
         msg_line(&c->msg, "hint: a unit's encoder forwards may start only when the backward of "
-                 "the unit W earlier has run (DESIGN §6); or raise --window");
+                 "the unit W earlier has run (docs/design.md §6); or raise --window");
     bm_free(live);
     bm_free(peak);
     bm_free(first);

@@ -1,11 +1,11 @@
 /* cmd_calibrate.c — `bigmac calibrate TRACE.json... [--spec SPEC.json] [--mean] [--rank-scale] [--spread] [-o FILE]`: measured
- * op times and bytes of executor traces -> spec costs (src/exec/calibrate.h, docs/executor.md). */
+ * op times and bytes of executor traces -> spec costs (src/sim/calibrate.h, docs/executor.md). */
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "cli/cli.h"
-#include "exec/calibrate.h"
+#include "sim/calibrate.h"
 #include "report/report.h"
 #include "util/util.h"
 

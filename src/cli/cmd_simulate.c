@@ -1,6 +1,6 @@
 /* cmd_simulate.c — `bigmac simulate SPEC [plan flags] [--compare] [--json] [--jitter X] [--seed S]`:
- * plan the spec and simulate the table (DESIGN §8); --compare runs every policy and reports the
- * zero-added-bubble bound (DESIGN §6). Also the helpers `bigmac sweep` shares (cli.h). */
+ * plan the spec and simulate the table (docs/design.md §8); --compare runs every policy and reports the
+ * zero-added-bubble bound (docs/design.md §6). Also the helpers `bigmac sweep` shares (cli.h). */
 #include <errno.h>
 #include <jansson.h>
 #include <stdio.h>

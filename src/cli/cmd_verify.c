@@ -1,5 +1,5 @@
 /* cmd_verify.c — `bigmac verify TABLE.json`: load an operator table and check every invariant
- * of DESIGN §7 (bm_verify). Exit 0 when they hold, 1 when one fails (or the table cannot be
+ * of docs/design.md §7 (bm_verify). Exit 0 when they hold, 1 when one fails (or the table cannot be
  * loaded), 2 on usage errors. */
 #include <stdio.h>
 #include <string.h>

@@ -211,7 +211,7 @@ int bm_train_main(int argc, char **argv)
         bm_plan_opts_from_spec(&po, spec);
         int spec_pp = po.pp;
         if (comm && !pf.pp) pf.pp = comm->size;
-        /* a unit the spec tied to its own pp follows the pp actually used (DESIGN: U = P) */
+        /* a unit the spec tied to its own pp follows the pp actually used (docs/design.md §2: U = P) */
         if (pf.pp && pf.pp != spec_pp && !pf.unit && po.unit == spec_pp) po.unit = 0;
         bm_cli_plan_apply(&pf, &po);
         spec->microbatches = po.microbatches;

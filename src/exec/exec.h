@@ -1,4 +1,4 @@
-/* exec.h — the pipelined executor (DESIGN §9): one rank's op walker (exec.c) and the training
+/* exec.h — the pipelined executor (docs/design.md §9): one rank's op walker (exec.c) and the training
  * driver around it (run.c). See docs/executor.md.
  *
  * A process drives comm->nlocal pipeline ranks (1 under MPI, all P with comm_local). Each rank

@@ -1,6 +1,6 @@
 /* lower.c — turn each rank's compute order into an executable op list: a recv right before
  * the first op on the rank that needs a tensor made elsewhere, a send right after the op that
- * makes it, one per destination rank (DESIGN §4: sends are non-blocking, recvs block). */
+ * makes it, one per destination rank (docs/design.md §4: sends are non-blocking, recvs block). */
 #include <string.h>
 
 #include "plan/plan.h"

@@ -1,4 +1,4 @@
-/* nest.c — nesting policies (DESIGN §6): where and when encoder/generator work runs.
+/* nest.c — nesting policies (docs/design.md §6): where and when encoder/generator work runs.
  *
  * The backbone order of every rank is fixed (schedule.c). Nested work is placed by an
  * event-driven list scheduler over the nominal timeline: at each step the rank whose next op

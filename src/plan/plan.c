@@ -329,8 +329,8 @@ static int next_window(int w, int w0, int hi)
 }
 
 /* Search the windows w0..hi (w0 is the smallest safe one and already planned into t) for the
- * smallest nominal makespan. A window is a cap ("how many units MAY hold activations", DESIGN
- * glossary): any plan with a smaller window honours it too, so an explicit W, `ideal` (W = the
+ * smallest nominal makespan. A window is a cap ("how many units MAY hold activations", docs/design.md
+ * §2): any plan with a smaller window honours it too, so an explicit W, `ideal` (W = the
  * number of units) and `fit` all take the best plan under their cap. The list scheduler alone is
  * not monotone in W; with every window tried, a larger cap is never slower (exact while hi is
  * within GRID_DENSE of w0, on the grid beyond). A larger window must gain more than min_gain

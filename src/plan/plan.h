@@ -5,10 +5,10 @@
 #include "bigmac.h"
 #include "plan/flow.h"
 
-/* Extra warm-up forwards per stage for t's policy and modules (DESIGN §6 step 2): for the
+/* Extra warm-up forwards per stage for t's policy and modules (docs/design.md §6 step 2): for the
  * policies that place generators off the last stage (bigmac, ideal, and optimus so that the
  * baseline is not a strawman) when a generator sends gradient into the backbone, U: the
- * U-1 of the design (the last stage holds the whole unit's forwards before its first
+ * original brief's U-1 (the last stage holds the whole unit's forwards before its first
  * backward) plus one forward that covers the round trip to the generator owners and back, so
  * the last stage computes instead of waiting for the first gradient. */
 int bm_plan_warmup_extra(const struct bm_table *t); /* -1 on allocation failure */

@@ -1,6 +1,6 @@
 /* refine.c — gap refinement of a policy's order (see bm_refine_gaps in plan.h): single encoder
  * ops moved into nominal idle gaps they fit entirely, a round kept only when the nominal
- * makespan does not grow. Optimus's rule (DESIGN §6); bigmac applies it anywhere. */
+ * makespan does not grow. Optimus's rule (docs/design.md §6); bigmac applies it anywhere. */
 #include <string.h>
 
 #include "plan/plan.h"

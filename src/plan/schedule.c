@@ -1,4 +1,4 @@
-/* schedule.c — backbone schedules (DESIGN §5): per-rank F/B(/W) order of backbone chunk ops.
+/* schedule.c — backbone schedules (docs/design.md §5): per-rank F/B(/W) order of backbone chunk ops.
  * gpipe, Megatron's non-interleaved 1F1B, Megatron's interleaved 1F1B, and the two zero-bubble
  * schedules that split each backward into B (input gradient) and W (weight gradient):
  * zb-h1 (Qi et al., ICLR 2024, §2.1) and zb-interleaved (PyTorch's

@@ -3,7 +3,7 @@
  *   rank 0 |F0 F1 F2 F3 f0 f1 [vF4 ][vB0 ]....B3 |
  *
  * Backbone ops show their pass letter and microbatch, upper case for even local chunks and
- * lower case for odd ones (DESIGN §5's golden examples); nested (encoder/generator) ops are
+ * lower case for odd ones (docs/design.md §5's golden examples); nested (encoder/generator) ops are
  * bracketed and start with their module's letter ("[vF4]"; one column: the letter, lower case
  * for F and upper case for B); '.' is idle (including time blocked in a recv). Ops narrower
  * than a column are dropped when the column is already taken. */

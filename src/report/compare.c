@@ -1,5 +1,5 @@
 /* compare.c — the policy comparison of the HTML report: plan and simulate one spec under all
- * six policies with the same parallel settings, plus the zero-added-bubble bound (DESIGN §6),
+ * six policies with the same parallel settings, plus the zero-added-bubble bound (docs/design.md §6),
  * the makespan lower bound (docs/simulator.md), the memory-equal optimus+recompute baseline when
  * optimus runs out of memory, and the compute/memory frontier. Tables and timelines are kept for
  * the stacked timelines. */

@@ -1,4 +1,4 @@
-/* report.h — renderers of a table and its timeline (DESIGN §10) and the loaders of their
+/* report.h — renderers of a table and its timeline (docs/design.md §10) and the loaders of their
  * reloadable forms (CSV, Chrome trace).
  *
  *   ascii  one line per rank, time scaled to a width          (ascii.c)
@@ -101,7 +101,7 @@ int bm_render_html(const struct bm_table *t, const struct bm_timeline *tl,
 int bm_render_html_vs(const struct bm_table *t, const struct bm_timeline *tl, const struct bm_timeline *sim,
                       const char *title, FILE *f);
 /* Calibrate costs, rank scale and per-microbatch encoder scale from the measured timeline of
- * table mt (src/exec/calibrate.h: medians), write them into 'table' (the same plan: BM_ERR
+ * table mt (src/sim/calibrate.h: medians), write them into 'table' (the same plan: BM_ERR
  * otherwise) and simulate it into *out (caller frees). */
 int bm_report_vs_simulate(const struct bm_table *mt, const struct bm_timeline *measured, struct bm_table *table,
                           struct bm_timeline **out, struct bm_err *err);

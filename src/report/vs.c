@@ -1,9 +1,9 @@
 /* vs.c — a measured run against the model: the same table simulated with the costs calibrated
- * from the run's own trace (src/exec/calibrate.h: medians, rank and microbatch scales, per-op
+ * from the run's own trace (src/sim/calibrate.h: medians, rank and microbatch scales, per-op
  * dispatch), for `bigmac render TRACE --table TABLE`. */
 #include <string.h>
 
-#include "exec/calibrate.h"
+#include "sim/calibrate.h"
 #include "report/report.h"
 #include "util/util.h"
 

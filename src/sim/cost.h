@@ -1,4 +1,4 @@
-/* cost.h — the cost and memory model over an operator table (DESIGN §8), shared by the
+/* cost.h — the cost and memory model over an operator table (docs/design.md §8), shared by the
  * simulator and the planner's nominal timeline. Pure functions of the table: no state, no
  * allocation except bm_cost_state_mib's caller-provided output.
  *

@@ -1,4 +1,4 @@
-/* sim.c — discrete-event simulation of an operator table (DESIGN §8).
+/* sim.c — discrete-event simulation of an operator table (docs/design.md §8).
  *
  * Every op's times are a function of its rank's previous op and, for a recv, of the matching
  * send: the table is a DAG (program order + send->recv edges) and the simulation is a longest

@@ -1,4 +1,4 @@
-/* spec.c — load and check a model spec (DESIGN §3; the reference is docs/spec.md).
+/* spec.c — load and check a model spec (docs/design.md §3; the reference is docs/spec.md).
  *
  * Parsing is jansson (routed through bm_malloc so fault injection reaches it); positions of
  * everything jansson does not locate come from bm_jpos_find on the raw text. Every failure is

@@ -16,8 +16,8 @@
  *                         shows only the kept input between F and B, so act_mib then measures
  *                         the input, not the activations (known limit).
  * Modules without compute ops in the trace keep their costs. */
-#ifndef BM_EXEC_CALIBRATE_H
-#define BM_EXEC_CALIBRATE_H
+#ifndef BM_SIM_CALIBRATE_H
+#define BM_SIM_CALIBRATE_H
 
 #include "bigmac.h"
 

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "exec/calibrate.h"
+#include "sim/calibrate.h"
 #include "sim/cost.h"
 #include "util/util.h"
 
