@@ -42,3 +42,24 @@ params_match() {
              END{rl=sqrt(s/(n2>0?n2:1)); printf "%s maxdiff=%g maxabs=%g rel_l2=%g\n", (md<=1e-4*ma && rl<=1e-4)?"ok":"bad", md, ma, rl}')
     if [ "${r%% *}" = ok ]; then echo "PASS $name"; else echo "FAIL $name: $r"; fi
 }
+
+# need_chromium NAME : set CHROME to the headless browser, or report NAME as skipped (a FAIL
+# under CI, where `make deps` installed it) and end the test.
+need_chromium() {
+    CHROME=$(command -v chromium || command -v chromium-browser || command -v google-chrome || true)
+    [ -n "$CHROME" ] && return 0
+    if [ -n "${CI:-}" ]; then echo "FAIL $1: chromium not installed (make deps installs it)"
+    else echo "SKIP $1: chromium not installed (make deps installs it)"; fi
+    exit 0
+}
+
+# chrome ARGS... : headless Chromium with a fresh profile in TEST_TMP and no network of its own,
+# 90 s at most.
+chrome() {
+    local prof
+    prof=$(mktemp -d "$TEST_TMP/prof.XXXXXX")
+    timeout 90 "$CHROME" --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
+        --disable-background-networking --disable-component-update --disable-sync \
+        --disable-dev-shm-usage --user-data-dir="$prof" "$@" 2>/dev/null
+}
+

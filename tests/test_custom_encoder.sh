@@ -8,7 +8,7 @@ export OMPI_MCA_rmaps_base_oversubscribe=1
 export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
 EX="${TEST_BUILD:-build}/examples/custom_encoder"
 SPEC=examples/custom-encoder.json
-if ! command -v mpirun >/dev/null; then echo "PASS custom_encoder_skipped_no_mpirun"; exit 0; fi
+if ! command -v mpirun >/dev/null; then echo "SKIP custom_encoder: no mpirun (make deps installs openmpi-bin)"; exit 0; fi
 
 expect_exit custom_encoder_reference 0 "$EX" $SPEC --reference --steps 4 --log "$TEST_TMP/ce_ref.log"
 for pol in bigmac optimus; do

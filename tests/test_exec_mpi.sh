@@ -56,7 +56,7 @@ expect_exit two_encoders_image_mismatch_reference 1 "$BIGMAC" train "$T/2enc_bad
 expect_contains two_encoders_image_mismatch_reference_message 'module "vit_coarse": arch.image 8'
 
 if ! command -v mpirun >/dev/null; then
-    echo "PASS exec_mpi_skipped_no_mpirun"
+    echo "SKIP exec_mpi: no mpirun (make deps installs openmpi-bin)"
     exit 0
 fi
 
@@ -65,27 +65,7 @@ mpi() { # mpi NP ARGS... : bigmac under mpirun, 60 s at most
     timeout 60 mpirun --oversubscribe -np "$np" "$BIGMAC" "$@"
 }
 
-# losses NAME LOG_A LOG_B : same number of steps, every loss within 1e-4 relative
-losses_match() {
-    local name=$1 a=$2 b=$3
-    local r
-    r=$(paste -d' ' <(sed 's/.*"loss": \([^,]*\),.*/\1/' "$a") <(sed 's/.*"loss": \([^,]*\),.*/\1/' "$b") |
-        awk 'NF!=2{bad=1} {d=$1-$2; if(d<0)d=-d; a=$2<0?-$2:$2; if(d>1e-4*a)bad=1; n++} END{print (bad||n==0)?"bad":"ok", n}')
-    if [ "${r%% *}" = ok ] && [ "$(wc -l <"$a")" = "$(wc -l <"$b")" ]; then echo "PASS $name"; else
-        echo "FAIL $name: losses differ ($r)"; paste "$a" "$b" | head -5 | sed 's/^/    /'; fi
-}
-
-# params_match NAME A B : same size; max |a-b| <= 1e-4 max |b| and relative L2 <= 1e-4
-params_match() {
-    local name=$1 a=$2 b=$3
-    if [ ! -s "$a" ] || [ "$(stat -c %s "$a")" != "$(stat -c %s "$b")" ]; then
-        echo "FAIL $name: parameter files differ in size"; return; fi
-    local r
-    r=$(paste <(od -An -v -f -w4 "$a") <(od -An -v -f -w4 "$b") |
-        awk '{d=$1-$2; if(d<0)d=-d; a=$2<0?-$2:$2; if(d>md)md=d; if(a>ma)ma=a; s+=d*d; n2+=$2*$2}
-             END{rl=sqrt(s/(n2>0?n2:1)); printf "%s maxdiff=%g maxabs=%g rel_l2=%g\n", (md<=1e-4*ma && rl<=1e-4)?"ok":"bad", md, ma, rl}')
-    if [ "${r%% *}" = ok ]; then echo "PASS $name"; else echo "FAIL $name: $r"; fi
-}
+# losses_match and params_match: tests/lib.sh
 
 # matches_reference NAME SPEC REF P V BACKBONE POLICY : SPEC pipelined over P ranks matches the
 # reference run whose log and parameters are REF.log and REF.bin

@@ -16,7 +16,7 @@ printf '#include <stddef.h>\n#include <stdint.h>\nint LLVMFuzzerTestOneInput(con
     >"$work/probe.c"
 if ! command -v "$cc" >/dev/null 2>&1 ||
     ! "$cc" -fsanitize=fuzzer,address,undefined "$work/probe.c" -o "$work/probe" >"$work/probe.log" 2>&1; then
-    echo "PASS fuzz_short (skipped: clang libFuzzer runtime missing; apt-get install clang libclang-rt-14-dev)"
+    echo "SKIP fuzz_short: clang libFuzzer runtime missing (make deps installs clang libclang-rt-14-dev)"
     exit 0
 fi
 

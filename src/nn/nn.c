@@ -150,32 +150,6 @@ BM_VECTORIZE void bm_layernorm_forward(float *out, float *mean, float *rstd, con
     }
 }
 
-BM_VECTORIZE void bm_layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
-                           const float *w, const float *mean, const float *rstd, int N, int C)
-{
-    for (int n = 0; n < N; n++) {
-        const float *d = dout + (size_t)n * C, *x = inp + (size_t)n * C;
-        float *dx = dinp + (size_t)n * C;
-        float m = mean[n], s = rstd[n];
-        float dnorm_mean = 0.0f, dnorm_norm_mean = 0.0f;
-        for (int i = 0; i < C; i++) {
-            float norm = (x[i] - m) * s;
-            float dnorm = w[i] * d[i];
-            dnorm_mean += dnorm;
-            dnorm_norm_mean += dnorm * norm;
-        }
-        dnorm_mean /= C;
-        dnorm_norm_mean /= C;
-        for (int i = 0; i < C; i++) {
-            float norm = (x[i] - m) * s;
-            float dnorm = w[i] * d[i];
-            db[i] += d[i];
-            dw[i] += norm * d[i];
-            dx[i] += (dnorm - dnorm_mean - norm * dnorm_norm_mean) * s;
-        }
-    }
-}
-
 BM_VECTORIZE void bm_layernorm_backward_input(float *dinp, const float *dout, const float *inp, const float *w,
                                               const float *mean, const float *rstd, int N, int C)
 {
@@ -212,6 +186,15 @@ BM_VECTORIZE void bm_layernorm_backward_weight(float *dw, float *db, const float
             dw[i] += norm * d[i];
         }
     }
+}
+
+/* The whole backward is its two halves (the zero-bubble split computes them at B and at W):
+ * the same operations in the same order, so the results are bit-identical either way. */
+void bm_layernorm_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp, const float *w,
+                           const float *mean, const float *rstd, int N, int C)
+{
+    bm_layernorm_backward_input(dinp, dout, inp, w, mean, rstd, N, C);
+    bm_layernorm_backward_weight(dw, db, dout, inp, mean, rstd, N, C);
 }
 
 /* ================================================================ GELU */

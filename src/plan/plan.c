@@ -285,7 +285,7 @@ static int plan_with_window(struct planner *pl, int W, struct bm_err *err)
     if ((t->policy == BM_POL_BIGMAC || t->policy == BM_POL_IDEAL) && pl->search >= 0) {
         long budget = pl->search > 0 ? pl->search : SEARCH_TIMINGS;
         long by_work = SEARCH_WORK / (pl->g->n_tasks > 0 ? pl->g->n_tasks : 1);
-        long nested = pl->g->n_tasks - 2L * pl->g->C * pl->g->M;
+        long nested = pl->g->n_tasks - (long)bm_task_nested(pl->g, 0, 0, 0); /* after np passes per chunk */
         /* by default only where it pays: a budget that cannot try every nested op once is skipped */
         if (pl->search == 0) budget = by_work < nested ? 0 : BM_MIN(budget, by_work);
         int moved;

@@ -365,8 +365,8 @@ static int load_modules(struct ld *L, json_t *root, struct bm_table *t)
                     return fail(L, q2, "\"spread\" must be a number in [0, 10]");
                 }
             }
-            if (m->cost.w_ms > m->cost.bwd_ms)
-                return fail(L, q, "\"w_ms\" (%g) is more than \"bwd_ms\" (%g): it is the weight-gradient part of the backward",
+            if (m->cost.w_ms > 0 && m->cost.w_ms >= m->cost.bwd_ms) /* the spec's rule: a part of bwd_ms */
+                return fail(L, q, "\"w_ms\" (%g) must be less than \"bwd_ms\" (%g): it is the weight-gradient part of the backward",
                             m->cost.w_ms, m->cost.bwd_ms);
             if (m->cost.act_w_mib > m->cost.act_mib)
                 return fail(L, q, "\"act_w_mib\" (%g) is more than \"act_mib\" (%g): it is the part of the activation kept from B to W",

@@ -111,3 +111,11 @@ oom:
     if (m) bm_report_match_free(t, m);
     return bm_err_set(err, "out of memory matching sends to recvs");
 }
+
+long bm_report_compute_ops(const struct bm_table *t)
+{
+    long n = 0;
+    for (int r = 0; r < t->pp; r++)
+        for (int i = 0; i < t->ranks[r].n_ops; i++) n += t->ranks[r].ops[i].kind == BM_OP_COMPUTE;
+    return n;
+}

@@ -14,14 +14,6 @@ const char *bm_report_row_name(const struct bm_report_policy_row *row)
     return row->recompute ? "optimus+recompute" : bm_policy_name(row->policy);
 }
 
-static long compute_ops(const struct bm_table *t)
-{
-    long n = 0;
-    for (int r = 0; r < t->pp; r++)
-        for (int i = 0; i < t->ranks[r].n_ops; i++) n += t->ranks[r].ops[i].kind == BM_OP_COMPUTE;
-    return n;
-}
-
 /* Plan + simulate row->policy into row; its table and timeline are kept while they fit
  * *budget (compute ops), else freed. */
 static void fill_row(const struct bm_spec *s, const struct bm_plan_opts *o, struct bm_report_policy_row *row,
@@ -53,7 +45,7 @@ static void fill_row(const struct bm_spec *s, const struct bm_plan_opts *o, stru
         double nb = tl->ranks[r].busy_role_ms[BM_ROLE_ENCODER] + tl->ranks[r].busy_role_ms[BM_ROLE_GENERATOR];
         if (nb > row->nested_max_ms) row->nested_max_ms = nb;
     }
-    long n = compute_ops(t);
+    long n = bm_report_compute_ops(t);
     if (n <= *budget) {
         *budget -= n;
         row->t = t;
@@ -78,7 +70,7 @@ int bm_report_compare_build(struct bm_spec *s, const struct bm_plan_opts *o, str
         row->policy = (enum bm_policy)p;
         double lb = -1;
         fill_row(s, o, row, &budget, &lb);
-        if (p == BM_POL_BIGMAC && row->t && compute_ops(row->t) * (BM_N_POLICIES + 1) > BM_REPORT_MINI_BUDGET) {
+        if (p == BM_POL_BIGMAC && row->t && bm_report_compute_ops(row->t) * (BM_N_POLICIES + 1) > BM_REPORT_MINI_BUDGET) {
             /* the stacked timelines show every policy or none: too big to embed them all */
             bm_timeline_free(row->tl), bm_table_free(row->t);
             row->t = NULL, row->tl = NULL;

@@ -286,7 +286,7 @@ static const char *const report_js[] = {
     NULL};
 
 /* A JSON string safe inside <script>: '<', '>' and '&' as \u escapes. */
-static void js_str(FILE *f, const char *s)
+void bm_report_js_str(FILE *f, const char *s)
 {
     fputc('"', f);
     for (; *s; s++) {
@@ -561,7 +561,7 @@ static int render_html(const struct bm_table *t, const struct bm_timeline *tl, c
             char col[8];
             bm_report_color(t, m, p, col);
             fprintf(f, "%s{\"mod\":", m || p ? "," : "");
-            js_str(f, t->modules[m].name);
+            bm_report_js_str(f, t->modules[m].name);
             fprintf(f, ",\"role\":\"%s\",\"pass\":\"%s\",\"bb\":%d,\"color\":\"%s\"}",
                     roles[t->modules[m].role], bm_pass_name((enum bm_pass)p),
                     m == t->backbone_module, col);
@@ -569,7 +569,7 @@ static int render_html(const struct bm_table *t, const struct bm_timeline *tl, c
     fprintf(f, "],\n\"tensors\":[");
     for (int i = 0; i < t->n_tensors; i++) {
         if (i) fputc(',', f);
-        js_str(f, t->tensors[i].name);
+        bm_report_js_str(f, t->tensors[i].name);
     }
     fprintf(f, "],\n\"tgrad\":[");
     for (int i = 0; i < t->n_tensors; i++) fprintf(f, "%s%d", i ? "," : "", t->tensors[i].grad);

@@ -61,26 +61,6 @@ void bm_html_critical_section(FILE *f, const struct bm_critical *c)
 
 /* ---------------------------------------------------------------- data */
 
-static long compute_ops(const struct bm_table *t)
-{
-    long n = 0;
-    for (int r = 0; r < t->pp; r++)
-        for (int i = 0; i < t->ranks[r].n_ops; i++) n += t->ranks[r].ops[i].kind == BM_OP_COMPUTE;
-    return n;
-}
-
-static void js_str(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
-        else if (c < 0x20 || c == '<' || c == '>' || c == '&') fprintf(f, "\\u%04x", c);
-        else fputc(c, f);
-    }
-    fputc('"', f);
-}
-
 static long long ns(double ms) { return (long long)llround(ms * 1e6); }
 
 /* ref != NULL (a timeline of the same table): also the per-op deviation from it, pd (duration)
@@ -89,7 +69,7 @@ static void put_mini(FILE *f, const struct bm_table *t, const struct bm_timeline
                      const struct bm_timeline *ref)
 {
     fprintf(f, "{\"label\":");
-    js_str(f, label);
+    bm_report_js_str(f, label);
     fprintf(f, ",\"ms\":%.9g,\"oom\":%d,\"P\":%d,\"kinds\":[", tl->makespan_ms, tl->oom, t->pp);
     for (int m = 0; m < t->n_modules; m++)
         for (int p = 0; p < 3; p++) {
@@ -98,7 +78,7 @@ static void put_mini(FILE *f, const struct bm_table *t, const struct bm_timeline
             snprintf(name, sizeof name, "%s:%s", m == t->backbone_module ? "" : t->modules[m].name,
                      bm_pass_name((enum bm_pass)p));
             fprintf(f, "%s{\"n\":", m || p ? "," : "");
-            js_str(f, name);
+            bm_report_js_str(f, name);
             fprintf(f, ",\"c\":\"%s\",\"bb\":%d}", col, m == t->backbone_module);
         }
     fprintf(f, "],\"ranks\":[");
@@ -414,7 +394,7 @@ void bm_html_views_script(FILE *f, const struct bm_report_compare *cmp)
         const struct bm_report_policy_row *row = &cmp->rows[i];
         pol_mi[i] = -1;
         if (!row->ok || !row->t || !row->tl) continue;
-        long n = compute_ops(row->t);
+        long n = bm_report_compute_ops(row->t);
         if (n > budget) continue;
         budget -= n;
         if (n_minis) fprintf(f, ",\n");
@@ -426,7 +406,7 @@ void bm_html_views_script(FILE *f, const struct bm_report_compare *cmp)
     for (int i = 0; fmi && i < fr->n; i++) {
         fmi[i] = -1;
         if (!fr->tables || !fr->tables[i] || !fr->tls[i]) continue;
-        long n = compute_ops(fr->tables[i]);
+        long n = bm_report_compute_ops(fr->tables[i]);
         if (n > budget) continue;
         budget -= n;
         char label[96];

@@ -30,6 +30,11 @@ void bm_report_color(const struct bm_table *t, int module, int pass, char out[8]
 int bm_report_match_sends(const struct bm_table *t, int ***out, struct bm_err *err);
 void bm_report_match_free(const struct bm_table *t, int **m);
 
+/* Compute ops of table t (what the report's embedded timelines are budgeted by). */
+long bm_report_compute_ops(const struct bm_table *t);
+/* Write s as a JSON string that is safe inside <script>: '<', '>' and '&' as \u escapes. */
+void bm_report_js_str(FILE *f, const char *s);
+
 /* Local chunk index (0..V-1) of a backbone op's global chunk. */
 static inline int bm_report_local_chunk(const struct bm_table *t, int chunk)
 {

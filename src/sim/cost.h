@@ -44,7 +44,8 @@
  *           times the same chunk weight / mb_scale / rank scale; F is unchanged.
  *   memory: F holds act_mib while it runs (start .. end), then only the input I from F's end to
  *           B's start; B holds act_mib again (the rebuilt activations) from its start to its end
- *           (W's end for a split backward). I = bm_cost_input_mib: backbone chunk c > 0 the
+ *           (split backward: from B's end act_w_mib until W's end, as without recomputation).
+ *           I = bm_cost_input_mib: backbone chunk c > 0 the
  *           backbone's out_mib (the previous chunk's output, not scaled by the chunk weight);
  *           chunk 0 and every other module the sum of the out_mib of the modules producing what
  *           it consumes (spec inputs are data: 0); measured in_bytes when the table has them. */

@@ -82,13 +82,17 @@ def chunk_ranges(spec, table):
 
 def check_table(spec, table):
     """A table planned from another spec is refused: its modules (names, roles, costs) must be
-    the spec's."""
+    the spec's. So is a table with a recomputed module (not implemented here: no silent default)."""
     names = [m.name for m in spec.modules]
     where = spec.path or spec.name
     if table.module_names != names or table.backbone_module != spec.backbone_module:
         raise bigmac.Error("the table's modules %s are not the spec's %s (%s)\nhint: plan the table from "
                            "this spec" % (table.module_names, names, where))
     for m, tm in zip(spec.modules, table.to_dict()["modules"]):
+        if tm.get("recompute", "none") != "none":
+            raise bigmac.Error("table module \"%s\" is recomputed (\"recompute\": \"%s\"), which the torch executor "
+                               "does not do yet (%s)\nhint: plan without recompute for torch, or train this table "
+                               "with bigmac train" % (m.name, tm["recompute"], where))
         if m.role != tm["role"]:
             raise bigmac.Error("table module \"%s\" is a %s, the spec's (%s) a %s" % (m.name, tm["role"], where, m.role))
         for k, v in m.cost.items():
