@@ -11,7 +11,7 @@ lib=$TEST_BUILD/python/_bigmac.so
 if [ ! -f "$lib" ]; then echo "FAIL python: $lib not built (make)"; exit 1; fi
 # A sanitizer build's shared object cannot be loaded into an uninstrumented python: the
 # package is tested by the normal build only.
-if nm -D "$lib" 2>/dev/null | grep -q __asan_init; then echo "skip python: $lib is a sanitizer build"; exit 0; fi
+if nm -D "$lib" 2>/dev/null | grep -q __asan_init; then echo "SKIP python: $lib is a sanitizer build (the package is tested by the plain build)"; exit 0; fi
 export BIGMAC_LIB=$lib BIGMAC PYTHONPATH=python${PYTHONPATH:+:$PYTHONPATH}
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 PYTHONDONTWRITEBYTECODE=1
 rc=0
