@@ -41,6 +41,9 @@ log=$root.log
 : >"$log"
 mounted=()
 cleanup() {
+    # everything mounted under the root, ours and what its tests left (e.g. /run/netns), deepest first
+    awk -v r="$root/" 'index($2, r) == 1 {print $2}' /proc/mounts | sort -r |
+        while read -r m; do umount -l "$m" 2>/dev/null || true; done
     for ((i = ${#mounted[@]} - 1; i >= 0; i--)); do umount -l "${mounted[i]}" 2>/dev/null || true; done
     if [ "$keep" = 0 ]; then rm -rf --one-file-system "$root"; fi
 }

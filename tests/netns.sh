@@ -39,6 +39,11 @@ netns_up() {
             NETNS_WHY="cannot make network namespaces ($(head -1 "$NETNS_DIR/netns.err"))"; return 2
         fi
         NETS+=("$ns")
+        # `ip netns add` can half-work (e.g. in a chroot whose / is no mount point, it says
+        # "mount --make-rslave / failed" and returns 0): a namespace we cannot enter is none
+        if ! ip netns exec "$ns" true 2>"$NETNS_DIR/netns.err"; then
+            NETNS_WHY="cannot enter network namespace $ns ($(head -1 "$NETNS_DIR/netns.err"))"; return 2
+        fi
     done
     if ! ip link add bm0 netns $NSA type veth peer name bm0 netns $NSB 2>"$NETNS_DIR/netns.err" ||
        ! ip -n $NSA addr add 10.77.0.1/24 dev bm0 || ! ip -n $NSB addr add 10.77.0.2/24 dev bm0; then
