@@ -457,37 +457,46 @@ static int get_names(struct ctx *c, json_t *obj, const char *parent, const char 
 
 /* ---------------------------------------------------------------- sections */
 
+/* A list of multipliers at key p (v): a non-empty array ("what" says of what) of at most limit
+ * numbers, each in (0, max], into a new *out[*n]. Keys of parent listed in exclude (NULL-ended,
+ * may be NULL) may not stand beside it. */
+static int parse_scale_list(struct ctx *c, json_t *v, const char *p, const char *what, size_t limit,
+                            const char *limit_note, double max, json_t *parent, const char *const *exclude,
+                            double **out, int *n_out)
+{
+    char d[300];
+    size_t n = json_array_size(v);
+    if (!json_is_array(v) || n == 0)
+        return fail(c, p, "%s must be a non-empty array of numbers (%s), got %s", p, what, describe(v, d, sizeof d));
+    if (n > limit) return fail(c, p, "%s has %zu entries; the limit is %zu%s", p, n, limit, limit_note);
+    for (int k = 0; exclude && exclude[k]; k++)
+        if (json_object_get(parent, exclude[k]))
+            return fail(c, p, "data.encoder_cost_scale: \"values\" and \"%s\" exclude each other"
+                              "\nhint: give either the list of multipliers or a distribution to draw them from",
+                        exclude[k]);
+    if (!(*out = bm_malloc(n * sizeof(double)))) return oom(c);
+    *n_out = (int)n;
+    for (size_t i = 0; i < n; i++) {
+        json_t *x = json_array_get(v, i);
+        char q[PATH_N];
+        join_index(q, p, (long)i);
+        double xv = json_is_number(x) ? json_number_value(x) : NAN;
+        if (!(xv > 0) || xv > max)
+            return fail(c, q, "%s[%zu] must be a number in (0, %g], got %s", p, i, max, describe(x, d, sizeof d));
+        (*out)[i] = xv;
+    }
+    return BM_OK;
+}
+
 /* data.encoder_cost_scale.values: explicit per-microbatch multipliers, each in (0, MAX_SCALE],
  * at most MAX_COUNT of them; excludes dist/min/max/sigma (those describe a drawn list). */
 static int parse_scale_values(struct ctx *c, json_t *sc, struct bm_data *d)
 {
     json_t *v = json_object_get(sc, "values");
     if (!v) return BM_OK;
-    const char *p = "data.encoder_cost_scale.values";
-    char d2[300];
-    size_t n = json_array_size(v);
-    if (!json_is_array(v) || n == 0)
-        return fail(c, p, "%s must be a non-empty array of numbers (one per microbatch, cycled), got %s", p,
-                    describe(v, d2, sizeof d2));
-    if (n > MAX_COUNT) return fail(c, p, "%s has %zu entries; the limit is %d", p, n, MAX_COUNT);
     static const char *const other[] = {"dist", "min", "max", "sigma", NULL};
-    for (int k = 0; other[k]; k++)
-        if (json_object_get(sc, other[k]))
-            return fail(c, p, "data.encoder_cost_scale: \"values\" and \"%s\" exclude each other"
-                              "\nhint: give either the list of multipliers or a distribution to draw them from",
-                        other[k]);
-    if (!(d->encoder_cost_values = bm_malloc(n * sizeof(double)))) return oom(c);
-    d->n_encoder_cost_values = (int)n;
-    for (size_t i = 0; i < n; i++) {
-        json_t *x = json_array_get(v, i);
-        char q[PATH_N];
-        join_index(q, p, (long)i);
-        double xv = json_is_number(x) ? json_number_value(x) : NAN;
-        if (!(xv > 0) || xv > MAX_SCALE)
-            return fail(c, q, "%s[%zu] must be a number in (0, %g], got %s", p, i, MAX_SCALE, describe(x, d2, sizeof d2));
-        d->encoder_cost_values[i] = xv;
-    }
-    return BM_OK;
+    return parse_scale_list(c, v, "data.encoder_cost_scale.values", "one per microbatch, cycled", MAX_COUNT, "",
+                            MAX_SCALE, sc, other, &d->encoder_cost_values, &d->n_encoder_cost_values);
 }
 
 /* device.rank_time_scale: one multiplier per pipeline rank, each in (0, MAX_RANK_SCALE]. */
@@ -496,27 +505,8 @@ static int parse_rank_time_scale(struct ctx *c, json_t *o)
 {
     json_t *v = json_object_get(o, "rank_time_scale");
     if (!v) return BM_OK;
-    const char *p = "device.rank_time_scale";
-    char d[300];
-    size_t n = json_array_size(v);
-    if (!json_is_array(v) || n == 0)
-        return fail(c, p, "%s must be a non-empty array of numbers (one per pipeline rank), got %s", p,
-                    describe(v, d, sizeof d));
-    if (n > MAX_PP) return fail(c, p, "%s has %zu entries; the limit is %d (pp)", p, n, MAX_PP);
-    c->s->rank_time_scale = bm_malloc(n * sizeof(double));
-    if (!c->s->rank_time_scale) return oom(c);
-    c->s->n_rank_time_scale = (int)n;
-    for (size_t i = 0; i < n; i++) {
-        json_t *x = json_array_get(v, i);
-        char q[PATH_N];
-        join_index(q, p, (long)i);
-        double xv = json_is_number(x) ? json_number_value(x) : NAN;
-        if (!(xv > 0) || xv > MAX_RANK_SCALE)
-            return fail(c, q, "%s[%zu] must be a number in (0, %d], got %s", p, i, MAX_RANK_SCALE,
-                        describe(x, d, sizeof d));
-        c->s->rank_time_scale[i] = xv;
-    }
-    return BM_OK;
+    return parse_scale_list(c, v, "device.rank_time_scale", "one per pipeline rank", MAX_PP, " (pp)", MAX_RANK_SCALE,
+                            o, NULL, &c->s->rank_time_scale, &c->s->n_rank_time_scale);
 }
 
 /* device.ranks_per_host and the link between hosts (docs/multihost.md). The inter-host keys
