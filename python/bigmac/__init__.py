@@ -19,10 +19,6 @@ import tempfile as _tempfile
 __all__ = ["Error", "Spec", "Table", "Batch", "load_spec", "plan", "verify", "simulate", "render",
            "load_table", "data_batch", "module_init", "ROLES", "POLICIES", "BACKBONES"]
 
-ROLES = ("encoder", "backbone", "generator")
-PASSES = ("F", "B", "W")
-BACKBONES = ("gpipe", "1f1b", "interleaved", "zb-h1", "zb-interleaved")  # enum bm_backbone order
-POLICIES = ("bigmac", "optimus", "unified", "unified-balanced", "ideal", "none")
 OP_COMPUTE, OP_SEND, OP_RECV = 0, 1, 2
 
 
@@ -52,6 +48,22 @@ def _sig(name, res, *args):
     f = getattr(_lib, name)
     f.restype, f.argtypes = res, list(args)
     return f
+
+
+def _names(fn):
+    """The names of a C enum in enum order, from the library's own name function (bm_*_name,
+    "?" past the last value), so Python never lists them a second time."""
+    f = _sig(fn, _S, _I)
+    out = []
+    while (name := f(len(out)).decode()) != "?":
+        out.append(name)
+    return tuple(out)
+
+
+ROLES = _names("bm_role_name")          # enum bm_role order
+PASSES = _names("bm_pass_name")         # "F", "B", "W"
+BACKBONES = _names("bm_backbone_name")  # enum bm_backbone order
+POLICIES = _names("bm_policy_name")     # enum bm_policy order
 
 
 _sig("bmpy_free", None, _P)
