@@ -61,13 +61,12 @@ BENCHES  := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 EXAMPLES := $(EXAMPLE_SRC:examples/%.c=$(BUILD)/examples/%)
 FUZZERS  := $(FUZZ_SRC:fuzz/%.c=$(BUILD)/fuzz/%)
 # The Python package's native half (python/bigmac, docs/python.md): the library's objects
-# without MPI and bm_train_main, the CLI piece whose output the Python API matches
-# (simulate --json) and the flat C interface python/bigmac/_capi.c, as one shared object that
+# without MPI, bm_train and bm_train_main (src/study/ builds the simulate --json objects that
+# the Python API matches) and the flat C interface python/bigmac/_capi.c, as one shared object that
 # python/bigmac/__init__.py loads with ctypes. PYTHONPATH=python finds it from the repository.
 PYTHON   ?= /usr/bin/python3
 PYLIB    := $(BUILD)/python/_bigmac.so
-PYLIB_OBJ := $(filter-out $(BUILD)/$(MPI_SRC:.c=.o) $(BUILD)/src/cli/train_main.o,$(LIB_OBJ)) \
-             $(BUILD)/src/cli/cmd_simulate.o
+PYLIB_OBJ := $(filter-out $(BUILD)/$(MPI_SRC:.c=.o) $(BUILD)/src/cli/train_main.o $(BUILD)/src/exec/train.o,$(LIB_OBJ))
 
 # Programs that may call bm_train_main link through mpicc (MPI's libraries and flags).
 LINK = OMPI_CC=$(CC) $(MPICC)

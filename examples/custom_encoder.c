@@ -3,11 +3,14 @@
  * "patchmlp" turns each image into (image/patch)^2 tokens with a two-layer MLP per patch
  * (flattened patch -> hidden -> tanh -> backbone width). It implements the module interface of
  * include/bigmac_module.h with plain loops (nothing but the public headers), registers itself,
- * and hands the command line to bm_train_main, exactly what `bigmac train` runs:
+ * and trains through bm_train, the library call behind `bigmac train`, with a few of its flags
+ * (--reference, --local, --steps N, --log FILE, --policy NAME, --quiet):
  *
  *     make                                  # builds build/examples/custom_encoder
  *     mpirun -np 2 build/examples/custom_encoder examples/custom-encoder.json --steps 5
  *     build/examples/custom_encoder examples/custom-encoder.json --reference --steps 5
+ *
+ * (bm_train_main(argc, argv) would take every `bigmac train` flag instead.)
  *
  * The spec names it with "impl": "patchmlp"; its "arch" gives image, patch, channels and the
  * MLP width (hidden). Parameters are initialised from the seed create() receives, so every
@@ -170,6 +173,32 @@ static const struct bm_module_ops patchmlp_ops = {
     .ctx_bytes = pm_ctx_bytes, .ctx_free = pm_ctx_free, .flops = pm_flops, .free = pm_free,
 };
 
+/* bm_train's on_error: printed where and when the library says (before MPI is finalized). */
+static void print_error(void *ctx, const char *msg, int setup)
+{
+    (void)ctx, (void)setup;
+    fprintf(stderr, "custom_encoder: %s\n", msg);
+}
+
+/* The flags this example takes into *o and *po; 0 on success. */
+static int parse_flags(int argc, char **argv, struct bm_train_opts *o, struct bm_plan_opts *po)
+{
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--reference")) o->mode = BM_TRAIN_REFERENCE;
+        else if (!strcmp(a, "--local")) o->mode = BM_TRAIN_LOCAL;
+        else if (!strcmp(a, "--quiet")) o->quiet = 1;
+        else if (!strcmp(a, "--steps") && v && (o->steps = atoi(v)) > 0) i++;
+        else if (!strcmp(a, "--log") && v) o->log_path = v, i++;
+        else if (!strcmp(a, "--policy") && v && bm_policy_parse(v, &po->policy) == BM_OK) i++;
+        else {
+            fprintf(stderr, "custom_encoder: bad flag '%s'\n", a);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     struct bm_err err;
@@ -178,8 +207,28 @@ int main(int argc, char **argv)
         return 1;
     }
     if (argc < 2) {
-        fprintf(stderr, "usage: mpirun -np P %s SPEC [bigmac train flags]\n", argv[0]);
+        fprintf(stderr, "usage: mpirun -np P %s SPEC [--reference|--local] [--steps N] [--log FILE] [--policy NAME]"
+                        " [--quiet]\n", argv[0]);
         return 2;
     }
-    return bm_train_main(argc, argv);
+    struct bm_spec *spec;
+    if (bm_spec_load(argv[1], &spec, &err)) {
+        fprintf(stderr, "custom_encoder: %s\n", err.msg);
+        return 1;
+    }
+    struct bm_train_opts o = {0};
+    struct bm_plan_opts po;
+    bm_plan_opts_from_spec(&po, spec);
+    if (po.unit == po.pp) po.unit = 0; /* a unit tied to the spec's pp follows the pp used */
+    po.pp = 0;                         /* one pipeline rank per MPI process (--local: the spec's pp) */
+    if (parse_flags(argc, argv, &o, &po)) {
+        bm_spec_free(spec);
+        return 2;
+    }
+    if (o.mode == BM_TRAIN_LOCAL) po.pp = spec->pp;
+    o.plan = &po;
+    o.on_error = print_error;
+    int rc = bm_train(spec, NULL, &o, &argc, &argv, &err);
+    bm_spec_free(spec);
+    return rc ? 1 : 0;
 }

@@ -532,6 +532,169 @@ void bm_timeline_summarize(struct bm_timeline *tl, const struct bm_table *t);
  * programs linked with the MPI transport (src/exec/comm_mpi.c) can run it without --local. */
 int bm_train_main(int argc, char **argv);
 
+/* bm_train's run mode: one pipeline rank per MPI process (under mpirun), every rank in this
+ * process (no MPI; debugging), or the single-process reference trainer (no pipeline). */
+enum bm_train_mode { BM_TRAIN_MPI = 0, BM_TRAIN_LOCAL, BM_TRAIN_REFERENCE };
+/* A fault to inject for testing failure handling (`--inject-fault RANK:OP:KIND[:STEP]`). */
+enum bm_train_fault { BM_TRAIN_FAULT_NONE = 0, BM_TRAIN_FAULT_NAN, BM_TRAIN_FAULT_CRASH, BM_TRAIN_FAULT_EXIT,
+                      BM_TRAIN_FAULT_HANG };
+
+/* Options of bm_train; zero-initialised means: MPI, the spec's steps, no files, 60 s timeout,
+ * progress on stdout. Each field is one `bigmac train` flag. */
+struct bm_train_opts {
+    enum bm_train_mode mode;
+    const struct bm_plan_opts *plan; /* NULL: the spec's settings; pp 0: the number of ranks
+                                      * (MPI), else the spec's pp. Ignored when a table is given
+                                      * and by the reference trainer */
+    const char *table_name;          /* the given table's file, for messages (NULL = none) */
+    int steps;                       /* train until this step; 0 = the spec's train.steps */
+    const char *log_path;            /* --log: one JSON object per step (NULL = none) */
+    const char *trace_path;          /* --trace: Chrome trace of the last step (pipelined only) */
+    const char *ckpt_dir;            /* --checkpoint: write checkpoints here (pipelined only) */
+    int ckpt_every;                  /* --checkpoint-every: every N steps (0 = after the last) */
+    const char *resume_dir;          /* --resume: continue from this checkpoint (pipelined only) */
+    const char *dump_params;         /* --dump-params: final parameters, raw floats, spec order */
+    enum bm_train_fault fault;       /* --inject-fault: KIND (pipelined only) */
+    int fault_rank, fault_op, fault_step; /* ... RANK, OP (index in the rank's op list), STEP */
+    double timeout_s;                /* --timeout: a rank waiting longer for a message fails
+                                      * (MPI; 0 = 60 s, < 0 = never, `--timeout 0`) */
+    int quiet;                       /* --quiet: no progress lines */
+    /* Called with a failure's message before bm_train returns, in the process that should print
+     * it (rank 0's for a failure before the first step, every process for a failing step) and
+     * before MPI is finalized, so that it is out before any process exits. setup = 1 for a
+     * failure before the first step (the table, the plan, the number of ranks). NULL: none
+     * (the message is in err either way). */
+    void (*on_error)(void *ctx, const char *msg, int setup);
+    void *ctx;
+};
+
+/* Train the model of 'spec' pipelined (MPI or BM_TRAIN_LOCAL) or with the reference trainer,
+ * on the built-in dataset (docs/executor.md). table: the operator table to run (the caller's;
+ * checked with bm_verify and against the number of ranks), or NULL to plan one from spec and
+ * opts->plan. argc/argv: the program's, for MPI_Init (BM_TRAIN_MPI only; may be NULL
+ * otherwise). Progress lines go to stdout on rank 0 unless opts->quiet. Returns BM_OK, or
+ * BM_ERR with err set (and opts->on_error called where it should be printed). Only programs
+ * linked with the MPI transport can run BM_TRAIN_MPI. */
+int bm_train(const struct bm_spec *spec, struct bm_table *table, const struct bm_train_opts *opts,
+             int *argc, char ***argv, struct bm_err *err);
+
+/* ---------------------------------------------------------------- studies (src/study/) */
+
+/* Many plans of one spec, simulated and compared: the policy comparison with its bounds
+ * (`bigmac simulate --compare`, the HTML report, bench/bench_policies.c) and the sweep over
+ * parallel settings (`bigmac sweep`). The callers only print. */
+
+/* One row of a comparison: one policy planned and simulated at the comparison's settings. */
+struct bm_compare_row {
+    enum bm_policy policy;
+    int recompute;               /* 1: the "optimus+recompute" row (every encoder and generator
+                                  * recomputed; bm_compare_row_name) */
+    int ok;                      /* 0: planning or simulation failed; error says why */
+    char error[4096];            /* the whole message (a first line, then hint: lines) */
+    double makespan_ms, bubble_ratio, samples_per_s;
+    double peak_mib;             /* max over ranks of state + live activations, MiB */
+    double peak_act_mib[BM_N_ROLES]; /* max over ranks, per role, MiB */
+    int oom;                     /* peak over the device memory */
+    int window;                  /* the table's window */
+    long n_ops;                  /* the table's ops */
+    double nested_max_ms;        /* largest per-rank encoder + generator busy time */
+    double lower_ms;             /* this placement's makespan lower bound; < 0: none (the
+                                  * recompute row, or a failure) */
+    struct bm_table *t;          /* the row's table and timeline when opts->keep kept them */
+    struct bm_timeline *tl;      /* (owned by the comparison: bm_compare_free), else NULL */
+};
+
+struct bm_compare {
+    struct bm_compare_row rows[BM_N_POLICIES + 1]; /* rows[p] is policy p (enum order); then the
+                                                    * optimus+recompute row, only when optimus
+                                                    * is OOM */
+    int n_rows;
+    int n_failed;                /* of the BM_N_POLICIES policy rows */
+    double bound_ms;             /* the zero-added-bubble bound: none's makespan + bigmac's
+                                  * nested_max_ms (docs/design.md §6); < 0 when either failed */
+    double lower_ms;             /* makespan lower bound for every policy: the smallest of the
+                                  * policies' own (none left out; docs/simulator.md); < 0 under
+                                  * jitter or when none planned */
+};
+
+struct bm_compare_opts {
+    const struct bm_sim_opts *sim; /* NULL: nominal durations */
+    int search;                  /* placement search budget (bm_plan_build_search) */
+    /* Called for each row as soon as it is done (in the order rows[0..], the recompute row
+     * last), with its table and timeline (NULL when !row->ok), and returns 1 to keep them in
+     * the row, 0 to have them freed. NULL: none kept. */
+    int (*keep)(void *ctx, const struct bm_compare_row *row, const struct bm_table *t,
+                const struct bm_timeline *tl);
+    void *ctx;
+};
+
+/* Plan s under every policy with o's parallel settings (o->policy is ignored), simulate each
+ * and fill *out; when optimus runs out of memory also optimus with every encoder and generator
+ * recomputed (one more row). s's modules' recompute is changed while planning that row and
+ * restored. A policy that fails only marks its row. BM_ERR only when memory runs out (out is
+ * then empty). Release with bm_compare_free. */
+int bm_compare(struct bm_spec *s, const struct bm_plan_opts *o, const struct bm_compare_opts *opts,
+               struct bm_compare *out, struct bm_err *err);
+/* Frees the kept tables and timelines; safe on a zeroed or freed comparison. */
+void bm_compare_free(struct bm_compare *c);
+/* "optimus+recompute" for that row, else the policy's name. */
+const char *bm_compare_row_name(const struct bm_compare_row *row);
+
+#define BM_SWEEP_MAX_VALUES 64
+
+/* What to sweep: every combination of the lists (each empty: the base options' value). */
+struct bm_sweep_opts {
+    int pp[BM_SWEEP_MAX_VALUES], n_pp;
+    int vpp[BM_SWEEP_MAX_VALUES], n_vpp;
+    int microbatches[BM_SWEEP_MAX_VALUES], n_microbatches;
+    enum bm_policy policies[BM_N_POLICIES];
+    int n_policies;
+    int windows[BM_SWEEP_MAX_VALUES], n_windows; /* bigmac only (the one policy with a window):
+                                                  * >= 1, BM_WINDOW_AUTO or BM_WINDOW_FIT */
+    int backbone_fixed;          /* 1: the base backbone was chosen (--backbone), so vpp 1 keeps
+                                  * an interleaved one; else vpp 1 runs 1f1b (zb-h1 for a
+                                  * zero-bubble schedule) */
+    double mem_cap_mib;          /* OOM above min(device memory, this); 0: the device memory */
+    const struct bm_sim_opts *sim; /* NULL: nominal durations */
+    FILE *progress;              /* "sweep: [i/n] ..." per configuration; NULL: none */
+};
+
+/* One configuration that planned and simulated. */
+struct bm_sweep_row {
+    int pp, vpp, microbatches, unit, window; /* the table's (window: the one used) */
+    enum bm_backbone backbone;
+    enum bm_policy policy;
+    double makespan_ms, bubble_ratio, samples_per_s, peak_mib;
+    int oom;                     /* peak_mib over the sweep's cap_mib */
+};
+
+/* One configuration that did not plan or simulate. */
+struct bm_sweep_skip {
+    int pp, vpp, microbatches, window; /* as asked (window may be BM_WINDOW_AUTO / _FIT) */
+    enum bm_backbone backbone;
+    enum bm_policy policy;
+    char reason[4096];           /* the first line of the message */
+};
+
+struct bm_sweep {
+    int configs;                 /* combinations tried */
+    double cap_mib;              /* min(device memory, mem_cap_mib); 0: none */
+    struct bm_sweep_row *rows;   /* ranked: fitting ones first, by samples/s (descending), then
+                                  * makespan */
+    int n_rows;
+    struct bm_sweep_skip *skipped; /* in the order tried */
+    int n_skipped;
+    int best;                    /* 0 when rows[0] fits, else -1 (none, or every one OOM) */
+};
+
+/* Plan and simulate every combination of opts' lists over the base options (the policy, unit
+ * and backbone from base; vpp > 1 runs the interleaved backbone, zb-interleaved for a
+ * zero-bubble one). Combinations that fail are skipped with their reason. BM_ERR only when
+ * memory runs out. Release with bm_sweep_free. */
+int bm_sweep(const struct bm_spec *s, const struct bm_plan_opts *base, const struct bm_sweep_opts *opts,
+             struct bm_sweep *out, struct bm_err *err);
+void bm_sweep_free(struct bm_sweep *sw);
+
 #ifdef __cplusplus
 }
 #endif

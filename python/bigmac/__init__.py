@@ -14,7 +14,6 @@ nothing is re-implemented. Failures raise bigmac.Error with the C library's posi
 import ctypes as _C
 import json as _json
 import os as _os
-import tempfile as _tempfile
 
 __all__ = ["Error", "Spec", "Table", "Batch", "load_spec", "plan", "verify", "simulate", "render",
            "load_table", "data_batch", "module_init", "ROLES", "POLICIES", "BACKBONES"]
@@ -101,7 +100,7 @@ _sig("bmpy_flow_new", _P, _P, _S, _Z)
 _sig("bmpy_flow_free", None, _P)
 _sig("bmpy_flow_get", _I, _P, _I, _I, _I, _IP, _IP, _IP, _IP, _I)
 _sig("bmpy_simulate_json", _P, _P, _D, _C.c_ulonglong, _I, _S, _Z)
-_sig("bmpy_simulate_cmd", _I, _I, _C.POINTER(_S), _S)
+_sig("bmpy_simulate_compare", _P, _P, _I, _I, _I, _I, _I, _I, _D, _C.c_ulonglong, _S, _Z)
 _sig("bmpy_render", _I, _P, _S, _S, _I, _S, _S, _Z)
 _sig("bmpy_trace_write", _I, _P, _C.POINTER(_DP), _C.POINTER(_DP), _IP, _S, _S, _Z)
 _sig("bmpy_data_cfg", _P, _P, _S, _Z)
@@ -445,27 +444,19 @@ def simulate(src, compare=False, jitter=0.0, seed=1, **plan_args):
 
 
 def _simulate_compare(spec, jitter, seed, plan_args):
-    with _tempfile.TemporaryDirectory() as d:
-        path = spec.path
-        if path is None:
-            path = _os.path.join(d, "spec.json")
-            with open(path, "w") as f:
-                f.write(spec.text)
-        out = _os.path.join(d, "out.json")
-        argv = ["simulate", path, "--compare", "--json", "--jitter", repr(float(jitter)), "--seed", str(int(seed))]
-        flag = {"pp": "--pp", "vpp": "--vpp", "microbatches": "--microbatches", "unit": "--unit",
-                "backbone": "--backbone", "window": "--window"}
-        for k, v in plan_args.items():
-            if k not in flag:
-                raise Error("simulate: unknown plan argument %r (compare plans every policy)" % k)
-            if v is not None:
-                argv += [flag[k], str(v)]
-        arr = (_S * (len(argv) + 1))(*[_b(a) for a in argv], None)
-        rc = _lib.bmpy_simulate_cmd(len(argv), arr, _b(out))
-        text = open(out).read() if _os.path.exists(out) else ""
-        if rc != 0:
-            raise Error("simulate --compare failed (exit %d; the message is on stderr)" % rc)
-        return _json.loads(text)
+    allowed = ("pp", "vpp", "microbatches", "unit", "backbone", "window")
+    for k in plan_args:
+        if k not in allowed:
+            raise Error("simulate: unknown plan argument %r (compare plans every policy)" % k)
+    a = plan_args.get
+    err = _errbuf()
+    p = _lib.bmpy_simulate_compare(spec._h, _posint("pp", a("pp")), _posint("vpp", a("vpp")),
+                                   _posint("microbatches", a("microbatches")), _posint("unit", a("unit")),
+                                   _window(a("window")), _enum(a("backbone"), BACKBONES, "backbone"),
+                                   float(jitter), int(seed), err, _ERRN)
+    if not p:
+        _raise(err)
+    return _json.loads(_take_str(p))
 
 
 def render(table, format, path="-", width=120, title=None):

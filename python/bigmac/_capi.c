@@ -1,7 +1,8 @@
 /* _capi.c — the flat C interface the Python package (python/bigmac/__init__.py, ctypes) calls.
- * It is built into build/python/_bigmac.so together with the C library's objects and the few
- * CLI pieces whose output the Python API promises to match (`simulate --json`), so Python never
- * re-implements the planner, verifier, simulator, renderers, dataset or initialisation.
+ * It is built into build/python/_bigmac.so together with the C library's objects (the JSON of
+ * `simulate --json` and `--compare --json` comes from src/study/, the same builder the CLI
+ * prints), so Python never re-implements the planner, verifier, simulator, renderers, dataset
+ * or initialisation.
  *
  * Conventions: handles are opaque pointers owned by Python (freed with the matching *_free);
  * functions returning int return BM_OK / BM_ERR and on failure write the C library's message
@@ -21,6 +22,7 @@
 #include "exec/trace.h"
 #include "plan/flow.h"
 #include "report/report.h"
+#include "study/study.h"
 #include "train/train.h"
 #include "util/util.h"
 
@@ -278,31 +280,40 @@ char *bmpy_simulate_json(const void *t, double jitter, unsigned long long seed, 
     struct bm_timeline *tl;
     struct bm_err e;
     if (bm_simulate(t, &so, &tl, &e)) return fail(err, n, &e), NULL;
-    char *s = json_text(bm_cli_sim_json(t, tl));
+    char *s = json_text(bm_study_sim_json(t, tl));
     bm_timeline_free(tl);
     if (!s) fail_msg(err, n, "out of memory");
     return s;
 }
 
-/* Run `bigmac simulate` (argv[0] = "simulate") with stdout into out_path: the --compare JSON
- * exactly as the command prints it. Returns the command's exit status (its messages go to
- * stderr). */
-int bmpy_simulate_cmd(int argc, char **argv, const char *out_path)
+/* `simulate SPEC --compare --json` of spec sp with the plan arguments of bmpy_plan (policy:
+ * every one): the object bm_study_compare_json builds, as the command prints it. NULL with the
+ * message when no policy plans. */
+char *bmpy_simulate_compare(void *sp, int pp, int vpp, int M, int unit, int window, int backbone, double jitter,
+                            unsigned long long seed, char *err, size_t n)
 {
-    fflush(stdout);
-    int saved = dup(1), fd = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    if (saved < 0 || fd < 0) {
-        if (saved >= 0) close(saved);
-        if (fd >= 0) close(fd);
-        return BM_ERR;
+    struct bm_spec *s = sp; /* its recompute settings change while one row plans, then return */
+    struct bm_plan_opts o;
+    bm_plan_opts_from_spec(&o, s);
+    struct bm_cli_plan_flags f = {.pp = pp, .vpp = vpp, .microbatches = M, .unit = unit, .window = window,
+                                  .backbone_set = backbone >= 0,
+                                  .backbone = backbone >= 0 ? (enum bm_backbone)backbone : BM_BB_1F1B};
+    bm_cli_plan_apply(&f, &o);
+    struct bm_sim_opts so = {jitter, seed, s->data.samples_per_microbatch};
+    struct bm_compare_opts co = {.sim = &so};
+    struct bm_err e;
+    json_t *j;
+    int n_failed = 0;
+    if (bm_study_compare_json(s, &o, &co, &j, &n_failed, &e)) return fail(err, n, &e), NULL;
+    if (n_failed == BM_N_POLICIES) {
+        const char *first = json_string_value(json_object_get(json_array_get(json_object_get(j, "results"), 0), "error"));
+        snprintf(err, n, "simulate --compare: no policy planned (bigmac: %s)", first ? first : "?");
+        json_decref(j);
+        return NULL;
     }
-    dup2(fd, 1);
-    close(fd);
-    int rc = bm_cmd_simulate(argc, argv);
-    fflush(stdout);
-    dup2(saved, 1);
-    close(saved);
-    return rc;
+    char *text = json_text(j);
+    if (!text) fail_msg(err, n, "out of memory");
+    return text;
 }
 
 /* Simulate t and draw it: format ascii|svg|html|trace|csv to path ("-" = stdout); title (svg,

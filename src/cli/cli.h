@@ -48,20 +48,13 @@ int bm_cli_int(const char *flag, const char *val, int *out);
 /* Parse a non-negative number for flag 'flag'; prints an error and returns -1 on failure. */
 int bm_cli_double(const char *flag, const char *val, double *out);
 
-/* ---- shared by simulate and sweep (cmd_simulate.c) */
+/* ---- printing shared by simulate and sweep (cmd_simulate.c); the JSON objects are built
+ * in src/study/study.h */
 struct json_t;
-/* Plan s with o and simulate the table with so. On success the caller owns *t and *tl. */
-int bm_cli_sim_run(const struct bm_spec *s, const struct bm_plan_opts *o,
-                   const struct bm_sim_opts *so, struct bm_table **t, struct bm_timeline **tl,
-                   struct bm_err *err);
-/* The JSON object `simulate --json` prints for one policy (new reference). */
-struct json_t *bm_cli_sim_json(const struct bm_table *t, const struct bm_timeline *tl);
 /* Print j to stdout (indented, 10 significant digits) and a newline. */
 void bm_cli_json_print(struct json_t *j);
 /* A table placed over hosts (device.ranks_per_host > 0, sim/hosts.h): one line "hosts N (...):
  * K of S transfers cross hosts, ..." to f; nothing for a table on one host. */
 void bm_cli_print_hosts(FILE *f, const struct bm_table *t);
-/* The same figures as a JSON object (new reference): "hosts" in `simulate --json`. */
-struct json_t *bm_cli_hosts_json(const struct bm_table *t);
 
 #endif

@@ -1,6 +1,7 @@
 /* cmd_simulate.c — `bigmac simulate SPEC [plan flags] [--compare] [--json] [--jitter X] [--seed S]`:
  * plan the spec and simulate the table (docs/design.md §8); --compare runs every policy and reports the
- * zero-added-bubble bound (docs/design.md §6). Also the helpers `bigmac sweep` shares (cli.h). */
+ * zero-added-bubble bound (docs/design.md §6) through bm_compare (src/study/). Flag parsing and
+ * printing only; also the printing helpers `bigmac sweep` shares (cli.h). */
 #include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -10,7 +11,7 @@
 #include "cli/cli.h"
 #include "sim/hosts.h"
 #include "sim/expect.h"
-#include "spec/recompute.h"
+#include "study/study.h"
 #include "util/util.h"
 
 #define GIB(mib) ((mib) / 1024.0)
@@ -67,27 +68,6 @@ static int parse_u64(const char *flag, const char *val, uint64_t *out)
     return 0;
 }
 
-int bm_cli_sim_run(const struct bm_spec *s, const struct bm_plan_opts *o,
-                   const struct bm_sim_opts *so, struct bm_table **t, struct bm_timeline **tl,
-                   struct bm_err *err)
-{
-    *t = NULL;
-    *tl = NULL;
-    if (bm_plan_build(s, o, t, err)) return BM_ERR;
-    if (bm_simulate(*t, so, tl, err)) {
-        bm_table_free(*t);
-        *t = NULL;
-        return BM_ERR;
-    }
-    return BM_OK;
-}
-
-static json_t *roles_json(const double *mib)
-{
-    return json_pack("{s:f, s:f, s:f}", "encoder", GIB(mib[BM_ROLE_ENCODER]), "backbone",
-                     GIB(mib[BM_ROLE_BACKBONE]), "generator", GIB(mib[BM_ROLE_GENERATOR]));
-}
-
 void bm_cli_print_hosts(FILE *f, const struct bm_table *t)
 {
     if (t->device.ranks_per_host <= 0) return;
@@ -97,47 +77,6 @@ void bm_cli_print_hosts(FILE *f, const struct bm_table *t)
                "%.3f MiB, %.3f ms in flight (%.3f ms on the intra-host link)\n",
             h.hosts, t->device.ranks_per_host, t->device.inter_host_gbytes_per_s, t->device.inter_host_latency_us,
             h.cross, h.sends, h.cross_mib, h.cross_ms, h.cross_intra_ms);
-}
-
-json_t *bm_cli_hosts_json(const struct bm_table *t)
-{
-    struct bm_host_traffic h;
-    bm_cost_host_traffic(t, &h);
-    return json_pack("{s:i, s:i, s:f, s:f, s:I, s:I, s:f, s:f, s:f}", "hosts", h.hosts, "ranks_per_host",
-                     t->device.ranks_per_host, "inter_host_gbytes_per_s", t->device.inter_host_gbytes_per_s,
-                     "inter_host_latency_us", t->device.inter_host_latency_us, "transfers", (json_int_t)h.sends,
-                     "cross_host_transfers", (json_int_t)h.cross, "cross_host_mib", h.cross_mib,
-                     "cross_host_ms", h.cross_ms, "cross_host_intra_link_ms", h.cross_intra_ms);
-}
-
-json_t *bm_cli_sim_json(const struct bm_table *t, const struct bm_timeline *tl)
-{
-    json_t *ranks = json_array();
-    int split = bm_table_splits(t, -1);
-    for (int r = 0; r < tl->pp; r++) {
-        const struct bm_rank_timeline *rt = &tl->ranks[r];
-        double idle = rt->idle_lead_ms + rt->idle_mid_ms + rt->idle_tail_ms;
-        json_array_append_new(
-            ranks, json_pack("{s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:o, s:b}", "rank", r, "busy_ms",
-                             rt->busy_ms, "idle_ms", idle, "idle_lead_ms", rt->idle_lead_ms,
-                             "idle_mid_ms", rt->idle_mid_ms, "idle_tail_ms", rt->idle_tail_ms,
-                             "state_gib", GIB(rt->state_mib), "peak_mem_gib", GIB(rt->peak_mib),
-                             "peak_act_gib", roles_json(rt->peak_act_mib), "oom", rt->oom));
-        if (split) /* the two-step free of a split backward (B, then W) */
-            json_object_update_new(json_array_get(ranks, (size_t)r),
-                                   json_pack("{s:f, s:f, s:f}", "freed_at_b_gib", GIB(rt->freed_b_mib),
-                                             "freed_at_w_gib", GIB(rt->freed_w_mib), "peak_held_for_w_gib",
-                                             GIB(rt->peak_held_w_mib)));
-    }
-    json_t *j = json_pack("{s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:f, s:f, s:f, s:f, s:f, s:b, s:o}", "policy",
-                     bm_policy_name(t->policy), "backbone", bm_backbone_name(t->backbone), "pp",
-                     t->pp, "vpp", t->vpp, "microbatches", t->microbatches, "unit", t->unit,
-                     "window", t->window, "makespan_ms", tl->makespan_ms, "bubble_ratio",
-                     tl->bubble_ratio, "samples_per_s", tl->samples_per_s, "peak_mem_gib",
-                     GIB(tl->peak_mib), "memory_gib", GIB(tl->memory_cap_mib), "oom", tl->oom,
-                     "ranks", ranks);
-    if (j && t->device.ranks_per_host > 0) json_object_set_new(j, "hosts", bm_cli_hosts_json(t));
-    return j;
 }
 
 void bm_cli_json_print(json_t *j)
@@ -181,157 +120,63 @@ static void print_human(const struct bm_spec *s, const struct bm_plan_opts *o, c
     }
 }
 
-/* Largest per-rank encoder+generator compute time of a timeline. */
-static double max_nested_ms(const struct bm_timeline *tl)
+/* One row of the comparison table: "-" for the ratio to the lower bound when there is none
+ * (and for none, which runs less work). */
+static void print_row(const struct bm_compare_row *row, double lower)
 {
-    double m = 0;
-    for (int r = 0; r < tl->pp; r++) {
-        double v = tl->ranks[r].busy_role_ms[BM_ROLE_ENCODER] + tl->ranks[r].busy_role_ms[BM_ROLE_GENERATOR];
-        if (v > m) m = v;
-    }
-    return m;
-}
-
-static const enum bm_policy compare_order[BM_N_POLICIES] = {
-    BM_POL_BIGMAC, BM_POL_OPTIMUS, BM_POL_UNIFIED, BM_POL_UNIFIED_BALANCED, BM_POL_IDEAL, BM_POL_NONE};
-
-/* One row of the comparison, printed after every policy has been planned (the ratio to the
- * lower bound needs all of them). */
-struct cmp_row {
-    int ok, oom;
-    double ms, bubble, sps, peak;
-    char err[160];
-};
-
-/* The memory-equal compute-first baseline: optimus with every encoder and generator
- * recomputed ("policy": "optimus+recompute"), one row like the others (JSON: appended to
- * results now; human: returned in *row). */
-static void compare_optimus_recompute(struct bm_spec *s, struct bm_plan_opts o, const struct bm_sim_opts *so,
-                                      int json, json_t *results, struct cmp_row *row)
-{
-    static const char *name = "optimus+recompute";
-    int *saved = bm_malloc((size_t)s->n_modules * sizeof *saved);
-    struct bm_table *t;
-    struct bm_timeline *tl;
-    struct bm_err err;
-    o.policy = BM_POL_OPTIMUS;
-    int rc = BM_ERR;
-    memset(row, 0, sizeof *row);
-    if (!saved) bm_err_set(&err, "out of memory");
-    else {
-        bm_spec_recompute_roles(s, BM_RECOMPUTE_NESTED, 1, saved);
-        rc = bm_cli_sim_run(s, &o, so, &t, &tl, &err);
-        bm_spec_recompute_restore(s, saved);
-    }
-    bm_free(saved);
-    if (rc) {
-        if (json) json_array_append_new(results, json_pack("{s:s, s:s}", "policy", name, "error", err.msg));
-        snprintf(row->err, sizeof row->err, "%s", strtok(err.msg, "\n"));
+    if (!row->ok) {
+        char first[160];
+        snprintf(first, sizeof first, "%s", row->error);
+        first[strcspn(first, "\n")] = 0;
+        printf("%-17s %s\n", bm_compare_row_name(row), first);
         return;
     }
-    if (json) {
-        json_t *j = bm_cli_sim_json(t, tl);
-        json_object_set_new(j, "policy", json_string(name));
-        json_array_append_new(results, j);
-    }
-    *row = (struct cmp_row){.ok = 1, .oom = tl->oom, .ms = tl->makespan_ms, .bubble = tl->bubble_ratio,
-                            .sps = tl->samples_per_s, .peak = tl->peak_mib};
-    bm_timeline_free(tl);
-    bm_table_free(t);
+    char ratio[16] = "-";
+    if (lower > 0 && (row->recompute || row->policy != BM_POL_NONE))
+        snprintf(ratio, sizeof ratio, "%.3f", row->makespan_ms / lower);
+    printf("%-17s %12.3f %8s %7.1f%% %11.2f %10.3f %5s\n", bm_compare_row_name(row), row->makespan_ms, ratio,
+           100 * row->bubble_ratio, row->samples_per_s, GIB(row->peak_mib), row->oom ? "OOM" : "no");
 }
 
-/* Every policy planned and simulated, then printed: the rows need the lower bound, which is
- * the smallest of the policies' own bounds (each places the work its own way, so only the
- * smallest holds for all of them; none runs less work and is left out). Under jitter the
- * durations are not the nominal ones the bound is computed from: no bound then. The
- * optimus+recompute row (only when optimus is OOM) runs more work on optimus's placement, so the
- * bound holds for it too. */
-static int run_compare(struct bm_spec *s, struct bm_plan_opts o, const struct bm_sim_opts *so,
-                       int json, int search)
+/* `simulate --compare`: every policy (bm_compare), printed as a table with the recompute row
+ * under optimus, then the two bounds; --json: bm_study_compare_json's object. Exit 1 when
+ * no policy planned. */
+static int run_compare(struct bm_spec *s, const struct bm_plan_opts *o, const struct bm_sim_opts *so, int json,
+                       int search)
 {
-    int optimus_oom = 0;
-    struct cmp_row recompute_row = {0};
-    json_t *results = json_array();
-    double none_ms = -1, nested = -1, lower = -1;
-    double ms[BM_N_POLICIES], bubble[BM_N_POLICIES], sps[BM_N_POLICIES], peak[BM_N_POLICIES];
-    int oom[BM_N_POLICIES], ok[BM_N_POLICIES];
-    char errs[BM_N_POLICIES][160];
-    int failed = 0;
-    for (int i = 0; i < BM_N_POLICIES; i++) {
-        o.policy = compare_order[i];
-        struct bm_table *t;
-        struct bm_timeline *tl;
-        struct bm_err err;
-        double lb = -1;
-        ok[i] = 0;
-        if (bm_plan_build_search(s, &o, search, &t, &lb, &err)) {
-            failed++;
-            if (json)
-                json_array_append_new(results, json_pack("{s:s, s:s}", "policy",
-                                                         bm_policy_name(o.policy), "error", err.msg));
-            snprintf(errs[i], sizeof errs[i], "%s", strtok(err.msg, "\n"));
-            continue;
-        }
-        if (bm_simulate(t, so, &tl, &err)) {
-            failed++;
-            bm_table_free(t);
-            if (json)
-                json_array_append_new(results, json_pack("{s:s, s:s}", "policy",
-                                                         bm_policy_name(o.policy), "error", err.msg));
-            snprintf(errs[i], sizeof errs[i], "%s", strtok(err.msg, "\n"));
-            continue;
-        }
-        ok[i] = 1;
-        ms[i] = tl->makespan_ms, bubble[i] = tl->bubble_ratio, sps[i] = tl->samples_per_s;
-        peak[i] = tl->peak_mib, oom[i] = tl->oom;
-        if (o.policy == BM_POL_NONE) none_ms = tl->makespan_ms;
-        else if (lower < 0 || lb < lower) lower = lb;
-        if (o.policy == BM_POL_BIGMAC) nested = max_nested_ms(tl);
-        if (o.policy == BM_POL_OPTIMUS) optimus_oom = tl->oom;
-        if (json) json_array_append_new(results, bm_cli_sim_json(t, tl));
-        bm_timeline_free(tl);
-        bm_table_free(t);
-        if (o.policy == BM_POL_OPTIMUS && optimus_oom) compare_optimus_recompute(s, o, so, json, results, &recompute_row);
-    }
-    if (so && so->jitter > 0) lower = -1;
-    int have_bound = none_ms >= 0 && nested >= 0;
+    struct bm_compare_opts co = {.sim = so, .search = search};
+    struct bm_err err;
     if (json) {
-        json_t *j = json_pack("{s:o, s:o, s:o}", "results", results, "zero_bubble_bound_ms",
-                              have_bound ? json_real(none_ms + nested) : json_null(), "lower_bound_ms",
-                              lower >= 0 ? json_real(lower) : json_null());
+        json_t *j;
+        int n_failed = 0;
+        if (bm_study_compare_json(s, o, &co, &j, &n_failed, &err)) {
+            bm_cli_error(err.msg);
+            return 1;
+        }
         bm_cli_json_print(j);
         json_decref(j);
-    } else {
-        json_decref(results);
-        printf("%-17s %12s %8s %8s %11s %10s %5s\n", "policy", "makespan ms", "/ lower", "bubble",
-               "samples/s", "peak GiB", "oom");
-        for (int i = 0; i < BM_N_POLICIES; i++) {
-            if (!ok[i]) {
-                printf("%-17s %s\n", bm_policy_name(compare_order[i]), errs[i]);
-                continue;
-            }
-            char ratio[16] = "-";
-            if (lower > 0 && compare_order[i] != BM_POL_NONE) snprintf(ratio, sizeof ratio, "%.3f", ms[i] / lower);
-            printf("%-17s %12.3f %8s %7.1f%% %11.2f %10.3f %5s\n", bm_policy_name(compare_order[i]), ms[i],
-                   ratio, 100 * bubble[i], sps[i], GIB(peak[i]), oom[i] ? "OOM" : "no");
-            if (compare_order[i] != BM_POL_OPTIMUS || !oom[i]) continue;
-            const struct cmp_row *rr = &recompute_row;
-            if (!rr->ok) {
-                printf("%-17s %s\n", "optimus+recompute", rr->err);
-                continue;
-            }
-            if (lower > 0) snprintf(ratio, sizeof ratio, "%.3f", rr->ms / lower);
-            printf("%-17s %12.3f %8s %7.1f%% %11.2f %10.3f %5s\n", "optimus+recompute", rr->ms, ratio,
-                   100 * rr->bubble, rr->sps, GIB(rr->peak), rr->oom ? "OOM" : "no");
-        }
-        if (have_bound)
-            printf("\nzero-added-bubble bound: %.3f ms (none %.3f + largest per-rank nested compute "
-                   "of bigmac %.3f)\n", none_ms + nested, none_ms, nested);
-        if (lower >= 0)
-            printf("lower bound: %.3f ms (no order of this work that keeps the backbone order beats it, "
-                   "for any policy's placement; docs/simulator.md)\n", lower);
+        return n_failed == BM_N_POLICIES ? 1 : 0;
     }
-    return failed == BM_N_POLICIES ? 1 : 0;
+    struct bm_compare c;
+    if (bm_compare(s, o, &co, &c, &err)) {
+        bm_cli_error(err.msg);
+        return 1;
+    }
+    printf("%-17s %12s %8s %8s %11s %10s %5s\n", "policy", "makespan ms", "/ lower", "bubble", "samples/s",
+           "peak GiB", "oom");
+    for (int p = 0; p < BM_N_POLICIES; p++) {
+        print_row(&c.rows[p], c.lower_ms);
+        if (p == BM_POL_OPTIMUS && c.n_rows > BM_N_POLICIES) print_row(&c.rows[BM_N_POLICIES], c.lower_ms);
+    }
+    if (c.bound_ms >= 0)
+        printf("\nzero-added-bubble bound: %.3f ms (none %.3f + largest per-rank nested compute "
+               "of bigmac %.3f)\n", c.bound_ms, c.rows[BM_POL_NONE].makespan_ms, c.rows[BM_POL_BIGMAC].nested_max_ms);
+    if (c.lower_ms >= 0)
+        printf("lower bound: %.3f ms (no order of this work that keeps the backbone order beats it, "
+               "for any policy's placement; docs/simulator.md)\n", c.lower_ms);
+    int rc = c.n_failed == BM_N_POLICIES ? 1 : 0;
+    bm_compare_free(&c);
+    return rc;
 }
 
 int bm_cmd_simulate(int argc, char **argv)
@@ -397,7 +242,7 @@ int bm_cmd_simulate(int argc, char **argv)
     so.samples_per_microbatch = s->data.samples_per_microbatch;
     int rc = 0;
     if (compare) {
-        rc = run_compare(s, o, &so, json, search);
+        rc = run_compare(s, &o, &so, json, search);
     } else {
         struct bm_table *t;
         struct bm_timeline *tl;
@@ -416,7 +261,7 @@ int bm_cmd_simulate(int argc, char **argv)
                 bm_cli_error(err.msg);
                 rc = 1;
             } else if (json) {
-                json_t *j = bm_cli_sim_json(t, tl);
+                json_t *j = bm_study_sim_json(t, tl);
                 if (has_spread) {
                     json_object_set_new(j, "expected_makespan_ms", json_real(ex));
                     json_object_set_new(j, "expected_makespan_sd_ms", json_real(sd));

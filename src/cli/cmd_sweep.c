@@ -1,6 +1,8 @@
 /* cmd_sweep.c — `bigmac sweep SPEC --pp 2,4,8 --vpp 1,2 --microbatches 8,16,32 [--policy all|LIST]
  * [--window LIST] [--mem-cap-gib G] [--json]`: plan and simulate every combination, skip invalid
- * ones with a note, rank the feasible ones by throughput, mark OOM ones, name the best. */
+ * ones with a note, rank the feasible ones by throughput, mark OOM ones, name the best; and
+ * `--frontier`. Flag parsing and printing only: the work is bm_sweep and bm_frontier_build
+ * (src/study/). */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,7 +12,7 @@
 #include "report/frontier.h"
 #include "util/util.h"
 
-#define MAXV 64
+#define MAXV BM_SWEEP_MAX_VALUES
 #define GIB(mib) ((mib) / 1024.0)
 
 static void usage(FILE *f)
@@ -169,47 +171,114 @@ static int parse_policies(const char *v, enum bm_policy *out, int *n)
     return *n ? 0 : -1;
 }
 
-struct row {
-    int pp, vpp, mb, oom;
-    enum bm_backbone bb;
-    enum bm_policy pol;
-    int window, unit;
-    double makespan, bubble, sps, peak_mib;
-};
-
-static int cmp_rows(const void *a, const void *b)
-{
-    const struct row *x = a, *y = b;
-    if (x->oom != y->oom) return x->oom - y->oom;
-    if (x->sps != y->sps) return x->sps < y->sps ? 1 : -1;
-    return x->makespan < y->makespan ? -1 : x->makespan > y->makespan;
-}
-
-static json_t *row_json(const struct row *r, int rank)
+static json_t *row_json(const struct bm_sweep_row *r, int rank)
 {
     return json_pack("{s:i, s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:f, s:f, s:f, s:f, s:b}", "rank", rank,
-                     "policy", bm_policy_name(r->pol), "backbone", bm_backbone_name(r->bb), "pp",
-                     r->pp, "vpp", r->vpp, "microbatches", r->mb, "unit", r->unit, "window",
-                     r->window, "makespan_ms", r->makespan, "bubble_ratio", r->bubble,
-                     "samples_per_s", r->sps, "peak_mem_gib", GIB(r->peak_mib), "oom", r->oom);
+                     "policy", bm_policy_name(r->policy), "backbone", bm_backbone_name(r->backbone), "pp",
+                     r->pp, "vpp", r->vpp, "microbatches", r->microbatches, "unit", r->unit, "window",
+                     r->window, "makespan_ms", r->makespan_ms, "bubble_ratio", r->bubble_ratio,
+                     "samples_per_s", r->samples_per_s, "peak_mem_gib", GIB(r->peak_mib), "oom", r->oom);
 }
 
-int bm_cmd_sweep(int argc, char **argv)
+static void window_name(int w, char *buf, size_t n)
 {
-    int pps[MAXV], vpps[MAXV], mbs[MAXV], wins[MAXV], npp = 0, nvpp = 0, nmb = 0, nwin = 0, npol = 0, json = 0;
-    int frontier = 0;
-    enum bm_policy pols[BM_N_POLICIES];
-    double cap_gib = 0;
+    if (w == BM_WINDOW_AUTO) snprintf(buf, n, "auto");
+    else if (w == BM_WINDOW_FIT) snprintf(buf, n, "fit");
+    else snprintf(buf, n, "%d", w);
+}
+
+/* `sweep --json`: {"spec", "mem_cap_gib", "configs", "results" (ranked), "skipped", "best",
+ * "placement" when placed over hosts}. */
+static void print_json(const struct bm_spec *s, const char *path, const struct bm_sweep *sw)
+{
+    json_t *res = json_array(), *skipped = json_array();
+    for (int i = 0; i < sw->n_rows; i++) json_array_append_new(res, row_json(&sw->rows[i], i + 1));
+    for (int i = 0; i < sw->n_skipped; i++) {
+        const struct bm_sweep_skip *k = &sw->skipped[i];
+        char wname[16];
+        window_name(k->window, wname, sizeof wname);
+        json_array_append_new(skipped, json_pack("{s:s, s:s, s:i, s:i, s:i, s:s, s:s}", "policy",
+                                                 bm_policy_name(k->policy), "backbone", bm_backbone_name(k->backbone),
+                                                 "pp", k->pp, "vpp", k->vpp, "microbatches", k->microbatches,
+                                                 "window", wname, "reason", k->reason));
+    }
+    json_t *j = json_pack("{s:s, s:f, s:i, s:o, s:o, s:o}", "spec", s->name ? s->name : path, "mem_cap_gib",
+                          GIB(sw->cap_mib), "configs", sw->configs, "results", res, "skipped", skipped, "best",
+                          sw->best >= 0 ? row_json(&sw->rows[sw->best], 1) : json_null());
+    if (j && s->device.ranks_per_host > 0) /* placed over hosts: every row's transfers priced so */
+        json_object_set_new(j, "placement",
+                            json_pack("{s:i, s:f, s:f}", "ranks_per_host", s->device.ranks_per_host,
+                                      "inter_host_gbytes_per_s", s->device.inter_host_gbytes_per_s,
+                                      "inter_host_latency_us", s->device.inter_host_latency_us));
+    bm_cli_json_print(j);
+    json_decref(j);
+}
+
+/* The human table: a header, the ranked rows, the skipped ones' notes, the best. */
+static void print_human(const struct bm_spec *s, const char *path, const struct bm_sweep *sw)
+{
+    printf("%s: %d configurations, memory cap %.3f GiB\n", s->name ? s->name : path, sw->configs, GIB(sw->cap_mib));
+    if (s->device.ranks_per_host > 0)
+        printf("placement: %d ranks per host (rank r on host r / %d); between hosts %g GB/s, %g us\n",
+               s->device.ranks_per_host, s->device.ranks_per_host, s->device.inter_host_gbytes_per_s,
+               s->device.inter_host_latency_us);
+    printf("\n");
+    printf("%4s %4s %4s %6s %-12s %-17s %6s %12s %8s %11s %10s %5s\n", "#", "pp", "vpp", "M", "backbone",
+           "policy", "window", "makespan ms", "bubble", "samples/s", "peak GiB", "oom");
+    for (int i = 0; i < sw->n_rows; i++) {
+        const struct bm_sweep_row *r = &sw->rows[i];
+        printf("%4d %4d %4d %6d %-12s %-17s %6d %12.3f %7.1f%% %11.2f %10.3f %5s\n", i + 1, r->pp, r->vpp,
+               r->microbatches, bm_backbone_name(r->backbone), bm_policy_name(r->policy), r->window, r->makespan_ms,
+               100 * r->bubble_ratio, r->samples_per_s, GIB(r->peak_mib), r->oom ? "OOM" : "no");
+    }
+    /* the notes as one block of at most 8 KiB (each reason cut at 300 characters) */
+    char note[8192];
+    size_t note_len = 0;
+    note[0] = 0;
+    for (int i = 0; i < sw->n_skipped; i++) {
+        const struct bm_sweep_skip *k = &sw->skipped[i];
+        char wname[16];
+        window_name(k->window, wname, sizeof wname);
+        if (note_len + 400 < sizeof note)
+            note_len += (size_t)snprintf(note + note_len, sizeof note - note_len,
+                                         "skipped: pp %d vpp %d microbatches %d %s%s%s: %.300s\n", k->pp, k->vpp,
+                                         k->microbatches, bm_policy_name(k->policy),
+                                         k->policy == BM_POL_BIGMAC ? " window " : "",
+                                         k->policy == BM_POL_BIGMAC ? wname : "", k->reason);
+    }
+    if (note_len) printf("\n%s", note);
+    if (sw->best >= 0) {
+        const struct bm_sweep_row *b = &sw->rows[sw->best];
+        printf("\nbest: pp %d vpp %d microbatches %d %s %s", b->pp, b->vpp, b->microbatches,
+               bm_backbone_name(b->backbone), bm_policy_name(b->policy));
+        if (b->policy == BM_POL_BIGMAC) printf(" window %d", b->window);
+        printf(": %.2f samples/s, peak %.3f GiB\n", b->samples_per_s, GIB(b->peak_mib));
+    } else {
+        printf("\nbest: none (%s)\n", sw->n_rows ? "every configuration is OOM" : "no valid configuration");
+    }
+}
+
+/* What the command line says. */
+struct args {
+    struct bm_sweep_opts so;
     struct bm_cli_plan_flags f;
-    memset(&f, 0, sizeof f);
-    struct bm_sim_opts so = {0, 1, 0};
-    const char *path = NULL;
+    struct bm_sim_opts sim;
+    double cap_gib;
+    int json, frontier;
+    const char *path;
+};
+
+/* The command line into *g. Returns -1 to go on, else the exit status (--help: 0; a usage
+ * error: BM_USAGE, printed). */
+static int parse_args(int argc, char **argv, struct args *g)
+{
+    struct bm_sweep_opts *so = &g->so;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int *list = NULL, *nlist = NULL;
-        if (!strcmp(a, "--pp")) list = pps, nlist = &npp;
-        else if (!strcmp(a, "--vpp")) list = vpps, nlist = &nvpp;
-        else if (!strcmp(a, "--microbatches")) list = mbs, nlist = &nmb;
+        if (!strcmp(a, "--pp")) list = so->pp, nlist = &so->n_pp;
+        else if (!strcmp(a, "--vpp")) list = so->vpp, nlist = &so->n_vpp;
+        else if (!strcmp(a, "--microbatches")) list = so->microbatches, nlist = &so->n_microbatches;
         int value_flag = list || !strcmp(a, "--policy") || !strcmp(a, "--window") || !strcmp(a, "--mem-cap-gib") ||
                          !strcmp(a, "--jitter") || !strcmp(a, "--seed");
         if (value_flag && i + 1 >= argc) {
@@ -219,28 +288,28 @@ int bm_cmd_sweep(int argc, char **argv)
         if (list) {
             if (parse_list(a, argv[++i], list, nlist)) return BM_USAGE;
         } else if (!strcmp(a, "--policy")) {
-            if (parse_policies(argv[++i], pols, &npol)) return BM_USAGE;
+            if (parse_policies(argv[++i], so->policies, &so->n_policies)) return BM_USAGE;
         } else if (!strcmp(a, "--window")) {
-            if (parse_windows(argv[++i], wins, &nwin)) return BM_USAGE;
+            if (parse_windows(argv[++i], so->windows, &so->n_windows)) return BM_USAGE;
         } else if (!strcmp(a, "--mem-cap-gib") || !strcmp(a, "--jitter")) {
-            if (bm_cli_double(a, argv[i + 1], a[2] == 'm' ? &cap_gib : &so.jitter)) return BM_USAGE;
+            if (bm_cli_double(a, argv[i + 1], a[2] == 'm' ? &g->cap_gib : &g->sim.jitter)) return BM_USAGE;
             i++;
         } else if (!strcmp(a, "--seed")) {
             char *end;
-            so.seed = strtoull(argv[++i], &end, 10);
+            g->sim.seed = strtoull(argv[++i], &end, 10);
             if (*end || argv[i][0] == '-' || !argv[i][0]) {
                 fprintf(stderr, "bigmac: error: --seed: expected a non-negative integer, got '%s'\n", argv[i]);
                 return BM_USAGE;
             }
         } else if (!strcmp(a, "--json")) {
-            json = 1;
+            g->json = 1;
         } else if (!strcmp(a, "--frontier")) {
-            frontier = 1;
+            g->frontier = 1;
         } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
             return 0;
         } else {
-            int k = bm_cli_plan_flag(argc, argv, &i, &f);
+            int k = bm_cli_plan_flag(argc, argv, &i, &g->f);
             if (k < 0) return BM_USAGE;
             if (k > 0) continue;
             if (a[0] == '-' && a[1]) {
@@ -248,157 +317,73 @@ int bm_cmd_sweep(int argc, char **argv)
                 usage(stderr);
                 return BM_USAGE;
             }
-            if (path) {
-                fprintf(stderr, "bigmac: error: sweep: one SPEC only (got '%s' and '%s')\n", path, a);
+            if (g->path) {
+                fprintf(stderr, "bigmac: error: sweep: one SPEC only (got '%s' and '%s')\n", g->path, a);
                 return BM_USAGE;
             }
-            path = a;
+            g->path = a;
         }
     }
+    return -1;
+}
+
+/* `sweep --frontier`: one parallel setting (each list one value at most), every policy and
+ * window; refuses the lists and flags that do not apply. */
+static int frontier_cmd(struct args *g, struct bm_spec *s, struct bm_plan_opts base)
+{
+    const struct bm_sweep_opts *so = &g->so;
+    const char *bad = so->n_pp > 1 ? "--pp" : so->n_vpp > 1 ? "--vpp" : so->n_microbatches > 1 ? "--microbatches"
+                    : so->n_policies ? "--policy" : so->n_windows ? "--window" : g->sim.jitter > 0 ? "--jitter" : NULL;
+    if (bad) {
+        fprintf(stderr, "bigmac: error: sweep --frontier: %s %s\n", bad,
+                so->n_policies || so->n_windows ? "is not allowed: the frontier covers every policy and window"
+                                                : "takes one value here: the frontier is at one parallel setting");
+        return BM_USAGE;
+    }
+    if (so->n_pp) base.pp = so->pp[0];
+    if (so->n_vpp) base.vpp = so->vpp[0];
+    if (so->n_microbatches) base.microbatches = so->microbatches[0];
+    if (base.vpp > 1) base.backbone = BM_BB_INTERLEAVED;
+    else if (!g->f.backbone_set && base.backbone == BM_BB_INTERLEAVED) base.backbone = BM_BB_1F1B;
+    double fcap = s->device.memory_gib * 1024.0;
+    if (g->cap_gib > 0 && (fcap <= 0 || g->cap_gib * 1024.0 < fcap)) fcap = g->cap_gib * 1024.0;
+    return run_frontier(s, &base, fcap, g->json);
+}
+
+int bm_cmd_sweep(int argc, char **argv)
+{
+    struct args g;
+    memset(&g, 0, sizeof g);
+    g.sim = (struct bm_sim_opts){0, 1, 0};
+    int prc = parse_args(argc, argv, &g);
+    if (prc >= 0) return prc;
     struct bm_err err;
     struct bm_spec *s;
     struct bm_plan_opts base;
-    int lrc = bm_cli_load_spec("sweep", path, &f, usage, &s, &base);
+    int lrc = bm_cli_load_spec("sweep", g.path, &g.f, usage, &s, &base);
     if (lrc) return lrc;
-    so.samples_per_microbatch = s->data.samples_per_microbatch;
-    if (!f.unit && base.unit == s->pp) base.unit = 0; /* the spec's default unit follows pp */
-    if (frontier) {
-        const char *bad = npp > 1 ? "--pp" : nvpp > 1 ? "--vpp" : nmb > 1 ? "--microbatches" : npol ? "--policy"
-                        : nwin ? "--window" : so.jitter > 0 ? "--jitter" : NULL;
-        if (bad) {
-            fprintf(stderr, "bigmac: error: sweep --frontier: %s %s\n", bad,
-                    npol || nwin ? "is not allowed: the frontier covers every policy and window"
-                                 : "takes one value here: the frontier is at one parallel setting");
-            bm_spec_free(s);
-            return BM_USAGE;
-        }
-        if (npp) base.pp = pps[0];
-        if (nvpp) base.vpp = vpps[0];
-        if (nmb) base.microbatches = mbs[0];
-        if (base.vpp > 1) base.backbone = BM_BB_INTERLEAVED;
-        else if (!f.backbone_set && base.backbone == BM_BB_INTERLEAVED) base.backbone = BM_BB_1F1B;
-        double fcap = s->device.memory_gib * 1024.0;
-        if (cap_gib > 0 && (fcap <= 0 || cap_gib * 1024.0 < fcap)) fcap = cap_gib * 1024.0;
-        int frc = run_frontier(s, &base, fcap, json);
+    g.sim.samples_per_microbatch = s->data.samples_per_microbatch;
+    if (!g.f.unit && base.unit == s->pp) base.unit = 0; /* the spec's default unit follows pp */
+    if (g.frontier) {
+        int frc = frontier_cmd(&g, s, base);
         bm_spec_free(s);
         return frc;
     }
-    if (!npp) pps[npp++] = base.pp;
-    if (!nvpp) vpps[nvpp++] = base.vpp;
-    if (!nmb) mbs[nmb++] = base.microbatches;
-    if (!npol) pols[npol++] = base.policy;
-    if (!nwin) wins[nwin++] = base.window;
-    int n_window_pols = 0; /* windows multiply only the policy that has one */
-    for (int d = 0; d < npol; d++) n_window_pols += pols[d] == BM_POL_BIGMAC;
-    double cap_mib = s->device.memory_gib * 1024.0;
-    if (cap_gib > 0 && (cap_mib <= 0 || cap_gib * 1024.0 < cap_mib)) cap_mib = cap_gib * 1024.0;
-
-    int total = npp * nvpp * nmb * (npol + n_window_pols * (nwin - 1)), done = 0, n_rows = 0;
-    struct row *rows = bm_calloc((size_t)total, sizeof *rows);
-    json_t *skipped = json_array();
-    if (!rows) {
+    g.so.backbone_fixed = g.f.backbone_set;
+    g.so.mem_cap_mib = g.cap_gib * 1024.0;
+    g.so.sim = &g.sim;
+    g.so.progress = stderr;
+    struct bm_sweep sw;
+    if (bm_sweep(s, &base, &g.so, &sw, &err)) {
         bm_spec_free(s);
-        bm_cli_error("sweep: out of memory");
+        bm_cli_error(err.msg);
         return 1;
     }
-    char note[8192];
-    size_t note_len = 0;
-    note[0] = 0;
-    for (int a = 0; a < npp; a++)
-        for (int b = 0; b < nvpp; b++)
-            for (int c = 0; c < nmb; c++)
-                for (int d = 0; d < npol; d++)
-                for (int w = 0; w < (pols[d] == BM_POL_BIGMAC ? nwin : 1); w++) {
-                    struct bm_plan_opts o = base;
-                    o.pp = pps[a];
-                    o.vpp = vpps[b];
-                    o.microbatches = mbs[c];
-                    o.policy = pols[d];
-                    o.window = wins[w];
-                    /* a zero-bubble backbone stays zero-bubble: zb-interleaved at vpp > 1, zb-h1 at 1 */
-                    int zb = bm_backbone_splits(base.backbone);
-                    if (o.vpp > 1) o.backbone = zb ? BM_BB_ZB_INTERLEAVED : BM_BB_INTERLEAVED;
-                    else if (o.backbone == BM_BB_ZB_INTERLEAVED) o.backbone = BM_BB_ZB_H1;
-                    else if (!f.backbone_set && o.backbone == BM_BB_INTERLEAVED) o.backbone = BM_BB_1F1B;
-                    char wname[16];
-                    if (o.window == BM_WINDOW_AUTO) snprintf(wname, sizeof wname, "auto");
-                    else if (o.window == BM_WINDOW_FIT) snprintf(wname, sizeof wname, "fit");
-                    else snprintf(wname, sizeof wname, "%d", o.window);
-                    fprintf(stderr, "sweep: [%d/%d] pp %d vpp %d microbatches %d %s%s%s\n", ++done, total,
-                            o.pp, o.vpp, o.microbatches, bm_policy_name(o.policy),
-                            o.policy == BM_POL_BIGMAC ? " window " : "", o.policy == BM_POL_BIGMAC ? wname : "");
-                    struct bm_table *t;
-                    struct bm_timeline *tl;
-                    if (bm_cli_sim_run(s, &o, &so, &t, &tl, &err)) {
-                        char *nl = strchr(err.msg, '\n');
-                        if (nl) *nl = 0;
-                        json_array_append_new(
-                            skipped, json_pack("{s:s, s:s, s:i, s:i, s:i, s:s, s:s}", "policy",
-                                               bm_policy_name(o.policy), "backbone",
-                                               bm_backbone_name(o.backbone), "pp", o.pp, "vpp", o.vpp,
-                                               "microbatches", o.microbatches, "window", wname,
-                                               "reason", err.msg));
-                        if (note_len + 400 < sizeof note)
-                            note_len += (size_t)snprintf(note + note_len, sizeof note - note_len,
-                                                         "skipped: pp %d vpp %d microbatches %d %s%s%s: %.300s\n",
-                                                         o.pp, o.vpp, o.microbatches,
-                                                         bm_policy_name(o.policy),
-                                                         o.policy == BM_POL_BIGMAC ? " window " : "",
-                                                         o.policy == BM_POL_BIGMAC ? wname : "", err.msg);
-                        continue;
-                    }
-                    struct row *r = &rows[n_rows++];
-                    *r = (struct row){o.pp, o.vpp, o.microbatches, cap_mib > 0 && tl->peak_mib > cap_mib,
-                                      t->backbone, t->policy, t->window, t->unit, tl->makespan_ms,
-                                      tl->bubble_ratio, tl->samples_per_s, tl->peak_mib};
-                    bm_timeline_free(tl);
-                    bm_table_free(t);
-                }
-    qsort(rows, (size_t)n_rows, sizeof *rows, cmp_rows);
-    int best = n_rows > 0 && !rows[0].oom ? 0 : -1;
-    if (json) {
-        json_t *res = json_array();
-        for (int i = 0; i < n_rows; i++) json_array_append_new(res, row_json(&rows[i], i + 1));
-        json_t *j = json_pack("{s:s, s:f, s:i, s:o, s:o, s:o}", "spec", s->name ? s->name : path,
-                              "mem_cap_gib", GIB(cap_mib), "configs", total, "results", res,
-                              "skipped", skipped, "best", best >= 0 ? row_json(&rows[0], 1) : json_null());
-        if (j && s->device.ranks_per_host > 0) /* placed over hosts: every row's transfers priced so */
-            json_object_set_new(j, "placement",
-                                json_pack("{s:i, s:f, s:f}", "ranks_per_host", s->device.ranks_per_host,
-                                          "inter_host_gbytes_per_s", s->device.inter_host_gbytes_per_s,
-                                          "inter_host_latency_us", s->device.inter_host_latency_us));
-        bm_cli_json_print(j);
-        json_decref(j);
-    } else {
-        json_decref(skipped);
-        printf("%s: %d configurations, memory cap %.3f GiB\n", s->name ? s->name : path, total,
-               GIB(cap_mib));
-        if (s->device.ranks_per_host > 0)
-            printf("placement: %d ranks per host (rank r on host r / %d); between hosts %g GB/s, %g us\n",
-                   s->device.ranks_per_host, s->device.ranks_per_host, s->device.inter_host_gbytes_per_s,
-                   s->device.inter_host_latency_us);
-        printf("\n");
-        printf("%4s %4s %4s %6s %-12s %-17s %6s %12s %8s %11s %10s %5s\n", "#", "pp", "vpp", "M",
-               "backbone", "policy", "window", "makespan ms", "bubble", "samples/s", "peak GiB", "oom");
-        for (int i = 0; i < n_rows; i++) {
-            const struct row *r = &rows[i];
-            printf("%4d %4d %4d %6d %-12s %-17s %6d %12.3f %7.1f%% %11.2f %10.3f %5s\n", i + 1, r->pp,
-                   r->vpp, r->mb, bm_backbone_name(r->bb), bm_policy_name(r->pol), r->window,
-                   r->makespan, 100 * r->bubble, r->sps, GIB(r->peak_mib), r->oom ? "OOM" : "no");
-        }
-        if (note_len) printf("\n%s", note);
-        if (best >= 0) {
-            printf("\nbest: pp %d vpp %d microbatches %d %s %s", rows[0].pp, rows[0].vpp, rows[0].mb,
-                   bm_backbone_name(rows[0].bb), bm_policy_name(rows[0].pol));
-            if (rows[0].pol == BM_POL_BIGMAC) printf(" window %d", rows[0].window);
-            printf(": %.2f samples/s, peak %.3f GiB\n", rows[0].sps, GIB(rows[0].peak_mib));
-        }
-        else
-            printf("\nbest: none (%s)\n", n_rows ? "every configuration is OOM" : "no valid configuration");
-    }
-    int rc = n_rows ? 0 : 1;
-    if (!n_rows) bm_cli_error("sweep: no valid configuration (see the skipped notes)");
-    bm_free(rows);
+    if (g.json) print_json(s, g.path, &sw);
+    else print_human(s, g.path, &sw);
+    int rc = sw.n_rows ? 0 : 1;
+    if (!sw.n_rows) bm_cli_error("sweep: no valid configuration (see the skipped notes)");
+    bm_sweep_free(&sw);
     bm_spec_free(s);
     return rc;
 }

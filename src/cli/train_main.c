@@ -1,16 +1,12 @@
 /* train_main.c — `bigmac train`: the pipelined executor (MPI or --local) and the single-process
- * reference (--reference). bm_train_main is public (include/bigmac.h) so that programs that
- * register their own modules (examples/custom_encoder.c) train through the same entry point. */
+ * reference (--reference). Flag parsing and printing only: the flags become struct
+ * bm_train_opts and the work is bm_train (src/exec/train.c). bm_train_main stays public
+ * (include/bigmac.h): a program that registers its own modules can hand it its command line. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "bigmac_module.h"
 #include "cli/cli.h"
-#include "exec/comm.h"
-#include "exec/exec.h"
-#include "train/train.h"
-#include "util/util.h"
 
 static void usage(FILE *f)
 {
@@ -50,195 +46,179 @@ static void usage(FILE *f)
             "  --quiet            no progress lines\n");
 }
 
-static int parse_fault(const char *v, struct bm_exec_opts *o)
+static int parse_fault(const char *v, struct bm_train_opts *o)
 {
     char kind[32] = "";
     int n = 0;
     o->fault_step = 0;
     if (sscanf(v, "%d:%d:%31[a-z]%n", &o->fault_rank, &o->fault_op, kind, &n) < 3) return -1;
     if (v[n] == ':' && sscanf(v + n + 1, "%d", &o->fault_step) != 1) return -1;
-    if (!strcmp(kind, "nan")) o->fault = BM_FAULT_NAN;
-    else if (!strcmp(kind, "crash")) o->fault = BM_FAULT_CRASH;
-    else if (!strcmp(kind, "exit")) o->fault = BM_FAULT_EXIT;
-    else if (!strcmp(kind, "hang")) o->fault = BM_FAULT_HANG;
+    if (!strcmp(kind, "nan")) o->fault = BM_TRAIN_FAULT_NAN;
+    else if (!strcmp(kind, "crash")) o->fault = BM_TRAIN_FAULT_CRASH;
+    else if (!strcmp(kind, "exit")) o->fault = BM_TRAIN_FAULT_EXIT;
+    else if (!strcmp(kind, "hang")) o->fault = BM_TRAIN_FAULT_HANG;
     else return -1;
     return 0;
 }
 
-/* --reference with --dump-params: the reference trainer step by step. */
-static int reference_dump(const struct bm_spec *s, int steps, FILE *log, const char *dump, struct bm_err *err)
+/* The value of flag a (argv[*i], advancing *i) into o or *table_path. Prints the error and
+ * returns BM_USAGE on a bad value. */
+static int value_flag(const char *a, const char *v, struct bm_train_opts *o, const char **table_path)
 {
-    struct bm_ref *r;
-    if (bm_ref_new(s, &r, err)) return BM_ERR;
-    int rc = BM_OK;
-    for (long k = 0; k < steps && rc == BM_OK; k++) {
-        struct bm_step_stats st;
-        if ((rc = bm_ref_step(r, k, &st, err))) break;
-        printf("step %4ld/%d  loss %.4f  (lm %.4f  gen %.4f)  %7.1f ms\n", k + 1, steps, st.loss, st.lm, st.gen, st.ms);
-        if (log)
-            fprintf(log, "{\"step\": %ld, \"loss\": %.6f, \"lm\": %.6f, \"gen\": %.6f, \"ms\": %.3f, "
-                         "\"ranks\": [{\"rank\": 0, \"peak_act_bytes\": {\"encoder\": %zu, "
-                         "\"backbone\": %zu, \"generator\": %zu}}]}\n",
-                    k + 1, st.loss, st.lm, st.gen, st.ms, st.peak_act[BM_ROLE_ENCODER], st.peak_act[BM_ROLE_BACKBONE],
-                    st.peak_act[BM_ROLE_GENERATOR]);
-    }
-    if (rc == BM_OK) {
-        FILE *f = fopen(dump, "wb");
-        if (!f) rc = bm_err_set(err, "%s: cannot open for writing", dump);
-        for (int i = 0; f && i < s->n_modules; i++) {
-            size_t n;
-            float *p = bm_ref_params(r, i, &n);
-            fwrite(p, sizeof(float), n, f);
+    if (!strcmp(a, "--steps")) {
+        if (bm_cli_int(a, v, &o->steps)) return BM_USAGE;
+    } else if (!strcmp(a, "--checkpoint-every")) {
+        if (bm_cli_int(a, v, &o->ckpt_every)) return BM_USAGE;
+    } else if (!strcmp(a, "--timeout")) {
+        char *end;
+        double s = strtod(v, &end);
+        if (*end || end == v || s < 0) {
+            fprintf(stderr, "bigmac: error: --timeout: expected seconds, got '%s'\n", v);
+            return BM_USAGE;
         }
-        if (f && fclose(f)) rc = bm_err_set(err, "%s: write failed", dump);
+        o->timeout_s = s > 0 ? s : -1; /* --timeout 0: never */
+    } else if (!strcmp(a, "--log")) o->log_path = v;
+    else if (!strcmp(a, "--trace")) o->trace_path = v;
+    else if (!strcmp(a, "--table")) *table_path = v;
+    else if (!strcmp(a, "--checkpoint")) o->ckpt_dir = v;
+    else if (!strcmp(a, "--resume")) o->resume_dir = v;
+    else if (!strcmp(a, "--dump-params")) o->dump_params = v;
+    else if (parse_fault(v, o)) {
+        fprintf(stderr, "bigmac: error: --inject-fault: expected RANK:OP:nan|crash|exit|hang[:STEP], got '%s'\n", v);
+        return BM_USAGE;
     }
-    bm_ref_free(r);
-    return rc;
+    return 0;
 }
 
-int bm_train_main(int argc, char **argv)
+static int takes_value(const char *a)
 {
-    const char *path = NULL, *table_path = NULL;
-    int reference = 0, local = 0, quiet = 0;
-    double timeout_s = 60;
-    struct bm_exec_opts o = {0};
-    struct bm_cli_plan_flags pf = {0};
+    static const char *const flags[] = {"--steps", "--log", "--trace", "--table", "--checkpoint", "--checkpoint-every",
+                                        "--resume", "--dump-params", "--inject-fault", "--timeout"};
+    for (size_t k = 0; k < sizeof flags / sizeof *flags; k++)
+        if (!strcmp(a, flags[k])) return 1;
+    return 0;
+}
+
+/* What the command line says. */
+struct args {
+    struct bm_train_opts o;
+    const char *path, *table_path;
+    int reference, local;
+    struct bm_cli_plan_flags pf;
+};
+
+/* The command line into *g. Returns -1 to go on, else the exit status (--help: 0; a usage
+ * error: BM_USAGE, printed). */
+static int parse_args(int argc, char **argv, struct args *g)
+{
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        int r = bm_cli_plan_flag(argc, argv, &i, &pf);
+        int r = bm_cli_plan_flag(argc, argv, &i, &g->pf);
         if (r < 0) return BM_USAGE;
         if (r > 0) continue;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
             return 0;
         } else if (!strcmp(a, "--reference")) {
-            reference = 1;
+            g->reference = 1;
         } else if (!strcmp(a, "--local")) {
-            local = 1;
+            g->local = 1;
         } else if (!strcmp(a, "--quiet")) {
-            quiet = 1;
-        } else if (!strcmp(a, "--steps") || !strcmp(a, "--log") || !strcmp(a, "--trace") || !strcmp(a, "--table") ||
-                   !strcmp(a, "--checkpoint") || !strcmp(a, "--checkpoint-every") || !strcmp(a, "--resume") ||
-                   !strcmp(a, "--dump-params") || !strcmp(a, "--inject-fault") || !strcmp(a, "--timeout")) {
+            g->o.quiet = 1;
+        } else if (takes_value(a)) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "bigmac: error: %s needs a value\n", a);
                 return BM_USAGE;
             }
-            const char *v = argv[++i];
-            if (!strcmp(a, "--steps")) {
-                if (bm_cli_int(a, v, &o.steps)) return BM_USAGE;
-            } else if (!strcmp(a, "--checkpoint-every")) {
-                if (bm_cli_int(a, v, &o.ckpt_every)) return BM_USAGE;
-            } else if (!strcmp(a, "--timeout")) {
-                char *end;
-                timeout_s = strtod(v, &end);
-                if (*end || end == v || timeout_s < 0) {
-                    fprintf(stderr, "bigmac: error: --timeout: expected seconds, got '%s'\n", v);
-                    return BM_USAGE;
-                }
-            } else if (!strcmp(a, "--log")) o.log_path = v;
-            else if (!strcmp(a, "--trace")) o.trace_path = v;
-            else if (!strcmp(a, "--table")) table_path = v;
-            else if (!strcmp(a, "--checkpoint")) o.ckpt_dir = v;
-            else if (!strcmp(a, "--resume")) o.resume_dir = v;
-            else if (!strcmp(a, "--dump-params")) o.dump_params = v;
-            else if (parse_fault(v, &o)) {
-                fprintf(stderr, "bigmac: error: --inject-fault: expected RANK:OP:nan|crash|exit|hang[:STEP], got '%s'\n", v);
-                return BM_USAGE;
-            }
+            if (value_flag(a, argv[++i], &g->o, &g->table_path)) return BM_USAGE;
         } else if (a[0] == '-' && a[1]) {
             fprintf(stderr, "bigmac: error: train: unknown flag '%s'\n", a);
             usage(stderr);
             return BM_USAGE;
-        } else if (path) {
-            fprintf(stderr, "bigmac: error: train: more than one spec ('%s', '%s')\n", path, a);
+        } else if (g->path) {
+            fprintf(stderr, "bigmac: error: train: more than one spec ('%s', '%s')\n", g->path, a);
             return BM_USAGE;
         } else {
-            path = a;
+            g->path = a;
         }
     }
-    if (!path) {
+    if (!g->path) {
         usage(stderr);
         return BM_USAGE;
     }
-    if (o.ckpt_every && !o.ckpt_dir) {
+    if (g->o.ckpt_every && !g->o.ckpt_dir) {
         fprintf(stderr, "bigmac: error: --checkpoint-every needs --checkpoint DIR\n");
         return BM_USAGE;
     }
-    if (reference && (o.ckpt_dir || o.resume_dir || o.trace_path || table_path || o.fault || local)) {
+    const struct bm_train_opts *o = &g->o;
+    if (g->reference && (o->ckpt_dir || o->resume_dir || o->trace_path || g->table_path || o->fault || g->local)) {
         fprintf(stderr, "bigmac: error: --reference takes only --steps, --log, --dump-params and --microbatches\n");
         return BM_USAGE;
     }
+    g->o.mode = g->reference ? BM_TRAIN_REFERENCE : g->local ? BM_TRAIN_LOCAL : BM_TRAIN_MPI;
+    return -1;
+}
+
+/* The plan options of a pipelined run without --table: the spec's with the plan flags over
+ * them; no --pp under MPI: pp 0, the number of ranks (bm_train). */
+static void plan_opts(struct args *g, struct bm_spec *spec, struct bm_plan_opts *po)
+{
+    bm_plan_opts_from_spec(po, spec);
+    /* a unit the spec tied to its own pp follows the pp actually used (docs/design.md §2: U = P) */
+    if (!g->pf.unit && po->unit == po->pp) po->unit = 0;
+    bm_cli_plan_apply(&g->pf, po);
+    if (!g->pf.pp && g->o.mode == BM_TRAIN_MPI) po->pp = 0;
+    spec->microbatches = po->microbatches;
+}
+
+/* bm_train's on_error: "bigmac: error: SPEC: message" for a failure before the first step,
+ * "bigmac: error: message" for a failing step (the message names rank and op). */
+static void print_error(void *ctx, const char *msg, int setup)
+{
+    const struct args *g = ctx;
+    if (g->reference || setup) {
+        char line[sizeof(struct bm_err) + 1024];
+        snprintf(line, sizeof line, "%s: %s", g->path, msg);
+        bm_cli_error(line);
+    } else {
+        bm_cli_error(msg);
+    }
+}
+
+int bm_train_main(int argc, char **argv)
+{
+    struct args g;
+    memset(&g, 0, sizeof g);
+    int prc = parse_args(argc, argv, &g);
+    if (prc >= 0) return prc;
     struct bm_err err;
     struct bm_spec *spec = NULL;
     struct bm_table *t = NULL;
-    struct bm_comm *comm = NULL;
-    int rc = 1, rank0 = 1;
-    if (reference) {
-        if (bm_spec_load(path, &spec, &err) != BM_OK) goto fail;
-        if (pf.microbatches) spec->microbatches = pf.microbatches;
-        int steps = o.steps ? o.steps : spec->train.steps;
-        FILE *log = NULL;
-        if (o.log_path && !(log = fopen(o.log_path, "w"))) {
-            bm_err_set(&err, "%s: cannot open for writing", o.log_path);
-            goto fail;
-        }
-        int r = o.dump_params ? reference_dump(spec, steps, log, o.dump_params, &err)
-                              : bm_ref_train(spec, steps, quiet ? NULL : stdout, log, NULL, NULL, &err);
-        if (log) fclose(log);
-        if (r) goto fail;
-        bm_spec_free(spec);
-        return 0;
+    struct bm_plan_opts po;
+    g.o.on_error = print_error, g.o.ctx = &g;
+    int rc = 1;
+    if (bm_spec_load(g.path, &spec, &err) != BM_OK) {
+        print_error(&g, err.msg, 1);
+        goto out;
     }
-    if (!local) {
-        if (!(comm = bm_comm_mpi_new(&argc, &argv, &err))) goto fail;
-        rank0 = comm->first_rank == 0;
-        comm->timeout_s = timeout_s;
-    }
-    o.progress = quiet ? NULL : stdout;
-    if (bm_spec_load(path, &spec, &err) != BM_OK) goto fail;
-    bm_cli_spec_apply(&pf, spec);
-    if (table_path) {
-        if (bm_table_load(table_path, &t, &err)) goto fail;
-        if (comm && t->pp != comm->size) {
-            bm_err_set(&err, "%s: the table has pp %d but %d ranks run it\nhint: mpirun -np %d", table_path, t->pp,
-                       comm->size, t->pp);
-            goto fail;
-        }
-        if (bm_verify(t, &err)) goto fail;
+    if (g.reference) {
+        if (g.pf.microbatches) spec->microbatches = g.pf.microbatches;
     } else {
-        struct bm_plan_opts po;
-        bm_plan_opts_from_spec(&po, spec);
-        int spec_pp = po.pp;
-        if (comm && !pf.pp) pf.pp = comm->size;
-        /* a unit the spec tied to its own pp follows the pp actually used (docs/design.md §2: U = P) */
-        if (pf.pp && pf.pp != spec_pp && !pf.unit && po.unit == spec_pp) po.unit = 0;
-        bm_cli_plan_apply(&pf, &po);
-        spec->microbatches = po.microbatches;
-        if (bm_plan_build(spec, &po, &t, &err)) goto fail;
+        bm_cli_spec_apply(&g.pf, spec);
+        if (g.table_path) {
+            if (bm_table_load(g.table_path, &t, &err)) {
+                print_error(&g, err.msg, 1);
+                goto out;
+            }
+            g.o.table_name = g.table_path;
+        } else {
+            plan_opts(&g, spec, &po);
+            g.o.plan = &po;
+        }
     }
-    if (comm && t->pp != comm->size) {
-        bm_err_set(&err, "the plan has pp %d but %d ranks run it\nhint: mpirun -np %d, or --pp %d", t->pp, comm->size,
-                   t->pp, comm->size);
-        goto fail;
-    }
-    if (local && !(comm = bm_comm_local_new(t->pp))) {
-        bm_err_set(&err, "out of memory");
-        goto fail;
-    }
-    rc = bm_exec_train(spec, t, comm, &o, &err) ? 1 : 0;
-    if (rc) bm_cli_error(err.msg);
-    goto out;
-fail:
-    rc = 1;
-    if (rank0) {
-        char msg[sizeof err.msg + 64];
-        snprintf(msg, sizeof msg, "%s: %s", path, err.msg);
-        bm_cli_error(msg);
-    }
+    rc = bm_train(spec, t, &g.o, &argc, &argv, &err) ? 1 : 0;
 out:
     bm_table_free(t);
     bm_spec_free(spec);
-    if (comm) comm->ops->free(comm);
     return rc;
 }

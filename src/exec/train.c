@@ -1,0 +1,143 @@
+/* train.c — bm_train: `bigmac train` as a library call with typed options (include/bigmac.h).
+ * It picks the transport (MPI, or every rank in this process), plans or checks the table, and
+ * hands over to the executor's driver (bm_exec_train, run.c); in reference mode it runs the
+ * single-process reference trainer (src/train/). The CLI (src/cli/train_main.c) only parses
+ * flags into struct bm_train_opts and prints what this returns. Referencing the MPI transport,
+ * this file pulls src/exec/comm_mpi.o into a program that calls bm_train. */
+#include <stdio.h>
+#include <string.h>
+
+#include "bigmac.h"
+#include "exec/comm.h"
+#include "exec/exec.h"
+#include "train/train.h"
+#include "util/util.h"
+
+/* ------------------------------------------------------------------ reference trainer */
+
+/* The reference trainer step by step, writing the parameters to 'dump' at the end. */
+static int reference_dump(const struct bm_spec *s, int steps, FILE *log, const char *dump, struct bm_err *err)
+{
+    struct bm_ref *r;
+    if (bm_ref_new(s, &r, err)) return BM_ERR;
+    int rc = BM_OK;
+    for (long k = 0; k < steps && rc == BM_OK; k++) {
+        struct bm_step_stats st;
+        if ((rc = bm_ref_step(r, k, &st, err))) break;
+        printf("step %4ld/%d  loss %.4f  (lm %.4f  gen %.4f)  %7.1f ms\n", k + 1, steps, st.loss, st.lm, st.gen, st.ms);
+        if (log)
+            fprintf(log, "{\"step\": %ld, \"loss\": %.6f, \"lm\": %.6f, \"gen\": %.6f, \"ms\": %.3f, "
+                         "\"ranks\": [{\"rank\": 0, \"peak_act_bytes\": {\"encoder\": %zu, "
+                         "\"backbone\": %zu, \"generator\": %zu}}]}\n",
+                    k + 1, st.loss, st.lm, st.gen, st.ms, st.peak_act[BM_ROLE_ENCODER], st.peak_act[BM_ROLE_BACKBONE],
+                    st.peak_act[BM_ROLE_GENERATOR]);
+    }
+    if (rc == BM_OK) {
+        FILE *f = fopen(dump, "wb");
+        if (!f) rc = bm_err_set(err, "%s: cannot open for writing", dump);
+        for (int i = 0; f && i < s->n_modules; i++) {
+            size_t n;
+            float *p = bm_ref_params(r, i, &n);
+            fwrite(p, sizeof(float), n, f);
+        }
+        if (f && fclose(f)) rc = bm_err_set(err, "%s: write failed", dump);
+    }
+    bm_ref_free(r);
+    return rc;
+}
+
+static int train_reference(const struct bm_spec *s, const struct bm_train_opts *o, struct bm_err *err)
+{
+    if (o->trace_path || o->ckpt_dir || o->resume_dir || o->fault)
+        return bm_err_set(err, "the reference trainer takes only steps, a log and a parameter dump");
+    int steps = o->steps ? o->steps : s->train.steps;
+    FILE *log = NULL;
+    if (o->log_path && !(log = fopen(o->log_path, "w"))) return bm_err_set(err, "%s: cannot open for writing", o->log_path);
+    int rc = o->dump_params ? reference_dump(s, steps, log, o->dump_params, err)
+                            : bm_ref_train(s, steps, o->quiet ? NULL : stdout, log, NULL, NULL, err);
+    if (log) fclose(log);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ pipelined */
+
+/* The table to run: the caller's (verified, its pp checked against the ranks), or a new plan of
+ * s (*own = 1: the caller frees it). ranks: the MPI world size, 0 when not under MPI. */
+static int table_for(const struct bm_spec *s, struct bm_table *given, const struct bm_train_opts *o, int ranks,
+                     struct bm_table **t, int *own, struct bm_err *err)
+{
+    const struct bm_plan_opts *plan = o->plan;
+    *own = 0;
+    *t = given;
+    if (given) {
+        if (ranks && given->pp != ranks)
+            return bm_err_set(err, "%s%sthe table has pp %d but %d ranks run it\nhint: mpirun -np %d",
+                              o->table_name ? o->table_name : "", o->table_name ? ": " : "", given->pp, ranks,
+                              given->pp);
+        return bm_verify(given, err);
+    }
+    struct bm_plan_opts po;
+    if (plan) po = *plan;
+    else bm_plan_opts_from_spec(&po, s);
+    if (!po.pp) po.pp = ranks ? ranks : s->pp;
+    if (bm_plan_build(s, &po, t, err)) return BM_ERR;
+    *own = 1;
+    if (ranks && (*t)->pp != ranks)
+        return bm_err_set(err, "the plan has pp %d but %d ranks run it\nhint: mpirun -np %d, or --pp %d", (*t)->pp,
+                          ranks, (*t)->pp, ranks);
+    return BM_OK;
+}
+
+static void exec_opts_from(const struct bm_train_opts *o, struct bm_exec_opts *x)
+{
+    static const enum bm_fault kinds[] = {[BM_TRAIN_FAULT_NONE] = BM_FAULT_NONE, [BM_TRAIN_FAULT_NAN] = BM_FAULT_NAN,
+                                          [BM_TRAIN_FAULT_CRASH] = BM_FAULT_CRASH, [BM_TRAIN_FAULT_EXIT] = BM_FAULT_EXIT,
+                                          [BM_TRAIN_FAULT_HANG] = BM_FAULT_HANG};
+    memset(x, 0, sizeof *x);
+    x->steps = o->steps;
+    x->log_path = o->log_path;
+    x->trace_path = o->trace_path;
+    x->dump_params = o->dump_params;
+    x->ckpt_dir = o->ckpt_dir;
+    x->ckpt_every = o->ckpt_every;
+    x->resume_dir = o->resume_dir;
+    x->progress = o->quiet ? NULL : stdout;
+    x->fault_rank = o->fault_rank, x->fault_op = o->fault_op, x->fault_step = o->fault_step;
+    x->fault = (unsigned)o->fault <= BM_TRAIN_FAULT_HANG ? kinds[o->fault] : BM_FAULT_NONE;
+}
+
+int bm_train(const struct bm_spec *spec, struct bm_table *table, const struct bm_train_opts *opts, int *argc,
+             char ***argv, struct bm_err *err)
+{
+    static const struct bm_train_opts defaults = {0};
+    const struct bm_train_opts *o = opts ? opts : &defaults;
+    struct bm_comm *comm = NULL;
+    struct bm_table *t = NULL;
+    int own = 0, rc = BM_ERR, setup = 1, report = 1;
+    if ((unsigned)o->fault > BM_TRAIN_FAULT_HANG) bm_err_set(err, "unknown fault kind %d", (int)o->fault);
+    else if (o->ckpt_every && !o->ckpt_dir) bm_err_set(err, "a checkpoint interval needs a checkpoint directory");
+    else if (o->mode == BM_TRAIN_REFERENCE) rc = train_reference(spec, o, err), setup = 0;
+    else if (o->mode != BM_TRAIN_MPI && o->mode != BM_TRAIN_LOCAL) bm_err_set(err, "unknown train mode %d", (int)o->mode);
+    else if (o->mode == BM_TRAIN_MPI && !(comm = bm_comm_mpi_new(argc, argv, err))) {
+        /* err says why MPI did not start */
+    } else {
+        if (comm) {
+            report = comm->first_rank == 0;
+            comm->timeout_s = o->timeout_s > 0 ? o->timeout_s : o->timeout_s < 0 ? 0 : 60; /* 0: never */
+        }
+        if (table_for(spec, table, o, comm ? comm->size : 0, &t, &own, err) == BM_OK) {
+            if (!comm && !(comm = bm_comm_local_new(t->pp))) {
+                bm_err_set(err, "out of memory");
+            } else {
+                struct bm_exec_opts xo;
+                exec_opts_from(o, &xo);
+                setup = 0, report = 1;
+                rc = bm_exec_train(spec, t, comm, &xo, err);
+            }
+        }
+    }
+    if (rc && report && o->on_error) o->on_error(o->ctx, err->msg, setup);
+    if (own) bm_table_free(t);
+    if (comm) comm->ops->free(comm);
+    return rc;
+}
