@@ -20,6 +20,16 @@ expect_contains render_missing_file_error "bigmac: error:"
 printf '{"format": "bigmac-spec", "version": 1,' >"$T/broken.json"
 expect_exit render_broken_json 1 "$BIGMAC" render "$T/broken.json" --format svg
 expect_contains render_broken_json_pos "broken.json:1:"
+# a deeply nested input stops at the project's guarded parser (src/spec/jpos.c, 64 levels) with
+# the position of the first too-deep bracket, before jansson's recursion sees it; the same file
+# one level inside the limit parses and is refused for what it is (not a bigmac file)
+deep() { printf '{"format": "x", "d": '; printf "%${1}s" | tr ' ' '['; printf "%${1}s" | tr ' ' ']'; printf '}'; }
+deep 3000 >"$T/deep.json"
+expect_exit render_deep_json 1 "$BIGMAC" render "$T/deep.json" --format svg
+expect_contains render_deep_json_says "deep.json:1:85: JSON nested deeper than 64 levels"
+deep 63 >"$T/deep63.json"
+expect_exit render_deep63_json 1 "$BIGMAC" render "$T/deep63.json" --format svg
+expect_contains render_deep63_json_parses 'not a bigmac spec, table or trace ("format" is "x"'
 printf '{"format": "something"}' >"$T/other.json"
 expect_exit render_not_bigmac 1 "$BIGMAC" render "$T/other.json" --format svg
 expect_contains render_not_bigmac_says "not a bigmac spec, table or trace"

@@ -9,7 +9,11 @@
 
 #include "cli/cli.h"
 #include "report/report.h"
+#include "spec/jpos.h"
 #include "util/util.h"
+
+/* JSON nesting a render input may have: the spec and table loaders' limit. */
+#define RENDER_MAX_DEPTH 64
 
 static void usage(FILE *f)
 {
@@ -88,6 +92,68 @@ static int write_out(int fm, const struct bm_table *t, const struct bm_timeline 
     return rc;
 }
 
+/* The input's kind by its first bytes and "format": a CSV schedule, a trace (measured or
+ * simulated; *is_trace), a spec (*spec, to be planned) or a table (*t). Every JSON input goes
+ * through the project's guarded parser first (bm_json_parse: nesting at most RENDER_MAX_DEPTH,
+ * so a too-deep file gets a position instead of a deep recursion). */
+static int load_input(const char *text, size_t len, const char *in, struct bm_spec **spec, struct bm_table **t,
+                      struct bm_timeline **tl, int *is_trace, struct bm_err *err)
+{
+    const char *p = text;
+    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') p++;
+    if (strlen(text) != len) return bm_err_set(err, "%s: not a text file", in);
+    if (*p != '{') return bm_csv_parse(text, in, NULL, NULL, t, err);
+    if (bm_trace_sniff(text)) {
+        *is_trace = 1;
+        return bm_trace_parse(text, in, t, tl, err);
+    }
+    json_t *root = bm_json_parse(text, in, RENDER_MAX_DEPTH, 0, err);
+    if (!root) return BM_ERR;
+    json_t *jf = json_object_get(root, "format");
+    const char *format = json_is_string(jf) ? json_string_value(jf) : "";
+    int rc;
+    if (!strcmp(format, "bigmac-spec")) rc = bm_spec_parse(text, in, spec, err);
+    else if (!strcmp(format, "bigmac-table")) rc = bm_table_parse(text, in, t, err);
+    else rc = bm_err_set(err, "%s: not a bigmac spec, table or trace (\"format\" is \"%s\"; a trace has \"traceEvents\")",
+                         in, format);
+    json_decref(root);
+    return rc;
+}
+
+/* `render RUN_TRACE --table TABLE --format html`: the measured run (t, tl) against its table
+ * simulated from the run's own costs, written to out. BM_ERR with err set on failure. */
+static int render_vs(const char *in, const char *vs_table, int is_trace, const struct bm_table *t,
+                     const struct bm_timeline *tl, const char *title, const char *out, struct bm_err *err)
+{
+    if (!is_trace || !tl->measured) {
+        bm_err_set(err, "%s: --table needs a measured trace (`bigmac train ... --trace`), got %s", in,
+                   is_trace ? "a simulated trace" : "no trace");
+        return BM_ERR;
+    }
+    struct bm_table *vt = NULL;
+    struct bm_timeline *vtl = NULL;
+    if (bm_table_load(vs_table, &vt, err)) return BM_ERR;
+    if (bm_report_vs_simulate(t, tl, vt, &vtl, err)) {
+        char msg[sizeof err->msg + 300];
+        snprintf(msg, sizeof msg, "%s: %s", vs_table, err->msg);
+        snprintf(err->msg, sizeof err->msg, "%s", msg);
+        bm_table_free(vt);
+        return BM_ERR;
+    }
+    FILE *f = strcmp(out, "-") ? fopen(out, "w") : stdout;
+    if (!f) {
+        bm_err_set(err, "%s: cannot open for writing", out);
+        bm_timeline_free(vtl), bm_table_free(vt);
+        return BM_ERR;
+    }
+    int rc = bm_render_html_vs(t, tl, vtl, title, f);
+    if (f != stdout ? fclose(f) != 0 : fflush(f) != 0) rc = BM_ERR;
+    bm_timeline_free(vtl), bm_table_free(vt);
+    if (rc) return bm_err_set(err, "%s: write error", out);
+    if (strcmp(out, "-")) fprintf(stderr, "wrote %s\n", out);
+    return BM_OK;
+}
+
 int bm_cmd_render(int argc, char **argv)
 {
     struct bm_cli_plan_flags flags = {0};
@@ -164,39 +230,7 @@ int bm_cmd_render(int argc, char **argv)
     struct bm_timeline *tl = NULL;
     struct bm_report_compare *cmp = NULL;
     int rc = BM_ERR, is_trace = 0;
-    const char *p = text;
-    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') p++;
-    if (strlen(text) != len) {
-        bm_err_set(&err, "%s: not a text file", in);
-        goto fail;
-    }
-    if (*p != '{') {
-        if (bm_csv_parse(text, in, NULL, NULL, &t, &err)) goto fail;
-    } else if (bm_trace_sniff(text)) {
-        is_trace = 1;
-        if (bm_trace_parse(text, in, &t, &tl, &err)) goto fail;
-    } else {
-        json_error_t je;
-        json_t *root = json_loads(text, 0, &je);
-        if (!root) {
-            bm_err_set(&err, "%s:%d:%d: %s", in, je.line, je.column, je.text);
-            goto fail;
-        }
-        json_t *jf = json_object_get(root, "format");
-        const char *format = json_is_string(jf) ? json_string_value(jf) : "";
-        if (!strcmp(format, "bigmac-spec")) {
-            json_decref(root);
-            if (bm_spec_parse(text, in, &spec, &err)) goto fail;
-        } else if (!strcmp(format, "bigmac-table")) {
-            json_decref(root);
-            if (bm_table_parse(text, in, &t, &err)) goto fail;
-        } else {
-            bm_err_set(&err, "%s: not a bigmac spec, table or trace (\"format\" is \"%s\"; a trace has \"traceEvents\")",
-                       in, format);
-            json_decref(root);
-            goto fail;
-        }
-    }
+    if (load_input(text, len, in, &spec, &t, &tl, &is_trace, &err)) goto fail;
     if (!spec && any_plan_flag)
         fprintf(stderr, "bigmac: warning: plan flags apply to a SPEC only; %s is already planned\n", in);
     if (spec) {
@@ -228,32 +262,8 @@ int bm_cmd_render(int argc, char **argv)
     if (fm == F_CSV && bm_csv_check_names(t, &err)) goto fail;
     if (!title) title = spec && spec->name ? spec->name : in;
     if (vs_table) { /* the measured run against its table simulated from the run's own costs */
-        if (!is_trace || !tl->measured) {
-            bm_err_set(&err, "%s: --table needs a measured trace (`bigmac train ... --trace`), got %s", in,
-                       is_trace ? "a simulated trace" : "no trace");
-            goto fail;
-        }
-        struct bm_table *vt = NULL;
-        struct bm_timeline *vtl = NULL;
-        if (bm_table_load(vs_table, &vt, &err)) goto fail;
-        if (bm_report_vs_simulate(t, tl, vt, &vtl, &err)) {
-            char msg[sizeof err.msg + 300];
-            snprintf(msg, sizeof msg, "%s: %s", vs_table, err.msg);
-            snprintf(err.msg, sizeof err.msg, "%s", msg);
-            bm_table_free(vt);
-            goto fail;
-        }
-        FILE *f = strcmp(out, "-") ? fopen(out, "w") : stdout;
-        if (!f) {
-            bm_err_set(&err, "%s: cannot open for writing", out);
-            bm_timeline_free(vtl), bm_table_free(vt);
-            goto fail;
-        }
-        rc = bm_render_html_vs(t, tl, vtl, title, f);
-        if (f != stdout ? fclose(f) != 0 : fflush(f) != 0) rc = BM_ERR;
-        if (rc) fprintf(stderr, "bigmac: error: %s: write error\n", out);
-        else if (strcmp(out, "-")) fprintf(stderr, "wrote %s\n", out);
-        bm_timeline_free(vtl), bm_table_free(vt);
+        if (render_vs(in, vs_table, is_trace, t, tl, title, out, &err)) goto fail;
+        rc = BM_OK;
         goto done;
     }
     rc = write_out(fm, t, tl, cmp, title, width, span, out);
