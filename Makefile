@@ -137,6 +137,12 @@ $(BUILD)/tests/%: tests/%.c tests/test.h $(LIB)
 	@echo "  TEST    $<"
 	@$(CC) $(CFLAGS) -Itests -o $@ $< $(LIB) $(LDFLAGS) $(LDLIBS)
 
+# A test that calls bm_train pulls the MPI transport out of libbigmac.a: linked through mpicc.
+$(BUILD)/tests/test_train_api: tests/test_train_api.c tests/test.h $(LIB)
+	@mkdir -p $(dir $@)
+	@echo "  TEST    $<"
+	@$(LINK) $(CFLAGS) -Itests -o $@ $< $(LIB) $(LDFLAGS) $(LDLIBS)
+
 $(BUILD)/bench/%: bench/%.c $(wildcard bench/*.h) $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(LIB) $(LDFLAGS) $(LDLIBS)
