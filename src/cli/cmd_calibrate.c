@@ -1,12 +1,14 @@
 /* cmd_calibrate.c — `bigmac calibrate TRACE.json... [--spec SPEC.json] [--mean] [--rank-scale] [--spread] [-o FILE]`: measured
- * op times and bytes of executor traces -> spec costs (src/sim/calibrate.h, docs/executor.md). */
-#include <jansson.h>
+ * op times and bytes of executor traces -> spec costs (src/sim/calibrate.h, docs/executor.md). The
+ * calibrated spec and the cost fragment are written by src/spec/calibrated.c (the spec schema
+ * stays in src/spec/). */
 #include <stdio.h>
 #include <string.h>
 
 #include "cli/cli.h"
 #include "sim/calibrate.h"
 #include "report/report.h"
+#include "spec/calibrated.h"
 #include "util/util.h"
 
 static void usage(FILE *f)
@@ -41,20 +43,6 @@ static void usage(FILE *f)
             "device.rank_time_scale (with --spec; \"rank_time_scale\" in the fragment): one\n"
             "multiplier per rank, so the spec then plans only at the trace's pp.\n"
             "-o - (the default) writes to stdout.\n");
-}
-
-static json_t *cost_json(const struct bm_cost *c, double spread)
-{
-    json_t *o = json_object();
-    json_object_set_new(o, "fwd_ms", json_real(c->fwd_ms));
-    json_object_set_new(o, "bwd_ms", json_real(c->bwd_ms));
-    json_object_set_new(o, "act_mib", json_real(c->act_mib));
-    json_object_set_new(o, "state_mib", json_real(c->state_mib));
-    json_object_set_new(o, "out_mib", json_real(c->out_mib));
-    if (spread > 0) json_object_set_new(o, "spread", json_real(spread));
-    if (c->w_ms > 0 && c->w_ms < c->bwd_ms) /* a split backward was measured: its W part */
-        json_object_set_new(o, "w_ms", json_real(c->w_ms));
-    return o;
 }
 
 int bm_cmd_calibrate(int argc, char **argv)
@@ -98,9 +86,10 @@ int bm_cmd_calibrate(int argc, char **argv)
     struct bm_table **t = bm_calloc((size_t)n_traces, sizeof *t);
     struct bm_timeline **tl = bm_calloc((size_t)n_traces, sizeof *tl);
     struct bm_cost *costs = NULL;
-    json_t *root = NULL, *scale = NULL; /* scale: device.rank_time_scale, with --rank-scale */
-    json_t *mb_values = NULL;           /* data.encoder_cost_scale.values */
+    double *rs = NULL;                  /* device.rank_time_scale, with --rank-scale */
+    double *mbs = NULL;                 /* data.encoder_cost_scale.values (when there are encoders) */
     double *spread = NULL;              /* cost.spread per module */
+    const char **names = NULL;          /* the modules' names */
     int rc = 1;
     if (!t || !tl) {
         bm_err_set(&err, "out of memory");
@@ -124,7 +113,6 @@ int bm_cmd_calibrate(int argc, char **argv)
         goto fail;
     }
     if (bm_calibrate_runs(t[0], (const struct bm_timeline *const *)tl, n_traces, mean, costs, &err)) goto fail;
-    double *rs = NULL;
     if (rank_scale) {
         rs = bm_malloc((size_t)t[0]->pp * sizeof *rs);
         if (!rs) {
@@ -132,7 +120,6 @@ int bm_cmd_calibrate(int argc, char **argv)
             goto fail;
         }
     }
-    double *mbs = NULL; /* the microbatch scales, kept for the spread */
     /* the measured per-microbatch encoder multipliers (when there are encoders), fitted
      * together with the rank scale when that is asked for */
     int has_enc = 0;
@@ -140,94 +127,37 @@ int bm_cmd_calibrate(int argc, char **argv)
     if (has_enc) {
         double *ms = bm_malloc((size_t)t[0]->microbatches * sizeof *ms);
         if (!ms) {
-            bm_free(rs);
             bm_err_set(&err, "out of memory");
             goto fail;
         }
         bm_calibrate_scales(t[0], (const struct bm_timeline *const *)tl, n_traces, costs, rs, ms);
-        mb_values = json_array();
-        for (int m = 0; m < t[0]->microbatches; m++) json_array_append_new(mb_values, json_real(ms[m]));
         mbs = ms;
     } else if (rs) {
         bm_calibrate_rank_scale(t[0], (const struct bm_timeline *const *)tl, n_traces, costs, rs);
     }
-    if (rs) {
-        scale = json_array();
-        for (int r = 0; r < t[0]->pp; r++) json_array_append_new(scale, json_real(rs[r]));
-    }
     /* the op-to-op spread around all of that, per module */
     if (want_spread) spread = bm_malloc((size_t)t[0]->n_modules * sizeof *spread);
     if (spread) bm_calibrate_spread(t[0], (const struct bm_timeline *const *)tl, n_traces, costs, rs, mbs, spread);
-    bm_free(rs);
-    bm_free(mbs);
-    double overhead_us = bm_calibrate_op_overhead_ms(t[0], (const struct bm_timeline *const *)tl, n_traces) * 1000.0;
-    if (spec) {
-        json_error_t je;
-        root = json_load_file(spec, 0, &je);
-        if (!root) {
-            bm_err_set(&err, "%s:%d:%d: %s", spec, je.line, je.column, je.text);
-            goto fail;
-        }
-        json_t *mods = json_object_get(root, "modules");
-        size_t i;
-        json_t *m;
-        json_array_foreach(mods, i, m)
-        {
-            const char *name = json_string_value(json_object_get(m, "name"));
-            int k = name ? bm_table_find_module(t[0], name) : -1;
-            if (k >= 0) json_object_set_new(m, "cost", cost_json(&costs[k], spread ? spread[k] : 0));
-        }
-        json_t *data = json_object_get(root, "data");
-        if (data) json_object_del(data, "encoder_cost_scale");
-        if (mb_values) {
-            if (!json_is_object(data)) json_object_set_new(root, "data", data = json_object());
-            json_object_set_new(data, "encoder_cost_scale", json_pack("{s:o}", "values", mb_values));
-            mb_values = NULL;
-        }
-        json_t *dev = json_object_get(root, "device");
-        if (!json_is_object(dev)) json_object_set_new(root, "device", dev = json_object());
-        json_object_set_new(dev, "op_overhead_us", json_real(overhead_us));
-        if (scale) {
-            json_object_set_new(dev, "rank_time_scale", scale);
-            scale = NULL;
-        }
-    } else {
-        root = json_object();
-        json_object_set_new(root, "format", json_string("bigmac-costs"));
-        json_object_set_new(root, "version", json_integer(1));
-        json_object_set_new(root, "trace", json_string(traces[0]));
-        json_t *all = json_array();
-        for (int i = 0; i < n_traces; i++) json_array_append_new(all, json_string(traces[i]));
-        json_object_set_new(root, "traces", all);
-        json_t *mods = json_array();
-        for (int k = 0; k < t[0]->n_modules; k++) {
-            json_t *m = json_object();
-            json_object_set_new(m, "name", json_string(t[0]->modules[k].name));
-            json_object_set_new(m, "cost", cost_json(&costs[k], spread ? spread[k] : 0));
-            json_array_append_new(mods, m);
-        }
-        json_object_set_new(root, "modules", mods);
-        json_object_set_new(root, "op_overhead_us", json_real(overhead_us));
-        if (scale) json_object_set_new(root, "rank_time_scale", scale);
-        scale = NULL;
-        if (mb_values) json_object_set_new(root, "encoder_cost_scale", json_pack("{s:o}", "values", mb_values));
-        mb_values = NULL;
-    }
-    size_t flags = JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6);
-    int wr = !strcmp(out, "-") ? json_dumpf(root, stdout, flags) : json_dump_file(root, out, flags);
-    if (!strcmp(out, "-")) printf("\n");
-    if (wr) {
-        bm_err_set(&err, "%s: write failed", out);
+    names = bm_malloc((size_t)t[0]->n_modules * sizeof *names);
+    if (!names) {
+        bm_err_set(&err, "out of memory");
         goto fail;
     }
+    for (int k = 0; k < t[0]->n_modules; k++) names[k] = t[0]->modules[k].name;
+    struct bm_spec_calibration cal = {
+        .n_modules = t[0]->n_modules, .names = names, .costs = costs, .spread = spread, .rank_scale = rs,
+        .pp = t[0]->pp, .mb_scale = mbs, .microbatches = t[0]->microbatches,
+        .op_overhead_us = bm_calibrate_op_overhead_ms(t[0], (const struct bm_timeline *const *)tl, n_traces) * 1000.0};
+    if (spec ? bm_spec_write_calibrated(spec, &cal, out, &err) : bm_spec_write_costs(&cal, traces, n_traces, out, &err))
+        goto fail;
     rc = 0;
     goto done;
 fail:
     bm_cli_error(err.msg);
 done:
-    if (root) json_decref(root);
-    if (scale) json_decref(scale);
-    if (mb_values) json_decref(mb_values);
+    bm_free(names);
+    bm_free(rs);
+    bm_free(mbs);
     bm_free(spread);
     bm_free(costs);
     for (int i = 0; i < n_traces; i++) {

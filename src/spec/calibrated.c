@@ -1,0 +1,105 @@
+/* calibrated.c — the calibrated spec and the cost fragment (calibrated.h). Numbers are written
+ * with 6 significant digits, keys in the order they were read or set. */
+#include <jansson.h>
+#include <string.h>
+
+#include "spec/calibrated.h"
+#include "spec/jpos.h"
+#include "util/util.h"
+
+#define MAX_DEPTH 64                  /* JSON nesting, as the spec loader */
+#define MAX_TEXT  (8L << 20)      /* bytes of spec text, as the spec loader */
+
+static json_t *cost_json(const struct bm_cost *c, double spread)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "fwd_ms", json_real(c->fwd_ms));
+    json_object_set_new(o, "bwd_ms", json_real(c->bwd_ms));
+    json_object_set_new(o, "act_mib", json_real(c->act_mib));
+    json_object_set_new(o, "state_mib", json_real(c->state_mib));
+    json_object_set_new(o, "out_mib", json_real(c->out_mib));
+    if (spread > 0) json_object_set_new(o, "spread", json_real(spread));
+    if (c->w_ms > 0 && c->w_ms < c->bwd_ms) /* a split backward was measured: its W part */
+        json_object_set_new(o, "w_ms", json_real(c->w_ms));
+    return o;
+}
+
+static json_t *reals(const double *v, int n)
+{
+    json_t *a = json_array();
+    for (int i = 0; i < n; i++) json_array_append_new(a, json_real(v[i]));
+    return a;
+}
+
+static int module_index(const struct bm_spec_calibration *c, const char *name)
+{
+    for (int k = 0; name && k < c->n_modules; k++)
+        if (!strcmp(c->names[k], name)) return k;
+    return -1;
+}
+
+/* Dump root to out ("-": stdout and a newline) and release it. */
+static int write_json(json_t *root, const char *out, struct bm_err *err)
+{
+    size_t flags = JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6);
+    int wr = !strcmp(out, "-") ? json_dumpf(root, stdout, flags) : json_dump_file(root, out, flags);
+    if (!strcmp(out, "-")) printf("\n");
+    json_decref(root);
+    return wr ? bm_err_set(err, "%s: write failed", out) : BM_OK;
+}
+
+int bm_spec_write_calibrated(const char *spec_path, const struct bm_spec_calibration *c, const char *out,
+                             struct bm_err *err)
+{
+    size_t len;
+    char *text = bm_read_file_max(spec_path, (size_t)MAX_TEXT, &len, err);
+    if (!text) return BM_ERR;
+    json_t *root = bm_json_parse(text, spec_path, MAX_DEPTH, 0, err);
+    bm_free(text);
+    if (!root) return BM_ERR;
+    json_t *mods = json_object_get(root, "modules");
+    size_t i;
+    json_t *m;
+    json_array_foreach(mods, i, m)
+    {
+        int k = module_index(c, json_string_value(json_object_get(m, "name")));
+        if (k >= 0) json_object_set_new(m, "cost", cost_json(&c->costs[k], c->spread ? c->spread[k] : 0));
+    }
+    json_t *data = json_object_get(root, "data");
+    if (data) json_object_del(data, "encoder_cost_scale");
+    if (c->mb_scale) {
+        if (!json_is_object(data)) json_object_set_new(root, "data", data = json_object());
+        json_object_set_new(data, "encoder_cost_scale",
+                            json_pack("{s:o}", "values", reals(c->mb_scale, c->microbatches)));
+    }
+    json_t *dev = json_object_get(root, "device");
+    if (!json_is_object(dev)) json_object_set_new(root, "device", dev = json_object());
+    json_object_set_new(dev, "op_overhead_us", json_real(c->op_overhead_us));
+    if (c->rank_scale) json_object_set_new(dev, "rank_time_scale", reals(c->rank_scale, c->pp));
+    return write_json(root, out, err);
+}
+
+int bm_spec_write_costs(const struct bm_spec_calibration *c, const char *const *traces, int n_traces,
+                        const char *out, struct bm_err *err)
+{
+    json_t *root = json_object();
+    json_object_set_new(root, "format", json_string("bigmac-costs"));
+    json_object_set_new(root, "version", json_integer(1));
+    json_object_set_new(root, "trace", json_string(traces[0]));
+    json_t *all = json_array();
+    for (int i = 0; i < n_traces; i++) json_array_append_new(all, json_string(traces[i]));
+    json_object_set_new(root, "traces", all);
+    json_t *mods = json_array();
+    for (int k = 0; k < c->n_modules; k++) {
+        json_t *m = json_object();
+        json_object_set_new(m, "name", json_string(c->names[k]));
+        json_object_set_new(m, "cost", cost_json(&c->costs[k], c->spread ? c->spread[k] : 0));
+        json_array_append_new(mods, m);
+    }
+    json_object_set_new(root, "modules", mods);
+    json_object_set_new(root, "op_overhead_us", json_real(c->op_overhead_us));
+    if (c->rank_scale) json_object_set_new(root, "rank_time_scale", reals(c->rank_scale, c->pp));
+    if (c->mb_scale)
+        json_object_set_new(root, "encoder_cost_scale", json_pack("{s:o}", "values", reals(c->mb_scale, c->microbatches)));
+    return write_json(root, out, err);
+}
