@@ -2,7 +2,7 @@
  * reference (sort by memory, sweep the running best makespan) on random point sets with ties,
  * and the frontier of a real spec (every policy x recompute choice present, bigmac windows
  * growing while they pay, the spec left as it was). */
-#include "report/frontier.h"
+#include "study/frontier.h"
 #include "test.h"
 #include "util/util.h"
 

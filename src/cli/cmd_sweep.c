@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "report/frontier.h"
+#include "study/frontier.h"
 #include "util/util.h"
 
 #define MAXV BM_SWEEP_MAX_VALUES

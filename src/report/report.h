@@ -14,7 +14,7 @@
 #define BM_REPORT_H
 
 #include "bigmac.h"
-#include "report/frontier.h"
+#include "study/frontier.h"
 
 /* ---------------------------------------------------------------- shared helpers (common.c) */
 
@@ -78,7 +78,7 @@ const char *bm_report_row_name(const struct bm_report_policy_row *row);
 
 /* Plan and simulate spec s under all six policies with o's parallel settings (o->policy is
  * ignored) and fill cmp; when optimus runs out of memory also optimus with every encoder and
- * generator recomputed (one more row); and the compute/memory frontier (src/report/frontier.h,
+ * generator recomputed (one more row); and the compute/memory frontier (src/study/frontier.h,
  * NULL when nothing of it plans, or when the bigmac table has more than
  * BM_REPORT_FRONTIER_MAX_OPS ops). Rows and points keep their tables and timelines only while
  * their compute ops fit BM_REPORT_MINI_BUDGET (in that order). A policy that fails to plan or simulate gets ok = 0 and its

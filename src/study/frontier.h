@@ -2,8 +2,8 @@
  * window x recompute choice planned and simulated, each a point (peak memory per rank,
  * makespan, samples/s), the Pareto-optimal ones marked (`bigmac sweep --frontier`, the HTML
  * report's frontier chart; docs/simulator.md). */
-#ifndef BM_REPORT_FRONTIER_H
-#define BM_REPORT_FRONTIER_H
+#ifndef BM_STUDY_FRONTIER_H
+#define BM_STUDY_FRONTIER_H
 
 #include "bigmac.h"
 

@@ -1,7 +1,7 @@
 /* frontier.c — the compute/memory frontier (see frontier.h). */
 #include <string.h>
 
-#include "report/frontier.h"
+#include "study/frontier.h"
 #include "spec/recompute.h"
 #include "util/util.h"
 
