@@ -154,22 +154,28 @@ static int render_vs(const char *in, const char *vs_table, int is_trace, const s
     return BM_OK;
 }
 
-int bm_cmd_render(int argc, char **argv)
+/* What the command line says. */
+struct args {
+    struct bm_cli_plan_flags flags;
+    const char *in, *out, *title, *vs_table;
+    int fm, width, any_plan_flag;
+    double span;
+};
+
+/* The command line into *g. Returns -1 to go on, else the exit status (--help: 0; a usage
+ * error: BM_USAGE, printed). */
+static int parse_args(int argc, char **argv, struct args *g)
 {
-    struct bm_cli_plan_flags flags = {0};
-    const char *in = NULL, *out = "-", *title = NULL, *vs_table = NULL;
-    int fm = F_NONE, width = 0, any_plan_flag = 0;
-    double span = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
             return 0;
         }
-        int k = bm_cli_plan_flag(argc, argv, &i, &flags);
+        int k = bm_cli_plan_flag(argc, argv, &i, &g->flags);
         if (k < 0) return BM_USAGE;
         if (k > 0) {
-            any_plan_flag = 1;
+            g->any_plan_flag = 1;
             continue;
         }
         if (!strcmp(a, "-o") || !strcmp(a, "--format") || !strcmp(a, "--width") ||
@@ -179,15 +185,15 @@ int bm_cmd_render(int argc, char **argv)
                 return BM_USAGE;
             }
             const char *v = argv[++i];
-            if (a[1] == 'o') out = v;
-            else if (!strcmp(a, "--title")) title = v;
-            else if (!strcmp(a, "--table")) vs_table = v;
+            if (a[1] == 'o') g->out = v;
+            else if (!strcmp(a, "--title")) g->title = v;
+            else if (!strcmp(a, "--table")) g->vs_table = v;
             else if (!strcmp(a, "--span")) {
-                if (bm_cli_double(a, v, &span)) return BM_USAGE;
+                if (bm_cli_double(a, v, &g->span)) return BM_USAGE;
             }
             else if (!strcmp(a, "--width")) {
-                if (bm_cli_int(a, v, &width)) return BM_USAGE;
-            } else if ((fm = parse_format(v)) == F_NONE) {
+                if (bm_cli_int(a, v, &g->width)) return BM_USAGE;
+            } else if ((g->fm = parse_format(v)) == F_NONE) {
                 fprintf(stderr, "bigmac: error: --format: unknown format '%s' (ascii, svg, html, trace, csv)\n", v);
                 return BM_USAGE;
             }
@@ -195,29 +201,39 @@ int bm_cmd_render(int argc, char **argv)
             fprintf(stderr, "bigmac: error: render: unknown flag '%s'\n", a);
             fprintf(stderr, "usage: bigmac render INPUT --format ascii|svg|html|trace|csv [-o FILE]   (--help for more)\n");
             return BM_USAGE;
-        } else if (!in) {
-            in = a;
+        } else if (!g->in) {
+            g->in = a;
         } else {
-            fprintf(stderr, "bigmac: error: render takes one input (got '%s' and '%s')\n", in, a);
+            fprintf(stderr, "bigmac: error: render takes one input (got '%s' and '%s')\n", g->in, a);
             return BM_USAGE;
         }
     }
-    if (!in) {
+    if (!g->in) {
         fprintf(stderr, "bigmac: error: render: what to draw? (a TABLE.json, SPEC.json, trace or CSV)\n");
         fprintf(stderr, "usage: bigmac render INPUT --format ascii|svg|html|trace|csv [-o FILE]   (--help for more)\n");
         return BM_USAGE;
     }
-    if (fm == F_NONE) {
+    if (g->fm == F_NONE) {
         fprintf(stderr, "bigmac: error: render: --format is required (ascii, svg, html, trace, csv)\n");
         return BM_USAGE;
     }
-    if (!width) width = default_width();
-    if (vs_table && fm != F_HTML) {
+    if (!g->width) g->width = default_width();
+    if (g->vs_table && g->fm != F_HTML) {
         fprintf(stderr, "bigmac: error: render: --table draws the simulated timeline under a measured one: "
                         "--format html only\n");
         return BM_USAGE;
     }
+    return -1;
+}
 
+int bm_cmd_render(int argc, char **argv)
+{
+    struct args g = {.out = "-", .fm = F_NONE};
+    int prc = parse_args(argc, argv, &g);
+    if (prc >= 0) return prc;
+    const char *in = g.in, *out = g.out, *title = g.title, *vs_table = g.vs_table;
+    int fm = g.fm, width = g.width;
+    double span = g.span;
     struct bm_err err;
     size_t len;
     char *text = bm_read_file_max(in, (size_t)BM_MAX_TRACE_TEXT, &len, &err);
@@ -231,13 +247,13 @@ int bm_cmd_render(int argc, char **argv)
     struct bm_report_compare *cmp = NULL;
     int rc = BM_ERR, is_trace = 0;
     if (load_input(text, len, in, &spec, &t, &tl, &is_trace, &err)) goto fail;
-    if (!spec && any_plan_flag)
+    if (!spec && g.any_plan_flag)
         fprintf(stderr, "bigmac: warning: plan flags apply to a SPEC only; %s is already planned\n", in);
     if (spec) {
         struct bm_plan_opts o;
-        bm_cli_spec_apply(&flags, spec);
+        bm_cli_spec_apply(&g.flags, spec);
         bm_plan_opts_from_spec(&o, spec);
-        bm_cli_plan_apply(&flags, &o);
+        bm_cli_plan_apply(&g.flags, &o);
         if (bm_plan_build(spec, &o, &t, &err)) {
             char msg[sizeof err.msg + 300];
             snprintf(msg, sizeof msg, "%s: cannot plan: %s", in, err.msg);

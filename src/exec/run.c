@@ -302,6 +302,106 @@ static void placement_check(const struct bm_table *t, const struct bm_comm *c)
         }
 }
 
+/* --resume: every local rank loads its checkpoint; all ranks must be at the same step, which
+ * becomes *start. */
+static int resume(struct bm_exec **x, const struct bm_table *t, struct bm_comm *c, const char *dir, long *start,
+                  struct bm_err *err)
+{
+    int nl = c->nlocal, rc = BM_OK;
+    int *hi = bm_calloc((size_t)nl, sizeof *hi), *neg = bm_calloc((size_t)nl, sizeof *neg), a = 0, b = 0;
+    if (!hi || !neg) rc = bm_err_set(err, "out of memory");
+    for (int l = 0; l < nl && rc == BM_OK; l++) {
+        long sd = 0;
+        rc = bm_ckpt_load(x[l], t, c->first_rank + l, dir, &sd, err);
+        hi[l] = (int)sd, neg[l] = -(int)sd;
+    }
+    if (rc == BM_OK) rc = c->ops->allreduce_max(c, hi, &a, err);
+    if (rc == BM_OK) rc = c->ops->allreduce_max(c, neg, &b, err);
+    bm_free(hi), bm_free(neg);
+    if (rc) return rc;
+    int lo = -b;
+    if (lo != a) return bm_err_set(err, "%s: the ranks' checkpoints are of different steps (%d and %d)", dir, lo, a);
+    *start = lo;
+    return BM_OK;
+}
+
+/* One step's figures of every rank, gathered to rank 0: per rank a record of nrec doubles,
+ * peak activation bytes per role, wall ms, CPU ms, walk ms, then the M lm and M gen losses. */
+struct step_records {
+    int nrec;
+    double *rec;          /* [nlocal * nrec]: this process's ranks */
+    const void **items;   /* [nlocal] */
+    size_t *bytes;        /* [nlocal] */
+    size_t *ob;           /* [P] */
+};
+
+static int gather_step(struct bm_exec **x, struct bm_comm *c, int M, double ms, double cpu_ms,
+                       struct step_records *sr, void **allv, struct bm_err *err)
+{
+    for (int l = 0; l < c->nlocal; l++) {
+        double *q = &sr->rec[(size_t)l * sr->nrec];
+        struct bm_exec_rank_stats st;
+        bm_exec_stats(x[l], &st);
+        for (int r = 0; r < BM_N_ROLES; r++) q[r] = (double)st.peak_act[r];
+        q[3] = ms, q[4] = cpu_ms, q[5] = st.ms;
+        memcpy(q + 6, bm_exec_losses_lm(x[l]), (size_t)M * sizeof(double));
+        memcpy(q + 6 + M, bm_exec_losses_gen(x[l]), (size_t)M * sizeof(double));
+        sr->items[l] = q, sr->bytes[l] = (size_t)sr->nrec * sizeof(double);
+    }
+    return c->ops->gather(c, sr->items, sr->bytes, allv, sr->ob, err);
+}
+
+/* Rank 0 after a step: the loss summed exactly as the reference trainer does (float loss / M in
+ * microbatch order), the caller's outputs, the progress line and the log line. BM_ERR when the
+ * loss is not finite. */
+static int report_step(const struct bm_exec_opts *o, FILE *pr, FILE *log, const double *all, int P, int M, int nrec,
+                       long step, int steps, double ms, struct bm_err *err)
+{
+    double lm = 0, gen = 0;
+    for (int m = 0; m < M; m++) {
+        float a = 0, g = 0;
+        for (int r = 0; r < P; r++) a += (float)all[(size_t)r * nrec + 6 + m], g += (float)all[(size_t)r * nrec + 6 + M + m];
+        lm += a / M, gen += g / M;
+    }
+    double loss = lm + gen;
+    if (o->loss_out) o->loss_out[step] = loss;
+    if (o->ms_out) o->ms_out[step] = ms;
+    if (o->peak_out)
+        for (int r = 0; r < P; r++)
+            for (int k = 0; k < BM_N_ROLES; k++) o->peak_out[r * BM_N_ROLES + k] = all[(size_t)r * nrec + k];
+    if (pr) {
+        double mn = all[3], mx = all[3], avg = 0, cpu = 0, walk = 0;
+        for (int r = 0; r < P; r++) {
+            double v = all[(size_t)r * nrec + 3];
+            walk = BM_MAX(walk, all[(size_t)r * nrec + 5]);
+            mn = v < mn ? v : mn, mx = v > mx ? v : mx, avg += v / P;
+            cpu += all[(size_t)r * nrec + 4] / (v > 0 ? v : 1) / P * 100; /* process CPU / wall, mean over ranks */
+        }
+        fprintf(pr, "step %4ld/%d  loss %.4f  (lm %.4f  gen %.4f)  ms min/avg/max %.1f/%.1f/%.1f  walk %.1f ms"
+                    "  cpu %.0f%%  peak act KiB enc/bb/gen:",
+                step + 1, steps, loss, lm, gen, mn, avg, mx, walk, cpu);
+        for (int r = 0; r < P; r++) {
+            const double *q = &all[(size_t)r * nrec];
+            fprintf(pr, "  r%d %.0f/%.0f/%.0f", r, q[0] / 1024, q[1] / 1024, q[2] / 1024);
+        }
+        fprintf(pr, "\n");
+        fflush(pr);
+    }
+    if (log) {
+        fprintf(log, "{\"step\": %ld, \"loss\": %.6f, \"lm\": %.6f, \"gen\": %.6f, \"ms\": %.3f, \"ranks\": [",
+                step + 1, loss, lm, gen, ms);
+        for (int r = 0; r < P; r++) {
+            const double *q = &all[(size_t)r * nrec];
+            fprintf(log, "%s{\"rank\": %d, \"peak_act_bytes\": {\"encoder\": %.0f, \"backbone\": %.0f, "
+                         "\"generator\": %.0f}}", r ? ", " : "", r, q[0], q[1], q[2]);
+        }
+        fprintf(log, "]}\n");
+        fflush(log);
+    }
+    if (!isfinite(loss)) return bm_err_set(err, "step %ld: loss is not finite", step + 1);
+    return BM_OK;
+}
+
 int bm_exec_train(const struct bm_spec *s, struct bm_table *t, struct bm_comm *c,
                   const struct bm_exec_opts *o, struct bm_err *err)
 {
@@ -314,11 +414,11 @@ int bm_exec_train(const struct bm_spec *s, struct bm_table *t, struct bm_comm *c
         return fail(c, err);
     }
     struct bm_exec **x = bm_calloc((size_t)nl, sizeof *x);
-    int nrec = 6 + 2 * M; /* peak[3], ms, cpu_ms, walk_ms, lm[M], gen[M] */
-    double *rec = bm_calloc((size_t)nl * nrec, sizeof *rec);
-    const void **items = bm_calloc((size_t)nl, sizeof *items);
-    size_t *bytes = bm_calloc((size_t)nl, sizeof *bytes), *ob = bm_calloc((size_t)P, sizeof *ob);
-    if (!x || !rec || !items || !bytes || !ob) {
+    struct step_records sr = {.nrec = 6 + 2 * M}; /* peak[3], ms, cpu_ms, walk_ms, lm[M], gen[M] */
+    sr.rec = bm_calloc((size_t)nl * sr.nrec, sizeof *sr.rec);
+    sr.items = bm_calloc((size_t)nl, sizeof *sr.items);
+    sr.bytes = bm_calloc((size_t)nl, sizeof *sr.bytes), sr.ob = bm_calloc((size_t)P, sizeof *sr.ob);
+    if (!x || !sr.rec || !sr.items || !sr.bytes || !sr.ob) {
         rc = bm_err_set(err, "out of memory");
         goto out;
     }
@@ -331,35 +431,16 @@ int bm_exec_train(const struct bm_spec *s, struct bm_table *t, struct bm_comm *c
     int steps = o->steps > 0 ? o->steps : s->train.steps;
     long start = 0;
     if (o->resume_dir) {
-        int *hi = bm_calloc((size_t)nl, sizeof *hi), *neg = bm_calloc((size_t)nl, sizeof *neg), a = 0, b = 0;
-        if (!hi || !neg) rc = bm_err_set(err, "out of memory");
-        for (int l = 0; l < nl && rc == BM_OK; l++) {
-            long sd = 0;
-            rc = bm_ckpt_load(x[l], t, c->first_rank + l, o->resume_dir, &sd, err);
-            hi[l] = (int)sd, neg[l] = -(int)sd;
-        }
-        if (rc == BM_OK) rc = c->ops->allreduce_max(c, hi, &a, err);
-        if (rc == BM_OK) rc = c->ops->allreduce_max(c, neg, &b, err);
-        bm_free(hi), bm_free(neg);
-        if (rc) goto out;
-        int lo = -b;
-        if (lo != a) {
-            rc = bm_err_set(err, "%s: the ranks' checkpoints are of different steps (%d and %d)", o->resume_dir, lo, a);
-            goto out;
-        }
-        start = lo;
+        if ((rc = resume(x, t, c, o->resume_dir, &start, err))) goto out;
         if (pr) fprintf(pr, "resumed from %s after step %ld\n", o->resume_dir, start);
     }
     if (rank0 && o->log_path && !(log = fopen(o->log_path, start ? "a" : "w"))) {
         rc = bm_err_set(err, "%s: cannot open for writing", o->log_path);
         goto out;
     }
-    if (pr) {
-        size_t total = 0, k;
-        for (int i = 0; i < bm_exec_n_inst(x[0]); i++) bm_exec_inst_params(x[0], i, &k), total += k;
+    if (pr)
         fprintf(pr, "%s: %d ranks, %s backbone, policy %s, %d microbatches/step, %d steps\n",
                 s->name ? s->name : "model", P, bm_backbone_name(t->backbone), bm_policy_name(t->policy), M, steps);
-    }
     for (long step = start; step < steps; step++) {
         /* The traced step's clocks: estimated again right before it, so that two hosts' clocks
          * drifting apart over a long run do not skew the trace (docs/multihost.md). */
@@ -373,74 +454,15 @@ int bm_exec_train(const struct bm_spec *s, struct bm_table *t, struct bm_comm *c
         double t0 = bm_now(), c0 = cpu_now();
         if ((rc = bm_exec_run_step(x, c, step, err))) goto out;
         double ms = (bm_now() - t0) * 1e3, cpu_ms = (cpu_now() - c0) * 1e3;
-        /* per-rank figures to rank 0 */
-        for (int l = 0; l < nl; l++) {
-            double *q = &rec[(size_t)l * nrec];
-            struct bm_exec_rank_stats st;
-            bm_exec_stats(x[l], &st);
-            for (int r = 0; r < BM_N_ROLES; r++) q[r] = (double)st.peak_act[r];
-            q[3] = ms, q[4] = cpu_ms, q[5] = st.ms;
-            memcpy(q + 6, bm_exec_losses_lm(x[l]), (size_t)M * sizeof(double));
-            memcpy(q + 6 + M, bm_exec_losses_gen(x[l]), (size_t)M * sizeof(double));
-            items[l] = q, bytes[l] = (size_t)nrec * sizeof(double);
-        }
         void *allv = NULL;
-        if ((rc = c->ops->gather(c, items, bytes, &allv, ob, err))) {
+        if ((rc = gather_step(x, c, M, ms, cpu_ms, &sr, &allv, err))) {
             step_fail(step, err);
             goto out;
         }
         if (rank0) {
-            const double *all = allv;
-            /* losses summed exactly as the reference trainer does: float loss / M in mb order */
-            double lm = 0, gen = 0;
-            int bad = 0;
-            for (int m = 0; m < M; m++) {
-                float a = 0, g = 0;
-                for (int r = 0; r < P; r++) a += (float)all[(size_t)r * nrec + 6 + m], g += (float)all[(size_t)r * nrec + 6 + M + m];
-                lm += a / M, gen += g / M;
-            }
-            double loss = lm + gen;
-            if (o->loss_out) o->loss_out[step] = loss;
-            if (o->ms_out) o->ms_out[step] = ms;
-            if (o->peak_out)
-                for (int r = 0; r < P; r++)
-                    for (int k = 0; k < BM_N_ROLES; k++) o->peak_out[r * BM_N_ROLES + k] = all[(size_t)r * nrec + k];
-            if (!isfinite(loss)) bad = 1;
-            if (pr) {
-                double mn = all[3], mx = all[3], avg = 0, cpu = 0, walk = 0;
-                for (int r = 0; r < P; r++) {
-                    double v = all[(size_t)r * nrec + 3];
-                    walk = BM_MAX(walk, all[(size_t)r * nrec + 5]);
-                    mn = v < mn ? v : mn, mx = v > mx ? v : mx, avg += v / P;
-                    cpu += all[(size_t)r * nrec + 4] / (v > 0 ? v : 1) / P * 100; /* process CPU / wall, mean over ranks */
-                }
-                fprintf(pr, "step %4ld/%d  loss %.4f  (lm %.4f  gen %.4f)  ms min/avg/max %.1f/%.1f/%.1f  walk %.1f ms"
-                            "  cpu %.0f%%  peak act KiB enc/bb/gen:",
-                        step + 1, steps, loss, lm, gen, mn, avg, mx, walk, cpu);
-                for (int r = 0; r < P; r++) {
-                    const double *q = &all[(size_t)r * nrec];
-                    fprintf(pr, "  r%d %.0f/%.0f/%.0f", r, q[0] / 1024, q[1] / 1024, q[2] / 1024);
-                }
-                fprintf(pr, "\n");
-                fflush(pr);
-            }
-            if (log) {
-                fprintf(log, "{\"step\": %ld, \"loss\": %.6f, \"lm\": %.6f, \"gen\": %.6f, \"ms\": %.3f, \"ranks\": [",
-                        step + 1, loss, lm, gen, ms);
-                for (int r = 0; r < P; r++) {
-                    const double *q = &all[(size_t)r * nrec];
-                    fprintf(log, "%s{\"rank\": %d, \"peak_act_bytes\": {\"encoder\": %.0f, \"backbone\": %.0f, "
-                                 "\"generator\": %.0f}}", r ? ", " : "", r, q[0], q[1], q[2]);
-                }
-                fprintf(log, "]}\n");
-                fflush(log);
-            }
-            if (bad) bm_err_set(err, "step %ld: loss is not finite", step + 1);
+            rc = report_step(o, pr, log, allv, P, M, sr.nrec, step, steps, ms, err);
             bm_free(allv);
-            if (bad) {
-                rc = BM_ERR;
-                goto out;
-            }
+            if (rc) goto out;
         }
         if (o->trace_path && step == steps - 1 && (rc = write_trace(x, t, c, o->trace_path, err))) goto out;
         if (o->ckpt_dir && ((o->ckpt_every > 0 && (step + 1) % o->ckpt_every == 0) || step == steps - 1)) {
@@ -454,6 +476,6 @@ out:
     if (log) fclose(log);
     if (x)
         for (int l = 0; l < nl; l++) bm_exec_free(x[l]);
-    bm_free(x), bm_free(rec), bm_free(items), bm_free(bytes), bm_free(ob);
+    bm_free(x), bm_free(sr.rec), bm_free(sr.items), bm_free(sr.bytes), bm_free(sr.ob);
     return rc ? fail(c, err) : BM_OK;
 }
