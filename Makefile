@@ -39,8 +39,9 @@ MPICC = $(shell command -v mpicc 2>/dev/null)
 # The library is every src/*/*.c except the CLI's commands: the core, the one MPI file (the
 # executor's transport) and the train entry point (bm_train_main, src/cli/train_main.c, with the
 # plan-flag parser it shares with the CLI), so that programs registering their own modules
-# (examples/*.c) link the library alone. A program that never calls bm_train_main pulls no MPI
-# object out of libbigmac.a and links with plain cc (the tests do).
+# (examples/*.c) link the library alone. A program that never calls bm_train (src/exec/train.c)
+# or bm_train_main pulls no MPI object out of libbigmac.a and links with plain cc (the tests do,
+# but test_train_api).
 MPI_SRC  := src/exec/comm_mpi.c
 TRAIN_SRC := src/cli/train_main.c src/cli/flags.c
 LIB_SRC  := $(filter-out src/cli/%,$(sort $(wildcard src/*/*.c))) $(TRAIN_SRC)
