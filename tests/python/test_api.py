@@ -42,6 +42,16 @@ ref = json.loads(cli("simulate", SPEC, "--compare", "--json"))
 check("py_simulate_compare", cmp == ref)
 cmp2 = bigmac.simulate(json.load(open(SPEC)), compare=True)
 check("py_simulate_compare_dict_spec", cmp2 == ref)
+# with plan arguments and jitter: the same library call the CLI prints (src/study/json.c)
+cmp3 = bigmac.simulate(spec, compare=True, vpp=2, backbone="interleaved", microbatches=8, window="fit",
+                       jitter=0.1, seed=3)
+ref3 = json.loads(cli("simulate", SPEC, "--compare", "--json", "--vpp", "2", "--backbone", "interleaved",
+                      "--microbatches", "8", "--window", "fit", "--jitter", "0.1", "--seed", "3"))
+check("py_simulate_compare_plan_args", cmp3 == ref3 and cmp3["lower_bound_ms"] is None)
+raises("py_simulate_compare_nothing_plans", lambda: bigmac.simulate(spec, compare=True, pp=8), bigmac.Error,
+       ("no policy planned", "too few for pp*vpp = 8 chunks"))
+raises("py_simulate_compare_policy_arg", lambda: bigmac.simulate(spec, compare=True, policy="bigmac"),
+       bigmac.Error, ("unknown plan argument 'policy'",))
 
 t = bigmac.plan(spec)
 txt = os.path.join(tmp, "a.txt")
