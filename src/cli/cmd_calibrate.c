@@ -1,15 +1,14 @@
 /* cmd_calibrate.c — `bigmac calibrate TRACE.json... [--spec SPEC.json] [--mean] [--rank-scale] [--spread] [-o FILE]`: measured
- * op times and bytes of executor traces -> spec costs (src/sim/calibrate.h, docs/executor.md). The
- * calibrated spec and the cost fragment are written by src/spec/calibrated.c (the spec schema
- * stays in src/spec/). */
+ * op times and bytes of executor traces -> spec costs (docs/executor.md). Flag parsing and
+ * printing only: bm_calibration_build (src/report/calibration.c: the traces through the
+ * estimators of src/sim/calibrate.h) and src/spec/calibrated.c (the calibrated spec and the cost
+ * fragment; the spec schema stays in src/spec/). */
 #include <stdio.h>
 #include <string.h>
 
 #include "cli/cli.h"
-#include "sim/calibrate.h"
-#include "report/report.h"
+#include "report/calibration.h"
 #include "spec/calibrated.h"
-#include "util/util.h"
 
 static void usage(FILE *f)
 {
@@ -83,87 +82,13 @@ int bm_cmd_calibrate(int argc, char **argv)
         return BM_USAGE;
     }
     struct bm_err err;
-    struct bm_table **t = bm_calloc((size_t)n_traces, sizeof *t);
-    struct bm_timeline **tl = bm_calloc((size_t)n_traces, sizeof *tl);
-    struct bm_cost *costs = NULL;
-    double *rs = NULL;                  /* device.rank_time_scale, with --rank-scale */
-    double *mbs = NULL;                 /* data.encoder_cost_scale.values (when there are encoders) */
-    double *spread = NULL;              /* cost.spread per module */
-    const char **names = NULL;          /* the modules' names */
-    int rc = 1;
-    if (!t || !tl) {
-        bm_err_set(&err, "out of memory");
-        goto fail;
-    }
-    for (int i = 0; i < n_traces; i++) {
-        if (bm_trace_load(traces[i], &t[i], &tl[i], &err)) goto fail;
-        if (!tl[i]->measured) {
-            bm_err_set(&err, "%s: a simulated trace; calibrate needs one measured by `bigmac train --trace`", traces[i]);
-            goto fail;
-        }
-        if (!bm_calibrate_same_table(t[0], t[i])) {
-            bm_err_set(&err, "%s: not a run of the same plan as %s (ranks, chunks, microbatches, modules or "
-                             "op order differ); pool only traces of one plan", traces[i], traces[0]);
-            goto fail;
-        }
-    }
-    costs = bm_calloc((size_t)t[0]->n_modules, sizeof *costs);
-    if (!costs) {
-        bm_err_set(&err, "out of memory");
-        goto fail;
-    }
-    if (bm_calibrate_runs(t[0], (const struct bm_timeline *const *)tl, n_traces, mean, costs, &err)) goto fail;
-    if (rank_scale) {
-        rs = bm_malloc((size_t)t[0]->pp * sizeof *rs);
-        if (!rs) {
-            bm_err_set(&err, "out of memory");
-            goto fail;
-        }
-    }
-    /* the measured per-microbatch encoder multipliers (when there are encoders), fitted
-     * together with the rank scale when that is asked for */
-    int has_enc = 0;
-    for (int k = 0; k < t[0]->n_modules; k++) has_enc |= t[0]->modules[k].role == BM_ROLE_ENCODER;
-    if (has_enc) {
-        double *ms = bm_malloc((size_t)t[0]->microbatches * sizeof *ms);
-        if (!ms) {
-            bm_err_set(&err, "out of memory");
-            goto fail;
-        }
-        bm_calibrate_scales(t[0], (const struct bm_timeline *const *)tl, n_traces, costs, rs, ms);
-        mbs = ms;
-    } else if (rs) {
-        bm_calibrate_rank_scale(t[0], (const struct bm_timeline *const *)tl, n_traces, costs, rs);
-    }
-    /* the op-to-op spread around all of that, per module */
-    if (want_spread) spread = bm_malloc((size_t)t[0]->n_modules * sizeof *spread);
-    if (spread) bm_calibrate_spread(t[0], (const struct bm_timeline *const *)tl, n_traces, costs, rs, mbs, spread);
-    names = bm_malloc((size_t)t[0]->n_modules * sizeof *names);
-    if (!names) {
-        bm_err_set(&err, "out of memory");
-        goto fail;
-    }
-    for (int k = 0; k < t[0]->n_modules; k++) names[k] = t[0]->modules[k].name;
-    struct bm_spec_calibration cal = {
-        .n_modules = t[0]->n_modules, .names = names, .costs = costs, .spread = spread, .rank_scale = rs,
-        .pp = t[0]->pp, .mb_scale = mbs, .microbatches = t[0]->microbatches,
-        .op_overhead_us = bm_calibrate_op_overhead_ms(t[0], (const struct bm_timeline *const *)tl, n_traces) * 1000.0};
-    if (spec ? bm_spec_write_calibrated(spec, &cal, out, &err) : bm_spec_write_costs(&cal, traces, n_traces, out, &err))
-        goto fail;
-    rc = 0;
-    goto done;
-fail:
-    bm_cli_error(err.msg);
-done:
-    bm_free(names);
-    bm_free(rs);
-    bm_free(mbs);
-    bm_free(spread);
-    bm_free(costs);
-    for (int i = 0; i < n_traces; i++) {
-        if (tl) bm_timeline_free(tl[i]);
-        if (t) bm_table_free(t[i]);
-    }
-    bm_free(tl), bm_free(t);
-    return rc;
+    struct bm_calibration c;
+    struct bm_calibration_opts co = {.mean = mean, .rank_scale = rank_scale, .spread = want_spread};
+    int rc = bm_calibration_build(traces, n_traces, &co, &c, &err);
+    if (rc == BM_OK)
+        rc = spec ? bm_spec_write_calibrated(spec, &c.cal, out, &err)
+                  : bm_spec_write_costs(&c.cal, traces, n_traces, out, &err);
+    if (rc) bm_cli_error(err.msg);
+    bm_calibration_free(&c);
+    return rc ? 1 : 0;
 }

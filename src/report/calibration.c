@@ -1,0 +1,81 @@
+/* calibration.c — traces -> calibrated figures (calibration.h): load, check that every trace is
+ * a measured run of the first one's plan, then the estimators of src/sim/calibrate.h in the
+ * order each needs the last: costs (pooled over the runs), the microbatch encoder scales and the
+ * rank scale (fitted together when both are wanted), the spread around all of that, and the
+ * per-op dispatch time. */
+#include <string.h>
+
+#include "report/calibration.h"
+#include "report/report.h"
+#include "sim/calibrate.h"
+#include "util/util.h"
+
+static int load_traces(const char *const *traces, int n, struct bm_calibration *c, struct bm_err *err)
+{
+    for (int i = 0; i < n; i++) {
+        if (bm_trace_load(traces[i], &c->t[i], &c->tl[i], err)) return BM_ERR;
+        if (!c->tl[i]->measured)
+            return bm_err_set(err, "%s: a simulated trace; calibrate needs one measured by `bigmac train --trace`",
+                              traces[i]);
+        if (!bm_calibrate_same_table(c->t[0], c->t[i]))
+            return bm_err_set(err, "%s: not a run of the same plan as %s (ranks, chunks, microbatches, modules or "
+                                   "op order differ); pool only traces of one plan", traces[i], traces[0]);
+    }
+    return BM_OK;
+}
+
+/* The estimators over the loaded runs. */
+static int estimate(struct bm_calibration *c, const struct bm_calibration_opts *o, struct bm_err *err)
+{
+    const struct bm_table *t = c->t[0];
+    const struct bm_timeline *const *tls = (const struct bm_timeline *const *)c->tl;
+    int n = c->n, has_enc = 0;
+    c->costs = bm_calloc((size_t)t->n_modules, sizeof *c->costs);
+    c->names = bm_malloc((size_t)t->n_modules * sizeof *c->names);
+    if (!c->costs || !c->names) return bm_err_set(err, "out of memory");
+    for (int k = 0; k < t->n_modules; k++) c->names[k] = t->modules[k].name;
+    if (bm_calibrate_runs(t, tls, n, o->mean, c->costs, err)) return BM_ERR;
+    if (o->rank_scale && !(c->rank_scale = bm_malloc((size_t)t->pp * sizeof *c->rank_scale)))
+        return bm_err_set(err, "out of memory");
+    for (int k = 0; k < t->n_modules; k++) has_enc |= t->modules[k].role == BM_ROLE_ENCODER;
+    if (has_enc) {
+        if (!(c->mb_scale = bm_malloc((size_t)t->microbatches * sizeof *c->mb_scale)))
+            return bm_err_set(err, "out of memory");
+        bm_calibrate_scales(t, tls, n, c->costs, c->rank_scale, c->mb_scale);
+    } else if (c->rank_scale) {
+        bm_calibrate_rank_scale(t, tls, n, c->costs, c->rank_scale);
+    }
+    if (o->spread && (c->spread = bm_malloc((size_t)t->n_modules * sizeof *c->spread)))
+        bm_calibrate_spread(t, tls, n, c->costs, c->rank_scale, c->mb_scale, c->spread);
+    c->cal = (struct bm_spec_calibration){
+        .n_modules = t->n_modules, .names = c->names, .costs = c->costs, .spread = c->spread,
+        .rank_scale = c->rank_scale, .pp = t->pp, .mb_scale = c->mb_scale, .microbatches = t->microbatches,
+        .op_overhead_us = bm_calibrate_op_overhead_ms(t, tls, n) * 1000.0};
+    return BM_OK;
+}
+
+int bm_calibration_build(const char *const *traces, int n, const struct bm_calibration_opts *o,
+                         struct bm_calibration *out, struct bm_err *err)
+{
+    static const struct bm_calibration_opts defaults = {0};
+    memset(out, 0, sizeof *out);
+    if (n < 1) return bm_err_set(err, "calibrate: no trace");
+    out->t = bm_calloc((size_t)n, sizeof *out->t);
+    out->tl = bm_calloc((size_t)n, sizeof *out->tl);
+    out->n = n;
+    int rc = !out->t || !out->tl ? bm_err_set(err, "out of memory") : load_traces(traces, n, out, err);
+    if (rc == BM_OK) rc = estimate(out, o ? o : &defaults, err);
+    if (rc) bm_calibration_free(out);
+    return rc;
+}
+
+void bm_calibration_free(struct bm_calibration *c)
+{
+    for (int i = 0; i < c->n; i++) {
+        if (c->tl) bm_timeline_free(c->tl[i]);
+        if (c->t) bm_table_free(c->t[i]);
+    }
+    bm_free(c->tl), bm_free(c->t);
+    bm_free(c->costs), bm_free(c->names), bm_free(c->rank_scale), bm_free(c->mb_scale), bm_free(c->spread);
+    memset(c, 0, sizeof *c);
+}
