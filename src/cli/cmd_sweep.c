@@ -10,6 +10,7 @@
 
 #include "cli/cli.h"
 #include "study/frontier.h"
+#include "study/study.h"
 #include "util/util.h"
 
 #define MAXV BM_SWEEP_MAX_VALUES
@@ -180,13 +181,6 @@ static json_t *row_json(const struct bm_sweep_row *r, int rank)
                      "samples_per_s", r->samples_per_s, "peak_mem_gib", GIB(r->peak_mib), "oom", r->oom);
 }
 
-static void window_name(int w, char *buf, size_t n)
-{
-    if (w == BM_WINDOW_AUTO) snprintf(buf, n, "auto");
-    else if (w == BM_WINDOW_FIT) snprintf(buf, n, "fit");
-    else snprintf(buf, n, "%d", w);
-}
-
 /* `sweep --json`: {"spec", "mem_cap_gib", "configs", "results" (ranked), "skipped", "best",
  * "placement" when placed over hosts}. */
 static void print_json(const struct bm_spec *s, const char *path, const struct bm_sweep *sw)
@@ -196,7 +190,7 @@ static void print_json(const struct bm_spec *s, const char *path, const struct b
     for (int i = 0; i < sw->n_skipped; i++) {
         const struct bm_sweep_skip *k = &sw->skipped[i];
         char wname[16];
-        window_name(k->window, wname, sizeof wname);
+        bm_study_window_name(k->window, wname, sizeof wname);
         json_array_append_new(skipped, json_pack("{s:s, s:s, s:i, s:i, s:i, s:s, s:s}", "policy",
                                                  bm_policy_name(k->policy), "backbone", bm_backbone_name(k->backbone),
                                                  "pp", k->pp, "vpp", k->vpp, "microbatches", k->microbatches,
@@ -238,7 +232,7 @@ static void print_human(const struct bm_spec *s, const char *path, const struct 
     for (int i = 0; i < sw->n_skipped; i++) {
         const struct bm_sweep_skip *k = &sw->skipped[i];
         char wname[16];
-        window_name(k->window, wname, sizeof wname);
+        bm_study_window_name(k->window, wname, sizeof wname);
         if (note_len + 400 < sizeof note)
             note_len += (size_t)snprintf(note + note_len, sizeof note - note_len,
                                          "skipped: pp %d vpp %d microbatches %d %s%s%s: %.300s\n", k->pp, k->vpp,

@@ -13,6 +13,9 @@
  * zero-added-bubble bound adds to none's makespan). */
 double bm_study_nested_max_ms(const struct bm_timeline *tl);
 
+/* A window as the sweep names it: "auto", "fit" or the number (buf of n bytes). */
+void bm_study_window_name(int w, char *buf, size_t n);
+
 /* The JSON object `simulate --json` prints for one table and its timeline (new reference):
  * policy, backbone, settings, makespan, bubble, samples/s, memory, per-rank figures, and
  * "hosts" for a table placed over hosts. */

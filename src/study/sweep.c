@@ -28,7 +28,7 @@ static enum bm_backbone backbone_for(enum bm_backbone base, int vpp, int fixed)
     return base;
 }
 
-static void window_name(int w, char *buf, size_t n)
+void bm_study_window_name(int w, char *buf, size_t n)
 {
     if (w == BM_WINDOW_AUTO) snprintf(buf, n, "auto");
     else if (w == BM_WINDOW_FIT) snprintf(buf, n, "fit");
@@ -108,7 +108,7 @@ int bm_sweep(const struct bm_spec *s, const struct bm_plan_opts *base, const str
                         o.backbone = backbone_for(base->backbone, o.vpp, so->backbone_fixed);
                         if (so->progress) {
                             char wname[16];
-                            window_name(o.window, wname, sizeof wname);
+                            bm_study_window_name(o.window, wname, sizeof wname);
                             fprintf(so->progress, "sweep: [%d/%d] pp %d vpp %d microbatches %d %s%s%s\n", ++done,
                                     out->configs, o.pp, o.vpp, o.microbatches, bm_policy_name(o.policy),
                                     o.policy == BM_POL_BIGMAC ? " window " : "",
