@@ -577,6 +577,11 @@ struct bm_train_opts {
  * linked with the MPI transport can run BM_TRAIN_MPI. */
 int bm_train(const struct bm_spec *spec, struct bm_table *table, const struct bm_train_opts *opts,
              int *argc, char ***argv, struct bm_err *err);
+/* For a program that fails before it can call bm_train (a spec or table that does not load):
+ * report msg as bm_train reports a failure before the first step, through opts->on_error with
+ * setup = 1; under BM_TRAIN_MPI only in rank 0's process, MPI started and finalized around it
+ * (so that a job of N processes prints one message). Returns BM_ERR. */
+int bm_train_fail(const struct bm_train_opts *opts, int *argc, char ***argv, const char *msg);
 
 /* ---------------------------------------------------------------- studies (src/study/) */
 

@@ -137,6 +137,11 @@ TEST(failures_before_the_first_step)
     o = (struct bm_train_opts){.mode = (enum bm_train_mode)7};
     CHECK(bm_train(s, NULL, &o, NULL, NULL, &err) == BM_ERR);
     CHECK_STR_CONTAINS(err.msg, "unknown train mode 7");
+    /* what the program could not load is reported the same way (bm_train_fail) */
+    e = (struct errors){0};
+    o = (struct bm_train_opts){.mode = BM_TRAIN_LOCAL, .on_error = on_error, .ctx = &e};
+    CHECK(bm_train_fail(&o, NULL, NULL, "x.json: cannot open") == BM_ERR);
+    CHECK(e.calls == 1 && e.setup == 1 && !strcmp(e.msg, "x.json: cannot open"));
     bm_spec_free(s);
 }
 

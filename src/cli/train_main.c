@@ -198,7 +198,7 @@ int bm_train_main(int argc, char **argv)
     g.o.on_error = print_error, g.o.ctx = &g;
     int rc = 1;
     if (bm_spec_load(g.path, &spec, &err) != BM_OK) {
-        print_error(&g, err.msg, 1);
+        bm_train_fail(&g.o, &argc, &argv, err.msg); /* under mpirun: rank 0 prints it */
         goto out;
     }
     if (g.reference) {
@@ -207,7 +207,7 @@ int bm_train_main(int argc, char **argv)
         bm_cli_spec_apply(&g.pf, spec);
         if (g.table_path) {
             if (bm_table_load(g.table_path, &t, &err)) {
-                print_error(&g, err.msg, 1);
+                bm_train_fail(&g.o, &argc, &argv, err.msg);
                 goto out;
             }
             g.o.table_name = g.table_path;

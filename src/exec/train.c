@@ -141,3 +141,15 @@ int bm_train(const struct bm_spec *spec, struct bm_table *table, const struct bm
     if (comm) comm->ops->free(comm);
     return rc;
 }
+
+int bm_train_fail(const struct bm_train_opts *opts, int *argc, char ***argv, const char *msg)
+{
+    int report = 1;
+    struct bm_comm *comm = NULL;
+    struct bm_err err;
+    if (opts && opts->mode == BM_TRAIN_MPI && (comm = bm_comm_mpi_new(argc, argv, &err)))
+        report = comm->first_rank == 0;
+    if (report && opts && opts->on_error) opts->on_error(opts->ctx, msg, 1);
+    if (comm) comm->ops->free(comm);
+    return BM_ERR;
+}
