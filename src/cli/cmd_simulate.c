@@ -179,106 +179,128 @@ static int run_compare(struct bm_spec *s, const struct bm_plan_opts *o, const st
     return rc;
 }
 
-int bm_cmd_simulate(int argc, char **argv)
-{
+/* What the command line says. */
+struct args {
     struct bm_cli_plan_flags f;
-    memset(&f, 0, sizeof f);
-    const char *path = NULL;
-    int compare = 0, json = 0, search = 0;
-    struct bm_sim_opts so = {0, 1, 0};
+    const char *path;
+    int compare, json, search;
+    struct bm_sim_opts so;
+};
+
+/* --search off|N into *search; prints the error and returns -1 on a bad value. */
+static int parse_search(const char *a, const char *v, int *search)
+{
+    uint64_t n;
+    if (!strcmp(v, "off")) {
+        *search = BM_SEARCH_OFF;
+        return 0;
+    }
+    if (parse_u64(a, v, &n)) return -1;
+    if (n < 1 || n > 100000000) {
+        fprintf(stderr, "bigmac: error: --search: expected off or a count in 1..100000000, got '%s'\n", v);
+        return -1;
+    }
+    *search = (int)n;
+    return 0;
+}
+
+/* The command line into *g. Returns -1 to go on, else the exit status (--help: 0; a usage
+ * error: BM_USAGE, printed). */
+static int parse_args(int argc, char **argv, struct args *g)
+{
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        int k = bm_cli_plan_flag(argc, argv, &i, &f);
+        int k = bm_cli_plan_flag(argc, argv, &i, &g->f);
         if (k < 0) return BM_USAGE;
         if (k > 0) continue;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
             return 0;
         } else if (!strcmp(a, "--compare")) {
-            compare = 1;
+            g->compare = 1;
         } else if (!strcmp(a, "--json")) {
-            json = 1;
+            g->json = 1;
         } else if (!strcmp(a, "--search")) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "bigmac: error: --search needs a value (off, or a number of order timings)\n");
                 return BM_USAGE;
             }
-            const char *v = argv[++i];
-            uint64_t n;
-            if (!strcmp(v, "off")) {
-                search = BM_SEARCH_OFF;
-            } else {
-                if (parse_u64(a, v, &n)) return BM_USAGE;
-                if (n < 1 || n > 100000000) {
-                    fprintf(stderr, "bigmac: error: --search: expected off or a count in 1..100000000, got '%s'\n", v);
-                    return BM_USAGE;
-                }
-                search = (int)n;
-            }
+            if (parse_search(a, argv[++i], &g->search)) return BM_USAGE;
         } else if (!strcmp(a, "--jitter") || !strcmp(a, "--seed")) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "bigmac: error: %s needs a value\n", a);
                 return BM_USAGE;
             }
             const char *v = argv[++i];
-            if (a[2] == 'j' ? bm_cli_double(a, v, &so.jitter) : parse_u64(a, v, &so.seed))
+            if (a[2] == 'j' ? bm_cli_double(a, v, &g->so.jitter) : parse_u64(a, v, &g->so.seed))
                 return BM_USAGE;
         } else if (a[0] == '-' && a[1]) {
             fprintf(stderr, "bigmac: error: simulate: unknown flag '%s'\n", a);
             usage(stderr);
             return BM_USAGE;
-        } else if (path) {
-            fprintf(stderr, "bigmac: error: simulate: one SPEC only (got '%s' and '%s')\n", path, a);
+        } else if (g->path) {
+            fprintf(stderr, "bigmac: error: simulate: one SPEC only (got '%s' and '%s')\n", g->path, a);
             return BM_USAGE;
         } else {
-            path = a;
+            g->path = a;
         }
     }
+    return -1;
+}
+
+/* One policy: plan, simulate, and with an op-time spread in the spec also the expected
+ * makespan; printed human or --json. */
+static int run_one(const struct bm_spec *s, const struct bm_plan_opts *o, const struct bm_sim_opts *so, int json,
+                   int search)
+{
     struct bm_err err;
+    struct bm_table *t;
+    struct bm_timeline *tl;
+    if (bm_plan_build_search(s, o, search, &t, NULL, &err)) {
+        bm_cli_error(err.msg);
+        return 1;
+    }
+    if (bm_simulate(t, so, &tl, &err)) {
+        bm_table_free(t);
+        bm_cli_error(err.msg);
+        return 1;
+    }
+    double ex = 0, sd = 0;
+    int has_spread = bm_table_has_spread(t), rc = 0;
+    if (has_spread && bm_simulate_expected(t, so, BM_EXPECT_SAMPLES, so->seed, &ex, &sd, &err)) {
+        bm_cli_error(err.msg);
+        rc = 1;
+    } else if (json) {
+        json_t *j = bm_study_sim_json(t, tl);
+        if (has_spread) {
+            json_object_set_new(j, "expected_makespan_ms", json_real(ex));
+            json_object_set_new(j, "expected_makespan_sd_ms", json_real(sd));
+            json_object_set_new(j, "expected_samples", json_integer(BM_EXPECT_SAMPLES));
+        }
+        bm_cli_json_print(j);
+        json_decref(j);
+    } else {
+        print_human(s, o, t, tl);
+        if (has_spread)
+            printf("\nexpected makespan under the modules' op-time spread: %.3f ms (sd %.3f over %d samples, "
+                   "seed %llu)\n", ex, sd, BM_EXPECT_SAMPLES, (unsigned long long)so->seed);
+    }
+    bm_timeline_free(tl);
+    bm_table_free(t);
+    return rc;
+}
+
+int bm_cmd_simulate(int argc, char **argv)
+{
+    struct args g = {.so = {0, 1, 0}};
+    int prc = parse_args(argc, argv, &g);
+    if (prc >= 0) return prc;
     struct bm_spec *s;
     struct bm_plan_opts o;
-    int lrc = bm_cli_load_spec("simulate", path, &f, usage, &s, &o);
+    int lrc = bm_cli_load_spec("simulate", g.path, &g.f, usage, &s, &o);
     if (lrc) return lrc;
-    so.samples_per_microbatch = s->data.samples_per_microbatch;
-    int rc = 0;
-    if (compare) {
-        rc = run_compare(s, &o, &so, json, search);
-    } else {
-        struct bm_table *t;
-        struct bm_timeline *tl;
-        int prc = bm_plan_build_search(s, &o, search, &t, NULL, &err);
-        if (!prc && bm_simulate(t, &so, &tl, &err)) {
-            bm_table_free(t);
-            prc = BM_ERR;
-        }
-        if (prc) {
-            bm_cli_error(err.msg);
-            rc = 1;
-        } else {
-            double ex = 0, sd = 0;
-            int has_spread = bm_table_has_spread(t);
-            if (has_spread && bm_simulate_expected(t, &so, BM_EXPECT_SAMPLES, so.seed, &ex, &sd, &err)) {
-                bm_cli_error(err.msg);
-                rc = 1;
-            } else if (json) {
-                json_t *j = bm_study_sim_json(t, tl);
-                if (has_spread) {
-                    json_object_set_new(j, "expected_makespan_ms", json_real(ex));
-                    json_object_set_new(j, "expected_makespan_sd_ms", json_real(sd));
-                    json_object_set_new(j, "expected_samples", json_integer(BM_EXPECT_SAMPLES));
-                }
-                bm_cli_json_print(j);
-                json_decref(j);
-            } else {
-                print_human(s, &o, t, tl);
-                if (has_spread)
-                    printf("\nexpected makespan under the modules' op-time spread: %.3f ms (sd %.3f over %d samples, "
-                           "seed %llu)\n", ex, sd, BM_EXPECT_SAMPLES, (unsigned long long)so.seed);
-            }
-            bm_timeline_free(tl);
-            bm_table_free(t);
-        }
-    }
+    g.so.samples_per_microbatch = s->data.samples_per_microbatch;
+    int rc = g.compare ? run_compare(s, &o, &g.so, g.json, g.search) : run_one(s, &o, &g.so, g.json, g.search);
     bm_spec_free(s);
     return rc;
 }
