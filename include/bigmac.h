@@ -273,6 +273,8 @@ struct bm_table_module {
     double spread;           /* sigma of log op time around the cost (JSON cost.spread); 0 = none */
 };
 
+struct bm_flow; /* the dataflow of a table (private) */
+
 struct bm_rank_ops {
     struct bm_op *ops;
     int n_ops, cap;
@@ -310,6 +312,9 @@ struct bm_table {
      * same layout as act_bytes; NULL = act_w_mib's fraction of the activation. Not part of the
      * JSON table. Owned by the table. */
     double *act_w_bytes;
+    /* private: the dataflow (src/table/flow.h) bm_table_finish computed from the modules; NULL
+     * until then. Owned by the table. */
+    struct bm_flow *flow;
 };
 
 /* Backbone chunk tensor name: "<backbone>.c<chunk>.out". */
@@ -318,6 +323,13 @@ struct bm_table {
 /* Allocate an empty table for P ranks (fields zeroed, ranks allocated). NULL on OOM. */
 struct bm_table *bm_table_new(int pp);
 void bm_table_free(struct bm_table *t);
+/* Finish a table whose modules (and pp, vpp, backbone_module) are set: compute its dataflow
+ * once and keep it inside the table, adding every tensor the modules make to t->tensors (the
+ * ones it already lists keep their indices). The planner and the loaders finish every table
+ * they return; a program that builds a table by hand calls it after setting the modules, before
+ * the executor runs it (the verifier and simulator also take unfinished tables). Call it again
+ * after changing the modules. BM_ERR on allocation failure or a table without a backbone. */
+int bm_table_finish(struct bm_table *t, struct bm_err *err);
 /* Append op to rank's list. BM_ERR (with message) on allocation failure. */
 int bm_table_push(struct bm_table *t, int rank, struct bm_op op, struct bm_err *err);
 /* Index of tensor 'name', interning it (module, grad, mib filled from the arguments) when new.

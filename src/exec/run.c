@@ -302,7 +302,7 @@ static void placement_check(const struct bm_table *t, const struct bm_comm *c)
         }
 }
 
-int bm_exec_train(const struct bm_spec *s, struct bm_table *t, struct bm_comm *c,
+int bm_exec_train(const struct bm_spec *s, const struct bm_table *t, struct bm_comm *c,
                   const struct bm_exec_opts *o, struct bm_err *err)
 {
     int P = t->pp, M = t->microbatches, nl = c->nlocal, rc = BM_OK;

@@ -65,13 +65,13 @@ static void meta(FILE *f, int pid, int tid, const char *name, const char *key, c
 int bm_render_trace(const struct bm_table *t, const struct bm_timeline *tl, FILE *f)
 {
     struct bm_err err;
-    int **match;
-    if (bm_report_match_sends(t, &match, &err)) return BM_ERR;
+    struct bm_match mt;
+    if (bm_match_build(t, &mt, &err)) return BM_ERR;
     static const char *const roles[BM_N_ROLES] = {"encoder", "backbone", "generator"};
     static const char *const threads[3] = {"compute", "send", "recv"};
     struct bm_critical crit;
     if (bm_critical_path(t, tl, &crit, &err)) {
-        bm_report_match_free(t, match);
+        bm_match_free(&mt);
         return BM_ERR;
     }
     fprintf(f, "{\"displayTimeUnit\": \"ms\",\n\"otherData\": {\"generator\": \"bigmac\", "
@@ -131,7 +131,7 @@ int bm_render_trace(const struct bm_table *t, const struct bm_timeline *tl, FILE
         }
         bm_free(ts);
         bm_free(te);
-        bm_report_match_free(t, match);
+        bm_match_free(&mt);
         bm_critical_free(t, &crit);
         return BM_ERR;
     }
@@ -180,10 +180,10 @@ int bm_render_trace(const struct bm_table *t, const struct bm_timeline *tl, FILE
             if (crit.on[r][i]) fprintf(f, ",\"critical\":true");
             fprintf(f, "}},\n");
             /* flow: the matching send -> this recv */
-            if (op->kind == BM_OP_RECV && match[r][i] >= 0) {
+            if (op->kind == BM_OP_RECV && bm_match_peer(&mt, r, i) >= 0) {
                 int p = op->peer;
                 fprintf(f, "{\"ph\":\"s\",\"id\":%ld,\"pid\":%d,\"tid\":1,\"ts\":", flow_id, p);
-                put_ns(f, ts[p][match[r][i]]);
+                put_ns(f, ts[p][bm_match_peer(&mt, r, i)]);
                 fprintf(f, ",\"name\":");
                 bm_put_jstr(f, buf);
                 fprintf(f, ",\"cat\":\"dep\"},\n{\"ph\":\"f\",\"bp\":\"e\",\"id\":%ld,\"pid\":%d,\"tid\":2,\"ts\":",
@@ -217,7 +217,7 @@ int bm_render_trace(const struct bm_table *t, const struct bm_timeline *tl, FILE
     }
     bm_free(ts);
     bm_free(te);
-    bm_report_match_free(t, match);
+    bm_match_free(&mt);
     bm_critical_free(t, &crit);
     return ferror(f) ? BM_ERR : BM_OK;
 }
