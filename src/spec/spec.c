@@ -295,14 +295,8 @@ static int get_int(struct ctx *c, json_t *obj, const char *parent, const char *k
         return BM_OK;
     }
     long long x;
-    if (json_is_integer(v)) {
-        x = json_integer_value(v);
-    } else if (json_is_real(v) && floor(json_real_value(v)) == json_real_value(v) &&
-               fabs(json_real_value(v)) < 9e18) {
-        x = (long long)json_real_value(v);
-    } else {
+    if (!bm_json_whole(v, &x)) /* the one integer rule (spec/jpos.h), shared with tables */
         return fail(c, p, "%s must be an integer%s, got %s", f, ora, describe(v, d, sizeof d));
-    }
     if (x < lo)
         return fail(c, p, "%s must be an integer >= %lld%s, got %lld", f, lo, ora, x);
     if (x > hi)
@@ -318,10 +312,11 @@ static int get_u64(struct ctx *c, json_t *obj, const char *parent, const char *k
     if (!v) return BM_OK;
     char p[PATH_N], f[PATH_N], d[300];
     join(p, parent, key);
-    if (!json_is_integer(v) || json_integer_value(v) < 0)
+    long long x;
+    if (!bm_json_whole(v, &x) || x < 0)
         return fail(c, p, "%s must be an integer >= 0, got %s", field(c, p, f, sizeof f),
                     describe(v, d, sizeof d));
-    *out = (uint64_t)json_integer_value(v);
+    *out = (uint64_t)x;
     return BM_OK;
 }
 
@@ -1259,7 +1254,8 @@ static int parse_root(struct ctx *c, json_t *root)
                         : "");
     if (!v)
         return fail(c, "", "missing \"version\": 1\nhint: add \"version\": 1 next to \"format\"");
-    if (!json_is_integer(v) || json_integer_value(v) != BM_SPEC_VERSION)
+    long long version;
+    if (!bm_json_whole(v, &version) || version != BM_SPEC_VERSION)
         return fail(c, "version", "unsupported spec version %s; this bigmac reads version %d",
                     describe(v, d, sizeof d), BM_SPEC_VERSION);
     if (check_keys(c, root, "", "the spec", top_keys)) return BM_ERR;
