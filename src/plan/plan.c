@@ -498,7 +498,7 @@ int bm_plan_build_search(const struct bm_spec *s, const struct bm_plan_opts *opt
         /* ideal is the unlimited-memory reference ("the fastest bigmac plan at any window"), so
          * it keeps the strictly fastest window (1e-9 only steps over float ties): memory is no
          * concern of it, and a smaller window's saving means nothing there. Measured with
-         * BM_WINDOW_GAIN instead (bench_zero_bubble, cap 6): 3 of 24 ideal cells moved, all at
+         * BM_WINDOW_GAIN instead (bench_zero_bubble, cap 6): 3 of 16 ideal cells moved, all at
          * M = 16P, 1-3 ms slower (understanding 1F1B 6045 -> 6048 ms at W 7 instead of 16);
          * bench_policies unchanged. */
         if (t->policy == BM_POL_IDEAL && best_window(pl, w0, n_units, 0, 1e-9, err)) goto done;
