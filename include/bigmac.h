@@ -386,12 +386,18 @@ int bm_backbone_order(enum bm_backbone bb, int P, int V, int M, int rank, int wa
 #define BM_WINDOW_FIT (-1) /* the window with the smallest nominal makespan among those whose
                             * simulated peak memory fits device.memory_gib on every rank
                             * (ties: the smaller window); falls back to auto if none fits */
+/* The relative gain a larger window must pay under a cap (W >= 1) and under fit: it is chosen
+ * over the best smaller one only when its nominal makespan is shorter by more than this
+ * fraction, so ties and noise-level gains keep the smaller window (less memory). 5e-4 = 0.05%,
+ * 1.5 ms in a 3 s step; `ideal` (the unlimited-memory reference) keeps the strictly fastest. */
+#define BM_WINDOW_GAIN 5e-4
 
 struct bm_plan_opts {
     int pp, vpp, microbatches;
     int unit;                 /* 0 = pp */
-    int window;               /* >= 1 (a cap: the fastest plan at any safe window up to it; the
-                               * table records the one used), BM_WINDOW_AUTO or BM_WINDOW_FIT */
+    int window;               /* >= 1 (a cap: the fastest plan at any safe window up to it, within
+                               * BM_WINDOW_GAIN; the table records the one used), BM_WINDOW_AUTO
+                               * or BM_WINDOW_FIT */
     enum bm_backbone backbone;
     enum bm_policy policy;
 };
