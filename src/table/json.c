@@ -1,4 +1,4 @@
-/* table_json.c — the operator table as JSON (docs/design.md §4): writer (streamed with fprintf, so a
+/* json.c — the operator table as JSON (docs/design.md §4): writer (streamed with fprintf, so a
  * million-op table stays proportionate) and loader (jansson, errors name file:line:col). */
 #include <errno.h>
 #include <stdarg.h>
