@@ -1,4 +1,4 @@
-/* cmd_calibrate.c — `bigmac calibrate TRACE.json... [--spec SPEC.json] [--mean] [--rank-scale] [--spread] [-o FILE]`: measured
+/* cmd_calibrate.c — `bigmac calibrate TRACE.json... [--spec SPEC.json] [--mean] [--run-median] [--rank-scale] [--spread] [-o FILE]`: measured
  * op times and bytes of executor traces -> spec costs (src/sim/calibrate.h, docs/executor.md). */
 #include <jansson.h>
 #include <stdio.h>
@@ -12,7 +12,8 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: bigmac calibrate TRACE.json... [--spec SPEC.json] [--mean] [--rank-scale] [--spread] [-o FILE]\n"
+            "usage: bigmac calibrate TRACE.json... [--spec SPEC.json] [--mean] [--run-median] [--rank-scale] [--spread]\n"
+            "                        [-o FILE]\n"
             "\n"
             "Turns the measured op times and activation bytes of an executor trace\n"
             "(`bigmac train ... --trace TRACE.json`) into per-module spec costs: fwd_ms/bwd_ms per\n"
@@ -21,7 +22,10 @@ static void usage(FILE *f)
             "microbatches (robust to an op preempted by another process); --mean takes means\n"
             "(the unbiased estimate for a trace of an undisturbed run). Several traces of the same\n"
             "plan (repeated runs) are pooled: on a machine whose speed drifts, costs from several\n"
-            "runs predict a typical run better than one run's.\n"
+            "runs predict a typical run better than one run's. --run-median fits every trace on\n"
+            "its own (with --mean: means within the run) and writes the median over the traces of\n"
+            "every fitted number (costs, scales, dispatch, spread), so one run disturbed by another\n"
+            "process does not move them (docs/simulator.md \"Predicting a run\").\n"
             "\n"
             "Without --spec it writes a cost fragment:\n"
             "  {\"format\": \"bigmac-costs\", \"version\": 1, \"trace\": ..., \"traces\": [...],\n"
@@ -63,7 +67,7 @@ int bm_cmd_calibrate(int argc, char **argv)
     /* the trace paths, gathered at the front of argv (never ahead of the scan) */
     const char **traces = (const char **)argv;
     int n_traces = 0;
-    int mean = 0, rank_scale = 0, want_spread = 0;
+    int mean = 0, rank_scale = 0, want_spread = 0, run_median = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -71,6 +75,8 @@ int bm_cmd_calibrate(int argc, char **argv)
             return 0;
         } else if (!strcmp(a, "--mean")) {
             mean = 1;
+        } else if (!strcmp(a, "--run-median")) {
+            run_median = 1;
         } else if (!strcmp(a, "--rank-scale")) {
             rank_scale = 1;
         } else if (!strcmp(a, "--spread")) {
@@ -158,9 +164,28 @@ int bm_cmd_calibrate(int argc, char **argv)
     /* the op-to-op spread around all of that, per module */
     if (want_spread) spread = bm_malloc((size_t)t[0]->n_modules * sizeof *spread);
     if (spread) bm_calibrate_spread(t[0], (const struct bm_timeline *const *)tl, n_traces, costs, rs, mbs, spread);
+    double overhead_us = bm_calibrate_op_overhead_ms(t[0], (const struct bm_timeline *const *)tl, n_traces) * 1000.0;
+    if (run_median) { /* every number again: per trace, then the median over the traces */
+        double *ms = bm_malloc((size_t)(t[0]->microbatches > 0 ? t[0]->microbatches : 1) * sizeof *ms), oh = 0;
+        if (!ms || bm_calibrate_median_runs(t[0], (const struct bm_timeline *const *)tl, n_traces, mean, costs, ms, rs,
+                                            spread, &oh, &err)) {
+            if (!ms) bm_err_set(&err, "out of memory");
+            bm_free(ms), bm_free(rs), bm_free(mbs);
+            goto fail;
+        }
+        overhead_us = oh * 1000.0;
+        if (mb_values) {
+            json_array_clear(mb_values);
+            for (int m = 0; m < t[0]->microbatches; m++) json_array_append_new(mb_values, json_real(ms[m]));
+        }
+        if (scale) {
+            json_array_clear(scale);
+            for (int r = 0; r < t[0]->pp; r++) json_array_append_new(scale, json_real(rs[r]));
+        }
+        bm_free(ms);
+    }
     bm_free(rs);
     bm_free(mbs);
-    double overhead_us = bm_calibrate_op_overhead_ms(t[0], (const struct bm_timeline *const *)tl, n_traces) * 1000.0;
     if (spec) {
         json_error_t je;
         root = json_load_file(spec, 0, &je);

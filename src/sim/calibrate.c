@@ -304,3 +304,69 @@ void bm_calibrate_spread(const struct bm_table *t, const struct bm_timeline *con
 done:
     bm_free(sum), bm_free(sq), bm_free(cnt), bm_free(msq), bm_free(mn), bm_free(split);
 }
+
+/* ---------------------------------------------------------------- the median over runs */
+
+/* Median of v[0..n-1] (reordered). */
+static double median_of(double *v, int n)
+{
+    return stat(v, n, 0);
+}
+
+int bm_calibrate_median_runs(const struct bm_table *t, const struct bm_timeline *const *tls, int n_runs, int mean,
+                             struct bm_cost *costs, double *mb_scale, double *rank_scale, double *spread,
+                             double *op_overhead_ms, struct bm_err *err)
+{
+    if (n_runs < 1) return bm_err_set(err, "no timeline to calibrate from");
+    int nm = t->n_modules, M = t->microbatches > 0 ? t->microbatches : 1, P = t->pp;
+    /* per run: 4 cost fields per module, M microbatch scales, P rank scales, nm spreads, 1 dispatch */
+    int per = 4 * nm + M + P + nm + 1;
+    double *v = bm_malloc((size_t)per * (size_t)n_runs * sizeof *v), *col = bm_malloc((size_t)n_runs * sizeof *col);
+    struct bm_cost *c = bm_calloc((size_t)(nm > 0 ? nm : 1), sizeof *c);
+    double *rs = bm_malloc((size_t)P * sizeof *rs), *ms = bm_malloc((size_t)M * sizeof *ms);
+    double *sp = bm_malloc((size_t)(nm > 0 ? nm : 1) * sizeof *sp);
+    int rc = BM_OK;
+    if (!v || !col || !c || !rs || !ms || !sp) {
+        rc = bm_err_set(err, "out of memory");
+        goto done;
+    }
+    for (int i = 0; i < n_runs; i++) {
+        const struct bm_timeline *one[1] = {tls[i]};
+        if ((rc = bm_calibrate_runs(t, one, 1, mean, c, err))) goto done;
+        bm_calibrate_scales(t, one, 1, c, rank_scale ? rs : NULL, ms);
+        if (!rank_scale)
+            for (int r = 0; r < P; r++) rs[r] = 1;
+        if (spread) bm_calibrate_spread(t, one, 1, c, rank_scale ? rs : NULL, ms, sp);
+        double *q = v + (size_t)i * (size_t)per;
+        for (int m = 0; m < nm; m++) {
+            q[4 * m] = c[m].fwd_ms, q[4 * m + 1] = c[m].bwd_ms, q[4 * m + 2] = c[m].w_ms, q[4 * m + 3] = c[m].act_mib;
+            q[4 * nm + M + P + m] = spread ? sp[m] : 0;
+        }
+        for (int m = 0; m < M; m++) q[4 * nm + m] = ms[m];
+        for (int r = 0; r < P; r++) q[4 * nm + M + r] = rs[r];
+        q[per - 1] = bm_calibrate_op_overhead_ms(t, one, 1);
+    }
+    double *med = bm_malloc((size_t)per * sizeof *med);
+    if (!med) {
+        rc = bm_err_set(err, "out of memory");
+        goto done;
+    }
+    for (int j = 0; j < per; j++) {
+        for (int i = 0; i < n_runs; i++) col[i] = v[(size_t)i * (size_t)per + (size_t)j];
+        med[j] = median_of(col, n_runs);
+    }
+    for (int m = 0; m < nm; m++) {
+        costs[m] = c[m]; /* state_mib, out_mib: the table's, as in every run */
+        costs[m].fwd_ms = med[4 * m], costs[m].bwd_ms = med[4 * m + 1];
+        costs[m].w_ms = med[4 * m + 2], costs[m].act_mib = med[4 * m + 3];
+        if (spread) spread[m] = med[4 * nm + M + P + m];
+    }
+    for (int m = 0; m < t->microbatches; m++) mb_scale[m] = med[4 * nm + m];
+    if (rank_scale)
+        for (int r = 0; r < P; r++) rank_scale[r] = med[4 * nm + M + r];
+    *op_overhead_ms = med[per - 1];
+    bm_free(med);
+done:
+    bm_free(v), bm_free(col), bm_free(c), bm_free(rs), bm_free(ms), bm_free(sp);
+    return rc;
+}

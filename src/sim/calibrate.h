@@ -72,4 +72,20 @@ double bm_calibrate_op_overhead_ms(const struct bm_table *t, const struct bm_tim
 void bm_calibrate_spread(const struct bm_table *t, const struct bm_timeline *const *tls, int n_runs,
                          const struct bm_cost *costs, const double *rank_scale, const double *mb_scale, double *out);
 
+/* Every fitted number over several runs, robust to a disturbed run (docs/simulator.md
+ * "Predicting a run"): each run is calibrated on its own (bm_calibrate_runs with one timeline,
+ * means within the run when mean = 1, medians otherwise; its encoder and rank scales
+ * (bm_calibrate_scales, the rank scale only when rank_scale is not NULL), its dispatch time, its
+ * spread when spread is not NULL), then every number (each module's fwd_ms, bwd_ms, w_ms,
+ * act_mib; each microbatch's and each rank's scale; the dispatch time; each module's spread) is
+ * the median of its n_runs per-run values (the mean of the middle two for an even count). A run
+ * that another process disturbed (one op preempted for milliseconds) moves the pooled mean of
+ * every op slot it touched; it moves the median over runs only as one run of n_runs. Within a
+ * run the mean stays the estimate (a makespan is a sum of that step's op times).
+ * costs[t->n_modules]; mb_scale[t->microbatches] (1 without encoder ops); rank_scale[t->pp] or
+ * NULL; spread[t->n_modules] or NULL; *op_overhead_ms. BM_ERR (err) on no run or out of memory. */
+int bm_calibrate_median_runs(const struct bm_table *t, const struct bm_timeline *const *tls, int n_runs, int mean,
+                             struct bm_cost *costs, double *mb_scale, double *rank_scale, double *spread,
+                             double *op_overhead_ms, struct bm_err *err);
+
 #endif
