@@ -117,8 +117,68 @@ out:
     bm_spec_free(s);
 }
 
+/* The link latency from the transfers: a table simulated with latency 30 us and 0.1 MiB
+ * tensors over 5 GB/s (each transfer 30 us + 0.1 * 2^20 / 5e9 s = 30 + 20.97152 us) gives back
+ * 30 us exactly; with rank 1's clock 5 us off the two directions' errors cancel; a link the
+ * model thinks 10x slower than the one the run had gives a negative latency, by hand. */
+TEST(link_latency_from_waiting_recvs)
+{
+    static const char *text =
+        "{\"format\": \"bigmac-spec\", \"version\": 1, \"name\": \"links\",\n"
+        " \"device\": {\"link_latency_us\": 30, \"link_gbytes_per_s\": 5},\n"
+        " \"parallel\": {\"pp\": 2, \"vpp\": 2, \"microbatches\": 4},\n"
+        " \"schedule\": {\"backbone\": \"interleaved\", \"policy\": \"bigmac\"},\n"
+        " \"inputs\": [\"image\", \"text\"],\n"
+        " \"modules\": [\n"
+        "  {\"name\": \"vit\", \"consumes\": [\"image\"], \"produces\": [\"v\"],\n"
+        "   \"cost\": {\"fwd_ms\": 1, \"bwd_ms\": 2, \"out_mib\": 0.1}},\n"
+        "  {\"name\": \"llm\", \"consumes\": [\"text\", \"v\"], \"produces\": [\"h\"],\n"
+        "   \"cost\": {\"fwd_ms\": 8, \"bwd_ms\": 16, \"out_mib\": 0.1}}]}\n";
+    struct bm_spec *s = NULL;
+    struct bm_err err;
+    CHECKF(bm_spec_parse(text, "links.json", &s, &err) == BM_OK, "%s", err.msg);
+    if (!s) return;
+    struct bm_plan_opts o;
+    bm_plan_opts_from_spec(&o, s);
+    struct bm_table *t = NULL;
+    struct bm_timeline *a = NULL, *b = NULL, *fast = NULL;
+    CHECKF(bm_plan_build(s, &o, &t, &err) == BM_OK, "%s", err.msg);
+    if (t) CHECKF(bm_simulate(t, NULL, &a, &err) == BM_OK, "%s", err.msg);
+    if (!a) goto out;
+    double lat = -1;
+    const struct bm_timeline *one[1] = {a};
+    CHECK(bm_calibrate_link_latency_ms(t, one, 1, &lat) > 0);
+    CHECK_NEAR(lat, 0.030, 1e-12);
+    /* rank 1's clock 5 us ahead: every 0->1 transfer reads 5 us longer, every 1->0 one shorter */
+    b = copy_of(t, a);
+    if (!b) goto out;
+    for (int k = 0; k < t->ranks[1].n_ops; k++) b->ranks[1].ops[k].start_ms += 0.005, b->ranks[1].ops[k].end_ms += 0.005;
+    const struct bm_timeline *off[1] = {b};
+    CHECK(bm_calibrate_link_latency_ms(t, off, 1, &lat) > 0);
+    CHECK_NEAR(lat, 0.030, 1e-12);
+    /* a run on a 50 GB/s link, calibrated against a table that says 5 GB/s: 10 us + 0.1 MiB at
+     * 50 GB/s measured, 0.1 MiB at 5 GB/s charged: 10 + 2.097152 - 20.97152 us */
+    t->device.link_latency_us = 10, t->device.link_gbytes_per_s = 50;
+    CHECKF(bm_simulate(t, NULL, &fast, &err) == BM_OK, "%s", err.msg);
+    t->device.link_gbytes_per_s = 5;
+    if (fast) {
+        const struct bm_timeline *f1[1] = {fast};
+        CHECK(bm_calibrate_link_latency_ms(t, f1, 1, &lat) > 0);
+        CHECK_NEAR(lat, (10 + 2.097152 - 20.97152) / 1000, 1e-12);
+        /* the median over runs: {a, b, fast} -> 30, 30, -8.87 us: 30 */
+        const struct bm_timeline *three[3] = {fast, a, b};
+        CHECK(bm_calibrate_median_link_latency_ms(t, three, 3, &lat) == 3);
+        CHECK_NEAR(lat, 0.030, 1e-12);
+    }
+out:
+    bm_timeline_free(a), bm_timeline_free(b), bm_timeline_free(fast);
+    bm_table_free(t);
+    bm_spec_free(s);
+}
+
 int main(void)
 {
     RUN(median_over_runs_ignores_a_disturbed_run);
+    RUN(link_latency_from_waiting_recvs);
     return test_summary();
 }

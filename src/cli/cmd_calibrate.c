@@ -37,7 +37,10 @@ static void usage(FILE *f)
             "encoder time over what the calibrated costs say; \"encoder_cost_scale\" in the\n"
             "fragment) and device.op_overhead_us to the measured per-op dispatch time (the mean gap\n"
             "between an op and the rank's previous one; \"op_overhead_us\" in the fragment):\n"
-            "ready for `bigmac simulate`. --spread also writes each module's cost.spread (sigma of\n"
+            "ready for `bigmac simulate`; and device.link_latency_us to the latency the transfers\n"
+            "imply (send issue to the completion of a recv that waited for it, less the bytes' time\n"
+            "on the modelled link; \"link_latency_us\" in the fragment; 0 with a warning when the\n"
+            "bytes' time alone is longer). --spread also writes each module's cost.spread (sigma of\n"
             "log op time around the model, within a step): `simulate` then also gives the expected\n"
             "makespan under that spread (experimental: docs/simulator.md).\n"
             "--rank-scale also measures how much slower or faster each rank ran than the module\n"
@@ -186,6 +189,18 @@ int bm_cmd_calibrate(int argc, char **argv)
     }
     bm_free(rs);
     bm_free(mbs);
+    /* the link latency the transfers imply (device.link_latency_us), when some recv waited */
+    double lat_ms = 0;
+    int have_lat = run_median ? bm_calibrate_median_link_latency_ms(t[0], (const struct bm_timeline *const *)tl,
+                                                                    n_traces, &lat_ms) > 0
+                              : bm_calibrate_link_latency_ms(t[0], (const struct bm_timeline *const *)tl, n_traces,
+                                                             &lat_ms) > 0;
+    if (have_lat && lat_ms < 0) {
+        fprintf(stderr, "bigmac: warning: calibrate: the measured transfers are %.1f us shorter than the model charges "
+                        "for their bytes alone (the tensors' out_mib over device.link_gbytes_per_s): link_latency_us "
+                        "written as 0\nbigmac: hint: the modules' out_mib overstate the tensors they send\n", -lat_ms * 1e3);
+        lat_ms = 0;
+    }
     if (spec) {
         json_error_t je;
         root = json_load_file(spec, 0, &je);
@@ -212,6 +227,7 @@ int bm_cmd_calibrate(int argc, char **argv)
         json_t *dev = json_object_get(root, "device");
         if (!json_is_object(dev)) json_object_set_new(root, "device", dev = json_object());
         json_object_set_new(dev, "op_overhead_us", json_real(overhead_us));
+        if (have_lat) json_object_set_new(dev, "link_latency_us", json_real(lat_ms * 1e3));
         if (scale) {
             json_object_set_new(dev, "rank_time_scale", scale);
             scale = NULL;
@@ -233,6 +249,7 @@ int bm_cmd_calibrate(int argc, char **argv)
         }
         json_object_set_new(root, "modules", mods);
         json_object_set_new(root, "op_overhead_us", json_real(overhead_us));
+        if (have_lat) json_object_set_new(root, "link_latency_us", json_real(lat_ms * 1e3));
         if (scale) json_object_set_new(root, "rank_time_scale", scale);
         scale = NULL;
         if (mb_values) json_object_set_new(root, "encoder_cost_scale", json_pack("{s:o}", "values", mb_values));
