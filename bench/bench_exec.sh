@@ -10,7 +10,8 @@
 #       bigmac plan SPEC --policy P -o P.table             (the table `train` runs)
 #       bigmac simulate CAL --table P.table --json         -> makespan_ms
 #     i.e. every bigmac run's trace fitted on its own (means within the run: module costs,
-#     per-microbatch encoder scales, each rank's speed, the per-op dispatch), the median over
+#     per-microbatch encoder scales, each rank's speed, the per-op dispatch, the link latency
+#     the transfers imply), the median over
 #     the runs of every number, then the makespan of the table that ran. It is compared with
 #     the traced step's measured makespan (median over the runs): the
 #     step whose data (images per microbatch, which set the encoder and backbone op times) the
@@ -70,9 +71,10 @@ done
 # THE calibration: every bigmac run's trace on its own (means within the run, each rank's speed),
 # the median over the runs of every number; the same with the op-time spread; the earlier
 # sessions' pooled means (all runs' durations in one mean per slot)
-"$BIGMAC" calibrate "$T"/bigmac.*.json --spec $SPEC --mean --run-median --rank-scale -o "$T/cal.json"
-"$BIGMAC" calibrate "$T"/bigmac.*.json --spec $SPEC --mean --run-median --rank-scale --spread -o "$T/cal_spread.json"
-"$BIGMAC" calibrate "$T"/bigmac.*.json --spec $SPEC --mean --rank-scale -o "$T/cal_pooled.json"
+# (stderr: calibrate warns here that the tensors' nominal out_mib overstate them)
+"$BIGMAC" calibrate "$T"/bigmac.*.json --spec $SPEC --mean --run-median --rank-scale -o "$T/cal.json" 2>"$T/cal.err"
+"$BIGMAC" calibrate "$T"/bigmac.*.json --spec $SPEC --mean --run-median --rank-scale --spread -o "$T/cal_spread.json" 2>/dev/null
+"$BIGMAC" calibrate "$T"/bigmac.*.json --spec $SPEC --mean --rank-scale -o "$T/cal_pooled.json" 2>/dev/null
 pred_of() { # simulate --json output -> the expected makespan, or the plain one without spread
     local v
     v=$(sed -n 's/.*"expected_makespan_ms": \([0-9.e+-]*\).*/\1/p' "$1")
@@ -101,8 +103,9 @@ done
 echo
 echo "CPU share: the ranks' processes were on a CPU $(median <"$T/cpu")% of their steps' wall time (median; load average $(cut -d' ' -f1-3 /proc/loadavg))"
 echo
+sed 's/^/calibrate: /' "$T/cal.err"
 echo "calibrated costs (THE calibration: median over bigmac's runs of the per-run means):"
-"$BIGMAC" calibrate "$T"/bigmac.*.json --mean --run-median --rank-scale | sed '/"traces"/,/\]/d; /"trace":/d' | tr -d ' \n' |
+"$BIGMAC" calibrate "$T"/bigmac.*.json --mean --run-median --rank-scale 2>/dev/null | sed '/"traces"/,/\]/d; /"trace":/d' | tr -d ' \n' |
     sed 's/},{/},\n  {/g; s/$/\n/'
 echo
 echo "| spec | policy | M=4 | M=8 | M=16 | (encoder peak bytes, max over ranks) |"
