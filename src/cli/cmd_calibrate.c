@@ -1,4 +1,4 @@
-/* cmd_calibrate.c — `bigmac calibrate TRACE.json... [--spec SPEC.json] [--mean] [--rank-scale] [--spread] [-o FILE]`: measured
+/* cmd_calibrate.c — `bigmac calibrate TRACE.json... [--spec SPEC.json] [--mean] [--run-median] [--rank-scale] [--spread] [-o FILE]`: measured
  * op times and bytes of executor traces -> spec costs (src/sim/calibrate.h, docs/executor.md). */
 #include <jansson.h>
 #include <stdio.h>
@@ -12,7 +12,8 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: bigmac calibrate TRACE.json... [--spec SPEC.json] [--mean] [--rank-scale] [--spread] [-o FILE]\n"
+            "usage: bigmac calibrate TRACE.json... [--spec SPEC.json] [--mean] [--run-median] [--rank-scale] [--spread]\n"
+            "                        [-o FILE]\n"
             "\n"
             "Turns the measured op times and activation bytes of an executor trace\n"
             "(`bigmac train ... --trace TRACE.json`) into per-module spec costs: fwd_ms/bwd_ms per\n"
@@ -21,7 +22,10 @@ static void usage(FILE *f)
             "microbatches (robust to an op preempted by another process); --mean takes means\n"
             "(the unbiased estimate for a trace of an undisturbed run). Several traces of the same\n"
             "plan (repeated runs) are pooled: on a machine whose speed drifts, costs from several\n"
-            "runs predict a typical run better than one run's.\n"
+            "runs predict a typical run better than one run's. --run-median fits every trace on\n"
+            "its own (with --mean: means within the run) and writes the median over the traces of\n"
+            "every fitted number (costs, scales, dispatch, latency, spread), so one run disturbed\n"
+            "by another process does not move them (docs/simulator.md \"Predicting a run\").\n"
             "\n"
             "Without --spec it writes a cost fragment:\n"
             "  {\"format\": \"bigmac-costs\", \"version\": 1, \"trace\": ..., \"traces\": [...],\n"
@@ -33,7 +37,10 @@ static void usage(FILE *f)
             "encoder time over what the calibrated costs say; \"encoder_cost_scale\" in the\n"
             "fragment) and device.op_overhead_us to the measured per-op dispatch time (the mean gap\n"
             "between an op and the rank's previous one; \"op_overhead_us\" in the fragment):\n"
-            "ready for `bigmac simulate`. --spread also writes each module's cost.spread (sigma of\n"
+            "ready for `bigmac simulate`; and device.link_latency_us to the latency the transfers\n"
+            "imply (send issue to the completion of a recv that waited for it, less the bytes' time\n"
+            "on the modelled link; \"link_latency_us\" in the fragment; 0 with a warning when the\n"
+            "bytes' time alone is longer). --spread also writes each module's cost.spread (sigma of\n"
             "log op time around the model, within a step): `simulate` then also gives the expected\n"
             "makespan under that spread (experimental: docs/simulator.md).\n"
             "--rank-scale also measures how much slower or faster each rank ran than the module\n"
@@ -63,7 +70,7 @@ int bm_cmd_calibrate(int argc, char **argv)
     /* the trace paths, gathered at the front of argv (never ahead of the scan) */
     const char **traces = (const char **)argv;
     int n_traces = 0;
-    int mean = 0, rank_scale = 0, want_spread = 0;
+    int mean = 0, rank_scale = 0, want_spread = 0, run_median = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -71,6 +78,8 @@ int bm_cmd_calibrate(int argc, char **argv)
             return 0;
         } else if (!strcmp(a, "--mean")) {
             mean = 1;
+        } else if (!strcmp(a, "--run-median")) {
+            run_median = 1;
         } else if (!strcmp(a, "--rank-scale")) {
             rank_scale = 1;
         } else if (!strcmp(a, "--spread")) {
@@ -158,9 +167,40 @@ int bm_cmd_calibrate(int argc, char **argv)
     /* the op-to-op spread around all of that, per module */
     if (want_spread) spread = bm_malloc((size_t)t[0]->n_modules * sizeof *spread);
     if (spread) bm_calibrate_spread(t[0], (const struct bm_timeline *const *)tl, n_traces, costs, rs, mbs, spread);
+    double overhead_us = bm_calibrate_op_overhead_ms(t[0], (const struct bm_timeline *const *)tl, n_traces) * 1000.0;
+    if (run_median) { /* every number again: per trace, then the median over the traces */
+        double *ms = bm_malloc((size_t)(t[0]->microbatches > 0 ? t[0]->microbatches : 1) * sizeof *ms), oh = 0;
+        if (!ms || bm_calibrate_median_runs(t[0], (const struct bm_timeline *const *)tl, n_traces, mean, costs, ms, rs,
+                                            spread, &oh, &err)) {
+            if (!ms) bm_err_set(&err, "out of memory");
+            bm_free(ms), bm_free(rs), bm_free(mbs);
+            goto fail;
+        }
+        overhead_us = oh * 1000.0;
+        if (mb_values) {
+            json_array_clear(mb_values);
+            for (int m = 0; m < t[0]->microbatches; m++) json_array_append_new(mb_values, json_real(ms[m]));
+        }
+        if (scale) {
+            json_array_clear(scale);
+            for (int r = 0; r < t[0]->pp; r++) json_array_append_new(scale, json_real(rs[r]));
+        }
+        bm_free(ms);
+    }
     bm_free(rs);
     bm_free(mbs);
-    double overhead_us = bm_calibrate_op_overhead_ms(t[0], (const struct bm_timeline *const *)tl, n_traces) * 1000.0;
+    /* the link latency the transfers imply (device.link_latency_us), when some recv waited */
+    double lat_ms = 0;
+    int have_lat = run_median ? bm_calibrate_median_link_latency_ms(t[0], (const struct bm_timeline *const *)tl,
+                                                                    n_traces, &lat_ms) > 0
+                              : bm_calibrate_link_latency_ms(t[0], (const struct bm_timeline *const *)tl, n_traces,
+                                                             &lat_ms) > 0;
+    if (have_lat && lat_ms < 0) {
+        fprintf(stderr, "bigmac: warning: calibrate: the measured transfers are %.1f us shorter than the model charges "
+                        "for their bytes alone (the tensors' out_mib over device.link_gbytes_per_s): link_latency_us "
+                        "written as 0\nbigmac: hint: the modules' out_mib overstate the tensors they send\n", -lat_ms * 1e3);
+        lat_ms = 0;
+    }
     if (spec) {
         json_error_t je;
         root = json_load_file(spec, 0, &je);
@@ -187,6 +227,7 @@ int bm_cmd_calibrate(int argc, char **argv)
         json_t *dev = json_object_get(root, "device");
         if (!json_is_object(dev)) json_object_set_new(root, "device", dev = json_object());
         json_object_set_new(dev, "op_overhead_us", json_real(overhead_us));
+        if (have_lat) json_object_set_new(dev, "link_latency_us", json_real(lat_ms * 1e3));
         if (scale) {
             json_object_set_new(dev, "rank_time_scale", scale);
             scale = NULL;
@@ -208,6 +249,7 @@ int bm_cmd_calibrate(int argc, char **argv)
         }
         json_object_set_new(root, "modules", mods);
         json_object_set_new(root, "op_overhead_us", json_real(overhead_us));
+        if (have_lat) json_object_set_new(root, "link_latency_us", json_real(lat_ms * 1e3));
         if (scale) json_object_set_new(root, "rank_time_scale", scale);
         scale = NULL;
         if (mb_values) json_object_set_new(root, "encoder_cost_scale", json_pack("{s:o}", "values", mb_values));

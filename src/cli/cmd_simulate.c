@@ -1,6 +1,7 @@
 /* cmd_simulate.c — `bigmac simulate SPEC [plan flags] [--compare] [--json] [--jitter X] [--seed S]`:
  * plan the spec and simulate the table (docs/design.md §8); --compare runs every policy and reports the
- * zero-added-bubble bound (docs/design.md §6). Also the helpers `bigmac sweep` shares (cli.h). */
+ * zero-added-bubble bound (docs/design.md §6); --table TABLE simulates a given table (the plan a run
+ * executed) with SPEC's costs instead of planning. Also the helpers `bigmac sweep` shares (cli.h). */
 #include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -8,6 +9,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "plan/plan.h"
 #include "sim/hosts.h"
 #include "sim/expect.h"
 #include "spec/recompute.h"
@@ -22,6 +24,7 @@ static void usage(FILE *f)
             "                       [--backbone gpipe|1f1b|interleaved|zb-h1|zb-interleaved] [--policy NAME]\n"
             "                       [--window N|auto|fit] [--compare] [--json] [--jitter X] [--seed S]\n"
             "                       [--search off|N]\n"
+            "       bigmac simulate SPEC --table TABLE.json [--json] [--jitter X] [--seed S]\n"
             "\n"
             "Plan SPEC and simulate the operator table: makespan, per-rank busy/idle, bubble ratio,\n"
             "peak memory per rank and role, OOM against the device memory, samples/s.\n"
@@ -38,6 +41,12 @@ static void usage(FILE *f)
             "  --seed S     jitter seed (default 1)\n"
             "  --ranks-per-host N  rank r runs on host r / N; transfers between hosts take the\n"
             "               inter-host link (device.inter_host_*; a \"hosts\" line says what crosses)\n"
+            "  --table TABLE.json  do not plan: simulate this table (e.g. the plan a run executed,\n"
+            "               `bigmac plan ... -o`) with SPEC's costs: module costs and spreads,\n"
+            "               encoder scales, device (rank_time_scale, op_overhead_us, links).\n"
+            "               Planning again with calibrated costs may give another table than the\n"
+            "               one that ran; this predicts the one that ran (docs/simulator.md\n"
+            "               \"Predicting a run\"). No plan flags with it.\n"
             "Cost and memory model: docs/simulator.md; placement over hosts: docs/multihost.md.\n");
 }
 
@@ -192,6 +201,41 @@ static double max_nested_ms(const struct bm_timeline *tl)
     return m;
 }
 
+/* The table t (loaded, e.g. the plan a run executed) with s's costs, as planning s would set
+ * them (src/plan/plan.c plan_shell): every table module's cost and spread from the spec module
+ * of the same name and role, the encoder scales of s's data, s's device with its rank scale and
+ * per-op dispatch. The table's ops, chunks, chunk weights and recompute flags stay. */
+static int table_with_spec_costs(struct bm_table *t, const struct bm_spec *s, const char *table_path,
+                                 struct bm_err *err)
+{
+    const char *sp = s->path ? s->path : "spec";
+    for (int m = 0; m < t->n_modules; m++) {
+        struct bm_table_module *d = &t->modules[m];
+        int k = 0;
+        while (k < s->n_modules && strcmp(s->modules[k].name, d->name)) k++;
+        if (k == s->n_modules)
+            return bm_err_set(err, "%s: module \"%s\" is not in %s\nhint: simulate a table with the spec it was "
+                                   "planned from (or that spec calibrated)", table_path, d->name, sp);
+        if (s->modules[k].role != d->role)
+            return bm_err_set(err, "%s: module \"%s\" is a %s in the table but a %s in %s", table_path, d->name,
+                              bm_role_name(d->role), bm_role_name(s->modules[k].role), sp);
+        d->cost = s->modules[k].cost;
+        d->spread = s->modules[k].spread;
+    }
+    int M = t->microbatches > 0 ? t->microbatches : 1;
+    double *ms = bm_malloc((size_t)M * sizeof *ms);
+    if (!ms) return bm_err_set(err, "out of memory");
+    bm_spec_encoder_scales(s, t->microbatches, ms);
+    bm_free(t->mb_scale);
+    t->mb_scale = ms;
+    int rph = t->device.ranks_per_host;
+    t->device = s->device;
+    if (!s->device.ranks_per_host) t->device.ranks_per_host = rph; /* the table's placement over hosts */
+    bm_free(t->rank_time_scale);
+    t->rank_time_scale = NULL;
+    return bm_plan_rank_scale(t, s, err);
+}
+
 static const enum bm_policy compare_order[BM_N_POLICIES] = {
     BM_POL_BIGMAC, BM_POL_OPTIMUS, BM_POL_UNIFIED, BM_POL_UNIFIED_BALANCED, BM_POL_IDEAL, BM_POL_NONE};
 
@@ -339,6 +383,7 @@ int bm_cmd_simulate(int argc, char **argv)
     struct bm_cli_plan_flags f;
     memset(&f, 0, sizeof f);
     const char *path = NULL;
+    const char *table_path = NULL;
     int compare = 0, json = 0, search = 0;
     struct bm_sim_opts so = {0, 1, 0};
     for (int i = 1; i < argc; i++) {
@@ -370,6 +415,12 @@ int bm_cmd_simulate(int argc, char **argv)
                 }
                 search = (int)n;
             }
+        } else if (!strcmp(a, "--table")) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "bigmac: error: --table needs a value (an operator table, `bigmac plan ... -o`)\n");
+                return BM_USAGE;
+            }
+            table_path = argv[++i];
         } else if (!strcmp(a, "--jitter") || !strcmp(a, "--seed")) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "bigmac: error: %s needs a value\n", a);
@@ -389,6 +440,12 @@ int bm_cmd_simulate(int argc, char **argv)
             path = a;
         }
     }
+    if (table_path && (compare || f.pp || f.vpp || f.microbatches || f.unit || f.window || f.backbone_set ||
+                       f.policy_set || search)) {
+        fprintf(stderr, "bigmac: error: simulate: --table simulates the table as it is: no --compare, --search or "
+                        "plan flags with it\n");
+        return BM_USAGE;
+    }
     struct bm_err err;
     struct bm_spec *s;
     struct bm_plan_opts o;
@@ -401,7 +458,14 @@ int bm_cmd_simulate(int argc, char **argv)
     } else {
         struct bm_table *t;
         struct bm_timeline *tl;
-        int prc = bm_plan_build_search(s, &o, search, &t, NULL, &err);
+        int prc;
+        if (table_path) {
+            prc = bm_table_load(table_path, &t, &err);
+            if (!prc && (prc = table_with_spec_costs(t, s, table_path, &err))) bm_table_free(t);
+            o.window = 0; /* no cap to report */
+        } else {
+            prc = bm_plan_build_search(s, &o, search, &t, NULL, &err);
+        }
         if (!prc && bm_simulate(t, &so, &tl, &err)) {
             bm_table_free(t);
             prc = BM_ERR;

@@ -1,9 +1,13 @@
 /* train_main.c — `bigmac train`: the pipelined executor (MPI or --local) and the single-process
  * reference (--reference). bm_train_main is public (include/bigmac.h) so that programs that
  * register their own modules (examples/custom_encoder.c) train through the same entry point. */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #include "bigmac_module.h"
 #include "cli/cli.h"
@@ -96,8 +100,27 @@ static int reference_dump(const struct bm_spec *s, int steps, FILE *log, const c
     return rc;
 }
 
+/* Keep freed memory in the process instead of handing it back to the kernel. glibc serves an
+ * allocation over 128 KiB (a module's activation context, a receive buffer) with a fresh mmap
+ * and unmaps it when freed, and trims the heap's top: every step then page-faults its buffers in
+ * again, ~700-1000 minor faults per tiny-mllm step on this project's VM, 15% of the step. How
+ * many depends on the order of the allocations and frees, i.e. on the schedule, so the same
+ * module op ran 5-15% slower under one policy than under another (bench/RESULTS.md, issue 16
+ * fifth session) and costs calibrated from one policy's trace mispredicted the others. With
+ * the heap kept, after the first step the buffers are reused: op times depend on the op, not on
+ * what ran before it. The process's resident memory then stays at its peak (what a caching
+ * allocator does too); allocations over 32 MiB (glibc's largest mmap threshold) still map. */
+static void keep_freed_memory(void)
+{
+#ifdef __GLIBC__
+    mallopt(M_MMAP_THRESHOLD, 32 * 1024 * 1024);
+    mallopt(M_TRIM_THRESHOLD, INT_MAX);
+#endif
+}
+
 int bm_train_main(int argc, char **argv)
 {
+    keep_freed_memory();
     const char *path = NULL, *table_path = NULL;
     int reference = 0, local = 0, quiet = 0;
     double timeout_s = 60;
