@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "plan/plan.h"
+#include "table/table.h"
 #include "sim/hosts.h"
 #include "sim/expect.h"
 #include "spec/recompute.h"
@@ -199,41 +199,6 @@ static double max_nested_ms(const struct bm_timeline *tl)
         if (v > m) m = v;
     }
     return m;
-}
-
-/* The table t (loaded, e.g. the plan a run executed) with s's costs, as planning s would set
- * them (src/plan/plan.c plan_shell): every table module's cost and spread from the spec module
- * of the same name and role, the encoder scales of s's data, s's device with its rank scale and
- * per-op dispatch. The table's ops, chunks, chunk weights and recompute flags stay. */
-static int table_with_spec_costs(struct bm_table *t, const struct bm_spec *s, const char *table_path,
-                                 struct bm_err *err)
-{
-    const char *sp = s->path ? s->path : "spec";
-    for (int m = 0; m < t->n_modules; m++) {
-        struct bm_table_module *d = &t->modules[m];
-        int k = 0;
-        while (k < s->n_modules && strcmp(s->modules[k].name, d->name)) k++;
-        if (k == s->n_modules)
-            return bm_err_set(err, "%s: module \"%s\" is not in %s\nhint: simulate a table with the spec it was "
-                                   "planned from (or that spec calibrated)", table_path, d->name, sp);
-        if (s->modules[k].role != d->role)
-            return bm_err_set(err, "%s: module \"%s\" is a %s in the table but a %s in %s", table_path, d->name,
-                              bm_role_name(d->role), bm_role_name(s->modules[k].role), sp);
-        d->cost = s->modules[k].cost;
-        d->spread = s->modules[k].spread;
-    }
-    int M = t->microbatches > 0 ? t->microbatches : 1;
-    double *ms = bm_malloc((size_t)M * sizeof *ms);
-    if (!ms) return bm_err_set(err, "out of memory");
-    bm_spec_encoder_scales(s, t->microbatches, ms);
-    bm_free(t->mb_scale);
-    t->mb_scale = ms;
-    int rph = t->device.ranks_per_host;
-    t->device = s->device;
-    if (!s->device.ranks_per_host) t->device.ranks_per_host = rph; /* the table's placement over hosts */
-    bm_free(t->rank_time_scale);
-    t->rank_time_scale = NULL;
-    return bm_plan_rank_scale(t, s, err);
 }
 
 static const enum bm_policy compare_order[BM_N_POLICIES] = {
@@ -461,7 +426,7 @@ int bm_cmd_simulate(int argc, char **argv)
         int prc;
         if (table_path) {
             prc = bm_table_load(table_path, &t, &err);
-            if (!prc && (prc = table_with_spec_costs(t, s, table_path, &err))) bm_table_free(t);
+            if (!prc && (prc = bm_table_use_spec_costs(t, s, table_path, &err))) bm_table_free(t);
             o.window = 0; /* no cap to report */
         } else {
             prc = bm_plan_build_search(s, &o, search, &t, NULL, &err);

@@ -31,6 +31,14 @@
 int bm_table_skeleton(const struct bm_spec *s, const struct bm_plan_opts *o, struct bm_table **out,
                       struct bm_err *err);
 
+/* Give the loaded table t (e.g. the plan a run executed) spec s's costs as bm_table_skeleton
+ * would set them: each module's cost and spread from s's module of the same name (and role),
+ * s's encoder scales, device (the table's placement over hosts kept when s has none), rank
+ * scale and per-op dispatch. The ops, chunk split and recompute flags stay. table_path names t
+ * in messages. BM_ERR when a module is missing or has another role in s. */
+int bm_table_use_spec_costs(struct bm_table *t, const struct bm_spec *s, const char *table_path,
+                            struct bm_err *err);
+
 /* Extra warm-up forwards per stage that t's policy and modules ask for (docs/design.md §6
  * step 2): for the policies that place generators off the last stage (bigmac, ideal, and
  * optimus so that the baseline is not a strawman) when a generator sends gradient into the
