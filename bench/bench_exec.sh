@@ -3,14 +3,25 @@
 #  1. bigmac, optimus and unified side by side on examples/tiny-mllm.json (interleaved V=2,
 #     M=8): measured iteration time (median step wall time, all-reduce and AdamW included),
 #     makespan (median over steps 4.. of all runs of the op walk, the longest rank's: the
-#     progress line's "walk"), their ratios, and the calibrated simulator's prediction of the
-#     makespan (costs calibrated once, medians and means, from the last-step trace of bigmac's
-#     run with the median traced makespan; means pooled over the last-step traces of all of
-#     bigmac's runs; and the same with each rank's measured speed, `calibrate --rank-scale`).
-#     Every calibration also fits the per-op dispatch time (device.op_overhead_us), the
-#     per-microbatch encoder multipliers (data.encoder_cost_scale {"values"}) from the traces.
-#     The last prediction also fits each module's op-time spread (`calibrate --spread`) and
-#     takes `simulate --json`'s expected_makespan_ms (the mean over 32 draws of the op times).
+#     progress line's "walk"), their ratios, the traced (last) step's makespan (median over the
+#     runs), and the calibrated simulator's prediction of it.
+#     THE prediction (docs/simulator.md "Predicting a run"), one procedure for every policy:
+#       bigmac calibrate <every bigmac run's trace> --spec SPEC --mean --run-median --rank-scale -o CAL
+#       bigmac plan SPEC --policy P -o P.table             (the table `train` runs)
+#       bigmac simulate CAL --table P.table --json         -> makespan_ms
+#     i.e. every bigmac run's trace fitted on its own (means within the run: module costs,
+#     per-microbatch encoder scales, each rank's speed, the per-op dispatch, the link latency
+#     the transfers imply), the median over
+#     the runs of every number, then the makespan of the table that ran. It is compared with
+#     the traced step's measured makespan (median over the runs): the
+#     step whose data (images per microbatch, which set the encoder and backbone op times) the
+#     costs were measured on; the other steps draw other data (10-14 images per step here), so
+#     the median walk over steps 4.. is a different workload (its error is printed too).
+#     Also printed: the same with the op-time spread (`--spread`, simulate's expected_makespan_ms),
+#     the pooled means of the earlier sessions (`--mean --rank-scale` without --run-median) on
+#     the same table, and the former procedure, which plans again from that calibrated spec
+#     (`simulate CAL --policy P`): with calibrated costs bigmac and optimus then plan another
+#     table than the one that ran.
 #  2. measured encoder activation peak (max over ranks, bytes) for bigmac and optimus at
 #     M = 4, 8, 16, on tiny-mllm and on tests/specs/exec-small.json (whose nominal encoder cost
 #     keeps optimus from parking encoder forwards in bubbles).
@@ -37,9 +48,9 @@ makespan_of() { "$BIGMAC" render "$1" --format ascii --width 60 | sed -n 's/^mak
 
 echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores; P=2, $STEPS steps x $REPS runs; ranks ${PRIO:-at normal priority}"
 echo
-echo "| policy | step ms (median) | step / bigmac | makespan ms (median walk) | makespan / bigmac | traced makespan ms (median) | predicted ms (median costs) | error | predicted ms (mean costs) | error | predicted ms (mean costs, all runs) | error | error vs traced | predicted ms (all runs + rank scale) | error | error vs traced | expected ms (all runs + rank scale + spread) | error | error vs traced |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
-declare -A STEP MK TR BEST
+echo "| policy | step ms (median) | step / bigmac | makespan ms (median walk) | makespan / bigmac | traced makespan ms (median) | **prediction ms** | **error vs traced** | error vs walk | with spread (expected) ms | error vs traced | pooled means ms | error vs traced | pooled, planned again (old) ms | error vs traced |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+declare -A STEP MK TR
 for pol in bigmac optimus unified; do : >"$T/$pol.ms"; : >"$T/$pol.mk"; : >"$T/$pol.walk"; done
 # policies interleaved within each repetition, so a slow spell of the machine hits all of them
 for rep in $(seq "$REPS"); do
@@ -56,41 +67,46 @@ for pol in bigmac optimus unified; do
     STEP[$pol]=$(median <"$T/$pol.ms")
     MK[$pol]=$(median <"$T/$pol.walk")
     TR[$pol]=$(cut -d' ' -f1 "$T/$pol.mk" | median)
-    # calibrate from the run whose traced makespan is the median of the REPS runs
-    read -r _ best < <(sort -g "$T/$pol.mk" | sed -n "$(( (REPS + 1) / 2 ))p")
-    BEST[$pol]="$T/$pol.$best.json"
 done
-"$BIGMAC" calibrate "${BEST[bigmac]}" --spec $SPEC -o "$T/cal_median.json"
-"$BIGMAC" calibrate "${BEST[bigmac]}" --spec $SPEC --mean -o "$T/cal_mean.json"
-# pooled: every bigmac run's trace (the machine's speed drifts from run to run)
-"$BIGMAC" calibrate "$T"/bigmac.*.json --spec $SPEC --mean -o "$T/cal_pooled.json"
-# and each rank's measured speed (device.rank_time_scale): the ranks need not run at one speed
-"$BIGMAC" calibrate "$T"/bigmac.*.json --spec $SPEC --mean --rank-scale -o "$T/cal_ranks.json"
-# and the op-to-op spread of the op times (a makespan is a max-plus sum: longer under noise)
-"$BIGMAC" calibrate "$T"/bigmac.*.json --spec $SPEC --mean --rank-scale --spread -o "$T/cal_spread.json"
+# THE calibration: every bigmac run's trace on its own (means within the run, each rank's speed),
+# the median over the runs of every number; the same with the op-time spread; the earlier
+# sessions' pooled means (all runs' durations in one mean per slot)
+# (stderr: calibrate warns here that the tensors' nominal out_mib overstate them)
+"$BIGMAC" calibrate "$T"/bigmac.*.json --spec $SPEC --mean --run-median --rank-scale -o "$T/cal.json" 2>"$T/cal.err"
+"$BIGMAC" calibrate "$T"/bigmac.*.json --spec $SPEC --mean --run-median --rank-scale --spread -o "$T/cal_spread.json" 2>/dev/null
+"$BIGMAC" calibrate "$T"/bigmac.*.json --spec $SPEC --mean --rank-scale -o "$T/cal_pooled.json" 2>/dev/null
+pred_of() { # simulate --json output -> the expected makespan, or the plain one without spread
+    local v
+    v=$(sed -n 's/.*"expected_makespan_ms": \([0-9.e+-]*\).*/\1/p' "$1")
+    [ -n "$v" ] || v=$(sed -n 's/^  "makespan_ms": \([0-9.e+-]*\).*/\1/p' "$1")
+    echo "$v"
+}
+err() { awk -v m="$1" -v pr="$2" 'BEGIN{printf "%+.1f%%", (pr-m)/m*100}'; }
 for pol in bigmac optimus unified; do
     row=$(awk -v p=$pol -v s="${STEP[$pol]}" -v m="${MK[$pol]}" -v b="${STEP[bigmac]}" -v mb="${MK[bigmac]}" \
         -v tr="${TR[$pol]}" 'BEGIN{printf "| %s | %.2f | %.3f | %.2f | %.3f | %.2f", p, s, s/b, m, m/mb, tr}')
-    for stat in median mean pooled ranks spread; do
-        # the expected makespan under the calibrated op-time spread (`simulate --json`), the
-        # plain simulated makespan for a spec without spread
-        "$BIGMAC" simulate "$T/cal_$stat.json" --pp 2 --unit 2 --policy $pol --json >"$T/pred.json" 2>/dev/null
-        pred=$(sed -n 's/.*"expected_makespan_ms": \([0-9.e+-]*\).*/\1/p' "$T/pred.json")
-        [ -n "$pred" ] || pred=$(sed -n 's/^  "makespan_ms": \([0-9.e+-]*\).*/\1/p' "$T/pred.json")
-        row="$row$(awk -v m="${MK[$pol]}" -v pr="$pred" 'BEGIN{printf " | %.2f | %+.1f%%", pr, (pr-m)/m*100}')"
-        # the all-runs predictions also against the traced steps themselves (the steps the costs
-        # came from, for bigmac; the same runs' last steps for the others): no step-to-step drift
-        if [ $stat = pooled ] || [ $stat = ranks ] || [ $stat = spread ]; then
-            row="$row$(awk -v m="${TR[$pol]}" -v pr="$pred" 'BEGIN{printf " | %+.1f%%", (pr-m)/m*100}')"
-        fi
+    # the table train runs: planned from the spec as train plans it
+    "$BIGMAC" plan $SPEC --pp 2 --unit 2 --policy $pol -o "$T/table.$pol.json" >/dev/null
+    "$BIGMAC" simulate "$T/cal.json" --table "$T/table.$pol.json" --json >"$T/pred.json"
+    pred=$(pred_of "$T/pred.json")
+    row="$row | **$(printf %.2f "$pred")** | **$(err "${TR[$pol]}" "$pred")** | $(err "${MK[$pol]}" "$pred")"
+    for cal in cal_spread cal_pooled; do
+        "$BIGMAC" simulate "$T/$cal.json" --table "$T/table.$pol.json" --json >"$T/pred.json"
+        pred=$(pred_of "$T/pred.json")
+        row="$row | $(printf %.2f "$pred") | $(err "${TR[$pol]}" "$pred")"
     done
+    "$BIGMAC" simulate "$T/cal_pooled.json" --pp 2 --unit 2 --policy $pol --json >"$T/pred.json" 2>/dev/null
+    pred=$(pred_of "$T/pred.json")
+    row="$row | $(printf %.2f "$pred") | $(err "${TR[$pol]}" "$pred")"
     echo "$row |"
 done
 echo
 echo "CPU share: the ranks' processes were on a CPU $(median <"$T/cpu")% of their steps' wall time (median; load average $(cut -d' ' -f1-3 /proc/loadavg))"
 echo
-echo "calibrated costs (from bigmac's median trace):"
-"$BIGMAC" calibrate "${BEST[bigmac]}" | tr -d ' \n' | sed 's/},{/},\n  {/g; s/$/\n/'
+sed 's/^/calibrate: /' "$T/cal.err"
+echo "calibrated costs (THE calibration: median over bigmac's runs of the per-run means):"
+"$BIGMAC" calibrate "$T"/bigmac.*.json --mean --run-median --rank-scale 2>/dev/null | sed '/"traces"/,/\]/d; /"trace":/d' | tr -d ' \n' |
+    sed 's/},{/},\n  {/g; s/$/\n/'
 echo
 echo "| spec | policy | M=4 | M=8 | M=16 | (encoder peak bytes, max over ranks) |"
 echo "|---|---|---|---|---|---|"

@@ -273,6 +273,8 @@ struct bm_table_module {
     double spread;           /* sigma of log op time around the cost (JSON cost.spread); 0 = none */
 };
 
+struct bm_flow; /* the dataflow of a table (private) */
+
 struct bm_rank_ops {
     struct bm_op *ops;
     int n_ops, cap;
@@ -310,6 +312,9 @@ struct bm_table {
      * same layout as act_bytes; NULL = act_w_mib's fraction of the activation. Not part of the
      * JSON table. Owned by the table. */
     double *act_w_bytes;
+    /* private: the dataflow (src/table/flow.h) bm_table_finish computed from the modules; NULL
+     * until then. Owned by the table. */
+    struct bm_flow *flow;
 };
 
 /* Backbone chunk tensor name: "<backbone>.c<chunk>.out". */
@@ -318,6 +323,13 @@ struct bm_table {
 /* Allocate an empty table for P ranks (fields zeroed, ranks allocated). NULL on OOM. */
 struct bm_table *bm_table_new(int pp);
 void bm_table_free(struct bm_table *t);
+/* Finish a table whose modules (and pp, vpp, backbone_module) are set: compute its dataflow
+ * once and keep it inside the table, adding every tensor the modules make to t->tensors (the
+ * ones it already lists keep their indices). The planner and the loaders finish every table
+ * they return; a program that builds a table by hand calls it after setting the modules, before
+ * the executor runs it (the verifier and simulator also take unfinished tables). Call it again
+ * after changing the modules. BM_ERR on allocation failure or a table without a backbone. */
+int bm_table_finish(struct bm_table *t, struct bm_err *err);
 /* Append op to rank's list. BM_ERR (with message) on allocation failure. */
 int bm_table_push(struct bm_table *t, int rank, struct bm_op op, struct bm_err *err);
 /* Index of tensor 'name', interning it (module, grad, mib filled from the arguments) when new.
@@ -374,12 +386,18 @@ int bm_backbone_order(enum bm_backbone bb, int P, int V, int M, int rank, int wa
 #define BM_WINDOW_FIT (-1) /* the window with the smallest nominal makespan among those whose
                             * simulated peak memory fits device.memory_gib on every rank
                             * (ties: the smaller window); falls back to auto if none fits */
+/* The relative gain a larger window must pay under a cap (W >= 1) and under fit: it is chosen
+ * over the best smaller one only when its nominal makespan is shorter by more than this
+ * fraction, so ties and noise-level gains keep the smaller window (less memory). 5e-4 = 0.05%,
+ * 1.5 ms in a 3 s step; `ideal` (the unlimited-memory reference) keeps the strictly fastest. */
+#define BM_WINDOW_GAIN 5e-4
 
 struct bm_plan_opts {
     int pp, vpp, microbatches;
     int unit;                 /* 0 = pp */
-    int window;               /* >= 1 (a cap: the fastest plan at any safe window up to it; the
-                               * table records the one used), BM_WINDOW_AUTO or BM_WINDOW_FIT */
+    int window;               /* >= 1 (a cap: the fastest plan at any safe window up to it, within
+                               * BM_WINDOW_GAIN; the table records the one used), BM_WINDOW_AUTO
+                               * or BM_WINDOW_FIT */
     enum bm_backbone backbone;
     enum bm_policy policy;
 };
@@ -575,7 +593,7 @@ struct bm_train_opts {
  * otherwise). Progress lines go to stdout on rank 0 unless opts->quiet. Returns BM_OK, or
  * BM_ERR with err set (and opts->on_error called where it should be printed). Only programs
  * linked with the MPI transport can run BM_TRAIN_MPI. */
-int bm_train(const struct bm_spec *spec, struct bm_table *table, const struct bm_train_opts *opts,
+int bm_train(const struct bm_spec *spec, const struct bm_table *table, const struct bm_train_opts *opts,
              int *argc, char ***argv, struct bm_err *err);
 /* For a program that fails before it can call bm_train (a spec or table that does not load):
  * report msg as bm_train reports a failure before the first step, through opts->on_error with

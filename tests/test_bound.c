@@ -211,10 +211,9 @@ TEST(bound_never_above_exhaustive_optimum)
         if (!s) continue;
         struct bm_plan_opts o = {c->P, c->V, c->M, 0, 0, c->bb, c->pol};
         struct bm_table *t;
-        struct bm_flow *f;
         struct bm_graph *g;
         struct bm_err err;
-        if (bm_plan_graph(s, &o, &t, &f, &g, &err)) {
+        if (bm_plan_graph(s, &o, &t, &g, &err)) {
             CHECKF(0, "config %zu: %s", i, err.msg);
             bm_spec_free(s);
             continue;
@@ -246,7 +245,6 @@ TEST(bound_never_above_exhaustive_optimum)
             }
         }
         bm_graph_free(g);
-        bm_flow_free(f);
         bm_table_free(t);
         bm_spec_free(s);
     }
@@ -404,14 +402,13 @@ TEST(graph_repair_equals_rebuild)
     for (int zb = 0; zb <= 1; zb++) { /* zb-h1: W tasks shift the nested tasks' ids */
     struct bm_plan_opts o = {4, 1, 32, 0, 3, zb ? BM_BB_ZB_H1 : BM_BB_1F1B, BM_POL_BIGMAC};
     struct bm_table *t;
-    struct bm_flow *f;
     struct bm_graph *g, *h;
     struct bm_err err;
-    CHECK(bm_plan_graph(s, &o, &t, &f, &g, &err) == BM_OK);
+    CHECK(bm_plan_graph(s, &o, &t, &g, &err) == BM_OK);
     CHECK(bm_graph_pairs_by_window(t));
     for (int W = 1; W <= 4; W++) {
         CHECK(bm_graph_repair(g, W, &err) == BM_OK);
-        CHECK(bm_graph_build(t, f, W, &h, &err) == BM_OK);
+        CHECK(bm_graph_build(t, W, &h, &err) == BM_OK);
         int same = g->n_tasks == h->n_tasks && g->pair_window == h->pair_window, owners_moved = 0;
         for (int i = 0; same && i < g->n_tasks; i++) {
             const struct bm_task *a = &g->task[i], *b = &h->task[i];
@@ -430,7 +427,6 @@ TEST(graph_repair_equals_rebuild)
         bm_graph_free(h);
     }
     bm_graph_free(g);
-    bm_flow_free(f);
     bm_table_free(t);
     }
     bm_spec_free(s);

@@ -12,7 +12,7 @@ expect_exit verify_unknown_flag 2 "$BIGMAC" verify --frobnicate t.json
 expect_exit verify_missing_file 1 "$BIGMAC" verify "$TEST_TMP/no-such-table.json"
 expect_contains verify_missing_file_error "bigmac: error:"
 
-# The JSON checks need the table loader (src/plan/table_json.c); until it is in the tree the
+# The JSON checks need the table loader (src/table/json.c); until it is in the tree the
 # loader fallback says so and these are skipped.
 d=$(dirname "$0")/data
 OUT_TXT=$("$BIGMAC" verify "$d/table_p2_m2.json" 2>&1)

@@ -526,8 +526,9 @@ TEST(malformed_table_is_an_error_not_a_crash)
     struct bm_exec_opts o = {.steps = 1};
     struct bm_err err;
     struct { int field, value; const char *want; } cases[] = {
-        {0, 99, "no instance"}, {0, -5, "no instance"}, {1, 77, "microbatch 77 out of range"},
-        {2, 9, "bad tensor or peer"}, {3, 9999, "bad tensor or peer"}};
+        {0, 99, "its chunk must be -1 (got 99)"}, {0, -5, "its chunk must be -1 (got -5)"},
+        {1, 77, "mb 77 is out of range 0..3"}, {2, 9, "peer 9 is not a rank 0..1"},
+        {3, 9999, "tensor index 9999 is out of range"}}; /* the one validator's words (src/table/check.c) */
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         struct bm_rank_ops *ro = &t->ranks[1];
         int k = 0, want_comm = cases[i].field >= 2;

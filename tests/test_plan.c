@@ -237,10 +237,10 @@ TEST(zero_bubble_encoder_backward_waits_for_b_not_w)
     struct bm_table *t;
     struct bm_err err;
     CHECK(bm_plan_build(s, &o, &t, &err) == BM_OK);
-    struct bm_flow *f;
+    const struct bm_flow *f;
     struct bm_graph *g;
-    CHECK(bm_flow_build(t, &f, &err) == BM_OK);
-    CHECK(bm_graph_build(t, f, 0, &g, &err) == BM_OK);
+    CHECK((f = bm_table_flow(t)) != NULL);
+    CHECK(bm_graph_build(t, 0, &g, &err) == BM_OK);
     CHECK(g->np == 3);
     int k = g->nested_slot[bm_table_find_module(t, "vit")];
     for (int m = 0; m < 8; m++) {
@@ -257,7 +257,6 @@ TEST(zero_bubble_encoder_backward_waits_for_b_not_w)
         CHECK(w->rank == 0 && w->chunk == 0);
     }
     bm_graph_free(g);
-    bm_flow_free(f);
     bm_table_free(t);
     bm_spec_free(s);
 }
@@ -361,10 +360,10 @@ TEST(planner_nominal_timeline_equals_simulator)
             struct bm_table *t;
             struct bm_err err;
             CHECK(bm_plan_build(s, &o, &t, &err) == BM_OK);
-            struct bm_flow *f;
+            const struct bm_flow *f;
             struct bm_graph *g;
-            CHECK(bm_flow_build(t, &f, &err) == BM_OK);
-            CHECK(bm_graph_build(t, f, 0, &g, &err) == BM_OK);
+            CHECK((f = bm_table_flow(t)) != NULL);
+            CHECK(bm_graph_build(t, 0, &g, &err) == BM_OK);
             struct bm_order ord = {t->pp, bm_calloc(4, sizeof(int *)), bm_calloc(4, sizeof(int))};
             for (int r = 0; r < t->pp; r++) {
                 ord.seq[r] = bm_calloc((size_t)t->ranks[r].n_ops, sizeof(int));
@@ -391,7 +390,6 @@ TEST(planner_nominal_timeline_equals_simulator)
             bm_free(ord.seq);
             bm_free(ord.n);
             bm_graph_free(g);
-            bm_flow_free(f);
             bm_table_free(t);
         }
     bm_spec_free(s);
@@ -629,14 +627,14 @@ TEST(two_generators_send_one_gradient_each)
         for (int V = 1; V <= 2; V++) {
             struct bm_plan_opts o = opts(4, V, 16, V > 1 ? BM_BB_INTERLEAVED : BM_BB_1F1B, (enum bm_policy)pol, 0);
             struct bm_table *t;
-            struct bm_flow *f;
+            const struct bm_flow *f;
             CHECKF(bm_plan_build(s, &o, &t, &err) == BM_OK, "%s V=%d: %s", bm_policy_name(o.policy), V, err.msg);
             CHECKF(bm_verify(t, &err) == BM_OK, "%s V=%d: %s", bm_policy_name(o.policy), V, err.msg);
             if (pol == BM_POL_NONE) {
                 bm_table_free(t);
                 continue;
             }
-            CHECK(bm_flow_build(t, &f, &err) == BM_OK);
+            CHECK((f = bm_table_flow(t)) != NULL);
             int g1 = bm_table_find_tensor(t, "grad:hidden@dit"), g2 = bm_table_find_tensor(t, "grad:hidden@dit2");
             CHECKF(g1 >= 0 && g2 >= 0 && bm_table_find_tensor(t, "grad:hidden") < 0, "%s: tensors %d %d",
                    bm_policy_name(o.policy), g1, g2);
@@ -647,7 +645,6 @@ TEST(two_generators_send_one_gradient_each)
             CHECK(bm_flow_producer(f, g1, &m1, &c1, &p1) == 0 && bm_flow_producer(f, g2, &m2, &c2, &p2) == 0);
             CHECK(m1 == bm_table_find_module(t, "dit") && p1 == BM_PASS_B);
             CHECK(m2 == bm_table_find_module(t, "dit2") && p2 == BM_PASS_B);
-            bm_flow_free(f);
             bm_table_free(t);
         }
     bm_spec_free(s);

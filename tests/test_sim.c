@@ -66,16 +66,18 @@ static void add_backbone(struct bm_table *t, int extra)
         if (bm_backbone_order(t->backbone, P, V, M, r, extra, steps, &err)) abort();
         for (int k = 0; k < n; k++) {
             int c = steps[k].chunk, mb = steps[k].mb;
+            /* hand-offs between chunks on the same rank stay there (as the planner lowers) */
+            int prev = c > 0 && (c - 1) % P != r, next = c < C - 1 && (c + 1) % P != r;
             if (steps[k].pass == BM_PASS_W) {
                 push(t, r, BM_OP_COMPUTE, BM_PASS_W, bb, c, mb, -1, -1);
             } else if (steps[k].pass == BM_PASS_F) {
-                if (c > 0) push(t, r, BM_OP_RECV, 0, bb, -1, mb, (c - 1) % P, chunk_tensor(t, c - 1, 0));
+                if (prev) push(t, r, BM_OP_RECV, 0, bb, -1, mb, (c - 1) % P, chunk_tensor(t, c - 1, 0));
                 push(t, r, BM_OP_COMPUTE, BM_PASS_F, bb, c, mb, -1, -1);
-                if (c < C - 1) push(t, r, BM_OP_SEND, 0, bb, -1, mb, (c + 1) % P, chunk_tensor(t, c, 0));
+                if (next) push(t, r, BM_OP_SEND, 0, bb, -1, mb, (c + 1) % P, chunk_tensor(t, c, 0));
             } else {
-                if (c < C - 1) push(t, r, BM_OP_RECV, 0, bb, -1, mb, (c + 1) % P, chunk_tensor(t, c, 1));
+                if (next) push(t, r, BM_OP_RECV, 0, bb, -1, mb, (c + 1) % P, chunk_tensor(t, c, 1));
                 push(t, r, BM_OP_COMPUTE, BM_PASS_B, bb, c, mb, -1, -1);
-                if (c > 0) push(t, r, BM_OP_SEND, 0, bb, -1, mb, (c - 1) % P, chunk_tensor(t, c - 1, 1));
+                if (prev) push(t, r, BM_OP_SEND, 0, bb, -1, mb, (c - 1) % P, chunk_tensor(t, c - 1, 1));
             }
         }
     }
@@ -568,13 +570,13 @@ TEST(malformed_ops_are_errors)
     struct bm_timeline *tl;
     struct bm_err err;
     CHECK(bm_simulate(t, NULL, &tl, &err) == BM_ERR);
-    CHECK_STR_CONTAINS(err.msg, "peer rank out of range");
+    CHECK_STR_CONTAINS(err.msg, "peer 5 is not a rank 0..1");
     t->ranks[0].ops[0] = (struct bm_op){BM_OP_COMPUTE, BM_PASS_F, 0, 7, 0, -1, -1};
     CHECK(bm_simulate(t, NULL, &tl, &err) == BM_ERR);
-    CHECK_STR_CONTAINS(err.msg, "chunk out of range");
+    CHECK_STR_CONTAINS(err.msg, "backbone chunk 7 is out of range 0..1");
     t->ranks[0].ops[0] = (struct bm_op){BM_OP_COMPUTE, BM_PASS_F, 0, 0, 2, -1, -1};
     CHECK(bm_simulate(t, NULL, &tl, &err) == BM_ERR);
-    CHECK_STR_CONTAINS(err.msg, "microbatch out of range");
+    CHECK_STR_CONTAINS(err.msg, "mb 2 is out of range 0..1");
     bm_table_free(t);
 }
 
@@ -762,23 +764,24 @@ static struct bm_table *random_table(struct bm_rng *g)
     for (int r = 0; r < P; r++) {
         struct bm_rank_ops old = t->ranks[r];
         t->ranks[r] = (struct bm_rank_ops){0};
+        /* a tensor made on the rank that needs it does not travel (no rank sends to itself) */
         for (int m = r; m < M; m += P) {
             push(t, r, BM_OP_COMPUTE, BM_PASS_F, vit, -1, m, -1, -1);
-            push(t, r, BM_OP_SEND, 0, vit, -1, m, 0, emb);
+            if (r != 0) push(t, r, BM_OP_SEND, 0, vit, -1, m, 0, emb);
         }
         for (int i = 0; i < old.n_ops; i++) {
             struct bm_op o = old.ops[i];
-            if (o.kind == BM_OP_COMPUTE && o.chunk == 0 && o.pass == BM_PASS_F)
+            if (o.kind == BM_OP_COMPUTE && o.chunk == 0 && o.pass == BM_PASS_F && o.mb % P != r)
                 push(t, r, BM_OP_RECV, 0, vit, -1, o.mb, o.mb % P, emb);
             push(t, r, o.kind, o.pass, o.module, o.chunk, o.mb, o.peer, o.tensor);
-            if (o.kind == BM_OP_COMPUTE && o.chunk == 0 && o.pass == BM_PASS_B)
+            if (o.kind == BM_OP_COMPUTE && o.chunk == 0 && o.pass == BM_PASS_B && o.mb % P != r)
                 push(t, r, BM_OP_SEND, 0, vit, -1, o.mb, o.mb % P, gemb);
         }
         bm_free(old.ops);
     }
     for (int r = 0; r < P; r++)
         for (int m = r; m < M; m += P) {
-            push(t, r, BM_OP_RECV, 0, vit, -1, m, 0, gemb);
+            if (r != 0) push(t, r, BM_OP_RECV, 0, vit, -1, m, 0, gemb);
             push(t, r, BM_OP_COMPUTE, BM_PASS_B, vit, -1, m, -1, -1);
         }
     return t;

@@ -8,7 +8,7 @@
 #include <time.h>
 
 #include "test.h"
-#include "plan/flow.h"
+#include "table/flow.h"
 #include "util/util.h"
 
 /* ---------------------------------------------------------------- table fixtures */
@@ -81,7 +81,7 @@ static struct bm_table *fx_table(const struct fx *f)
 struct bld {
     const struct fx *f;
     struct bm_table *t;
-    struct bm_flow *flow;
+    const struct bm_flow *flow; /* the table's (bm_table_finish) */
     int N, C, bb;
     int *avail;    /* [T*M] producing rank + 1 */
     char *done;    /* [(N+C)*2*M] */
@@ -179,7 +179,7 @@ static struct bm_table *fx_build(const struct fx *f)
     struct bld b = {0};
     b.f = f;
     b.t = fx_table(f);
-    if (bm_flow_build(b.t, &b.flow, &err)) {
+    if (bm_table_finish(b.t, &err) || !(b.flow = bm_table_flow(b.t))) {
         fprintf(stderr, "flow: %s\n", err.msg);
         abort();
     }
@@ -266,7 +266,6 @@ static struct bm_table *fx_build(const struct fx *f)
     bm_free(b.avail);
     bm_free(b.cons);
     bm_free(b.done);
-    bm_flow_free(b.flow);
     if (emitted < total) {
         bm_table_free(b.t);
         return NULL;

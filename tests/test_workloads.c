@@ -10,8 +10,10 @@
  *     optimus's encoder peak grows with M;
  *   - on generation bigmac beats optimus; on understanding a fixed window of 6 units (for
  *     both backbones) is never slower than optimus, with less encoder memory at 16P.
- * And at M = 8P: a larger window is never slower (a window is a cap, plan.c best_window), and
- * `ideal` is never slower than bigmac at any window.
+ * And at M = 8P, also over zb-h1 and zb-interleaved: a larger window is never slower (a window
+ * is a cap, plan.c best_window), a larger window is taken only for more than BM_WINDOW_GAIN, and
+ * `ideal` is never slower than bigmac at any window. Over the zero-bubble backbones at cap 6,
+ * bigmac's nested activation is flat from M = 8P to 16P.
  * A planner change that breaks one of these should be seen here, not only in the bench. */
 #include "test.h"
 #include "bigmac.h"
@@ -35,7 +37,7 @@ static int sim_p(const struct bm_spec *s, int P, enum bm_backbone bb, int M, enu
     bm_plan_opts_from_spec(&o, s);
     if (P) o.pp = P;
     o.backbone = bb;
-    o.vpp = bb == BM_BB_INTERLEAVED ? 2 : 1;
+    o.vpp = bb == BM_BB_INTERLEAVED || bb == BM_BB_ZB_INTERLEAVED ? 2 : 1;
     o.microbatches = M;
     o.policy = pol;
     o.window = W;
@@ -67,10 +69,11 @@ static int sim(const struct bm_spec *s, enum bm_backbone bb, int M, enum bm_poli
     return sim_p(s, 0, bb, M, pol, W, out);
 }
 
-/* Run check(spec, path, backbone, arg) for 1F1B and interleaved on the spec at path. */
+/* Run check(spec, path, backbone, arg) for 1F1B and interleaved on the spec at path, and with
+ * zb set for zb-h1 and zb-interleaved too. */
 typedef void (*backbone_check)(const struct bm_spec *, const char *path, enum bm_backbone, int arg);
 
-static void for_each_backbone(const char *path, backbone_check check, int arg)
+static void for_backbones(const char *path, backbone_check check, int arg, int zb)
 {
     struct bm_spec *s;
     struct bm_err err;
@@ -78,7 +81,16 @@ static void for_each_backbone(const char *path, backbone_check check, int arg)
     if (!s) return;
     check(s, path, BM_BB_1F1B, arg);
     check(s, path, BM_BB_INTERLEAVED, arg);
+    if (zb) {
+        check(s, path, BM_BB_ZB_H1, arg);
+        check(s, path, BM_BB_ZB_INTERLEAVED, arg);
+    }
     bm_spec_free(s);
+}
+
+static void for_each_backbone(const char *path, backbone_check check, int arg)
+{
+    for_backbones(path, check, arg, 0);
 }
 
 static void check_workload(const struct bm_spec *s, const char *path, enum bm_backbone bb, int understanding)
@@ -127,13 +139,20 @@ static void check_workload(const struct bm_spec *s, const char *path, enum bm_ba
 }
 
 /* bigmac at every window cap 1..units at M = 8P: never slower than a smaller cap, the table's
- * window within the cap, and ideal never slower than any of them. */
+ * window within the cap, and ideal never slower than any of them. The cap's rule (plan.c
+ * best_window): a larger window is taken only when it is shorter than the best smaller one by
+ * more than BM_WINDOW_GAIN. The windows tried under cap W are those under W-1 and W itself (all
+ * 8 units here are within the dense part of the search), so cap W either keeps cap W-1's plan
+ * (the same window, the same makespan) or takes window W, and then only for more than the gain:
+ * a larger cap is never slower, exactly, and a larger window never wins by noise. */
 static void check_windows_monotone(const struct bm_spec *s, const char *path, enum bm_backbone bb, int unused)
 {
     (void)unused;
     int M = 8 * s->pp, units = M / s->pp; /* the examples' unit is P */
     double prev = 0, ms[64] = {0};
+    int prev_w = 0, used[64] = {0};
     struct run ideal, w;
+    const char *name = bm_backbone_name(bb);
     CHECK(units < 64);
     if (sim(s, bb, M, BM_POL_IDEAL, 0, &ideal)) {
         CHECKF(0, "%s: %s", path, ideal.err);
@@ -142,18 +161,60 @@ static void check_windows_monotone(const struct bm_spec *s, const char *path, en
     for (int W = 1; W <= units && W < 64; W++) {
         if (sim(s, bb, M, BM_POL_BIGMAC, W, &w)) continue; /* too small: refused, checked elsewhere */
         ms[W] = w.makespan;
+        used[W] = w.window;
         CHECKF(w.window >= 1 && w.window <= W, "%s W=%d: table window %d", path, W, w.window);
-        if (prev > 0)
+        if (prev > 0) {
             CHECKF(ms[W] <= prev * (1 + 1e-9), "%s %s: window %d %.2f ms, slower than a smaller cap's %.2f", path,
-                   bm_backbone_name(bb), W, ms[W], prev);
+                   name, W, ms[W], prev);
+            if (w.window == prev_w)
+                CHECKF(fabs(ms[W] - prev) <= 1e-9 * prev, "%s %s: cap %d keeps window %d but %.3f ms, not %.3f",
+                       path, name, W, w.window, ms[W], prev);
+            else
+                CHECKF(w.window == W && ms[W] < prev * (1 - BM_WINDOW_GAIN),
+                       "%s %s: cap %d took window %d (%.3f ms) over window %d (%.3f ms): a gain of %.2e, "
+                       "not more than BM_WINDOW_GAIN %.0e", path, name, W, w.window, ms[W], prev_w, prev,
+                       1 - ms[W] / prev, BM_WINDOW_GAIN);
+        }
         CHECKF(ideal.makespan <= ms[W] * (1 + 1e-9), "%s %s: ideal %.2f ms slower than bigmac W=%d %.2f", path,
-               bm_backbone_name(bb), ideal.makespan, W, ms[W]);
+               name, ideal.makespan, W, ms[W]);
         prev = ms[W];
+        prev_w = w.window;
     }
-    printf("  %s %s M=%d: ideal %.1f ms; bigmac by window:", path, bm_backbone_name(bb), M, ideal.makespan);
+    printf("  %s %s M=%d: ideal %.1f ms (W %d); bigmac by cap (window used):", path, name, M, ideal.makespan,
+           ideal.window);
     for (int W = 1; W <= units && W < 64; W++)
-        if (ms[W] > 0) printf(" %d:%.1f", W, ms[W]);
+        if (ms[W] > 0) printf(" %d:%.1f (%d)", W, ms[W], used[W]);
     printf("\n");
+}
+
+/* The issue-14 target: bigmac over a zero-bubble backbone at the window cap 6 (bench_zero_bubble)
+ * keeps its modality (encoder + generator) activation flat in M: the same window and the same
+ * nested activation at M = 8P, 12P and 16P (at 4P there are only 4 units, so W <= 4), where
+ * optimus over 1F1B grows on understanding. */
+static void check_zero_bubble_flat(const struct bm_spec *s, const char *path, enum bm_backbone bb, int understanding)
+{
+    const char *name = bm_backbone_name(bb);
+    struct run b[3], opt;
+    for (int i = 0; i < 3; i++) {
+        int M = (8 + 4 * i) * s->pp;
+        if (sim(s, bb, M, BM_POL_BIGMAC, 6, &b[i])) {
+            CHECKF(0, "%s: %s", path, b[i].err);
+            return;
+        }
+        if (i)
+            CHECKF(b[i].window == b[0].window && fabs(b[i].act - b[0].act) < 1e-9,
+                   "%s %s cap 6: window %d, nested activation %.3f GiB at M=%d; window %d, %.3f GiB at M=%d",
+                   path, name, b[0].window, b[0].act, 8 * s->pp, b[i].window, b[i].act, M);
+    }
+    if (understanding) {
+        if (sim(s, BM_BB_1F1B, 16 * s->pp, BM_POL_OPTIMUS, 0, &opt)) {
+            CHECKF(0, "%s: %s", path, opt.err);
+            return;
+        }
+        CHECKF(b[2].act < opt.act, "%s %s cap 6: nested %.2f GiB at 16P, optimus 1f1b %.2f", path, name, b[2].act,
+               opt.act);
+    }
+    printf("  %s %s cap 6: W %d, nested %.2f GiB at M = 8P..16P\n", path, name, b[0].window, b[0].act);
 }
 
 /* Other pipeline depths (the examples are P = 8): bigmac at or under the zero-added-bubble
@@ -188,8 +249,19 @@ TEST(bigmac_under_the_bound_at_other_depths)
 
 TEST(larger_window_is_never_slower)
 {
-    for_each_backbone(UNDERSTANDING, check_windows_monotone, 0);
-    for_each_backbone(GENERATION, check_windows_monotone, 0);
+    for_backbones(UNDERSTANDING, check_windows_monotone, 0, 1);
+    for_backbones(GENERATION, check_windows_monotone, 0, 1);
+}
+
+static void check_zero_bubble_only(const struct bm_spec *s, const char *path, enum bm_backbone bb, int und)
+{
+    if (bb == BM_BB_ZB_H1 || bb == BM_BB_ZB_INTERLEAVED) check_zero_bubble_flat(s, path, bb, und);
+}
+
+TEST(zero_bubble_modality_activation_flat_in_m)
+{
+    for_backbones(UNDERSTANDING, check_zero_bubble_only, 1, 1);
+    for_backbones(GENERATION, check_zero_bubble_only, 0, 1);
 }
 
 int main(void)
@@ -198,5 +270,6 @@ int main(void)
     RUN(generation_workload_claims);
     RUN(bigmac_under_the_bound_at_other_depths);
     RUN(larger_window_is_never_slower);
+    RUN(zero_bubble_modality_activation_flat_in_m);
     return test_summary();
 }

@@ -96,8 +96,6 @@ _sig("bmpy_table_tensor_module", _I, _P, _I)
 _sig("bmpy_table_tensor_grad", _I, _P, _I)
 _sig("bmpy_table_chunk_layers", _I, _P, _IP)
 _sig("bmpy_verify", _I, _P, _S, _Z)
-_sig("bmpy_flow_new", _P, _P, _S, _Z)
-_sig("bmpy_flow_free", None, _P)
 _sig("bmpy_flow_get", _I, _P, _I, _I, _I, _IP, _IP, _IP, _IP, _I)
 _sig("bmpy_simulate_json", _P, _P, _D, _C.c_ulonglong, _I, _S, _Z)
 _sig("bmpy_simulate_compare", _P, _P, _I, _I, _I, _I, _I, _I, _D, _C.c_ulonglong, _S, _Z)
@@ -255,11 +253,8 @@ class Table:
         self.module_names = [_lib.bmpy_table_module_name(handle, i).decode() for i in range(nm)]
         self.module_roles = [ROLES[_lib.bmpy_table_module_role(handle, i)] for i in range(nm)]
         self._ops = None
-        self._flow = None
 
     def __del__(self):
-        if getattr(self, "_flow", None):
-            _lib.bmpy_flow_free(self._flow)
         if getattr(self, "_h", None):
             _lib.bmpy_table_free(self._h)
             self._h = None
@@ -304,17 +299,15 @@ class Table:
 
     def flow(self, module, chunk, pass_):
         """(needs, makes): tensor indices the compute op (module, chunk or -1, "F"/"B") needs
-        on its rank and makes (the C dataflow, src/plan/flow.h)."""
-        if self._flow is None:
-            err = _errbuf()
-            self._flow = _lib.bmpy_flow_new(self._h, err, _ERRN)
-            if not self._flow:
-                _raise(err)
-            self._ops = None  # the flow interns tensors; op lists stay valid
+        on its rank and makes (the C dataflow, src/table/flow.h, computed when the table was
+        planned or loaded); chunk 0's encoder parts in spec module order."""
         cap = 64
         needs, makes, nn, nk = (_C.c_int * cap)(), (_C.c_int * cap)(), _C.c_int(), _C.c_int()
-        if not _lib.bmpy_flow_get(self._flow, module, chunk, PASSES.index(pass_), needs, _C.byref(nn), makes,
-                                  _C.byref(nk), cap):
+        rc = _lib.bmpy_flow_get(self._h, module, chunk, PASSES.index(pass_), needs, _C.byref(nn), makes,
+                                _C.byref(nk), cap)
+        if rc < 0:
+            raise Error("table: it has no dataflow (not planned or loaded by the library)")
+        if not rc:
             raise Error("table: no dataflow for module %d chunk %d pass %s" % (module, chunk, pass_))
         return list(needs[:nn.value]), list(makes[:nk.value])
 

@@ -20,7 +20,7 @@
 #include "cli/cli.h"
 #include "data/data.h"
 #include "exec/trace.h"
-#include "plan/flow.h"
+#include "table/flow.h"
 #include "report/report.h"
 #include "study/study.h"
 #include "train/train.h"
@@ -234,30 +234,26 @@ int bmpy_verify(const void *t, char *err, size_t n)
 
 /* ---------------------------------------------------------------- dataflow */
 
-/* The table's dataflow (tensors interned into t). Chunk 0's encoder parts are put in spec
- * module order, as the C executor does (include/bigmac_module.h). */
-void *bmpy_flow_new(void *tp, char *err, size_t n)
-{
-    struct bm_table *t = tp;
-    struct bm_err e;
-    struct bm_flow *f;
-    if (bm_flow_build(t, &f, &e)) return fail(err, n, &e), NULL;
-    for (int pass = 0; pass < 2; pass++) bm_flow_sort_by_module(f, t, t->backbone_module, 0, pass);
-    return f;
-}
-
-void bmpy_flow_free(void *f) { bm_flow_free(f); }
-
-/* needs/makes of op (module, chunk, pass): counts into n_needs/n_makes, indices into the
- * arrays (at most cap each). 0 when the flow has no such op. */
-int bmpy_flow_get(const void *f, int module, int chunk, int pass, int *needs, int *n_needs, int *makes,
+/* needs/makes of op (module, chunk, pass) in the table's dataflow (bm_table_finish; every table
+ * the library plans or loads has one): counts into n_needs/n_makes, indices into the arrays (at
+ * most cap each). Chunk 0's encoder parts come in spec module order, as the C executor takes
+ * them (include/bigmac_module.h). 0 when there is no such op; -1 when the table has no flow. */
+int bmpy_flow_get(const void *tp, int module, int chunk, int pass, int *needs, int *n_needs, int *makes,
                   int *n_makes, int cap)
 {
+    const struct bm_table *t = tp;
+    const struct bm_flow *f = bm_table_flow(t);
+    if (!f) return -1;
     const struct bm_flow_op *o = bm_flow_get(f, module, chunk, pass);
     if (!o) return 0;
+    const int *nv = o->needs, *mv = o->makes;
+    if (module == t->backbone_module && chunk == 0) {
+        if (pass == BM_PASS_F) nv = f->parts[0];
+        else mv = f->parts[1];
+    }
     *n_needs = o->n_needs, *n_makes = o->n_makes;
-    for (int i = 0; i < o->n_needs && i < cap; i++) needs[i] = o->needs[i];
-    for (int i = 0; i < o->n_makes && i < cap; i++) makes[i] = o->makes[i];
+    for (int i = 0; i < o->n_needs && i < cap; i++) needs[i] = nv[i];
+    for (int i = 0; i < o->n_makes && i < cap; i++) makes[i] = mv[i];
     return 1;
 }
 

@@ -15,16 +15,18 @@
  * Messages: first line "invariant N (name) violated: summary", then indented detail lines
  * that name ops by action string and position ("rank 2 op #17 1F3").
  *
- * The table stays const: the dataflow (flow.h) interns tensors, so it is built on a private
- * scratch table that borrows t's modules and holds its own copy of t's tensor list (same
- * indices). Callers need not have called bm_flow_build.
+ * The table stays const: the verifier reads the dataflow the table was finished with
+ * (bm_table_finish), or builds one for an unfinished hand-made table (table/flow.h: the graph's
+ * tensors the table lacks get indices after its own). Field rules are the one op validator's
+ * (bm_op_check), send/recv pairs the one matcher's (bm_match_build).
  *
  * Cost: O(ops + P·V·M + tensors·M) time and memory; no quadratic scans outside error paths. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "plan/flow.h"
+#include "table/flow.h"
+#include "table/table.h"
 #include "util/util.h"
 
 /* ---------------------------------------------------------------- message builder */
@@ -86,29 +88,16 @@ static int msg_done(struct msg *m)
 #define POS_RANK(p) ((int)((p) >> 32))
 #define POS_IDX(p) ((int)((p) & 0xffffffffLL))
 
-/* One (sender, receiver, tensor, mb) message: its send and recv. */
-struct comm {
-    int src, dst, tensor, mb;
-    long long send_pos, recv_pos;      /* first send / recv, -1 when none */
-    long long send_pos2, recv_pos2;    /* a second one (duplicate), -1 when none */
-    int n_send, n_recv;
-    int sent;                          /* deadlock pass: the send has executed */
-    int next;                          /* next message with the same (tensor, mb), + 1 */
-};
-
 struct ctx {
     const struct bm_table *t;
-    struct bm_table *scratch;  /* borrows t->modules; owns a copy of the tensor list */
-    struct bm_flow *flow;
+    const struct bm_flow *flow; /* the table's, or own_flow */
+    struct bm_flow *own_flow;   /* built here for a table that was never finished */
     int P, V, M, C, N, bb, T;
     int *active;               /* [N] module takes part (policy none: backbone only) */
     int *split;                /* [N] module's backward is split into B and W (bm_table_splits) */
     long long *cpos;           /* [(N+C)*3*M] first position of each compute op, -1 = none */
     long long *cpos2;          /* [(N+C)*3*M] a duplicate's position, -1 = none */
-    struct comm *comms;
-    int n_comms, cap_comms;
-    int *head;                 /* [T*M] first message carrying (tensor, mb), + 1; 0 = none */
-    int **comm_of;             /* [P][n_ops] comm index of each send/recv op, -1 otherwise */
+    struct bm_match mt;        /* messages: (sender, receiver, tensor, mb) and their ops */
     struct msg msg;
     struct bm_err *err;
 };
@@ -133,7 +122,9 @@ static struct bm_op compute_op(int module, int chunk, int pass, int mb)
 
 static const char *tname(const struct ctx *c, int x)
 {
-    return x >= 0 && x < c->T ? c->scratch->tensors[x].name : "?";
+    if (x >= 0 && x < c->t->n_tensors) return c->t->tensors[x].name;
+    const struct bm_tensor *e = bm_flow_tensor(c->flow, c->t, x);
+    return e ? e->name : "?";
 }
 
 static int oom(struct ctx *c, const char *what)
@@ -209,41 +200,24 @@ static int check_table_fields(struct ctx *c)
     return m->len ? BM_ERR : BM_OK;
 }
 
-/* Build the scratch table (t's tensors copied in order, so indices agree) and the flow. */
-static int build_flow(struct ctx *c)
+/* The table's dataflow, or one built here when the table was never finished. */
+static int get_flow(struct ctx *c)
 {
     const struct bm_table *t = c->t;
-    struct bm_table *s = bm_table_new(0);
-    if (!s) return oom(c, "scratch table");
-    c->scratch = s;
-    s->pp = t->pp;
-    s->vpp = t->vpp;
-    s->n_modules = t->n_modules;
-    s->modules = t->modules;
-    s->backbone_module = t->backbone_module;
     for (int i = 0; i < t->n_tensors; i++) {
-        const struct bm_tensor *x = &t->tensors[i];
-        int k = bm_table_tensor(s, x->name, x->module, x->grad, x->mib);
-        if (k < 0) return oom(c, "tensor list");
-        if (k != i) {
-            msg_line(&c->msg, "  tensor name %s is used twice (#%d and #%d)", x->name, k, i);
+        int k = bm_table_find_tensor(t, t->tensors[i].name);
+        if (k >= 0 && k != i) {
+            msg_line(&c->msg, "  tensor name %s is used twice (#%d and #%d)", t->tensors[i].name, k, i);
             return BM_ERR;
         }
     }
-    struct bm_err ferr;
-    if (bm_flow_build(s, &c->flow, &ferr)) return bm_err_set(c->err, "verify: %s", ferr.msg);
-    c->T = s->n_tensors;
+    if (!(c->flow = bm_table_flow(t))) {
+        struct bm_err ferr;
+        if (bm_flow_build(t, &c->own_flow, &ferr)) return bm_err_set(c->err, "verify: %s", ferr.msg);
+        c->flow = c->own_flow;
+    }
+    c->T = BM_MAX(c->flow->n_tensors, t->n_tensors);
     return BM_OK;
-}
-
-static void free_scratch(struct ctx *c)
-{
-    if (!c->scratch) return;
-    c->scratch->pp = 0;         /* its ranks array has one (empty) slot, whatever pp says */
-    c->scratch->modules = NULL; /* borrowed */
-    c->scratch->n_modules = 0;
-    bm_table_free(c->scratch);
-    c->scratch = NULL;
 }
 
 /* One structure problem of rank r op #i: "  rank r op #i <action>: <what>". The action string
@@ -268,6 +242,23 @@ static void bad_op(struct ctx *c, int r, int i, const char *fmt, ...)
     msg_line(&c->msg, "  rank %d op #%d %s: %s", r, i, a, what);
 }
 
+struct op_at {
+    struct ctx *c;
+    int r, i;
+};
+
+/* bm_op_check's problems of one op, as structure lines. */
+static void op_problem(void *p, const char *why)
+{
+    const struct op_at *o = p;
+    if (o->c->t->ranks[o->r].ops[o->i].kind > BM_OP_RECV)
+        msg_line(&o->c->msg, "  rank %d op #%d: %s", o->r, o->i, why);
+    else
+        bad_op(o->c, o->r, o->i, "%s", why);
+}
+
+/* The op validator's field rules (bm_op_check), then the verifier's own: a backbone chunk on
+ * its rank, the policy's modules, a tensor the graph makes. */
 static int check_ops(struct ctx *c)
 {
     const struct bm_table *t = c->t;
@@ -277,69 +268,27 @@ static int check_ops(struct ctx *c)
         for (int i = 0; i < ro->n_ops; i++) {
             const struct bm_op *op = &ro->ops[i];
             if (m->dropped) return BM_ERR;
-            if (op->kind > BM_OP_RECV) {
-                msg_line(m, "  rank %d op #%d: unknown op kind %d", r, i, op->kind);
-                continue;
-            }
-            if (op->mb < 0 || op->mb >= c->M)
-                bad_op(c, r, i, "mb %d is out of range 0..%d", op->mb, c->M - 1);
+            struct op_at at = {c, r, i};
+            bm_op_check(t, r, op, op_problem, &at);
+            if (op->kind > BM_OP_RECV) continue;
             if (op->kind == BM_OP_COMPUTE) {
-                if (op->module < 0 || op->module >= c->N) {
-                    bad_op(c, r, i, "module index %d is out of range (the table has %d modules)",
-                           op->module, c->N);
-                    continue;
-                }
-                if (op->pass > BM_PASS_W)
-                    bad_op(c, r, i, "unknown pass %d", op->pass);
-                if (op->module == c->bb) {
-                    if (op->chunk < 0 || op->chunk >= c->C)
-                        bad_op(c, r, i, "backbone chunk %d is out of range 0..%d", op->chunk,
-                               c->C - 1);
-                    else if (op->chunk % c->P != r)
-                        bad_op(c, r, i, "backbone chunk %d lives on rank %d (chunk %% pp), not "
-                               "rank %d", op->chunk, op->chunk % c->P, r);
-                } else if (op->chunk != -1) {
-                    bad_op(c, r, i, "module %s is not the backbone, so its chunk must be -1 "
-                           "(got %d)", t->modules[op->module].name, op->chunk);
-                }
+                if (op->module < 0 || op->module >= c->N) continue;
+                if (op->module == c->bb && op->chunk >= 0 && op->chunk < c->C && op->chunk % c->P != r)
+                    bad_op(c, r, i, "backbone chunk %d lives on rank %d (chunk %% pp), not rank %d", op->chunk,
+                           op->chunk % c->P, r);
                 if (op->pass <= BM_PASS_B && !c->active[op->module])
                     bad_op(c, r, i, "policy none runs the backbone only");
                 continue;
             }
-            if (op->peer < 0 || op->peer >= c->P)
-                bad_op(c, r, i, "peer %d is not a rank 0..%d", op->peer, c->P - 1);
-            else if (op->peer == r)
-                bad_op(c, r, i, "a rank cannot %s itself",
-                       op->kind == BM_OP_SEND ? "send to" : "receive from");
             int pm, pc, pp;
-            if (op->tensor < 0 || op->tensor >= t->n_tensors)
-                bad_op(c, r, i, "tensor index %d is out of range 0..%d", op->tensor,
-                       t->n_tensors - 1);
-            else if (bm_flow_producer(c->flow, op->tensor, &pm, &pc, &pp))
-                bad_op(c, r, i, "no module of the graph makes tensor %s",
-                       t->tensors[op->tensor].name);
-            if (op->module < -1 || op->module >= c->N)
-                bad_op(c, r, i, "module index %d is out of range", op->module);
+            if (op->tensor >= 0 && op->tensor < t->n_tensors && bm_flow_producer(c->flow, op->tensor, &pm, &pc, &pp))
+                bad_op(c, r, i, "no module of the graph makes tensor %s", t->tensors[op->tensor].name);
         }
     }
     return m->len ? BM_ERR : BM_OK;
 }
 
 /* ---------------------------------------------------------------- 1. counts */
-
-/* Index of the (src, dst, tensor, mb) message, created when new; -1 on OOM. Messages are
- * chained per (tensor, mb): a chain holds one entry per (sender, receiver) pair, usually one. */
-static int comm_get(struct ctx *c, int src, int dst, int tensor, int mb)
-{
-    int *head = &c->head[(size_t)tensor * c->M + mb];
-    for (int k = *head - 1; k >= 0; k = c->comms[k].next - 1)
-        if (c->comms[k].src == src && c->comms[k].dst == dst) return k;
-    if (bm_grow(&c->comms, &c->cap_comms, c->n_comms + 1, sizeof *c->comms)) return -1;
-    int k = c->n_comms++;
-    c->comms[k] = (struct comm){src, dst, tensor, mb, -1, -1, -1, -1, 0, 0, 0, *head};
-    *head = k + 1;
-    return k;
-}
 
 static void describe_compute(const struct ctx *c, long long key, char *buf, size_t n)
 {
@@ -364,38 +313,19 @@ static int check_counts(struct ctx *c)
     size_t nkeys = (size_t)(c->N + c->C) * 3 * (size_t)c->M;
     c->cpos = bm_malloc(nkeys * sizeof *c->cpos);
     c->cpos2 = bm_malloc(nkeys * sizeof *c->cpos2);
-    c->comm_of = bm_calloc((size_t)c->P, sizeof *c->comm_of);
-    if (!c->cpos || !c->cpos2 || !c->comm_of) return oom(c, "op index");
+    if (!c->cpos || !c->cpos2) return oom(c, "op index");
     for (size_t k = 0; k < nkeys; k++) c->cpos[k] = c->cpos2[k] = -1;
-    c->head = bm_calloc((size_t)(c->T > 0 ? c->T : 1) * (size_t)c->M, sizeof *c->head);
-    if (!c->head) return oom(c, "message index");
+    if (bm_match_build(t, &c->mt, c->err)) return BM_ERR;
 
     int cn = 0, missing = 0, dup = 0, unmatched = 0, unexpected = 0;
     for (int r = 0; r < c->P; r++) {
         const struct bm_rank_ops *ro = &t->ranks[r];
-        c->comm_of[r] = bm_malloc((size_t)(ro->n_ops > 0 ? ro->n_ops : 1) * sizeof(int));
-        if (!c->comm_of[r]) return oom(c, "message index");
         for (int i = 0; i < ro->n_ops; i++) {
             const struct bm_op *op = &ro->ops[i];
-            c->comm_of[r][i] = -1;
-            if (op->kind == BM_OP_COMPUTE) {
-                long long k = ckey(c, op->module, op->chunk, op->pass, op->mb);
-                if (c->cpos[k] < 0) c->cpos[k] = POS(r, i);
-                else if (c->cpos2[k] < 0) c->cpos2[k] = POS(r, i);
-                continue;
-            }
-            int snd = op->kind == BM_OP_SEND;
-            int k = comm_get(c, snd ? r : op->peer, snd ? op->peer : r, op->tensor, op->mb);
-            if (k < 0) return oom(c, "message index");
-            c->comm_of[r][i] = k;
-            struct comm *e = &c->comms[k];
-            if (snd) {
-                if (e->n_send++ == 0) e->send_pos = POS(r, i);
-                else if (e->send_pos2 < 0) e->send_pos2 = POS(r, i);
-            } else {
-                if (e->n_recv++ == 0) e->recv_pos = POS(r, i);
-                else if (e->recv_pos2 < 0) e->recv_pos2 = POS(r, i);
-            }
+            if (op->kind != BM_OP_COMPUTE) continue;
+            long long k = ckey(c, op->module, op->chunk, op->pass, op->mb);
+            if (c->cpos[k] < 0) c->cpos[k] = POS(r, i);
+            else if (c->cpos2[k] < 0) c->cpos2[k] = POS(r, i);
         }
     }
     /* Compute ops: which should exist? Backbone (chunk, F/B, mb); active modules (F/B, mb);
@@ -410,8 +340,8 @@ static int check_counts(struct ctx *c)
         if (c->cpos[k] < 0) missing++;
         else if (c->cpos2[k] >= 0) dup++;
     }
-    for (int k = 0; k < c->n_comms; k++) {
-        const struct comm *e = &c->comms[k];
+    for (int k = 0; k < c->mt.n_msgs; k++) {
+        const struct bm_msg *e = &c->mt.msgs[k];
         if (e->n_send != 1 || e->n_recv != 1) unmatched++;
     }
     if (!missing && !dup && !unmatched && !unexpected) return BM_OK;
@@ -450,8 +380,8 @@ static int check_counts(struct ctx *c)
             cn++;
         }
     }
-    for (int k = 0; k < c->n_comms && cn < 64; k++) {
-        const struct comm *e = &c->comms[k];
+    for (int k = 0; k < c->mt.n_msgs && cn < 64; k++) {
+        const struct bm_msg *e = &c->mt.msgs[k];
         if (e->n_send == 1 && e->n_recv == 1) continue;
         cn++;
         struct bm_op so = {BM_OP_SEND, 0, -1, -1, e->mb, e->dst, e->tensor};
@@ -461,16 +391,16 @@ static int check_counts(struct ctx *c)
         act(c, &ro, a, sizeof a);
         if (e->n_send == 0)
             msg_line(m, "  unmatched: %s at rank %d op #%d has no matching %s on rank %d", a,
-                     POS_RANK(e->recv_pos), POS_IDX(e->recv_pos), sa, e->src);
+                     e->dst, e->recv_op, sa, e->src);
         else if (e->n_recv == 0)
             msg_line(m, "  unmatched: %s at rank %d op #%d has no matching %s on rank %d", sa,
-                     POS_RANK(e->send_pos), POS_IDX(e->send_pos), a, e->dst);
+                     e->src, e->send_op, a, e->dst);
         if (e->n_send > 1)
             msg_line(m, "  duplicated: %s %d times (rank %d op #%d and op #%d ...)", sa,
-                     e->n_send, e->src, POS_IDX(e->send_pos), POS_IDX(e->send_pos2));
+                     e->n_send, e->src, e->send_op, e->send_op2);
         if (e->n_recv > 1)
             msg_line(m, "  duplicated: %s %d times (rank %d op #%d and op #%d ...)", a,
-                     e->n_recv, e->dst, POS_IDX(e->recv_pos), POS_IDX(e->recv_pos2));
+                     e->n_recv, e->dst, e->recv_op, e->recv_op2);
     }
     if (cn >= 64) msg_line(m, "  ... (only the first 64 problems are listed)");
     return msg_done(m);
@@ -484,13 +414,15 @@ static int check_deadlock(struct ctx *c)
     int P = c->P, rc = BM_ERR;
     int *pc = bm_calloc((size_t)P, sizeof *pc);
     int *work = bm_malloc((size_t)P * sizeof *work);
-    int *waiter = bm_malloc((size_t)(c->n_comms > 0 ? c->n_comms : 1) * sizeof *waiter);
+    int n_msgs = c->mt.n_msgs;
+    int *waiter = bm_malloc((size_t)(n_msgs > 0 ? n_msgs : 1) * sizeof *waiter);
+    uint8_t *sent = bm_calloc((size_t)(n_msgs > 0 ? n_msgs : 1), 1); /* the message's send has run */
     int *mark = NULL;
-    if (!pc || !work || !waiter) {
+    if (!pc || !work || !waiter || !sent) {
         oom(c, "deadlock check");
         goto out;
     }
-    for (int k = 0; k < c->n_comms; k++) waiter[k] = -1;
+    for (int k = 0; k < n_msgs; k++) waiter[k] = -1;
     int n_work = 0;
     for (int r = P - 1; r >= 0; r--) work[n_work++] = r;
     /* Each rank is on the worklist at most once at a time: it is pushed initially and then
@@ -501,15 +433,15 @@ static int check_deadlock(struct ctx *c)
         while (pc[r] < ro->n_ops) {
             const struct bm_op *op = &ro->ops[pc[r]];
             if (op->kind == BM_OP_SEND) {
-                int k = c->comm_of[r][pc[r]];
-                c->comms[k].sent = 1;
+                int k = c->mt.msg_of[c->mt.base[r] + pc[r]];
+                sent[k] = 1;
                 if (waiter[k] >= 0) {
                     work[n_work++] = waiter[k];
                     waiter[k] = -1;
                 }
             } else if (op->kind == BM_OP_RECV) {
-                int k = c->comm_of[r][pc[r]];
-                if (!c->comms[k].sent) {
+                int k = c->mt.msg_of[c->mt.base[r] + pc[r]];
+                if (!sent[k]) {
                     waiter[k] = r;
                     break;
                 }
@@ -552,15 +484,15 @@ static int check_deadlock(struct ctx *c)
     for (int r = 0; r < P; r++) {
         if (pc[r] >= t->ranks[r].n_ops) continue;
         const struct bm_op *op = &t->ranks[r].ops[pc[r]];
-        const struct comm *e = &c->comms[c->comm_of[r][pc[r]]];
+        const struct bm_msg *e = bm_match_msg(&c->mt, r, pc[r]);
         int s = op->peer;
         act(c, op, a, sizeof a);
-        const struct bm_op *sop = &t->ranks[s].ops[POS_IDX(e->send_pos)];
+        const struct bm_op *sop = &t->ranks[s].ops[e->send_op];
         act(c, sop, b, sizeof b);
         char bs[BM_MAX_NAME + 64];
         act(c, &t->ranks[s].ops[pc[s]], bs, sizeof bs);
         msg_line(m, "  rank %d blocked at op #%d %s: waits for rank %d's op #%d %s; rank %d is "
-                 "itself blocked at op #%d %s", r, pc[r], a, s, POS_IDX(e->send_pos), b, s,
+                 "itself blocked at op #%d %s", r, pc[r], a, s, e->send_op, b, s,
                  pc[s], bs);
     }
     msg_line(m, "hint: a recv must come after the point where its sender can reach the "
@@ -570,6 +502,7 @@ out:
     bm_free(pc);
     bm_free(work);
     bm_free(waiter);
+    bm_free(sent);
     bm_free(mark);
     return rc;
 }
@@ -881,7 +814,7 @@ int bm_verify(const struct bm_table *t, struct bm_err *err)
         oom(&c, "module flags");
         goto out;
     }
-    if (build_flow(&c)) {
+    if (get_flow(&c)) {
         if (c.msg.len) goto structure;
         goto out;
     }
@@ -910,18 +843,13 @@ structure: {
                n, n == 1 ? "" : "s", details);
 }
 out:
-    free_scratch(&c);
-    bm_flow_free(c.flow);
+    bm_flow_free(c.own_flow);
     bm_free(c.active);
     bm_free(c.split);
     bm_free(sf);
     bm_free(c.cpos);
     bm_free(c.cpos2);
-    bm_free(c.comms);
-    bm_free(c.head);
-    if (c.comm_of)
-        for (int r = 0; r < c.P; r++) bm_free(c.comm_of[r]);
-    bm_free(c.comm_of);
+    bm_match_free(&c.mt);
     return rc;
 }
 

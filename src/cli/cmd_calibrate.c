@@ -1,4 +1,4 @@
-/* cmd_calibrate.c — `bigmac calibrate TRACE.json... [--spec SPEC.json] [--mean] [--rank-scale] [--spread] [-o FILE]`: measured
+/* cmd_calibrate.c — `bigmac calibrate TRACE.json... [--spec SPEC.json] [--mean] [--run-median] [--rank-scale] [--spread] [-o FILE]`: measured
  * op times and bytes of executor traces -> spec costs (docs/executor.md). Flag parsing and
  * printing only: bm_calibration_build (src/report/calibration.c: the traces through the
  * estimators of src/sim/calibrate.h) and src/spec/calibrated.c (the calibrated spec and the cost
@@ -13,7 +13,8 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: bigmac calibrate TRACE.json... [--spec SPEC.json] [--mean] [--rank-scale] [--spread] [-o FILE]\n"
+            "usage: bigmac calibrate TRACE.json... [--spec SPEC.json] [--mean] [--run-median] [--rank-scale] [--spread]\n"
+            "                        [-o FILE]\n"
             "\n"
             "Turns the measured op times and activation bytes of an executor trace\n"
             "(`bigmac train ... --trace TRACE.json`) into per-module spec costs: fwd_ms/bwd_ms per\n"
@@ -22,7 +23,10 @@ static void usage(FILE *f)
             "microbatches (robust to an op preempted by another process); --mean takes means\n"
             "(the unbiased estimate for a trace of an undisturbed run). Several traces of the same\n"
             "plan (repeated runs) are pooled: on a machine whose speed drifts, costs from several\n"
-            "runs predict a typical run better than one run's.\n"
+            "runs predict a typical run better than one run's. --run-median fits every trace on\n"
+            "its own (with --mean: means within the run) and writes the median over the traces of\n"
+            "every fitted number (costs, scales, dispatch, latency, spread), so one run disturbed\n"
+            "by another process does not move them (docs/simulator.md \"Predicting a run\").\n"
             "\n"
             "Without --spec it writes a cost fragment:\n"
             "  {\"format\": \"bigmac-costs\", \"version\": 1, \"trace\": ..., \"traces\": [...],\n"
@@ -34,7 +38,10 @@ static void usage(FILE *f)
             "encoder time over what the calibrated costs say; \"encoder_cost_scale\" in the\n"
             "fragment) and device.op_overhead_us to the measured per-op dispatch time (the mean gap\n"
             "between an op and the rank's previous one; \"op_overhead_us\" in the fragment):\n"
-            "ready for `bigmac simulate`. --spread also writes each module's cost.spread (sigma of\n"
+            "ready for `bigmac simulate`; and device.link_latency_us to the latency the transfers\n"
+            "imply (send issue to the completion of a recv that waited for it, less the bytes' time\n"
+            "on the modelled link; \"link_latency_us\" in the fragment; 0 with a warning when the\n"
+            "bytes' time alone is longer). --spread also writes each module's cost.spread (sigma of\n"
             "log op time around the model, within a step): `simulate` then also gives the expected\n"
             "makespan under that spread (experimental: docs/simulator.md).\n"
             "--rank-scale also measures how much slower or faster each rank ran than the module\n"
@@ -50,7 +57,7 @@ int bm_cmd_calibrate(int argc, char **argv)
     /* the trace paths, gathered at the front of argv (never ahead of the scan) */
     const char **traces = (const char **)argv;
     int n_traces = 0;
-    int mean = 0, rank_scale = 0, want_spread = 0;
+    int mean = 0, rank_scale = 0, want_spread = 0, run_median = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -58,6 +65,8 @@ int bm_cmd_calibrate(int argc, char **argv)
             return 0;
         } else if (!strcmp(a, "--mean")) {
             mean = 1;
+        } else if (!strcmp(a, "--run-median")) {
+            run_median = 1;
         } else if (!strcmp(a, "--rank-scale")) {
             rank_scale = 1;
         } else if (!strcmp(a, "--spread")) {
@@ -83,8 +92,14 @@ int bm_cmd_calibrate(int argc, char **argv)
     }
     struct bm_err err;
     struct bm_calibration c;
-    struct bm_calibration_opts co = {.mean = mean, .rank_scale = rank_scale, .spread = want_spread};
+    struct bm_calibration_opts co = {.mean = mean, .rank_scale = rank_scale, .spread = want_spread,
+                                     .run_median = run_median};
     int rc = bm_calibration_build(traces, n_traces, &co, &c, &err);
+    if (rc == BM_OK && c.link_latency_short_us > 0)
+        fprintf(stderr, "bigmac: warning: calibrate: the measured transfers are %.1f us shorter than the model charges "
+                        "for their bytes alone (the tensors' out_mib over device.link_gbytes_per_s): link_latency_us "
+                        "written as 0\nbigmac: hint: the modules' out_mib overstate the tensors they send\n",
+                c.link_latency_short_us);
     if (rc == BM_OK)
         rc = spec ? bm_spec_write_calibrated(spec, &c.cal, out, &err)
                   : bm_spec_write_costs(&c.cal, traces, n_traces, out, &err);

@@ -1,6 +1,7 @@
 /* cmd_simulate.c — `bigmac simulate SPEC [plan flags] [--compare] [--json] [--jitter X] [--seed S]`:
  * plan the spec and simulate the table (docs/design.md §8); --compare runs every policy and reports the
- * zero-added-bubble bound (docs/design.md §6) through bm_compare (src/study/). Flag parsing and
+ * zero-added-bubble bound (docs/design.md §6) through bm_compare (src/study/); --table TABLE simulates
+ * a given table (the plan a run executed) with SPEC's costs instead of planning. Flag parsing and
  * printing only; also the printing helpers `bigmac sweep` shares (cli.h). */
 #include <errno.h>
 #include <jansson.h>
@@ -9,6 +10,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "table/table.h"
 #include "sim/hosts.h"
 #include "sim/expect.h"
 #include "study/study.h"
@@ -23,6 +25,7 @@ static void usage(FILE *f)
             "                       [--backbone gpipe|1f1b|interleaved|zb-h1|zb-interleaved] [--policy NAME]\n"
             "                       [--window N|auto|fit] [--compare] [--json] [--jitter X] [--seed S]\n"
             "                       [--search off|N]\n"
+            "       bigmac simulate SPEC --table TABLE.json [--json] [--jitter X] [--seed S]\n"
             "\n"
             "Plan SPEC and simulate the operator table: makespan, per-rank busy/idle, bubble ratio,\n"
             "peak memory per rank and role, OOM against the device memory, samples/s.\n"
@@ -39,6 +42,12 @@ static void usage(FILE *f)
             "  --seed S     jitter seed (default 1)\n"
             "  --ranks-per-host N  rank r runs on host r / N; transfers between hosts take the\n"
             "               inter-host link (device.inter_host_*; a \"hosts\" line says what crosses)\n"
+            "  --table TABLE.json  do not plan: simulate this table (e.g. the plan a run executed,\n"
+            "               `bigmac plan ... -o`) with SPEC's costs: module costs and spreads,\n"
+            "               encoder scales, device (rank_time_scale, op_overhead_us, links).\n"
+            "               Planning again with calibrated costs may give another table than the\n"
+            "               one that ran; this predicts the one that ran (docs/simulator.md\n"
+            "               \"Predicting a run\"). No plan flags with it.\n"
             "Cost and memory model: docs/simulator.md; placement over hosts: docs/multihost.md.\n");
 }
 
@@ -182,7 +191,7 @@ static int run_compare(struct bm_spec *s, const struct bm_plan_opts *o, const st
 /* What the command line says. */
 struct args {
     struct bm_cli_plan_flags f;
-    const char *path;
+    const char *path, *table_path;
     int compare, json, search;
     struct bm_sim_opts so;
 };
@@ -226,6 +235,12 @@ static int parse_args(int argc, char **argv, struct args *g)
                 return BM_USAGE;
             }
             if (parse_search(a, argv[++i], &g->search)) return BM_USAGE;
+        } else if (!strcmp(a, "--table")) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "bigmac: error: --table needs a value (an operator table, `bigmac plan ... -o`)\n");
+                return BM_USAGE;
+            }
+            g->table_path = argv[++i];
         } else if (!strcmp(a, "--jitter") || !strcmp(a, "--seed")) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "bigmac: error: %s needs a value\n", a);
@@ -245,18 +260,34 @@ static int parse_args(int argc, char **argv, struct args *g)
             g->path = a;
         }
     }
+    const struct bm_cli_plan_flags *f = &g->f;
+    if (g->table_path && (g->compare || f->pp || f->vpp || f->microbatches || f->unit || f->window ||
+                          f->backbone_set || f->policy_set || g->search)) {
+        fprintf(stderr, "bigmac: error: simulate: --table simulates the table as it is: no --compare, --search or "
+                        "plan flags with it\n");
+        return BM_USAGE;
+    }
     return -1;
 }
 
-/* One policy: plan, simulate, and with an op-time spread in the spec also the expected
- * makespan; printed human or --json. */
-static int run_one(const struct bm_spec *s, const struct bm_plan_opts *o, const struct bm_sim_opts *so, int json,
-                   int search)
+/* One policy: plan (or load table_path and give it s's costs), simulate, and with an op-time
+ * spread in the spec also the expected makespan; printed human or --json. */
+static int run_one(const struct bm_spec *s, const struct bm_plan_opts *po, const char *table_path,
+                   const struct bm_sim_opts *so, int json, int search)
 {
     struct bm_err err;
     struct bm_table *t;
     struct bm_timeline *tl;
-    if (bm_plan_build_search(s, o, search, &t, NULL, &err)) {
+    struct bm_plan_opts plan = *po, *o = &plan;
+    int prc;
+    if (table_path) {
+        prc = bm_table_load(table_path, &t, &err);
+        if (!prc && (prc = bm_table_use_spec_costs(t, s, table_path, &err))) bm_table_free(t);
+        plan.window = 0; /* no cap to report */
+    } else {
+        prc = bm_plan_build_search(s, o, search, &t, NULL, &err);
+    }
+    if (prc) {
         bm_cli_error(err.msg);
         return 1;
     }
@@ -300,7 +331,7 @@ int bm_cmd_simulate(int argc, char **argv)
     int lrc = bm_cli_load_spec("simulate", g.path, &g.f, usage, &s, &o);
     if (lrc) return lrc;
     g.so.samples_per_microbatch = s->data.samples_per_microbatch;
-    int rc = g.compare ? run_compare(s, &o, &g.so, g.json, g.search) : run_one(s, &o, &g.so, g.json, g.search);
+    int rc = g.compare ? run_compare(s, &o, &g.so, g.json, g.search) : run_one(s, &o, g.table_path, &g.so, g.json, g.search);
     bm_spec_free(s);
     return rc;
 }

@@ -10,7 +10,8 @@
 #include "data/data.h"
 #include "exec/exec.h"
 #include "nn/nn.h"
-#include "plan/flow.h"
+#include "table/flow.h"
+#include "table/table.h"
 #include "train/train.h"
 #include "util/util.h"
 
@@ -39,8 +40,10 @@ struct pending_send {
 
 struct bm_exec {
     const struct bm_spec *s;
-    struct bm_table *t;
-    struct bm_flow *flow;
+    const struct bm_table *t;
+    const struct bm_flow *flow; /* the table's (bm_table_finish) */
+    struct bm_flow_op c0[2];    /* backbone chunk 0's F and B with the encoder parts in spec
+                                 * module order (flow->parts), as the module takes them */
     struct bm_comm *comm;
     struct bm_exec_opts o;
     int rank, P, V, M, n_ops;
@@ -221,7 +224,6 @@ void bm_exec_free(struct bm_exec *x)
     bm_free(x->inst), bm_free(x->inst_of), bm_free(x->uses0), bm_free(x->recv_consumer);
     bm_free(x->sends), bm_free(x->lm), bm_free(x->gen), bm_free(x->times), bm_free(x->mem);
     bm_free(x->op_bytes), bm_free(x->mb_pend), bm_free(x->mb_last);
-    bm_flow_free(x->flow);
     bm_free(x);
 }
 
@@ -235,13 +237,14 @@ static struct inst *inst_for(const struct bm_exec *x, const struct bm_op *op)
 static const struct bm_flow_op *flow_of(const struct bm_exec *x, const struct bm_op *op)
 {
     int pass = op->pass == BM_PASS_F ? 0 : 1;
+    if (op->module == x->t->backbone_module && op->chunk == 0) return &x->c0[pass];
     return bm_flow_get(x->flow, op->module, op->module == x->t->backbone_module ? op->chunk : -1, pass);
 }
 
 /* Backbone chunk 0 takes one tensor per encoder: its F needs every encoder's output, its B makes
  * every encoder's gradient. The module sees them as ONE tensor, the parts one after another in
- * spec module order (include/bigmac_module.h), so order those lists of this rank's own flow by
- * the encoder's module index. Any other side with several tensors is refused here. */
+ * spec module order (include/bigmac_module.h): the flow's parts lists (x->c0). Any other side
+ * with several tensors is refused here. */
 static int order_encoder_parts(struct bm_exec *x, struct bm_err *err)
 {
     const struct bm_table *t = x->t;
@@ -257,7 +260,9 @@ static int order_encoder_parts(struct bm_exec *x, struct bm_err *err)
                                        "them, which is no encoder's output (or its gradient)",
                                   t->modules[t->backbone_module].name, ti->name);
         }
-        bm_flow_sort_by_module(x->flow, t, t->backbone_module, 0, pass); /* x's own flow */
+        x->c0[pass] = *f;
+        if (pass == 0) x->c0[0].needs = x->flow->parts[0];
+        else x->c0[1].makes = x->flow->parts[1];
     }
     return BM_OK;
 }
@@ -270,7 +275,7 @@ static size_t part_count(const struct bm_exec *x, int tensor, const struct bm_ba
     return in->ops->out_count(in->self, b);
 }
 
-int bm_exec_new(const struct bm_spec *s, struct bm_table *t, int rank, struct bm_comm *comm,
+int bm_exec_new(const struct bm_spec *s, const struct bm_table *t, int rank, struct bm_comm *comm,
                 const struct bm_exec_opts *o, struct bm_exec **out, struct bm_err *err)
 {
     *out = NULL;
@@ -289,7 +294,12 @@ int bm_exec_new(const struct bm_spec *s, struct bm_table *t, int rank, struct bm
             bm_err_set(err, "table module %d is \"%s\", the spec's \"%s\"", i, t->modules[i].name, s->modules[i].name);
             goto fail;
         }
-    if (bm_flow_build(t, &x->flow, err) || order_encoder_parts(x, err)) goto fail;
+    if (!(x->flow = bm_table_flow(t)) || x->flow->n_tensors != t->n_tensors) {
+        bm_err_set(err, "the table's dataflow is not computed, or its tensors changed since\n"
+                        "hint: call bm_table_finish(table) after setting its modules");
+        goto fail;
+    }
+    if (order_encoder_parts(x, err)) goto fail;
     if (bm_train_data_cfg(s, &x->dcfg, err)) goto fail;
     long max_tag = (long)t->n_tensors * M - 1;
     if (max_tag >= comm->tag_ub) { /* tag_ub itself is the clock ping-pong's */
@@ -341,14 +351,14 @@ int bm_exec_new(const struct bm_spec *s, struct bm_table *t, int rank, struct bm
     for (int k = 0; k < x->n_ops; k++) {
         const struct bm_op *op = &x->ops[k];
         x->recv_consumer[k] = -1;
-        if (op->mb < 0 || op->mb >= M) {
-            bm_err_set(err, "microbatch %d out of range", op->mb);
+        char why[512];
+        if (bm_op_why(t, rank, op, why, sizeof why)) { /* the one validator (src/table/check.c) */
+            bm_err_set(err, "%s", why);
             op_fail_t(t, rank, k, err);
             goto fail;
         }
         if (op->kind == BM_OP_COMPUTE) {
-            if (op->module < 0 || op->module >= nm || op->chunk < -1 || op->chunk >= C || op->pass > BM_PASS_W ||
-                (op->module == t->backbone_module) != (op->chunk >= 0) || !inst_for(x, op)) {
+            if (!inst_for(x, op)) {
                 bm_err_set(err, "no instance of this module/chunk on rank %d", rank);
                 op_fail_t(t, rank, k, err);
                 goto fail;
@@ -379,12 +389,6 @@ int bm_exec_new(const struct bm_spec *s, struct bm_table *t, int rank, struct bm
             }
             for (int i = 0; i < f->n_needs; i++) x->uses0[f->needs[i] * M + op->mb]++;
         } else {
-            if (op->kind > BM_OP_RECV || op->tensor < 0 || op->tensor >= t->n_tensors || op->peer < 0 || op->peer >= x->P ||
-                op->peer == rank) {
-                bm_err_set(err, "bad tensor or peer");
-                op_fail_t(t, rank, k, err);
-                goto fail;
-            }
             if (op->kind == BM_OP_SEND) x->uses0[op->tensor * M + op->mb]++;
         }
     }

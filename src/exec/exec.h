@@ -56,7 +56,7 @@ struct bm_exec;
 
 /* Build pipeline rank 'rank' of table t for spec s. The table must carry chunk_layers (or the
  * backbone arch.layers must split evenly). Caller owns *out (bm_exec_free). */
-int bm_exec_new(const struct bm_spec *s, struct bm_table *t, int rank, struct bm_comm *comm,
+int bm_exec_new(const struct bm_spec *s, const struct bm_table *t, int rank, struct bm_comm *comm,
                 const struct bm_exec_opts *o, struct bm_exec **out, struct bm_err *err);
 void bm_exec_free(struct bm_exec *x);
 /* Offset (seconds) that turns this process's bm_now() into rank 0's clock (comm clock_offset). */
@@ -114,7 +114,7 @@ int bm_exec_run_step(struct bm_exec **x, struct bm_comm *c, long step, struct bm
  * checkpoint. The process runs comm->nlocal ranks. Returns 0 on success; on a failure the
  * message is in err (cooperative comm) or the job was aborted (MPI). Rank 0's process writes the
  * log and trace. */
-int bm_exec_train(const struct bm_spec *s, struct bm_table *t, struct bm_comm *comm,
+int bm_exec_train(const struct bm_spec *s, const struct bm_table *t, struct bm_comm *comm,
                   const struct bm_exec_opts *o, struct bm_err *err);
 
 #endif

@@ -402,7 +402,7 @@ static int report_step(const struct bm_exec_opts *o, FILE *pr, FILE *log, const 
     return BM_OK;
 }
 
-int bm_exec_train(const struct bm_spec *s, struct bm_table *t, struct bm_comm *c,
+int bm_exec_train(const struct bm_spec *s, const struct bm_table *t, struct bm_comm *c,
                   const struct bm_exec_opts *o, struct bm_err *err)
 {
     int P = t->pp, M = t->microbatches, nl = c->nlocal, rc = BM_OK;

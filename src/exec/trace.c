@@ -4,6 +4,7 @@
 
 #include "exec/trace.h"
 #include "report/report.h"
+#include "table/table.h"
 #include "util/util.h"
 
 int bm_exec_timeline(const struct bm_table *t, const double *const *times, const double *const *mem,
@@ -11,9 +12,9 @@ int bm_exec_timeline(const struct bm_table *t, const double *const *times, const
 {
     *out = NULL;
     struct bm_timeline *tl = bm_timeline_new(t);
-    int **match = NULL;
+    struct bm_match mt = {0};
     if (!tl) return bm_err_set(err, "out of memory");
-    if (bm_report_match_sends(t, &match, err)) goto fail;
+    if (bm_match_build(t, &mt, err)) goto fail;
     tl->measured = 1;
     for (int r = 0; r < t->pp; r++) {
         const struct bm_rank_ops *ro = &t->ranks[r];
@@ -23,16 +24,16 @@ int bm_exec_timeline(const struct bm_table *t, const double *const *times, const
             struct bm_op_time *ot = &rt->ops[k];
             ot->start_ms = times[r][k * 3], ot->end_ms = times[r][k * 3 + 1], ot->ready_ms = times[r][k * 3 + 2];
             ot->wait_rank = ot->wait_op = -1;
-            if (op->kind == BM_OP_RECV && match[r][k] >= 0) {
-                ot->wait_rank = op->peer, ot->wait_op = match[r][k];
+            if (op->kind == BM_OP_RECV && bm_match_peer(&mt, r, k) >= 0) {
+                ot->wait_rank = op->peer, ot->wait_op = bm_match_peer(&mt, r, k);
             } else if (op->kind == BM_OP_COMPUTE) {
                 /* the input it waited for: the latest recv of its microbatch since the previous
                  * compute op of it, or that op */
                 for (int j = k - 1; j >= 0; j--) {
                     const struct bm_op *p = &ro->ops[j];
                     if (p->mb != op->mb) continue;
-                    if (p->kind == BM_OP_RECV && match[r][j] >= 0 && rt->ops[j].end_ms >= ot->ready_ms) {
-                        ot->wait_rank = p->peer, ot->wait_op = match[r][j];
+                    if (p->kind == BM_OP_RECV && bm_match_peer(&mt, r, j) >= 0 && rt->ops[j].end_ms >= ot->ready_ms) {
+                        ot->wait_rank = p->peer, ot->wait_op = bm_match_peer(&mt, r, j);
                         break;
                     }
                     if (p->kind == BM_OP_COMPUTE) {
@@ -52,12 +53,12 @@ int bm_exec_timeline(const struct bm_table *t, const double *const *times, const
             }
         }
     }
-    bm_report_match_free(t, match);
+    bm_match_free(&mt);
     bm_timeline_summarize(tl, t);
     *out = tl;
     return BM_OK;
 fail:
-    if (match) bm_report_match_free(t, match);
+    bm_match_free(&mt);
     bm_timeline_free(tl);
     return BM_ERR;
 }

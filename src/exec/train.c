@@ -4,14 +4,37 @@
  * single-process reference trainer (src/train/). The CLI (src/cli/train_main.c) only parses
  * flags into struct bm_train_opts and prints what this returns. Referencing the MPI transport,
  * this file pulls src/exec/comm_mpi.o into a program that calls bm_train. */
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #include "bigmac.h"
 #include "exec/comm.h"
 #include "exec/exec.h"
 #include "train/train.h"
 #include "util/util.h"
+
+/* Keep freed memory in the process instead of handing it back to the kernel. glibc serves an
+ * allocation over 128 KiB (a module's activation context, a receive buffer) with a fresh mmap
+ * and unmaps it when freed, and trims the heap's top: every step then page-faults its buffers in
+ * again, ~700-1000 minor faults per tiny-mllm step on this project's VM, 15% of the step. How
+ * many depends on the order of the allocations and frees, i.e. on the schedule, so the same
+ * module op ran 5-15% slower under one policy than under another (bench/RESULTS.md, issue 16
+ * fifth session) and costs calibrated from one policy's trace mispredicted the others. With
+ * the heap kept, after the first step the buffers are reused: op times depend on the op, not on
+ * what ran before it. The process's resident memory then stays at its peak (what a caching
+ * allocator does too); allocations over 32 MiB (glibc's largest mmap threshold) still map.
+ * Set at the start of bm_train, before the trainer allocates anything of a step. */
+static void keep_freed_memory(void)
+{
+#ifdef __GLIBC__
+    mallopt(M_MMAP_THRESHOLD, 32 * 1024 * 1024);
+    mallopt(M_TRIM_THRESHOLD, INT_MAX);
+#endif
+}
 
 /* ------------------------------------------------------------------ reference trainer */
 
@@ -61,13 +84,14 @@ static int train_reference(const struct bm_spec *s, const struct bm_train_opts *
 
 /* ------------------------------------------------------------------ pipelined */
 
-/* The table to run: the caller's (verified, its pp checked against the ranks), or a new plan of
- * s (*own = 1: the caller frees it). ranks: the MPI world size, 0 when not under MPI. */
-static int table_for(const struct bm_spec *s, struct bm_table *given, const struct bm_train_opts *o, int ranks,
-                     struct bm_table **t, int *own, struct bm_err *err)
+/* The table to run (*t): the caller's (verified, its pp checked against the ranks), or a new
+ * plan of s (also in *own, which the caller frees). ranks: the MPI world size, 0 when not under
+ * MPI. */
+static int table_for(const struct bm_spec *s, const struct bm_table *given, const struct bm_train_opts *o, int ranks,
+                     const struct bm_table **t, struct bm_table **own, struct bm_err *err)
 {
     const struct bm_plan_opts *plan = o->plan;
-    *own = 0;
+    *own = NULL;
     *t = given;
     if (given) {
         if (ranks && given->pp != ranks)
@@ -80,8 +104,8 @@ static int table_for(const struct bm_spec *s, struct bm_table *given, const stru
     if (plan) po = *plan;
     else bm_plan_opts_from_spec(&po, s);
     if (!po.pp) po.pp = ranks ? ranks : s->pp;
-    if (bm_plan_build(s, &po, t, err)) return BM_ERR;
-    *own = 1;
+    if (bm_plan_build(s, &po, own, err)) return BM_ERR;
+    *t = *own;
     if (ranks && (*t)->pp != ranks)
         return bm_err_set(err, "the plan has pp %d but %d ranks run it\nhint: mpirun -np %d, or --pp %d", (*t)->pp,
                           ranks, (*t)->pp, ranks);
@@ -106,14 +130,16 @@ static void exec_opts_from(const struct bm_train_opts *o, struct bm_exec_opts *x
     x->fault = (unsigned)o->fault <= BM_TRAIN_FAULT_HANG ? kinds[o->fault] : BM_FAULT_NONE;
 }
 
-int bm_train(const struct bm_spec *spec, struct bm_table *table, const struct bm_train_opts *opts, int *argc,
+int bm_train(const struct bm_spec *spec, const struct bm_table *table, const struct bm_train_opts *opts, int *argc,
              char ***argv, struct bm_err *err)
 {
     static const struct bm_train_opts defaults = {0};
     const struct bm_train_opts *o = opts ? opts : &defaults;
     struct bm_comm *comm = NULL;
-    struct bm_table *t = NULL;
-    int own = 0, rc = BM_ERR, setup = 1, report = 1;
+    const struct bm_table *t = NULL;
+    struct bm_table *own = NULL;
+    int rc = BM_ERR, setup = 1, report = 1;
+    keep_freed_memory();
     if ((unsigned)o->fault > BM_TRAIN_FAULT_HANG) bm_err_set(err, "unknown fault kind %d", (int)o->fault);
     else if (o->ckpt_every && !o->ckpt_dir) bm_err_set(err, "a checkpoint interval needs a checkpoint directory");
     else if (o->mode == BM_TRAIN_REFERENCE) rc = train_reference(spec, o, err), setup = 0;
@@ -137,7 +163,7 @@ int bm_train(const struct bm_spec *spec, struct bm_table *table, const struct bm
         }
     }
     if (rc && report && o->on_error) o->on_error(o->ctx, err->msg, setup);
-    if (own) bm_table_free(t);
+    bm_table_free(own);
     if (comm) comm->ops->free(comm);
     return rc;
 }

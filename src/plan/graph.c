@@ -7,58 +7,6 @@
 #include "sim/hosts.h"
 #include "util/util.h"
 
-/* 1 when, on the last stage with 'extra' warm-up forwards, every unit's first last-chunk
- * backward comes after the last-chunk forwards of the whole unit. */
-static int unit_fits_warmup(const struct bm_table *t, int extra, struct bm_bb_step *steps,
-                            int *pos_f, int *pos_b)
-{
-    int P = t->pp, V = t->vpp, M = t->microbatches, C = P * V, U = t->unit > 0 ? t->unit : P;
-    if (bm_backbone_order(t->backbone, P, V, M, P - 1, extra, steps, NULL)) return 1;
-    for (int i = 0; i < bm_backbone_n_steps(t->backbone, V, M); i++)
-        if (steps[i].chunk == C - 1 && steps[i].pass != BM_PASS_W)
-            (steps[i].pass == BM_PASS_F ? pos_f : pos_b)[steps[i].mb] = i;
-    for (int u0 = 0; u0 < M; u0 += U) {
-        int last_f = 0;
-        for (int m = u0; m < M && m < u0 + U; m++)
-            if (pos_f[m] > last_f) last_f = pos_f[m];
-        if (pos_b[u0] < last_f) return 0;
-    }
-    return 1;
-}
-
-int bm_plan_warmup_extra(const struct bm_table *t)
-{
-    /* optimus gets the same extension: without it its last stage idles for the generator round
-     * trip after every forward, which would make the baseline a strawman */
-    if (t->policy != BM_POL_BIGMAC && t->policy != BM_POL_IDEAL && t->policy != BM_POL_OPTIMUS)
-        return 0;
-    int bb = t->backbone_module, needed = 0;
-    for (int g = 0; g < t->n_modules && !needed; g++) {
-        if (t->modules[g].role != BM_ROLE_GENERATOR || !t->modules[g].grad_to_backbone) continue;
-        for (int k = 0; k < t->modules[g].n_consumes; k++)
-            for (int j = 0; j < t->modules[bb].n_produces; j++)
-                if (!strcmp(t->modules[g].consumes[k], t->modules[bb].produces[j])) needed = 1;
-    }
-    if (!needed) return 0;
-    /* The smallest extension that lets the last stage hold a whole unit's forwards before its
-     * first backward (U-1 for 1F1B; more for interleaved when U > P, since the last chunk's
-     * forwards are spread over groups of P), plus one forward that covers the round trip to
-     * the generator owners and back. */
-    int U = t->unit > 0 ? t->unit : t->pp, VM = t->vpp * t->microbatches;
-    struct bm_bb_step *steps = bm_malloc((size_t)bm_backbone_n_steps(t->backbone, t->vpp, t->microbatches) * sizeof *steps);
-    int *pos = bm_malloc((size_t)(2 * t->microbatches) * sizeof(int));
-    int e = U - 1;
-    if (!steps || !pos) {
-        bm_free(steps);
-        bm_free(pos);
-        return -1;
-    }
-    while (e < VM && !unit_fits_warmup(t, e, steps, pos, pos + t->microbatches)) e++;
-    bm_free(steps);
-    bm_free(pos);
-    return e + 1;
-}
-
 /* Microbatch costs differ (data.encoder_cost_scale)? */
 static int costs_vary(const struct bm_table *t)
 {
@@ -201,10 +149,11 @@ static int for_preds(const struct bm_graph *g, int id, struct bm_edge *out)
     return n;
 }
 
-int bm_graph_build(const struct bm_table *t, const struct bm_flow *flow, int pair_window, struct bm_graph **out,
-                   struct bm_err *err)
+int bm_graph_build(const struct bm_table *t, int pair_window, struct bm_graph **out, struct bm_err *err)
 {
     *out = NULL;
+    const struct bm_flow *flow = bm_table_flow(t);
+    if (!flow) return bm_err_set(err, "plan: the table has no dataflow (bm_table_finish)");
     int *owner = NULL; /* [M] rank of each microbatch's encoder/generator work */
     struct bm_graph *g = bm_calloc(1, sizeof *g);
     if (!g) goto oom;

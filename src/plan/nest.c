@@ -50,8 +50,7 @@ struct sched {
     const struct bm_graph *g;
     const struct bm_table *t;
     int P, M, U, W, n_units;
-    int nested_rules;      /* bigmac/ideal: window, unit gates, generator blocks */
-    int gen_columns;       /* generator work of a unit runs as a column (bigmac, ideal) */
+    int nested_rules;      /* bigmac/ideal: window, unit gates, generator work of a unit as a column */
     int optimus;
 
     int *unsched;          /* [task] preds not yet committed */
@@ -396,7 +395,7 @@ static int make_avail(struct sched *S, int id)
     if (S->nested_rules || S->optimus) {
         if (role_of(S, id) == BM_ROLE_GENERATOR && !(x->pass == BM_PASS_F && S->gen_head[slot_of(S, id)]))
             return 0;
-        if (role_of(S, id) == BM_ROLE_GENERATOR && S->gen_columns) return 0;
+        if (role_of(S, id) == BM_ROLE_GENERATOR && S->nested_rules) return 0;
     }
     return ivec_push(&S->avail[x->rank], id);
 }
@@ -531,7 +530,7 @@ static int commit(struct sched *S, int r, struct pick p)
         if (S->col_head[r] < S->colq[r].n && S->colq[r].v[S->col_head[r]] == id) S->col_head[r]++;
         remove_avail(S, r, id);
         if (role_of(S, id) == BM_ROLE_GENERATOR && x->pass == BM_PASS_F &&
-            S->gen_head[slot_of(S, id)] && !S->gen_columns)
+            S->gen_head[slot_of(S, id)] && !S->nested_rules)
             if (queue_gen_block(S, r, id)) return -1;
         if (S->nested_rules && role_of(S, id) == BM_ROLE_ENCODER && x->pass == BM_PASS_B) {
             int k = slot_of(S, id), u = unit_of(S, x->mb);
@@ -546,7 +545,7 @@ static int commit(struct sched *S, int r, struct pick p)
         if (--S->unsched[s] == 0 && make_avail(S, s)) return -1;
     }
     if (column_unit >= 0 && make_column(S, column_unit)) return -1;
-    if (gen_column_unit >= 0 && S->gen_columns && make_gen_column(S, gen_column_unit)) return -1;
+    if (gen_column_unit >= 0 && S->nested_rules && make_gen_column(S, gen_column_unit)) return -1;
     /* a changed delay moves other ranks' estimates; cheap to refresh lazily */
     return 0;
 }
@@ -672,7 +671,6 @@ static int sched_init(struct sched *S, const struct bm_graph *g, int window, str
     S->W = window;
     S->nested_rules = t->policy == BM_POL_BIGMAC || t->policy == BM_POL_IDEAL;
     S->optimus = t->policy == BM_POL_OPTIMUS;
-    S->gen_columns = S->nested_rules;
     int N = g->n_tasks, P = S->P, K = g->n_nested;
     S->unsched = bm_malloc((size_t)N * sizeof(int));
     S->ready = bm_calloc((size_t)N, sizeof(double));
@@ -944,7 +942,7 @@ int bm_nest(const struct bm_graph *g, int window, struct bm_order **out, struct 
     if (!rc) rc = run(&S, err);
     if (!rc) rc = take_order(&S, out, err);
     sched_free(&S);
-    if (!rc && pol != BM_POL_UNIFIED) {
+    if (!rc) { /* gap refinement: optimus within its blocks, bigmac and ideal anywhere */
         rc = bm_refine_gaps(g, *out, pol != BM_POL_OPTIMUS, err);
         if (rc) {
             bm_order_free(*out);

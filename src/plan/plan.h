@@ -3,15 +3,8 @@
 #define BM_PLAN_H
 
 #include "bigmac.h"
-#include "plan/flow.h"
-
-/* Extra warm-up forwards per stage for t's policy and modules (docs/design.md §6 step 2): for the
- * policies that place generators off the last stage (bigmac, ideal, and optimus so that the
- * baseline is not a strawman) when a generator sends gradient into the backbone, U: the
- * original brief's U-1 (the last stage holds the whole unit's forwards before its first
- * backward) plus one forward that covers the round trip to the generator owners and back, so
- * the last stage computes instead of waiting for the first gradient. */
-int bm_plan_warmup_extra(const struct bm_table *t); /* -1 on allocation failure */
+#include "table/flow.h"
+#include "table/table.h"
 
 /* One compute op of the iteration as the planner sees it. */
 struct bm_task {
@@ -56,12 +49,11 @@ static inline int bm_task_nested(const struct bm_graph *g, int k, int p, int m)
     return g->C * g->np * g->M + (k * 2 + p) * g->M + m;
 }
 
-/* Build the task graph for table t (modules, pp, vpp, M, chunk_weights, mb_scale, device set)
- * placing nested work per policy. Where bm_graph_pairs_by_window(t), which rank runs each
+/* Build the task graph for the finished table t (modules, pp, vpp, M, chunk_weights, mb_scale,
+ * device set; its dataflow) placing nested work per policy. Where bm_graph_pairs_by_window(t), which rank runs each
  * microbatch's encoder work depends on the window the order will use: pass it as pair_window
  * (0 = m % P). Caller frees with bm_graph_free. */
-int bm_graph_build(const struct bm_table *t, const struct bm_flow *flow, int pair_window, struct bm_graph **out,
-                   struct bm_err *err);
+int bm_graph_build(const struct bm_table *t, int pair_window, struct bm_graph **out, struct bm_err *err);
 /* 1 when the graph's encoder owners depend on the window (bigmac/ideal, U = P, microbatch costs
  * that differ): the planner rebuilds the graph for each window it tries. */
 int bm_graph_pairs_by_window(const struct bm_table *t);
@@ -123,12 +115,12 @@ int bm_search_order(const struct bm_graph *g, struct bm_order *o, int residency,
 /* A lower bound (ms) on the makespan of any schedule of g's work (every task on its rank, the
  * backbone in each rank's fixed order; docs/simulator.md "Lower bound"). */
 int bm_graph_lower_bound(const struct bm_graph *g, double *lb, struct bm_err *err);
-/* The shell of a plan of spec s under opts (modules, costs, chunks, warm-up; no ops), its
- * dataflow and its task graph (encoder owners m % P where they depend on a window), as
+/* The shell of a plan of spec s under opts (bm_table_skeleton: modules, costs, chunks, warm-up,
+ * dataflow; no ops) and its task graph (encoder owners m % P where they depend on a window), as
  * bm_plan_build starts from them; for tests and tools that study orders of that work. The caller
- * frees all three (bm_graph_free, bm_flow_free, bm_table_free). */
+ * frees both (bm_graph_free, bm_table_free). */
 int bm_plan_graph(const struct bm_spec *s, const struct bm_plan_opts *opts, struct bm_table **t,
-                  struct bm_flow **flow, struct bm_graph **g, struct bm_err *err);
+                  struct bm_graph **g, struct bm_err *err);
 /* Where bm_plan_build's time goes (bench/bench_quality.c): when bm_plan_prof is set, every plan
  * adds its seconds per phase (wall clock, measured only, never read by the planner). */
 struct bm_plan_prof {
@@ -149,15 +141,5 @@ void bm_sort_ids_by_key(int *ids, int n, const double *key);
 /* Turn the order into the table's ops (compute + send/recv). */
 int bm_lower(struct bm_table *t, const struct bm_graph *g, const struct bm_order *o,
              struct bm_err *err);
-
-/* Copy the spec's device.rank_time_scale into t (its length must be t->pp). */
-int bm_plan_rank_scale(struct bm_table *t, const struct bm_spec *s, struct bm_err *err);
-
-/* Copy the spec's modules (name, role, graph, costs) into t (policy none keeps only the
- * backbone) and set t->backbone_module. Partial copies are released by bm_table_free. */
-int bm_plan_copy_modules(struct bm_table *t, const struct bm_spec *s, struct bm_err *err);
-
-/* Chunk weights (and layers) for t's policy; sets t->chunk_weights / t->chunk_layers. */
-int bm_plan_chunks(struct bm_table *t, const struct bm_spec *s, struct bm_err *err);
 
 #endif

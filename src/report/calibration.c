@@ -1,8 +1,9 @@
 /* calibration.c — traces -> calibrated figures (calibration.h): load, check that every trace is
  * a measured run of the first one's plan, then the estimators of src/sim/calibrate.h in the
  * order each needs the last: costs (pooled over the runs), the microbatch encoder scales and the
- * rank scale (fitted together when both are wanted), the spread around all of that, and the
- * per-op dispatch time. */
+ * rank scale (fitted together when both are wanted), the spread around all of that, the per-op
+ * dispatch time; with run_median all of these again per trace and the median over the traces;
+ * then the link latency the transfers imply. */
 #include <string.h>
 
 #include "report/calibration.h"
@@ -22,6 +23,23 @@ static int load_traces(const char *const *traces, int n, struct bm_calibration *
                                    "op order differ); pool only traces of one plan", traces[i], traces[0]);
     }
     return BM_OK;
+}
+
+/* --run-median: every number again, per trace, then the median over the traces (the microbatch
+ * scales into c->mb_scale when they were measured, the rank scale and spread in place). */
+static int median_runs(struct bm_calibration *c, int mean, double *overhead_ms, struct bm_err *err)
+{
+    const struct bm_table *t = c->t[0];
+    double *ms = bm_malloc((size_t)(t->microbatches > 0 ? t->microbatches : 1) * sizeof *ms), oh = 0;
+    if (!ms) return bm_err_set(err, "out of memory");
+    int rc = bm_calibrate_median_runs(t, (const struct bm_timeline *const *)c->tl, c->n, mean, c->costs, ms,
+                                      c->rank_scale, c->spread, &oh, err);
+    if (rc == BM_OK) {
+        *overhead_ms = oh;
+        if (c->mb_scale) memcpy(c->mb_scale, ms, (size_t)t->microbatches * sizeof *ms);
+    }
+    bm_free(ms);
+    return rc;
 }
 
 /* The estimators over the loaded runs. */
@@ -47,10 +65,21 @@ static int estimate(struct bm_calibration *c, const struct bm_calibration_opts *
     }
     if (o->spread && (c->spread = bm_malloc((size_t)t->n_modules * sizeof *c->spread)))
         bm_calibrate_spread(t, tls, n, c->costs, c->rank_scale, c->mb_scale, c->spread);
+    double overhead_ms = bm_calibrate_op_overhead_ms(t, tls, n);
+    if (o->run_median && median_runs(c, o->mean, &overhead_ms, err)) return BM_ERR;
     c->cal = (struct bm_spec_calibration){
         .n_modules = t->n_modules, .names = c->names, .costs = c->costs, .spread = c->spread,
         .rank_scale = c->rank_scale, .pp = t->pp, .mb_scale = c->mb_scale, .microbatches = t->microbatches,
-        .op_overhead_us = bm_calibrate_op_overhead_ms(t, tls, n) * 1000.0};
+        .op_overhead_us = overhead_ms * 1000.0};
+    /* the link latency the transfers imply (device.link_latency_us), when some recv waited */
+    double lat_ms = 0;
+    c->cal.have_link_latency = (o->run_median ? bm_calibrate_median_link_latency_ms(t, tls, n, &lat_ms)
+                                              : bm_calibrate_link_latency_ms(t, tls, n, &lat_ms)) > 0;
+    if (c->cal.have_link_latency && lat_ms < 0) {
+        c->link_latency_short_us = -lat_ms * 1e3;
+        lat_ms = 0;
+    }
+    c->cal.link_latency_us = lat_ms * 1e3;
     return BM_OK;
 }
 

@@ -1,7 +1,8 @@
 /* calibration.h — `bigmac calibrate` as a library call: measured executor traces (one plan,
  * possibly several runs) loaded and turned into the figures a calibrated spec carries (module
- * costs, per-rank time scale, per-microbatch encoder scale, cost spread, per-op dispatch time)
- * by the estimators of src/sim/calibrate.h; src/spec/calibrated.h writes them out. */
+ * costs, per-rank time scale, per-microbatch encoder scale, cost spread, per-op dispatch time
+ * and link latency) by the estimators of src/sim/calibrate.h; src/spec/calibrated.h writes them
+ * out. */
 #ifndef BM_REPORT_CALIBRATION_H
 #define BM_REPORT_CALIBRATION_H
 
@@ -12,6 +13,8 @@ struct bm_calibration_opts {
     int mean;        /* means instead of medians (--mean) */
     int rank_scale;  /* also the per-rank time scale (--rank-scale) */
     int spread;      /* also each module's cost spread (--spread) */
+    int run_median;  /* every trace fitted on its own, then the median over the traces of every
+                      * number (--run-median, bm_calibrate_median_runs) */
 };
 
 /* The figures (cal, pointing into the arrays here) and what they came from. */
@@ -23,6 +26,9 @@ struct bm_calibration {
     struct bm_cost *costs;           /* [n_modules] */
     double *rank_scale, *mb_scale, *spread; /* NULL when not measured */
     const char **names;              /* [n_modules], into t[0] */
+    double link_latency_short_us;    /* > 0: the transfers were this much shorter than their
+                                      * bytes' modelled time, so the latency written is 0 (the
+                                      * caller warns: out_mib overstate the tensors) */
 };
 
 /* Load the n traces (each measured by `bigmac train --trace`, all of one plan: another plan's

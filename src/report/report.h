@@ -15,6 +15,7 @@
 
 #include "bigmac.h"
 #include "study/frontier.h"
+#include "table/table.h"
 
 /* ---------------------------------------------------------------- shared helpers (common.c) */
 
@@ -22,13 +23,6 @@
  * encoders greens, generators oranges/purples), F lighter, B darker; W (weight gradient of a
  * split backward) its own colour: the module's hue turned by 48 degrees and greyer. */
 void bm_report_color(const struct bm_table *t, int module, int pass, char out[8]);
-
-/* For every recv, the index (into table->ranks[peer].ops) of its matching send: the k-th recv
- * of (sender, receiver, tensor, mb) matches the k-th such send in program order. out[r] is a
- * new array of t->ranks[r].n_ops ints (-1 for non-recv ops and unmatched recvs); free with
- * bm_report_match_free. BM_ERR on allocation failure. */
-int bm_report_match_sends(const struct bm_table *t, int ***out, struct bm_err *err);
-void bm_report_match_free(const struct bm_table *t, int **m);
 
 /* Compute ops of table t (what the report's embedded timelines are budgeted by). */
 long bm_report_compute_ops(const struct bm_table *t);
@@ -110,31 +104,6 @@ int bm_render_html_vs(const struct bm_table *t, const struct bm_timeline *tl, co
  * otherwise) and simulate it into *out (caller frees). */
 int bm_report_vs_simulate(const struct bm_table *mt, const struct bm_timeline *measured, struct bm_table *table,
                           struct bm_timeline **out, struct bm_err *err);
-/* CSV of the table (docs/csv.md): '#' header lines, then one row per rank. BM_ERR (nothing
- * written) when a name cannot be written as CSV; bm_csv_check_names says which. */
-int bm_csv_write(const struct bm_table *t, FILE *f);
-int bm_csv_check_names(const struct bm_table *t, struct bm_err *err);
-
-/* ---------------------------------------------------------------- loaders */
-
-/* Header values that override the CSV's "# bigmac-table" line (0 / -1 = not given). */
-struct bm_csv_opts {
-    int pp, vpp, microbatches, unit, window;  /* 0 = not given; window -1 = 0 ("none") */
-    int backbone_set, policy_set;
-    enum bm_backbone backbone;
-    enum bm_policy policy;
-};
-
-/* Load a CSV schedule (docs/csv.md) into a new table (*out, caller frees). With spec != NULL
- * the modules, costs, device, chunk split and microbatch scales come from the spec (the CSV's
- * "# module"/"# device"/... lines are then ignored); otherwise from the CSV's '#' lines.
- * Header values come from the "# bigmac-table" line, overridden by o (may be NULL). Errors read
- * "path:line:col: what (in cell \"...\")". */
-int bm_csv_load(const char *path, const struct bm_spec *spec, const struct bm_csv_opts *o,
-                struct bm_table **out, struct bm_err *err);
-int bm_csv_parse(const char *text, const char *name, const struct bm_spec *spec,
-                 const struct bm_csv_opts *o, struct bm_table **out, struct bm_err *err);
-
 /* Load a Chrome trace written by bm_render_trace (or by the executor in that shape,
  * docs/trace.md): the embedded table and the op times/memory of its events. *t and *tl are new
  * (caller frees); tl->measured is the trace's "measured" flag. Streams over the text (no JSON

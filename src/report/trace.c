@@ -62,18 +62,26 @@ static void meta(FILE *f, int pid, int tid, const char *name, const char *key, c
     fprintf(f, "}},\n");
 }
 
-int bm_render_trace(const struct bm_table *t, const struct bm_timeline *tl, FILE *f)
+static const char *const trace_roles[BM_N_ROLES] = {"encoder", "backbone", "generator"};
+
+/* What writing one trace needs besides the table and the timeline. */
+struct trace_out {
+    FILE *f;
+    const struct bm_table *t;
+    const struct bm_timeline *tl;
+    struct bm_match mt;        /* each recv's send: the flow arrows */
+    struct bm_critical crit;   /* ops on the critical path */
+    long long **ts, **te;      /* [rank][op] slice start / end, integer ns */
+    long flow_id;
+};
+
+/* otherData (the summary and the critical path), the embedded table, the rank/thread names. */
+static void put_trace_header(const struct trace_out *o)
 {
-    struct bm_err err;
-    int **match;
-    if (bm_report_match_sends(t, &match, &err)) return BM_ERR;
-    static const char *const roles[BM_N_ROLES] = {"encoder", "backbone", "generator"};
+    FILE *f = o->f;
+    const struct bm_table *t = o->t;
+    const struct bm_timeline *tl = o->tl;
     static const char *const threads[3] = {"compute", "send", "recv"};
-    struct bm_critical crit;
-    if (bm_critical_path(t, tl, &crit, &err)) {
-        bm_report_match_free(t, match);
-        return BM_ERR;
-    }
     fprintf(f, "{\"displayTimeUnit\": \"ms\",\n\"otherData\": {\"generator\": \"bigmac\", "
                "\"policy\": \"%s\", \"backbone\": \"%s\", \"pp\": %d, \"vpp\": %d, "
                "\"microbatches\": %d, \"makespan_ms\": %.9g, \"bubble_ratio\": %.6g, "
@@ -81,7 +89,7 @@ int bm_render_trace(const struct bm_table *t, const struct bm_timeline *tl, FILE
                "\"transfer_ms\": %.9g, \"waiting_ms\": %.9g, \"ops\": %d}},\n",
             bm_policy_name(t->policy), bm_backbone_name(t->backbone), t->pp, t->vpp,
             t->microbatches, tl->makespan_ms, tl->bubble_ratio, tl->measured ? "true" : "false",
-            crit.backbone_ms, crit.nested_ms, crit.transfer_ms, crit.waiting_ms, crit.n_ops);
+            o->crit.backbone_ms, o->crit.nested_ms, o->crit.transfer_ms, o->crit.waiting_ms, o->crit.n_ops);
     fprintf(f, "\"bigmac\": {\"format\": \"bigmac-trace\", \"version\": 1, \"measured\": %s, "
                "\"samples_per_microbatch\": %d, \"memory_counter\": \"" MEM_COUNTER "\",\n\"table\": ",
             tl->measured ? "true" : "false",
@@ -98,128 +106,151 @@ int bm_render_trace(const struct bm_table *t, const struct bm_timeline *tl, FILE
             meta(f, r, k, "thread_sort_index", "sort_index", NULL, k);
         }
     }
-    /* Slice times in integer ns. On the send and recv threads, slices that would start at the
-     * same nanosecond as the previous one (zero-length sends and recvs issued together) are
-     * nudged 1 ns apart: viewers mis-nest zero-length slices with identical timestamps. */
-    long long **ts = bm_calloc((size_t)(t->pp > 0 ? t->pp : 1), sizeof *ts);
-    long long **te = bm_calloc((size_t)(t->pp > 0 ? t->pp : 1), sizeof *te);
-    int ok = ts && te;
-    for (int r = 0; ok && r < t->pp; r++) {
+}
+
+/* Slice times in integer ns. On the send and recv threads, slices that would start at the same
+ * nanosecond as the previous one (zero-length sends and recvs issued together) are nudged 1 ns
+ * apart: viewers mis-nest zero-length slices with identical timestamps. BM_ERR when out of
+ * memory (trace_out_free releases what was made). */
+static int slice_times(struct trace_out *o)
+{
+    const struct bm_table *t = o->t;
+    o->ts = bm_calloc((size_t)(t->pp > 0 ? t->pp : 1), sizeof *o->ts);
+    o->te = bm_calloc((size_t)(t->pp > 0 ? t->pp : 1), sizeof *o->te);
+    if (!o->ts || !o->te) return BM_ERR;
+    for (int r = 0; r < t->pp; r++) {
         int n = t->ranks[r].n_ops;
-        ts[r] = bm_malloc((size_t)(n ? n : 1) * sizeof **ts);
-        te[r] = bm_malloc((size_t)(n ? n : 1) * sizeof **te);
-        if (!ts[r] || !te[r]) {
-            ok = 0;
-            break;
-        }
+        long long *ts = o->ts[r] = bm_malloc((size_t)(n ? n : 1) * sizeof **o->ts);
+        long long *te = o->te[r] = bm_malloc((size_t)(n ? n : 1) * sizeof **o->te);
+        if (!ts || !te) return BM_ERR;
         long long last[3] = {LLONG_MIN, LLONG_MIN, LLONG_MIN};
         for (int i = 0; i < n; i++) {
-            const struct bm_op_time *ot = &tl->ranks[r].ops[i];
+            const struct bm_op_time *ot = &o->tl->ranks[r].ops[i];
             int k = t->ranks[r].ops[i].kind;
             long long a = to_ns(ot->start_ms), b = to_ns(ot->end_ms);
             if (k != BM_OP_COMPUTE && last[k] != LLONG_MIN && a <= last[k]) a = last[k] + 1;
             if (b < a) b = a;
             last[k] = a;
-            ts[r][i] = a;
-            te[r][i] = b;
+            ts[i] = a;
+            te[i] = b;
         }
     }
-    if (!ok) {
-        for (int r = 0; ts && te && r < t->pp; r++) {
-            bm_free(ts[r]);
-            bm_free(te[r]);
+    return BM_OK;
+}
+
+static void trace_out_free(struct trace_out *o)
+{
+    for (int r = 0; o->ts && o->te && r < o->t->pp; r++) {
+        bm_free(o->ts[r]);
+        bm_free(o->te[r]);
+    }
+    bm_free(o->ts);
+    bm_free(o->te);
+    bm_match_free(&o->mt);
+    bm_critical_free(o->t, &o->crit);
+}
+
+/* Rank r's op i as a complete ("X") event with its args, and for a recv the flow arrow from its
+ * send. */
+static void put_op_event(struct trace_out *o, int r, int i)
+{
+    FILE *f = o->f;
+    const struct bm_table *t = o->t;
+    const struct bm_op *op = &t->ranks[r].ops[i];
+    const struct bm_op_time *ot = &o->tl->ranks[r].ops[i];
+    char buf[BM_MAX_NAME + 64], wbuf[BM_MAX_NAME + 64];
+    bm_op_format(t, op, buf, sizeof buf);
+    int tid = op->kind == BM_OP_COMPUTE ? 0 : op->kind == BM_OP_SEND ? 1 : 2;
+    const char *cat = op->kind == BM_OP_SEND ? "send" : op->kind == BM_OP_RECV ? "recv"
+                      : op->module >= 0 && op->module < t->n_modules
+                          ? trace_roles[t->modules[op->module].role] : "compute";
+    fprintf(f, "{\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":", r, tid);
+    put_ns(f, o->ts[r][i]);
+    fprintf(f, ",\"dur\":");
+    put_ns(f, o->te[r][i] - o->ts[r][i]);
+    fprintf(f, ",\"name\":");
+    bm_put_jstr(f, buf);
+    /* weight gradients in their own colour (a Chrome trace reserved colour name) */
+    if (op->kind == BM_OP_COMPUTE && op->pass == BM_PASS_W) fprintf(f, ",\"cname\":\"olive\"");
+    fprintf(f, ",\"cat\":\"%s\",\"args\":{\"op\":%d,\"mb\":%d", cat, i, op->mb);
+    if (op->kind == BM_OP_COMPUTE) {
+        fprintf(f, ",\"module\":");
+        bm_put_jstr(f, op->module >= 0 && op->module < t->n_modules ? t->modules[op->module].name : "?");
+        fprintf(f, ",\"pass\":\"%s\"", bm_pass_name((enum bm_pass)op->pass));
+        if (op->chunk >= 0) fprintf(f, ",\"chunk\":%d", op->chunk);
+    } else {
+        fprintf(f, ",\"tensor\":");
+        bm_put_jstr(f, op->tensor >= 0 && op->tensor < t->n_tensors ? t->tensors[op->tensor].name : "?");
+        fprintf(f, ",\"peer\":%d", op->peer);
+    }
+    fprintf(f, ",\"ready_ms\":");
+    put_ms(f, ot->ready_ms);
+    if (ot->wait_rank >= 0 && ot->wait_rank < t->pp && ot->wait_op >= 0 &&
+        ot->wait_op < t->ranks[ot->wait_rank].n_ops) {
+        bm_op_format(t, &t->ranks[ot->wait_rank].ops[ot->wait_op], wbuf, sizeof wbuf);
+        fprintf(f, ",\"wait_rank\":%d,\"wait_op\":%d,\"waited_for\":", ot->wait_rank, ot->wait_op);
+        char w2[sizeof wbuf + 32];
+        snprintf(w2, sizeof w2, "%s on rank %d", wbuf, ot->wait_rank);
+        bm_put_jstr(f, w2);
+    }
+    if (o->crit.on[r][i]) fprintf(f, ",\"critical\":true");
+    fprintf(f, "}},\n");
+    /* flow: the matching send -> this recv */
+    int si = op->kind == BM_OP_RECV ? bm_match_peer(&o->mt, r, i) : -1;
+    if (si < 0) return;
+    fprintf(f, "{\"ph\":\"s\",\"id\":%ld,\"pid\":%d,\"tid\":1,\"ts\":", o->flow_id, op->peer);
+    put_ns(f, o->ts[op->peer][si]);
+    fprintf(f, ",\"name\":");
+    bm_put_jstr(f, buf);
+    fprintf(f, ",\"cat\":\"dep\"},\n{\"ph\":\"f\",\"bp\":\"e\",\"id\":%ld,\"pid\":%d,\"tid\":2,\"ts\":",
+            o->flow_id, r);
+    put_ns(f, o->te[r][i]);
+    fprintf(f, ",\"name\":");
+    bm_put_jstr(f, buf);
+    fprintf(f, ",\"cat\":\"dep\"},\n");
+    o->flow_id++;
+}
+
+/* Rank r's activation memory as counter ("C") events. */
+static void put_mem_events(const struct trace_out *o, int r)
+{
+    const struct bm_rank_timeline *rt = &o->tl->ranks[r];
+    for (int k = 0; k < rt->n_mem; k++) {
+        const struct bm_mem_point *mp = &rt->mem[k];
+        fprintf(o->f, "{\"ph\":\"C\",\"pid\":%d,\"tid\":0,\"ts\":", r);
+        put_us(o->f, mp->t_ms);
+        fprintf(o->f, ",\"name\":\"" MEM_COUNTER "\",\"args\":{");
+        for (int j = 0; j < BM_N_ROLES; j++) {
+            fprintf(o->f, "%s\"%s\":", j ? "," : "", trace_roles[j]);
+            put_ms(o->f, mp->act_mib[j]);
         }
-        bm_free(ts);
-        bm_free(te);
-        bm_report_match_free(t, match);
-        bm_critical_free(t, &crit);
+        fprintf(o->f, "}},\n");
+    }
+}
+
+int bm_render_trace(const struct bm_table *t, const struct bm_timeline *tl, FILE *f)
+{
+    struct bm_err err;
+    struct trace_out o = {f, t, tl, {0}, {0}, NULL, NULL, 0};
+    if (bm_match_build(t, &o.mt, &err)) return BM_ERR;
+    if (bm_critical_path(t, tl, &o.crit, &err)) {
+        bm_match_free(&o.mt);
         return BM_ERR;
     }
-    char buf[BM_MAX_NAME + 64], wbuf[BM_MAX_NAME + 64];
-    long flow_id = 0;
-    for (int r = 0; r < t->pp; r++) {
-        const struct bm_rank_ops *ro = &t->ranks[r];
-        const struct bm_rank_timeline *rt = &tl->ranks[r];
-        for (int i = 0; i < ro->n_ops; i++) {
-            const struct bm_op *op = &ro->ops[i];
-            const struct bm_op_time *ot = &rt->ops[i];
-            bm_op_format(t, op, buf, sizeof buf);
-            int tid = op->kind == BM_OP_COMPUTE ? 0 : op->kind == BM_OP_SEND ? 1 : 2;
-            const char *cat = op->kind == BM_OP_SEND ? "send" : op->kind == BM_OP_RECV ? "recv"
-                              : op->module >= 0 && op->module < t->n_modules
-                                  ? roles[t->modules[op->module].role] : "compute";
-            fprintf(f, "{\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":", r, tid);
-            put_ns(f, ts[r][i]);
-            fprintf(f, ",\"dur\":");
-            put_ns(f, te[r][i] - ts[r][i]);
-            fprintf(f, ",\"name\":");
-            bm_put_jstr(f, buf);
-            /* weight gradients in their own colour (a Chrome trace reserved colour name) */
-            if (op->kind == BM_OP_COMPUTE && op->pass == BM_PASS_W) fprintf(f, ",\"cname\":\"olive\"");
-            fprintf(f, ",\"cat\":\"%s\",\"args\":{\"op\":%d,\"mb\":%d", cat, i, op->mb);
-            if (op->kind == BM_OP_COMPUTE) {
-                fprintf(f, ",\"module\":");
-                bm_put_jstr(f, op->module >= 0 && op->module < t->n_modules ? t->modules[op->module].name : "?");
-                fprintf(f, ",\"pass\":\"%s\"", bm_pass_name((enum bm_pass)op->pass));
-                if (op->chunk >= 0) fprintf(f, ",\"chunk\":%d", op->chunk);
-            } else {
-                fprintf(f, ",\"tensor\":");
-                bm_put_jstr(f, op->tensor >= 0 && op->tensor < t->n_tensors ? t->tensors[op->tensor].name : "?");
-                fprintf(f, ",\"peer\":%d", op->peer);
-            }
-            fprintf(f, ",\"ready_ms\":");
-            put_ms(f, ot->ready_ms);
-            if (ot->wait_rank >= 0 && ot->wait_rank < t->pp && ot->wait_op >= 0 &&
-                ot->wait_op < t->ranks[ot->wait_rank].n_ops) {
-                bm_op_format(t, &t->ranks[ot->wait_rank].ops[ot->wait_op], wbuf, sizeof wbuf);
-                fprintf(f, ",\"wait_rank\":%d,\"wait_op\":%d,\"waited_for\":", ot->wait_rank, ot->wait_op);
-                char w2[sizeof wbuf + 32];
-                snprintf(w2, sizeof w2, "%s on rank %d", wbuf, ot->wait_rank);
-                bm_put_jstr(f, w2);
-            }
-            if (crit.on[r][i]) fprintf(f, ",\"critical\":true");
-            fprintf(f, "}},\n");
-            /* flow: the matching send -> this recv */
-            if (op->kind == BM_OP_RECV && match[r][i] >= 0) {
-                int p = op->peer;
-                fprintf(f, "{\"ph\":\"s\",\"id\":%ld,\"pid\":%d,\"tid\":1,\"ts\":", flow_id, p);
-                put_ns(f, ts[p][match[r][i]]);
-                fprintf(f, ",\"name\":");
-                bm_put_jstr(f, buf);
-                fprintf(f, ",\"cat\":\"dep\"},\n{\"ph\":\"f\",\"bp\":\"e\",\"id\":%ld,\"pid\":%d,\"tid\":2,\"ts\":",
-                        flow_id, r);
-                put_ns(f, te[r][i]);
-                fprintf(f, ",\"name\":");
-                bm_put_jstr(f, buf);
-                fprintf(f, ",\"cat\":\"dep\"},\n");
-                flow_id++;
-            }
+    int rc = slice_times(&o);
+    if (!rc) {
+        put_trace_header(&o);
+        for (int r = 0; r < t->pp; r++) {
+            for (int i = 0; i < t->ranks[r].n_ops; i++) put_op_event(&o, r, i);
+            put_mem_events(&o, r);
         }
-        for (int k = 0; k < rt->n_mem; k++) {
-            const struct bm_mem_point *mp = &rt->mem[k];
-            fprintf(f, "{\"ph\":\"C\",\"pid\":%d,\"tid\":0,\"ts\":", r);
-            put_us(f, mp->t_ms);
-            fprintf(f, ",\"name\":\"" MEM_COUNTER "\",\"args\":{");
-            for (int j = 0; j < BM_N_ROLES; j++) {
-                fprintf(f, "%s\"%s\":", j ? "," : "", roles[j]);
-                put_ms(f, mp->act_mib[j]);
-            }
-            fprintf(f, "}},\n");
-        }
+        /* a closing instant so the list ends without a trailing comma */
+        fprintf(f, "{\"ph\":\"i\",\"s\":\"g\",\"pid\":0,\"tid\":0,\"ts\":");
+        put_us(f, tl->makespan_ms);
+        fprintf(f, ",\"name\":\"end of iteration\"}\n]}\n");
     }
-    /* a closing instant so the list ends without a trailing comma */
-    fprintf(f, "{\"ph\":\"i\",\"s\":\"g\",\"pid\":0,\"tid\":0,\"ts\":");
-    put_us(f, tl->makespan_ms);
-    fprintf(f, ",\"name\":\"end of iteration\"}\n]}\n");
-    for (int r = 0; r < t->pp; r++) {
-        bm_free(ts[r]);
-        bm_free(te[r]);
-    }
-    bm_free(ts);
-    bm_free(te);
-    bm_report_match_free(t, match);
-    bm_critical_free(t, &crit);
-    return ferror(f) ? BM_ERR : BM_OK;
+    trace_out_free(&o);
+    return rc || ferror(f) ? BM_ERR : BM_OK;
 }
 
 /* ---------------------------------------------------------------- loader
@@ -504,146 +535,193 @@ static int mem_cmp(const void *a, const void *b)
     return (x->seq > y->seq) - (x->seq < y->seq);
 }
 
+/* Where pass 1 found the top-level members, and what the "bigmac" object says. */
+struct trace_top {
+    const char *bm_at, *ev_at, *table_at, *table_end;
+    char counter[BM_MAX_NAME];
+    char fmt[64];
+    int measured;
+    double spm;
+};
+
+/* The members of the "bigmac" object S is at. */
+static int scan_bigmac(struct scan *S, struct trace_top *T)
+{
+    int first = 1, k;
+    char key[64];
+    T->bm_at = S->p;
+    while ((k = sc_member(S, &first, key, sizeof key)) == 1) {
+        sc_ws(S);
+        if (!strcmp(key, "format") && *S->p == '"') {
+            if (sc_str(S, T->fmt, sizeof T->fmt)) return BM_ERR;
+        } else if (!strcmp(key, "memory_counter") && *S->p == '"') {
+            if (sc_str(S, T->counter, sizeof T->counter)) return BM_ERR;
+        } else if (!strcmp(key, "measured") && *S->p == 't') {
+            T->measured = 1;
+            if (sc_skip(S)) return BM_ERR;
+        } else if (!strcmp(key, "samples_per_microbatch") && *S->p >= '0' && *S->p <= '9') {
+            if (sc_num(S, &T->spm)) return BM_ERR;
+        } else if (!strcmp(key, "table")) {
+            T->table_at = S->p;
+            if (sc_skip(S)) return BM_ERR;
+            T->table_end = S->p;
+        } else if (sc_skip(S)) {
+            return BM_ERR;
+        }
+    }
+    return k < 0 ? BM_ERR : BM_OK;
+}
+
+/* Pass 1: the top-level members we need ("bigmac", "traceEvents"), everything else skipped. */
+static int scan_top(struct scan *S, struct trace_top *T)
+{
+    int first = 1, k;
+    char key[64];
+    while ((k = sc_member(S, &first, key, sizeof key)) == 1) {
+        sc_ws(S);
+        if (!strcmp(key, "bigmac") && S->p < S->end && *S->p == '{') {
+            if (scan_bigmac(S, T)) return BM_ERR;
+        } else if (!strcmp(key, "traceEvents") && S->p < S->end && *S->p == '[') {
+            T->ev_at = S->p;
+            if (sc_skip(S)) return BM_ERR;
+        } else if (sc_skip(S)) {
+            return BM_ERR;
+        }
+    }
+    if (k < 0) return BM_ERR;
+    sc_ws(S);
+    if (S->p < S->end) return sc_fail(S, "invalid JSON: text after the top-level object");
+    if (!T->bm_at)
+        return bm_err_set(S->err, "%s: a Chrome trace without a \"bigmac\" object: only traces written by bigmac (render --format trace, or the executor) can be re-rendered\nhint: see docs/trace.md", S->name);
+    if (strcmp(T->fmt, "bigmac-trace")) {
+        S->p = T->bm_at;
+        return sc_fail(S, "\"bigmac.format\" must be \"bigmac-trace\"");
+    }
+    if (!T->table_at) {
+        S->p = T->bm_at;
+        return sc_fail(S, "\"bigmac.table\" (the operator table) is missing");
+    }
+    if (!T->ev_at) return bm_err_set(S->err, "%s: \"traceEvents\" (an array) is missing", S->name);
+    return BM_OK;
+}
+
+/* The embedded table, parsed from its own text so that its errors point into the trace. */
+static int embedded_table(const char *text, const char *name, const struct trace_top *T, struct bm_table **t,
+                          struct bm_err *err)
+{
+    size_t tlen = (size_t)(T->table_end - T->table_at);
+    char *ttext = bm_malloc(tlen + 1);
+    if (!ttext) return bm_err_set(err, "%s: out of memory", name);
+    memcpy(ttext, T->table_at, tlen);
+    ttext[tlen] = 0;
+    char tname[600];
+    int tline, tcol;
+    bm_jpos_offset(text, (size_t)(T->table_at - text), &tline, &tcol);
+    snprintf(tname, sizeof tname, "%s (table at line %d)", name, tline);
+    int rc = bm_table_parse(ttext, tname, t, err);
+    bm_free(ttext);
+    return rc;
+}
+
+/* What pass 2 collects per rank: which ops had an event, and the memory counter's points. */
+struct trace_events {
+    char **seen;          /* [pp][n_ops] */
+    struct mem_ev **mem;  /* [pp][n_mem] */
+    int *n_mem, *cap_mem;
+};
+
+/* One "X" event: op e.op of rank pid ran from t0 for its dur. BM_ERR on a bad time. */
+static int take_op_event(struct scan *S, const char *at, const struct event *e, const struct bm_table *t,
+                         struct bm_timeline *tl, struct trace_events *E)
+{
+    int pid = (int)e->pid;
+    double t0 = e->ts / 1000.0;
+    if (e->op < 0 || e->op >= t->ranks[pid].n_ops || e->op != (long)e->op) return BM_OK;
+    double d = e->has_dur ? e->dur / 1000.0 : 0;
+    if (!isfinite(t0) || !isfinite(d) || d < 0) {
+        S->p = at;
+        return sc_fail(S, "\"ts\"/\"dur\" must be finite and \"dur\" >= 0");
+    }
+    int op = (int)e->op;
+    struct bm_op_time *ot = &tl->ranks[pid].ops[op];
+    ot->start_ms = t0;
+    ot->end_ms = t0 + d;
+    ot->ready_ms = e->has_ready && isfinite(e->ready) ? e->ready : t0;
+    if (e->has_wr && e->has_wo && e->wait_rank >= 0 && e->wait_rank < t->pp && e->wait_rank == (int)e->wait_rank &&
+        e->wait_op >= 0 && e->wait_op < t->ranks[(int)e->wait_rank].n_ops && e->wait_op == (long)e->wait_op) {
+        ot->wait_rank = (int)e->wait_rank;
+        ot->wait_op = (int)e->wait_op;
+    }
+    E->seen[pid][op] = 1;
+    return BM_OK;
+}
+
+/* Pass 2: the events of "traceEvents" into tl and E. BM_ERR with err set; -1 out of memory. */
+static int read_events(struct scan *S, const struct trace_top *T, const struct bm_table *t, struct bm_timeline *tl,
+                       struct trace_events *E)
+{
+    S->p = T->ev_at;
+    int first = 1, k;
+    long seq = 0;
+    struct event e;
+    while ((k = sc_elem(S, &first)) == 1) {
+        sc_ws(S);
+        if (S->p >= S->end || *S->p != '{') {
+            if (sc_skip(S)) return BM_ERR;
+            continue;
+        }
+        const char *at = S->p;
+        if (read_event(S, &e)) return BM_ERR;
+        seq++;
+        if (!e.has_pid || !e.has_ts || e.pid < 0 || e.pid >= t->pp || e.pid != (int)e.pid) continue;
+        int pid = (int)e.pid;
+        double t0 = e.ts / 1000.0;
+        if (!strcmp(e.ph, "X") && e.has_op) {
+            if (take_op_event(S, at, &e, t, tl, E)) return BM_ERR;
+        } else if (!strcmp(e.ph, "C") && !strcmp(e.name, T->counter) && isfinite(t0)) {
+            if (bm_grow(&E->mem[pid], &E->cap_mem[pid], E->n_mem[pid] + 1, sizeof **E->mem)) return -1;
+            struct mem_ev *me = &E->mem[pid][E->n_mem[pid]++];
+            me->t = t0;
+            me->seq = seq;
+            for (int j = 0; j < BM_N_ROLES; j++) me->act[j] = isfinite(e.act[j]) ? e.act[j] : 0;
+        }
+    }
+    return k < 0 ? BM_ERR : BM_OK;
+}
+
 int bm_trace_parse(const char *text, const char *name, struct bm_table **tp,
                    struct bm_timeline **tlp, struct bm_err *err)
 {
     *tp = NULL;
     *tlp = NULL;
     struct scan S = {text, text, text + strlen(text), name, err};
-    /* pass 1: the top-level members we need */
-    const char *bm_at = NULL, *ev_at = NULL, *table_at = NULL, *table_end = NULL;
-    char key[64], counter[BM_MAX_NAME] = MEM_COUNTER, fmt[64] = "";
-    int measured = 0, first = 1, k;
-    double spm = 1;
-    while ((k = sc_member(&S, &first, key, sizeof key)) == 1) {
-        sc_ws(&S);
-        if (!strcmp(key, "bigmac") && S.p < S.end && *S.p == '{') {
-            bm_at = S.p;
-            int f2 = 1, k2;
-            char bk[64];
-            while ((k2 = sc_member(&S, &f2, bk, sizeof bk)) == 1) {
-                sc_ws(&S);
-                if (!strcmp(bk, "format") && *S.p == '"') {
-                    if (sc_str(&S, fmt, sizeof fmt)) return BM_ERR;
-                } else if (!strcmp(bk, "memory_counter") && *S.p == '"') {
-                    if (sc_str(&S, counter, sizeof counter)) return BM_ERR;
-                } else if (!strcmp(bk, "measured") && *S.p == 't') {
-                    measured = 1;
-                    if (sc_skip(&S)) return BM_ERR;
-                } else if (!strcmp(bk, "samples_per_microbatch") && *S.p >= '0' && *S.p <= '9') {
-                    if (sc_num(&S, &spm)) return BM_ERR;
-                } else if (!strcmp(bk, "table")) {
-                    table_at = S.p;
-                    if (sc_skip(&S)) return BM_ERR;
-                    table_end = S.p;
-                } else if (sc_skip(&S)) {
-                    return BM_ERR;
-                }
-            }
-            if (k2 < 0) return BM_ERR;
-        } else if (!strcmp(key, "traceEvents") && S.p < S.end && *S.p == '[') {
-            ev_at = S.p;
-            if (sc_skip(&S)) return BM_ERR;
-        } else if (sc_skip(&S)) {
-            return BM_ERR;
-        }
-    }
-    if (k < 0) return BM_ERR;
-    sc_ws(&S);
-    if (S.p < S.end) return sc_fail(&S, "invalid JSON: text after the top-level object");
-    if (!bm_at)
-        return bm_err_set(err, "%s: a Chrome trace without a \"bigmac\" object: only traces written by bigmac (render --format trace, or the executor) can be re-rendered\nhint: see docs/trace.md", name);
-    if (strcmp(fmt, "bigmac-trace")) {
-        S.p = bm_at;
-        return sc_fail(&S, "\"bigmac.format\" must be \"bigmac-trace\"");
-    }
-    if (!table_at) {
-        S.p = bm_at;
-        return sc_fail(&S, "\"bigmac.table\" (the operator table) is missing");
-    }
-    if (!ev_at) return bm_err_set(err, "%s: \"traceEvents\" (an array) is missing", name);
-    /* the table: its own text, so its errors point into the trace */
-    size_t tlen = (size_t)(table_end - table_at);
-    char *ttext = bm_malloc(tlen + 1);
-    if (!ttext) return bm_err_set(err, "%s: out of memory", name);
-    memcpy(ttext, table_at, tlen);
-    ttext[tlen] = 0;
-    char tname[600];
-    int tline, tcol;
-    bm_jpos_offset(text, (size_t)(table_at - text), &tline, &tcol);
-    snprintf(tname, sizeof tname, "%s (table at line %d)", name, tline);
+    struct trace_top T = {NULL, NULL, NULL, NULL, MEM_COUNTER, "", 0, 1};
     struct bm_table *t;
-    int rc = bm_table_parse(ttext, tname, &t, err);
-    bm_free(ttext);
-    if (rc) return BM_ERR;
+    if (scan_top(&S, &T) || embedded_table(text, name, &T, &t, err)) return BM_ERR;
     struct bm_timeline *tl = bm_timeline_new(t);
-    char **seen = bm_calloc((size_t)t->pp, sizeof *seen);
-    struct mem_ev **mem = bm_calloc((size_t)t->pp, sizeof *mem);
-    int *n_mem = bm_calloc((size_t)t->pp, sizeof *n_mem), *cap_mem = bm_calloc((size_t)t->pp, sizeof *cap_mem);
-    if (!tl || !seen || !mem || !n_mem || !cap_mem) goto oom;
+    struct trace_events E = {bm_calloc((size_t)t->pp, sizeof *E.seen), bm_calloc((size_t)t->pp, sizeof *E.mem),
+                             bm_calloc((size_t)t->pp, sizeof *E.n_mem), bm_calloc((size_t)t->pp, sizeof *E.cap_mem)};
+    int rc;
+    if (!tl || !E.seen || !E.mem || !E.n_mem || !E.cap_mem) goto oom;
     for (int r = 0; r < t->pp; r++)
-        if (!(seen[r] = bm_calloc((size_t)t->ranks[r].n_ops + 1, 1))) goto oom;
-    tl->measured = measured;
-    if (spm >= 1 && spm <= 1e9) tl->samples_per_microbatch = (int)spm;
-    /* pass 2: the events */
-    S.p = ev_at;
-    first = 1;
-    long seq = 0;
-    struct event e;
-    while ((k = sc_elem(&S, &first)) == 1) {
-        sc_ws(&S);
-        if (S.p >= S.end || *S.p != '{') {
-            if (sc_skip(&S)) goto fail;
-            continue;
-        }
-        const char *at = S.p;
-        if (read_event(&S, &e)) goto fail;
-        seq++;
-        if (!e.has_pid || !e.has_ts || e.pid < 0 || e.pid >= t->pp || e.pid != (int)e.pid) continue;
-        int pid = (int)e.pid;
-        double t0 = e.ts / 1000.0;
-        if (!strcmp(e.ph, "X") && e.has_op) {
-            if (e.op < 0 || e.op >= t->ranks[pid].n_ops || e.op != (long)e.op) continue;
-            double d = e.has_dur ? e.dur / 1000.0 : 0;
-            if (!isfinite(t0) || !isfinite(d) || d < 0) {
-                S.p = at;
-                sc_fail(&S, "\"ts\"/\"dur\" must be finite and \"dur\" >= 0");
-                goto fail;
-            }
-            int op = (int)e.op;
-            struct bm_op_time *ot = &tl->ranks[pid].ops[op];
-            ot->start_ms = t0;
-            ot->end_ms = t0 + d;
-            ot->ready_ms = e.has_ready && isfinite(e.ready) ? e.ready : t0;
-            if (e.has_wr && e.has_wo && e.wait_rank >= 0 && e.wait_rank < t->pp &&
-                e.wait_rank == (int)e.wait_rank && e.wait_op >= 0 &&
-                e.wait_op < t->ranks[(int)e.wait_rank].n_ops && e.wait_op == (long)e.wait_op) {
-                ot->wait_rank = (int)e.wait_rank;
-                ot->wait_op = (int)e.wait_op;
-            }
-            seen[pid][op] = 1;
-        } else if (!strcmp(e.ph, "C") && !strcmp(e.name, counter) && isfinite(t0)) {
-            if (bm_grow(&mem[pid], &cap_mem[pid], n_mem[pid] + 1, sizeof **mem)) goto oom;
-            struct mem_ev *me = &mem[pid][n_mem[pid]++];
-            me->t = t0;
-            me->seq = seq;
-            for (int j = 0; j < BM_N_ROLES; j++) me->act[j] = isfinite(e.act[j]) ? e.act[j] : 0;
-        }
-    }
-    if (k < 0) goto fail;
+        if (!(E.seen[r] = bm_calloc((size_t)t->ranks[r].n_ops + 1, 1))) goto oom;
+    tl->measured = T.measured;
+    if (T.spm >= 1 && T.spm <= 1e9) tl->samples_per_microbatch = (int)T.spm;
+    if ((rc = read_events(&S, &T, t, tl, &E)) < 0) goto oom;
+    if (rc) goto fail;
     for (int r = 0; r < t->pp; r++) {
         for (int i = 0; i < t->ranks[r].n_ops; i++)
-            if (!seen[r][i]) {
+            if (!E.seen[r][i]) {
                 char b[BM_MAX_NAME + 64];
                 bm_op_format(t, &t->ranks[r].ops[i], b, sizeof b);
                 bm_err_set(err, "%s: rank %d op #%d (%s) has no \"X\" event (pid %d, args.op %d): the trace does not cover the embedded table",
                            name, r, i, b, r, i);
                 goto fail;
             }
-        if (n_mem[r] > 1) /* mem[r] is NULL when the rank has no counter events */
-            qsort(mem[r], (size_t)n_mem[r], sizeof **mem, mem_cmp);
-        for (int j = 0; j < n_mem[r]; j++)
-            if (bm_timeline_mem_push(tl, r, mem[r][j].t, mem[r][j].act)) goto oom;
+        if (E.n_mem[r] > 1) /* mem[r] is NULL when the rank has no counter events */
+            qsort(E.mem[r], (size_t)E.n_mem[r], sizeof **E.mem, mem_cmp);
+        for (int j = 0; j < E.n_mem[r]; j++)
+            if (bm_timeline_mem_push(tl, r, E.mem[r][j].t, E.mem[r][j].act)) goto oom;
     }
     bm_timeline_summarize(tl, t);
     rc = BM_OK;
@@ -654,13 +732,13 @@ fail:
     rc = BM_ERR;
 done:
     for (int r = 0; r < t->pp; r++) {
-        if (seen) bm_free(seen[r]);
-        if (mem) bm_free(mem[r]);
+        if (E.seen) bm_free(E.seen[r]);
+        if (E.mem) bm_free(E.mem[r]);
     }
-    bm_free(seen);
-    bm_free(mem);
-    bm_free(n_mem);
-    bm_free(cap_mem);
+    bm_free(E.seen);
+    bm_free(E.mem);
+    bm_free(E.n_mem);
+    bm_free(E.cap_mem);
     if (rc) {
         bm_timeline_free(tl);
         bm_table_free(t);

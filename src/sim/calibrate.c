@@ -5,6 +5,7 @@
 
 #include "sim/calibrate.h"
 #include "sim/cost.h"
+#include "sim/hosts.h"
 #include "util/util.h"
 
 static int cmp_double(const void *a, const void *b)
@@ -303,4 +304,169 @@ void bm_calibrate_spread(const struct bm_table *t, const struct bm_timeline *con
         if (mn[m] > 1 && msq[m] > 0) out[m] = sqrt(msq[m] / mn[m]);
 done:
     bm_free(sum), bm_free(sq), bm_free(cnt), bm_free(msq), bm_free(mn), bm_free(split);
+}
+
+/* ---------------------------------------------------------------- the median over runs */
+
+/* Median of v[0..n-1] (reordered). */
+static double median_of(double *v, int n)
+{
+    return stat(v, n, 0);
+}
+
+int bm_calibrate_median_runs(const struct bm_table *t, const struct bm_timeline *const *tls, int n_runs, int mean,
+                             struct bm_cost *costs, double *mb_scale, double *rank_scale, double *spread,
+                             double *op_overhead_ms, struct bm_err *err)
+{
+    if (n_runs < 1) return bm_err_set(err, "no timeline to calibrate from");
+    int nm = t->n_modules, M = t->microbatches > 0 ? t->microbatches : 1, P = t->pp;
+    /* per run: 4 cost fields per module, M microbatch scales, P rank scales, nm spreads, 1 dispatch */
+    int per = 4 * nm + M + P + nm + 1;
+    double *v = bm_malloc((size_t)per * (size_t)n_runs * sizeof *v), *col = bm_malloc((size_t)n_runs * sizeof *col);
+    struct bm_cost *c = bm_calloc((size_t)(nm > 0 ? nm : 1), sizeof *c);
+    double *rs = bm_malloc((size_t)P * sizeof *rs), *ms = bm_malloc((size_t)M * sizeof *ms);
+    double *sp = bm_malloc((size_t)(nm > 0 ? nm : 1) * sizeof *sp);
+    int rc = BM_OK;
+    if (!v || !col || !c || !rs || !ms || !sp) {
+        rc = bm_err_set(err, "out of memory");
+        goto done;
+    }
+    for (int i = 0; i < n_runs; i++) {
+        const struct bm_timeline *one[1] = {tls[i]};
+        if ((rc = bm_calibrate_runs(t, one, 1, mean, c, err))) goto done;
+        bm_calibrate_scales(t, one, 1, c, rank_scale ? rs : NULL, ms);
+        if (!rank_scale)
+            for (int r = 0; r < P; r++) rs[r] = 1;
+        if (spread) bm_calibrate_spread(t, one, 1, c, rank_scale ? rs : NULL, ms, sp);
+        double *q = v + (size_t)i * (size_t)per;
+        for (int m = 0; m < nm; m++) {
+            q[4 * m] = c[m].fwd_ms, q[4 * m + 1] = c[m].bwd_ms, q[4 * m + 2] = c[m].w_ms, q[4 * m + 3] = c[m].act_mib;
+            q[4 * nm + M + P + m] = spread ? sp[m] : 0;
+        }
+        for (int m = 0; m < M; m++) q[4 * nm + m] = ms[m];
+        for (int r = 0; r < P; r++) q[4 * nm + M + r] = rs[r];
+        q[per - 1] = bm_calibrate_op_overhead_ms(t, one, 1);
+    }
+    double *med = bm_malloc((size_t)per * sizeof *med);
+    if (!med) {
+        rc = bm_err_set(err, "out of memory");
+        goto done;
+    }
+    for (int j = 0; j < per; j++) {
+        for (int i = 0; i < n_runs; i++) col[i] = v[(size_t)i * (size_t)per + (size_t)j];
+        med[j] = median_of(col, n_runs);
+    }
+    for (int m = 0; m < nm; m++) {
+        costs[m] = c[m]; /* state_mib, out_mib: the table's, as in every run */
+        costs[m].fwd_ms = med[4 * m], costs[m].bwd_ms = med[4 * m + 1];
+        costs[m].w_ms = med[4 * m + 2], costs[m].act_mib = med[4 * m + 3];
+        if (spread) spread[m] = med[4 * nm + M + P + m];
+    }
+    for (int m = 0; m < t->microbatches; m++) mb_scale[m] = med[4 * nm + m];
+    if (rank_scale)
+        for (int r = 0; r < P; r++) rank_scale[r] = med[4 * nm + M + r];
+    *op_overhead_ms = med[per - 1];
+    bm_free(med);
+done:
+    bm_free(v), bm_free(col), bm_free(c), bm_free(rs), bm_free(ms), bm_free(sp);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- link latency */
+
+/* A send or recv, keyed for matching: (sender, receiver, tensor, mb), then program order. */
+struct xfer {
+    long key;
+    int rank, op;
+};
+
+static int cmp_xfer(const void *a, const void *b)
+{
+    const struct xfer *x = a, *y = b;
+    if (x->key != y->key) return x->key < y->key ? -1 : 1;
+    if (x->rank != y->rank) return x->rank < y->rank ? -1 : 1;
+    return (x->op > y->op) - (x->op < y->op);
+}
+
+long bm_calibrate_link_latency_ms(const struct bm_table *t, const struct bm_timeline *const *tls, int n_runs,
+                                  double *latency_ms)
+{
+    int P = t->pp, M = t->microbatches > 0 ? t->microbatches : 1, NT = t->n_tensors > 0 ? t->n_tensors : 1;
+    long ns = 0, nr = 0;
+    for (int r = 0; r < P; r++)
+        for (int k = 0; k < t->ranks[r].n_ops; k++) {
+            int kind = t->ranks[r].ops[k].kind;
+            ns += kind == BM_OP_SEND, nr += kind == BM_OP_RECV;
+        }
+    struct xfer *snd = bm_malloc((size_t)(ns + 1) * sizeof *snd), *rcv = bm_malloc((size_t)(nr + 1) * sizeof *rcv);
+    double *sum = bm_calloc((size_t)P * (size_t)P, sizeof *sum);
+    long *cnt = bm_calloc((size_t)P * (size_t)P, sizeof *cnt), used = 0;
+    if (!snd || !rcv || !sum || !cnt) goto done;
+    ns = nr = 0;
+    for (int r = 0; r < P; r++)
+        for (int k = 0; k < t->ranks[r].n_ops; k++) {
+            const struct bm_op *op = &t->ranks[r].ops[k];
+            if (op->kind != BM_OP_SEND && op->kind != BM_OP_RECV) continue;
+            if (op->peer < 0 || op->peer >= P || op->tensor < 0 || op->tensor >= NT || op->mb < 0 || op->mb >= M) continue;
+            int from = op->kind == BM_OP_SEND ? r : op->peer, to = op->kind == BM_OP_SEND ? op->peer : r;
+            long key = (((long)from * P + to) * NT + op->tensor) * M + op->mb;
+            if (op->kind == BM_OP_SEND) snd[ns++] = (struct xfer){key, r, k};
+            else rcv[nr++] = (struct xfer){key, r, k};
+        }
+    qsort(snd, (size_t)ns, sizeof *snd, cmp_xfer);
+    qsort(rcv, (size_t)nr, sizeof *rcv, cmp_xfer);
+    /* merge: within one key both lists are in program order (one sender, one receiver) */
+    for (long i = 0, j = 0; i < ns && j < nr;) {
+        if (snd[i].key != rcv[j].key) {
+            if (snd[i].key < rcv[j].key) i++;
+            else j++;
+            continue;
+        }
+        int from = snd[i].rank, to = rcv[j].rank;
+        const struct bm_op *op = &t->ranks[to].ops[rcv[j].op];
+        if (!bm_cost_crosses_hosts(t, from, to)) {
+            double bytes_ms = 0;
+            if (t->device.link_gbytes_per_s > 0)
+                bytes_ms = t->tensors[op->tensor].mib * 1048576.0 / (t->device.link_gbytes_per_s * 1e9) * 1000.0;
+            for (int u = 0; u < n_runs; u++) {
+                const struct bm_op_time *s_t = &tls[u]->ranks[from].ops[snd[i].op];
+                const struct bm_op_time *r_t = &tls[u]->ranks[to].ops[rcv[j].op];
+                if (r_t->start_ms > s_t->start_ms) continue; /* the data may have been there already */
+                sum[from * P + to] += r_t->end_ms - s_t->start_ms - bytes_ms;
+                cnt[from * P + to]++;
+                used++;
+            }
+        }
+        i++, j++;
+    }
+    if (!used) goto done;
+    double total = 0;
+    int pairs = 0;
+    for (int a = 0; a < P; a++)
+        for (int b = a + 1; b < P; b++) {
+            long na = cnt[a * P + b], nb = cnt[b * P + a];
+            if (!na && !nb) continue;
+            double ma = na ? sum[a * P + b] / na : 0, mb = nb ? sum[b * P + a] / nb : 0;
+            total += na && nb ? 0.5 * (ma + mb) : na ? ma : mb;
+            pairs++;
+        }
+    *latency_ms = total / pairs;
+done:
+    bm_free(snd), bm_free(rcv), bm_free(sum), bm_free(cnt);
+    return used;
+}
+
+int bm_calibrate_median_link_latency_ms(const struct bm_table *t, const struct bm_timeline *const *tls, int n_runs,
+                                        double *latency_ms)
+{
+    double *v = bm_malloc((size_t)(n_runs > 0 ? n_runs : 1) * sizeof *v);
+    int n = 0;
+    if (!v) return 0;
+    for (int i = 0; i < n_runs; i++) {
+        const struct bm_timeline *one[1] = {tls[i]};
+        if (bm_calibrate_link_latency_ms(t, one, 1, &v[n])) n++;
+    }
+    if (n) *latency_ms = median_of(v, n);
+    bm_free(v);
+    return n;
 }

@@ -72,4 +72,39 @@ double bm_calibrate_op_overhead_ms(const struct bm_table *t, const struct bm_tim
 void bm_calibrate_spread(const struct bm_table *t, const struct bm_timeline *const *tls, int n_runs,
                          const struct bm_cost *costs, const double *rank_scale, const double *mb_scale, double *out);
 
+/* The link latency (device.link_latency_us, in ms here) the measured transfers imply: for every
+ * recv whose rank reached it no later than the matching send was issued (it waited for the
+ * whole transfer), the time from the send's issue to the recv's completion minus what the model
+ * charges for the bytes (tensor mib over device.link_gbytes_per_s; 0 for an unlimited link).
+ * Sends and recvs match by (sender, receiver, tensor, microbatch), the i-th send to the i-th
+ * recv. Per ordered pair of ranks the mean over its waiting recvs, pooled over the runs; the two
+ * directions of a pair averaged (an error e in the ranks' clock offset adds e to one direction
+ * and takes it from the other), a pair seen in one direction only counted as it is; the mean
+ * over the pairs. Only ranks on one host (device.ranks_per_host) count. Returns the number of
+ * waiting recvs used (0: no estimate, *latency_ms untouched) and stores the mean, which is
+ * negative when the modelled bytes alone take longer than the measured transfers (out_mib
+ * overstating the tensors): the caller decides what to write then. */
+long bm_calibrate_link_latency_ms(const struct bm_table *t, const struct bm_timeline *const *tls, int n_runs,
+                                  double *latency_ms);
+
+/* Every fitted number over several runs, robust to a disturbed run (docs/simulator.md
+ * "Predicting a run"): each run is calibrated on its own (bm_calibrate_runs with one timeline,
+ * means within the run when mean = 1, medians otherwise; its encoder and rank scales
+ * (bm_calibrate_scales, the rank scale only when rank_scale is not NULL), its dispatch time, its
+ * spread when spread is not NULL), then every number (each module's fwd_ms, bwd_ms, w_ms,
+ * act_mib; each microbatch's and each rank's scale; the dispatch time; each module's spread) is
+ * the median of its n_runs per-run values (the mean of the middle two for an even count). A run
+ * that another process disturbed (one op preempted for milliseconds) moves the pooled mean of
+ * every op slot it touched; it moves the median over runs only as one run of n_runs. Within a
+ * run the mean stays the estimate (a makespan is a sum of that step's op times).
+ * costs[t->n_modules]; mb_scale[t->microbatches] (1 without encoder ops); rank_scale[t->pp] or
+ * NULL; spread[t->n_modules] or NULL; *op_overhead_ms. BM_ERR (err) on no run or out of memory. */
+int bm_calibrate_median_runs(const struct bm_table *t, const struct bm_timeline *const *tls, int n_runs, int mean,
+                             struct bm_cost *costs, double *mb_scale, double *rank_scale, double *spread,
+                             double *op_overhead_ms, struct bm_err *err);
+/* bm_calibrate_link_latency_ms of each run, the median over the runs that have an estimate
+ * (returns how many; 0: *latency_ms untouched). */
+int bm_calibrate_median_link_latency_ms(const struct bm_table *t, const struct bm_timeline *const *tls, int n_runs,
+                                        double *latency_ms);
+
 #endif

@@ -34,19 +34,6 @@ double bm_cost_compute_ms(const struct bm_table *t, const struct bm_op *op, int 
     return d;
 }
 
-double bm_cost_w_ms(const struct bm_cost *c)
-{
-    if (c->w_ms > 0 && c->w_ms <= c->bwd_ms) return c->w_ms;
-    return c->bwd_ms * BM_COST_W_FRAC;
-}
-
-double bm_cost_act_w_frac(const struct bm_cost *c)
-{
-    if (c->act_mib <= 0) return BM_COST_ACT_W_FRAC;
-    if (c->act_w_mib > 0 && c->act_w_mib <= c->act_mib) return c->act_w_mib / c->act_mib;
-    return BM_COST_ACT_W_FRAC;
-}
-
 double bm_cost_act_w_mib(const struct bm_table *t, const struct bm_op *op)
 {
     if (op->module < 0 || op->module >= t->n_modules) return 0;

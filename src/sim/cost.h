@@ -53,6 +53,7 @@
 #define BM_SIM_COST_H
 
 #include "bigmac.h"
+#include "spec/split.h" /* bm_cost_w_ms, bm_cost_act_w_frac */
 
 /* Share of the backbone in global chunk c (uniform when t->chunk_weights is NULL). */
 double bm_cost_chunk_weight(const struct bm_table *t, int chunk);
@@ -63,17 +64,6 @@ double bm_cost_rank_scale(const struct bm_table *t, int rank);
 /* Duration (ms) of compute op 'op' on a rank with scale 1 (multiply by bm_cost_rank_scale), without jitter. split = 1 when op's module has its
  * backward split into B and W in this table (see above); the planner passes 0. */
 double bm_cost_compute_ms(const struct bm_table *t, const struct bm_op *op, int split);
-/* Defaults of the split backward when the spec gives neither the numbers nor an "arch" to
- * derive them from (docs/spec.md "Split backward"): W is half of the backward (the paper's
- * T_B = T_W), and half of the activation stays alive from B to W. */
-#define BM_COST_W_FRAC 0.5
-#define BM_COST_ACT_W_FRAC 0.5
-/* The weight-gradient part of c's bwd_ms: c->w_ms when given (0 < w_ms <= bwd_ms), else
- * bwd_ms * BM_COST_W_FRAC. */
-double bm_cost_w_ms(const struct bm_cost *c);
-/* Fraction of c's act_mib held from B to W: act_w_mib / act_mib when given, else
- * BM_COST_ACT_W_FRAC. */
-double bm_cost_act_w_frac(const struct bm_cost *c);
 /* Activation MiB that compute op 'op' (its F) keeps alive from its B until its W. */
 double bm_cost_act_w_mib(const struct bm_table *t, const struct bm_op *op);
 /* Transfer time (ms) of one microbatch of tensor i from issue to arrival. */

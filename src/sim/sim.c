@@ -15,6 +15,7 @@
 #include "sim/cost.h"
 #include "sim/hosts.h"
 #include "sim/expect.h"
+#include "table/table.h"
 #include "util/util.h"
 
 /* ---------------------------------------------------------------- timeline objects */
@@ -139,20 +140,13 @@ void bm_timeline_summarize(struct bm_timeline *tl, const struct bm_table *t)
 
 /* ---------------------------------------------------------------- simulation state */
 
-struct slot {           /* send-matching hash slot: one per (src, dst, tensor, mb) key */
-    int32_t rank, op;   /* the first send inserted with this key (defines the key); rank -1 = empty */
-    int64_t head, tail; /* FIFO of unmatched sends (global op ids), -1 = empty */
-};
-
 struct sim {
     const struct bm_table *t;
     struct bm_timeline *tl;
     int P, M, C;
-    long *base;        /* [P+1] global op id of rank r's op 0 */
-    int32_t *match;    /* [ops] send: matching recv's index on the peer (-1 none); recv: send's */
-    int64_t *chain;    /* [ops] next unmatched send with the same key (global id), -1 */
-    struct slot *slots;
-    uint64_t mask;
+    struct bm_match mt; /* which send each recv receives (src/table/match.c) */
+    const long *base;  /* [P+1] global op id of rank r's op 0 (mt.base) */
+    const int32_t *match; /* [ops] send: matching recv's index on the peer (-1 none); recv: send's */
     double *jit;       /* [n_modules*2*M] duration factor of (module, F|B, mb) */
     uint8_t *split;    /* [n_modules] backward split into B and W somewhere in the table */
     double *comm;      /* [n_tensors] transfer ms */
@@ -171,35 +165,9 @@ struct sim {
     int *stack, sp;
 };
 
-static uint64_t key_hash(int32_t a, int32_t b, int32_t c, int32_t d)
-{
-    uint64_t h = ((uint64_t)(uint32_t)a << 32 | (uint32_t)b) * 0x9e3779b97f4a7c15ULL;
-    h ^= ((uint64_t)(uint32_t)c << 32 | (uint32_t)d) + 0x632be59bd9b4e019ULL + (h << 6) + (h >> 2);
-    h ^= h >> 31;
-    h *= 0xbf58476d1ce4e5b9ULL;
-    h ^= h >> 29;
-    return h;
-}
-
-/* Slot for the key (src, dst, tensor, mb); an empty slot when absent. */
-static struct slot *slot_find(struct sim *s, int32_t src, int32_t dst, int32_t tensor, int32_t mb)
-{
-    uint64_t h = key_hash(src, dst, tensor, mb) & s->mask;
-    for (;;) {
-        struct slot *sl = &s->slots[h];
-        if (sl->rank < 0) return sl;
-        const struct bm_op *o = &s->t->ranks[sl->rank].ops[sl->op];
-        if (sl->rank == src && o->peer == dst && o->tensor == tensor && o->mb == mb) return sl;
-        h = (h + 1) & s->mask;
-    }
-}
-
 static void sim_free(struct sim *s)
 {
-    bm_free(s->base);
-    bm_free(s->match);
-    bm_free(s->chain);
-    bm_free(s->slots);
+    bm_match_free(&s->mt);
     bm_free(s->jit);
     bm_free(s->split);
     bm_free(s->comm);
@@ -217,35 +185,6 @@ static void sim_free(struct sim *s)
     bm_free(s->stack);
 }
 
-/* Check every op's fields; BM_ERR naming the first bad op. */
-static int validate(const struct bm_table *t, struct bm_err *err)
-{
-    int P = t->pp, M = t->microbatches, C = t->pp * (t->vpp > 0 ? t->vpp : 1);
-    if (P < 1 || M < 1) return bm_err_set(err, "simulate: table has pp=%d microbatches=%d", P, M);
-    for (int r = 0; r < P; r++)
-        for (int i = 0; i < t->ranks[r].n_ops; i++) {
-            const struct bm_op *o = &t->ranks[r].ops[i];
-            const char *bad = NULL;
-            if (o->mb < 0 || o->mb >= M) bad = "microbatch out of range";
-            else if (o->kind == BM_OP_COMPUTE) {
-                if (o->module < 0 || o->module >= t->n_modules) bad = "unknown module";
-                else if (o->pass > BM_PASS_W) bad = "unknown pass";
-                else if (o->module == t->backbone_module && (o->chunk < 0 || o->chunk >= C))
-                    bad = "backbone chunk out of range";
-            } else if (o->kind == BM_OP_SEND || o->kind == BM_OP_RECV) {
-                if (o->peer < 0 || o->peer >= P) bad = "peer rank out of range";
-                else if (o->tensor < 0 || o->tensor >= t->n_tensors) bad = "unknown tensor";
-            } else
-                bad = "unknown op kind";
-            if (bad)
-                return bm_err_set(err,
-                                  "simulate: rank %d op %d (kind %d, module %d, chunk %d, mb %d, "
-                                  "peer %d, tensor %d): %s",
-                                  r, i, o->kind, o->module, o->chunk, o->mb, o->peer, o->tensor, bad);
-        }
-    return BM_OK;
-}
-
 static int sim_init(struct sim *s, const struct bm_table *t, const struct bm_sim_opts *o,
                     struct bm_err *err)
 {
@@ -255,10 +194,7 @@ static int sim_init(struct sim *s, const struct bm_table *t, const struct bm_sim
     s->M = M;
     s->C = P * (t->vpp > 0 ? t->vpp : 1);
     long n = bm_table_n_ops(t);
-    size_t nz = (size_t)(n > 0 ? n : 1), pm = (size_t)P * (size_t)M;
-    s->base = bm_malloc((size_t)(P + 1) * sizeof *s->base);
-    s->match = bm_malloc(nz * sizeof *s->match);
-    s->chain = bm_malloc(nz * sizeof *s->chain);
+    size_t pm = (size_t)P * (size_t)M;
     s->jit = bm_malloc((size_t)(NM > 0 ? NM : 1) * 2 * (size_t)M * sizeof *s->jit);
     s->split = bm_calloc((size_t)(NM > 0 ? NM : 1), 1);
     s->comm = bm_malloc((size_t)(t->n_tensors > 0 ? t->n_tensors : 1) * sizeof *s->comm);
@@ -274,13 +210,11 @@ static int sim_init(struct sim *s, const struct bm_table *t, const struct bm_sim
     s->parked = bm_calloc((size_t)P, 1);
     s->parked_oh = bm_calloc((size_t)P, 1);
     s->stack = bm_malloc((size_t)P * sizeof *s->stack);
-    if (!s->base || !s->match || !s->chain || !s->jit || !s->split || !s->comm || !s->comm_x || !s->last_end ||
+    if (!s->jit || !s->split || !s->comm || !s->comm_x || !s->last_end ||
         !s->last_op || !s->pend || !s->pend_rank || !s->pend_op || !s->pc || !s->tfree ||
         !s->act || !s->parked || !s->parked_oh || !s->stack)
         return bm_err_set(err, "simulate: out of memory (%ld ops)", n);
 
-    s->base[0] = 0;
-    for (int r = 0; r < P; r++) s->base[r + 1] = s->base[r] + t->ranks[r].n_ops;
     for (size_t i = 0; i < pm; i++) {
         s->last_end[i] = -1;
         s->last_op[i] = -1;
@@ -304,54 +238,25 @@ static int sim_init(struct sim *s, const struct bm_table *t, const struct bm_sim
                 s->jit[((size_t)m * 2 + (size_t)p) * (size_t)M + (size_t)mb] = f;
             }
 
-    /* Backward split per module; send matching (FIFO per key). */
-    long n_send = 0;
+    /* Backward split per module; send matching (FIFO per key, src/table/match.c). */
     for (int r = 0; r < P; r++)
         for (int i = 0; i < t->ranks[r].n_ops; i++) {
             const struct bm_op *op = &t->ranks[r].ops[i];
             if (op->kind == BM_OP_COMPUTE && op->pass == BM_PASS_W) s->split[op->module] = 1;
-            if (op->kind == BM_OP_SEND) n_send++;
         }
-    uint64_t cap = 16;
-    while (cap < (uint64_t)n_send * 2) cap <<= 1;
-    s->mask = cap - 1;
-    s->slots = bm_malloc((size_t)cap * sizeof *s->slots);
-    if (!s->slots) return bm_err_set(err, "simulate: out of memory (%ld sends)", n_send);
-    for (uint64_t i = 0; i < cap; i++) s->slots[i] = (struct slot){-1, -1, -1, -1};
+    if (bm_match_build(t, &s->mt, err)) return BM_ERR;
+    s->base = s->mt.base;
+    s->match = s->mt.peer_op;
     for (int r = 0; r < P; r++)
         for (int i = 0; i < t->ranks[r].n_ops; i++) {
             const struct bm_op *op = &t->ranks[r].ops[i];
-            int64_t g = s->base[r] + i;
-            s->match[g] = -1;
-            s->chain[g] = -1;
-            if (op->kind != BM_OP_SEND) continue;
-            struct slot *sl = slot_find(s, r, op->peer, op->tensor, op->mb);
-            if (sl->rank < 0) {
-                sl->rank = r;
-                sl->op = i;
-            }
-            if (sl->tail < 0) sl->head = g;
-            else s->chain[sl->tail] = g;
-            sl->tail = g;
-        }
-    for (int r = 0; r < P; r++)
-        for (int i = 0; i < t->ranks[r].n_ops; i++) {
-            const struct bm_op *op = &t->ranks[r].ops[i];
-            if (op->kind != BM_OP_RECV) continue;
-            struct slot *sl = slot_find(s, op->peer, r, op->tensor, op->mb);
-            if (sl->rank < 0 || sl->head < 0) {
-                char buf[BM_MAX_NAME + 64];
-                bm_op_format(t, op, buf, sizeof buf);
-                return bm_err_set(err,
-                                  "simulate: rank %d op %d %s has no matching send on rank %d "
-                                  "(it would wait forever)\nhint: run `bigmac verify` on the table",
-                                  r, i, buf, op->peer);
-            }
-            int64_t g = sl->head;
-            sl->head = s->chain[g];
-            if (sl->head < 0) sl->tail = -1;
-            s->match[g] = i;
-            s->match[s->base[r] + i] = (int32_t)(g - s->base[op->peer]);
+            if (op->kind != BM_OP_RECV || s->match[s->base[r] + i] >= 0) continue;
+            char buf[BM_MAX_NAME + 64];
+            bm_op_format(t, op, buf, sizeof buf);
+            return bm_err_set(err,
+                              "simulate: rank %d op %d %s has no matching send on rank %d "
+                              "(it would wait forever)\nhint: run `bigmac verify` on the table",
+                              r, i, buf, op->peer);
         }
     return BM_OK;
 }
@@ -525,7 +430,7 @@ int bm_simulate_op_scaled(const struct bm_table *t, const struct bm_sim_opts *o,
                           struct bm_timeline **out, struct bm_err *err)
 {
     *out = NULL;
-    if (validate(t, err)) return BM_ERR;
+    if (bm_table_check_ops(t, "simulate", err)) return BM_ERR;
     struct sim s;
     memset(&s, 0, sizeof s);
     s.op_scale = op_scale;

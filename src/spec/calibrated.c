@@ -75,6 +75,7 @@ int bm_spec_write_calibrated(const char *spec_path, const struct bm_spec_calibra
     json_t *dev = json_object_get(root, "device");
     if (!json_is_object(dev)) json_object_set_new(root, "device", dev = json_object());
     json_object_set_new(dev, "op_overhead_us", json_real(c->op_overhead_us));
+    if (c->have_link_latency) json_object_set_new(dev, "link_latency_us", json_real(c->link_latency_us));
     if (c->rank_scale) json_object_set_new(dev, "rank_time_scale", reals(c->rank_scale, c->pp));
     return write_json(root, out, err);
 }
@@ -98,6 +99,7 @@ int bm_spec_write_costs(const struct bm_spec_calibration *c, const char *const *
     }
     json_object_set_new(root, "modules", mods);
     json_object_set_new(root, "op_overhead_us", json_real(c->op_overhead_us));
+    if (c->have_link_latency) json_object_set_new(root, "link_latency_us", json_real(c->link_latency_us));
     if (c->rank_scale) json_object_set_new(root, "rank_time_scale", reals(c->rank_scale, c->pp));
     if (c->mb_scale)
         json_object_set_new(root, "encoder_cost_scale", json_pack("{s:o}", "values", reals(c->mb_scale, c->microbatches)));

@@ -1,6 +1,6 @@
 /* calibrated.h — what `bigmac calibrate` writes, in the spec's own schema: the spec rewritten
  * with measured costs (every traced module's "cost", data.encoder_cost_scale.values,
- * device.op_overhead_us and device.rank_time_scale), or the cost fragment
+ * device.op_overhead_us, device.link_latency_us and device.rank_time_scale), or the cost fragment
  * {"format": "bigmac-costs", ...} whose "cost" objects paste into a spec (docs/executor.md
  * "Calibration"). The measurements come from src/sim/calibrate.h; this file only knows where
  * they go in a spec, so the spec schema stays inside src/spec/. */
@@ -20,19 +20,21 @@ struct bm_spec_calibration {
     const double *mb_scale;       /* [microbatches] data.encoder_cost_scale.values, or NULL */
     int microbatches;
     double op_overhead_us;        /* device.op_overhead_us */
+    int have_link_latency;        /* 1: device.link_latency_us = link_latency_us is written */
+    double link_latency_us;
 };
 
 /* Write the spec at spec_path with c's figures in place to out ("-" = stdout, then a newline):
  * each module of c found by name gets its "cost" replaced, data.encoder_cost_scale becomes
- * {"values": mb_scale} (removed when mb_scale is NULL), device.op_overhead_us and
- * device.rank_time_scale are set; every other key stays where it was. The spec is read through
+ * {"values": mb_scale} (removed when mb_scale is NULL), device.op_overhead_us,
+ * device.link_latency_us (when measured) and device.rank_time_scale are set; every other key stays where it was. The spec is read through
  * the guarded JSON parser (bm_json_parse); it is not checked as a spec. */
 int bm_spec_write_calibrated(const char *spec_path, const struct bm_spec_calibration *c, const char *out,
                              struct bm_err *err);
 
 /* Write the cost fragment of c to out ("-" = stdout): {"format": "bigmac-costs", "version": 1,
  * "trace": traces[0], "traces": [...], "modules": [{"name", "cost"}], "op_overhead_us",
- * "rank_time_scale" (when measured), "encoder_cost_scale": {"values"} (when measured)}. */
+ * "link_latency_us" and "rank_time_scale" (when measured), "encoder_cost_scale": {"values"} (when measured)}. */
 int bm_spec_write_costs(const struct bm_spec_calibration *c, const char *const *traces, int n_traces,
                         const char *out, struct bm_err *err);
 

@@ -1,5 +1,6 @@
 /* jpos.c — JSON path -> line:column locator (see jpos.h for the path syntax and rules). */
 #include <stdio.h>
+#include <math.h>
 #include <string.h>
 
 #include "spec/jpos.h"
@@ -416,4 +417,17 @@ json_t *bm_json_parse(const char *text, const char *name, int max_depth, size_t 
                        je.column > 0 ? je.column : 1, je.text);
     }
     return root;
+}
+
+int bm_json_whole(const json_t *v, long long *out)
+{
+    if (json_is_integer(v)) {
+        *out = json_integer_value(v);
+        return 1;
+    }
+    if (!json_is_real(v)) return 0;
+    double x = json_real_value(v);
+    if (!(fabs(x) < 9e18) || floor(x) != x) return 0;
+    *out = (long long)x;
+    return 1;
 }

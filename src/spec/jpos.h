@@ -54,6 +54,11 @@ int bm_jpos_depth(const char *text, int max_depth, int *line, int *col);
 /* Line and column (as above) of byte offset 'off' in text (clamped to the text's end). */
 void bm_jpos_offset(const char *text, size_t off, int *line, int *col);
 
+/* The one integer rule of spec and table files: a JSON integer, or a real whose value is a whole
+ * number (4.0, as a generator script may write it; not 4.5, nor anything of 9e18 and beyond,
+ * which no field needs). Returns 1 and stores the value in *out, 0 otherwise. */
+int bm_json_whole(const json_t *v, long long *out);
+
 /* Parse 'text' with jansson (flags as for json_loads, e.g. JSON_REJECT_DUPLICATES), allocating
  * through bm_malloc so fault injection reaches the parser. Returns the document (caller owns it:
  * json_decref), or NULL with err reading "name:line:col: JSON nested deeper than N levels",

@@ -295,14 +295,8 @@ static int get_int(struct ctx *c, json_t *obj, const char *parent, const char *k
         return BM_OK;
     }
     long long x;
-    if (json_is_integer(v)) {
-        x = json_integer_value(v);
-    } else if (json_is_real(v) && floor(json_real_value(v)) == json_real_value(v) &&
-               fabs(json_real_value(v)) < 9e18) {
-        x = (long long)json_real_value(v);
-    } else {
+    if (!bm_json_whole(v, &x)) /* the one integer rule (spec/jpos.h), shared with tables */
         return fail(c, p, "%s must be an integer%s, got %s", f, ora, describe(v, d, sizeof d));
-    }
     if (x < lo)
         return fail(c, p, "%s must be an integer >= %lld%s, got %lld", f, lo, ora, x);
     if (x > hi)
@@ -318,10 +312,11 @@ static int get_u64(struct ctx *c, json_t *obj, const char *parent, const char *k
     if (!v) return BM_OK;
     char p[PATH_N], f[PATH_N], d[300];
     join(p, parent, key);
-    if (!json_is_integer(v) || json_integer_value(v) < 0)
+    long long x;
+    if (!bm_json_whole(v, &x) || x < 0)
         return fail(c, p, "%s must be an integer >= 0, got %s", field(c, p, f, sizeof f),
                     describe(v, d, sizeof d));
-    *out = (uint64_t)json_integer_value(v);
+    *out = (uint64_t)x;
     return BM_OK;
 }
 
@@ -1018,90 +1013,95 @@ static const char *role_reason(enum bm_role r)
                                 : "it consumes the backbone's outputs";
 }
 
-static int check_graph(struct ctx *c)
+/* The graph's sorted producer and input lists and its n x n matrices. */
+static int graph_init(struct ctx *c, struct graph *g)
 {
     struct bm_spec *s = c->s;
-    struct graph g = {0};
-    int n = s->n_modules, rc = BM_ERR;
-    char p[PATH_N], e[256], e2[256], h[1200];
-    g.n = n;
-    int total = 0;
+    int n = s->n_modules, total = 0;
+    g->n = n;
     for (int m = 0; m < n; m++) total += s->modules[m].n_produces;
-    g.prods = bm_calloc((size_t)(total ? total : 1), sizeof *g.prods);
-    g.inputs = bm_calloc((size_t)(s->n_inputs ? s->n_inputs : 1), sizeof *g.inputs);
-    g.adj = bm_calloc((size_t)n * (size_t)n, 1);
-    g.reach = bm_calloc((size_t)n * (size_t)n, 1);
-    g.color = bm_calloc((size_t)n, sizeof *g.color);
-    g.stack = bm_calloc((size_t)n + 1, sizeof *g.stack);
-    if (!g.prods || !g.inputs || !g.adj || !g.reach || !g.color || !g.stack) {
-        oom(c);
-        goto out;
-    }
+    g->prods = bm_calloc((size_t)(total ? total : 1), sizeof *g->prods);
+    g->inputs = bm_calloc((size_t)(s->n_inputs ? s->n_inputs : 1), sizeof *g->inputs);
+    g->adj = bm_calloc((size_t)n * (size_t)n, 1);
+    g->reach = bm_calloc((size_t)n * (size_t)n, 1);
+    g->color = bm_calloc((size_t)n, sizeof *g->color);
+    g->stack = bm_calloc((size_t)n + 1, sizeof *g->stack);
+    if (!g->prods || !g->inputs || !g->adj || !g->reach || !g->color || !g->stack) return oom(c);
     for (int m = 0; m < n; m++)
         for (int k = 0; k < s->modules[m].n_produces; k++)
-            g.prods[g.n_prods++] = (struct prod){s->modules[m].produces[k], m, k};
-    qsort(g.prods, (size_t)g.n_prods, sizeof *g.prods, cmp_prod);
-    for (int i = 0; i < s->n_inputs; i++) g.inputs[i] = s->inputs[i];
-    qsort(g.inputs, (size_t)s->n_inputs, sizeof *g.inputs, cmp_str);
+            g->prods[g->n_prods++] = (struct prod){s->modules[m].produces[k], m, k};
+    qsort(g->prods, (size_t)g->n_prods, sizeof *g->prods, cmp_prod);
+    for (int i = 0; i < s->n_inputs; i++) g->inputs[i] = s->inputs[i];
+    qsort(g->inputs, (size_t)s->n_inputs, sizeof *g->inputs, cmp_str);
+    return BM_OK;
+}
 
-    /* producers: no spec input, no tensor twice */
-    for (int m = 0; m < n; m++) {
+/* Producers: no spec input, no tensor twice. */
+static int check_producers(struct ctx *c, struct graph *g)
+{
+    struct bm_spec *s = c->s;
+    char p[PATH_N], e[256], e2[256], e3[256];
+    for (int m = 0; m < s->n_modules; m++) {
         const struct bm_module *mod = &s->modules[m];
         for (int k = 0; k < mod->n_produces; k++) {
             const char *t = mod->produces[k];
             member_path(p, m, "produces");
             (void)bm_jpos_index(p, PATH_N, k);
-            if (is_input(&g, s->n_inputs, t)) {
-                fail(c, p, "module \"%s\" produces \"%s\", which is a spec input\nhint: rename the "
-                           "output, or remove \"%s\" from \"inputs\"",
-                     esc(mod->name, e, sizeof e), esc(t, e2, sizeof e2), e2);
-                goto out;
-            }
-            const struct prod *first = find_prod(&g, t);
-            if (first->m != m || first->k != k) {
-                char e3[256];
-                fail(c, p, "tensor \"%s\" is produced by two modules: \"%s\" and \"%s\"\nhint: "
-                           "every tensor has exactly one producer; rename one of them",
-                     esc(t, e2, sizeof e2), esc(s->modules[first->m].name, e3, sizeof e3),
-                     esc(mod->name, e, sizeof e));
-                goto out;
-            }
+            if (is_input(g, s->n_inputs, t))
+                return fail(c, p, "module \"%s\" produces \"%s\", which is a spec input\nhint: rename the "
+                                  "output, or remove \"%s\" from \"inputs\"",
+                            esc(mod->name, e, sizeof e), esc(t, e2, sizeof e2), e2);
+            const struct prod *first = find_prod(g, t);
+            if (first->m != m || first->k != k)
+                return fail(c, p, "tensor \"%s\" is produced by two modules: \"%s\" and \"%s\"\nhint: "
+                                  "every tensor has exactly one producer; rename one of them",
+                            esc(t, e2, sizeof e2), esc(s->modules[first->m].name, e3, sizeof e3),
+                            esc(mod->name, e, sizeof e));
         }
     }
-    /* consumers: every name is an input or produced; edges */
+    return BM_OK;
+}
+
+/* Consumers: every name is an input or produced; the edges producer -> consumer. */
+static int check_consumers(struct ctx *c, struct graph *g)
+{
+    struct bm_spec *s = c->s;
+    int n = s->n_modules;
+    char p[PATH_N], e[256], e2[256], h[1200];
     for (int m = 0; m < n; m++) {
         const struct bm_module *mod = &s->modules[m];
         for (int k = 0; k < mod->n_consumes; k++) {
             const char *t = mod->consumes[k];
-            if (is_input(&g, s->n_inputs, t)) continue;
-            const struct prod *pr = find_prod(&g, t);
+            if (is_input(g, s->n_inputs, t)) continue;
+            const struct prod *pr = find_prod(g, t);
             if (!pr) {
                 consumes_path(p, m, k);
-                missing_hint(s, &g, t, h, sizeof h);
-                fail(c, p, "module \"%s\" consumes \"%s\", but it is not in \"inputs\" and no module "
-                           "produces it%s",
-                     esc(mod->name, e, sizeof e), esc(t, e2, sizeof e2), h);
-                goto out;
+                missing_hint(s, g, t, h, sizeof h);
+                return fail(c, p, "module \"%s\" consumes \"%s\", but it is not in \"inputs\" and no module "
+                                  "produces it%s",
+                            esc(mod->name, e, sizeof e), esc(t, e2, sizeof e2), h);
             }
-            g.adj[pr->m * n + m] = 1;
+            g->adj[pr->m * n + m] = 1;
         }
     }
-    /* cycles (a self-loop included), in module order so the report is deterministic */
-    for (int m = 0; m < n; m++)
-        if (!g.color[m] && dfs_cycle(c, &g, m, 0)) goto out;
-    for (int m = 0; m < n; m++) fill_reach(&g, m);
+    return BM_OK;
+}
 
-    /* the backbone: the marked one, else the costliest module connected to all others */
-    int bb = -1;
+/* The backbone: the one marked "role": "backbone", else the costliest unmarked module connected
+ * to all others. Sets s->backbone_module. */
+static int find_backbone(struct ctx *c, const struct graph *g)
+{
+    struct bm_spec *s = c->s;
+    int n = s->n_modules, bb = -1;
+    char p[PATH_N], e[256], e2[256];
     for (int m = 0; m < n; m++) {
         if (!s->modules[m].role_given || s->modules[m].role != BM_ROLE_BACKBONE) continue;
         if (bb >= 0) {
             member_path(p, m, "role");
-            fail(c, p, "several backbones: modules \"%s\" and \"%s\" are both marked \"role\": "
-                       "\"backbone\"\nhint: a spec has exactly one backbone; mark the other one "
-                       "\"encoder\" or \"generator\", or drop its \"role\" to derive it",
-                 esc(s->modules[bb].name, e, sizeof e), esc(s->modules[m].name, e2, sizeof e2));
-            goto out;
+            return fail(c, p, "several backbones: modules \"%s\" and \"%s\" are both marked \"role\": "
+                              "\"backbone\"\nhint: a spec has exactly one backbone; mark the other one "
+                              "\"encoder\" or \"generator\", or drop its \"role\" to derive it",
+                        esc(s->modules[bb].name, e, sizeof e), esc(s->modules[m].name, e2, sizeof e2));
         }
         bb = m;
     }
@@ -1112,7 +1112,7 @@ static int check_graph(struct ctx *c)
             if (s->modules[m].role_given) continue; /* marked encoder/generator: not a candidate */
             int all = 1;
             for (int x = 0; x < n && all; x++)
-                if (x != m && !g.reach[m * n + x] && !g.reach[x * n + m]) all = 0;
+                if (x != m && !g->reach[m * n + x] && !g->reach[x * n + m]) all = 0;
             if (!all) continue;
             double cost = s->modules[m].cost.fwd_ms + s->modules[m].cost.bwd_ms;
             if (cost > best) {
@@ -1123,56 +1123,70 @@ static int check_graph(struct ctx *c)
                 tie = m;
             }
         }
-        const char *at = "modules";
-        if (bb < 0) {
-            fail(c, at, "no backbone: no module is marked \"role\": \"backbone\", and no unmarked "
-                        "module lies upstream or downstream of every other module\nhint: add "
-                        "\"role\": \"backbone\" to the backbone module");
-            goto out;
-        }
-        if (tie >= 0) {
-            fail(c, at, "no unique backbone: modules \"%s\" and \"%s\" both qualify with the same "
-                        "cost (%g ms per microbatch)\nhint: add \"role\": \"backbone\" to one of them",
-                 esc(s->modules[bb].name, e, sizeof e), esc(s->modules[tie].name, e2, sizeof e2), best);
-            goto out;
-        }
+        if (bb < 0)
+            return fail(c, "modules", "no backbone: no module is marked \"role\": \"backbone\", and no unmarked "
+                                      "module lies upstream or downstream of every other module\nhint: add "
+                                      "\"role\": \"backbone\" to the backbone module");
+        if (tie >= 0)
+            return fail(c, "modules", "no unique backbone: modules \"%s\" and \"%s\" both qualify with the same "
+                                      "cost (%g ms per microbatch)\nhint: add \"role\": \"backbone\" to one of them",
+                        esc(s->modules[bb].name, e, sizeof e), esc(s->modules[tie].name, e2, sizeof e2), best);
     }
     s->backbone_module = bb;
+    return BM_OK;
+}
 
-    /* roles from the graph, checked against given ones */
+/* Roles from the graph (upstream of the backbone: encoder, downstream: generator), checked
+ * against given ones; grad_to_backbone only on generators. */
+static int derive_roles(struct ctx *c, const struct graph *g)
+{
+    struct bm_spec *s = c->s;
+    int n = s->n_modules, bb = s->backbone_module;
+    char p[PATH_N], e[256], e2[256];
     for (int m = 0; m < n; m++) {
         struct bm_module *mod = &s->modules[m];
         enum bm_role r;
         if (m == bb) r = BM_ROLE_BACKBONE;
-        else if (g.reach[m * n + bb]) r = BM_ROLE_ENCODER;
-        else if (g.reach[bb * n + m]) r = BM_ROLE_GENERATOR;
+        else if (g->reach[m * n + bb]) r = BM_ROLE_ENCODER;
+        else if (g->reach[bb * n + m]) r = BM_ROLE_GENERATOR;
         else {
             member_path(p, m, "name");
-            fail(c, p, "module \"%s\" is neither upstream nor downstream of the backbone \"%s\"\n"
-                       "hint: an encoder's outputs must (transitively) feed the backbone; a "
-                       "generator must (transitively) consume the backbone's outputs",
-                 esc(mod->name, e, sizeof e), esc(s->modules[bb].name, e2, sizeof e2));
-            goto out;
+            return fail(c, p, "module \"%s\" is neither upstream nor downstream of the backbone \"%s\"\n"
+                              "hint: an encoder's outputs must (transitively) feed the backbone; a "
+                              "generator must (transitively) consume the backbone's outputs",
+                        esc(mod->name, e, sizeof e), esc(s->modules[bb].name, e2, sizeof e2));
         }
         if (mod->role_given && mod->role != r) {
             member_path(p, m, "role");
-            fail(c, p, "module \"%s\" is marked \"role\": \"%s\" but the graph makes it %s %s (%s)\n"
-                       "hint: fix its \"consumes\"/\"produces\", or drop \"role\" to use the derived one",
-                 esc(mod->name, e, sizeof e), bm_role_name(mod->role),
-                 r == BM_ROLE_ENCODER ? "an" : "a", bm_role_name(r), role_reason(r));
-            goto out;
+            return fail(c, p, "module \"%s\" is marked \"role\": \"%s\" but the graph makes it %s %s (%s)\n"
+                              "hint: fix its \"consumes\"/\"produces\", or drop \"role\" to use the derived one",
+                        esc(mod->name, e, sizeof e), bm_role_name(mod->role),
+                        r == BM_ROLE_ENCODER ? "an" : "a", bm_role_name(r), role_reason(r));
         }
         mod->role = r;
         json_t *mo = json_array_get(c->modules, (size_t)m);
         if (r != BM_ROLE_GENERATOR && json_object_get(mo, "grad_to_backbone")) {
             member_path(p, m, "grad_to_backbone");
-            fail(c, p, "\"grad_to_backbone\" is only for generators, but module \"%s\" is %s %s\n"
-                       "hint: remove it",
-                 esc(mod->name, e, sizeof e), r == BM_ROLE_ENCODER ? "an" : "a", bm_role_name(r));
-            goto out;
+            return fail(c, p, "\"grad_to_backbone\" is only for generators, but module \"%s\" is %s %s\n"
+                              "hint: remove it",
+                        esc(mod->name, e, sizeof e), r == BM_ROLE_ENCODER ? "an" : "a", bm_role_name(r));
         }
     }
-    rc = BM_OK;
+    return BM_OK;
+}
+
+/* The module graph: producers and consumers consistent, no cycle, one backbone, every other
+ * module an encoder or a generator of it. */
+static int check_graph(struct ctx *c)
+{
+    struct graph g = {0};
+    int n = c->s->n_modules, rc = BM_ERR;
+    if (graph_init(c, &g) || check_producers(c, &g) || check_consumers(c, &g)) goto out;
+    /* cycles (a self-loop included), in module order so the report is deterministic */
+    for (int m = 0; m < n; m++)
+        if (!g.color[m] && dfs_cycle(c, &g, m, 0)) goto out;
+    for (int m = 0; m < n; m++) fill_reach(&g, m);
+    rc = find_backbone(c, &g) || derive_roles(c, &g) ? BM_ERR : BM_OK;
 out:
     graph_free(&g);
     return rc;
@@ -1259,7 +1273,8 @@ static int parse_root(struct ctx *c, json_t *root)
                         : "");
     if (!v)
         return fail(c, "", "missing \"version\": 1\nhint: add \"version\": 1 next to \"format\"");
-    if (!json_is_integer(v) || json_integer_value(v) != BM_SPEC_VERSION)
+    long long version;
+    if (!bm_json_whole(v, &version) || version != BM_SPEC_VERSION)
         return fail(c, "version", "unsupported spec version %s; this bigmac reads version %d",
                     describe(v, d, sizeof d), BM_SPEC_VERSION);
     if (check_keys(c, root, "", "the spec", top_keys)) return BM_ERR;

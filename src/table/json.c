@@ -1,4 +1,4 @@
-/* table_json.c — the operator table as JSON (docs/design.md §4): writer (streamed with fprintf, so a
+/* json.c — the operator table as JSON (docs/design.md §4): writer (streamed with fprintf, so a
  * million-op table stays proportionate) and loader (jansson, errors name file:line:col). */
 #include <errno.h>
 #include <stdarg.h>
@@ -7,10 +7,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "plan/flow.h"
-#include "plan/plan.h"
-#include "sim/cost.h"
 #include "spec/jpos.h"
+#include "spec/split.h"
+#include "table/table.h"
 #include "util/util.h"
 
 /* ---------------------------------------------------------------- writer */
@@ -212,8 +211,9 @@ static int get_int(struct ld *L, json_t *o, const char *path, const char *key, i
         if (required) return fail(L, path, "missing required field \"%s\"", key);
         return BM_OK;
     }
-    if (!json_is_integer(v)) return fail(L, p, "\"%s\" must be an integer", key);
-    json_int_t x = json_integer_value(v);
+    long long x;
+    if (!bm_json_whole(v, &x)) /* the one integer rule (spec/jpos.h): 4 and 4.0, not 4.5 */
+        return fail(L, p, "\"%s\" must be an integer", key);
     if (x < lo || x > hi)
         return fail(L, p, "\"%s\" is %lld, must be in %d..%d", key, (long long)x, lo, hi);
     *out = (int)x;
@@ -530,7 +530,7 @@ static int load_root(struct ld *L, json_t *root, struct bm_table **out)
     if (load_modules(L, root, t)) return BM_ERR;
     if (json_object_get(root, "warmup_extra")) {
         if (get_int(L, root, "", "warmup_extra", 0, 0, 1000000, &t->warmup_extra)) return BM_ERR;
-    } else if ((t->warmup_extra = bm_plan_warmup_extra(t)) < 0) {
+    } else if ((t->warmup_extra = bm_table_default_warmup(t)) < 0) {
         return bm_err_set(L->err, "%s: out of memory", L->name);
     }
     int C = t->pp * t->vpp;
@@ -567,9 +567,7 @@ static int load_root(struct ld *L, json_t *root, struct bm_table **out)
         for (int c = 0; c < C; c++) t->chunk_layers[c] = (int)tmp[c];
         bm_free(tmp);
     }
-    struct bm_flow *flow;
-    if (bm_flow_build(t, &flow, L->err)) return BM_ERR;
-    bm_flow_free(flow);
+    if (bm_table_finish(t, L->err)) return BM_ERR;
 
     json_t *ranks = json_object_get(root, "ranks");
     if (!ranks) return fail(L, "", "missing required field \"ranks\"");

@@ -18,10 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "plan/flow.h"
-#include "plan/plan.h"
-#include "report/report.h"
-#include "sim/cost.h"
+#include "spec/split.h"
+#include "table/table.h"
 #include "util/util.h"
 
 /* ---------------------------------------------------------------- writer */
@@ -539,6 +537,56 @@ static int first_word(const struct line *L, const char *w)
            (i + (int)n == L->len || isspace((unsigned char)L->s[i + n]));
 }
 
+/* The table's shell from the CSV's own '#' lines (no spec): device, modules, chunk weights,
+ * microbatch and rank scales, chunk layers. */
+static int parse_shell(struct cp *P, struct bm_table *t, const struct line *dev_line, const struct line *cw_line,
+                       const struct line *ms_line, const struct line *rs_line, const struct line *cl_line)
+{
+    int pp = t->pp, C = t->pp * t->vpp, M = t->microbatches;
+    t->device = (struct bm_device){80, 989, 0.4, 25, 10, 0, 12.5, 20};
+    if (dev_line && parse_device(P, dev_line, &t->device)) return BM_ERR;
+    for (int i = 0; i < P->n_lines; i++)
+        if (P->lines[i].len && P->lines[i].s[0] == '#' && first_word(&P->lines[i], "module") &&
+            parse_module(P, &P->lines[i], t))
+            return BM_ERR;
+    if (t->backbone_module < 0) return at(P, 1, 1, "no \"# module\" line has role=backbone");
+    t->chunk_weights = bm_malloc((size_t)C * sizeof(double));
+    t->mb_scale = bm_malloc((size_t)M * sizeof(double));
+    if (!t->chunk_weights || !t->mb_scale) return bm_err_set(P->err, "out of memory");
+    for (int c = 0; c < C; c++) t->chunk_weights[c] = 1.0 / C;
+    for (int m = 0; m < M; m++) t->mb_scale[m] = 1.0;
+    if (cw_line && parse_numbers(P, cw_line, C, t->chunk_weights)) return BM_ERR;
+    if (ms_line && parse_numbers(P, ms_line, M, t->mb_scale)) return BM_ERR;
+    if (rs_line) {
+        if (!(t->rank_time_scale = bm_malloc((size_t)pp * sizeof(double))))
+            return bm_err_set(P->err, "out of memory");
+        if (parse_numbers(P, rs_line, pp, t->rank_time_scale)) return BM_ERR;
+        for (int r = 0; r < pp; r++)
+            if (!(t->rank_time_scale[r] > 0))
+                return at(P, rs_line->no, 1, "rank_time_scale: entry %d must be > 0", r + 1);
+    }
+    if (cl_line) {
+        double *tmp = bm_malloc((size_t)C * sizeof(double));
+        t->chunk_layers = bm_malloc((size_t)C * sizeof(int));
+        if (!tmp || !t->chunk_layers) {
+            bm_free(tmp);
+            return bm_err_set(P->err, "out of memory");
+        }
+        int rc = parse_numbers(P, cl_line, C, tmp);
+        for (int c = 0; c < C && !rc; c++) {
+            if (!(tmp[c] >= 0 && tmp[c] <= 1e6 && tmp[c] == (double)(int)tmp[c])) {
+                /* checked before the cast: (int)3e84 is undefined behaviour */
+                rc = at(P, cl_line->no, 1, "chunk_layers entries must be integers in 0..1000000");
+                break;
+            }
+            t->chunk_layers[c] = (int)tmp[c];
+        }
+        bm_free(tmp);
+        if (rc) return BM_ERR;
+    }
+    return BM_OK;
+}
+
 static int build(struct cp *P, const struct bm_spec *spec, const struct bm_csv_opts *o,
                  struct bm_table **out)
 {
@@ -575,79 +623,34 @@ static int build(struct cp *P, const struct bm_spec *spec, const struct bm_csv_o
     if (n_rows != pp)
         return at(P, last_row_line ? last_row_line : 1, 1, "expected %d rank rows (pp = %d), found %d",
                   pp, pp, n_rows);
-    struct bm_table *t = bm_table_new(pp);
-    if (!t) return bm_err_set(P->err, "%s: out of memory", P->name);
-    *out = t;
-    t->vpp = vpp;
-    t->microbatches = M;
-    t->unit = o && o->unit ? o->unit : h.unit ? h.unit : spec && spec->unit ? spec->unit : pp;
-    t->window = o && o->window ? (o->window < 0 ? 0 : o->window) : h.has_window ? h.window : spec ? spec->window : 0;
-    t->backbone = o && o->backbone_set ? o->backbone : h.has_backbone ? h.backbone
-                  : spec ? spec->backbone : vpp > 1 ? BM_BB_INTERLEAVED : BM_BB_1F1B;
-    t->policy = o && o->policy_set ? o->policy : h.has_policy ? h.policy : spec ? spec->policy : BM_POL_BIGMAC;
+    struct bm_plan_opts shape = {
+        pp, vpp, M, o && o->unit ? o->unit : h.unit ? h.unit : spec && spec->unit ? spec->unit : pp, 0,
+        o && o->backbone_set ? o->backbone : h.has_backbone ? h.backbone
+        : spec ? spec->backbone : vpp > 1 ? BM_BB_INTERLEAVED : BM_BB_1F1B,
+        o && o->policy_set ? o->policy : h.has_policy ? h.policy : spec ? spec->policy : BM_POL_BIGMAC};
     int C = pp * vpp;
     if ((long)C * M > BM_MAX_BACKBONE_OPS)
         return at(P, 1, 1, "table too large (pp*vpp*microbatches = %ld, the limit is %ld)",
                   (long)C * M, BM_MAX_BACKBONE_OPS);
-    t->device = (struct bm_device){80, 989, 0.4, 25, 10, 0, 12.5, 20};
-    if (spec) {
-        t->device = spec->device;
-        if (!(t->mb_scale = bm_malloc((size_t)M * sizeof(double))))
-            return bm_err_set(P->err, "out of memory");
-        bm_spec_encoder_scales(spec, M, t->mb_scale);
-        if (bm_plan_rank_scale(t, spec, P->err) || bm_plan_copy_modules(t, spec, P->err) ||
-            bm_plan_chunks(t, spec, P->err))
-            return BM_ERR;
+    struct bm_table *t;
+    if (spec) { /* modules, costs, device, chunks, scales, warm-up: as the planner would */
+        if (bm_table_skeleton(spec, &shape, out, P->err)) return BM_ERR;
+        t = *out;
     } else {
         if (!n_mod_lines)
             return at(P, 1, 1, "the CSV has no \"# module\" lines, so its modules are unknown\nhint: give the SPEC (bigmac plan --from-csv FILE SPEC), or write the CSV with `bigmac plan --csv`");
-        if (dev_line && parse_device(P, dev_line, &t->device)) return BM_ERR;
-        for (int i = 0; i < P->n_lines; i++)
-            if (P->lines[i].len && P->lines[i].s[0] == '#' && first_word(&P->lines[i], "module") &&
-                parse_module(P, &P->lines[i], t))
-                return BM_ERR;
-        if (t->backbone_module < 0) return at(P, 1, 1, "no \"# module\" line has role=backbone");
-        t->chunk_weights = bm_malloc((size_t)C * sizeof(double));
-        t->mb_scale = bm_malloc((size_t)M * sizeof(double));
-        if (!t->chunk_weights || !t->mb_scale) return bm_err_set(P->err, "out of memory");
-        for (int c = 0; c < C; c++) t->chunk_weights[c] = 1.0 / C;
-        for (int m = 0; m < M; m++) t->mb_scale[m] = 1.0;
-        if (cw_line && parse_numbers(P, cw_line, C, t->chunk_weights)) return BM_ERR;
-        if (ms_line && parse_numbers(P, ms_line, M, t->mb_scale)) return BM_ERR;
-        if (rs_line) {
-            if (!(t->rank_time_scale = bm_malloc((size_t)pp * sizeof(double))))
-                return bm_err_set(P->err, "out of memory");
-            if (parse_numbers(P, rs_line, pp, t->rank_time_scale)) return BM_ERR;
-            for (int r = 0; r < pp; r++)
-                if (!(t->rank_time_scale[r] > 0))
-                    return at(P, rs_line->no, 1, "rank_time_scale: entry %d must be > 0", r + 1);
-        }
-        if (cl_line) {
-            double *tmp = bm_malloc((size_t)C * sizeof(double));
-            t->chunk_layers = bm_malloc((size_t)C * sizeof(int));
-            if (!tmp || !t->chunk_layers) {
-                bm_free(tmp);
-                return bm_err_set(P->err, "out of memory");
-            }
-            int rc = parse_numbers(P, cl_line, C, tmp);
-            for (int c = 0; c < C && !rc; c++) {
-                if (!(tmp[c] >= 0 && tmp[c] <= 1e6 && tmp[c] == (double)(int)tmp[c])) {
-                    /* checked before the cast: (int)3e84 is undefined behaviour */
-                    rc = at(P, cl_line->no, 1, "chunk_layers entries must be integers in 0..1000000");
-                    break;
-                }
-                t->chunk_layers[c] = (int)tmp[c];
-            }
-            bm_free(tmp);
-            if (rc) return BM_ERR;
-        }
+        if (!(t = *out = bm_table_new(pp))) return bm_err_set(P->err, "%s: out of memory", P->name);
+        t->vpp = vpp;
+        t->microbatches = M;
+        t->unit = shape.unit;
+        t->backbone = shape.backbone;
+        t->policy = shape.policy;
+        if (parse_shell(P, t, dev_line, cw_line, ms_line, rs_line, cl_line)) return BM_ERR;
+        if ((t->warmup_extra = bm_table_default_warmup(t)) < 0) return bm_err_set(P->err, "out of memory");
+        if (bm_table_finish(t, P->err)) return BM_ERR;
     }
-    t->warmup_extra = h.has_warmup && !(o && (o->policy_set || o->unit)) ? h.warmup_extra
-                                                                           : bm_plan_warmup_extra(t);
-    if (t->warmup_extra < 0) return bm_err_set(P->err, "out of memory");
-    struct bm_flow *flow;
-    if (bm_flow_build(t, &flow, P->err)) return BM_ERR;
-    bm_flow_free(flow);
+    t->window = o && o->window ? (o->window < 0 ? 0 : o->window) : h.has_window ? h.window : spec ? spec->window : 0;
+    if (h.has_warmup && !(o && (o->policy_set || o->unit))) t->warmup_extra = h.warmup_extra;
     int r = 0;
     for (int i = 0; i < P->n_lines; i++) {
         const struct line *L = &P->lines[i];

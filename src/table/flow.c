@@ -2,8 +2,14 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "plan/flow.h"
+#include "table/flow.h"
 #include "util/util.h"
+
+/* Name -> index of the extra tensors (bm_flow.extra_index). */
+struct xindex {
+    int cap;     /* power of two */
+    int *slot;   /* extra index + 1; 0 = empty */
+};
 
 int bm_flow_grad_flows(const struct bm_table *t, int x, int y)
 {
@@ -47,6 +53,12 @@ void bm_flow_free(struct bm_flow *f)
     }
     bm_free(f->ops);
     bm_free(f->producer);
+    for (int i = 0; i < f->n_tensors - f->n_table; i++) bm_free(f->extra[i].name);
+    bm_free(f->extra);
+    if (f->extra_index) bm_free(((struct xindex *)f->extra_index)->slot);
+    bm_free(f->extra_index);
+    bm_free(f->parts[0]);
+    bm_free(f->parts[1]);
     bm_free(f);
 }
 
@@ -61,13 +73,69 @@ static int add(int **v, int *n, int x)
     return 0;
 }
 
-/* Intern a tensor; returns index or -1. 'consumer' names the module a gradient comes from when
- * several consumers send one back (NULL otherwise). */
-static int tensor(struct bm_table *t, const char *name, int grad, int module, const char *consumer)
+/* ---------------------------------------------------------------- tensors the table lacks */
+
+static uint64_t hash_name(const char *s)
+{
+    uint64_t h = 1469598103934665603ULL;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+    return h;
+}
+
+/* Slot of 'name' in the extra index (an empty one when absent). */
+static int *xslot(struct bm_flow *f, const char *name)
+{
+    struct xindex *ix = f->extra_index;
+    uint64_t h = hash_name(name) & (uint64_t)(ix->cap - 1);
+    while (ix->slot[h] && strcmp(f->extra[ix->slot[h] - 1].name, name)) h = (h + 1) & (uint64_t)(ix->cap - 1);
+    return &ix->slot[h];
+}
+
+static int xindex_grow(struct bm_flow *f)
+{
+    struct xindex *ix = f->extra_index;
+    int n = f->n_tensors - f->n_table, cap = ix ? ix->cap : 0;
+    if (ix && (n + 1) * 2 <= cap) return 0;
+    int *slot = bm_calloc((size_t)(cap ? cap * 2 : 64), sizeof *slot);
+    if (!slot) return -1;
+    if (!ix && !(ix = f->extra_index = bm_calloc(1, sizeof *ix))) {
+        bm_free(slot);
+        return -1;
+    }
+    bm_free(ix->slot);
+    ix->slot = slot;
+    ix->cap = cap ? cap * 2 : 64;
+    for (int i = 0; i < n; i++) *xslot(f, f->extra[i].name) = i + 1;
+    return 0;
+}
+
+/* Index of tensor 'name': the table's when it lists it, else an extra one (added when new).
+ * -1 on allocation failure. */
+static int intern(struct bm_flow *f, const struct bm_table *t, const char *name, int module, int grad)
+{
+    int i = bm_table_find_tensor(t, name);
+    if (i >= 0) return i;
+    if (f->extra_index) {
+        int k = *xslot(f, name);
+        if (k) return f->n_table + k - 1;
+    }
+    int n = f->n_tensors - f->n_table;
+    if (xindex_grow(f) || bm_grow(&f->extra, &f->cap_extra, n + 1, sizeof *f->extra)) return -1;
+    char *copy = bm_strdup(name);
+    if (!copy) return -1;
+    f->extra[n] = (struct bm_tensor){copy, module, grad, t->modules[module].cost.out_mib};
+    *xslot(f, copy) = n + 1;
+    return f->n_tensors++;
+}
+
+/* The tensor of module's 'name' (its gradient when grad; 'consumer' names the module a
+ * gradient comes from when several consumers send one back, NULL otherwise). */
+static int tensor(struct bm_flow *f, const struct bm_table *t, const char *name, int grad, int module,
+                  const char *consumer)
 {
     char buf[2 * BM_MAX_NAME + 8];
     snprintf(buf, sizeof buf, "%s%s%s%s", grad ? "grad:" : "", name, consumer ? "@" : "", consumer ? consumer : "");
-    return bm_table_tensor(t, buf, module, grad, t->modules[module].cost.out_mib);
+    return intern(f, t, buf, module, grad);
 }
 
 /* How many modules consume tensor 'name' (made by x) and send a gradient back to x. */
@@ -80,7 +148,26 @@ static int grad_consumers(const struct bm_table *t, const char *name, int x)
     return n;
 }
 
-int bm_flow_build(struct bm_table *t, struct bm_flow **out, struct bm_err *err)
+/* Chunk 0's encoder parts (its F's needs, its B's makes) in spec module order, into f->parts. */
+static int order_parts(struct bm_flow *f, const struct bm_table *t)
+{
+    for (int pass = 0; pass < 2; pass++) {
+        const struct bm_flow_op *o = &f->ops[slot(f, f->backbone, 0, pass)];
+        int n = pass ? o->n_makes : o->n_needs;
+        const int *v = pass ? o->makes : o->needs;
+        if (!(f->parts[pass] = bm_malloc((size_t)(n ? n : 1) * sizeof(int)))) return -1;
+        f->n_parts[pass] = n;
+        for (int i = 0; i < n; i++) { /* insertion sort (stable): a handful of tensors */
+            int j = i, x = v[i], mx = bm_flow_tensor(f, t, x)->module;
+            for (; j > 0 && bm_flow_tensor(f, t, f->parts[pass][j - 1])->module > mx; j--)
+                f->parts[pass][j] = f->parts[pass][j - 1];
+            f->parts[pass][j] = x;
+        }
+    }
+    return 0;
+}
+
+int bm_flow_build(const struct bm_table *t, struct bm_flow **out, struct bm_err *err)
 {
     *out = NULL;
     int bb = t->backbone_module;
@@ -91,6 +178,7 @@ int bm_flow_build(struct bm_table *t, struct bm_flow **out, struct bm_err *err)
     f->n_modules = t->n_modules;
     f->n_chunks = C;
     f->backbone = bb;
+    f->n_table = f->n_tensors = t->n_tensors;
     f->ops = bm_calloc((size_t)(t->n_modules * 2 + C * 2), sizeof *f->ops);
     if (!f->ops) goto oom;
     const char *bbname = t->modules[bb].name;
@@ -99,7 +187,7 @@ int bm_flow_build(struct bm_table *t, struct bm_flow **out, struct bm_err *err)
     /* Backbone chunk hand-offs. */
     for (int c = 0; c + 1 < C; c++) {
         snprintf(name, sizeof name, "%s.c%d.out", bbname, c);
-        int a = tensor(t, name, 0, bb, NULL), g = tensor(t, name, 1, bb, NULL);
+        int a = tensor(f, t, name, 0, bb, NULL), g = tensor(f, t, name, 1, bb, NULL);
         if (a < 0 || g < 0) goto oom;
         if (add(&f->ops[slot(f, bb, c, 0)].makes, &f->ops[slot(f, bb, c, 0)].n_makes, a) ||
             add(&f->ops[slot(f, bb, c + 1, 0)].needs, &f->ops[slot(f, bb, c + 1, 0)].n_needs, a) ||
@@ -114,7 +202,7 @@ int bm_flow_build(struct bm_table *t, struct bm_flow **out, struct bm_err *err)
         for (int k = 0; k < my->n_consumes; k++) {
             int x = producer_of(t, my->consumes[k]);
             if (x < 0) continue; /* a data input */
-            int a = tensor(t, my->consumes[k], 0, x, NULL);
+            int a = tensor(f, t, my->consumes[k], 0, x, NULL);
             if (a < 0) goto oom;
             int xf = x == bb ? slot(f, bb, C - 1, 0) : slot(f, x, -1, 0);
             int xb = x == bb ? slot(f, bb, C - 1, 1) : slot(f, x, -1, 1);
@@ -127,7 +215,7 @@ int bm_flow_build(struct bm_table *t, struct bm_flow **out, struct bm_err *err)
                 /* one gradient tensor per consumer when several send one back (each has one
                  * producer; the producer's backward sums them) */
                 int shared = grad_consumers(t, my->consumes[k], x) > 1;
-                int g = tensor(t, my->consumes[k], 1, x, shared ? my->name : NULL);
+                int g = tensor(f, t, my->consumes[k], 1, x, shared ? my->name : NULL);
                 if (g < 0) goto oom;
                 if (add(&f->ops[yb].makes, &f->ops[yb].n_makes, g) ||
                     add(&f->ops[xb].needs, &f->ops[xb].n_needs, g))
@@ -137,10 +225,9 @@ int bm_flow_build(struct bm_table *t, struct bm_flow **out, struct bm_err *err)
     }
 
     /* Reverse map: tensor -> producing op. */
-    f->n_tensors = t->n_tensors;
-    f->producer = bm_malloc((size_t)(t->n_tensors > 0 ? t->n_tensors : 1) * 3 * sizeof(int));
+    f->producer = bm_malloc((size_t)(f->n_tensors > 0 ? f->n_tensors : 1) * 3 * sizeof(int));
     if (!f->producer) goto oom;
-    for (int i = 0; i < t->n_tensors * 3; i++) f->producer[i] = -1;
+    for (int i = 0; i < f->n_tensors * 3; i++) f->producer[i] = -1;
     for (int m = 0; m < t->n_modules; m++)
         for (int c = 0; c < (m == bb ? C : 1); c++)
             for (int p = 0; p < 2; p++) {
@@ -152,6 +239,7 @@ int bm_flow_build(struct bm_table *t, struct bm_flow **out, struct bm_err *err)
                     pr[2] = p;
                 }
             }
+    if (order_parts(f, t)) goto oom;
     *out = f;
     return BM_OK;
 oom:
@@ -159,20 +247,10 @@ oom:
     return bm_err_set(err, "out of memory building the dataflow");
 }
 
-static void sort_by_module(int *v, int n, const struct bm_table *t)
+const struct bm_tensor *bm_flow_tensor(const struct bm_flow *f, const struct bm_table *t, int i)
 {
-    for (int i = 1; i < n; i++) /* insertion sort: a handful of tensors */
-        for (int j = i; j > 0 && t->tensors[v[j - 1]].module > t->tensors[v[j]].module; j--) {
-            int tmp = v[j];
-            v[j] = v[j - 1], v[j - 1] = tmp;
-        }
-}
-
-void bm_flow_sort_by_module(struct bm_flow *f, const struct bm_table *t, int module, int chunk, int pass)
-{
-    struct bm_flow_op *o = &f->ops[slot(f, module, chunk, pass)];
-    sort_by_module(o->needs, o->n_needs, t);
-    sort_by_module(o->makes, o->n_makes, t);
+    if (i < 0 || i >= f->n_tensors) return NULL;
+    return i < f->n_table ? &t->tensors[i] : &f->extra[i - f->n_table];
 }
 
 int bm_flow_producer(const struct bm_flow *f, int tensor_i, int *module, int *chunk, int *pass)
@@ -182,4 +260,31 @@ int bm_flow_producer(const struct bm_flow *f, int tensor_i, int *module, int *ch
     *chunk = f->producer[tensor_i * 3 + 1];
     *pass = f->producer[tensor_i * 3 + 2];
     return 0;
+}
+
+const struct bm_flow *bm_table_flow(const struct bm_table *t) { return t->flow; }
+
+int bm_table_finish(struct bm_table *t, struct bm_err *err)
+{
+    struct bm_flow *f;
+    if (bm_flow_build(t, &f, err)) return BM_ERR;
+    /* the graph's tensors the table lacks join it in their flow order, so their indices stay */
+    for (int i = f->n_table; i < f->n_tensors; i++) {
+        const struct bm_tensor *x = &f->extra[i - f->n_table];
+        if (bm_table_tensor(t, x->name, x->module, x->grad, x->mib) != i) {
+            bm_flow_free(f);
+            return bm_err_set(err, "out of memory adding the dataflow's tensors to the table");
+        }
+    }
+    for (int i = 0; i < f->n_tensors - f->n_table; i++) bm_free(f->extra[i].name);
+    bm_free(f->extra);
+    if (f->extra_index) bm_free(((struct xindex *)f->extra_index)->slot);
+    bm_free(f->extra_index);
+    f->extra = NULL;
+    f->extra_index = NULL;
+    f->cap_extra = 0;
+    f->n_table = f->n_tensors;
+    bm_flow_free(t->flow);
+    t->flow = f;
+    return BM_OK;
 }

@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "table/flow.h"
 #include "util/util.h"
 
 /* ---------------------------------------------------------------- tensor name hash */
@@ -119,6 +120,7 @@ void bm_table_free(struct bm_table *t)
     bm_free(t->act_bytes);
     bm_free(t->in_bytes);
     bm_free(t->act_w_bytes);
+    bm_flow_free(t->flow);
     bm_free(t);
 }
 

@@ -1,0 +1,125 @@
+/* match.c — the one send/recv matcher (see table.h): every reader that needs to know which send
+ * a recv receives (the simulator, the verifier, the trace loaders and renderers) asks this.
+ * O(ops): one hash of the message keys, then the sends and recvs of each key are paired in
+ * program order. */
+#include <string.h>
+
+#include "table/table.h"
+#include "util/util.h"
+
+static uint64_t key_hash(int32_t a, int32_t b, int32_t c, int32_t d)
+{
+    uint64_t h = ((uint64_t)(uint32_t)a << 32 | (uint32_t)b) * 0x9e3779b97f4a7c15ULL;
+    h ^= ((uint64_t)(uint32_t)c << 32 | (uint32_t)d) + 0x632be59bd9b4e019ULL + (h << 6) + (h >> 2);
+    h ^= h >> 31;
+    h *= 0xbf58476d1ce4e5b9ULL;
+    h ^= h >> 29;
+    return h;
+}
+
+void bm_match_free(struct bm_match *m)
+{
+    bm_free(m->base);
+    bm_free(m->peer_op);
+    bm_free(m->msg_of);
+    bm_free(m->msgs);
+    memset(m, 0, sizeof *m);
+}
+
+/* An op that takes part in a message: a send or recv with a peer and tensor in range. */
+static int carries(const struct bm_table *t, int r, const struct bm_op *op)
+{
+    return (op->kind == BM_OP_SEND || op->kind == BM_OP_RECV) && op->peer >= 0 && op->peer < t->pp &&
+           op->peer != r && op->tensor >= 0 && op->tensor < t->n_tensors;
+}
+
+int bm_match_build(const struct bm_table *t, struct bm_match *m, struct bm_err *err)
+{
+    memset(m, 0, sizeof *m);
+    int P = t->pp;
+    m->pp = P;
+    long n = 0, n_comm = 0;
+    for (int r = 0; r < P; r++) n += t->ranks[r].n_ops;
+    size_t nz = (size_t)(n > 0 ? n : 1);
+    m->base = bm_malloc((size_t)(P + 1) * sizeof *m->base);
+    m->peer_op = bm_malloc(nz * sizeof *m->peer_op);
+    m->msg_of = bm_malloc(nz * sizeof *m->msg_of);
+    if (!m->base || !m->peer_op || !m->msg_of) goto oom;
+    m->base[0] = 0;
+    for (int r = 0; r < P; r++) {
+        m->base[r + 1] = m->base[r] + t->ranks[r].n_ops;
+        for (int i = 0; i < t->ranks[r].n_ops; i++) n_comm += carries(t, r, &t->ranks[r].ops[i]);
+    }
+    /* keys: open addressing over message indices (+1; 0 = empty), at most half full */
+    uint64_t cap = 16;
+    while (cap < (uint64_t)n_comm * 2) cap <<= 1;
+    int32_t *slot = bm_calloc((size_t)cap, sizeof *slot);
+    m->msgs = bm_malloc((size_t)(n_comm ? n_comm : 1) * sizeof *m->msgs);
+    if (!slot || !m->msgs) {
+        bm_free(slot);
+        goto oom;
+    }
+    for (int r = 0; r < P; r++)
+        for (int i = 0; i < t->ranks[r].n_ops; i++) {
+            const struct bm_op *op = &t->ranks[r].ops[i];
+            long g = m->base[r] + i;
+            m->peer_op[g] = -1;
+            m->msg_of[g] = -1;
+            if (!carries(t, r, op)) continue;
+            int snd = op->kind == BM_OP_SEND;
+            int32_t src = snd ? r : op->peer, dst = snd ? op->peer : r;
+            uint64_t h = key_hash(src, dst, op->tensor, op->mb) & (cap - 1);
+            struct bm_msg *e = NULL;
+            for (; slot[h]; h = (h + 1) & (cap - 1)) {
+                e = &m->msgs[slot[h] - 1];
+                if (e->src == src && e->dst == dst && e->tensor == op->tensor && e->mb == op->mb) break;
+                e = NULL;
+            }
+            if (!e) {
+                slot[h] = ++m->n_msgs;
+                e = &m->msgs[m->n_msgs - 1];
+                *e = (struct bm_msg){src, dst, op->tensor, op->mb, 0, 0, -1, -1, -1, -1};
+            }
+            m->msg_of[g] = slot[h] - 1;
+            int32_t *count = snd ? &e->n_send : &e->n_recv;
+            int32_t *first = snd ? &e->send_op : &e->recv_op, *second = snd ? &e->send_op2 : &e->recv_op2;
+            if (*count == 0) *first = i;
+            else if (*count == 1) *second = i;
+            (*count)++;
+        }
+    bm_free(slot);
+    /* Pair the k-th recv of a key with its k-th send: chain each key's sends in program order
+     * (they are all on its src rank), then let every recv, in program order, take the next. */
+    int32_t *head = bm_malloc((size_t)(m->n_msgs ? m->n_msgs : 1) * sizeof *head);
+    int32_t *next = bm_malloc(nz * sizeof *next);
+    if (!head || !next) {
+        bm_free(head);
+        bm_free(next);
+        goto oom;
+    }
+    for (int k = 0; k < m->n_msgs; k++) head[k] = -1;
+    for (int r = P - 1; r >= 0; r--)
+        for (int i = t->ranks[r].n_ops - 1; i >= 0; i--) {
+            long g = m->base[r] + i;
+            if (m->msg_of[g] < 0 || t->ranks[r].ops[i].kind != BM_OP_SEND) continue;
+            next[g] = head[m->msg_of[g]];
+            head[m->msg_of[g]] = (int32_t)i;
+        }
+    for (int r = 0; r < P; r++)
+        for (int i = 0; i < t->ranks[r].n_ops; i++) {
+            long g = m->base[r] + i;
+            if (m->msg_of[g] < 0 || t->ranks[r].ops[i].kind != BM_OP_RECV) continue;
+            struct bm_msg *e = &m->msgs[m->msg_of[g]];
+            int32_t s = head[m->msg_of[g]];
+            if (s < 0) continue; /* more recvs than sends: this one is unmatched */
+            head[m->msg_of[g]] = next[m->base[e->src] + s];
+            m->peer_op[g] = s;
+            m->peer_op[m->base[e->src] + s] = (int32_t)i;
+        }
+    bm_free(head);
+    bm_free(next);
+    return BM_OK;
+oom:
+    bm_match_free(m);
+    return bm_err_set(err, "out of memory matching sends to recvs (%ld ops)", n);
+}
