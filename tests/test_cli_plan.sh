@@ -93,9 +93,9 @@ expect_exit plan_window_fit 0 "$BIGMAC" plan "$D/ok.json" --window fit --microba
 # 6, so the plan says it used 6 (before the search, W = 5..8 were no faster than 4)
 U=examples/understanding-qwen3-30b-a3b.json
 expect_exit plan_window_cap 0 "$BIGMAC" plan "$U" --window 7
-expect_contains plan_window_cap_text "W=6 (the fastest under the cap W=7)"
+expect_contains plan_window_cap_text "W=6 (under the cap W=7, none faster by more than 0.05%)"
 expect_exit simulate_window_cap 0 "$BIGMAC" simulate "$U" --window 7
-expect_contains simulate_window_cap_text "window 6 (the fastest under the cap 7)"
+expect_contains simulate_window_cap_text "window 6 (under the cap 7, none faster by more than 0.05%)"
 expect_exit plan_window_cap_reached 0 "$BIGMAC" plan "$U" --window 6 --backbone 1f1b --vpp 1
 expect_contains plan_window_cap_reached_text "P=8 V=1 M=64 U=8 W=6"
 if printf '%s' "$OUT_TXT" | grep -q "under the cap"; then echo "FAIL plan_window_cap_reached_no_note"; else

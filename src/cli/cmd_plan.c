@@ -26,8 +26,9 @@ static void usage(FILE *f)
             "and costs come from SPEC when given, else from the CSV's '#' lines; header values\n"
             "from its '# bigmac-table' line, overridden by the plan flags. Check it with verify.\n"
             "--window caps the encoder units a rank keeps alive (bigmac): W = at most W (the\n"
-            "fastest plan under the cap; the table records the window used), auto = the\n"
-            "smallest safe one (least memory), fit = the fastest that fits device.memory_gib.\n");
+            "fastest plan under the cap, a larger window taken only when it gains more than\n"
+            "0.05%%; the table records the window used), auto = the smallest safe one (least\n"
+            "memory), fit = the same rule among the windows that fit device.memory_gib.\n");
 }
 
 /* Print the summary of table t planned from spec s. */
@@ -44,7 +45,7 @@ static int summary(const char *name, const struct bm_table *t, int cap, FILE *f)
             bm_policy_name(t->policy), bm_backbone_name(t->backbone), t->pp, t->vpp,
             t->microbatches, t->unit);
     if (t->window) fprintf(f, " W=%d", t->window);
-    if (t->policy == BM_POL_BIGMAC && cap > t->window) fprintf(f, " (the fastest under the cap W=%d)", cap);
+    if (t->policy == BM_POL_BIGMAC && cap > t->window) fprintf(f, " (under the cap W=%d, none faster by more than %g%%)", cap, BM_WINDOW_GAIN * 100);
     fprintf(f, "\nops: %ld (%ld compute, %ld send, %ld recv)\n", n, nc, ns, ns);
     int *live = bm_calloc((size_t)t->pp * (size_t)t->n_modules, sizeof(int));
     if (!live) {

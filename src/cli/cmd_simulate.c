@@ -102,7 +102,7 @@ static void print_human(const struct bm_spec *s, const struct bm_plan_opts *o, c
            s->name ? s->name : "spec", bm_policy_name(t->policy), bm_backbone_name(t->backbone),
            t->pp, t->vpp, t->microbatches, t->unit, t->window);
     if (t->policy == BM_POL_BIGMAC && o->window > t->window) /* a window is a cap */
-        printf(" (the fastest under the cap %d)", o->window);
+        printf(" (under the cap %d, none faster by more than %g%%)", o->window, BM_WINDOW_GAIN * 100);
     printf("\n");
     printf("makespan %.3f ms, bubble %.1f%%, %.2f samples/s, peak %.3f GiB of %.3f GiB%s\n",
            tl->makespan_ms, 100 * tl->bubble_ratio, tl->samples_per_s, GIB(tl->peak_mib),
