@@ -148,6 +148,7 @@ def main(argv):
     rank, world = bt.init_from_env()
     bt.train(spec, build, data, steps=a.steps, log=a.log, trace=a.trace, policy=a.policy,
              progress=sys.stdout if rank == 0 else None)
+    bt.finish()  # the group's threads must end before the interpreter does
     return 0
 
 

@@ -27,7 +27,7 @@ import bigmac
 from bigmac.torch.executor import Executor, log_line, split_result, step_loss, _Acts
 from bigmac.torch import twins
 
-__all__ = ["Executor", "train", "reference", "spawn", "init_from_env", "profile", "twins", "dump_params"]
+__all__ = ["Executor", "train", "reference", "spawn", "init_from_env", "finish", "profile", "twins", "dump_params"]
 
 
 # ---------------------------------------------------------------- processes
@@ -119,6 +119,14 @@ def init_from_env(backend=None):
         dist.init_process_group(backend or ("nccl" if torch.cuda.is_available() else "gloo"))
         return dist.get_rank(), dist.get_world_size()
     return 0, 1
+
+
+def finish():
+    """End a run begun with init_from_env: destroy the default group (every rank calls it, after
+    its last collective). Without it a gloo group's threads can outlive the interpreter at exit and
+    the process aborts ("terminate called without an active exception")."""
+    if dist.is_initialized():
+        dist.destroy_process_group()
 
 
 # ---------------------------------------------------------------- training

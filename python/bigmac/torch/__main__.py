@@ -103,6 +103,7 @@ def main(argv):
         else:
             bt.init_from_env()
             _rank_main(0, o)
+            bt.finish()
     except bigmac.Error as e:
         for line in str(e).splitlines():
             sys.stderr.write(("bigmac: hint:%s\n" % line[5:]) if line.startswith("hint:") else
