@@ -441,10 +441,18 @@ int bm_exec_train(const struct bm_spec *s, const struct bm_table *t, struct bm_c
     if (pr)
         fprintf(pr, "%s: %d ranks, %s backbone, policy %s, %d microbatches/step, %d steps\n",
                 s->name ? s->name : "model", P, bm_backbone_name(t->backbone), bm_policy_name(t->policy), M, steps);
+    if (o->trace_path && o->trace_from > steps) {
+        rc = bm_err_set(err, "--trace-from %d is after the last step (%d)", o->trace_from, steps);
+        goto out;
+    }
     for (long step = start; step < steps; step++) {
-        /* The traced step's clocks: estimated again right before it, so that two hosts' clocks
+        /* Traced: the last step (to trace_path) and, with trace_from, every step from it (to
+         * STEM.step<K>.json, K 1-based); so the last one then goes to both files. */
+        int last = o->trace_path && step == steps - 1;
+        int each = o->trace_path && o->trace_from > 0 && step + 1 >= o->trace_from;
+        /* A traced step's clocks: estimated again right before it, so that two hosts' clocks
          * drifting apart over a long run do not skew the trace (docs/multihost.md). */
-        if (o->trace_path && step == steps - 1 && step > start) {
+        if ((last || each) && step > start) {
             if ((rc = c->ops->clock_offset(c, &offset, err))) {
                 step_fail(step, err);
                 goto out;
@@ -464,7 +472,17 @@ int bm_exec_train(const struct bm_spec *s, const struct bm_table *t, struct bm_c
             bm_free(allv);
             if (rc) goto out;
         }
-        if (o->trace_path && step == steps - 1 && (rc = write_trace(x, t, c, o->trace_path, err))) goto out;
+        if (each) {
+            char path[4096];
+            size_t n = strlen(o->trace_path);
+            if (n >= 5 && !strcmp(o->trace_path + n - 5, ".json")) n -= 5;
+            if (snprintf(path, sizeof path, "%.*s.step%ld.json", (int)n, o->trace_path, step + 1) >= (int)sizeof path) {
+                rc = bm_err_set(err, "%s: the path is too long", o->trace_path);
+                goto out;
+            }
+            if ((rc = write_trace(x, t, c, path, err))) goto out;
+        }
+        if (last && (rc = write_trace(x, t, c, o->trace_path, err))) goto out;
         if (o->ckpt_dir && ((o->ckpt_every > 0 && (step + 1) % o->ckpt_every == 0) || step == steps - 1)) {
             for (int l = 0; l < nl; l++)
                 if ((rc = bm_ckpt_save(x[l], t, c->first_rank + l, o->ckpt_dir, step + 1, err))) goto out;
