@@ -538,7 +538,7 @@ int bm_exec_train(const struct bm_spec *s, const struct bm_table *t, struct bm_c
                 if ((rc = bm_ckpt_save(x[l], t, c->first_rank + l, o->ckpt_dir, step + 1, err))) goto out;
         }
     }
-    if (rank0 && (rc = write_traced_steps(t, o->trace_path, traced, n_traced, err))) goto out;
+    if (rank0 && n_traced && (rc = write_traced_steps(t, o->trace_path, traced, n_traced, err))) goto out;
     if (o->dump_params && (rc = dump_params(x, t, c, o->dump_params, err))) goto out;
     if (pr && o->trace_path) fprintf(pr, "trace: %s\n", o->trace_path);
 out:
