@@ -28,7 +28,10 @@
 #       per step: for each step K, `calibrate` of the runs' step-K traces as above (each step's
 #         own data draw), simulate the table; the median over the steps of these predictions;
 #       the same with the op-time spread (`--spread`, simulate's expected_makespan_ms);
-#       pooled over steps: one `calibrate --run-median` of every traced step of every run.
+#       pooled over steps: one `calibrate --run-median` of every traced step of every run;
+#       per trace: every traced step of every run calibrated on its own (`--mean --rank-scale`)
+#         and simulated, the median over all of them (built like the median walk: one value
+#         per step and run, so the runs' and the steps' spread enter both alike).
 #     Each against the median walk and against the median traced makespan (all traced steps of
 #     all runs; the walk is printed in 0.1 ms), then each step's own prediction and error.
 #  2. measured encoder activation peak (max over ranks, bytes) for bigmac and optimus at
@@ -115,8 +118,8 @@ done
 echo
 echo "Average step (steps $TRACE_FROM..$STEPS, every step traced; from bigmac's traces):"
 echo
-echo "| policy | makespan ms (median walk) | traced makespan ms (median, all traced steps) | **per-step predictions, median ms** | **error vs walk** | error vs traced | per-step with spread (expected), median ms | error vs walk | error vs traced | pooled over steps ms | error vs walk | error vs traced |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
+echo "| policy | makespan ms (median walk) | traced makespan ms (median, all traced steps) | **per-step predictions, median ms** | **error vs walk** | error vs traced | per-step with spread (expected), median ms | error vs walk | error vs traced | pooled over steps ms | error vs walk | error vs traced | per trace, median ms | error vs walk | error vs traced |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 ALL=$(for rep in $(seq "$REPS"); do for k in $(seq "$TRACE_FROM" "$STEPS"); do echo "$T/bigmac.$rep.step$k.json"; done; done)
 "$BIGMAC" calibrate $ALL --spec $SPEC --mean --run-median --rank-scale -o "$T/cal_steps.json" 2>/dev/null
 for k in $(seq "$TRACE_FROM" "$STEPS"); do
@@ -125,6 +128,10 @@ for k in $(seq "$TRACE_FROM" "$STEPS"); do
     "$BIGMAC" calibrate $KT --spec $SPEC --mean --run-median --rank-scale --spread -o "$T/cal_spread_step$k.json" 2>/dev/null
 done
 : >"$T/steprows"
+# per trace: every traced step of every run calibrated on its own (its means, scales, dispatch)
+for f in $ALL; do
+    "$BIGMAC" calibrate "$f" --spec $SPEC --mean --rank-scale -o "${f%.json}.cal" 2>/dev/null
+done
 for pol in bigmac optimus unified; do
     : >"$T/$pol.kpred"; : >"$T/$pol.kspread"
     for k in $(seq "$TRACE_FROM" "$STEPS"); do
@@ -136,13 +143,19 @@ for pol in bigmac optimus unified; do
         tk=$(for rep in $(seq "$REPS"); do makespan_of "$T/$pol.$rep.step$k.json"; done | tee -a "$T/$pol.trall" | median)
         echo "| $k | $pol | $(printf %.2f "$tk") | $(printf %.2f "$pk") | $(err "$tk" "$pk") |" >>"$T/steprows"
     done
+    for f in $ALL; do
+        "$BIGMAC" simulate "${f%.json}.cal" --table "$T/table.$pol.json" --json >"$T/pred.json"
+        pred_of "$T/pred.json"
+    done >"$T/$pol.tpred"
+    pt=$(median <"$T/$pol.tpred")
     trall=$(median <"$T/$pol.trall")
     pm=$(median <"$T/$pol.kpred") ps=$(median <"$T/$pol.kspread")
     "$BIGMAC" simulate "$T/cal_steps.json" --table "$T/table.$pol.json" --json >"$T/pred.json"
     pp=$(pred_of "$T/pred.json")
     echo "| $pol | $(printf %.2f "${MK[$pol]}") | $(printf %.2f "$trall") | **$(printf %.2f "$pm")** | **$(err "${MK[$pol]}" "$pm")** |" \
          "$(err "$trall" "$pm") | $(printf %.2f "$ps") | $(err "${MK[$pol]}" "$ps") | $(err "$trall" "$ps")" \
-         "| $(printf %.2f "$pp") | $(err "${MK[$pol]}" "$pp") | $(err "$trall" "$pp") |"
+         "| $(printf %.2f "$pp") | $(err "${MK[$pol]}" "$pp") | $(err "$trall" "$pp")" \
+         "| $(printf %.2f "$pt") | $(err "${MK[$pol]}" "$pt") | $(err "$trall" "$pt") |"
 done
 echo
 echo "| step | policy | traced makespan ms (median over runs) | prediction from the step's traces ms | error |"
