@@ -23,8 +23,9 @@
 #     (`simulate CAL --policy P`): with calibrated costs bigmac and optimus then plan another
 #     table than the one that ran.
 #     The average step (bench/RESULTS.md "Issue 16: predicting the average step"): every run
-#     also traces every step from TRACE_FROM (default 4; `train --trace-from`), and two
-#     predictions of the median walk are printed, both from bigmac's traces only:
+#     also traces every step from TRACE_FROM (default 4; `train --trace-from`), and four
+#     predictions of the median walk are printed, all from bigmac's traces only (per trace is
+#     the one docs/simulator.md gives):
 #       per step: for each step K, `calibrate` of the runs' step-K traces as above (each step's
 #         own data draw), simulate the table; the median over the steps of these predictions;
 #       the same with the op-time spread (`--spread`, simulate's expected_makespan_ms);
