@@ -30,6 +30,15 @@ done
 a2=$(acts "$T/r.step2.json") a3=$(acts "$T/r.step3.json") a4=$(acts "$T/r.step4.json")
 if [ "$a2" != "$a3" ] && [ "$a3" != "$a4" ]; then echo "PASS trace_from_steps_differ"
 else echo "FAIL trace_from_steps_differ: $a2 / $a3 / $a4"; fi
+# hand-computed: the dataset (data.seed 1, 1 sample of 1..2 images per microbatch, 8
+# microbatches) draws 12, 13 and 10 images in steps 2, 3 and 4 (bm_data_batch), and the vit's
+# activation bytes per microbatch are proportional to its images, so its mean act_mib is too
+vit() { printf '%s\n' "$1" | awk '{print $2}'; }
+r=$(awk -v a="$(vit "$a2")" -v b="$(vit "$a3")" -v c="$(vit "$a4")" 'BEGIN{
+    e1 = a / c / 1.2 - 1; e2 = b / c / 1.3 - 1; if (e1 < 0) e1 = -e1; if (e2 < 0) e2 = -e2
+    print (c > 0 && e1 < 0.005 && e2 < 0.005) ? "ok" : "bad " a " " b " " c}')
+if [ "$r" = ok ]; then echo "PASS trace_from_vit_bytes_follow_image_counts"
+else echo "FAIL trace_from_vit_bytes_follow_image_counts: $r"; fi
 # every step file is a trace calibrate reads, together
 expect_exit trace_from_calibrate_all 0 "$BIGMAC" calibrate "$T"/r.step*.json --spec $SPEC --mean --run-median -o "$T/cal.json"
 # no .json suffix: .stepK.json appended
