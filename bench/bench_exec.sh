@@ -22,6 +22,19 @@
 #     the same table, and the former procedure, which plans again from that calibrated spec
 #     (`simulate CAL --policy P`): with calibrated costs bigmac and optimus then plan another
 #     table than the one that ran.
+#     The average step (bench/RESULTS.md "Issue 16: predicting the average step"): every run
+#     also traces every step from TRACE_FROM (default 4; `train --trace-from`), and four
+#     predictions of the median walk are printed, all from bigmac's traces only (per trace is
+#     the one docs/simulator.md gives):
+#       per step: for each step K, `calibrate` of the runs' step-K traces as above (each step's
+#         own data draw), simulate the table; the median over the steps of these predictions;
+#       the same with the op-time spread (`--spread`, simulate's expected_makespan_ms);
+#       pooled over steps: one `calibrate --run-median` of every traced step of every run;
+#       per trace: every traced step of every run calibrated on its own (`--mean --rank-scale`)
+#         and simulated, the median over all of them (built like the median walk: one value
+#         per step and run, so the runs' and the steps' spread enter both alike).
+#     Each against the median walk and against the median traced makespan (all traced steps of
+#     all runs; the walk is printed in 0.1 ms), then each step's own prediction and error.
 #  2. measured encoder activation peak (max over ranks, bytes) for bigmac and optimus at
 #     M = 4, 8, 16, on tiny-mllm and on tests/specs/exec-small.json (whose nominal encoder cost
 #     keeps optimus from parking encoder forwards in bubbles).
@@ -31,6 +44,7 @@ cd "$(dirname "$0")/.."
 : "${BIGMAC:=bin/bigmac}"
 : "${STEPS:=10}"
 : "${REPS:=15}"
+: "${TRACE_FROM:=4}"
 export OPENBLAS_NUM_THREADS=1
 if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
 # On a shared machine other processes take the cores for scheduler slices at a time; running the
@@ -56,13 +70,14 @@ for pol in bigmac optimus unified; do : >"$T/$pol.ms"; : >"$T/$pol.mk"; : >"$T/$
 for rep in $(seq "$REPS"); do
     for pol in bigmac optimus unified; do
         timeout 300 mpirun -np 2 $PRIO "$BIGMAC" train $SPEC --pp 2 --unit 2 --policy $pol --steps "$STEPS" \
-            --log "$T/$pol.log" --trace "$T/$pol.$rep.json" >"$T/progress"
+            --log "$T/$pol.log" --trace "$T/$pol.$rep.json" --trace-from "$TRACE_FROM" >"$T/progress"
         sed -n 's/^step *\([0-9]*\)\/.* cpu \([0-9]*\)%.*/\1 \2/p' "$T/progress" | awk '$1 > 3 {print $2}' >>"$T/cpu"
         sed -n 's/^step *\([0-9]*\)\/.* walk \([0-9.]*\) ms.*/\1 \2/p' "$T/progress" | awk '$1 > 3 {print $2}' >>"$T/$pol.walk"
         tail -n +4 "$T/$pol.log" | sed 's/.*"ms": \([0-9.]*\).*/\1/' >>"$T/$pol.ms"
         echo "$(makespan_of "$T/$pol.$rep.json") $rep" >>"$T/$pol.mk"
     done
 done
+LAST=$(for rep in $(seq "$REPS"); do echo "$T/bigmac.$rep.json"; done) # bigmac's last-step traces
 for pol in bigmac optimus unified; do
     STEP[$pol]=$(median <"$T/$pol.ms")
     MK[$pol]=$(median <"$T/$pol.walk")
@@ -72,9 +87,9 @@ done
 # the median over the runs of every number; the same with the op-time spread; the earlier
 # sessions' pooled means (all runs' durations in one mean per slot)
 # (stderr: calibrate warns here that the tensors' nominal out_mib overstate them)
-"$BIGMAC" calibrate "$T"/bigmac.*.json --spec $SPEC --mean --run-median --rank-scale -o "$T/cal.json" 2>"$T/cal.err"
-"$BIGMAC" calibrate "$T"/bigmac.*.json --spec $SPEC --mean --run-median --rank-scale --spread -o "$T/cal_spread.json" 2>/dev/null
-"$BIGMAC" calibrate "$T"/bigmac.*.json --spec $SPEC --mean --rank-scale -o "$T/cal_pooled.json" 2>/dev/null
+"$BIGMAC" calibrate $LAST --spec $SPEC --mean --run-median --rank-scale -o "$T/cal.json" 2>"$T/cal.err"
+"$BIGMAC" calibrate $LAST --spec $SPEC --mean --run-median --rank-scale --spread -o "$T/cal_spread.json" 2>/dev/null
+"$BIGMAC" calibrate $LAST --spec $SPEC --mean --rank-scale -o "$T/cal_pooled.json" 2>/dev/null
 pred_of() { # simulate --json output -> the expected makespan, or the plain one without spread
     local v
     v=$(sed -n 's/.*"expected_makespan_ms": \([0-9.e+-]*\).*/\1/p' "$1")
@@ -100,12 +115,59 @@ for pol in bigmac optimus unified; do
     row="$row | $(printf %.2f "$pred") | $(err "${TR[$pol]}" "$pred")"
     echo "$row |"
 done
+# The average step: per step K (each step's own data), and pooled over every traced step
+echo
+echo "Average step (steps $TRACE_FROM..$STEPS, every step traced; from bigmac's traces):"
+echo
+echo "| policy | makespan ms (median walk) | traced makespan ms (median, all traced steps) | **per-step predictions, median ms** | **error vs walk** | error vs traced | per-step with spread (expected), median ms | error vs walk | error vs traced | pooled over steps ms | error vs walk | error vs traced | per trace, median ms | error vs walk | error vs traced |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+ALL=$(for rep in $(seq "$REPS"); do for k in $(seq "$TRACE_FROM" "$STEPS"); do echo "$T/bigmac.$rep.step$k.json"; done; done)
+"$BIGMAC" calibrate $ALL --spec $SPEC --mean --run-median --rank-scale -o "$T/cal_steps.json" 2>/dev/null
+for k in $(seq "$TRACE_FROM" "$STEPS"); do
+    KT=$(for rep in $(seq "$REPS"); do echo "$T/bigmac.$rep.step$k.json"; done)
+    "$BIGMAC" calibrate $KT --spec $SPEC --mean --run-median --rank-scale -o "$T/cal_step$k.json" 2>/dev/null
+    "$BIGMAC" calibrate $KT --spec $SPEC --mean --run-median --rank-scale --spread -o "$T/cal_spread_step$k.json" 2>/dev/null
+done
+: >"$T/steprows"
+# per trace: every traced step of every run calibrated on its own (its means, scales, dispatch)
+for f in $ALL; do
+    "$BIGMAC" calibrate "$f" --spec $SPEC --mean --rank-scale -o "${f%.json}.cal" 2>/dev/null
+done
+for pol in bigmac optimus unified; do
+    : >"$T/$pol.kpred"; : >"$T/$pol.kspread"
+    for k in $(seq "$TRACE_FROM" "$STEPS"); do
+        "$BIGMAC" simulate "$T/cal_step$k.json" --table "$T/table.$pol.json" --json >"$T/pred.json"
+        pk=$(pred_of "$T/pred.json")
+        echo "$pk" >>"$T/$pol.kpred"
+        "$BIGMAC" simulate "$T/cal_spread_step$k.json" --table "$T/table.$pol.json" --json >"$T/pred.json"
+        pred_of "$T/pred.json" >>"$T/$pol.kspread"
+        tk=$(for rep in $(seq "$REPS"); do makespan_of "$T/$pol.$rep.step$k.json"; done | tee -a "$T/$pol.trall" | median)
+        echo "| $k | $pol | $(printf %.2f "$tk") | $(printf %.2f "$pk") | $(err "$tk" "$pk") |" >>"$T/steprows"
+    done
+    for f in $ALL; do
+        "$BIGMAC" simulate "${f%.json}.cal" --table "$T/table.$pol.json" --json >"$T/pred.json"
+        pred_of "$T/pred.json"
+    done >"$T/$pol.tpred"
+    pt=$(median <"$T/$pol.tpred")
+    trall=$(median <"$T/$pol.trall")
+    pm=$(median <"$T/$pol.kpred") ps=$(median <"$T/$pol.kspread")
+    "$BIGMAC" simulate "$T/cal_steps.json" --table "$T/table.$pol.json" --json >"$T/pred.json"
+    pp=$(pred_of "$T/pred.json")
+    echo "| $pol | $(printf %.2f "${MK[$pol]}") | $(printf %.2f "$trall") | **$(printf %.2f "$pm")** | **$(err "${MK[$pol]}" "$pm")** |" \
+         "$(err "$trall" "$pm") | $(printf %.2f "$ps") | $(err "${MK[$pol]}" "$ps") | $(err "$trall" "$ps")" \
+         "| $(printf %.2f "$pp") | $(err "${MK[$pol]}" "$pp") | $(err "$trall" "$pp")" \
+         "| $(printf %.2f "$pt") | $(err "${MK[$pol]}" "$pt") | $(err "$trall" "$pt") |"
+done
+echo
+echo "| step | policy | traced makespan ms (median over runs) | prediction from the step's traces ms | error |"
+echo "|---|---|---|---|---|"
+sort -s -n -k2,2 "$T/steprows"
 echo
 echo "CPU share: the ranks' processes were on a CPU $(median <"$T/cpu")% of their steps' wall time (median; load average $(cut -d' ' -f1-3 /proc/loadavg))"
 echo
 sed 's/^/calibrate: /' "$T/cal.err"
 echo "calibrated costs (THE calibration: median over bigmac's runs of the per-run means):"
-"$BIGMAC" calibrate "$T"/bigmac.*.json --mean --run-median --rank-scale 2>/dev/null | sed '/"traces"/,/\]/d; /"trace":/d' | tr -d ' \n' |
+"$BIGMAC" calibrate $LAST --mean --run-median --rank-scale 2>/dev/null | sed '/"traces"/,/\]/d; /"trace":/d' | tr -d ' \n' |
     sed 's/},{/},\n  {/g; s/$/\n/'
 echo
 echo "| spec | policy | M=4 | M=8 | M=16 | (encoder peak bytes, max over ranks) |"

@@ -584,6 +584,9 @@ struct bm_train_opts {
      * (the message is in err either way). */
     void (*on_error)(void *ctx, const char *msg, int setup);
     void *ctx;
+    int trace_from;                  /* --trace-from K: also trace every step from K (1-based, as
+                                      * the progress lines count) to the last, each to
+                                      * trace_path less ".json" plus ".step<K>.json"; 0 = none */
 };
 
 /* Train the model of 'spec' pipelined (MPI or BM_TRAIN_LOCAL) or with the reference trainer,

@@ -11,7 +11,7 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: mpirun -np P bigmac train SPEC [plan flags] [--steps N] [--log FILE] [--trace FILE]\n"
+            "usage: mpirun -np P bigmac train SPEC [plan flags] [--steps N] [--log FILE] [--trace FILE [--trace-from K]]\n"
             "                     [--table FILE] [--checkpoint DIR [--checkpoint-every N]] [--resume DIR]\n"
             "                     [--dump-params FILE] [--inject-fault RANK:OP:KIND[:STEP]] [--timeout S]\n"
             "       bigmac train SPEC --local [...]        all P ranks in this process (debugging)\n"
@@ -35,6 +35,8 @@ static void usage(FILE *f)
             "                     activation bytes per role\n"
             "  --trace FILE       Chrome trace of the last step (measured op times and live bytes;\n"
             "                     `bigmac render FILE --format html`, `bigmac calibrate FILE`)\n"
+            "  --trace-from K     with --trace: also trace every step from K (1-based) to the last,\n"
+            "                     each to FILE less .json plus .stepK.json (the data differs per step)\n"
             "  --table FILE       run this operator table instead of planning (its pp = ranks)\n"
             "  --checkpoint DIR   write model + optimizer state (one file per rank) after the last\n"
             "                     step, and every N steps with --checkpoint-every N\n"
@@ -77,6 +79,8 @@ static int value_flag(const char *a, const char *v, struct bm_train_opts *o, con
             return BM_USAGE;
         }
         o->timeout_s = s > 0 ? s : -1; /* --timeout 0: never */
+    } else if (!strcmp(a, "--trace-from")) {
+        if (bm_cli_int(a, v, &o->trace_from)) return BM_USAGE; /* a step >= 1 */
     } else if (!strcmp(a, "--log")) o->log_path = v;
     else if (!strcmp(a, "--trace")) o->trace_path = v;
     else if (!strcmp(a, "--table")) *table_path = v;
@@ -92,7 +96,7 @@ static int value_flag(const char *a, const char *v, struct bm_train_opts *o, con
 
 static int takes_value(const char *a)
 {
-    static const char *const flags[] = {"--steps", "--log", "--trace", "--table", "--checkpoint", "--checkpoint-every",
+    static const char *const flags[] = {"--steps", "--log", "--trace", "--trace-from", "--table", "--checkpoint", "--checkpoint-every",
                                         "--resume", "--dump-params", "--inject-fault", "--timeout"};
     for (size_t k = 0; k < sizeof flags / sizeof *flags; k++)
         if (!strcmp(a, flags[k])) return 1;
@@ -144,6 +148,10 @@ static int parse_args(int argc, char **argv, struct args *g)
     }
     if (!g->path) {
         usage(stderr);
+        return BM_USAGE;
+    }
+    if (g->o.trace_from && !g->o.trace_path) {
+        fprintf(stderr, "bigmac: error: --trace-from needs --trace FILE\n");
         return BM_USAGE;
     }
     if (g->o.ckpt_every && !g->o.ckpt_dir) {

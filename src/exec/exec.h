@@ -33,6 +33,7 @@ struct bm_exec_opts {
     int steps;                 /* 0 = spec's train.steps */
     const char *log_path;      /* JSON line per step (rank 0) */
     const char *trace_path;    /* Chrome trace of the last step (rank 0) */
+    int trace_from;            /* > 0: also every step from this one (1-based) to STEM.step<K>.json */
     const char *dump_params;   /* final parameters, raw little-endian floats in spec module order */
     const char *ckpt_dir;      /* write checkpoints here ... */
     int ckpt_every;            /* ... every N steps (0 = only after the last step) */

@@ -121,6 +121,7 @@ static void exec_opts_from(const struct bm_train_opts *o, struct bm_exec_opts *x
     x->steps = o->steps;
     x->log_path = o->log_path;
     x->trace_path = o->trace_path;
+    x->trace_from = o->trace_from;
     x->dump_params = o->dump_params;
     x->ckpt_dir = o->ckpt_dir;
     x->ckpt_every = o->ckpt_every;
