@@ -18,7 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "spec/split.h"
 #include "table/table.h"
 #include "util/util.h"
 
@@ -54,6 +53,15 @@ int bm_csv_check_names(const struct bm_table *t, struct bm_err *err)
     return BM_OK;
 }
 
+/* fields[0..n) as " key=value". */
+static void put_fields(FILE *f, const struct bm_field *fields, int n)
+{
+    for (int j = 0; j < n; j++) {
+        fprintf(f, " %s=", fields[j].key);
+        bm_put_num(f, fields[j].val);
+    }
+}
+
 int bm_csv_write(const struct bm_table *t, FILE *f)
 {
     if (bm_csv_check_names(t, NULL)) return BM_ERR;
@@ -61,22 +69,9 @@ int bm_csv_write(const struct bm_table *t, FILE *f)
                "backbone=%s policy=%s warmup_extra=%d\n",
             t->pp, t->vpp, t->microbatches, t->unit, t->window, bm_backbone_name(t->backbone),
             bm_policy_name(t->policy), t->warmup_extra);
-    fprintf(f, "# device memory_gib=");
-    bm_put_num(f, t->device.memory_gib);
-    fprintf(f, " peak_tflops=");
-    bm_put_num(f, t->device.peak_tflops);
-    fprintf(f, " efficiency=");
-    bm_put_num(f, t->device.efficiency);
-    fprintf(f, " link_gbytes_per_s=");
-    bm_put_num(f, t->device.link_gbytes_per_s);
-    fprintf(f, " link_latency_us=");
-    bm_put_num(f, t->device.link_latency_us);
-    if (t->device.ranks_per_host > 0) { /* a table placed over hosts (sim/hosts.h) */
-        fprintf(f, " ranks_per_host=%d inter_host_gbytes_per_s=", t->device.ranks_per_host);
-        bm_put_num(f, t->device.inter_host_gbytes_per_s);
-        fprintf(f, " inter_host_latency_us=");
-        bm_put_num(f, t->device.inter_host_latency_us);
-    }
+    struct bm_field fields[8];
+    fprintf(f, "# device");
+    put_fields(f, fields, bm_table_device_fields(&t->device, fields));
     fprintf(f, "\n");
     int split = bm_table_splits(t, -1);
     for (int i = 0; i < t->n_modules; i++) {
@@ -87,19 +82,7 @@ int bm_csv_write(const struct bm_table *t, FILE *f)
         if (m->role == BM_ROLE_GENERATOR)
             fprintf(f, " grad_to_backbone=%s", m->grad_to_backbone ? "true" : "false");
         if (m->recompute) fprintf(f, " recompute=full");
-        const double v[5] = {m->cost.fwd_ms, m->cost.bwd_ms, m->cost.act_mib, m->cost.state_mib,
-                             m->cost.out_mib};
-        static const char *const k[5] = {"fwd_ms", "bwd_ms", "act_mib", "state_mib", "out_mib"};
-        for (int j = 0; j < 5; j++) {
-            fprintf(f, " %s=", k[j]);
-            bm_put_num(f, v[j]);
-        }
-        if (split) { /* only tables with a split backward carry its costs */
-            fprintf(f, " w_ms=");
-            bm_put_num(f, bm_cost_w_ms(&m->cost));
-            fprintf(f, " act_w_mib=");
-            bm_put_num(f, bm_cost_act_w_frac(&m->cost) * m->cost.act_mib);
-        }
+        put_fields(f, fields, bm_table_cost_fields(m, split, fields));
         fprintf(f, "\n");
     }
     int C = t->pp * t->vpp;

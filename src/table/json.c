@@ -8,21 +8,18 @@
 #include <sys/stat.h>
 
 #include "spec/jpos.h"
-#include "spec/split.h"
 #include "table/table.h"
 #include "util/util.h"
 
 /* ---------------------------------------------------------------- writer */
 
-/* device.ranks_per_host and the inter-host link (sim/hosts.h): written only for a table placed
- * over hosts, so every other table reads as before. */
-static void put_hosts(FILE *f, const struct bm_device *d)
+/* fields[0..n) as JSON members, comma-separated. */
+static void put_fields(FILE *f, const struct bm_field *fields, int n)
 {
-    if (d->ranks_per_host <= 0) return;
-    fprintf(f, ", \"ranks_per_host\": %d, \"inter_host_gbytes_per_s\": ", d->ranks_per_host);
-    bm_put_num(f, d->inter_host_gbytes_per_s);
-    fprintf(f, ", \"inter_host_latency_us\": ");
-    bm_put_num(f, d->inter_host_latency_us);
+    for (int j = 0; j < n; j++) {
+        fprintf(f, "%s\"%s\": ", j ? ", " : "", fields[j].key);
+        bm_put_num(f, fields[j].val);
+    }
 }
 
 static void put_strv(FILE *f, char **v, int n)
@@ -42,17 +39,9 @@ int bm_table_write_json(const struct bm_table *t, FILE *f)
             t->pp, t->vpp, t->microbatches, t->unit, t->window);
     fprintf(f, " \"backbone\": \"%s\", \"policy\": \"%s\", \"warmup_extra\": %d,\n",
             bm_backbone_name(t->backbone), bm_policy_name(t->policy), t->warmup_extra);
-    fprintf(f, " \"device\": {\"memory_gib\": ");
-    bm_put_num(f, t->device.memory_gib);
-    fprintf(f, ", \"peak_tflops\": ");
-    bm_put_num(f, t->device.peak_tflops);
-    fprintf(f, ", \"efficiency\": ");
-    bm_put_num(f, t->device.efficiency);
-    fprintf(f, ", \"link_gbytes_per_s\": ");
-    bm_put_num(f, t->device.link_gbytes_per_s);
-    fprintf(f, ", \"link_latency_us\": ");
-    bm_put_num(f, t->device.link_latency_us);
-    put_hosts(f, &t->device);
+    struct bm_field fields[8];
+    fprintf(f, " \"device\": {");
+    put_fields(f, fields, bm_table_device_fields(&t->device, fields));
     fprintf(f, "},\n \"modules\": [\n");
     int split = bm_table_splits(t, -1);
     for (int i = 0; i < t->n_modules; i++) {
@@ -66,26 +55,15 @@ int bm_table_write_json(const struct bm_table *t, FILE *f)
         if (m->role == BM_ROLE_GENERATOR)
             fprintf(f, ", \"grad_to_backbone\": %s", m->grad_to_backbone ? "true" : "false");
         if (m->recompute) fprintf(f, ", \"recompute\": \"full\""); /* absent = "none" */
-        fprintf(f, ",\n   \"cost\": {\"fwd_ms\": ");
-        bm_put_num(f, m->cost.fwd_ms);
-        fprintf(f, ", \"bwd_ms\": ");
-        bm_put_num(f, m->cost.bwd_ms);
-        fprintf(f, ", \"act_mib\": ");
-        bm_put_num(f, m->cost.act_mib);
-        fprintf(f, ", \"state_mib\": ");
-        bm_put_num(f, m->cost.state_mib);
-        fprintf(f, ", \"out_mib\": ");
-        bm_put_num(f, m->cost.out_mib);
+        int nf = bm_table_cost_fields(m, split, fields);
+        fprintf(f, ",\n   \"cost\": {");
+        put_fields(f, fields, 5);
         if (m->spread > 0) { /* absent = 0 */
             fprintf(f, ", \"spread\": ");
             bm_put_num(f, m->spread);
         }
-        if (split) { /* only tables with a split backward carry the split's costs */
-            fprintf(f, ", \"w_ms\": ");
-            bm_put_num(f, bm_cost_w_ms(&m->cost));
-            fprintf(f, ", \"act_w_mib\": ");
-            bm_put_num(f, bm_cost_act_w_frac(&m->cost) * m->cost.act_mib);
-        }
+        if (nf > 5) fputs(", ", f);
+        put_fields(f, fields + 5, nf - 5);
         fprintf(f, "}}%s\n", i + 1 < t->n_modules ? "," : "");
     }
     int C = t->pp * t->vpp;

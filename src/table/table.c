@@ -2,7 +2,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "spec/split.h"
 #include "table/flow.h"
+#include "table/table.h"
 #include "util/util.h"
 
 /* ---------------------------------------------------------------- tensor name hash */
@@ -190,4 +192,37 @@ void bm_op_format(const struct bm_table *t, const struct bm_op *op, char *buf, s
         snprintf(buf, n, "SEND_%c:%s:%d>%d", grad ? 'B' : 'F', tn, op->mb, op->peer);
     else
         snprintf(buf, n, "RECV_%c:%s:%d<%d", grad ? 'B' : 'F', tn, op->mb, op->peer);
+}
+
+/* ---------------------------------------------------------------- field lists of the writers */
+
+int bm_table_device_fields(const struct bm_device *d, struct bm_field out[8])
+{
+    int n = 0;
+    out[n++] = (struct bm_field){"memory_gib", d->memory_gib};
+    out[n++] = (struct bm_field){"peak_tflops", d->peak_tflops};
+    out[n++] = (struct bm_field){"efficiency", d->efficiency};
+    out[n++] = (struct bm_field){"link_gbytes_per_s", d->link_gbytes_per_s};
+    out[n++] = (struct bm_field){"link_latency_us", d->link_latency_us};
+    if (d->ranks_per_host > 0) { /* only a table placed over hosts (sim/hosts.h) says so */
+        out[n++] = (struct bm_field){"ranks_per_host", d->ranks_per_host};
+        out[n++] = (struct bm_field){"inter_host_gbytes_per_s", d->inter_host_gbytes_per_s};
+        out[n++] = (struct bm_field){"inter_host_latency_us", d->inter_host_latency_us};
+    }
+    return n;
+}
+
+int bm_table_cost_fields(const struct bm_table_module *m, int split, struct bm_field out[7])
+{
+    int n = 0;
+    out[n++] = (struct bm_field){"fwd_ms", m->cost.fwd_ms};
+    out[n++] = (struct bm_field){"bwd_ms", m->cost.bwd_ms};
+    out[n++] = (struct bm_field){"act_mib", m->cost.act_mib};
+    out[n++] = (struct bm_field){"state_mib", m->cost.state_mib};
+    out[n++] = (struct bm_field){"out_mib", m->cost.out_mib};
+    if (split) { /* only tables with a split backward carry the split's costs */
+        out[n++] = (struct bm_field){"w_ms", bm_cost_w_ms(&m->cost)};
+        out[n++] = (struct bm_field){"act_w_mib", bm_cost_act_w_frac(&m->cost) * m->cost.act_mib};
+    }
+    return n;
 }

@@ -48,6 +48,22 @@ int bm_table_use_spec_costs(struct bm_table *t, const struct bm_spec *s, const c
  * -1 on allocation failure. */
 int bm_table_default_warmup(const struct bm_table *t);
 
+/* ---------------------------------------------------------------- field lists of the writers */
+
+/* A number of the table as the writers put it: key and value (JSON "key": v, CSV key=v). */
+struct bm_field {
+    const char *key;
+    double val;
+};
+/* The device's numbers in writing order: memory_gib, peak_tflops, efficiency, link_gbytes_per_s,
+ * link_latency_us, and for a table placed over hosts ranks_per_host and the inter-host link.
+ * Returns how many (at most 8). */
+int bm_table_device_fields(const struct bm_device *d, struct bm_field out[8]);
+/* A module's cost numbers in writing order: fwd_ms, bwd_ms, act_mib, state_mib, out_mib, and
+ * with split (the table splits some backward) the resolved w_ms and act_w_mib. Returns how many
+ * (5 or 7). */
+int bm_table_cost_fields(const struct bm_table_module *m, int split, struct bm_field out[7]);
+
 /* ---------------------------------------------------------------- send/recv matching */
 
 /* One message key: what a send and its recv agree on. */
