@@ -5,7 +5,8 @@
 #     makespan (median over steps 4.. of all runs of the op walk, the longest rank's: the
 #     progress line's "walk"), their ratios, the traced (last) step's makespan (median over the
 #     runs), and the calibrated simulator's prediction of it.
-#     THE prediction (docs/simulator.md "Predicting a run"), one procedure for every policy:
+#     The last step's prediction (the fifth session's procedure; docs/simulator.md "Predicting a
+#     run" gives the average step's, below), one procedure for every policy:
 #       bigmac calibrate <every bigmac run's trace> --spec SPEC --mean --run-median --rank-scale -o CAL
 #       bigmac plan SPEC --policy P -o P.table             (the table `train` runs)
 #       bigmac simulate CAL --table P.table --json         -> makespan_ms
@@ -22,17 +23,20 @@
 #     the same table, and the former procedure, which plans again from that calibrated spec
 #     (`simulate CAL --policy P`): with calibrated costs bigmac and optimus then plan another
 #     table than the one that ran.
-#     The average step (bench/RESULTS.md "Issue 16: predicting the average step"): every run
-#     also traces every step from TRACE_FROM (default 4; `train --trace-from`), and four
-#     predictions of the median walk are printed, all from bigmac's traces only (per trace is
-#     the one docs/simulator.md gives):
+#     The average step (bench/RESULTS.md "Issue 16: predicting the average step" and "Issue 16:
+#     the expected makespan"): every run also traces every step from TRACE_FROM (default 4;
+#     `train --trace-from`), and five predictions of the median walk are printed, all from
+#     bigmac's traces only; the last, per trace expected, is the prediction docs/simulator.md
+#     "Predicting a run" gives:
 #       per step: for each step K, `calibrate` of the runs' step-K traces as above (each step's
 #         own data draw), simulate the table; the median over the steps of these predictions;
 #       the same with the op-time spread (`--spread`, simulate's expected_makespan_ms);
 #       pooled over steps: one `calibrate --run-median` of every traced step of every run;
 #       per trace: every traced step of every run calibrated on its own (`--mean --rank-scale`)
 #         and simulated, the median over all of them (built like the median walk: one value
-#         per step and run, so the runs' and the steps' spread enter both alike).
+#         per step and run, so the runs' and the steps' spread enter both alike);
+#       per trace, expected: the same calibrated with `--spread` (op-time spread, dispatch
+#         spread) and simulate's expected_makespan_ms: THE prediction.
 #     Each against the median walk and against the median traced makespan (all traced steps of
 #     all runs; the walk is printed in 0.1 ms), then each step's own prediction and error.
 #  2. measured encoder activation peak (max over ranks, bytes) for bigmac and optimus at
@@ -43,7 +47,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 : "${BIGMAC:=bin/bigmac}"
 : "${STEPS:=10}"
-: "${REPS:=15}"
+: "${REPS:=30}"
 : "${TRACE_FROM:=4}"
 export OPENBLAS_NUM_THREADS=1
 if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
@@ -83,7 +87,7 @@ for pol in bigmac optimus unified; do
     MK[$pol]=$(median <"$T/$pol.walk")
     TR[$pol]=$(cut -d' ' -f1 "$T/$pol.mk" | median)
 done
-# THE calibration: every bigmac run's trace on its own (means within the run, each rank's speed),
+# The last step's calibration: every bigmac run's trace on its own (means within the run, each rank's speed),
 # the median over the runs of every number; the same with the op-time spread; the earlier
 # sessions' pooled means (all runs' durations in one mean per slot)
 # (stderr: calibrate warns here that the tensors' nominal out_mib overstate them)
@@ -119,8 +123,8 @@ done
 echo
 echo "Average step (steps $TRACE_FROM..$STEPS, every step traced; from bigmac's traces):"
 echo
-echo "| policy | makespan ms (median walk) | traced makespan ms (median, all traced steps) | **per-step predictions, median ms** | **error vs walk** | error vs traced | per-step with spread (expected), median ms | error vs walk | error vs traced | pooled over steps ms | error vs walk | error vs traced | per trace, median ms | error vs walk | error vs traced |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+echo "| policy | makespan ms (median walk) | traced makespan ms (median, all traced steps) | per-step predictions, median ms | error vs walk | error vs traced | per-step with spread (expected), median ms | error vs walk | error vs traced | pooled over steps ms | error vs walk | error vs traced | per trace, median ms | error vs walk | error vs traced | **per trace, expected (--spread), median ms** | **error vs walk** | error vs traced |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 ALL=$(for rep in $(seq "$REPS"); do for k in $(seq "$TRACE_FROM" "$STEPS"); do echo "$T/bigmac.$rep.step$k.json"; done; done)
 "$BIGMAC" calibrate $ALL --spec $SPEC --mean --run-median --rank-scale -o "$T/cal_steps.json" 2>/dev/null
 for k in $(seq "$TRACE_FROM" "$STEPS"); do
@@ -130,8 +134,11 @@ for k in $(seq "$TRACE_FROM" "$STEPS"); do
 done
 : >"$T/steprows"
 # per trace: every traced step of every run calibrated on its own (its means, scales, dispatch)
+# per trace, expected: the same with --spread (op-time and dispatch spreads), simulate's
+# expected makespan
 for f in $ALL; do
     "$BIGMAC" calibrate "$f" --spec $SPEC --mean --rank-scale -o "${f%.json}.cal" 2>/dev/null
+    "$BIGMAC" calibrate "$f" --spec $SPEC --mean --rank-scale --spread -o "${f%.json}.scal" 2>/dev/null
 done
 for pol in bigmac optimus unified; do
     : >"$T/$pol.kpred"; : >"$T/$pol.kspread"
@@ -148,15 +155,20 @@ for pol in bigmac optimus unified; do
         "$BIGMAC" simulate "${f%.json}.cal" --table "$T/table.$pol.json" --json >"$T/pred.json"
         pred_of "$T/pred.json"
     done >"$T/$pol.tpred"
-    pt=$(median <"$T/$pol.tpred")
+    for f in $ALL; do
+        "$BIGMAC" simulate "${f%.json}.scal" --table "$T/table.$pol.json" --json >"$T/pred.json"
+        pred_of "$T/pred.json"
+    done >"$T/$pol.tspred"
+    pt=$(median <"$T/$pol.tpred") pe=$(median <"$T/$pol.tspred")
     trall=$(median <"$T/$pol.trall")
     pm=$(median <"$T/$pol.kpred") ps=$(median <"$T/$pol.kspread")
     "$BIGMAC" simulate "$T/cal_steps.json" --table "$T/table.$pol.json" --json >"$T/pred.json"
     pp=$(pred_of "$T/pred.json")
-    echo "| $pol | $(printf %.2f "${MK[$pol]}") | $(printf %.2f "$trall") | **$(printf %.2f "$pm")** | **$(err "${MK[$pol]}" "$pm")** |" \
+    echo "| $pol | $(printf %.2f "${MK[$pol]}") | $(printf %.2f "$trall") | $(printf %.2f "$pm") | $(err "${MK[$pol]}" "$pm") |" \
          "$(err "$trall" "$pm") | $(printf %.2f "$ps") | $(err "${MK[$pol]}" "$ps") | $(err "$trall" "$ps")" \
          "| $(printf %.2f "$pp") | $(err "${MK[$pol]}" "$pp") | $(err "$trall" "$pp")" \
-         "| $(printf %.2f "$pt") | $(err "${MK[$pol]}" "$pt") | $(err "$trall" "$pt") |"
+         "| $(printf %.2f "$pt") | $(err "${MK[$pol]}" "$pt") | $(err "$trall" "$pt")" \
+         "| **$(printf %.2f "$pe")** | **$(err "${MK[$pol]}" "$pe")** | $(err "$trall" "$pe") |"
 done
 echo
 echo "| step | policy | traced makespan ms (median over runs) | prediction from the step's traces ms | error |"
@@ -166,7 +178,7 @@ echo
 echo "CPU share: the ranks' processes were on a CPU $(median <"$T/cpu")% of their steps' wall time (median; load average $(cut -d' ' -f1-3 /proc/loadavg))"
 echo
 sed 's/^/calibrate: /' "$T/cal.err"
-echo "calibrated costs (THE calibration: median over bigmac's runs of the per-run means):"
+echo "calibrated costs (the last step's calibration: median over bigmac's runs of the per-run means):"
 "$BIGMAC" calibrate $LAST --mean --run-median --rank-scale 2>/dev/null | sed '/"traces"/,/\]/d; /"trace":/d' | tr -d ' \n' |
     sed 's/},{/},\n  {/g; s/$/\n/'
 echo

@@ -224,6 +224,16 @@ struct bm_spec {
      * starts: the executor's per-op dispatch (bookkeeping, MPI progress calls), measured by
      * `bigmac calibrate`; 0 = none */
     double op_overhead_us;
+    /* device.op_overhead_sd_us: the standard deviation of that dispatch time (the executor's
+     * gaps between ops are mostly short with rare long ones); only the expected makespan
+     * (bm_simulate_expected) draws it; 0 = every op takes the mean */
+    double op_overhead_sd_us;
+    /* device.recv_overhead_us: time a recv takes to complete a message that is already there
+     * (the MPI completion call and its bookkeeping); 0 = none */
+    double recv_overhead_us;
+    /* device.step_lead_us: time from a step's start to each rank's first op (the start
+     * broadcast and the step's setup, e.g. zeroing the gradients); 0 = none */
+    double step_lead_us;
 };
 
 /* Parse and check the spec at 'path'. On success returns BM_OK and stores a new spec in *out,
@@ -308,6 +318,11 @@ struct bm_table {
     /* per-op dispatch time (ms) every op occupies its rank with before it starts (spec
      * device.op_overhead_us; JSON "op_overhead_us", written only when > 0); 0 = none */
     double op_overhead_ms;
+    /* its standard deviation (ms; spec device.op_overhead_sd_us; JSON "op_overhead_sd_us"), the
+     * time a recv of an arrived message takes (device.recv_overhead_us; "recv_overhead_us") and
+     * the time before each rank's first op (device.step_lead_us; "step_lead_us"); each written
+     * only when > 0, 0 = none (src/sim/cost.h) */
+    double op_overhead_sd_ms, recv_overhead_ms, step_lead_ms;
     /* Optional measured bytes a split backward keeps from B to W (the executor's wctx_bytes),
      * same layout as act_bytes; NULL = act_w_mib's fraction of the activation. Not part of the
      * JSON table. Owned by the table. */

@@ -45,14 +45,17 @@ TEST(calibrated_spec_replaces_only_calibration_keys)
             " \"data\": {\"seed\": 3, \"encoder_cost_scale\": {\"dist\": \"uniform\"}}}\n");
     double mb[3] = {0.5, 1, 2}, rs[2] = {1.25, 0.75};
     struct bm_spec_calibration c = {.n_modules = 2, .names = NAMES, .costs = COSTS, .rank_scale = rs, .pp = 2,
-                                    .mb_scale = mb, .microbatches = 3, .op_overhead_us = 12.5};
+                                    .mb_scale = mb, .microbatches = 3, .op_overhead_us = 12.5,
+                                    .op_overhead_sd_us = 30, .recv_overhead_us = 0.5, .step_lead_us = 60};
     struct bm_err err;
     CHECKF(bm_spec_write_calibrated(in, &c, out, &err) == BM_OK, "%s", err.msg);
     char *s = get(out);
     CHECK_STR_CONTAINS(s, "\"name\": \"enc\",\n      \"cost\": {\n        \"fwd_ms\": 1.5,\n        \"bwd_ms\": 3.0,");
     CHECK_STR_CONTAINS(s, "\"out_mib\": 0.5\n      },\n      \"role\": \"encoder\""); /* in place, w_ms 0 not written */
     CHECK_STR_CONTAINS(s, "\"name\": \"other\",\n      \"cost\": {\n        \"fwd_ms\": 9\n"); /* not traced */
+    /* no spread measured: no dispatch sd either (both feed the expected makespan) */
     CHECK_STR_CONTAINS(s, "\"device\": {\n    \"memory_gib\": 8,\n    \"op_overhead_us\": 12.5,\n"
+                          "    \"recv_overhead_us\": 0.5,\n    \"step_lead_us\": 60.0,\n"
                           "    \"rank_time_scale\": [\n      1.25,\n      0.75\n    ]\n  }");
     CHECK_STR_CONTAINS(s, "\"data\": {\n    \"seed\": 3,\n    \"encoder_cost_scale\": {\n      \"values\": [\n"
                           "        0.5,\n        1.0,\n        2.0\n      ]");
@@ -63,6 +66,19 @@ TEST(calibrated_spec_replaces_only_calibration_keys)
     CHECKF(bm_spec_write_calibrated(in, &c, out, &err) == BM_OK, "%s", err.msg);
     s = get(out);
     CHECK(s && !strstr(s, "encoder_cost_scale") && !strstr(s, "rank_time_scale"));
+    bm_free(s);
+    /* with the spreads: the dispatch sd too; without them again: an earlier one is removed */
+    double spread[2] = {0.1, 0};
+    c.spread = spread;
+    CHECKF(bm_spec_write_calibrated(in, &c, out, &err) == BM_OK, "%s", err.msg);
+    s = get(out);
+    CHECK_STR_CONTAINS(s, "\"op_overhead_us\": 12.5,\n    \"op_overhead_sd_us\": 30.0,\n");
+    bm_free(s);
+    put(in, "{\"format\": \"bigmac-spec\", \"device\": {\"op_overhead_sd_us\": 7}, \"modules\": []}\n");
+    c.spread = NULL;
+    CHECKF(bm_spec_write_calibrated(in, &c, out, &err) == BM_OK, "%s", err.msg);
+    s = get(out);
+    CHECK(s && !strstr(s, "op_overhead_sd_us") && strstr(s, "\"step_lead_us\": 60.0"));
     bm_free(s);
 }
 
@@ -81,6 +97,8 @@ TEST(cost_fragment_lists_every_module)
     CHECK_STR_CONTAINS(s, "\"spread\": 0.1\n"); /* enc: spread, no w_ms */
     CHECK_STR_CONTAINS(s, "\"out_mib\": 1.0,\n        \"w_ms\": 5.0\n"); /* bb: w_ms < bwd_ms, no spread */
     CHECK(s && !strstr(s, "rank_time_scale") && !strstr(s, "encoder_cost_scale"));
+    CHECK_STR_CONTAINS(s, "\"op_overhead_us\": 3.0,\n  \"op_overhead_sd_us\": 0.0,\n  \"recv_overhead_us\": 0.0,\n"
+                          "  \"step_lead_us\": 0.0");
     bm_free(s);
 }
 

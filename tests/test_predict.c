@@ -66,7 +66,8 @@ TEST(median_over_runs_ignores_a_disturbed_run)
      * gap after it are what calibration reads; the negative gap counts 0) */
     c->ranks[0].ops[k].end_ms += 50;
     struct bm_cost costs[2];
-    double ms[4], rs[2], sp[2], oh = -1;
+    double ms[4], rs[2], sp[2];
+    struct bm_dispatch_fit oh = {-1, -1, -1, -1};
     /* 1. three runs, one disturbed: every number is the undisturbed runs' (two of three) */
     const struct bm_timeline *three[3] = {a, c, b};
     CHECKF(bm_calibrate_median_runs(t, three, 3, 1, costs, ms, rs, sp, &oh, &err) == BM_OK, "%s", err.msg);
@@ -85,7 +86,8 @@ TEST(median_over_runs_ignores_a_disturbed_run)
     for (int r = 0; r < 2; r++) CHECK_NEAR(rs[r], rsa[r], 1e-12);
     CHECK_NEAR(rs[1] / rs[0], 2, 1e-9); /* the speeds the run was made with */
     for (int m = 0; m < 4; m++) CHECK_NEAR(ms[m], 1, 1e-9); /* no per-microbatch variation */
-    CHECK_NEAR(oh, 0.004, 1e-12);                           /* 4 us before every op */
+    CHECK_NEAR(oh.op_ms, 0.004, 1e-12);                     /* 4 us before every op */
+    CHECK_NEAR(oh.op_sd_ms, 0, 1e-12);                      /* the same 4 us before every op */
     CHECK_NEAR(sp[0], 0, 1e-9);                             /* no op-to-op variation in A */
     CHECK_NEAR(sp[1], 0, 1e-9);
     /* 2. the pooled mean takes the disturbance: chunk 0's F ops are 4 mbs x 3 runs = 12
@@ -106,7 +108,7 @@ TEST(median_over_runs_ignores_a_disturbed_run)
     for (int m = 0; m < 2; m++) t->modules[m].cost = costs[m];
     for (int r = 0; r < 2; r++) t->rank_time_scale[r] = rs[r];
     for (int m = 0; m < 4; m++) t->mb_scale[m] = ms[m];
-    t->op_overhead_ms = oh;
+    t->op_overhead_ms = oh.op_ms;
     CHECKF(bm_simulate(t, NULL, &again, &err) == BM_OK, "%s", err.msg);
     if (again) CHECK_NEAR(again->makespan_ms, a->makespan_ms, 1e-9);
     /* 5. no run: an error, not a crash */

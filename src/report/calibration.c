@@ -27,17 +27,14 @@ static int load_traces(const char *const *traces, int n, struct bm_calibration *
 
 /* --run-median: every number again, per trace, then the median over the traces (the microbatch
  * scales into c->mb_scale when they were measured, the rank scale and spread in place). */
-static int median_runs(struct bm_calibration *c, int mean, double *overhead_ms, struct bm_err *err)
+static int median_runs(struct bm_calibration *c, int mean, struct bm_dispatch_fit *dispatch, struct bm_err *err)
 {
     const struct bm_table *t = c->t[0];
-    double *ms = bm_malloc((size_t)(t->microbatches > 0 ? t->microbatches : 1) * sizeof *ms), oh = 0;
+    double *ms = bm_malloc((size_t)(t->microbatches > 0 ? t->microbatches : 1) * sizeof *ms);
     if (!ms) return bm_err_set(err, "out of memory");
     int rc = bm_calibrate_median_runs(t, (const struct bm_timeline *const *)c->tl, c->n, mean, c->costs, ms,
-                                      c->rank_scale, c->spread, &oh, err);
-    if (rc == BM_OK) {
-        *overhead_ms = oh;
-        if (c->mb_scale) memcpy(c->mb_scale, ms, (size_t)t->microbatches * sizeof *ms);
-    }
+                                      c->rank_scale, c->spread, dispatch, err);
+    if (rc == BM_OK && c->mb_scale) memcpy(c->mb_scale, ms, (size_t)t->microbatches * sizeof *ms);
     bm_free(ms);
     return rc;
 }
@@ -65,12 +62,14 @@ static int estimate(struct bm_calibration *c, const struct bm_calibration_opts *
     }
     if (o->spread && (c->spread = bm_malloc((size_t)t->n_modules * sizeof *c->spread)))
         bm_calibrate_spread(t, tls, n, c->costs, c->rank_scale, c->mb_scale, c->spread);
-    double overhead_ms = bm_calibrate_op_overhead_ms(t, tls, n);
-    if (o->run_median && median_runs(c, o->mean, &overhead_ms, err)) return BM_ERR;
+    struct bm_dispatch_fit d;
+    if (bm_calibrate_dispatch(t, tls, n, &d, err)) return BM_ERR;
+    if (o->run_median && median_runs(c, o->mean, &d, err)) return BM_ERR;
     c->cal = (struct bm_spec_calibration){
         .n_modules = t->n_modules, .names = c->names, .costs = c->costs, .spread = c->spread,
         .rank_scale = c->rank_scale, .pp = t->pp, .mb_scale = c->mb_scale, .microbatches = t->microbatches,
-        .op_overhead_us = overhead_ms * 1000.0};
+        .op_overhead_us = d.op_ms * 1000.0, .op_overhead_sd_us = d.op_sd_ms * 1000.0,
+        .recv_overhead_us = d.recv_ms * 1000.0, .step_lead_us = d.lead_ms * 1000.0};
     /* the link latency the transfers imply (device.link_latency_us), when some recv waited */
     double lat_ms = 0;
     c->cal.have_link_latency = (o->run_median ? bm_calibrate_median_link_latency_ms(t, tls, n, &lat_ms)

@@ -26,7 +26,9 @@ int bm_report_vs_simulate(const struct bm_table *mt, const struct bm_timeline *m
     if (bm_calibrate_runs(mt, runs, 1, 0, costs, err)) goto done;
     bm_calibrate_scales(mt, runs, 1, costs, rs, ms);
     for (int m = 0; m < nm; m++) table->modules[m].cost = costs[m];
-    table->op_overhead_ms = bm_calibrate_op_overhead_ms(mt, runs, 1);
+    struct bm_dispatch_fit d;
+    if (bm_calibrate_dispatch(mt, runs, 1, &d, err)) goto done;
+    table->op_overhead_ms = d.op_ms, table->recv_overhead_ms = d.recv_ms, table->step_lead_ms = d.lead_ms;
     bm_free(table->rank_time_scale);
     table->rank_time_scale = rs;
     rs = NULL;

@@ -6,6 +6,7 @@
 #include "sim/calibrate.h"
 #include "sim/cost.h"
 #include "sim/hosts.h"
+#include "table/table.h"
 #include "util/util.h"
 
 static int cmp_double(const void *a, const void *b)
@@ -240,20 +241,85 @@ void bm_calibrate_scales(const struct bm_table *t, const struct bm_timeline *con
     bm_free(prev);
 }
 
-double bm_calibrate_op_overhead_ms(const struct bm_table *t, const struct bm_timeline *const *tls, int n_runs)
+/* Sum, sum of squared deviations from 'centre' and count of the gaps between an op's start and
+ * the end of the rank's previous op (every op but each rank's first; negative gaps,
+ * overlapping ops, count 0). */
+static long gap_moments(const struct bm_table *t, const struct bm_timeline *const *tls, int n_runs, double centre,
+                        double *sum, double *sq)
 {
-    double sum = 0;
     long n = 0;
+    *sum = *sq = 0;
     for (int i = 0; i < n_runs; i++)
         for (int r = 0; r < t->pp && r < tls[i]->pp; r++) {
             const struct bm_rank_timeline *rt = &tls[i]->ranks[r];
             for (int k = 1; k < rt->n_ops && k < t->ranks[r].n_ops; k++) {
                 double g = rt->ops[k].start_ms - rt->ops[k - 1].end_ms;
-                sum += g > 0 ? g : 0;
-                n++;
+                if (g < 0) g = 0;
+                *sum += g, *sq += (g - centre) * (g - centre), n++;
             }
         }
+    return n;
+}
+
+double bm_calibrate_op_overhead_ms(const struct bm_table *t, const struct bm_timeline *const *tls, int n_runs)
+{
+    double sum, sq;
+    long n = gap_moments(t, tls, n_runs, 0, &sum, &sq);
     return n ? sum / n : 0;
+}
+
+/* One run's mean transfer time: send issue to the end of each recv that was reached no later
+ * than its send was issued (it waited for the whole transfer); 0 without one. */
+static double mean_transfer_ms(const struct bm_table *t, const struct bm_match *mt, const struct bm_timeline *tl)
+{
+    double sum = 0;
+    long n = 0;
+    for (int r = 0; r < t->pp && r < tl->pp; r++)
+        for (int k = 0; k < t->ranks[r].n_ops; k++) {
+            const struct bm_op *op = &t->ranks[r].ops[k];
+            int32_t si = bm_match_peer(mt, r, k);
+            if (op->kind != BM_OP_RECV || si < 0 || op->peer >= tl->pp) continue;
+            const struct bm_op_time *rt = &tl->ranks[r].ops[k], *st = &tl->ranks[op->peer].ops[si];
+            if (rt->start_ms > st->start_ms) continue;
+            sum += rt->end_ms - st->start_ms, n++;
+        }
+    return n ? sum / n : 0;
+}
+
+int bm_calibrate_dispatch(const struct bm_table *t, const struct bm_timeline *const *tls, int n_runs,
+                          struct bm_dispatch_fit *out, struct bm_err *err)
+{
+    *out = (struct bm_dispatch_fit){0, 0, 0, 0};
+    struct bm_match mt;
+    memset(&mt, 0, sizeof mt);
+    if (bm_match_build(t, &mt, err)) return BM_ERR;
+    double gs, gq, rs = 0, ls = 0;
+    long gn = gap_moments(t, tls, n_runs, 0, &gs, &gq), rn = 0, ln = 0;
+    if (gn) gap_moments(t, tls, n_runs, gs / gn, &gs, &gq); /* two passes: no cancellation */
+    for (int i = 0; i < n_runs; i++) {
+        const struct bm_timeline *tl = tls[i];
+        double xfer = mean_transfer_ms(t, &mt, tl);
+        for (int r = 0; r < t->pp && r < tl->pp; r++) {
+            const struct bm_rank_timeline *rt = &tl->ranks[r];
+            int n = rt->n_ops < t->ranks[r].n_ops ? rt->n_ops : t->ranks[r].n_ops;
+            if (n > 0) ls += rt->ops[0].start_ms, ln++;
+            for (int k = 0; k < n; k++) {
+                const struct bm_op *op = &t->ranks[r].ops[k];
+                int32_t si = bm_match_peer(&mt, r, k);
+                if (op->kind != BM_OP_RECV || si < 0 || op->peer >= tl->pp) continue;
+                if (tl->ranks[op->peer].ops[si].start_ms + xfer > rt->ops[k].start_ms) continue; /* in flight */
+                rs += rt->ops[k].end_ms - rt->ops[k].start_ms, rn++;
+            }
+        }
+    }
+    bm_match_free(&mt);
+    if (gn) {
+        out->op_ms = gs / gn;
+        out->op_sd_ms = sqrt(gq / gn);
+    }
+    if (rn) out->recv_ms = rs / rn;
+    if (ln && ls / ln > out->op_ms) out->lead_ms = ls / ln - out->op_ms;
+    return BM_OK;
 }
 
 void bm_calibrate_spread(const struct bm_table *t, const struct bm_timeline *const *tls, int n_runs,
@@ -316,12 +382,12 @@ static double median_of(double *v, int n)
 
 int bm_calibrate_median_runs(const struct bm_table *t, const struct bm_timeline *const *tls, int n_runs, int mean,
                              struct bm_cost *costs, double *mb_scale, double *rank_scale, double *spread,
-                             double *op_overhead_ms, struct bm_err *err)
+                             struct bm_dispatch_fit *dispatch, struct bm_err *err)
 {
     if (n_runs < 1) return bm_err_set(err, "no timeline to calibrate from");
     int nm = t->n_modules, M = t->microbatches > 0 ? t->microbatches : 1, P = t->pp;
-    /* per run: 4 cost fields per module, M microbatch scales, P rank scales, nm spreads, 1 dispatch */
-    int per = 4 * nm + M + P + nm + 1;
+    /* per run: 4 cost fields per module, M microbatch scales, P rank scales, nm spreads, 4 dispatch */
+    int per = 4 * nm + M + P + nm + 4;
     double *v = bm_malloc((size_t)per * (size_t)n_runs * sizeof *v), *col = bm_malloc((size_t)n_runs * sizeof *col);
     struct bm_cost *c = bm_calloc((size_t)(nm > 0 ? nm : 1), sizeof *c);
     double *rs = bm_malloc((size_t)P * sizeof *rs), *ms = bm_malloc((size_t)M * sizeof *ms);
@@ -345,7 +411,9 @@ int bm_calibrate_median_runs(const struct bm_table *t, const struct bm_timeline 
         }
         for (int m = 0; m < M; m++) q[4 * nm + m] = ms[m];
         for (int r = 0; r < P; r++) q[4 * nm + M + r] = rs[r];
-        q[per - 1] = bm_calibrate_op_overhead_ms(t, one, 1);
+        struct bm_dispatch_fit d;
+        if ((rc = bm_calibrate_dispatch(t, one, 1, &d, err))) goto done;
+        q[per - 4] = d.op_ms, q[per - 3] = d.op_sd_ms, q[per - 2] = d.recv_ms, q[per - 1] = d.lead_ms;
     }
     double *med = bm_malloc((size_t)per * sizeof *med);
     if (!med) {
@@ -365,7 +433,7 @@ int bm_calibrate_median_runs(const struct bm_table *t, const struct bm_timeline 
     for (int m = 0; m < t->microbatches; m++) mb_scale[m] = med[4 * nm + m];
     if (rank_scale)
         for (int r = 0; r < P; r++) rank_scale[r] = med[4 * nm + M + r];
-    *op_overhead_ms = med[per - 1];
+    *dispatch = (struct bm_dispatch_fit){med[per - 4], med[per - 3], med[per - 2], med[per - 1]};
     bm_free(med);
 done:
     bm_free(v), bm_free(col), bm_free(c), bm_free(rs), bm_free(ms), bm_free(sp);

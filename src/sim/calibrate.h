@@ -64,6 +64,22 @@ void bm_calibrate_scales(const struct bm_table *t, const struct bm_timeline *con
  * on every rank's critical chain. */
 double bm_calibrate_op_overhead_ms(const struct bm_table *t, const struct bm_timeline *const *tls, int n_runs);
 
+/* The executor's time outside the compute ops, as the simulator models it (src/sim/cost.h;
+ * device.op_overhead_us, op_overhead_sd_us, recv_overhead_us and step_lead_us; ms here). */
+struct bm_dispatch_fit {
+    double op_ms;    /* bm_calibrate_op_overhead_ms: the mean gap before an op */
+    double op_sd_ms; /* the standard deviation of those gaps (the same ops, negative gaps 0) */
+    double recv_ms;  /* the mean duration of the recvs whose message was already there: whose
+                      * send was issued at least the run's mean transfer time (send issue to the
+                      * end of a recv that waited for it, over the recvs that did) before the
+                      * recv started; 0 without such recvs */
+    double lead_ms;  /* the mean over ranks of the first op's start (from the step's start),
+                      * less op_ms, at least 0: the executor's step setup */
+};
+/* All four, pooled over the n_runs timelines. BM_ERR (err) only when out of memory. */
+int bm_calibrate_dispatch(const struct bm_table *t, const struct bm_timeline *const *tls, int n_runs,
+                          struct bm_dispatch_fit *out, struct bm_err *err);
+
 /* Op-time spread per module (module cost.spread, src/sim/expect.h): the standard deviation of
  * log(measured duration / modelled duration) over the module's F and B ops, each (module or
  * backbone chunk, pass, rank, run) slot centred on its own mean so only the op-to-op variation
@@ -90,18 +106,19 @@ long bm_calibrate_link_latency_ms(const struct bm_table *t, const struct bm_time
 /* Every fitted number over several runs, robust to a disturbed run (docs/simulator.md
  * "Predicting a run"): each run is calibrated on its own (bm_calibrate_runs with one timeline,
  * means within the run when mean = 1, medians otherwise; its encoder and rank scales
- * (bm_calibrate_scales, the rank scale only when rank_scale is not NULL), its dispatch time, its
- * spread when spread is not NULL), then every number (each module's fwd_ms, bwd_ms, w_ms,
- * act_mib; each microbatch's and each rank's scale; the dispatch time; each module's spread) is
+ * (bm_calibrate_scales, the rank scale only when rank_scale is not NULL), its dispatch times
+ * (bm_calibrate_dispatch), its spread when spread is not NULL), then every number (each module's
+ * fwd_ms, bwd_ms, w_ms, act_mib; each microbatch's and each rank's scale; each dispatch number;
+ * each module's spread) is
  * the median of its n_runs per-run values (the mean of the middle two for an even count). A run
  * that another process disturbed (one op preempted for milliseconds) moves the pooled mean of
  * every op slot it touched; it moves the median over runs only as one run of n_runs. Within a
  * run the mean stays the estimate (a makespan is a sum of that step's op times).
  * costs[t->n_modules]; mb_scale[t->microbatches] (1 without encoder ops); rank_scale[t->pp] or
- * NULL; spread[t->n_modules] or NULL; *op_overhead_ms. BM_ERR (err) on no run or out of memory. */
+ * NULL; spread[t->n_modules] or NULL; *dispatch. BM_ERR (err) on no run or out of memory. */
 int bm_calibrate_median_runs(const struct bm_table *t, const struct bm_timeline *const *tls, int n_runs, int mean,
                              struct bm_cost *costs, double *mb_scale, double *rank_scale, double *spread,
-                             double *op_overhead_ms, struct bm_err *err);
+                             struct bm_dispatch_fit *dispatch, struct bm_err *err);
 /* bm_calibrate_link_latency_ms of each run, the median over the runs that have an estimate
  * (returns how many; 0: *latency_ms untouched). */
 int bm_calibrate_median_link_latency_ms(const struct bm_table *t, const struct bm_timeline *const *tls, int n_runs,

@@ -17,8 +17,14 @@
  * A NULL chunk_weights means uniform 1/(P*V); a NULL mb_scale or rank_time_scale means 1.
  *
  * Dispatch: every op (compute, send, recv) of a rank occupies it t->op_overhead_ms before it
- *   starts (the executor's per-op bookkeeping; spec device.op_overhead_us; 0 = none).
- * Comm: a send and a recv take no rank time; the data arrives
+ *   starts (the executor's per-op bookkeeping; spec device.op_overhead_us; 0 = none). The
+ *   expected makespan (sim/expect.h) draws each op's dispatch from a gamma distribution of that
+ *   mean and standard deviation t->op_overhead_sd_ms instead (device.op_overhead_sd_us).
+ * Step lead: each rank's first op is dispatched t->step_lead_ms after the step's start (the
+ *   executor's start broadcast and step setup; device.step_lead_us; 0 = none).
+ * Recv: a recv ends when its data has arrived, and no earlier than t->recv_overhead_ms after
+ *   it starts (completing an arrived message; device.recv_overhead_us; 0 = none).
+ * Comm: a send takes no rank time; the data arrives
  *   link_latency_us / 1000 + mib * 2^20 / (link_gbytes_per_s * 1e9) * 1000  ms
  * after the send is issued. link_gbytes_per_s <= 0 means unlimited bandwidth. Links are
  * contention-free (each transfer gets the whole link).

@@ -162,6 +162,7 @@ struct sim {
     uint8_t *parked;   /* rank waits at pc for a send */
     uint8_t *parked_oh; /* the parked op's dispatch overhead is already in tfree */
     const double *op_scale; /* [ops] duration factor per compute op (global id), or NULL */
+    const double *dispatch; /* [ops] dispatch ms per op (global id), or NULL = t->op_overhead_ms */
     int *stack, sp;
 };
 
@@ -222,6 +223,7 @@ static int sim_init(struct sim *s, const struct bm_table *t, const struct bm_sim
         s->pend_rank[i] = s->pend_op[i] = -1;
     }
     for (int i = 0; i < t->n_tensors; i++) s->comm[i] = bm_cost_comm_ms(t, i), s->comm_x[i] = bm_cost_inter_host_ms(t, i);
+    for (int r = 0; r < P; r++) s->tfree[r] = t->step_lead_ms; /* the step's setup (cost.h) */
 
     /* Jitter: one draw per (module, F|B, mb) in a fixed order, independent of placement. */
     double j = o ? o->jitter : 0;
@@ -301,7 +303,7 @@ static int run_rank(struct sim *s, int r, struct bm_err *err)
         const struct bm_op *op = &ops[i];
         struct bm_op_time *ot = &times[i];
         if (i == s->pc[r] && s->parked_oh[r]) s->parked_oh[r] = 0; /* dispatched before it parked */
-        else tf += t->op_overhead_ms;                               /* per-op dispatch (cost.h) */
+        else tf += s->dispatch ? s->dispatch[s->base[r] + i] : t->op_overhead_ms; /* (cost.h) */
         size_t mi = (size_t)r * (size_t)s->M + (size_t)op->mb;
         if (op->kind == BM_OP_COMPUTE) {
             double ready = s->last_end[mi] >= 0 ? s->last_end[mi] : 0;
@@ -371,7 +373,7 @@ static int run_rank(struct sim *s, int r, struct bm_err *err)
             }
             double arrive = s->tl->ranks[p].ops[si].start_ms +
                             (bm_cost_crosses_hosts(t, p, r) ? s->comm_x : s->comm)[op->tensor];
-            double end = arrive > tf ? arrive : tf;
+            double done = tf + t->recv_overhead_ms, end = arrive > done ? arrive : done;
             *ot = (struct bm_op_time){tf, end, arrive, p, si};
             if (arrive > s->pend[mi]) {
                 s->pend[mi] = arrive;
@@ -429,11 +431,18 @@ int bm_simulate(const struct bm_table *t, const struct bm_sim_opts *o, struct bm
 int bm_simulate_op_scaled(const struct bm_table *t, const struct bm_sim_opts *o, const double *op_scale,
                           struct bm_timeline **out, struct bm_err *err)
 {
+    return bm_simulate_drawn(t, o, op_scale, NULL, out, err);
+}
+
+int bm_simulate_drawn(const struct bm_table *t, const struct bm_sim_opts *o, const double *op_scale,
+                      const double *dispatch_ms, struct bm_timeline **out, struct bm_err *err)
+{
     *out = NULL;
     if (bm_table_check_ops(t, "simulate", err)) return BM_ERR;
     struct sim s;
     memset(&s, 0, sizeof s);
     s.op_scale = op_scale;
+    s.dispatch = dispatch_ms;
     int rc = BM_ERR;
     s.tl = bm_timeline_new(t);
     if (!s.tl) {

@@ -48,6 +48,18 @@ static int write_json(json_t *root, const char *out, struct bm_err *err)
     return wr ? bm_err_set(err, "%s: write failed", out) : BM_OK;
 }
 
+/* The measured device numbers into o (the spec's "device", or the fragment's top level). */
+static void set_measured_device(json_t *o, const struct bm_spec_calibration *c)
+{
+    json_object_set_new(o, "op_overhead_us", json_real(c->op_overhead_us));
+    if (c->spread) json_object_set_new(o, "op_overhead_sd_us", json_real(c->op_overhead_sd_us));
+    else json_object_del(o, "op_overhead_sd_us"); /* an earlier calibration's, without its module spreads */
+    json_object_set_new(o, "recv_overhead_us", json_real(c->recv_overhead_us));
+    json_object_set_new(o, "step_lead_us", json_real(c->step_lead_us));
+    if (c->have_link_latency) json_object_set_new(o, "link_latency_us", json_real(c->link_latency_us));
+    if (c->rank_scale) json_object_set_new(o, "rank_time_scale", reals(c->rank_scale, c->pp));
+}
+
 int bm_spec_write_calibrated(const char *spec_path, const struct bm_spec_calibration *c, const char *out,
                              struct bm_err *err)
 {
@@ -74,9 +86,7 @@ int bm_spec_write_calibrated(const char *spec_path, const struct bm_spec_calibra
     }
     json_t *dev = json_object_get(root, "device");
     if (!json_is_object(dev)) json_object_set_new(root, "device", dev = json_object());
-    json_object_set_new(dev, "op_overhead_us", json_real(c->op_overhead_us));
-    if (c->have_link_latency) json_object_set_new(dev, "link_latency_us", json_real(c->link_latency_us));
-    if (c->rank_scale) json_object_set_new(dev, "rank_time_scale", reals(c->rank_scale, c->pp));
+    set_measured_device(dev, c);
     return write_json(root, out, err);
 }
 
@@ -98,9 +108,7 @@ int bm_spec_write_costs(const struct bm_spec_calibration *c, const char *const *
         json_array_append_new(mods, m);
     }
     json_object_set_new(root, "modules", mods);
-    json_object_set_new(root, "op_overhead_us", json_real(c->op_overhead_us));
-    if (c->have_link_latency) json_object_set_new(root, "link_latency_us", json_real(c->link_latency_us));
-    if (c->rank_scale) json_object_set_new(root, "rank_time_scale", reals(c->rank_scale, c->pp));
+    set_measured_device(root, c);
     if (c->mb_scale)
         json_object_set_new(root, "encoder_cost_scale", json_pack("{s:o}", "values", reals(c->mb_scale, c->microbatches)));
     return write_json(root, out, err);

@@ -20,6 +20,10 @@ struct bm_spec_calibration {
     const double *mb_scale;       /* [microbatches] data.encoder_cost_scale.values, or NULL */
     int microbatches;
     double op_overhead_us;        /* device.op_overhead_us */
+    double op_overhead_sd_us;     /* device.op_overhead_sd_us, written only with spread (both feed
+                                   * the expected makespan) */
+    double recv_overhead_us;      /* device.recv_overhead_us */
+    double step_lead_us;          /* device.step_lead_us */
     int have_link_latency;        /* 1: device.link_latency_us = link_latency_us is written */
     double link_latency_us;
 };
@@ -27,6 +31,7 @@ struct bm_spec_calibration {
 /* Write the spec at spec_path with c's figures in place to out ("-" = stdout, then a newline):
  * each module of c found by name gets its "cost" replaced, data.encoder_cost_scale becomes
  * {"values": mb_scale} (removed when mb_scale is NULL), device.op_overhead_us,
+ * recv_overhead_us, step_lead_us, op_overhead_sd_us (with spread; removed without),
  * device.link_latency_us (when measured) and device.rank_time_scale are set; every other key stays where it was. The spec is read through
  * the guarded JSON parser (bm_json_parse); it is not checked as a spec. */
 int bm_spec_write_calibrated(const char *spec_path, const struct bm_spec_calibration *c, const char *out,
@@ -34,7 +39,7 @@ int bm_spec_write_calibrated(const char *spec_path, const struct bm_spec_calibra
 
 /* Write the cost fragment of c to out ("-" = stdout): {"format": "bigmac-costs", "version": 1,
  * "trace": traces[0], "traces": [...], "modules": [{"name", "cost"}], "op_overhead_us",
- * "link_latency_us" and "rank_time_scale" (when measured), "encoder_cost_scale": {"values"} (when measured)}. */
+ * "recv_overhead_us", "step_lead_us", "op_overhead_sd_us" (with spread), "link_latency_us" and "rank_time_scale" (when measured), "encoder_cost_scale": {"values"} (when measured)}. */
 int bm_spec_write_costs(const struct bm_spec_calibration *c, const char *const *traces, int n_traces,
                         const char *out, struct bm_err *err);
 

@@ -45,7 +45,8 @@ static const char *const top_keys[] = {"format", "version", "name", "doc", "devi
 static const char *const device_keys[] = {"memory_gib", "peak_tflops", "efficiency",
                                           "link_gbytes_per_s", "link_latency_us", "rank_time_scale",
                                           "ranks_per_host", "inter_host_gbytes_per_s",
-                                          "inter_host_latency_us", "op_overhead_us", NULL};
+                                          "inter_host_latency_us", "op_overhead_us", "op_overhead_sd_us",
+                                          "recv_overhead_us", "step_lead_us", NULL};
 static const char *const parallel_keys[] = {"pp", "vpp", "microbatches", "unit", NULL};
 static const char *const schedule_keys[] = {"backbone", "policy", "window", NULL};
 static const char *const module_keys[] = {"name", "role", "consumes", "produces", "layers", "cost",
@@ -540,7 +541,10 @@ static int parse_device(struct ctx *c, json_t *root)
         get_num(c, o, P, "efficiency", 0, GT, 1, &d->efficiency, NULL) ||
         get_num(c, o, P, "link_gbytes_per_s", 0, GT, MAX_RATE, &d->link_gbytes_per_s, NULL) ||
         get_num(c, o, P, "link_latency_us", 0, GE, MAX_MS * 1e3, &d->link_latency_us, NULL) ||
-        get_num(c, o, P, "op_overhead_us", 0, GE, MAX_MS * 1e3, &c->s->op_overhead_us, NULL))
+        get_num(c, o, P, "op_overhead_us", 0, GE, MAX_MS * 1e3, &c->s->op_overhead_us, NULL) ||
+        get_num(c, o, P, "op_overhead_sd_us", 0, GE, MAX_MS * 1e3, &c->s->op_overhead_sd_us, NULL) ||
+        get_num(c, o, P, "recv_overhead_us", 0, GE, MAX_MS * 1e3, &c->s->recv_overhead_us, NULL) ||
+        get_num(c, o, P, "step_lead_us", 0, GE, MAX_MS * 1e3, &c->s->step_lead_us, NULL))
         return BM_ERR;
     if (d->link_gbytes_per_s < MIN_LINK)
         return fail(c, "device.link_gbytes_per_s",

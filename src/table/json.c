@@ -11,6 +11,16 @@
 #include "table/table.h"
 #include "util/util.h"
 
+/* The executor's time outside the ops (top-level keys, us; the table holds ms; src/sim/cost.h). */
+enum { N_OVERHEADS = 4 };
+static const char *const overhead_keys[N_OVERHEADS] = {"op_overhead_us", "op_overhead_sd_us", "recv_overhead_us",
+                                                        "step_lead_us"};
+static void overheads(struct bm_table *t, double **out)
+{
+    out[0] = &t->op_overhead_ms, out[1] = &t->op_overhead_sd_ms, out[2] = &t->recv_overhead_ms;
+    out[3] = &t->step_lead_ms;
+}
+
 /* ---------------------------------------------------------------- writer */
 
 /* fields[0..n) as JSON members, comma-separated. */
@@ -92,11 +102,14 @@ int bm_table_write_json(const struct bm_table *t, FILE *f)
         }
         fprintf(f, "],\n");
     }
-    if (t->op_overhead_ms > 0) {
-        fprintf(f, " \"op_overhead_us\": ");
-        bm_put_num(f, t->op_overhead_ms * 1000.0);
-        fprintf(f, ",\n");
-    }
+    const double *oh[N_OVERHEADS];
+    overheads((struct bm_table *)t, (double **)oh);
+    for (int k = 0; k < N_OVERHEADS; k++)
+        if (*oh[k] > 0) {
+            fprintf(f, " \"%s\": ", overhead_keys[k]);
+            bm_put_num(f, *oh[k] * 1000.0);
+            fprintf(f, ",\n");
+        }
     fprintf(f, " \"ranks\": [\n");
     for (int r = 0; r < t->pp; r++) {
         const struct bm_rank_ops *ro = &t->ranks[r];
@@ -450,7 +463,8 @@ static int load_root(struct ld *L, json_t *root, struct bm_table **out)
     static const char *const keys[] = {"format", "version", "pp", "vpp", "microbatches", "unit",
                                        "window", "backbone", "policy", "warmup_extra", "device",
                                        "modules", "chunk_weights", "chunk_layers", "mb_scale",
-                                       "rank_time_scale", "op_overhead_us", "ranks", NULL};
+                                       "rank_time_scale", "op_overhead_us", "op_overhead_sd_us",
+                                       "recv_overhead_us", "step_lead_us", "ranks", NULL};
     static const char *const dkeys[] = {"memory_gib", "peak_tflops", "efficiency",
                                         "link_gbytes_per_s", "link_latency_us", "ranks_per_host",
                                         "inter_host_gbytes_per_s", "inter_host_latency_us", NULL};
@@ -515,11 +529,14 @@ static int load_root(struct ld *L, json_t *root, struct bm_table **out)
     if (load_doubles(L, root, "chunk_weights", C, 1.0 / C, 0, &t->chunk_weights) ||
         load_doubles(L, root, "mb_scale", t->microbatches, 1.0, 0, &t->mb_scale))
         return BM_ERR;
-    json_t *oh = json_object_get(root, "op_overhead_us");
-    if (oh) {
-        double v = json_is_number(oh) ? json_number_value(oh) : -1;
-        if (!(v >= 0) || v > 1e12) return fail(L, "op_overhead_us", "\"op_overhead_us\" must be a number >= 0");
-        t->op_overhead_ms = v / 1000.0;
+    double *oh[N_OVERHEADS];
+    overheads(t, oh);
+    for (int k = 0; k < N_OVERHEADS; k++) {
+        json_t *j = json_object_get(root, overhead_keys[k]);
+        if (!j) continue;
+        double v = json_is_number(j) ? json_number_value(j) : -1;
+        if (!(v >= 0) || v > 1e12) return fail(L, overhead_keys[k], "\"%s\" must be a number >= 0", overhead_keys[k]);
+        *oh[k] = v / 1000.0;
     }
     if (json_object_get(root, "rank_time_scale")) {
         if (load_doubles(L, root, "rank_time_scale", t->pp, 1.0, 0, &t->rank_time_scale)) return BM_ERR;

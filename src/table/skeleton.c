@@ -140,7 +140,10 @@ static int split_chunks(struct bm_table *t, const struct bm_spec *s, struct bm_e
 
 static int rank_scale(struct bm_table *t, const struct bm_spec *s, struct bm_err *err)
 {
-    t->op_overhead_ms = s->op_overhead_us / 1000.0; /* the other measured rank property */
+    t->op_overhead_ms = s->op_overhead_us / 1000.0; /* the other measured rank properties */
+    t->op_overhead_sd_ms = s->op_overhead_sd_us / 1000.0;
+    t->recv_overhead_ms = s->recv_overhead_us / 1000.0;
+    t->step_lead_ms = s->step_lead_us / 1000.0;
     if (!s->rank_time_scale) return BM_OK;
     if (s->n_rank_time_scale != t->pp)
         return bm_err_set(err, "%s: device.rank_time_scale has %d entries, one per pipeline rank, but pp is %d"
