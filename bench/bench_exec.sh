@@ -49,6 +49,7 @@ cd "$(dirname "$0")/.."
 : "${STEPS:=10}"
 : "${REPS:=30}"
 : "${TRACE_FROM:=4}"
+: "${PYTHON:=/usr/bin/python3}"
 export OPENBLAS_NUM_THREADS=1
 if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
 # On a shared machine other processes take the cores for scheduler slices at a time; running the
@@ -62,6 +63,26 @@ trap 'rm -rf "$T"' EXIT
 SPEC=examples/tiny-mllm.json
 
 median() { sort -g | awk '{v[NR]=$1} END{print (NR%2)?v[(NR+1)/2]:(v[NR/2]+v[NR/2+1])/2}'; }
+# The median walk's 95% interval: the runs resampled with replacement (a run's steps stay
+# together: a slow run is slow in all of them), the median over the resampled runs' steps, 2000
+# times (seeded); prints "lo hi" in ms. On this VM one run's median walk differs from the next
+# run's of the same policy by up to 30%, so two policies' medians differ by a few percent
+# without any difference in their schedules.
+walk_interval() {
+    "$PYTHON" - "$1" <<'PY'
+import random, statistics, sys
+runs = {}
+for line in open(sys.argv[1]):
+    r, w = line.split()
+    runs.setdefault(r, []).append(float(w))
+keys, rng, meds = sorted(runs), random.Random(1), []
+for _ in range(2000):
+    pick = [rng.choice(keys) for _ in keys]
+    meds.append(statistics.median([w for k in pick for w in runs[k]]))
+meds.sort()
+print(f"{meds[49]:.2f} {meds[1949]:.2f}")
+PY
+}
 makespan_of() { "$BIGMAC" render "$1" --format ascii --width 60 | sed -n 's/^makespan \([0-9.]*\) ms.*/\1/p'; }
 
 echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores; P=2, $STEPS steps x $REPS runs; ranks ${PRIO:-at normal priority}"
@@ -69,14 +90,15 @@ echo
 echo "| policy | step ms (median) | step / bigmac | makespan ms (median walk) | makespan / bigmac | traced makespan ms (median) | **prediction ms** | **error vs traced** | error vs walk | with spread (expected) ms | error vs traced | pooled means ms | error vs traced | pooled, planned again (old) ms | error vs traced |"
 echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 declare -A STEP MK TR
-for pol in bigmac optimus unified; do : >"$T/$pol.ms"; : >"$T/$pol.mk"; : >"$T/$pol.walk"; done
+for pol in bigmac optimus unified; do : >"$T/$pol.ms"; : >"$T/$pol.mk"; : >"$T/$pol.walk"; : >"$T/$pol.walkr"; done
 # policies interleaved within each repetition, so a slow spell of the machine hits all of them
 for rep in $(seq "$REPS"); do
     for pol in bigmac optimus unified; do
         timeout 300 mpirun -np 2 $PRIO "$BIGMAC" train $SPEC --pp 2 --unit 2 --policy $pol --steps "$STEPS" \
             --log "$T/$pol.log" --trace "$T/$pol.$rep.json" --trace-from "$TRACE_FROM" >"$T/progress"
         sed -n 's/^step *\([0-9]*\)\/.* cpu \([0-9]*\)%.*/\1 \2/p' "$T/progress" | awk '$1 > 3 {print $2}' >>"$T/cpu"
-        sed -n 's/^step *\([0-9]*\)\/.* walk \([0-9.]*\) ms.*/\1 \2/p' "$T/progress" | awk '$1 > 3 {print $2}' >>"$T/$pol.walk"
+        sed -n 's/^step *\([0-9]*\)\/.* walk \([0-9.]*\) ms.*/\1 \2/p' "$T/progress" |
+            awk -v r="$rep" '$1 > 3 {print $2; print r, $2 >"/dev/stderr"}' >>"$T/$pol.walk" 2>>"$T/$pol.walkr"
         tail -n +4 "$T/$pol.log" | sed 's/.*"ms": \([0-9.]*\).*/\1/' >>"$T/$pol.ms"
         echo "$(makespan_of "$T/$pol.$rep.json") $rep" >>"$T/$pol.mk"
     done
@@ -123,8 +145,8 @@ done
 echo
 echo "Average step (steps $TRACE_FROM..$STEPS, every step traced; from bigmac's traces):"
 echo
-echo "| policy | makespan ms (median walk) | traced makespan ms (median, all traced steps) | per-step predictions, median ms | error vs walk | error vs traced | per-step with spread (expected), median ms | error vs walk | error vs traced | pooled over steps ms | error vs walk | error vs traced | per trace, median ms | error vs walk | error vs traced | **per trace, expected (--spread), median ms** | **error vs walk** | error vs traced |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+echo "| policy | makespan ms (median walk) | its 95% interval (runs resampled) | traced makespan ms (median, all traced steps) | per-step predictions, median ms | error vs walk | error vs traced | per-step with spread (expected), median ms | error vs walk | error vs traced | pooled over steps ms | error vs walk | error vs traced | per trace, median ms | error vs walk | error vs traced | **per trace, expected (--spread), median ms** | **error vs walk** | error vs traced |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 ALL=$(for rep in $(seq "$REPS"); do for k in $(seq "$TRACE_FROM" "$STEPS"); do echo "$T/bigmac.$rep.step$k.json"; done; done)
 "$BIGMAC" calibrate $ALL --spec $SPEC --mean --run-median --rank-scale -o "$T/cal_steps.json" 2>/dev/null
 for k in $(seq "$TRACE_FROM" "$STEPS"); do
@@ -164,7 +186,8 @@ for pol in bigmac optimus unified; do
     pm=$(median <"$T/$pol.kpred") ps=$(median <"$T/$pol.kspread")
     "$BIGMAC" simulate "$T/cal_steps.json" --table "$T/table.$pol.json" --json >"$T/pred.json"
     pp=$(pred_of "$T/pred.json")
-    echo "| $pol | $(printf %.2f "${MK[$pol]}") | $(printf %.2f "$trall") | $(printf %.2f "$pm") | $(err "${MK[$pol]}" "$pm") |" \
+    read -r wlo whi < <(walk_interval "$T/$pol.walkr")
+    echo "| $pol | $(printf %.2f "${MK[$pol]}") | $wlo-$whi ($(err "${MK[$pol]}" "$wlo")..$(err "${MK[$pol]}" "$whi")) | $(printf %.2f "$trall") | $(printf %.2f "$pm") | $(err "${MK[$pol]}" "$pm") |" \
          "$(err "$trall" "$pm") | $(printf %.2f "$ps") | $(err "${MK[$pol]}" "$ps") | $(err "$trall" "$ps")" \
          "| $(printf %.2f "$pp") | $(err "${MK[$pol]}" "$pp") | $(err "$trall" "$pp")" \
          "| $(printf %.2f "$pt") | $(err "${MK[$pol]}" "$pt") | $(err "$trall" "$pt")" \
