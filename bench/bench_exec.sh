@@ -87,7 +87,7 @@ makespan_of() { "$BIGMAC" render "$1" --format ascii --width 60 | sed -n 's/^mak
 
 echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores; P=2, $STEPS steps x $REPS runs; ranks ${PRIO:-at normal priority}"
 echo
-echo "| policy | step ms (median) | step / bigmac | makespan ms (median walk) | makespan / bigmac | traced makespan ms (median) | **prediction ms** | **error vs traced** | error vs walk | with spread (expected) ms | error vs traced | pooled means ms | error vs traced | pooled, planned again (old) ms | error vs traced |"
+echo "| policy | step ms (median) | step / bigmac | makespan ms (median walk) | makespan / bigmac | traced makespan ms (median) | last-step prediction ms (run-median) | error vs traced | error vs walk | with spread (expected) ms | error vs traced | pooled means ms | error vs traced | pooled, planned again (old) ms | error vs traced |"
 echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 declare -A STEP MK TR
 for pol in bigmac optimus unified; do : >"$T/$pol.ms"; : >"$T/$pol.mk"; : >"$T/$pol.walk"; : >"$T/$pol.walkr"; done
@@ -130,7 +130,7 @@ for pol in bigmac optimus unified; do
     "$BIGMAC" plan $SPEC --pp 2 --unit 2 --policy $pol -o "$T/table.$pol.json" >/dev/null
     "$BIGMAC" simulate "$T/cal.json" --table "$T/table.$pol.json" --json >"$T/pred.json"
     pred=$(pred_of "$T/pred.json")
-    row="$row | **$(printf %.2f "$pred")** | **$(err "${TR[$pol]}" "$pred")** | $(err "${MK[$pol]}" "$pred")"
+    row="$row | $(printf %.2f "$pred") | $(err "${TR[$pol]}" "$pred") | $(err "${MK[$pol]}" "$pred")"
     for cal in cal_spread cal_pooled; do
         "$BIGMAC" simulate "$T/$cal.json" --table "$T/table.$pol.json" --json >"$T/pred.json"
         pred=$(pred_of "$T/pred.json")

@@ -41,6 +41,19 @@ if [ "$r" = ok ]; then echo "PASS trace_from_vit_bytes_follow_image_counts"
 else echo "FAIL trace_from_vit_bytes_follow_image_counts: $r"; fi
 # every step file is a trace calibrate reads, together
 expect_exit trace_from_calibrate_all 0 "$BIGMAC" calibrate "$T"/r.step*.json --spec $SPEC --mean --run-median -o "$T/cal.json"
+# bench/trace_replay.py replays the step traces through their DAG: with nothing replaced it gives
+# every measured makespan back (its check row), and it prints every variant it documents
+PY=${PYTHON:-/usr/bin/python3}
+out=$("$PY" bench/trace_replay.py "$T"/r.step*.json 2>&1)
+r=$(printf '%s\n' "$out" | awk -F'|' '$2 == " measured " {a = $3 + 0; b = $4 + 0; c = $5 + 0
+    print (a < 0.5 && a > -0.5 && b > -0.5 && c < 0.5) ? "ok" : "off " $0}')
+rows=$(printf '%s\n' "$out" | grep -c '^| [a-z]')
+if [ "$r" = ok ] && [ "$rows" = 12 ]; then echo "PASS trace_replay_measured_is_the_trace"
+else echo "FAIL trace_replay_measured_is_the_trace: '$r', $rows rows: $out"; fi
+"$PY" bench/trace_replay.py "$T/cal.json" >"$T/replay.out" 2>&1
+rc=$?
+if [ $rc != 0 ] && grep -q "cal.json: not an executor trace" "$T/replay.out"; then echo "PASS trace_replay_refuses_a_non_trace"
+else echo "FAIL trace_replay_refuses_a_non_trace: rc $rc, $(cat "$T/replay.out")"; fi
 # no .json suffix: .stepK.json appended
 expect_exit trace_from_no_suffix 0 "$BIGMAC" train $SPEC --local --pp 2 --unit 2 --steps 2 --trace-from 2 \
     --trace "$T/plain" --quiet
