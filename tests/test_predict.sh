@@ -49,6 +49,16 @@ if [ -n "$c" ] && [ "$c" != "$(mk)" ] && [ "$c" != "$n" ]; then echo "PASS table
 else echo "FAIL table_costs_are_the_specs: $c (planned again $(mk), nominal $n)"; fi
 expect_exit simulate_table_human 0 "$BIGMAC" simulate "$T/cal.json" --table "$T/nom_bigmac.json"
 expect_contains simulate_table_human_expected "expected makespan under the modules' op-time spread"
+# the other dispatch numbers reach the given table from SPEC: a step lead of 0.5 ms starts every
+# rank's first op, and so every op, 0.5 ms later (makespan + 0.5 exactly); a dispatch sd is named
+# in the expected makespan's line
+sed 's/"op_overhead_us": 3,/"op_overhead_us": 3, "step_lead_us": 500,/' "$T/cal.json" >"$T/lead.json"
+sed 's/"op_overhead_us": 3,/"op_overhead_us": 3, "op_overhead_sd_us": 6,/' "$T/cal.json" >"$T/sd.json"
+expect_exit simulate_table_lead 0 "$BIGMAC" simulate "$T/lead.json" --table "$T/nom_bigmac.json" --json
+r=$(awk -v a="$(mk)" -v c="$c" 'BEGIN{d = a - c - 0.5; print (c != "" && d < 1e-9 && d > -1e-9) ? "ok" : "off " a " " c}')
+if [ "$r" = ok ]; then echo "PASS simulate_table_lead_shifts_every_op"; else echo "FAIL simulate_table_lead_shifts_every_op: $r"; fi
+expect_exit simulate_table_dispatch_sd 0 "$BIGMAC" simulate "$T/sd.json" --table "$T/nom_bigmac.json"
+expect_contains simulate_table_dispatch_sd_named "op-time spread and the dispatch spread: "
 
 # refusals
 expect_exit table_with_plan_flags 2 "$BIGMAC" simulate "$T/cal.json" --table "$T/nom_bigmac.json" --pp 2

@@ -314,8 +314,9 @@ static int run_one(const struct bm_spec *s, const struct bm_plan_opts *po, const
     } else {
         print_human(s, o, t, tl);
         if (has_spread)
-            printf("\nexpected makespan under the modules' op-time spread: %.3f ms (sd %.3f over %d samples, "
-                   "seed %llu)\n", ex, sd, BM_EXPECT_SAMPLES, (unsigned long long)so->seed);
+            printf("\nexpected makespan under the modules' op-time spread%s: %.3f ms (sd %.3f over %d samples, "
+                   "seed %llu)\n", t->op_overhead_sd_ms > 0 ? " and the dispatch spread" : "", ex, sd,
+                   BM_EXPECT_SAMPLES, (unsigned long long)so->seed);
     }
     bm_timeline_free(tl);
     bm_table_free(t);
