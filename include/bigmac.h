@@ -481,6 +481,7 @@ struct bm_op_time {
     double ready_ms;
     int32_t wait_rank; /* rank of the op waited on, or -1 */
     int32_t wait_op;   /* index into table->ranks[wait_rank].ops, or -1 */
+    double msg_bytes;  /* send/recv of a measured trace: the message's bytes; 0 = not measured */
 };
 
 /* One point of a rank's activation-memory trace: from t_ms on (until the next point) the rank

@@ -401,7 +401,7 @@ TEST(calibrate_from_measured_timeline)
         for (int k = 0; k < t->ranks[r].n_ops; k++) bytes[t->modules[t->ranks[r].ops[k].module < 0 ? 0 : t->ranks[r].ops[k].module].role] += b[k];
     }
     struct bm_timeline *tl = NULL;
-    CHECKF(bm_exec_timeline(t, times, mem, n_mem, &tl, &err) == BM_OK, "%s", err.msg);
+    CHECKF(bm_exec_timeline(t, times, NULL, mem, n_mem, &tl, &err) == BM_OK, "%s", err.msg);
     if (tl) {
         CHECK(tl->measured && tl->makespan_ms > 0);
         /* synthetic durations: encoder F = 1 + mb (median 2.5 for mbs 0..3; mean would be the
@@ -433,7 +433,7 @@ TEST(calibrate_from_measured_timeline)
          * of the 8 pooled durations 1 2 3 11 12 13 100 110 is (11 + 12) / 2, the mean 252 / 8;
          * the bytes stay (both runs hold the same). */
         struct bm_timeline *tl2 = NULL;
-        CHECKF(bm_exec_timeline(t, times, mem, n_mem, &tl2, &err) == BM_OK, "%s", err.msg);
+        CHECKF(bm_exec_timeline(t, times, NULL, mem, n_mem, &tl2, &err) == BM_OK, "%s", err.msg);
         if (tl2) {
             for (int r = 0; r < 2; r++)
                 for (int k = 0; k < t->ranks[r].n_ops; k++) {

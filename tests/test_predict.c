@@ -4,6 +4,7 @@
  * runs, one of them disturbed by hand (one backbone op 50 ms longer, as a preempted op on a
  * shared machine). Expected values are worked out by hand in the comments. */
 #include "sim/calibrate.h"
+#include "table/table.h"
 #include "test.h"
 #include "util/util.h"
 
@@ -171,6 +172,27 @@ TEST(link_latency_from_waiting_recvs)
         const struct bm_timeline *three[3] = {fast, a, b};
         CHECK(bm_calibrate_median_link_latency_ms(t, three, 3, &lat) == 3);
         CHECK_NEAR(lat, 0.030, 1e-12);
+        /* the same fast run whose trace records its messages as 0.025 MiB: charged are those
+         * bytes, not the tensors' 0.1 MiB: 10 + 2.097152 - 0.025 * 2^20 / 5e9 s = 12.097152 -
+         * 5.24288 us */
+        for (int r = 0; r < 2; r++)
+            for (int k = 0; k < t->ranks[r].n_ops; k++)
+                if (t->ranks[r].ops[k].kind != BM_OP_COMPUTE) fast->ranks[r].ops[k].msg_bytes = 0.025 * 1048576;
+        CHECK(bm_calibrate_link_latency_ms(t, f1, 1, &lat) > 0);
+        CHECK_NEAR(lat, (10 + 2.097152 - 5.24288) / 1000, 1e-12);
+        /* and calibrate's out_mib is the messages' size for every module that sends its
+         * outputs (here the backbone's chunk outputs; the vit runs where its output is used) */
+        struct bm_cost c[2];
+        int vit = bm_table_find_module(t, "vit"), llm = t->backbone_module;
+        CHECK(bm_calibrate_runs(t, f1, 1, 1, c, &err) == BM_OK);
+        CHECK_NEAR(c[llm].out_mib, 0.025, 1e-15);
+        long vit_sends = 0;
+        for (int r = 0; r < 2; r++)
+            for (int k = 0; k < t->ranks[r].n_ops; k++) {
+                const struct bm_op *op = &t->ranks[r].ops[k];
+                vit_sends += op->kind == BM_OP_SEND && t->tensors[op->tensor].module == vit;
+            }
+        CHECK_NEAR(c[vit].out_mib, vit_sends ? 0.025 : 0.1, 1e-15);
     }
 out:
     bm_timeline_free(a), bm_timeline_free(b), bm_timeline_free(fast);
@@ -178,9 +200,42 @@ out:
     bm_spec_free(s);
 }
 
+/* simulate --table: the given table takes the spec's costs, and with them its tensors' sizes
+ * (each tensor is its producer's out_mib): a table planned with out_mib 0.1 given a spec with
+ * 0.025 charges 0.025 MiB per transfer. */
+TEST(spec_costs_set_the_tensor_sizes)
+{
+    static const char *fmt =
+        "{\"format\": \"bigmac-spec\", \"version\": 1, \"parallel\": {\"pp\": 2, \"microbatches\": 2},\n"
+        " \"schedule\": {\"backbone\": \"gpipe\", \"policy\": \"none\"}, \"inputs\": [\"text\"],\n"
+        " \"modules\": [{\"name\": \"llm\", \"consumes\": [\"text\"], \"produces\": [\"h\"],\n"
+        "   \"cost\": {\"fwd_ms\": 2, \"bwd_ms\": 4, \"out_mib\": %g}}]}\n";
+    char a[1024], b[1024];
+    snprintf(a, sizeof a, fmt, 0.1);
+    snprintf(b, sizeof b, fmt, 0.025);
+    struct bm_spec *sa = NULL, *sb = NULL;
+    struct bm_err err;
+    struct bm_table *t = NULL;
+    CHECKF(bm_spec_parse(a, "a.json", &sa, &err) == BM_OK, "%s", err.msg);
+    CHECKF(bm_spec_parse(b, "b.json", &sb, &err) == BM_OK, "%s", err.msg);
+    if (!sa || !sb) goto out;
+    struct bm_plan_opts o;
+    bm_plan_opts_from_spec(&o, sa);
+    CHECKF(bm_plan_build(sa, &o, &t, &err) == BM_OK, "%s", err.msg);
+    if (!t) goto out;
+    CHECK(t->n_tensors > 0);
+    for (int i = 0; i < t->n_tensors; i++) CHECK_NEAR(t->tensors[i].mib, 0.1, 1e-15);
+    CHECKF(bm_table_use_spec_costs(t, sb, "t.json", &err) == BM_OK, "%s", err.msg);
+    for (int i = 0; i < t->n_tensors; i++) CHECK_NEAR(t->tensors[i].mib, 0.025, 1e-15);
+out:
+    bm_table_free(t);
+    bm_spec_free(sa), bm_spec_free(sb);
+}
+
 int main(void)
 {
     RUN(median_over_runs_ignores_a_disturbed_run);
     RUN(link_latency_from_waiting_recvs);
+    RUN(spec_costs_set_the_tensor_sizes);
     return test_summary();
 }

@@ -363,7 +363,7 @@ int bmpy_trace_write(const void *t, const double *const *times, const double *co
 {
     struct bm_timeline *tl;
     struct bm_err e;
-    if (bm_exec_timeline(t, times, mem, n_mem, &tl, &e)) return fail(err, n, &e);
+    if (bm_exec_timeline(t, times, NULL, mem, n_mem, &tl, &e)) return fail(err, n, &e); /* no message sizes */
     int rc = bm_exec_trace_write(t, tl, path, &e);
     bm_timeline_free(tl);
     return rc ? fail(err, n, &e) : BM_OK;

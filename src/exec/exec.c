@@ -77,6 +77,7 @@ struct bm_exec {
     int n_mem, cap_mem;
     size_t *op_bytes;    /* [n_ops] */
     size_t *op_in_bytes; /* [n_ops] a recomputed forward: the bytes of the input it keeps */
+    double *msg_bytes;   /* [n_ops] a send's or recv's message bytes */
     float **rc_in;       /* [n_inst * M] recomputed modules: the kept input (NULL when empty) */
     size_t *rc_n;        /* [n_inst * M] its floats */
     uint8_t *rc_held;    /* [n_inst * M] 1 between a recomputed forward and its backward */
@@ -131,6 +132,7 @@ const double *bm_exec_losses_lm(const struct bm_exec *x) { return x->lm; }
 const double *bm_exec_losses_gen(const struct bm_exec *x) { return x->gen; }
 const size_t *bm_exec_op_bytes(const struct bm_exec *x) { return x->op_bytes; }
 const size_t *bm_exec_op_in_bytes(const struct bm_exec *x) { return x->op_in_bytes; }
+const double *bm_exec_msg_bytes(const struct bm_exec *x) { return x->msg_bytes; }
 
 void bm_exec_stats(const struct bm_exec *x, struct bm_exec_rank_stats *st)
 {
@@ -208,7 +210,7 @@ void bm_exec_free(struct bm_exec *x)
     bm_free(x->ctx);
     if (x->rc_in)
         for (int i = 0; i < x->n_inst * x->M; i++) bm_free(x->rc_in[i]);
-    bm_free(x->rc_in), bm_free(x->rc_n), bm_free(x->rc_held), bm_free(x->op_in_bytes);
+    bm_free(x->rc_in), bm_free(x->rc_n), bm_free(x->rc_held), bm_free(x->op_in_bytes), bm_free(x->msg_bytes);
     if (x->wctx)
         for (int i = 0; i < x->n_inst * x->M; i++)
             if (x->wctx[i]) x->inst[i / x->M].ops->wctx_free(x->wctx[i]);
@@ -340,9 +342,10 @@ int bm_exec_new(const struct bm_spec *s, const struct bm_table *t, int rank, str
     x->rc_n = bm_calloc((size_t)x->n_inst * M + 1, sizeof *x->rc_n);
     x->rc_held = bm_calloc((size_t)x->n_inst * M + 1, 1);
     x->op_in_bytes = bm_calloc((size_t)x->n_ops + 1, sizeof *x->op_in_bytes);
+    x->msg_bytes = bm_calloc((size_t)x->n_ops + 1, sizeof *x->msg_bytes);
     x->wctx = bm_calloc((size_t)x->n_inst * M + 1, sizeof *x->wctx);
     x->split = bm_calloc((size_t)nm + 1, 1);
-    if (!x->ctx || !x->rc_in || !x->rc_n || !x->rc_held || !x->op_in_bytes || !x->wctx || !x->split) {
+    if (!x->ctx || !x->rc_in || !x->rc_n || !x->rc_held || !x->op_in_bytes || !x->msg_bytes || !x->wctx || !x->split) {
         bm_err_set(err, "out of memory");
         goto fail;
     }
@@ -492,6 +495,7 @@ int bm_exec_step_begin(struct bm_exec *x, double origin, struct bm_err *err)
     memset(x->times, 0, (size_t)x->n_ops * 3 * sizeof *x->times);
     memset(x->op_bytes, 0, (size_t)x->n_ops * sizeof *x->op_bytes);
     memset(x->op_in_bytes, 0, (size_t)x->n_ops * sizeof *x->op_in_bytes);
+    memset(x->msg_bytes, 0, (size_t)x->n_ops * sizeof *x->msg_bytes);
     if (mem_push(x, now_ms(x))) return bm_err_set(err, "rank %d: out of memory for the memory trace", x->rank);
     for (int i = 0; i < x->n_inst; i++) {
         size_t n;
@@ -799,6 +803,7 @@ int bm_exec_advance(struct bm_exec *x, int block, int *done, int *progress, stru
             }
             if (faulty(x, k)) fire_fault(x, e->data, e->count, NULL);
             e->req = -1, e->ready = 1;
+            x->msg_bytes[k] = (double)(e->count * sizeof(float));
             tm[1] = now_ms(x);
             tm[2] = tm[1];
             if (tm[1] > x->mb_pend[op->mb]) x->mb_pend[op->mb] = tm[1];
@@ -819,6 +824,7 @@ int bm_exec_advance(struct bm_exec *x, int block, int *done, int *progress, stru
             if (x->comm->ops->isend(x->comm, x->rank, op->peer, key, e->data, e->count * sizeof(float), &req, err))
                 return op_fail(x, k, err);
             x->sends[x->n_sends++] = (struct pending_send){req, key};
+            x->msg_bytes[k] = (double)(e->count * sizeof(float));
         } else {
             tm[0] = now_ms(x);
             /* ready: the latest input arrival (recvs of this microbatch since the previous

@@ -104,6 +104,9 @@ const size_t *bm_exec_op_bytes(const struct bm_exec *x);
  * of the input it keeps until its backward (the table's in_bytes); 0 otherwise. Valid like
  * bm_exec_op_bytes. */
 const size_t *bm_exec_op_in_bytes(const struct bm_exec *x);
+/* Per op of this rank: a send's or recv's message bytes in the last step (0 for compute ops);
+ * the trace's "bytes" (bm_exec_timeline). */
+const double *bm_exec_msg_bytes(const struct bm_exec *x);
 
 /* ---------------------------------------------------------------- driver (run.c) */
 

@@ -243,15 +243,18 @@ static int gather_trace(struct bm_exec **x, const struct bm_table *t, struct bm_
     for (int l = 0; l < n; l++) {
         int no, nm;
         const double *tm = bm_exec_op_times(x[l], &no), *mm = bm_exec_mem_trace(x[l], &nm);
-        packed[l] = bm_malloc(((size_t)no * 3 + (size_t)nm * 4 + 1) * sizeof(double));
+        const double *mb = bm_exec_msg_bytes(x[l]);
+        /* [3 times per op][message bytes per op][4 numbers per memory point] */
+        packed[l] = bm_malloc(((size_t)no * 4 + (size_t)nm * 4 + 1) * sizeof(double));
         if (!packed[l]) {
             rc = bm_err_set(err, "out of memory");
             goto out;
         }
         memcpy(packed[l], tm, (size_t)no * 3 * sizeof(double));
-        memcpy(packed[l] + (size_t)no * 3, mm, (size_t)nm * 4 * sizeof(double));
+        memcpy(packed[l] + (size_t)no * 3, mb, (size_t)no * sizeof(double));
+        memcpy(packed[l] + (size_t)no * 4, mm, (size_t)nm * 4 * sizeof(double));
         items[l] = packed[l];
-        bytes[l] = ((size_t)no * 3 + (size_t)nm * 4) * sizeof(double);
+        bytes[l] = ((size_t)no * 4 + (size_t)nm * 4) * sizeof(double);
     }
     rc = c->ops->gather(c, items, bytes, &ts->all, ts->ob, err);
 out:
@@ -267,9 +270,10 @@ static int write_gathered(const struct bm_table *t, const struct traced_step *ts
 {
     int P = t->pp, rc = BM_OK;
     const double **times = bm_calloc((size_t)P, sizeof *times), **mem = bm_calloc((size_t)P, sizeof *mem);
+    const double **msg = bm_calloc((size_t)P, sizeof *msg);
     int *n_mem = bm_calloc((size_t)P, sizeof *n_mem);
     struct bm_timeline *tl = NULL;
-    if (!times || !mem || !n_mem) {
+    if (!times || !mem || !msg || !n_mem) {
         rc = bm_err_set(err, "out of memory");
         goto out;
     }
@@ -278,15 +282,16 @@ static int write_gathered(const struct bm_table *t, const struct traced_step *ts
         const double *base = (const double *)(const void *)((const char *)ts->all + off);
         int no = t->ranks[r].n_ops;
         times[r] = base;
-        mem[r] = base + (size_t)no * 3;
-        n_mem[r] = (int)((ts->ob[r] / sizeof(double) - (size_t)no * 3) / 4);
+        msg[r] = base + (size_t)no * 3;
+        mem[r] = base + (size_t)no * 4;
+        n_mem[r] = (int)((ts->ob[r] / sizeof(double) - (size_t)no * 4) / 4);
         off += ts->ob[r];
     }
-    if ((rc = bm_exec_timeline(t, times, mem, n_mem, &tl, err))) goto out;
+    if ((rc = bm_exec_timeline(t, times, msg, mem, n_mem, &tl, err))) goto out;
     rc = bm_exec_trace_write(t, tl, path, err);
 out:
     bm_timeline_free(tl);
-    bm_free(times), bm_free(mem), bm_free(n_mem);
+    bm_free(times), bm_free(msg), bm_free(mem), bm_free(n_mem);
     return rc;
 }
 

@@ -7,8 +7,8 @@
 #include "table/table.h"
 #include "util/util.h"
 
-int bm_exec_timeline(const struct bm_table *t, const double *const *times, const double *const *mem,
-                     const int *n_mem, struct bm_timeline **out, struct bm_err *err)
+int bm_exec_timeline(const struct bm_table *t, const double *const *times, const double *const *msg_bytes,
+                     const double *const *mem, const int *n_mem, struct bm_timeline **out, struct bm_err *err)
 {
     *out = NULL;
     struct bm_timeline *tl = bm_timeline_new(t);
@@ -24,6 +24,7 @@ int bm_exec_timeline(const struct bm_table *t, const double *const *times, const
             struct bm_op_time *ot = &rt->ops[k];
             ot->start_ms = times[r][k * 3], ot->end_ms = times[r][k * 3 + 1], ot->ready_ms = times[r][k * 3 + 2];
             ot->wait_rank = ot->wait_op = -1;
+            if (msg_bytes && op->kind != BM_OP_COMPUTE) ot->msg_bytes = msg_bytes[r][k];
             if (op->kind == BM_OP_RECV && bm_match_peer(&mt, r, k) >= 0) {
                 ot->wait_rank = op->peer, ot->wait_op = bm_match_peer(&mt, r, k);
             } else if (op->kind == BM_OP_COMPUTE) {

@@ -182,6 +182,7 @@ static void put_op_event(struct trace_out *o, int r, int i)
         fprintf(f, ",\"tensor\":");
         bm_put_jstr(f, op->tensor >= 0 && op->tensor < t->n_tensors ? t->tensors[op->tensor].name : "?");
         fprintf(f, ",\"peer\":%d", op->peer);
+        if (ot->msg_bytes > 0) fprintf(f, ",\"bytes\":%.0f", ot->msg_bytes); /* measured message */
     }
     fprintf(f, ",\"ready_ms\":");
     put_ms(f, ot->ready_ms);
@@ -470,8 +471,8 @@ static int sc_elem(struct scan *S, int *first)
 /* One trace event's fields that matter here. */
 struct event {
     char ph[8], name[BM_MAX_NAME];
-    double pid, ts, dur, op, ready, wait_rank, wait_op, act[BM_N_ROLES];
-    int has_pid, has_ts, has_dur, has_op, has_ready, has_wr, has_wo;
+    double pid, ts, dur, op, ready, wait_rank, wait_op, bytes, act[BM_N_ROLES];
+    int has_pid, has_ts, has_dur, has_op, has_ready, has_wr, has_wo, has_bytes;
 };
 
 static int read_event(struct scan *S, struct event *e)
@@ -505,6 +506,7 @@ static int read_event(struct scan *S, struct event *e)
                 else if (!strcmp(ak, "ready_ms")) d = &e->ready, has = &e->has_ready;
                 else if (!strcmp(ak, "wait_rank")) d = &e->wait_rank, has = &e->has_wr;
                 else if (!strcmp(ak, "wait_op")) d = &e->wait_op, has = &e->has_wo;
+                else if (!strcmp(ak, "bytes")) d = &e->bytes, has = &e->has_bytes;
                 for (int j = 0; j < BM_N_ROLES && !d; j++)
                     if (!strcmp(ak, roles[j])) d = &e->act[j];
                 if (d && num) {
@@ -651,6 +653,13 @@ static int take_op_event(struct scan *S, const char *at, const struct event *e, 
         e->wait_op >= 0 && e->wait_op < t->ranks[(int)e->wait_rank].n_ops && e->wait_op == (long)e->wait_op) {
         ot->wait_rank = (int)e->wait_rank;
         ot->wait_op = (int)e->wait_op;
+    }
+    if (e->has_bytes) {
+        if (!isfinite(e->bytes) || e->bytes < 0 || t->ranks[pid].ops[op].kind == BM_OP_COMPUTE) {
+            S->p = at;
+            return sc_fail(S, "\"bytes\" (a message's size) must be a number >= 0 on a send or recv");
+        }
+        ot->msg_bytes = e->bytes;
     }
     E->seen[pid][op] = 1;
     return BM_OK;

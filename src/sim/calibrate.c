@@ -47,6 +47,27 @@ int bm_calibrate_same_table(const struct bm_table *a, const struct bm_table *b)
     return 1;
 }
 
+/* Module m's out_mib from the measured messages: the mean bytes of the sends of the tensors it
+ * produces (not their gradients, which have the same size), over the runs, in MiB; 0 when the
+ * timelines carry no message sizes for them. */
+static double measured_out_mib(const struct bm_table *t, const struct bm_timeline *const *tls, int n_runs, int m)
+{
+    double sum = 0;
+    long n = 0;
+    for (int r = 0; r < t->pp; r++)
+        for (int k = 0; k < t->ranks[r].n_ops; k++) {
+            const struct bm_op *op = &t->ranks[r].ops[k];
+            if (op->kind != BM_OP_SEND || op->tensor < 0 || op->tensor >= t->n_tensors) continue;
+            const struct bm_tensor *x = &t->tensors[op->tensor];
+            if (x->module != m || x->grad) continue;
+            for (int i = 0; i < n_runs; i++) {
+                double b = tls[i]->ranks[r].ops[k].msg_bytes;
+                if (b > 0) sum += b, n++;
+            }
+        }
+    return n ? sum / n / 1048576.0 : 0;
+}
+
 int bm_calibrate(const struct bm_table *t, const struct bm_timeline *tl, int mean, struct bm_cost *costs,
                  struct bm_err *err)
 {
@@ -141,6 +162,10 @@ int bm_calibrate_runs(const struct bm_table *t, const struct bm_timeline *const 
             costs[m].bwd_ms -= med[m * 3];
         double share = role_fwd[role] > 0 ? med[m * 3] / role_fwd[role] : 1;
         costs[m].act_mib = role_bytes[role] * share / M / n_runs / 1048576.0;
+    }
+    for (int m = 0; m < nm; m++) {
+        double mib = measured_out_mib(t, tls, n_runs, m);
+        if (mib > 0) costs[m].out_mib = mib;
     }
     bm_free(med), bm_free(dur), bm_free(slot_n), bm_free(slot_off), bm_free(fill);
     return BM_OK;
@@ -386,8 +411,8 @@ int bm_calibrate_median_runs(const struct bm_table *t, const struct bm_timeline 
 {
     if (n_runs < 1) return bm_err_set(err, "no timeline to calibrate from");
     int nm = t->n_modules, M = t->microbatches > 0 ? t->microbatches : 1, P = t->pp;
-    /* per run: 4 cost fields per module, M microbatch scales, P rank scales, nm spreads, 4 dispatch */
-    int per = 4 * nm + M + P + nm + 4;
+    /* per run: 5 cost fields per module, M microbatch scales, P rank scales, nm spreads, 4 dispatch */
+    int per = 5 * nm + M + P + nm + 4;
     double *v = bm_malloc((size_t)per * (size_t)n_runs * sizeof *v), *col = bm_malloc((size_t)n_runs * sizeof *col);
     struct bm_cost *c = bm_calloc((size_t)(nm > 0 ? nm : 1), sizeof *c);
     double *rs = bm_malloc((size_t)P * sizeof *rs), *ms = bm_malloc((size_t)M * sizeof *ms);
@@ -406,11 +431,12 @@ int bm_calibrate_median_runs(const struct bm_table *t, const struct bm_timeline 
         if (spread) bm_calibrate_spread(t, one, 1, c, rank_scale ? rs : NULL, ms, sp);
         double *q = v + (size_t)i * (size_t)per;
         for (int m = 0; m < nm; m++) {
-            q[4 * m] = c[m].fwd_ms, q[4 * m + 1] = c[m].bwd_ms, q[4 * m + 2] = c[m].w_ms, q[4 * m + 3] = c[m].act_mib;
-            q[4 * nm + M + P + m] = spread ? sp[m] : 0;
+            q[5 * m] = c[m].fwd_ms, q[5 * m + 1] = c[m].bwd_ms, q[5 * m + 2] = c[m].w_ms, q[5 * m + 3] = c[m].act_mib;
+            q[5 * m + 4] = c[m].out_mib;
+            q[5 * nm + M + P + m] = spread ? sp[m] : 0;
         }
-        for (int m = 0; m < M; m++) q[4 * nm + m] = ms[m];
-        for (int r = 0; r < P; r++) q[4 * nm + M + r] = rs[r];
+        for (int m = 0; m < M; m++) q[5 * nm + m] = ms[m];
+        for (int r = 0; r < P; r++) q[5 * nm + M + r] = rs[r];
         struct bm_dispatch_fit d;
         if ((rc = bm_calibrate_dispatch(t, one, 1, &d, err))) goto done;
         q[per - 4] = d.op_ms, q[per - 3] = d.op_sd_ms, q[per - 2] = d.recv_ms, q[per - 1] = d.lead_ms;
@@ -425,14 +451,14 @@ int bm_calibrate_median_runs(const struct bm_table *t, const struct bm_timeline 
         med[j] = median_of(col, n_runs);
     }
     for (int m = 0; m < nm; m++) {
-        costs[m] = c[m]; /* state_mib, out_mib: the table's, as in every run */
-        costs[m].fwd_ms = med[4 * m], costs[m].bwd_ms = med[4 * m + 1];
-        costs[m].w_ms = med[4 * m + 2], costs[m].act_mib = med[4 * m + 3];
-        if (spread) spread[m] = med[4 * nm + M + P + m];
+        costs[m] = c[m]; /* state_mib: the table's, as in every run */
+        costs[m].fwd_ms = med[5 * m], costs[m].bwd_ms = med[5 * m + 1];
+        costs[m].w_ms = med[5 * m + 2], costs[m].act_mib = med[5 * m + 3], costs[m].out_mib = med[5 * m + 4];
+        if (spread) spread[m] = med[5 * nm + M + P + m];
     }
-    for (int m = 0; m < t->microbatches; m++) mb_scale[m] = med[4 * nm + m];
+    for (int m = 0; m < t->microbatches; m++) mb_scale[m] = med[5 * nm + m];
     if (rank_scale)
-        for (int r = 0; r < P; r++) rank_scale[r] = med[4 * nm + M + r];
+        for (int r = 0; r < P; r++) rank_scale[r] = med[5 * nm + M + r];
     *dispatch = (struct bm_dispatch_fit){med[per - 4], med[per - 3], med[per - 2], med[per - 1]};
     bm_free(med);
 done:
@@ -493,13 +519,13 @@ long bm_calibrate_link_latency_ms(const struct bm_table *t, const struct bm_time
         int from = snd[i].rank, to = rcv[j].rank;
         const struct bm_op *op = &t->ranks[to].ops[rcv[j].op];
         if (!bm_cost_crosses_hosts(t, from, to)) {
-            double bytes_ms = 0;
-            if (t->device.link_gbytes_per_s > 0)
-                bytes_ms = t->tensors[op->tensor].mib * 1048576.0 / (t->device.link_gbytes_per_s * 1e9) * 1000.0;
             for (int u = 0; u < n_runs; u++) {
                 const struct bm_op_time *s_t = &tls[u]->ranks[from].ops[snd[i].op];
                 const struct bm_op_time *r_t = &tls[u]->ranks[to].ops[rcv[j].op];
                 if (r_t->start_ms > s_t->start_ms) continue; /* the data may have been there already */
+                /* the message's measured size when the trace has it, else the tensor's */
+                double bytes = r_t->msg_bytes > 0 ? r_t->msg_bytes : t->tensors[op->tensor].mib * 1048576.0, bytes_ms = 0;
+                if (t->device.link_gbytes_per_s > 0) bytes_ms = bytes / (t->device.link_gbytes_per_s * 1e9) * 1000.0;
                 sum[from * P + to] += r_t->end_ms - s_t->start_ms - bytes_ms;
                 cnt[from * P + to]++;
                 used++;

@@ -10,7 +10,10 @@
  *                         (each forward's ctx bytes appear as one increase), i.e. the mean bytes
  *                         one microbatch keeps alive, whole module; with several modules of one
  *                         role the role's bytes are split in proportion to their forward times.
- *   state_mib, out_mib    not measured: left as they were (the trace's table modules' values).
+ *   out_mib               the mean bytes of the sends of the tensors the module produces, from the
+ *                         trace's message sizes (the C executor records them, "bytes" in a send's
+ *                         or recv's args); left as it was without them.
+ *   state_mib             not measured: left as it was (the trace's table modules' value).
  *   recomputed modules    ("recompute": "full" in the trace's table) bwd_ms = the B median minus
  *                         the F median (the measured B reran the forward first); their trace
  *                         shows only the kept input between F and B, so act_mib then measures

@@ -52,7 +52,7 @@ struct bm_timeline *bm_timeline_new(const struct bm_table *t)
         rt->ops = bm_malloc((size_t)(n > 0 ? n : 1) * sizeof *rt->ops);
         if (!rt->ops) goto fail;
         for (int i = 0; i < n; i++)
-            rt->ops[i] = (struct bm_op_time){0, 0, 0, -1, -1};
+            rt->ops[i] = (struct bm_op_time){0, 0, 0, -1, -1, 0};
     }
     bm_free(state);
     return tl;
@@ -319,7 +319,7 @@ static int run_rank(struct sim *s, int r, struct bm_err *err)
                 d *= s->jit[((size_t)op->module * 2 + (op->pass == BM_PASS_F ? 0 : 1)) * (size_t)s->M +
                             (size_t)op->mb];
             if (s->op_scale) d *= s->op_scale[s->base[r] + i];
-            *ot = (struct bm_op_time){tf, tf + d, ready, wr, wo};
+            *ot = (struct bm_op_time){tf, tf + d, ready, wr, wo, 0};
             int role = t->modules[op->module].role;
             if ((unsigned)role >= BM_N_ROLES) role = BM_ROLE_BACKBONE;
             double a = bm_cost_act_mib(t, op);
@@ -353,7 +353,7 @@ static int run_rank(struct sim *s, int r, struct bm_err *err)
         } else if (op->kind == BM_OP_SEND) {
             int has = s->last_op[mi] >= 0;
             *ot = (struct bm_op_time){tf, tf, has ? s->last_end[mi] : tf, has ? r : -1,
-                                      has ? s->last_op[mi] : -1};
+                                      has ? s->last_op[mi] : -1, 0};
             s->pc[r] = i + 1;
             int q = op->peer;
             int32_t ri = s->match[s->base[r] + i];
@@ -374,7 +374,7 @@ static int run_rank(struct sim *s, int r, struct bm_err *err)
             double arrive = s->tl->ranks[p].ops[si].start_ms +
                             (bm_cost_crosses_hosts(t, p, r) ? s->comm_x : s->comm)[op->tensor];
             double done = tf + t->recv_overhead_ms, end = arrive > done ? arrive : done;
-            *ot = (struct bm_op_time){tf, end, arrive, p, si};
+            *ot = (struct bm_op_time){tf, end, arrive, p, si, 0};
             if (arrive > s->pend[mi]) {
                 s->pend[mi] = arrive;
                 s->pend_rank[mi] = p;

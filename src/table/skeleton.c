@@ -228,6 +228,10 @@ int bm_table_use_spec_costs(struct bm_table *t, const struct bm_spec *s, const c
         d->cost = s->modules[k].cost;
         d->spread = s->modules[k].spread;
     }
+    for (int i = 0; i < t->n_tensors; i++) { /* a tensor is its producer's out_mib (table/flow.c) */
+        struct bm_tensor *x = &t->tensors[i];
+        if (x->module >= 0 && x->module < t->n_modules) x->mib = t->modules[x->module].cost.out_mib;
+    }
     int M = t->microbatches > 0 ? t->microbatches : 1;
     double *ms = bm_malloc((size_t)M * sizeof *ms);
     if (!ms) return bm_err_set(err, "out of memory");
