@@ -45,7 +45,8 @@ extern "C" {
 /* The library's version (the Makefile reads it from here for the soname and bigmac.pc) and the
  * versions of the file formats it reads and writes. A format's version changes only when an old
  * reader could misread a new file; new optional keys do not change it. */
-#define BM_VERSION "0.4.0"
+/* 0.5.0: struct bm_spec, bm_table and bm_op_time gained the dispatch and message-size fields. */
+#define BM_VERSION "0.5.0"
 #define BM_SOVERSION 0
 #define BM_SPEC_FORMAT "bigmac-spec"
 #define BM_SPEC_VERSION 1

@@ -636,8 +636,8 @@ TEST(summarize_a_measured_trace)
     CHECK(tl && tl->ranks[0].n_ops == 2 && tl->ranks[0].ops[0].wait_rank == -1);
     if (tl) {
         tl->measured = 1;
-        tl->ranks[0].ops[0] = (struct bm_op_time){0.5, 2.5, 0, -1, -1};
-        tl->ranks[0].ops[1] = (struct bm_op_time){3, 7, 2.5, 0, 0};
+        tl->ranks[0].ops[0] = (struct bm_op_time){0.5, 2.5, 0, -1, -1, 0};
+        tl->ranks[0].ops[1] = (struct bm_op_time){3, 7, 2.5, 0, 0, 0};
         double a[BM_N_ROLES] = {0, 10, 0}, z[BM_N_ROLES] = {0, 0, 0};
         CHECK(bm_timeline_mem_push(tl, 0, 0.5, a) == BM_OK);
         CHECK(bm_timeline_mem_push(tl, 0, 1.0, a) == BM_OK); /* unchanged: skipped */
