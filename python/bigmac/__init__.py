@@ -100,7 +100,7 @@ _sig("bmpy_flow_get", _I, _P, _I, _I, _I, _IP, _IP, _IP, _IP, _I)
 _sig("bmpy_simulate_json", _P, _P, _D, _C.c_ulonglong, _I, _S, _Z)
 _sig("bmpy_simulate_compare", _P, _P, _I, _I, _I, _I, _I, _I, _D, _C.c_ulonglong, _S, _Z)
 _sig("bmpy_render", _I, _P, _S, _S, _I, _S, _S, _Z)
-_sig("bmpy_trace_write", _I, _P, _C.POINTER(_DP), _C.POINTER(_DP), _IP, _S, _S, _Z)
+_sig("bmpy_trace_write", _I, _P, _C.POINTER(_DP), _C.POINTER(_DP), _C.POINTER(_DP), _IP, _S, _S, _Z)
 _sig("bmpy_data_cfg", _P, _P, _S, _Z)
 _sig("bmpy_data_cfg_free", None, _P)
 _sig("bmpy_data_batch", _P, _P, _C.c_long, _I, _S, _Z)
@@ -326,18 +326,31 @@ class Table:
         if _lib.bmpy_table_save(self._h, _b(_os.fspath(path)), err, _ERRN):
             _raise(err)
 
-    def write_trace(self, times, mem, path):
+    def write_trace(self, times, mem, path, msg_bytes=None):
         """Write a measured Chrome trace (the C executor's format, docs/trace.md): times[r] is a
         list of (start_ms, end_ms, ready_ms) per op of rank r, mem[r] a list of
-        (t_ms, encoder, backbone, generator live bytes)."""
+        (t_ms, encoder, backbone, generator live bytes), msg_bytes[r] (optional) one number per
+        op of rank r: a send's or recv's message bytes (its "bytes"; ignored for compute ops)."""
         P = self.pp
         tarr = (_DP * P)()
+        barr = (_DP * P)()
         marr = (_DP * P)()
         nmem = (_C.c_int * P)()
         keep = []
+        if msg_bytes is not None and len(msg_bytes) != P:
+            raise Error("trace: msg_bytes has %d ranks, the table %d" % (len(msg_bytes), P))
         for r in range(P):
             if len(times[r]) != len(self.ops[r]):
                 raise Error("trace: rank %d has %d op times, the table %d ops" % (r, len(times[r]), len(self.ops[r])))
+            if msg_bytes is not None:
+                if len(msg_bytes[r]) != len(self.ops[r]):
+                    raise Error("trace: rank %d has %d message sizes, the table %d ops"
+                                % (r, len(msg_bytes[r]), len(self.ops[r])))
+                if not all(isinstance(b, (int, float)) and b >= 0 for b in msg_bytes[r]):
+                    raise Error("trace: rank %d's message sizes must be numbers >= 0" % r)
+                ba = (_C.c_double * (len(msg_bytes[r]) + 1))(*[float(b) for b in msg_bytes[r]])
+                keep.append(ba)
+                barr[r] = _C.cast(ba, _DP)
             ta = (_C.c_double * (3 * len(times[r]) + 1))(*[v for t in times[r] for v in t])
             ma = (_C.c_double * (4 * len(mem[r]) + 1))(*[v for q in mem[r] for v in q])
             keep += [ta, ma]
@@ -345,7 +358,8 @@ class Table:
             marr[r] = _C.cast(ma, _DP)
             nmem[r] = len(mem[r])
         err = _errbuf()
-        if _lib.bmpy_trace_write(self._h, tarr, marr, nmem, _b(_os.fspath(path)), err, _ERRN):
+        if _lib.bmpy_trace_write(self._h, tarr, barr if msg_bytes is not None else None, marr, nmem,
+                                 _b(_os.fspath(path)), err, _ERRN):
             _raise(err)
 
     def __repr__(self):

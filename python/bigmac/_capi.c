@@ -356,14 +356,15 @@ int bmpy_render(const void *tp, const char *format, const char *path, int width,
     return BM_OK;
 }
 
-/* A measured Chrome trace: times[r] 3 doubles per op of rank r, mem[r] n_mem[r] points of 4
+/* A measured Chrome trace: times[r] 3 doubles per op of rank r, msg_bytes[r] one per op (a
+ * send's or recv's message bytes; msg_bytes NULL: not measured), mem[r] n_mem[r] points of 4
  * doubles (t_ms, encoder, backbone, generator live bytes), as the C executor records them. */
-int bmpy_trace_write(const void *t, const double *const *times, const double *const *mem, const int *n_mem,
-                     const char *path, char *err, size_t n)
+int bmpy_trace_write(const void *t, const double *const *times, const double *const *msg_bytes,
+                     const double *const *mem, const int *n_mem, const char *path, char *err, size_t n)
 {
     struct bm_timeline *tl;
     struct bm_err e;
-    if (bm_exec_timeline(t, times, NULL, mem, n_mem, &tl, &e)) return fail(err, n, &e); /* no message sizes */
+    if (bm_exec_timeline(t, times, msg_bytes, mem, n_mem, &tl, &e)) return fail(err, n, &e);
     int rc = bm_exec_trace_write(t, tl, path, &e);
     bm_timeline_free(tl);
     return rc ? fail(err, n, &e) : BM_OK;

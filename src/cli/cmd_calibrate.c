@@ -19,7 +19,7 @@ static void usage(FILE *f)
             "Turns the measured op times and activation bytes of an executor trace\n"
             "(`bigmac train ... --trace TRACE.json`) into per-module spec costs: fwd_ms/bwd_ms per\n"
             "microbatch (the backbone's summed over its chunks: whole model), act_mib from the\n"
-            "measured bytes, out_mib from the measured message sizes (C executor traces; kept without\n"
+            "measured bytes, out_mib from the measured message sizes (the traces' \"bytes\"; kept without\n"
             "them), state_mib kept. Durations are medians over the\n"
             "microbatches (robust to an op preempted by another process); --mean takes means\n"
             "(the unbiased estimate for a trace of an undisturbed run). Several traces of the same\n"

@@ -62,6 +62,25 @@ t.write(tj)
 bigmac.render(bigmac.load_table(tj), "svg", os.path.join(tmp, "a.svg"), title=tj)
 check("py_render_svg", open(os.path.join(tmp, "a.svg")).read() == cli("render", tj, "--format", "svg"))
 
+# a measured trace written from Python: op times, memory points and message sizes (a send's and
+# a recv's "bytes"; a compute op's entry is ignored); wrong lengths and negative sizes are errors
+times = [[(i * 1.0, i * 1.0 + 0.5, i * 1.0) for i in range(len(ops))] for ops in t.ops]
+mem = [[(0.0, 0, 0, 0)] for _ in t.ops]
+sizes = [[0 if op.kind == bigmac.OP_COMPUTE else 4096 for op in ops] for ops in t.ops]
+tr = os.path.join(tmp, "py.trace.json")
+t.write_trace(times, mem, tr, msg_bytes=sizes)
+ev = [e for e in json.load(open(tr))["traceEvents"] if e.get("ph") == "X"]
+check("py_write_trace_bytes", len(ev) == sum(len(o) for o in t.ops) and
+      all(e["args"].get("bytes") == 4096 for e in ev if e["cat"] in ("send", "recv")) and
+      all("bytes" not in e["args"] for e in ev if e["cat"] not in ("send", "recv")))
+t.write_trace(times, mem, tr)
+check("py_write_trace_no_bytes", all("bytes" not in e["args"] for e in json.load(open(tr))["traceEvents"]
+                                     if e.get("ph") == "X"))
+raises("py_write_trace_bytes_length", lambda: t.write_trace(times, mem, tr, msg_bytes=[s[:-1] for s in sizes]),
+       bigmac.Error, ("message sizes, the table",))
+raises("py_write_trace_bytes_negative", lambda: t.write_trace(times, mem, tr, msg_bytes=[[-1] * len(s) for s in sizes]),
+       bigmac.Error, (">= 0",))
+
 # errors carry the C library's positioned message
 bad = os.path.join(tmp, "bad.json")
 with open(bad, "w") as f:

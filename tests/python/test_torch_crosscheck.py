@@ -84,6 +84,21 @@ for P, configs in ((2, CONFIGS), (4, [("bigmac", "1f1b")])):
     r = subprocess.run([BIGMAC, "calibrate", trace, "--spec", SPEC, "-o", cal], capture_output=True, text=True)
     check("torch_exec_trace_calibrates_p%d" % P, r.returncode == 0 and bigmac.load_spec(cal).module("gpt").cost["fwd_ms"] > 0,
           r.stderr)
+    # every send and recv carries its message's size, the same as the C executor's on the same
+    # table and data (its last step traced too)
+    ctrace = os.path.join(tmp, "c-p%d.trace.json" % P)
+    subprocess.run([BIGMAC, "train", SPEC, "--local", "--pp", str(P), "--vpp", "2" if bb == "interleaved" else "1",
+                    "--policy", pol, "--backbone", bb, "--steps", str(STEPS), "--trace", ctrace, "--quiet"],
+                   check=True, capture_output=True)
+
+    def sizes(path):
+        return {(e["pid"], e["args"]["op"], e["name"]): e["args"].get("bytes")
+                for e in json.load(open(path))["traceEvents"] if e.get("ph") == "X" and e["cat"] in ("send", "recv")}
+
+    a, b = sizes(trace), sizes(ctrace)
+    check("torch_exec_trace_message_sizes_p%d" % P, a == b and len(a) > 0 and all(v and v > 0 for v in a.values()),
+          "%d torch vs %d C messages, first differing: %s"
+          % (len(a), len(b), next(((k, a.get(k), b.get(k)) for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)), None)))
 
 # two encoders (chunk 0 takes their outputs one after another) and two generators (the last
 # chunk's backward sums their gradients): C reference vs torch executor at P = 2

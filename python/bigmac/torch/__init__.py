@@ -199,7 +199,8 @@ def train(spec, build=None, data=None, table=None, steps=None, log=None, trace=N
                     print("step %4d/%d  loss %.4f  (lm %.4f  gen %.4f)  %.1f ms" % (s + 1, steps, loss, lm, gen, ms),
                           file=progress)
                 if trace and s == steps - 1:
-                    table.write_trace([r["times"] for r in recs], [r["mem"] for r in recs], trace)
+                    table.write_trace([r["times"] for r in recs], [r["mem"] for r in recs], trace,
+                                      msg_bytes=[r["bytes"] for r in recs])
         if dump:
             flats = x.flat_params()
             allf = [None] * world

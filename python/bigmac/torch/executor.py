@@ -169,6 +169,7 @@ class Executor:
         self.tensor_names = [table.tensor_name(i) for i in range(table.n_tensors)]
         self.tensor_module = [table.tensor_module(i) for i in range(table.n_tensors)]
         self.times = [[0.0, 0.0, 0.0] for _ in self.ops]
+        self.msg_bytes = [0] * len(self.ops)  # a send's or recv's message bytes (the trace's "bytes")
         self.mem = []
         self.peak = [0, 0, 0]
 
@@ -234,6 +235,7 @@ class Executor:
         self.peak = [0, 0, 0]
         self.mem = []
         self.times = [[0.0, 0.0, 0.0] for _ in self.ops]
+        self.msg_bytes = [0] * len(self.ops)  # a send's or recv's message bytes (the trace's "bytes")
         self.op_bytes = [0] * len(self.ops)
         self.sends, self.keep = [], []
         # which local compute op consumes each recv
@@ -328,6 +330,7 @@ class Executor:
                              % (self.tensor_names[op.tensor], op.mb, op.peer, list(shape), self.rank, list(exp)))
         buf = torch.empty(shape, dtype=_DTYPES[code], device="cpu" if self.comm_cpu else self.device)
         dist.irecv(buf, src=op.peer, group=self.group, tag=2 * (op.tensor * self.M + op.mb) + 1).wait()
+        self.msg_bytes[k] = buf.numel() * buf.element_size()
         self.store[key] = buf.to(self.device)
 
     def _send(self, k, op):
@@ -347,6 +350,7 @@ class Executor:
         self.sends.append((dist.isend(h, dst=op.peer, group=self.group, tag=tag),
                            dist.isend(x, dst=op.peer, group=self.group, tag=tag + 1)))
         self.keep.append((h, x))  # isend's buffers stay alive until the step's end
+        self.msg_bytes[k] = x.numel() * x.element_size()
         self._release(key)
 
     def _compute(self, k, op):
@@ -467,7 +471,8 @@ class Executor:
     def record(self):
         """This rank's figures of the last step (gathered to rank 0 by train())."""
         return {"rank": self.rank, "peak": list(self.peak), "ms": self.ms, "lm": list(self.lm), "gen": list(self.gen),
-                "times": [list(t) for t in self.times], "mem": [list(m) for m in self.mem]}
+                "times": [list(t) for t in self.times], "mem": [list(m) for m in self.mem],
+                "bytes": list(self.msg_bytes)}
 
     def flat_params(self):
         """[(module, chunk, flat float32 numpy)] of the rank's instances (twins: C layout)."""
