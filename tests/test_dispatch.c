@@ -192,6 +192,16 @@ TEST(dispatch_spread_in_expected_makespan_and_fitted)
     }
 }
 
+/* t as the JSON `bigmac plan -o` writes (malloc'd; free it). */
+static char *table_json(const struct bm_table *t)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (f) bm_table_write_json(t, f), fclose(f);
+    return buf;
+}
+
 /* The table JSON carries each key only when > 0 and reads it back; bad values are positioned
  * errors in spec and table. */
 TEST(keys_in_spec_and_table)
@@ -201,11 +211,7 @@ TEST(keys_in_spec_and_table)
     CHECKF(t != NULL, "%s", err.msg);
     if (!t) return;
     CHECK_NEAR(t->op_overhead_sd_ms, 0.04, 1e-15);
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    bm_table_write_json(t, f);
-    fclose(f);
+    char *buf = table_json(t);
     CHECK_STR_CONTAINS(buf, "\"op_overhead_sd_us\": 40,\n");
     CHECK_STR_CONTAINS(buf, "\"recv_overhead_us\": 250,\n");
     CHECK_STR_CONTAINS(buf, "\"step_lead_us\": 1000,\n");
@@ -228,10 +234,7 @@ TEST(keys_in_spec_and_table)
     }
     free(buf);
     t->op_overhead_sd_ms = t->recv_overhead_ms = t->step_lead_ms = 0;
-    buf = NULL;
-    f = open_memstream(&buf, &len);
-    bm_table_write_json(t, f);
-    fclose(f);
+    buf = table_json(t);
     CHECK(!strstr(buf, "op_overhead_sd_us") && !strstr(buf, "recv_overhead_us") && !strstr(buf, "step_lead_us"));
     free(buf);
     bm_table_free(t);

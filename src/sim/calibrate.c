@@ -468,60 +468,24 @@ done:
 
 /* ---------------------------------------------------------------- link latency */
 
-/* A send or recv, keyed for matching: (sender, receiver, tensor, mb), then program order. */
-struct xfer {
-    long key;
-    int rank, op;
-};
-
-static int cmp_xfer(const void *a, const void *b)
-{
-    const struct xfer *x = a, *y = b;
-    if (x->key != y->key) return x->key < y->key ? -1 : 1;
-    if (x->rank != y->rank) return x->rank < y->rank ? -1 : 1;
-    return (x->op > y->op) - (x->op < y->op);
-}
-
 long bm_calibrate_link_latency_ms(const struct bm_table *t, const struct bm_timeline *const *tls, int n_runs,
                                   double *latency_ms)
 {
-    int P = t->pp, M = t->microbatches > 0 ? t->microbatches : 1, NT = t->n_tensors > 0 ? t->n_tensors : 1;
-    long ns = 0, nr = 0;
-    for (int r = 0; r < P; r++)
-        for (int k = 0; k < t->ranks[r].n_ops; k++) {
-            int kind = t->ranks[r].ops[k].kind;
-            ns += kind == BM_OP_SEND, nr += kind == BM_OP_RECV;
-        }
-    struct xfer *snd = bm_malloc((size_t)(ns + 1) * sizeof *snd), *rcv = bm_malloc((size_t)(nr + 1) * sizeof *rcv);
+    int P = t->pp;
+    struct bm_match mt;
+    memset(&mt, 0, sizeof mt);
     double *sum = bm_calloc((size_t)P * (size_t)P, sizeof *sum);
     long *cnt = bm_calloc((size_t)P * (size_t)P, sizeof *cnt), used = 0;
-    if (!snd || !rcv || !sum || !cnt) goto done;
-    ns = nr = 0;
-    for (int r = 0; r < P; r++)
-        for (int k = 0; k < t->ranks[r].n_ops; k++) {
-            const struct bm_op *op = &t->ranks[r].ops[k];
-            if (op->kind != BM_OP_SEND && op->kind != BM_OP_RECV) continue;
-            if (op->peer < 0 || op->peer >= P || op->tensor < 0 || op->tensor >= NT || op->mb < 0 || op->mb >= M) continue;
-            int from = op->kind == BM_OP_SEND ? r : op->peer, to = op->kind == BM_OP_SEND ? op->peer : r;
-            long key = (((long)from * P + to) * NT + op->tensor) * M + op->mb;
-            if (op->kind == BM_OP_SEND) snd[ns++] = (struct xfer){key, r, k};
-            else rcv[nr++] = (struct xfer){key, r, k};
-        }
-    qsort(snd, (size_t)ns, sizeof *snd, cmp_xfer);
-    qsort(rcv, (size_t)nr, sizeof *rcv, cmp_xfer);
-    /* merge: within one key both lists are in program order (one sender, one receiver) */
-    for (long i = 0, j = 0; i < ns && j < nr;) {
-        if (snd[i].key != rcv[j].key) {
-            if (snd[i].key < rcv[j].key) i++;
-            else j++;
-            continue;
-        }
-        int from = snd[i].rank, to = rcv[j].rank;
-        const struct bm_op *op = &t->ranks[to].ops[rcv[j].op];
-        if (!bm_cost_crosses_hosts(t, from, to)) {
+    if (!sum || !cnt || bm_match_build(t, &mt, NULL)) goto done;
+    for (int to = 0; to < P; to++)
+        for (int k = 0; k < t->ranks[to].n_ops; k++) {
+            const struct bm_op *op = &t->ranks[to].ops[k];
+            int32_t si = bm_match_peer(&mt, to, k);
+            int from = op->peer;
+            if (op->kind != BM_OP_RECV || si < 0 || bm_cost_crosses_hosts(t, from, to)) continue;
             for (int u = 0; u < n_runs; u++) {
-                const struct bm_op_time *s_t = &tls[u]->ranks[from].ops[snd[i].op];
-                const struct bm_op_time *r_t = &tls[u]->ranks[to].ops[rcv[j].op];
+                const struct bm_op_time *s_t = &tls[u]->ranks[from].ops[si];
+                const struct bm_op_time *r_t = &tls[u]->ranks[to].ops[k];
                 if (r_t->start_ms > s_t->start_ms) continue; /* the data may have been there already */
                 /* the message's measured size when the trace has it, else the tensor's */
                 double bytes = r_t->msg_bytes > 0 ? r_t->msg_bytes : t->tensors[op->tensor].mib * 1048576.0, bytes_ms = 0;
@@ -531,8 +495,6 @@ long bm_calibrate_link_latency_ms(const struct bm_table *t, const struct bm_time
                 used++;
             }
         }
-        i++, j++;
-    }
     if (!used) goto done;
     double total = 0;
     int pairs = 0;
@@ -546,7 +508,8 @@ long bm_calibrate_link_latency_ms(const struct bm_table *t, const struct bm_time
         }
     *latency_ms = total / pairs;
 done:
-    bm_free(snd), bm_free(rcv), bm_free(sum), bm_free(cnt);
+    bm_match_free(&mt);
+    bm_free(sum), bm_free(cnt);
     return used;
 }
 

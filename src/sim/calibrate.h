@@ -11,7 +11,7 @@
  *                         one microbatch keeps alive, whole module; with several modules of one
  *                         role the role's bytes are split in proportion to their forward times.
  *   out_mib               the mean bytes of the sends of the tensors the module produces, from the
- *                         trace's message sizes (the C executor records them, "bytes" in a send's
+ *                         trace's message sizes (both executors record them, "bytes" in a send's
  *                         or recv's args); left as it was without them.
  *   state_mib             not measured: left as it was (the trace's table modules' value).
  *   recomputed modules    ("recompute": "full" in the trace's table) bwd_ms = the B median minus
@@ -96,7 +96,7 @@ void bm_calibrate_spread(const struct bm_table *t, const struct bm_timeline *con
  * whole transfer), the time from the send's issue to the recv's completion minus what the model
  * charges for the bytes (tensor mib over device.link_gbytes_per_s; 0 for an unlimited link).
  * Sends and recvs match by (sender, receiver, tensor, microbatch), the i-th send to the i-th
- * recv. Per ordered pair of ranks the mean over its waiting recvs, pooled over the runs; the two
+ * recv (bm_match_build). Per ordered pair of ranks the mean over its waiting recvs, pooled over the runs; the two
  * directions of a pair averaged (an error e in the ranks' clock offset adds e to one direction
  * and takes it from the other), a pair seen in one direction only counted as it is; the mean
  * over the pairs. Only ranks on one host (device.ranks_per_host) count. Returns the number of

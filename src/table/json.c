@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <jansson.h>
 #include <math.h>
+#include <stddef.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -11,15 +12,16 @@
 #include "table/table.h"
 #include "util/util.h"
 
-/* The executor's time outside the ops (top-level keys, us; the table holds ms; src/sim/cost.h). */
-enum { N_OVERHEADS = 4 };
-static const char *const overhead_keys[N_OVERHEADS] = {"op_overhead_us", "op_overhead_sd_us", "recv_overhead_us",
-                                                        "step_lead_us"};
-static void overheads(struct bm_table *t, double **out)
-{
-    out[0] = &t->op_overhead_ms, out[1] = &t->op_overhead_sd_ms, out[2] = &t->recv_overhead_ms;
-    out[3] = &t->step_lead_ms;
-}
+/* The executor's time outside the ops: top-level keys in us, the table's fields in ms
+ * (src/sim/cost.h). */
+static const struct {
+    const char *key;
+    size_t off; /* of the double in struct bm_table */
+} overheads[] = {{"op_overhead_us", offsetof(struct bm_table, op_overhead_ms)},
+                 {"op_overhead_sd_us", offsetof(struct bm_table, op_overhead_sd_ms)},
+                 {"recv_overhead_us", offsetof(struct bm_table, recv_overhead_ms)},
+                 {"step_lead_us", offsetof(struct bm_table, step_lead_ms)}};
+enum { N_OVERHEADS = sizeof overheads / sizeof overheads[0] };
 
 /* ---------------------------------------------------------------- writer */
 
@@ -102,14 +104,14 @@ int bm_table_write_json(const struct bm_table *t, FILE *f)
         }
         fprintf(f, "],\n");
     }
-    const double *oh[N_OVERHEADS];
-    overheads((struct bm_table *)t, (double **)oh);
-    for (int k = 0; k < N_OVERHEADS; k++)
-        if (*oh[k] > 0) {
-            fprintf(f, " \"%s\": ", overhead_keys[k]);
-            bm_put_num(f, *oh[k] * 1000.0);
+    for (int k = 0; k < N_OVERHEADS; k++) {
+        double ms = *(const double *)(const void *)((const char *)t + overheads[k].off);
+        if (ms > 0) {
+            fprintf(f, " \"%s\": ", overheads[k].key);
+            bm_put_num(f, ms * 1000.0);
             fprintf(f, ",\n");
         }
+    }
     fprintf(f, " \"ranks\": [\n");
     for (int r = 0; r < t->pp; r++) {
         const struct bm_rank_ops *ro = &t->ranks[r];
@@ -529,14 +531,13 @@ static int load_root(struct ld *L, json_t *root, struct bm_table **out)
     if (load_doubles(L, root, "chunk_weights", C, 1.0 / C, 0, &t->chunk_weights) ||
         load_doubles(L, root, "mb_scale", t->microbatches, 1.0, 0, &t->mb_scale))
         return BM_ERR;
-    double *oh[N_OVERHEADS];
-    overheads(t, oh);
     for (int k = 0; k < N_OVERHEADS; k++) {
-        json_t *j = json_object_get(root, overhead_keys[k]);
+        const char *key = overheads[k].key;
+        json_t *j = json_object_get(root, key);
         if (!j) continue;
         double v = json_is_number(j) ? json_number_value(j) : -1;
-        if (!(v >= 0) || v > 1e12) return fail(L, overhead_keys[k], "\"%s\" must be a number >= 0", overhead_keys[k]);
-        *oh[k] = v / 1000.0;
+        if (!(v >= 0) || v > 1e12) return fail(L, key, "\"%s\" must be a number >= 0", key);
+        *(double *)(void *)((char *)t + overheads[k].off) = v / 1000.0;
     }
     if (json_object_get(root, "rank_time_scale")) {
         if (load_doubles(L, root, "rank_time_scale", t->pp, 1.0, 0, &t->rank_time_scale)) return BM_ERR;
