@@ -1,6 +1,7 @@
 # bigmac — build, test, sanitize, run.
 #   make            library + bin/bigmac
 #   make test       every test; last line "N passed, N failed"; non-zero exit on failure
+#                   (ONLY='test_exec*' runs the tests whose name matches the glob)
 #   make asan       the whole suite under AddressSanitizer + UBSan (separate build dir)
 #   make run        the embedded demo
 #   make bench      benchmarks (print figures; never asserted as wall-clock limits)

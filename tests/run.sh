@@ -55,12 +55,16 @@ run_one() {
     fi
 }
 
+# ONLY=<glob> (e.g. `make test ONLY='test_exec*'`) runs only the tests whose name matches.
+only() { [ -z "${ONLY:-}" ] && return 0; case $1 in $ONLY) return 0 ;; esac; return 1; }
 for t in "$TEST_BUILD"/tests/test_*; do
     [ -x "$t" ] || continue
+    only "$(basename "$t")" || continue
     run_one "$(basename "$t")" "$t"
 done
 for s in tests/test_*.sh; do
     [ -f "$s" ] || continue
+    only "$(basename "$s")" || continue
     run_one "$(basename "$s")" bash "$s"
 done
 
