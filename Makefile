@@ -16,7 +16,7 @@ SAN     ?=
 WERROR  ?= -Werror
 # -fPIC: the same objects go into libbigmac.a and libbigmac.so.
 CFLAGS  := -std=c11 -Wall -Wextra -Wpedantic -Wno-format-truncation $(WERROR) -g $(OPT) $(SAN) -fPIC \
-           -D_DEFAULT_SOURCE -D_POSIX_C_SOURCE=200809L -Iinclude -Isrc $(EXTRA_CFLAGS)
+           -D_DEFAULT_SOURCE -D_POSIX_C_SOURCE=200809L -Iinclude -Isrc -I$(BUILD)/gen $(EXTRA_CFLAGS)
 LDFLAGS := $(SAN) $(EXTRA_LDFLAGS)
 LDLIBS  := -ljansson -lopenblas -lm
 
@@ -32,7 +32,7 @@ SOVERSION := $(shell sed -n 's/^\#define BM_SOVERSION \([0-9]*\)/\1/p' include/b
 DEPS_PKGS := build-essential gawk pkg-config procps iproute2 \
              libopenmpi-dev openmpi-bin libopenblas-dev libjansson-dev \
              python3-dev python3-numpy python3-torch \
-             chromium clang libclang-rt-14-dev
+             chromium nodejs clang libclang-rt-14-dev
 
 # Looked up when a recipe runs (recursive '='), i.e. after `deps` in `make deps run`.
 MPICC = $(shell command -v mpicc 2>/dev/null)
@@ -103,6 +103,17 @@ $(BUILD)/%.o: %.c include/bigmac.h include/bigmac_module.h $(wildcard src/*/*.h)
 	@mkdir -p $(dir $@)
 	@echo "  CC      $<"
 	@$(CC) $(CFLAGS) -c $< -o $@
+
+# The HTML report's script and style are files (src/report/assets/, checked by node --check in
+# the tests); each becomes a list of C string literals, one per line, that html.c and
+# html_views.c #include. Backslashes, quotes and '?' (trigraphs) are escaped.
+ASSETS    := $(sort $(wildcard src/report/assets/*.js src/report/assets/*.css))
+ASSET_INC := $(ASSETS:src/report/assets/%=$(BUILD)/gen/assets/%.inc)
+$(BUILD)/gen/assets/%.inc: src/report/assets/% | preflight
+	@mkdir -p $(dir $@)
+	@echo "  ASSET   $<"
+	@awk '{ gsub(/\\/, "\\\\"); gsub(/"/, "\\\""); gsub(/\?/, "\\?"); printf "    \"%s\\n\",\n", $$0 }' $< > $@.tmp && mv $@.tmp $@
+$(BUILD)/src/report/html.o $(BUILD)/src/report/html_views.o: $(ASSET_INC)
 
 $(BUILD)/src/exec/comm_mpi.o: src/exec/comm_mpi.c include/bigmac.h include/bigmac_module.h $(wildcard src/*/*.h) | preflight
 	@mkdir -p $(dir $@)
