@@ -15,7 +15,8 @@ OPT     ?= -O2
 SAN     ?=
 WERROR  ?= -Werror
 # -fPIC: the same objects go into libbigmac.a and libbigmac.so.
-CFLAGS  := -std=c11 -Wall -Wextra -Wpedantic -Wno-format-truncation $(WERROR) -g $(OPT) $(SAN) -fPIC \
+# -fvisibility=hidden: the shared library exports only what the public headers declare (BM_API).
+CFLAGS  := -std=c11 -Wall -Wextra -Wpedantic -Wno-format-truncation $(WERROR) -g $(OPT) $(SAN) -fPIC -fvisibility=hidden \
            -D_DEFAULT_SOURCE -D_POSIX_C_SOURCE=200809L -Iinclude -Isrc -I$(BUILD)/gen $(EXTRA_CFLAGS)
 LDFLAGS := $(SAN) $(EXTRA_LDFLAGS)
 LDLIBS  := -ljansson -lopenblas -lm
@@ -31,8 +32,8 @@ SOVERSION := $(shell sed -n 's/^\#define BM_SOVERSION \([0-9]*\)/\1/p' include/b
 # `make deps run` works on a machine that has only git and make.
 DEPS_PKGS := build-essential gawk pkg-config procps iproute2 \
              libopenmpi-dev openmpi-bin libopenblas-dev libjansson-dev \
-             python3-dev python3-numpy python3-torch \
-             chromium nodejs clang libclang-rt-14-dev
+             python3-dev python3-numpy python3-torch python3-venv python3-pip \
+             chromium nodejs clang libclang-rt-14-dev abigail-tools
 
 # Looked up when a recipe runs (recursive '='), i.e. after `deps` in `make deps run`.
 MPICC = $(shell command -v mpicc 2>/dev/null)
@@ -73,7 +74,7 @@ PYLIB_OBJ := $(filter-out $(BUILD)/$(MPI_SRC:.c=.o) $(BUILD)/src/cli/train_main.
 # Programs that may call bm_train_main link through mpicc (MPI's libraries and flags).
 LINK = OMPI_CC=$(CC) $(MPICC)
 
-.PHONY: all test asan run bench deps clean preflight fuzz fuzz-build fuzzers shared install uninstall
+.PHONY: all test asan run bench deps clean preflight fuzz fuzz-build fuzzers shared install uninstall abi-baseline
 all: $(BIN)/bigmac $(EXAMPLES) shared $(PYLIB)
 shared: $(BUILD)/libbigmac.so
 
@@ -99,7 +100,7 @@ ifneq ($(filter deps,$(MAKECMDGOALS)),)
 preflight: | deps
 endif
 
-$(BUILD)/%.o: %.c include/bigmac.h include/bigmac_module.h $(wildcard src/*/*.h) | preflight
+$(BUILD)/%.o: %.c $(wildcard include/*.h) $(wildcard src/*/*.h) | preflight
 	@mkdir -p $(dir $@)
 	@echo "  CC      $<"
 	@$(CC) $(CFLAGS) -c $< -o $@
@@ -115,7 +116,7 @@ $(BUILD)/gen/assets/%.inc: src/report/assets/% | preflight
 	@awk '{ gsub(/\\/, "\\\\"); gsub(/"/, "\\\""); gsub(/\?/, "\\?"); printf "    \"%s\\n\",\n", $$0 }' $< > $@.tmp && mv $@.tmp $@
 $(BUILD)/src/report/html.o $(BUILD)/src/report/html_views.o: $(ASSET_INC)
 
-$(BUILD)/src/exec/comm_mpi.o: src/exec/comm_mpi.c include/bigmac.h include/bigmac_module.h $(wildcard src/*/*.h) | preflight
+$(BUILD)/src/exec/comm_mpi.o: src/exec/comm_mpi.c $(wildcard include/*.h) $(wildcard src/*/*.h) | preflight
 	@mkdir -p $(dir $@)
 	@echo "  MPICC   $<"
 	@$(LINK) $(CFLAGS) -c $< -o $@
@@ -126,10 +127,18 @@ $(LIB): $(LIB_OBJ)
 	@echo "  AR      $@"
 	@ar rcs $@ $^
 
-# The shared library records its own dependencies (MPI through mpicc, jansson, OpenBLAS).
-$(SHLIB): $(LIB_OBJ)
+# The shared library records its own dependencies (MPI through mpicc, jansson, OpenBLAS). Its
+# exports are the functions the public headers declare: -fvisibility=hidden with BM_API, and a
+# version script of exactly those names, generated from the headers, for what visibility misses
+# (GCC 12 exports the ifunc resolvers of src/nn's target_clones functions regardless).
+$(BUILD)/bigmac.map: $(wildcard include/*.h) | preflight
+	@mkdir -p $(dir $@)
+	@{ echo "{ global:"; cat include/*.h | tr '\n' ' ' | sed 's|/\*[^*]*\*\+\([^/*][^*]*\*\+\)*/| |g' | tr ';' '\n' | \
+	  grep -o '\bbm_[a-z0-9_]*\s*(' | sed 's/\s*(//' | sort -u | sed 's/.*/  &;/'; echo "local: *; };"; } > $@.tmp && mv $@.tmp $@
+
+$(SHLIB): $(LIB_OBJ) $(BUILD)/bigmac.map
 	@echo "  SHLIB   $@"
-	@$(LINK) -shared -Wl,-soname,$(SONAME) $(LDFLAGS) -o $@ $(LIB_OBJ) $(LDLIBS)
+	@$(LINK) -shared -Wl,-soname,$(SONAME) -Wl,--version-script=$(BUILD)/bigmac.map $(LDFLAGS) -o $@ $(LIB_OBJ) $(LDLIBS)
 
 $(BUILD)/libbigmac.so: $(SHLIB)
 	@ln -sf $(notdir $(SHLIB)) $(BUILD)/$(SONAME)
@@ -163,7 +172,14 @@ $(BUILD)/bench/%: bench/%.c $(wildcard bench/*.h) $(LIB)
 $(PYLIB): python/bigmac/_capi.c $(PYLIB_OBJ)
 	@mkdir -p $(dir $@)
 	@echo "  PYLIB   $@"
-	@$(CC) $(CFLAGS) -shared -Wl,--no-undefined -o $@ python/bigmac/_capi.c $(PYLIB_OBJ) $(LDFLAGS) $(LDLIBS)
+	@$(CC) $(CFLAGS) -fvisibility=default -shared -Wl,--no-undefined -o $@ python/bigmac/_capi.c $(PYLIB_OBJ) $(LDFLAGS) $(LDLIBS)
+
+# The recorded public ABI (tests/test_abi.sh compares the build against it): rerun after a change
+# that bumps BM_SOVERSION (a public struct's layout, a removed function), and commit abi/.
+abi-baseline: $(BUILD)/libbigmac.so
+	@mkdir -p abi
+	@abidw --headers-dir include --no-corpus-path --out-file abi/libbigmac.abi $(BUILD)/libbigmac.so
+	@echo "abi/libbigmac.abi: the public ABI of $(SONAME)"
 
 test: all $(TESTS)
 	@BIGMAC=$(BIN)/bigmac TEST_BUILD=$(BUILD) TEST_BIN=$(BIN) TEST_SAN="$(SAN)" bash tests/run.sh
@@ -236,13 +252,13 @@ deps:
 # The Python package goes to PYDIR under the prefix (python3.X/dist-packages: on the sys.path of
 # Debian's python3 for /usr/local); PYTHONPATH=$(PREFIX)/$(PYDIR) for other prefixes.
 PYDIR ?= $(shell $(PYTHON) -c "import sys; print('lib/python%d.%d/dist-packages' % sys.version_info[:2])" 2>/dev/null || echo lib/python3/dist-packages)
-INSTALL_FILES := bin/bigmac include/bigmac.h include/bigmac_module.h lib/libbigmac.a \
+INSTALL_FILES := bin/bigmac include/bigmac.h include/bigmac_module.h include/bigmac_report.h lib/libbigmac.a \
                  lib/$(notdir $(SHLIB)) lib/$(SONAME) lib/libbigmac.so lib/pkgconfig/bigmac.pc
 install: all
 	@d="$(DESTDIR)$(PREFIX)"; \
 	install -d "$$d/bin" "$$d/include" "$$d/lib/pkgconfig" && \
 	install -m 755 $(BIN)/bigmac "$$d/bin/bigmac" && \
-	install -m 644 include/bigmac.h include/bigmac_module.h "$$d/include/" && \
+	install -m 644 include/bigmac.h include/bigmac_module.h include/bigmac_report.h "$$d/include/" && \
 	install -m 644 $(LIB) "$$d/lib/libbigmac.a" && \
 	install -m 755 $(SHLIB) "$$d/lib/" && \
 	ln -sf $(notdir $(SHLIB)) "$$d/lib/$(SONAME)" && \

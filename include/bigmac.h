@@ -40,14 +40,28 @@
 extern "C" {
 #endif
 
+/* ---------------------------------------------------------------- exports */
+
+/* Every function declared in the public headers (bigmac.h, bigmac_module.h, bigmac_report.h)
+ * carries BM_API; the library is built with -fvisibility=hidden, so the shared library exports
+ * exactly these and nothing of its packages' internals (tests/test_abi.sh counts them). */
+#if defined(__GNUC__)
+#define BM_API __attribute__((visibility("default")))
+#else
+#define BM_API
+#endif
+
 /* ---------------------------------------------------------------- version */
 
 /* The library's version (the Makefile reads it from here for the soname and bigmac.pc) and the
  * versions of the file formats it reads and writes. A format's version changes only when an old
  * reader could misread a new file; new optional keys do not change it. */
-/* 0.5.0: struct bm_spec, bm_table and bm_op_time gained the dispatch and message-size fields. */
-#define BM_VERSION "0.5.0"
-#define BM_SOVERSION 0
+/* The ABI rule (docs/design.md §12, tests/test_abi.sh): a change to the layout of a public struct
+ * or a removed public function bumps BM_SOVERSION (and `make abi-baseline` records the new ABI).
+ * 0.5.0 changed struct layouts under soname 0; 0.6.0 (soname 1) exports only the public
+ * functions (BM_API) and adds bigmac_report.h. */
+#define BM_VERSION "0.6.0"
+#define BM_SOVERSION 1
 #define BM_SPEC_FORMAT "bigmac-spec"
 #define BM_SPEC_VERSION 1
 #define BM_TABLE_FORMAT "bigmac-table"
@@ -57,7 +71,7 @@ extern "C" {
 
 /* BM_VERSION of the library actually linked (may differ from the header a program was built
  * with when it links the shared library). */
-const char *bm_version(void);
+BM_API const char *bm_version(void);
 
 /* ---------------------------------------------------------------- errors */
 
@@ -68,7 +82,7 @@ struct bm_err {
 };
 
 /* printf-style; overwrites err->msg. err may be NULL. Always returns BM_ERR. */
-int bm_err_set(struct bm_err *err, const char *fmt, ...)
+BM_API int bm_err_set(struct bm_err *err, const char *fmt, ...)
 #ifdef __GNUC__
     __attribute__((format(printf, 2, 3)))
 #endif
@@ -98,14 +112,14 @@ enum bm_policy {
 #define BM_N_POLICIES 6
 
 /* Name <-> enum. The *_parse functions return BM_OK or BM_ERR (unknown name). */
-const char *bm_role_name(enum bm_role r);
-const char *bm_pass_name(enum bm_pass p);          /* "F", "B", "W" */
-const char *bm_backbone_name(enum bm_backbone b);  /* "gpipe", "1f1b", "interleaved", "zb-h1",
-                                                    * "zb-interleaved" */
-const char *bm_policy_name(enum bm_policy p);      /* "bigmac", "optimus", ... */
-int bm_role_parse(const char *s, enum bm_role *out);
-int bm_backbone_parse(const char *s, enum bm_backbone *out);
-int bm_policy_parse(const char *s, enum bm_policy *out);
+BM_API const char *bm_role_name(enum bm_role r);
+BM_API const char *bm_pass_name(enum bm_pass p);          /* "F", "B", "W" */
+BM_API const char *bm_backbone_name(enum bm_backbone b);  /* "gpipe", "1f1b", "interleaved", "zb-h1",
+                                                           * "zb-interleaved" */
+BM_API const char *bm_policy_name(enum bm_policy p);      /* "bigmac", "optimus", ... */
+BM_API int bm_role_parse(const char *s, enum bm_role *out);
+BM_API int bm_backbone_parse(const char *s, enum bm_backbone *out);
+BM_API int bm_policy_parse(const char *s, enum bm_policy *out);
 
 /* ---------------------------------------------------------------- spec (docs/design.md §3) */
 
@@ -240,17 +254,17 @@ struct bm_spec {
 /* Parse and check the spec at 'path'. On success returns BM_OK and stores a new spec in *out,
  * owned by the caller (release with bm_spec_free). On failure *out is NULL and err->msg reads
  * "path:line:col: what went wrong". */
-int bm_spec_load(const char *path, struct bm_spec **out, struct bm_err *err);
+BM_API int bm_spec_load(const char *path, struct bm_spec **out, struct bm_err *err);
 /* Same, from a string; 'name' is used in messages. */
-int bm_spec_parse(const char *text, const char *name, struct bm_spec **out, struct bm_err *err);
-void bm_spec_free(struct bm_spec *s);
+BM_API int bm_spec_parse(const char *text, const char *name, struct bm_spec **out, struct bm_err *err);
+BM_API void bm_spec_free(struct bm_spec *s);
 /* Index of the module called 'name', or -1. */
-int bm_spec_find_module(const struct bm_spec *s, const char *name);
+BM_API int bm_spec_find_module(const struct bm_spec *s, const char *name);
 
 /* Per-microbatch encoder cost multipliers for M microbatches, drawn from
  * data.encoder_cost_scale (xoshiro256** seeded by splitmix64(seed); see docs/spec.md).
  * Writes M values into out. */
-void bm_spec_encoder_scales(const struct bm_spec *s, int M, double *out);
+BM_API void bm_spec_encoder_scales(const struct bm_spec *s, int M, double *out);
 
 /* ---------------------------------------------------------------- operator table (docs/design.md §4) */
 
@@ -337,44 +351,44 @@ struct bm_table {
 #define BM_MAX_NAME 256
 
 /* Allocate an empty table for P ranks (fields zeroed, ranks allocated). NULL on OOM. */
-struct bm_table *bm_table_new(int pp);
-void bm_table_free(struct bm_table *t);
+BM_API struct bm_table *bm_table_new(int pp);
+BM_API void bm_table_free(struct bm_table *t);
 /* Finish a table whose modules (and pp, vpp, backbone_module) are set: compute its dataflow
  * once and keep it inside the table, adding every tensor the modules make to t->tensors (the
  * ones it already lists keep their indices). The planner and the loaders finish every table
  * they return; a program that builds a table by hand calls it after setting the modules, before
  * the executor runs it (the verifier and simulator also take unfinished tables). Call it again
  * after changing the modules. BM_ERR on allocation failure or a table without a backbone. */
-int bm_table_finish(struct bm_table *t, struct bm_err *err);
+BM_API int bm_table_finish(struct bm_table *t, struct bm_err *err);
 /* Append op to rank's list. BM_ERR (with message) on allocation failure. */
-int bm_table_push(struct bm_table *t, int rank, struct bm_op op, struct bm_err *err);
+BM_API int bm_table_push(struct bm_table *t, int rank, struct bm_op op, struct bm_err *err);
 /* Index of tensor 'name', interning it (module, grad, mib filled from the arguments) when new.
  * Returns -1 on allocation failure. */
-int bm_table_tensor(struct bm_table *t, const char *name, int module, int grad, double mib);
+BM_API int bm_table_tensor(struct bm_table *t, const char *name, int module, int grad, double mib);
 /* Index of tensor 'name' or -1 when the table has none by that name. */
-int bm_table_find_tensor(const struct bm_table *t, const char *name);
+BM_API int bm_table_find_tensor(const struct bm_table *t, const char *name);
 /* Total op count over all ranks. */
-long bm_table_n_ops(const struct bm_table *t);
+BM_API long bm_table_n_ops(const struct bm_table *t);
 /* Index of the module called 'name', or -1. */
-int bm_table_find_module(const struct bm_table *t, const char *name);
+BM_API int bm_table_find_module(const struct bm_table *t, const char *name);
 
 /* 1 when module's backward is split into B and W in t: the backbone under a zero-bubble
  * schedule (bm_backbone_splits), or any module with a W op in t. module -1: any module. */
-int bm_table_splits(const struct bm_table *t, int module);
+BM_API int bm_table_splits(const struct bm_table *t, int module);
 /* The same for every module at once, in one pass over the ops: out[0 .. n_modules-1] = 0 / 1. */
-void bm_table_split_flags(const struct bm_table *t, char *out);
+BM_API void bm_table_split_flags(const struct bm_table *t, char *out);
 
 /* PyTorch-pipelining style action string for an op: backbone "2F0" (global chunk, pass, mb),
  * nested "vit:F3", comm "SEND_F:vis_emb:3>1" / "RECV_B:grad:llm.c0.out:3<1". Writes at most n bytes. */
-void bm_op_format(const struct bm_table *t, const struct bm_op *op, char *buf, size_t n);
+BM_API void bm_op_format(const struct bm_table *t, const struct bm_op *op, char *buf, size_t n);
 
 /* Write the table as JSON (docs/design.md §4, plus the extension fields documented in docs/table.md). */
-int bm_table_write_json(const struct bm_table *t, FILE *f);
+BM_API int bm_table_write_json(const struct bm_table *t, FILE *f);
 /* Write to 'path' ("-" = stdout). */
-int bm_table_save(const struct bm_table *t, const char *path, struct bm_err *err);
+BM_API int bm_table_save(const struct bm_table *t, const char *path, struct bm_err *err);
 /* Parse a table; errors name path:line:col and the field. Caller owns *out (bm_table_free). */
-int bm_table_load(const char *path, struct bm_table **out, struct bm_err *err);
-int bm_table_parse(const char *text, const char *name, struct bm_table **out, struct bm_err *err);
+BM_API int bm_table_load(const char *path, struct bm_table **out, struct bm_err *err);
+BM_API int bm_table_parse(const char *text, const char *name, struct bm_table **out, struct bm_err *err);
 
 /* ---------------------------------------------------------------- backbone schedules (docs/design.md §5) */
 
@@ -385,15 +399,15 @@ struct bm_bb_step {
 };
 
 /* Number of warm-up forwards of 'rank' (Megatron's rule plus 'warmup_extra', capped). */
-int bm_backbone_warmup(enum bm_backbone bb, int P, int V, int M, int rank, int warmup_extra);
+BM_API int bm_backbone_warmup(enum bm_backbone bb, int P, int V, int M, int rank, int warmup_extra);
 /* 1 when bb splits every backward into B (input gradient) and W (weight gradient). */
-int bm_backbone_splits(enum bm_backbone bb);
+BM_API int bm_backbone_splits(enum bm_backbone bb);
 /* Backbone ops per rank: 2*V*M, or 3*V*M for the zero-bubble schedules. */
-int bm_backbone_n_steps(enum bm_backbone bb, int V, int M);
+BM_API int bm_backbone_n_steps(enum bm_backbone bb, int V, int M);
 /* Fill out[0 .. bm_backbone_n_steps(bb, V, M)-1] with rank's backbone F/B(/W) order. Returns
  * BM_ERR for invalid parameters (e.g. interleaved with M % P != 0). */
-int bm_backbone_order(enum bm_backbone bb, int P, int V, int M, int rank, int warmup_extra,
-                      struct bm_bb_step *out, struct bm_err *err);
+BM_API int bm_backbone_order(enum bm_backbone bb, int P, int V, int M, int rank, int warmup_extra,
+                             struct bm_bb_step *out, struct bm_err *err);
 
 /* ---------------------------------------------------------------- planner (docs/design.md §6) */
 
@@ -419,11 +433,11 @@ struct bm_plan_opts {
 };
 
 /* Copy the spec's parallel/schedule settings into o (command-line flags then override). */
-void bm_plan_opts_from_spec(struct bm_plan_opts *o, const struct bm_spec *s);
+BM_API void bm_plan_opts_from_spec(struct bm_plan_opts *o, const struct bm_spec *s);
 /* Build the lowered operator table. Caller owns *out. On failure (bad options, window too
  * small, ...) *out is NULL and err says why. */
-int bm_plan_build(const struct bm_spec *s, const struct bm_plan_opts *o, struct bm_table **out,
-                  struct bm_err *err);
+BM_API int bm_plan_build(const struct bm_spec *s, const struct bm_plan_opts *o, struct bm_table **out,
+                         struct bm_err *err);
 /* bm_plan_build with the placement search's budget (bigmac and ideal, docs/planner.md
  * "Placement search"): search = 0 the default (what bm_plan_build uses), BM_SEARCH_OFF none,
  * > 0 at most that many order timings per descent (two per window tried). Deterministic:
@@ -431,8 +445,8 @@ int bm_plan_build(const struct bm_spec *s, const struct bm_plan_opts *o, struct 
  * receives a makespan lower bound for the work as this table places it, valid for every
  * order of it that keeps each rank's backbone order (docs/simulator.md "Lower bound"). */
 #define BM_SEARCH_OFF (-1)
-int bm_plan_build_search(const struct bm_spec *s, const struct bm_plan_opts *o, int search,
-                         struct bm_table **out, double *lower_bound_ms, struct bm_err *err);
+BM_API int bm_plan_build_search(const struct bm_spec *s, const struct bm_plan_opts *o, int search,
+                                struct bm_table **out, double *lower_bound_ms, struct bm_err *err);
 
 /* ---------------------------------------------------------------- verifier (docs/design.md §7) */
 
@@ -443,13 +457,13 @@ int bm_plan_build_search(const struct bm_spec *s, const struct bm_plan_opts *o, 
  * blocked at op #5 RECV_F:llm.c0.out:3<0: waits for ..."), "hint:" lines say what to change.
  * t is not modified: the dataflow is built on a private copy of t's tensor list, so t's
  * tensors need not be interned beforehand. err may be NULL. O(ops) time. */
-int bm_verify(const struct bm_table *t, struct bm_err *err);
+BM_API int bm_verify(const struct bm_table *t, struct bm_err *err);
 
 /* Peak number of live microbatches (F done, B not yet; W not yet for a module whose backward the
  * table splits) per rank and module, computed from
  * program order: out[rank * t->n_modules + module]. For the backbone the count is summed over
  * the rank's chunks. */
-void bm_table_peak_live(const struct bm_table *t, int *out);
+BM_API void bm_table_peak_live(const struct bm_table *t, int *out);
 
 /* ---------------------------------------------------------------- simulator (docs/design.md §8) */
 
@@ -544,19 +558,19 @@ struct bm_sim_opts {
  * timeline in *out (caller owns it: bm_timeline_free). On failure (malformed table, a recv with
  * no matching send, a deadlock) *out is NULL and err names the blocked ranks' ops. Never hangs:
  * runs in O(ops). */
-int bm_simulate(const struct bm_table *t, const struct bm_sim_opts *o, struct bm_timeline **out,
-                struct bm_err *err);
-void bm_timeline_free(struct bm_timeline *tl);
+BM_API int bm_simulate(const struct bm_table *t, const struct bm_sim_opts *o, struct bm_timeline **out,
+                       struct bm_err *err);
+BM_API void bm_timeline_free(struct bm_timeline *tl);
 
 /* For loaders of measured traces: a timeline shaped like t (ops zeroed, wait = -1, no memory
  * points, state_mib from the memory model). NULL on allocation failure. */
-struct bm_timeline *bm_timeline_new(const struct bm_table *t);
+BM_API struct bm_timeline *bm_timeline_new(const struct bm_table *t);
 /* Append a memory point to rank r (skipped when equal to the last one). BM_ERR on OOM. */
-int bm_timeline_mem_push(struct bm_timeline *tl, int r, double t_ms,
-                         const double act_mib[BM_N_ROLES]);
+BM_API int bm_timeline_mem_push(struct bm_timeline *tl, int r, double t_ms,
+                                const double act_mib[BM_N_ROLES]);
 /* Recompute every derived figure (busy/idle, peaks, OOM, makespan, bubble ratio, samples/s)
  * from ops[] times, the memory traces and state_mib. */
-void bm_timeline_summarize(struct bm_timeline *tl, const struct bm_table *t);
+BM_API void bm_timeline_summarize(struct bm_timeline *tl, const struct bm_table *t);
 
 /* ---------------------------------------------------------------- executor (docs/design.md §9) */
 
@@ -565,7 +579,7 @@ void bm_timeline_summarize(struct bm_timeline *tl, const struct bm_table *t);
  * pipeline rank per process) or with --local / --reference. Register custom modules
  * (bigmac_module.h) before calling it. Returns the exit status: 0 ok, 1 failure, 2 usage. Only
  * programs linked with the MPI transport (src/exec/comm_mpi.c) can run it without --local. */
-int bm_train_main(int argc, char **argv);
+BM_API int bm_train_main(int argc, char **argv);
 
 /* bm_train's run mode: one pipeline rank per MPI process (under mpirun), every rank in this
  * process (no MPI; debugging), or the single-process reference trainer (no pipeline). */
@@ -613,13 +627,13 @@ struct bm_train_opts {
  * otherwise). Progress lines go to stdout on rank 0 unless opts->quiet. Returns BM_OK, or
  * BM_ERR with err set (and opts->on_error called where it should be printed). Only programs
  * linked with the MPI transport can run BM_TRAIN_MPI. */
-int bm_train(const struct bm_spec *spec, const struct bm_table *table, const struct bm_train_opts *opts,
-             int *argc, char ***argv, struct bm_err *err);
+BM_API int bm_train(const struct bm_spec *spec, const struct bm_table *table, const struct bm_train_opts *opts,
+                    int *argc, char ***argv, struct bm_err *err);
 /* For a program that fails before it can call bm_train (a spec or table that does not load):
  * report msg as bm_train reports a failure before the first step, through opts->on_error with
  * setup = 1; under BM_TRAIN_MPI only in rank 0's process, MPI started and finalized around it
  * (so that a job of N processes prints one message). Returns BM_ERR. */
-int bm_train_fail(const struct bm_train_opts *opts, int *argc, char ***argv, const char *msg);
+BM_API int bm_train_fail(const struct bm_train_opts *opts, int *argc, char ***argv, const char *msg);
 
 /* ---------------------------------------------------------------- studies (src/study/) */
 
@@ -676,12 +690,12 @@ struct bm_compare_opts {
  * recomputed (one more row). s's modules' recompute is changed while planning that row and
  * restored. A policy that fails only marks its row. BM_ERR only when memory runs out (out is
  * then empty). Release with bm_compare_free. */
-int bm_compare(struct bm_spec *s, const struct bm_plan_opts *o, const struct bm_compare_opts *opts,
-               struct bm_compare *out, struct bm_err *err);
+BM_API int bm_compare(struct bm_spec *s, const struct bm_plan_opts *o, const struct bm_compare_opts *opts,
+                      struct bm_compare *out, struct bm_err *err);
 /* Frees the kept tables and timelines; safe on a zeroed or freed comparison. */
-void bm_compare_free(struct bm_compare *c);
+BM_API void bm_compare_free(struct bm_compare *c);
 /* "optimus+recompute" for that row, else the policy's name. */
-const char *bm_compare_row_name(const struct bm_compare_row *row);
+BM_API const char *bm_compare_row_name(const struct bm_compare_row *row);
 
 #define BM_SWEEP_MAX_VALUES 64
 
@@ -734,9 +748,9 @@ struct bm_sweep {
  * and backbone from base; vpp > 1 runs the interleaved backbone, zb-interleaved for a
  * zero-bubble one). Combinations that fail are skipped with their reason. BM_ERR only when
  * memory runs out. Release with bm_sweep_free. */
-int bm_sweep(const struct bm_spec *s, const struct bm_plan_opts *base, const struct bm_sweep_opts *opts,
-             struct bm_sweep *out, struct bm_err *err);
-void bm_sweep_free(struct bm_sweep *sw);
+BM_API int bm_sweep(const struct bm_spec *s, const struct bm_plan_opts *base, const struct bm_sweep_opts *opts,
+                    struct bm_sweep *out, struct bm_err *err);
+BM_API void bm_sweep_free(struct bm_sweep *sw);
 
 #ifdef __cplusplus
 }

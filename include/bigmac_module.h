@@ -142,9 +142,9 @@ struct bm_module_ops {
 /* Register ops under ops->name (the struct must outlive the registry; typically static).
  * BM_ERR when the name is taken or the registry is full. The built-ins "vit", "gpt", "dit"
  * are always present. */
-int bm_module_register(const struct bm_module_ops *ops, struct bm_err *err);
+BM_API int bm_module_register(const struct bm_module_ops *ops, struct bm_err *err);
 /* The ops registered under 'name', or NULL. */
-const struct bm_module_ops *bm_module_find(const char *name);
+BM_API const struct bm_module_ops *bm_module_find(const char *name);
 
 #ifdef __cplusplus
 }

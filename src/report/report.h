@@ -7,13 +7,13 @@
  *   html   self-contained report: canvas timeline, hover, zoom (html.c)
  *   csv    PyTorch-pipelining style action rows                (csv.c, docs/csv.md)
  *
- * All writers take the table t and a timeline tl of t (simulated by bm_simulate or measured:
- * tl->measured), stream to FILE *f and return BM_OK, or BM_ERR on a write/allocation error.
- * None keeps state between calls. */
+ * The writers and the trace loader that programs use are public (include/bigmac_report.h); this
+ * header adds what the CLI and the report need beside them. */
 #ifndef BM_REPORT_H
 #define BM_REPORT_H
 
 #include "bigmac.h"
+#include "bigmac_report.h"
 #include "study/frontier.h"
 #include "table/table.h"
 
@@ -84,17 +84,6 @@ void bm_report_compare_free(struct bm_report_compare *cmp);
 
 /* ---------------------------------------------------------------- writers */
 
-/* ASCII timeline, 'width' columns of time (<= 0: 120). */
-int bm_render_ascii(const struct bm_table *t, const struct bm_timeline *tl, int width, FILE *f);
-/* Chrome Trace Event JSON (docs/trace.md). */
-int bm_render_trace(const struct bm_table *t, const struct bm_timeline *tl, FILE *f);
-/* Standalone SVG; title may be NULL. span_ms: the time axis' length (<= makespan or 0: the
- * makespan), so pictures of several policies can share one scale. */
-int bm_render_svg(const struct bm_table *t, const struct bm_timeline *tl, const char *title,
-                  double span_ms, FILE *f);
-/* Self-contained HTML report; cmp (policy comparison) and title may be NULL. */
-int bm_render_html(const struct bm_table *t, const struct bm_timeline *tl,
-                   const struct bm_report_compare *cmp, const char *title, FILE *f);
 /* The same report for a measured run (tl measured) with, under its timeline, the simulated
  * timeline sim of the same table and the per-op deviation between the two. */
 int bm_render_html_vs(const struct bm_table *t, const struct bm_timeline *tl, const struct bm_timeline *sim,
@@ -104,15 +93,7 @@ int bm_render_html_vs(const struct bm_table *t, const struct bm_timeline *tl, co
  * otherwise) and simulate it into *out (caller frees). */
 int bm_report_vs_simulate(const struct bm_table *mt, const struct bm_timeline *measured, struct bm_table *table,
                           struct bm_timeline **out, struct bm_err *err);
-/* Load a Chrome trace written by bm_render_trace (or by the executor in that shape,
- * docs/trace.md): the embedded table and the op times/memory of its events. *t and *tl are new
- * (caller frees); tl->measured is the trace's "measured" flag. Streams over the text (no JSON
- * tree), so traces of hundreds of MB load in seconds. Errors name name:line:col. */
-int bm_trace_parse(const char *text, const char *name, struct bm_table **t,
-                   struct bm_timeline **tl, struct bm_err *err);
 /* 1 when text is a JSON object with a top-level "traceEvents" member (a Chrome trace). */
 int bm_trace_sniff(const char *text);
-int bm_trace_load(const char *path, struct bm_table **t, struct bm_timeline **tl,
-                  struct bm_err *err);
 
 #endif
