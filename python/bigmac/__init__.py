@@ -59,6 +59,8 @@ def _names(fn):
     return tuple(out)
 
 
+__version__ = _sig("bm_version", _S)().decode()  # the C library's BM_VERSION (bigmac --version)
+
 ROLES = _names("bm_role_name")          # enum bm_role order
 PASSES = _names("bm_pass_name")         # "F", "B", "W"
 BACKBONES = _names("bm_backbone_name")  # enum bm_backbone order
