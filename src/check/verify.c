@@ -100,6 +100,7 @@ struct ctx {
     struct bm_match mt;        /* messages: (sender, receiver, tensor, mb) and their ops */
     struct msg msg;
     struct bm_err *err;
+    int deadlock_first;        /* the next deadlock report line is its headline */
 };
 
 /* Unit of a compute op: non-backbone module m -> m, backbone chunk c -> N + c. */
@@ -408,6 +409,15 @@ static int check_counts(struct ctx *c)
 
 /* ---------------------------------------------------------------- 2. deadlock freedom */
 
+/* bm_match_deadlock_report's lines, its headline under the invariant's name */
+static void deadlock_line(void *ctx, const char *text)
+{
+    struct ctx *c = ctx;
+    if (c->deadlock_first) msg_line(&c->msg, "invariant 2 (deadlock freedom) violated: %s", text);
+    else msg_line(&c->msg, "%s", text);
+    c->deadlock_first = 0;
+}
+
 static int check_deadlock(struct ctx *c)
 {
     const struct bm_table *t = c->t;
@@ -417,7 +427,6 @@ static int check_deadlock(struct ctx *c)
     int n_msgs = c->mt.n_msgs;
     int *waiter = bm_malloc((size_t)(n_msgs > 0 ? n_msgs : 1) * sizeof *waiter);
     uint8_t *sent = bm_calloc((size_t)(n_msgs > 0 ? n_msgs : 1), 1); /* the message's send has run */
-    int *mark = NULL;
     if (!pc || !work || !waiter || !sent) {
         oom(c, "deadlock check");
         goto out;
@@ -457,44 +466,8 @@ static int check_deadlock(struct ctx *c)
     }
 
     struct msg *m = &c->msg;
-    char a[BM_MAX_NAME + 64], b[BM_MAX_NAME + 64];
-    msg_line(m, "invariant 2 (deadlock freedom) violated: %d of %d ranks cannot finish "
-             "(each waits for a send that never happens)", blocked, P);
-    /* Every blocked rank waits at a recv for a peer that is itself blocked (counts hold, so
-     * the send exists and has not run); following peers from any blocked rank must cycle. */
-    mark = bm_calloc((size_t)P, sizeof *mark);
-    if (mark) {
-        int r0 = 0;
-        while (pc[r0] >= t->ranks[r0].n_ops) r0++;
-        int r = r0, step = 1;
-        while (!mark[r]) {
-            mark[r] = step++;
-            r = t->ranks[r].ops[pc[r]].peer;
-        }
-        /* r is on the cycle; print it from r. */
-        char line[1024];
-        size_t len = (size_t)snprintf(line, sizeof line, "  cycle: rank %d", r);
-        for (int q = t->ranks[r].ops[pc[r]].peer;; q = t->ranks[q].ops[pc[q]].peer) {
-            if (len < sizeof line)
-                len += (size_t)snprintf(line + len, sizeof line - len, " -> rank %d", q);
-            if (q == r) break;
-        }
-        msg_line(m, "%s (each waits for the next)", line);
-    }
-    for (int r = 0; r < P; r++) {
-        if (pc[r] >= t->ranks[r].n_ops) continue;
-        const struct bm_op *op = &t->ranks[r].ops[pc[r]];
-        const struct bm_msg *e = bm_match_msg(&c->mt, r, pc[r]);
-        int s = op->peer;
-        act(c, op, a, sizeof a);
-        const struct bm_op *sop = &t->ranks[s].ops[e->send_op];
-        act(c, sop, b, sizeof b);
-        char bs[BM_MAX_NAME + 64];
-        act(c, &t->ranks[s].ops[pc[s]], bs, sizeof bs);
-        msg_line(m, "  rank %d blocked at op #%d %s: waits for rank %d's op #%d %s; rank %d is "
-                 "itself blocked at op #%d %s", r, pc[r], a, s, e->send_op, b, s,
-                 pc[s], bs);
-    }
+    c->deadlock_first = 1;
+    bm_match_deadlock_report(t, &c->mt, pc, deadlock_line, c);
     msg_line(m, "hint: a recv must come after the point where its sender can reach the "
              "matching send; move the recv later or the send earlier");
     msg_done(m);
@@ -503,7 +476,6 @@ out:
     bm_free(work);
     bm_free(waiter);
     bm_free(sent);
-    bm_free(mark);
     return rc;
 }
 

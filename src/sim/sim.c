@@ -390,36 +390,33 @@ oom:
     return bm_err_set(err, "simulate: out of memory recording rank %d's memory trace", r);
 }
 
-/* Explain a deadlock: each blocked rank's op and what it waits for. */
+/* Explain a deadlock with the verifier's words (bm_match_deadlock_report): each blocked rank's
+ * op, what it waits for, and the cycle. */
+struct report {
+    char msg[sizeof ((struct bm_err *)0)->msg - 64];
+    size_t len;
+    int dropped;
+};
+
+static void report_line(void *ctx, const char *text)
+{
+    struct report *rp = ctx;
+    size_t n = strlen(text);
+    if (rp->dropped || rp->len + n + 2 >= sizeof rp->msg) {
+        rp->dropped++;
+        return;
+    }
+    if (rp->len) rp->msg[rp->len++] = '\n';
+    memcpy(rp->msg + rp->len, text, n + 1);
+    rp->len += n;
+}
+
 static int deadlock_error(struct sim *s, struct bm_err *err)
 {
-    const struct bm_table *t = s->t;
-    int blocked = 0;
-    for (int r = 0; r < s->P; r++) blocked += s->pc[r] < t->ranks[r].n_ops;
-    char msg[sizeof err->msg];
-    size_t len = (size_t)snprintf(msg, sizeof msg,
-                                  "simulate: deadlock: %d of %d ranks are blocked and none can proceed",
-                                  blocked, s->P);
-    int shown = 0;
-    for (int r = 0; r < s->P && len + 300 < sizeof msg; r++) {
-        if (s->pc[r] >= t->ranks[r].n_ops) continue;
-        const struct bm_op *op = &t->ranks[r].ops[s->pc[r]];
-        int p = op->peer;
-        int32_t si = s->match[s->base[r] + s->pc[r]];
-        char a[BM_MAX_NAME + 64], b[BM_MAX_NAME + 64];
-        bm_op_format(t, op, a, sizeof a);
-        bm_op_format(t, &t->ranks[p].ops[si], b, sizeof b);
-        char c[BM_MAX_NAME + 64] = "its end";
-        if (s->pc[p] < t->ranks[p].n_ops) bm_op_format(t, &t->ranks[p].ops[s->pc[p]], c, sizeof c);
-        len += (size_t)snprintf(msg + len, sizeof msg - len,
-                                "\n  rank %d blocked at op %d %s: waits for op %d %s on rank %d, "
-                                "which is blocked at op %d %s",
-                                r, s->pc[r], a, si, b, p, s->pc[p], c);
-        shown++;
-    }
-    if (shown < blocked && len + 40 < sizeof msg)
-        snprintf(msg + len, sizeof msg - len, "\n  ... and %d more", blocked - shown);
-    return bm_err_set(err, "%s\nhint: run `bigmac verify` on the table", msg);
+    struct report rp = {.len = 0};
+    bm_match_deadlock_report(s->t, &s->mt, s->pc, report_line, &rp);
+    return bm_err_set(err, "simulate: deadlock: %s%s\nhint: run `bigmac verify` on the table", rp.msg,
+                      rp.dropped ? "\n  ... (more ranks blocked)" : "");
 }
 
 int bm_simulate(const struct bm_table *t, const struct bm_sim_opts *o, struct bm_timeline **out,

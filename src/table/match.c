@@ -123,3 +123,66 @@ oom:
     bm_match_free(m);
     return bm_err_set(err, "out of memory matching sends to recvs (%ld ops)", n);
 }
+
+/* ---------------------------------------------------------------- the deadlock report */
+
+int bm_match_deadlock_report(const struct bm_table *t, const struct bm_match *m, const int *pc,
+                             void (*line)(void *ctx, const char *text), void *ctx)
+{
+    int P = t->pp, blocked = 0;
+    for (int r = 0; r < P; r++) blocked += pc[r] < t->ranks[r].n_ops;
+    if (!blocked) return 0;
+    char text[1024], a[BM_MAX_NAME + 64], b[BM_MAX_NAME + 64], c[BM_MAX_NAME + 64];
+    snprintf(text, sizeof text, "%d of %d ranks cannot finish (each waits for a send that never happens)",
+             blocked, P);
+    line(ctx, text);
+    /* the rank a stopped rank waits for: its recv's peer, when that rank has stopped too */
+#define WAITS_ON(r) (t->ranks[r].ops[pc[r]].peer)
+#define STOPPED(r) ((r) >= 0 && (r) < P && pc[r] < t->ranks[r].n_ops)
+    /* follow the waits from the first stopped rank: the second visit of a rank closes a cycle
+     * (no cycle when the walk reaches a rank that finished, possible only in a table whose
+     * counts are wrong, which the verifier reports first) */
+    int *step = bm_calloc((size_t)P, sizeof *step);
+    if (step) {
+        int r = 0, k = 1;
+        while (!STOPPED(r)) r++;
+        while (STOPPED(r) && !step[r]) {
+            step[r] = k++;
+            r = WAITS_ON(r);
+        }
+        if (STOPPED(r)) {
+            size_t len = (size_t)snprintf(text, sizeof text, "  cycle: rank %d", r);
+            for (int q = WAITS_ON(r);; q = WAITS_ON(q)) {
+                if (len < sizeof text) len += (size_t)snprintf(text + len, sizeof text - len, " -> rank %d", q);
+                if (q == r) break;
+            }
+            if (len < sizeof text) snprintf(text + len, sizeof text - len, " (each waits for the next)");
+            line(ctx, text);
+        }
+        bm_free(step);
+    }
+    for (int r = 0; r < P; r++) {
+        if (!STOPPED(r)) continue;
+        const struct bm_op *op = &t->ranks[r].ops[pc[r]];
+        int s = op->peer;
+        int32_t si = bm_match_peer(m, r, pc[r]);
+        bm_op_format(t, op, a, sizeof a);
+        if (s < 0 || s >= P || si < 0) {
+            snprintf(text, sizeof text, "  rank %d blocked at op #%d %s: no send matches it", r, pc[r], a);
+        } else {
+            bm_op_format(t, &t->ranks[s].ops[si], b, sizeof b);
+            if (STOPPED(s)) {
+                bm_op_format(t, &t->ranks[s].ops[pc[s]], c, sizeof c);
+                snprintf(text, sizeof text, "  rank %d blocked at op #%d %s: waits for rank %d's op #%d %s; "
+                         "rank %d is itself blocked at op #%d %s", r, pc[r], a, s, si, b, s, pc[s], c);
+            } else {
+                snprintf(text, sizeof text, "  rank %d blocked at op #%d %s: waits for rank %d's op #%d %s; "
+                         "rank %d has finished", r, pc[r], a, s, si, b, s);
+            }
+        }
+        line(ctx, text);
+    }
+#undef WAITS_ON
+#undef STOPPED
+    return blocked;
+}

@@ -102,6 +102,18 @@ static inline const struct bm_msg *bm_match_msg(const struct bm_match *m, int r,
     return k >= 0 ? &m->msgs[k] : NULL;
 }
 
+/* The one deadlock report, worded the same by the verifier (invariant 2), the simulator and
+ * anyone else who runs a table's ranks until none can move: pc[r] is where rank r stopped
+ * (== its op count: finished); every stopped rank stands at a recv. Calls line(ctx, text) for
+ * each line, without a prefix or hint (the caller adds its own):
+ *   "B of P ranks cannot finish (each waits for a send that never happens)"
+ *   "  cycle: rank a -> rank b -> rank a (each waits for the next)"      when the waits cycle
+ *   "  rank r blocked at op #i RECV_..: waits for rank s's op #j SEND_..; rank s is itself
+ *    blocked at op #k ..."                                               one per stopped rank
+ * Returns the number of stopped ranks (0: no report). */
+int bm_match_deadlock_report(const struct bm_table *t, const struct bm_match *m, const int *pc,
+                             void (*line)(void *ctx, const char *text), void *ctx);
+
 /* ---------------------------------------------------------------- op validation */
 
 /* The one validator of an op's fields, shared by every reader (JSON and CSV loaders, the
