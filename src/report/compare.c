@@ -7,12 +7,6 @@
 #include "report/report.h"
 #include "util/util.h"
 
-const char *bm_report_row_name(const struct bm_report_policy_row *row)
-{
-    struct bm_compare_row r = {.policy = row->policy, .recompute = row->recompute};
-    return bm_compare_row_name(&r);
-}
-
 /* bm_compare's keep callback: a row's table and timeline stay while their compute ops fit the
  * budget. The stacked timelines show every policy or none, so when bigmac's (the first row)
  * is too big to embed them all, none is kept. */
@@ -36,45 +30,16 @@ static int keep_row(void *ctx, const struct bm_compare_row *row, const struct bm
     return 1;
 }
 
-/* The report's row of a comparison row (its table and timeline handed over). */
-static void take_row(struct bm_compare_row *from, struct bm_report_policy_row *row)
-{
-    row->policy = from->policy;
-    row->recompute = from->recompute;
-    row->ok = from->ok;
-    if (!from->ok) {
-        snprintf(row->error, sizeof row->error, "%s", from->error);
-        row->error[strcspn(row->error, "\n")] = 0;
-        return;
-    }
-    row->makespan_ms = from->makespan_ms;
-    row->bubble_ratio = from->bubble_ratio;
-    memcpy(row->peak_act_mib, from->peak_act_mib, sizeof row->peak_act_mib);
-    row->peak_mib = from->peak_mib;
-    row->oom = from->oom;
-    row->window = from->window;
-    row->n_ops = from->n_ops;
-    row->nested_max_ms = from->nested_max_ms;
-    row->t = from->t, row->tl = from->tl;
-    from->t = NULL, from->tl = NULL;
-}
-
-/* See report.h. The rows and both bounds are bm_compare's (src/study/); this adds which
- * timelines to embed and the frontier. */
+/* See report.h. The rows and both bounds are bm_compare's (src/study/), kept as they are; this
+ * adds which timelines to embed and the frontier. */
 int bm_report_compare_build(struct bm_spec *s, const struct bm_plan_opts *o, struct bm_report_compare *cmp)
 {
     memset(cmp, 0, sizeof *cmp);
     struct keep_budget budget = {BM_REPORT_MINI_BUDGET};
     struct bm_compare_opts co = {.keep = keep_row, .ctx = &budget};
-    struct bm_compare c;
     struct bm_err err;
-    if (bm_compare(s, o, &co, &c, &err)) return BM_ERR;
-    for (int i = 0; i < c.n_rows; i++) take_row(&c.rows[i], &cmp->rows[i]);
-    cmp->n_rows = c.n_rows;
-    cmp->bound_ms = c.bound_ms;
-    cmp->lower_ms = c.lower_ms;
-    bm_compare_free(&c);
-    long bigmac_ops = cmp->rows[BM_POL_BIGMAC].ok ? cmp->rows[BM_POL_BIGMAC].n_ops : 0;
+    if (bm_compare(s, o, &co, &cmp->c, &err)) return BM_ERR;
+    long bigmac_ops = cmp->c.rows[BM_POL_BIGMAC].ok ? cmp->c.rows[BM_POL_BIGMAC].n_ops : 0;
     if (bigmac_ops > BM_REPORT_FRONTIER_MAX_OPS) {
         cmp->frontier_skipped_ops = bigmac_ops;
         return BM_OK;
@@ -92,11 +57,7 @@ int bm_report_compare_build(struct bm_spec *s, const struct bm_plan_opts *o, str
 
 void bm_report_compare_free(struct bm_report_compare *cmp)
 {
-    for (int i = 0; i < cmp->n_rows; i++) {
-        bm_table_free(cmp->rows[i].t);
-        bm_timeline_free(cmp->rows[i].tl);
-        cmp->rows[i].t = NULL, cmp->rows[i].tl = NULL;
-    }
+    bm_compare_free(&cmp->c);
     if (cmp->frontier) bm_frontier_free(cmp->frontier);
     bm_free(cmp->frontier);
     cmp->frontier = NULL;

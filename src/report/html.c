@@ -260,18 +260,22 @@ static int render_html(const struct bm_table *t, const struct bm_timeline *tl, c
     fprintf(f, "</table>\n");
     if (cmp) {
         double ref = -1;
-        for (int i = 0; i < cmp->n_rows; i++)
-            if (cmp->rows[i].policy == BM_POL_BIGMAC && cmp->rows[i].ok) ref = cmp->rows[i].makespan_ms;
+        const struct bm_compare *c = &cmp->c;
+        for (int i = 0; i < c->n_rows; i++)
+            if (c->rows[i].policy == BM_POL_BIGMAC && c->rows[i].ok) ref = c->rows[i].makespan_ms;
         fprintf(f, "<h2>Policy comparison</h2>\n<table id=\"compare\"><tr><th>policy</th><th>makespan (ms)</th>"
                    "<th>ratio to bigmac</th><th>bubble ratio</th><th>peak encoder act. (MiB)</th>"
                    "<th>peak generator act. (MiB)</th><th>peak memory (GiB)</th><th>window</th><th>OOM</th></tr>\n");
-        for (int i = 0; i < cmp->n_rows; i++) {
-            const struct bm_report_policy_row *row = &cmp->rows[i];
+        for (int i = 0; i < c->n_rows; i++) {
+            const struct bm_compare_row *row = &c->rows[i];
             fprintf(f, "<tr%s><td>%s</td>", row->policy == t->policy && !row->recompute ? " class=\"best\"" : "",
-                    bm_report_row_name(row));
+                    bm_compare_row_name(row));
             if (!row->ok) {
+                char first[256]; /* the message's first line */
+                snprintf(first, sizeof first, "%s", row->error);
+                first[strcspn(first, "\n")] = 0;
                 fprintf(f, "<td colspan=\"8\">cannot plan: ");
-                bm_report_xml_escape(f, row->error);
+                bm_report_xml_escape(f, first);
                 fprintf(f, "</td></tr>\n");
                 continue;
             }
@@ -287,14 +291,14 @@ static int render_html(const struct bm_table *t, const struct bm_timeline *tl, c
                     row->oom ? " class=\"oom\"" : "", row->oom ? "yes" : "no");
         }
         char ratio[32] = "n/a";
-        if (ref > 0) snprintf(ratio, sizeof ratio, "%.3f", cmp->bound_ms / ref);
-        if (cmp->bound_ms >= 0)
+        if (ref > 0) snprintf(ratio, sizeof ratio, "%.3f", c->bound_ms / ref);
+        if (c->bound_ms >= 0)
             fprintf(f, "<tr><td>zero-added-bubble bound</td><td>%.3f</td><td>%s</td><td colspan=\"7\">none's makespan + the largest per-rank nested (encoder + generator) busy time of the bigmac table</td></tr>\n",
-                    cmp->bound_ms, ratio);
-        if (cmp->lower_ms > 0) {
-            if (ref > 0) snprintf(ratio, sizeof ratio, "%.3f", cmp->lower_ms / ref);
+                    c->bound_ms, ratio);
+        if (c->lower_ms > 0) {
+            if (ref > 0) snprintf(ratio, sizeof ratio, "%.3f", c->lower_ms / ref);
             fprintf(f, "<tr><td>lower bound</td><td>%.3f</td><td>%s</td><td colspan=\"7\">no order of this work that keeps the backbone order is faster, for any policy's placement (docs/simulator.md)</td></tr>\n",
-                    cmp->lower_ms, ratio);
+                    c->lower_ms, ratio);
         }
         fprintf(f, "</table>\n<p class=\"note\">Every policy is planned and simulated with the same parallel settings. "
                    "bigmac and ideal differ only in the encoder window (ideal: unlimited memory); optimus hoists "

@@ -208,7 +208,7 @@ void bm_html_views_body(FILE *f, const struct bm_report_compare *cmp)
 {
     if (!cmp) return;
     int drawn = 0;
-    for (int i = 0; i < cmp->n_rows; i++) drawn += cmp->rows[i].t != NULL;
+    for (int i = 0; i < cmp->c.n_rows; i++) drawn += cmp->c.rows[i].t != NULL;
     if (!drawn)
         fprintf(f, "<h2>Policy timelines (one time scale)</h2>\n<p class=\"note\" id=\"pskip\">Not drawn: the "
                    "tables are too big to embed every policy's timeline (more than %ld compute ops in all); "
@@ -253,15 +253,15 @@ void bm_html_views_script(FILE *f, const struct bm_report_compare *cmp)
     int n_minis = 0;
     fprintf(f, "<script>\nconst V = {\"minis\":[\n");
     int pol_mi[BM_N_POLICIES + 1];
-    for (int i = 0; i < cmp->n_rows; i++) {
-        const struct bm_report_policy_row *row = &cmp->rows[i];
+    for (int i = 0; i < cmp->c.n_rows; i++) {
+        const struct bm_compare_row *row = &cmp->c.rows[i];
         pol_mi[i] = -1;
         if (!row->ok || !row->t || !row->tl) continue;
         long n = bm_report_compute_ops(row->t);
         if (n > budget) continue;
         budget -= n;
         if (n_minis) fprintf(f, ",\n");
-        put_mini(f, row->t, row->tl, bm_report_row_name(row), NULL);
+        put_mini(f, row->t, row->tl, bm_compare_row_name(row), NULL);
         pol_mi[i] = n_minis++;
     }
     const struct bm_frontier *fr = cmp->frontier;
@@ -280,7 +280,7 @@ void bm_html_views_script(FILE *f, const struct bm_report_compare *cmp)
         fmi[i] = n_minis++;
     }
     fprintf(f, "],\n\"pol\":[");
-    for (int i = 0, k = 0; i < cmp->n_rows; i++)
+    for (int i = 0, k = 0; i < cmp->c.n_rows; i++)
         if (pol_mi[i] >= 0) fprintf(f, "%s%d", k++ ? "," : "", pol_mi[i]);
     fprintf(f, "],\n\"front\":{\"cap\":%.9g,\"pts\":[", fr ? fr->cap_mib / 1024.0 : 0);
     for (int i = 0; fmi && i < fr->n; i++) {

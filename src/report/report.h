@@ -36,29 +36,12 @@ static inline int bm_report_local_chunk(const struct bm_table *t, int chunk)
 }
 
 /* One row of the policy comparison (HTML report from a spec). */
-struct bm_report_policy_row {
-    enum bm_policy policy;
-    int ok;                          /* 0: planning or simulation failed (see error) */
-    char error[256];
-    double makespan_ms, bubble_ratio;
-    double peak_act_mib[BM_N_ROLES]; /* max over ranks */
-    double peak_mib;
-    int oom;
-    int window;
-    int recompute;                   /* 1: the "optimus+recompute" row (encoders, generators) */
-    long n_ops;                      /* the table's ops */
-    double nested_max_ms;            /* largest per-rank encoder + generator busy time */
-    struct bm_table *t;              /* the row's table and timeline when ok (owned by the */
-    struct bm_timeline *tl;          /* comparison: bm_report_compare_free) */
-};
 struct bm_report_compare {
-    struct bm_report_policy_row rows[BM_N_POLICIES + 1]; /* rows[p] is policy p; then optimus+recompute */
-    int n_rows;
-    double bound_ms;                 /* none's makespan + max per-rank nested busy of bigmac; <0 n/a */
+    struct bm_compare c;             /* every policy's row and both bounds (bm_compare); the
+                                      * rows keep their tables and timelines while their compute
+                                      * ops fit BM_REPORT_MINI_BUDGET */
     struct bm_frontier *frontier;    /* the compute/memory frontier with its timelines, or NULL */
     long frontier_skipped_ops;       /* > 0: no frontier, the table has this many ops (too big) */
-    double lower_ms;                 /* makespan lower bound: the smallest of every policy's own
-                                      * (docs/simulator.md "Lower bound"; none left out); <0 n/a */
 };
 
 /* Compute ops of all the timelines a report embeds besides its main one (policy rows first,
@@ -66,9 +49,6 @@ struct bm_report_compare {
  * frontier (dozens of plans of it would take minutes; `bigmac sweep --frontier` still can). */
 #define BM_REPORT_MINI_BUDGET 400000L
 #define BM_REPORT_FRONTIER_MAX_OPS 200000L
-
-/* "optimus+recompute" for that row, else the policy's name. */
-const char *bm_report_row_name(const struct bm_report_policy_row *row);
 
 /* Plan and simulate spec s under all six policies with o's parallel settings (o->policy is
  * ignored) and fill cmp; when optimus runs out of memory also optimus with every encoder and
