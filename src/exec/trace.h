@@ -16,5 +16,9 @@ int bm_exec_timeline(const struct bm_table *t, const double *const *times, const
 /* Write tl as a Chrome trace to path. */
 int bm_exec_trace_write(const struct bm_table *t, const struct bm_timeline *tl, const char *path,
                         struct bm_err *err);
+/* The same for dp data-parallel replicas, tl[d] replica d's timeline: every global rank one
+ * process, named "pp p / dp d" (bm_render_trace_dp). */
+int bm_exec_trace_write_dp(const struct bm_table *t, const struct bm_timeline *const *tl, int dp, const char *path,
+                           struct bm_err *err);
 
 #endif

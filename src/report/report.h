@@ -88,6 +88,11 @@ void bm_report_compare_free(struct bm_report_compare *cmp);
 int bm_render_ascii(const struct bm_table *t, const struct bm_timeline *tl, int width, FILE *f);
 /* Chrome Trace Event JSON (docs/trace.md). */
 int bm_render_trace(const struct bm_table *t, const struct bm_timeline *tl, FILE *f);
+/* The same for dp data-parallel replicas of the table's pipeline, tl[0 .. dp-1] one timeline per
+ * replica: pipeline rank p of replica d is process d * pp + p, named "pp p / dp d" and sorted by
+ * its global rank p * dp + d; the summary, the critical path and the loader's ranks are replica
+ * 0's (processes 0 .. pp-1). dp = 1 is bm_render_trace. */
+int bm_render_trace_dp(const struct bm_table *t, const struct bm_timeline *const *tl, int dp, FILE *f);
 /* Standalone SVG; title may be NULL. span_ms: the time axis' length (<= makespan or 0: the
  * makespan), so pictures of several policies can share one scale. */
 int bm_render_svg(const struct bm_table *t, const struct bm_timeline *tl, const char *title,
