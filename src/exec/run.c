@@ -484,6 +484,23 @@ static int report_step(const struct bm_exec_opts *o, FILE *pr, FILE *log, const 
     return BM_OK;
 }
 
+/* The checkpoint after step 'step' (0-based): one copy per pipeline rank, written by replica 0
+ * (every replica holds the same state, docs/executor.md "Checkpoints"), then every rank of the
+ * job waits until all of them are written, so no rank starts the next step (and no failure in
+ * it can end the job) while a checkpoint of this step is half on disk. */
+static int save_checkpoint(struct bm_exec **x, const struct bm_table *t, struct bm_comm *c, const char *dir,
+                           long step, struct bm_err *err)
+{
+    if (c->replica == 0)
+        for (int l = 0; l < c->nlocal; l++)
+            if (bm_ckpt_save(x[l], t, c->first_rank + l, dir, step + 1, err)) return BM_ERR;
+    int *zero = bm_calloc((size_t)c->nlocal, sizeof *zero), any = 0;
+    if (!zero) return bm_err_set(err, "out of memory");
+    int rc = c->ops->allreduce_max(c, zero, &any, err);
+    bm_free(zero);
+    return rc ? step_fail(step, err) : BM_OK;
+}
+
 int bm_exec_train(const struct bm_spec *s, const struct bm_table *t, struct bm_comm *c,
                   const struct bm_exec_opts *o, struct bm_err *err)
 {
@@ -577,12 +594,9 @@ int bm_exec_train(const struct bm_spec *s, const struct bm_table *t, struct bm_c
             if (rc) goto out;
         }
         if (last && (rc = write_trace(x, t, c, o->trace_path, err))) goto out;
-        /* one copy per pipeline rank, written by replica 0 (every replica holds the same state) */
-        if (o->ckpt_dir && c->replica == 0 &&
-            ((o->ckpt_every > 0 && (step + 1) % o->ckpt_every == 0) || step == steps - 1)) {
-            for (int l = 0; l < nl; l++)
-                if ((rc = bm_ckpt_save(x[l], t, c->first_rank + l, o->ckpt_dir, step + 1, err))) goto out;
-        }
+        if (o->ckpt_dir && ((o->ckpt_every > 0 && (step + 1) % o->ckpt_every == 0) || step == steps - 1) &&
+            (rc = save_checkpoint(x, t, c, o->ckpt_dir, step, err)))
+            goto out;
     }
     if (rank0 && n_traced && (rc = write_traced_steps(t, c->dp, o->trace_path, traced, n_traced, err))) goto out;
     if (o->dump_params && (rc = dump_params(x, t, c, o->dump_params, err))) goto out;
