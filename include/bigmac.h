@@ -424,8 +424,6 @@ struct bm_plan_opts {
                                * or BM_WINDOW_FIT */
     enum bm_backbone backbone;
     enum bm_policy policy;
-    int dp;                   /* data-parallel replicas (0 or 1 = one pipeline); recorded in the
-                               * table, it places global ranks p * dp + d on hosts */
 };
 
 /* Copy the spec's parallel/schedule settings into o (command-line flags then override). */

@@ -87,9 +87,10 @@ void bm_cli_print_hosts(FILE *f, const struct bm_table *t)
     struct bm_host_traffic h;
     bm_cost_host_traffic(t, &h);
     fprintf(f, "hosts %d (%d ranks per host; between hosts %g GB/s, %g us): %ld of %ld transfers cross hosts, "
-               "%.3f MiB, %.3f ms in flight (%.3f ms on the intra-host link)\n",
+               "%.3f MiB, %.3f ms in flight (%.3f ms on the intra-host link)%s\n",
             h.hosts, t->device.ranks_per_host, t->device.inter_host_gbytes_per_s, t->device.inter_host_latency_us,
-            h.cross, h.sends, h.cross_mib, h.cross_ms, h.cross_intra_ms);
+            h.cross, h.sends, h.cross_mib, h.cross_ms, h.cross_intra_ms,
+            t->dp > 1 ? ", in each replica's pipeline" : "");
 }
 
 void bm_cli_json_print(json_t *j)

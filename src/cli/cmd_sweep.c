@@ -213,7 +213,12 @@ static void print_json(const struct bm_spec *s, const char *path, const struct b
 static void print_human(const struct bm_spec *s, const char *path, const struct bm_sweep *sw)
 {
     printf("%s: %d configurations, memory cap %.3f GiB\n", s->name ? s->name : path, sw->configs, GIB(sw->cap_mib));
-    if (s->device.ranks_per_host > 0)
+    if (s->device.ranks_per_host > 0 && s->dp > 1) /* the placement is of global ranks p*D + d */
+        printf("placement: %d ranks per host (global rank g = p*%d + d on host g / %d, dp %d); between hosts %g GB/s, "
+               "%g us\n",
+               s->device.ranks_per_host, s->dp, s->device.ranks_per_host, s->dp, s->device.inter_host_gbytes_per_s,
+               s->device.inter_host_latency_us);
+    else if (s->device.ranks_per_host > 0)
         printf("placement: %d ranks per host (rank r on host r / %d); between hosts %g GB/s, %g us\n",
                s->device.ranks_per_host, s->device.ranks_per_host, s->device.inter_host_gbytes_per_s,
                s->device.inter_host_latency_us);

@@ -109,7 +109,6 @@ void bm_cli_plan_apply(const struct bm_cli_plan_flags *f, struct bm_plan_opts *o
     else if (f->window) o->window = f->window;
     if (f->backbone_set) o->backbone = f->backbone;
     if (f->policy_set) o->policy = f->policy;
-    if (f->dp) o->dp = f->dp;
 }
 
 void bm_cli_spec_apply(const struct bm_cli_plan_flags *f, struct bm_spec *s)

@@ -92,11 +92,11 @@ static int train_reference(const struct bm_spec *spec, const struct bm_train_opt
 
 /* ------------------------------------------------------------------ pipelined */
 
-/* The data-parallel replicas D of a run: --dp (o->dp), else the given table's, else the plan's
- * (o->plan, else the spec's parallel.dp). */
+/* The data-parallel replicas D of a run: --dp (o->dp), else the given table's, else the spec's
+ * parallel.dp. */
 static int run_dp(const struct bm_spec *s, const struct bm_table *given, const struct bm_train_opts *o)
 {
-    int d = o->dp > 0 ? o->dp : given ? given->dp : o->plan ? o->plan->dp : s->dp;
+    int d = o->dp > 0 ? o->dp : given ? given->dp : s->dp;
     return d > 1 ? d : 1;
 }
 
@@ -134,7 +134,6 @@ static int table_for(const struct bm_spec *s, const struct bm_table *given, cons
     struct bm_plan_opts po;
     if (plan) po = *plan;
     else bm_plan_opts_from_spec(&po, s);
-    po.dp = D;
     if (!po.pp) { /* under mpirun --pp defaults to the ranks of one replica */
         if (ranks && ranks % D)
             return bm_err_set(err, "%d ranks cannot hold %d data-parallel replicas of one pipeline (not a multiple)\n"
@@ -148,6 +147,7 @@ static int table_for(const struct bm_spec *s, const struct bm_table *given, cons
                           ranks, po.pp, ranks);
     }
     if (bm_plan_build(s, &po, own, err)) return BM_ERR;
+    (*own)->dp = D; /* the replicas that run it (the trace embeds the table) */
     *t = *own;
     return BM_OK;
 }

@@ -17,14 +17,12 @@ void bm_plan_opts_from_spec(struct bm_plan_opts *o, const struct bm_spec *s)
     o->window = s->window;
     o->backbone = s->backbone;
     o->policy = s->policy;
-    o->dp = s->dp;
 }
 
 static int check_opts(const struct bm_plan_opts *o, struct bm_err *err)
 {
     if (o->pp < 1 || o->pp > 4096) return bm_err_set(err, "pp = %d: must be in 1..4096", o->pp);
     if (o->vpp < 1 || o->vpp > 64) return bm_err_set(err, "vpp = %d: must be in 1..64", o->vpp);
-    if (o->dp < 0 || o->dp > 4096) return bm_err_set(err, "dp = %d: must be in 1..4096", o->dp);
     if (o->microbatches < 1 || o->microbatches > 1000000)
         return bm_err_set(err, "microbatches = %d: must be in 1..1000000", o->microbatches);
     if (o->unit < 0 || o->unit > 1000000) return bm_err_set(err, "unit = %d: must be >= 1", o->unit);

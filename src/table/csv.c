@@ -610,8 +610,7 @@ static int build(struct cp *P, const struct bm_spec *spec, const struct bm_csv_o
         pp, vpp, M, o && o->unit ? o->unit : h.unit ? h.unit : spec && spec->unit ? spec->unit : pp, 0,
         o && o->backbone_set ? o->backbone : h.has_backbone ? h.backbone
         : spec ? spec->backbone : vpp > 1 ? BM_BB_INTERLEAVED : BM_BB_1F1B,
-        o && o->policy_set ? o->policy : h.has_policy ? h.policy : spec ? spec->policy : BM_POL_BIGMAC,
-        spec ? spec->dp : 1};
+        o && o->policy_set ? o->policy : h.has_policy ? h.policy : spec ? spec->policy : BM_POL_BIGMAC};
     int C = pp * vpp;
     if ((long)C * M > BM_MAX_BACKBONE_OPS)
         return at(P, 1, 1, "table too large (pp*vpp*microbatches = %ld, the limit is %ld)",
