@@ -353,6 +353,11 @@ static void placement_check(const struct bm_table *t, const struct bm_comm *c)
                 blocks = (r / run_h == q / run_h) == !strcmp(c->hosts[r], c->hosts[q]);
     }
     if (H <= 0) {
+        /* the table's transfers are within a replica: only a pipeline spanning hosts is priced
+         * wrong (with D > 1 the replicas may sit on different hosts, each pipeline on one) */
+        int span = 0, D = c->dp;
+        for (int g = 0; g < P && !span; g++) span = strcmp(c->hosts[g], c->hosts[g % D]) != 0;
+        if (!span) return;
         fprintf(stderr, "bigmac: warning: the %d ranks run on several hosts, but the plan has no device.ranks_per_host: "
                         "`bigmac simulate` prices every transfer on the intra-host link\n", P);
         if (blocks) fprintf(stderr, "bigmac: hint: --ranks-per-host %d (or device.ranks_per_host) matches this run\n", run_h);
