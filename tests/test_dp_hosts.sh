@@ -63,6 +63,11 @@ expect_contains dp_table_keeps_placement "48 of 112 transfers cross hosts"
 expect_exit dp_sweep 0 "$BIGMAC" sweep $SPEC --ranks-per-host 4 --dp 2 --pp 8
 expect_contains dp_sweep_placement "placement: 4 ranks per host (global rank g = p*2 + d on host g / 4, dp 2)"
 expect_contains dp_sweep_makespan "453.691"
+expect_exit dp_sweep_json 0 "$BIGMAC" sweep $SPEC --ranks-per-host 4 --dp 2 --pp 8 --json
+expect_contains dp_sweep_json_dp '"dp": 2'
+# render plans with --dp too: the trace embeds the table with its dp
+expect_exit dp_render_trace 0 "$BIGMAC" render $SPEC --ranks-per-host 4 --dp 2 --format trace -o "$T/r.json"
+if grep -q '"dp": 2' "$T/r.json"; then echo "PASS dp_render_table_has_dp"; else echo "FAIL dp_render_table_has_dp"; fi
 # bad values
 sed 's/"parallel": {/"parallel": {"dp": 1.5, /' $SPEC >"$T/bad.json"
 expect_exit spec_dp_not_integer 1 "$BIGMAC" simulate "$T/bad.json"

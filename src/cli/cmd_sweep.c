@@ -200,6 +200,8 @@ static void print_json(const struct bm_spec *s, const char *path, const struct b
     json_t *j = json_pack("{s:s, s:f, s:i, s:o, s:o, s:o}", "spec", s->name ? s->name : path, "mem_cap_gib",
                           GIB(sw->cap_mib), "configs", sw->configs, "results", res, "skipped", skipped, "best",
                           sw->best >= 0 ? row_json(&sw->rows[sw->best], 1) : json_null());
+    if (j && s->dp > 1) /* data-parallel replicas: each row is one replica's pipeline */
+        json_object_set_new(j, "dp", json_integer(s->dp));
     if (j && s->device.ranks_per_host > 0) /* placed over hosts: every row's transfers priced so */
         json_object_set_new(j, "placement",
                             json_pack("{s:i, s:f, s:f}", "ranks_per_host", s->device.ranks_per_host,
