@@ -190,7 +190,7 @@ expect_contains resume_other_pp_message "rank-0.ckpt: written by rank 0 of pp 2"
 # A rank dies mid-step: global rank 3 (pp 1 / dp 1) crashes in step 3 (SIGSEGV). Every rank
 # exits within seconds, mpirun names the dead rank, and the last checkpoint (step 2: every rank
 # waits for the step's checkpoints before the next step) resumes to the uninterrupted losses.
-op=$("$BIGMAC" plan $SPEC --pp 2 -o - 2>/dev/null | awk '/"rank": 1/{r=1} r&&/"op": "compute"/{print n; exit} r&&/"op":/{n++}')
+op=$("$BIGMAC" plan $SPEC --pp 2 -o - 2>/dev/null | awk '/"rank": 1/{r=1} r&&/"op": "compute"/{print n+0; exit} r&&/"op":/{n++}')
 rm -rf "$T/ckd"
 t0=$(date +%s)
 OUT_TXT=$(timeout 60 mpirun --oversubscribe -np 4 "$BIGMAC" train $SPEC --pp 2 --dp 2 --steps 4 --quiet \
@@ -198,7 +198,10 @@ OUT_TXT=$(timeout 60 mpirun --oversubscribe -np 4 "$BIGMAC" train $SPEC --pp 2 -
 rc=$? dt=$(( $(date +%s) - t0 ))
 if [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $dt -le 25 ]; then echo "PASS dead_rank_all_exit"; else
     echo "FAIL dead_rank_all_exit: exit $rc after ${dt}s"; printf '%s\n' "$OUT_TXT" | head -10 | sed 's/^/    /'; fi
-expect_contains dead_rank_named "process rank 3"
+# mpirun names the dead rank: "process rank 3 ... exited on signal 11", or, where a sanitizer
+# turns the signal into an exit status, "Process name: [[JOB,1],3]"
+if printf '%s\n' "$OUT_TXT" | grep -Eq 'process rank 3 |Process name: \[\[[0-9]+,[0-9]+\],3\]'; then
+    echo "PASS dead_rank_named"; else echo "FAIL dead_rank_named"; printf '%s\n' "$OUT_TXT" | tail -8 | sed 's/^/    /'; fi
 if [ "$(wc -l <"$T/dead.log")" = 2 ]; then echo "PASS dead_rank_two_steps_logged"; else
     echo "FAIL dead_rank_two_steps_logged: $(wc -l <"$T/dead.log")"; fi
 mpi 4 train $SPEC --pp 2 --dp 2 --steps 4 --quiet --resume "$T/ckd" --log "$T/dead.log" >/dev/null 2>&1

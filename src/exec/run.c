@@ -376,6 +376,30 @@ static void placement_check(const struct bm_table *t, const struct bm_comm *c)
         }
 }
 
+/* Under MPI after every rank tried to load its checkpoint (*rc its result): when some failed,
+ * the lowest global rank that failed reports why (returns BM_ERR with its message: the caller
+ * prints it and ends the job) and every other rank waits silently to be ended by it, so a
+ * checkpoint of another layout gives one clear line (rank 0's, when its own file is wrong) and
+ * not a race of every rank's. A rank not ended within the timeout says so itself. BM_OK when
+ * every rank loaded its file. */
+static int agree_load(struct bm_comm *c, const char *dir, int *rc, struct bm_err *err)
+{
+    int g = bm_comm_global(c, c->first_rank), flag = *rc ? c->world - g : 0, worst = 0;
+    struct bm_err e2;
+    if (c->ops->allreduce_max(c, &flag, &worst, *rc ? &e2 : err)) return *rc ? BM_ERR : (*rc = BM_ERR);
+    if (!worst) return BM_OK;
+    int first = c->world - worst;
+    if (first == g) return BM_ERR; /* err holds this rank's reason */
+    double t0 = bm_now(), wait = (c->timeout_s > 0 ? c->timeout_s : 60) + 15;
+    while (bm_now() - t0 < wait) {
+        struct timespec ts = {0, 50000000};
+        nanosleep(&ts, NULL);
+    }
+    *rc = BM_ERR;
+    bm_err_set(err, "%s: rank %d could not load its checkpoint (it said why), and the job did not end", dir, first);
+    return BM_ERR;
+}
+
 /* --resume: every local rank loads its pipeline rank's checkpoint (every data-parallel replica
  * the same file: the state does not depend on D); all ranks must be at the same step, which
  * becomes *start. */
@@ -389,6 +413,10 @@ static int resume(struct bm_exec **x, const struct bm_table *t, struct bm_comm *
         long sd = 0;
         rc = bm_ckpt_load(x[l], t, c->first_rank + l, dir, &sd, err);
         hi[l] = (int)sd, neg[l] = -(int)sd;
+    }
+    if (!c->cooperative && agree_load(c, dir, &rc, err)) {
+        bm_free(hi), bm_free(neg);
+        return BM_ERR;
     }
     if (rc == BM_OK) rc = c->ops->allreduce_max(c, hi, &a, err);
     if (rc == BM_OK) rc = c->ops->allreduce_max(c, neg, &b, err);
