@@ -6,10 +6,10 @@
  * rank (its D replicas; the backbone chunks' all-reduce); replicated modules' all-reduce, the
  * gathers, broadcasts and the clock ping-pong use MPI_COMM_WORLD.
  *
- * Point to point: MPI_Isend / MPI_Irecv on the pipeline communicator (MPI_COMM_WORLD with D = 1); a blocking wait polls MPI_Test
- * (yielding the core between polls, so oversubscribed runs stay fast) and fails after
- * comm->timeout_s, so a peer that hangs turns into an error instead of a hang. Collectives are the
- * non-blocking MPI-3 ones (MPI_Iallreduce, MPI_Igatherv, MPI_Ibcast) waited the same way. Errors
+ * Point to point: MPI_Isend / MPI_Irecv on the pipeline communicator (MPI_COMM_WORLD with
+ * D = 1); a blocking wait polls MPI_Test (yielding the core between polls, so oversubscribed
+ * runs stay fast) and fails after comm->timeout_s, so a peer that hangs turns into an error
+ * instead of a hang. Collectives are the non-blocking MPI-3 ones (MPI_Iallreduce, MPI_Igatherv, MPI_Ibcast) waited the same way. Errors
  * abort the whole job with MPI_Abort (a dead peer makes mpirun end every process), under a
  * watchdog that ends this process when MPI_Abort hangs (a dead link between hosts). */
 #include <mpi.h>
@@ -28,11 +28,11 @@ struct mpi {
     MPI_Request *req;
     int *peer;          /* [cap_peer] the other rank of each point-to-point request */
     int n_req, cap_req, cap_peer;
-    char (*host)[MPI_MAX_PROCESSOR_NAME]; /* [size] each rank's host; NULL when all share one */
-    char **hostp;       /* [size] pointers into host: bm_comm.hosts */
+    char (*host)[MPI_MAX_PROCESSOR_NAME]; /* [world] each global rank's host; NULL when all share one */
+    char **hostp;       /* [world] pointers into host: bm_comm.hosts */
     MPI_Comm pipe;      /* this replica's pipeline: point to point (MPI_COMM_WORLD with D = 1) */
     MPI_Comm dpc;       /* this pipeline rank's replicas (MPI_COMM_SELF with D = 1) */
-    int world_rank;
+    int world_rank;     /* this process's global rank */
 };
 
 static long new_req(struct mpi *m, struct bm_err *err)
