@@ -249,6 +249,10 @@ struct bm_spec {
     /* device.step_lead_us: time from a step's start to each rank's first op (the start
      * broadcast and the step's setup, e.g. zeroing the gradients); 0 = none */
     double step_lead_us;
+    /* parallel.dp: data-parallel replicas D of the pipeline (default 1). Global rank of
+     * pipeline rank p in replica d is p * D + d (docs/design.md §2); the table stays one
+     * pipeline's (P ranks), every replica walks it. */
+    int dp;
 };
 
 /* Parse and check the spec at 'path'. On success returns BM_OK and stores a new spec in *out,
@@ -345,6 +349,10 @@ struct bm_table {
     /* private: the dataflow (src/table/flow.h) bm_table_finish computed from the modules; NULL
      * until then. Owned by the table. */
     struct bm_flow *flow;
+    /* Data-parallel replicas D of this pipeline (JSON "dp", written only when > 1; 0 or 1 = one
+     * pipeline). Every replica walks this table; pipeline rank p of replica d is global rank
+     * p * D + d, which is what device.ranks_per_host places on hosts (src/sim/hosts.h). */
+    int dp;
 };
 
 /* Backbone chunk tensor name: "<backbone>.c<chunk>.out". */
@@ -618,6 +626,9 @@ struct bm_train_opts {
     int trace_from;                  /* --trace-from K: also trace every step from K (1-based, as
                                       * the progress lines count) to the last, each to
                                       * trace_path less ".json" plus ".step<K>.json"; 0 = none */
+    int dp;                          /* --dp: data-parallel replicas of the pipeline (MPI: the
+                                      * world is pp * dp ranks; global rank p * dp + d); 0 = the
+                                      * table's (given) or the plan's (opts->plan, the spec) */
 };
 
 /* Train the model of 'spec' pipelined (MPI or BM_TRAIN_LOCAL) or with the reference trainer,

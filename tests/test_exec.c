@@ -697,7 +697,7 @@ TEST(local_mailbox_matches_any_order)
     /* size mismatch is an error */
     CHECK(c->ops->irecv(c, 1, 2, 9, d, 8, &r3, &err) == BM_ERR);
     float x0[2] = {1, 2}, x1[2] = {10, 20}, x2[2] = {100, 200}, *bufs[3] = {x0, x1, x2};
-    CHECK(c->ops->allreduce_sum(c, bufs, 2, &err) == BM_OK);
+    CHECK(c->ops->allreduce_sum(c, bufs, 2, BM_COMM_WORLD, &err) == BM_OK);
     CHECK(x0[0] == 111 && x2[1] == 222);
     c->ops->free(c);
 }

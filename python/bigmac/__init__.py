@@ -101,6 +101,8 @@ _sig("bmpy_verify", _I, _P, _S, _Z)
 _sig("bmpy_flow_get", _I, _P, _I, _I, _I, _IP, _IP, _IP, _IP, _I)
 _sig("bmpy_simulate_json", _P, _P, _D, _C.c_ulonglong, _I, _S, _Z)
 _sig("bmpy_simulate_compare", _P, _P, _I, _I, _I, _I, _I, _I, _D, _C.c_ulonglong, _S, _Z)
+_sig("bmpy_plan_dp", _P, _P, _I, _I, _I, _I, _I, _I, _I, _I, _S, _Z)
+_sig("bmpy_simulate_compare_dp", _P, _P, _I, _I, _I, _I, _I, _I, _I, _D, _C.c_ulonglong, _S, _Z)
 _sig("bmpy_render", _I, _P, _S, _S, _I, _S, _S, _Z)
 _sig("bmpy_trace_write", _I, _P, _C.POINTER(_DP), _C.POINTER(_DP), _C.POINTER(_DP), _IP, _S, _S, _Z)
 _sig("bmpy_data_cfg", _P, _P, _S, _Z)
@@ -409,12 +411,13 @@ def _posint(name, v):
     return v
 
 
-def plan(spec, pp=None, vpp=None, microbatches=None, policy=None, backbone=None, window=None, unit=None):
+def plan(spec, pp=None, vpp=None, microbatches=None, policy=None, backbone=None, window=None, unit=None, dp=None):
     """Plan spec (a Spec, path or dict); arguments left None take the spec's values, as the
-    plan flags of `bigmac plan` do. Returns a Table."""
+    plan flags of `bigmac plan` do (dp: data-parallel replicas, `--dp`). Returns a Table."""
     spec = load_spec(spec)
     err = _errbuf()
-    h = _lib.bmpy_plan(spec._h, _posint("pp", pp), _posint("vpp", vpp), _posint("microbatches", microbatches),
+    h = _lib.bmpy_plan_dp(spec._h, _posint("dp", dp), _posint("pp", pp), _posint("vpp", vpp),
+                       _posint("microbatches", microbatches),
                        _posint("unit", unit), _window(window), _enum(backbone, BACKBONES, "backbone"),
                        _enum(policy, POLICIES, "policy"), err, _ERRN)
     if not h:
@@ -453,13 +456,13 @@ def simulate(src, compare=False, jitter=0.0, seed=1, **plan_args):
 
 
 def _simulate_compare(spec, jitter, seed, plan_args):
-    allowed = ("pp", "vpp", "microbatches", "unit", "backbone", "window")
+    allowed = ("pp", "vpp", "microbatches", "unit", "backbone", "window", "dp")
     for k in plan_args:
         if k not in allowed:
             raise Error("simulate: unknown plan argument %r (compare plans every policy)" % k)
     a = plan_args.get
     err = _errbuf()
-    p = _lib.bmpy_simulate_compare(spec._h, _posint("pp", a("pp")), _posint("vpp", a("vpp")),
+    p = _lib.bmpy_simulate_compare_dp(spec._h, _posint("dp", a("dp")), _posint("pp", a("pp")), _posint("vpp", a("vpp")),
                                    _posint("microbatches", a("microbatches")), _posint("unit", a("unit")),
                                    _window(a("window")), _enum(a("backbone"), BACKBONES, "backbone"),
                                    float(jitter), int(seed), err, _ERRN)

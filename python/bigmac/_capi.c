@@ -445,3 +445,30 @@ float *bmpy_module_init(const void *sp, int i, int a, int b, size_t *n, char *er
 }
 
 const char *bmpy_vocab_word(int id) { return bm_vocab_word(id); }
+
+/* ---------------------------------------------------------------- data parallel (issue 23) */
+
+/* bmpy_plan and bmpy_simulate_compare with D = dp data-parallel replicas (0: the spec's
+ * parallel.dp), as `--dp D` on the command line: the spec's dp is set for the call (the planner
+ * places global ranks p*D + d on hosts) and put back. */
+void *bmpy_plan_dp(void *sp, int dp, int pp, int vpp, int M, int unit, int window, int backbone, int policy, char *err,
+                   size_t n)
+{
+    struct bm_spec *s = sp;
+    int keep = s->dp;
+    if (dp > 0) s->dp = dp;
+    void *t = bmpy_plan(s, pp, vpp, M, unit, window, backbone, policy, err, n);
+    s->dp = keep;
+    return t;
+}
+
+char *bmpy_simulate_compare_dp(void *sp, int dp, int pp, int vpp, int M, int unit, int window, int backbone,
+                               double jitter, unsigned long long seed, char *err, size_t n)
+{
+    struct bm_spec *s = sp;
+    int keep = s->dp;
+    if (dp > 0) s->dp = dp;
+    char *j = bmpy_simulate_compare(s, pp, vpp, M, unit, window, backbone, jitter, seed, err, n);
+    s->dp = keep;
+    return j;
+}

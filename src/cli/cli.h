@@ -15,14 +15,15 @@ int bm_cmd_train(int argc, char **argv);
 int bm_cmd_render(int argc, char **argv);
 int bm_cmd_calibrate(int argc, char **argv);
 
-/* Plan flags shared by plan/simulate/sweep/render: --pp --vpp --microbatches --unit
- * --backbone --policy --window. Values are "set" only when the flag was given. */
+/* Plan flags shared by plan/simulate/sweep/render/train: --pp --vpp --microbatches --unit
+ * --backbone --policy --window --ranks-per-host --dp. Values are "set" only when the flag was given. */
 struct bm_cli_plan_flags {
     int pp, vpp, microbatches, unit, window;  /* 0 = not given (window: -1 auto, -2 fit) */
     int backbone_set, policy_set;
     enum bm_backbone backbone;
     enum bm_policy policy;
     int ranks_per_host;  /* --ranks-per-host: device.ranks_per_host (0 = not given) */
+    int dp;              /* --dp: parallel.dp, data-parallel replicas (0 = not given) */
 };
 
 /* If argv[*i] is a plan flag, parse it (and its value, advancing *i) and return 1; return 0
@@ -30,7 +31,8 @@ struct bm_cli_plan_flags {
 int bm_cli_plan_flag(int argc, char **argv, int *i, struct bm_cli_plan_flags *f);
 /* Override o's fields with the flags that were given. */
 void bm_cli_plan_apply(const struct bm_cli_plan_flags *f, struct bm_plan_opts *o);
-/* Override the spec's fields that plan flags set (--ranks-per-host: device.ranks_per_host). */
+/* Override the spec's fields that plan flags set (--ranks-per-host: device.ranks_per_host;
+ * --dp: parallel.dp). */
 void bm_cli_spec_apply(const struct bm_cli_plan_flags *f, struct bm_spec *s);
 
 /* Load the spec at 'path' (NULL: "missing SPEC" + usage, BM_USAGE) and its plan options with

@@ -13,12 +13,14 @@ static void usage(FILE *f)
             "usage: bigmac plan SPEC [--pp N] [--vpp V] [--microbatches M] [--unit U]\n"
             "                        [--backbone gpipe|1f1b|interleaved|zb-h1|zb-interleaved]\n"
             "                        [--policy bigmac|optimus|unified|unified-balanced|ideal|none]\n"
-            "                        [--window W|auto|fit] [-o TABLE.json] [--csv FILE] [--ascii]\n"
+            "                        [--window W|auto|fit] [--ranks-per-host N] [--dp D]\n"
+            "                        [-o TABLE.json] [--csv FILE] [--ascii]\n"
             "       bigmac plan --from-csv SCHEDULE.csv [SPEC] [plan flags] [-o TABLE.json]\n"
             "\n"
             "Plans one training iteration: every rank's ordered compute and send/recv ops.\n"
             "Flags override the spec's \"parallel\" and \"schedule\" settings (--ranks-per-host N:\n"
-            "device.ranks_per_host, docs/multihost.md). Prints a summary\n"
+            "device.ranks_per_host, docs/multihost.md; --dp D: parallel.dp, D replicas of this\n"
+            "pipeline, global rank p*D + d, which --ranks-per-host places on hosts). Prints a summary\n"
             "(ranks, ops, peak live microbatches per module and rank, nominal makespan);\n"
             "-o writes the operator table (docs/table.md; '-' = stdout), --csv the same as CSV\n"
             "(docs/csv.md), --ascii prints the simulated timeline (one line per rank; $COLUMNS).\n"
@@ -45,6 +47,7 @@ static int summary(const char *name, const struct bm_table *t, int cap, FILE *f)
             bm_policy_name(t->policy), bm_backbone_name(t->backbone), t->pp, t->vpp,
             t->microbatches, t->unit);
     if (t->window) fprintf(f, " W=%d", t->window);
+    if (t->dp > 1) fprintf(f, " D=%d (%d ranks, rank = p*%d + d)", t->dp, t->pp * t->dp, t->dp);
     if (t->policy == BM_POL_BIGMAC && cap > t->window) fprintf(f, " (under the cap W=%d, none faster by more than %g%%)", cap, BM_WINDOW_GAIN * 100);
     fprintf(f, "\nops: %ld (%ld compute, %ld send, %ld recv)\n", n, nc, ns, ns);
     int *live = bm_calloc((size_t)t->pp * (size_t)t->n_modules, sizeof(int));

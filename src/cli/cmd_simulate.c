@@ -42,6 +42,9 @@ static void usage(FILE *f)
             "  --seed S     jitter seed (default 1)\n"
             "  --ranks-per-host N  rank r runs on host r / N; transfers between hosts take the\n"
             "               inter-host link (device.inter_host_*; a \"hosts\" line says what crosses)\n"
+            "  --dp D       D data-parallel replicas of the pipeline: pipeline rank p of replica d\n"
+            "               is global rank p*D + d, placed by --ranks-per-host (the table and the\n"
+            "               figures stay one replica's)\n"
             "  --table TABLE.json  do not plan: simulate this table (e.g. the plan a run executed,\n"
             "               `bigmac plan ... -o`) with SPEC's costs: module costs and spreads,\n"
             "               encoder scales, device (rank_time_scale, op_overhead_us and the\n"
@@ -84,9 +87,10 @@ void bm_cli_print_hosts(FILE *f, const struct bm_table *t)
     struct bm_host_traffic h;
     bm_cost_host_traffic(t, &h);
     fprintf(f, "hosts %d (%d ranks per host; between hosts %g GB/s, %g us): %ld of %ld transfers cross hosts, "
-               "%.3f MiB, %.3f ms in flight (%.3f ms on the intra-host link)\n",
+               "%.3f MiB, %.3f ms in flight (%.3f ms on the intra-host link)%s\n",
             h.hosts, t->device.ranks_per_host, t->device.inter_host_gbytes_per_s, t->device.inter_host_latency_us,
-            h.cross, h.sends, h.cross_mib, h.cross_ms, h.cross_intra_ms);
+            h.cross, h.sends, h.cross_mib, h.cross_ms, h.cross_intra_ms,
+            t->dp > 1 ? ", in each replica's pipeline" : "");
 }
 
 void bm_cli_json_print(json_t *j)
@@ -102,6 +106,8 @@ static void print_human(const struct bm_spec *s, const struct bm_plan_opts *o, c
     printf("%s: policy %s, backbone %s, pp %d, vpp %d, microbatches %d, unit %d, window %d",
            s->name ? s->name : "spec", bm_policy_name(t->policy), bm_backbone_name(t->backbone),
            t->pp, t->vpp, t->microbatches, t->unit, t->window);
+    if (t->dp > 1) /* one replica's table; the hosts line places all pp * dp ranks */
+        printf(", dp %d (every replica walks this table; rank = p*%d + d)", t->dp, t->dp);
     if (t->policy == BM_POL_BIGMAC && o->window > t->window) /* a window is a cap */
         printf(" (under the cap %d, none faster by more than %g%%)", o->window, BM_WINDOW_GAIN * 100);
     printf("\n");

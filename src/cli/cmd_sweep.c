@@ -32,7 +32,8 @@ static void usage(FILE *f)
             "when the schedule is a zero-bubble one); vpp 1 uses --backbone when given, else the spec's\n"
             "schedule (1f1b when that is interleaved, zb-h1 when zb-interleaved).\n"
             "With device.ranks_per_host (or --ranks-per-host N) rank r runs on host r / N and\n"
-            "transfers between hosts take the inter-host link (docs/multihost.md).\n"
+            "transfers between hosts take the inter-host link (docs/multihost.md); with --dp D\n"
+            "(parallel.dp) pipeline rank p of replica d is global rank p*D + d.\n"
             "Progress goes to stderr.\n"
             "\n"
             "usage: bigmac sweep SPEC --frontier [--pp N] [--vpp N] [--microbatches N] [--unit N]\n"
@@ -199,6 +200,8 @@ static void print_json(const struct bm_spec *s, const char *path, const struct b
     json_t *j = json_pack("{s:s, s:f, s:i, s:o, s:o, s:o}", "spec", s->name ? s->name : path, "mem_cap_gib",
                           GIB(sw->cap_mib), "configs", sw->configs, "results", res, "skipped", skipped, "best",
                           sw->best >= 0 ? row_json(&sw->rows[sw->best], 1) : json_null());
+    if (j && s->dp > 1) /* data-parallel replicas: each row is one replica's pipeline */
+        json_object_set_new(j, "dp", json_integer(s->dp));
     if (j && s->device.ranks_per_host > 0) /* placed over hosts: every row's transfers priced so */
         json_object_set_new(j, "placement",
                             json_pack("{s:i, s:f, s:f}", "ranks_per_host", s->device.ranks_per_host,
@@ -212,7 +215,12 @@ static void print_json(const struct bm_spec *s, const char *path, const struct b
 static void print_human(const struct bm_spec *s, const char *path, const struct bm_sweep *sw)
 {
     printf("%s: %d configurations, memory cap %.3f GiB\n", s->name ? s->name : path, sw->configs, GIB(sw->cap_mib));
-    if (s->device.ranks_per_host > 0)
+    if (s->device.ranks_per_host > 0 && s->dp > 1) /* the placement is of global ranks p*D + d */
+        printf("placement: %d ranks per host (global rank g = p*%d + d on host g / %d, dp %d); between hosts %g GB/s, "
+               "%g us\n",
+               s->device.ranks_per_host, s->dp, s->device.ranks_per_host, s->dp, s->device.inter_host_gbytes_per_s,
+               s->device.inter_host_latency_us);
+    else if (s->device.ranks_per_host > 0)
         printf("placement: %d ranks per host (rank r on host r / %d); between hosts %g GB/s, %g us\n",
                s->device.ranks_per_host, s->device.ranks_per_host, s->device.inter_host_gbytes_per_s,
                s->device.inter_host_latency_us);

@@ -55,6 +55,7 @@ int bm_cli_plan_flag(int argc, char **argv, int *i, struct bm_cli_plan_flags *f)
     else if (!strcmp(a, "--microbatches")) intp = &f->microbatches;
     else if (!strcmp(a, "--unit")) intp = &f->unit;
     else if (!strcmp(a, "--ranks-per-host")) intp = &f->ranks_per_host;
+    else if (!strcmp(a, "--dp")) intp = &f->dp;
     if (intp) {
         if (!(v = need_value(argc, argv, i))) return -1;
         return bm_cli_int(a, v, intp) ? -1 : 1;
@@ -113,6 +114,7 @@ void bm_cli_plan_apply(const struct bm_cli_plan_flags *f, struct bm_plan_opts *o
 void bm_cli_spec_apply(const struct bm_cli_plan_flags *f, struct bm_spec *s)
 {
     if (f->ranks_per_host) s->device.ranks_per_host = f->ranks_per_host;
+    if (f->dp) s->dp = f->dp;
 }
 
 int bm_cli_load_spec(const char *cmd, const char *path, const struct bm_cli_plan_flags *f,

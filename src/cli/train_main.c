@@ -11,11 +11,12 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: mpirun -np P bigmac train SPEC [plan flags] [--steps N] [--log FILE] [--trace FILE [--trace-from K]]\n"
+            "usage: mpirun -np P*D bigmac train SPEC [plan flags] [--dp D] [--steps N] [--log FILE]\n"
+            "                     [--trace FILE [--trace-from K]]\n"
             "                     [--table FILE] [--checkpoint DIR [--checkpoint-every N]] [--resume DIR]\n"
             "                     [--dump-params FILE] [--inject-fault RANK:OP:KIND[:STEP]] [--timeout S]\n"
             "       bigmac train SPEC --local [...]        all P ranks in this process (debugging)\n"
-            "       bigmac train SPEC --reference [--steps N] [--log FILE] [--dump-params FILE]\n"
+            "       bigmac train SPEC --reference [--dp D] [--steps N] [--log FILE] [--dump-params FILE]\n"
             "\n"
             "Train the model SPEC describes (each module names a built-in model with \"impl\"\n"
             "and its sizes with \"arch\") on the built-in shapes-and-captions dataset.\n"
@@ -24,8 +25,13 @@ static void usage(FILE *f)
             "backbone chunks and a replica of every encoder/generator, and walks its op list; the\n"
             "replicas' gradients are all-reduced, then AdamW. Same losses and parameters as\n"
             "--reference within float tolerance. Plan flags (--pp --vpp --microbatches --unit\n"
-            "--backbone --policy --window --ranks-per-host) override the spec; --pp defaults to the\n"
-            "number of ranks. Over several hosts: docs/multihost.md.\n"
+            "--backbone --policy --window --ranks-per-host --dp) override the spec; --pp defaults to\n"
+            "the number of ranks over --dp. Over several hosts: docs/multihost.md.\n"
+            "\n"
+            "  --dp D             D data-parallel replicas of the pipeline (parallel.dp): mpirun -np P*D,\n"
+            "                     pipeline rank p of replica d is global rank p*D + d; replica d trains\n"
+            "                     the step's microbatches d*M .. d*M+M-1, gradients are summed over the\n"
+            "                     replicas; --reference --dp D trains the same D*M microbatches\n"
             "\n"
             "  --reference        single process, no pipeline: for each microbatch encoder F,\n"
             "                     backbone F, generator F, generator B, backbone B, encoder B; AdamW\n"
@@ -160,9 +166,15 @@ static int parse_args(int argc, char **argv, struct args *g)
     }
     const struct bm_train_opts *o = &g->o;
     if (g->reference && (o->ckpt_dir || o->resume_dir || o->trace_path || g->table_path || o->fault || g->local)) {
-        fprintf(stderr, "bigmac: error: --reference takes only --steps, --log, --dump-params and --microbatches\n");
+        fprintf(stderr, "bigmac: error: --reference takes only --steps, --log, --dump-params, --microbatches and --dp\n");
         return BM_USAGE;
     }
+    if (g->local && g->pf.dp > 1) {
+        fprintf(stderr, "bigmac: error: --dp %d with --local: --local runs one pipeline in this process; data parallel "
+                        "runs under mpirun (mpirun -np P*%d bigmac train SPEC --dp %d)\n", g->pf.dp, g->pf.dp, g->pf.dp);
+        return BM_USAGE;
+    }
+    g->o.dp = g->pf.dp;
     g->o.mode = g->reference ? BM_TRAIN_REFERENCE : g->local ? BM_TRAIN_LOCAL : BM_TRAIN_MPI;
     return -1;
 }

@@ -112,9 +112,11 @@ static int l_wait(struct bm_comm *c, long req, int block, int *done, struct bm_e
     return BM_OK;
 }
 
-static int l_allreduce_sum(struct bm_comm *c, float **bufs, size_t n, struct bm_err *err)
+static int l_allreduce_sum(struct bm_comm *c, float **bufs, size_t n, enum bm_comm_group group,
+                           struct bm_err *err)
 {
     (void)err;
+    if (group == BM_COMM_DP) return BM_OK; /* one replica: each rank is its own group */
     for (int r = 1; r < c->nlocal; r++)
         for (size_t i = 0; i < n; i++) bufs[0][i] += bufs[r][i];
     for (int r = 1; r < c->nlocal; r++) memcpy(bufs[r], bufs[0], n * sizeof(float));
@@ -160,6 +162,15 @@ static int l_clock_offset(struct bm_comm *c, double *offset, struct bm_err *err)
     return BM_OK;
 }
 
+static int l_split(struct bm_comm *c, int dp, struct bm_err *err)
+{
+    (void)c;
+    if (dp > 1)
+        return bm_err_set(err, "dp %d: every rank in this process runs one pipeline\nhint: data parallel runs under "
+                               "mpirun (mpirun -np P*D bigmac train SPEC --dp D)", dp);
+    return BM_OK;
+}
+
 static void l_abort(struct bm_comm *c, int code)
 {
     (void)c;
@@ -186,7 +197,7 @@ static void l_free(struct bm_comm *c)
 
 static const struct bm_comm_ops local_ops = {
     .isend = l_isend, .irecv = l_irecv, .wait = l_wait, .allreduce_sum = l_allreduce_sum,
-    .allreduce_max = l_allreduce_max, .gather = l_gather, .bcast = l_bcast, .clock_offset = l_clock_offset, .abort = l_abort,
+    .allreduce_max = l_allreduce_max, .gather = l_gather, .bcast = l_bcast, .clock_offset = l_clock_offset, .split = l_split, .abort = l_abort,
     .free = l_free,
 };
 
@@ -199,6 +210,6 @@ struct bm_comm *bm_comm_local_new(int P)
         return NULL;
     }
     *c = (struct bm_comm){.ops = &local_ops, .size = P, .first_rank = 0, .nlocal = P, .tag_ub = 1 << 30,
-                          .cooperative = 1, .impl = l};
+                          .cooperative = 1, .impl = l, .dp = 1, .replica = 0, .world = P};
     return c;
 }

@@ -1,10 +1,15 @@
 /* comm_mpi.c — the executor's transport over MPI: one pipeline rank per process. The ONLY file
  * of bigmac that includes mpi.h (CoMD style); comm_local.c is its single-process stand-in.
  *
- * Point to point: MPI_Isend / MPI_Irecv on MPI_COMM_WORLD; a blocking wait polls MPI_Test
- * (yielding the core between polls, so oversubscribed runs stay fast) and fails after
- * comm->timeout_s, so a peer that hangs turns into an error instead of a hang. Collectives are the
- * non-blocking MPI-3 ones (MPI_Iallreduce, MPI_Igatherv, MPI_Ibcast) waited the same way. Errors
+ * Data parallel (comm.h): split() makes a pipeline communicator per replica (ranks = pipeline
+ * ranks; every point-to-point message goes there) and a data-parallel communicator per pipeline
+ * rank (its D replicas; the backbone chunks' all-reduce); replicated modules' all-reduce, the
+ * gathers, broadcasts and the clock ping-pong use MPI_COMM_WORLD.
+ *
+ * Point to point: MPI_Isend / MPI_Irecv on the pipeline communicator (MPI_COMM_WORLD with
+ * D = 1); a blocking wait polls MPI_Test (yielding the core between polls, so oversubscribed
+ * runs stay fast) and fails after comm->timeout_s, so a peer that hangs turns into an error
+ * instead of a hang. Collectives are the non-blocking MPI-3 ones (MPI_Iallreduce, MPI_Igatherv, MPI_Ibcast) waited the same way. Errors
  * abort the whole job with MPI_Abort (a dead peer makes mpirun end every process), under a
  * watchdog that ends this process when MPI_Abort hangs (a dead link between hosts). */
 #include <mpi.h>
@@ -23,8 +28,11 @@ struct mpi {
     MPI_Request *req;
     int *peer;          /* [cap_peer] the other rank of each point-to-point request */
     int n_req, cap_req, cap_peer;
-    char (*host)[MPI_MAX_PROCESSOR_NAME]; /* [size] each rank's host; NULL when all share one */
-    char **hostp;       /* [size] pointers into host: bm_comm.hosts */
+    char (*host)[MPI_MAX_PROCESSOR_NAME]; /* [world] each global rank's host; NULL when all share one */
+    char **hostp;       /* [world] pointers into host: bm_comm.hosts */
+    MPI_Comm pipe;      /* this replica's pipeline: point to point (MPI_COMM_WORLD with D = 1) */
+    MPI_Comm dpc;       /* this pipeline rank's replicas (MPI_COMM_SELF with D = 1) */
+    int world_rank;     /* this process's global rank */
 };
 
 static long new_req(struct mpi *m, struct bm_err *err)
@@ -64,7 +72,7 @@ static int m_isend(struct bm_comm *c, int from, int to, int tag, const void *buf
     if (bytes > (size_t)0x7fffffff) return bm_err_set(err, "message of %zu bytes is too large", bytes);
     long id = new_req(m, err);
     if (id < 0) return BM_ERR;
-    if (check(MPI_Isend(buf, (int)bytes, MPI_BYTE, to, tag, MPI_COMM_WORLD, &m->req[id]), "MPI_Isend", err))
+    if (check(MPI_Isend(buf, (int)bytes, MPI_BYTE, to, tag, m->pipe, &m->req[id]), "MPI_Isend", err))
         return BM_ERR;
     m->peer[id] = to;
     *req = id;
@@ -79,7 +87,7 @@ static int m_irecv(struct bm_comm *c, int to, int from, int tag, void *buf, size
     if (bytes > (size_t)0x7fffffff) return bm_err_set(err, "message of %zu bytes is too large", bytes);
     long id = new_req(m, err);
     if (id < 0) return BM_ERR;
-    if (check(MPI_Irecv(buf, (int)bytes, MPI_BYTE, from, tag, MPI_COMM_WORLD, &m->req[id]), "MPI_Irecv", err))
+    if (check(MPI_Irecv(buf, (int)bytes, MPI_BYTE, from, tag, m->pipe, &m->req[id]), "MPI_Irecv", err))
         return BM_ERR;
     m->peer[id] = from;
     *req = id;
@@ -87,16 +95,23 @@ static int m_irecv(struct bm_comm *c, int to, int from, int tag, void *buf, size
 }
 
 /* The timeout message: "WHAT after S s (a peer hung or died)", and when the ranks span several
- * hosts "...; rank P runs on HOST, this rank on HOST)" (peer >= 0) or "...; this rank on HOST)". */
+ * hosts "...; rank P runs on HOST, this rank on HOST)" (peer >= 0: a pipeline rank of this
+ * replica) or "...; this rank on HOST)". Ranks are named as everywhere (bm_comm_rank_name). */
 static int timed_out(struct bm_comm *c, const char *what, int peer, struct bm_err *err)
 {
     const struct mpi *m = c->impl;
-    if (!m->host) return bm_err_set(err, "%s after %.0f s (a peer hung or died)", what, c->timeout_s);
-    if (peer >= 0 && peer < c->size)
-        return bm_err_set(err, "%s after %.0f s (a peer hung or died; rank %d runs on %s, this rank on %s)", what,
-                          c->timeout_s, peer, m->host[peer], m->host[c->first_rank]);
+    char pn[64] = "";
+    if (peer >= 0 && peer < c->size) bm_comm_rank_name(c, peer, pn, sizeof pn);
+    if (!m->host) {
+        if (pn[0] && c->dp > 1) /* which replica's peer, when there are several */
+            return bm_err_set(err, "%s after %.0f s (a peer hung or died: %s)", what, c->timeout_s, pn);
+        return bm_err_set(err, "%s after %.0f s (a peer hung or died)", what, c->timeout_s);
+    }
+    if (pn[0])
+        return bm_err_set(err, "%s after %.0f s (a peer hung or died; %s runs on %s, this rank on %s)", what,
+                          c->timeout_s, pn, m->host[bm_comm_global(c, peer)], m->host[m->world_rank]);
     return bm_err_set(err, "%s after %.0f s (a peer hung or died; this rank on %s)", what, c->timeout_s,
-                      m->host[c->first_rank]);
+                      m->host[m->world_rank]);
 }
 
 /* Poll *r until it completes (block) or once (!block); a blocking wait fails after timeout_s
@@ -145,13 +160,17 @@ static int coll_wait(struct bm_comm *c, MPI_Request *r, const char *what, struct
     return poll_req(c, r, 1, &done, what, -1, err);
 }
 
-static int m_allreduce_sum(struct bm_comm *c, float **bufs, size_t n, struct bm_err *err)
+static int m_allreduce_sum(struct bm_comm *c, float **bufs, size_t n, enum bm_comm_group group,
+                           struct bm_err *err)
 {
+    const struct mpi *m = c->impl;
+    MPI_Comm comm = group == BM_COMM_DP ? m->dpc : MPI_COMM_WORLD;
+    if (group == BM_COMM_DP && c->dp <= 1) return BM_OK; /* one replica: nothing to sum */
     size_t done = 0;
     while (done < n) { /* MPI counts are ints */
         int k = n - done > (1u << 30) ? 1 << 30 : (int)(n - done);
         MPI_Request r;
-        if (check(MPI_Iallreduce(MPI_IN_PLACE, bufs[0] + done, k, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &r),
+        if (check(MPI_Iallreduce(MPI_IN_PLACE, bufs[0] + done, k, MPI_FLOAT, MPI_SUM, comm, &r),
                   "MPI_Iallreduce", err) ||
             coll_wait(c, &r, "no gradient all-reduce result", err))
             return BM_ERR;
@@ -171,7 +190,8 @@ static int m_allreduce_max(struct bm_comm *c, const int *vals, int *out, struct 
 static int m_gather(struct bm_comm *c, const void *const *items, const size_t *bytes, void **out,
                     size_t *out_bytes, struct bm_err *err)
 {
-    int P = c->size, me = c->first_rank, rc = BM_OK;
+    const struct mpi *m = c->impl;
+    int P = c->world, me = m->world_rank, rc = BM_OK;
     *out = NULL;
     if (bytes[0] > (size_t)0x7fffffff) return bm_err_set(err, "gather of %zu bytes is too large", bytes[0]);
     int mine = (int)bytes[0];
@@ -227,9 +247,10 @@ static int ping(struct bm_comm *c, int send, double *buf, int n, int peer, struc
 static int m_clock_offset(struct bm_comm *c, double *offset, struct bm_err *err)
 {
     enum { ROUNDS = 8 };
-    int me = c->first_rank;
+    const struct mpi *m = c->impl;
+    int me = m->world_rank;
     *offset = 0;
-    for (int r = 1; r < c->size; r++) {
+    for (int r = 1; r < c->world; r++) {
         if (me != 0 && me != r) continue;
         double best_rtt = 1e30;
         for (int k = 0; k < ROUNDS; k++) {
@@ -276,6 +297,25 @@ static void m_abort(struct bm_comm *c, int code)
     exit(code);
 }
 
+/* Pipeline rank world_rank / D of replica world_rank % D: a communicator per replica (key p,
+ * so its ranks are the pipeline ranks) and one per pipeline rank (key d). */
+static int m_split(struct bm_comm *c, int dp, struct bm_err *err)
+{
+    struct mpi *m = c->impl;
+    if (dp < 1 || c->world % dp)
+        return bm_err_set(err, "%d ranks cannot run %d data-parallel replicas of one pipeline (not a multiple)",
+                          c->world, dp);
+    if (c->dp != 1 || dp == 1) return c->dp == dp ? BM_OK : bm_err_set(err, "the job is already split");
+    int p = m->world_rank / dp, d = m->world_rank % dp;
+    if (check(MPI_Comm_split(MPI_COMM_WORLD, d, p, &m->pipe), "MPI_Comm_split", err) ||
+        check(MPI_Comm_split(MPI_COMM_WORLD, p, d, &m->dpc), "MPI_Comm_split", err))
+        return BM_ERR;
+    MPI_Comm_set_errhandler(m->pipe, MPI_ERRORS_RETURN);
+    MPI_Comm_set_errhandler(m->dpc, MPI_ERRORS_RETURN);
+    c->dp = dp, c->replica = d, c->first_rank = p, c->size = c->world / dp;
+    return BM_OK;
+}
+
 static void m_free(struct bm_comm *c)
 {
     if (!c) return;
@@ -283,6 +323,8 @@ static void m_free(struct bm_comm *c)
     if (m) {
         for (int i = 0; i < m->n_req; i++)
             if (m->req[i] != MPI_REQUEST_NULL) MPI_Cancel(&m->req[i]), MPI_Request_free(&m->req[i]);
+        if (m->pipe != MPI_COMM_WORLD) MPI_Comm_free(&m->pipe);
+        if (m->dpc != MPI_COMM_SELF) MPI_Comm_free(&m->dpc);
         bm_free(m->req), bm_free(m->peer), bm_free(m->host), bm_free(m->hostp);
         bm_free(m);
     }
@@ -292,7 +334,7 @@ static void m_free(struct bm_comm *c)
 
 static const struct bm_comm_ops mpi_ops = {
     .isend = m_isend, .irecv = m_irecv, .wait = m_wait, .allreduce_sum = m_allreduce_sum,
-    .allreduce_max = m_allreduce_max, .gather = m_gather, .bcast = m_bcast, .clock_offset = m_clock_offset, .abort = m_abort,
+    .allreduce_max = m_allreduce_max, .gather = m_gather, .bcast = m_bcast, .clock_offset = m_clock_offset, .split = m_split, .abort = m_abort,
     .free = m_free,
 };
 
@@ -304,13 +346,13 @@ static int gather_hosts(struct bm_comm *c, struct bm_err *err)
     char me[MPI_MAX_PROCESSOR_NAME] = "";
     int len = 0;
     if (check(MPI_Get_processor_name(me, &len), "MPI_Get_processor_name", err)) return BM_ERR;
-    m->host = bm_calloc((size_t)c->size, sizeof *m->host);
-    if (!m->host) return bm_err_set(err, "out of memory for %d host names", c->size);
+    m->host = bm_calloc((size_t)c->world, sizeof *m->host);
+    if (!m->host) return bm_err_set(err, "out of memory for %d host names", c->world);
     if (check(MPI_Allgather(me, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, m->host, MPI_MAX_PROCESSOR_NAME, MPI_CHAR,
                             MPI_COMM_WORLD), "MPI_Allgather", err))
         return BM_ERR;
     int several = 0;
-    for (int r = 0; r < c->size; r++) {
+    for (int r = 0; r < c->world; r++) {
         m->host[r][MPI_MAX_PROCESSOR_NAME - 1] = 0;
         several |= strcmp(m->host[r], m->host[0]) != 0;
     }
@@ -318,9 +360,9 @@ static int gather_hosts(struct bm_comm *c, struct bm_err *err)
         bm_free(m->host), m->host = NULL;
         return BM_OK;
     }
-    if (!(m->hostp = bm_calloc((size_t)c->size, sizeof *m->hostp)))
-        return bm_err_set(err, "out of memory for %d host names", c->size);
-    for (int r = 0; r < c->size; r++) m->hostp[r] = m->host[r];
+    if (!(m->hostp = bm_calloc((size_t)c->world, sizeof *m->hostp)))
+        return bm_err_set(err, "out of memory for %d host names", c->world);
+    for (int r = 0; r < c->world; r++) m->hostp[r] = m->host[r];
     c->hosts = m->hostp;
     return BM_OK;
 }
@@ -347,7 +389,9 @@ struct bm_comm *bm_comm_mpi_new(int *argc, char ***argv, struct bm_err *err)
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag);
     *c = (struct bm_comm){.ops = &mpi_ops, .size = size, .first_rank = rank, .nlocal = 1,
-                          .tag_ub = flag && ub ? *ub : 32767, .cooperative = 0, .timeout_s = 60, .impl = m};
+                          .tag_ub = flag && ub ? *ub : 32767, .cooperative = 0, .timeout_s = 60, .impl = m,
+                          .dp = 1, .replica = 0, .world = size};
+    m->pipe = MPI_COMM_WORLD, m->dpc = MPI_COMM_SELF, m->world_rank = rank;
     if (gather_hosts(c, err)) {
         m_free(c);
         return NULL;

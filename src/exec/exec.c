@@ -47,6 +47,9 @@ struct bm_exec {
     struct bm_comm *comm;
     struct bm_exec_opts o;
     int rank, P, V, M, n_ops;
+    int mb0;             /* this replica's first global microbatch: replica * M (docs/design.md §2) */
+    float loss_scale;    /* 1 / (D * M): the step's loss is the mean over every replica's microbatches */
+    char rname[64];      /* how messages name this rank (bm_comm_rank_name) */
     const struct bm_op *ops;
     struct bm_data_cfg dcfg;
 
@@ -99,16 +102,14 @@ static void op_name(const struct bm_table *t, const struct bm_op *op, char *buf,
     }
 }
 
-/* err = "rank R: op #K NAME: <err's message>". */
-static int op_fail_t(const struct bm_table *t, int rank, int k, struct bm_err *err)
+/* err = "rank R: op #K NAME: <err's message>" (the rank as bm_comm_rank_name says it). */
+static int op_fail(const struct bm_exec *x, int k, struct bm_err *err)
 {
     char name[BM_MAX_NAME + 64], msg[sizeof err->msg];
-    op_name(t, &t->ranks[rank].ops[k], name, sizeof name);
+    op_name(x->t, &x->ops[k], name, sizeof name);
     snprintf(msg, sizeof msg, "%s", err->msg);
-    return bm_err_set(err, "rank %d: op #%d %s: %s", rank, k, name, msg);
+    return bm_err_set(err, "%s: op #%d %s: %s", x->rname, k, name, msg);
 }
-
-static int op_fail(const struct bm_exec *x, int k, struct bm_err *err) { return op_fail_t(x->t, x->rank, k, err); }
 
 /* ---------------------------------------------------------------- build */
 
@@ -284,6 +285,9 @@ int bm_exec_new(const struct bm_spec *s, const struct bm_table *t, int rank, str
     struct bm_exec *x = bm_calloc(1, sizeof *x);
     if (!x) return bm_err_set(err, "out of memory");
     x->s = s, x->t = t, x->comm = comm, x->o = *o, x->rank = rank;
+    x->mb0 = comm->replica * t->microbatches;
+    x->loss_scale = 1.0f / (float)((long)comm->dp * t->microbatches);
+    bm_comm_rank_name(comm, rank, x->rname, sizeof x->rname);
     x->P = t->pp, x->V = t->vpp, x->M = t->microbatches;
     x->ops = t->ranks[rank].ops, x->n_ops = t->ranks[rank].n_ops;
     int nm = t->n_modules, C = x->P * x->V, M = x->M;
@@ -357,13 +361,13 @@ int bm_exec_new(const struct bm_spec *s, const struct bm_table *t, int rank, str
         char why[512];
         if (bm_op_why(t, rank, op, why, sizeof why)) { /* the one validator (src/table/check.c) */
             bm_err_set(err, "%s", why);
-            op_fail_t(t, rank, k, err);
+            op_fail(x, k, err);
             goto fail;
         }
         if (op->kind == BM_OP_COMPUTE) {
             if (!inst_for(x, op)) {
                 bm_err_set(err, "no instance of this module/chunk on rank %d", rank);
-                op_fail_t(t, rank, k, err);
+                op_fail(x, k, err);
                 goto fail;
             }
             if (x->split[op->module] && op->pass != BM_PASS_F) { /* refused here, before any step runs */
@@ -374,7 +378,7 @@ int bm_exec_new(const struct bm_spec *s, const struct bm_table *t, int rank, str
                                     "hint: plan with --backbone 1f1b or interleaved (whole backwards), or give the "
                                     "impl backward_input/backward_weight/wctx_bytes/wctx_free (bigmac_module.h)",
                                t->modules[op->module].name, mo->name);
-                    op_fail_t(t, rank, k, err);
+                    op_fail(x, k, err);
                     goto fail;
                 }
             }
@@ -387,7 +391,7 @@ int bm_exec_new(const struct bm_spec *s, const struct bm_table *t, int rank, str
                 (f->n_makes > 1 && !(chunk0 && op->pass == BM_PASS_B))) {
                 bm_err_set(err, "modules with more than one input or output tensor are not supported "
                                 "(only the backbone's first chunk takes one per encoder)");
-                op_fail_t(t, rank, k, err);
+                op_fail(x, k, err);
                 goto fail;
             }
             for (int i = 0; i < f->n_needs; i++) x->uses0[f->needs[i] * M + op->mb]++;
@@ -407,7 +411,7 @@ int bm_exec_new(const struct bm_spec *s, const struct bm_table *t, int rank, str
         }
         if (x->recv_consumer[k] < 0) {
             bm_err_set(err, "no later compute op on rank %d consumes this tensor", rank);
-            op_fail_t(t, rank, k, err);
+            op_fail(x, k, err);
             goto fail;
         }
     }
@@ -456,7 +460,8 @@ int bm_exec_step_prepare(struct bm_exec *x, long step, struct bm_err *err)
     for (int k = 0; k < x->n_ops; k++) {
         int mb = x->ops[k].mb;
         if (x->data[mb]) continue;
-        if (bm_data_batch(&x->dcfg, step, mb, &x->data[mb], err)) return BM_ERR;
+        /* replica d's microbatch m is the step's global microbatch d*M + m */
+        if (bm_data_batch(&x->dcfg, step, x->mb0 + mb, &x->data[mb], err)) return BM_ERR;
     }
     for (int i = 0; i < x->t->n_tensors * x->M; i++)
         x->store[i] = (struct entry){.uses = x->uses0[i], .req = -1};
@@ -496,7 +501,7 @@ int bm_exec_step_begin(struct bm_exec *x, double origin, struct bm_err *err)
     memset(x->op_bytes, 0, (size_t)x->n_ops * sizeof *x->op_bytes);
     memset(x->op_in_bytes, 0, (size_t)x->n_ops * sizeof *x->op_in_bytes);
     memset(x->msg_bytes, 0, (size_t)x->n_ops * sizeof *x->msg_bytes);
-    if (mem_push(x, now_ms(x))) return bm_err_set(err, "rank %d: out of memory for the memory trace", x->rank);
+    if (mem_push(x, now_ms(x))) return bm_err_set(err, "%s: out of memory for the memory trace", x->rname);
     for (int i = 0; i < x->n_inst; i++) {
         size_t n;
         float *g = x->inst[i].ops->grads(x->inst[i].self, &n);
@@ -552,7 +557,7 @@ static void fire_fault(struct bm_exec *x, float *out, size_t n, float *loss)
 
 static int faulty(const struct bm_exec *x, int k)
 {
-    return x->o.fault != BM_FAULT_NONE && x->o.fault_rank == x->rank && x->o.fault_op == k &&
+    return x->o.fault != BM_FAULT_NONE && x->o.fault_rank == bm_comm_global(x->comm, x->rank) && x->o.fault_op == k &&
            x->o.fault_step == x->step;
 }
 
@@ -753,12 +758,12 @@ static int run_compute(struct bm_exec *x, int k, struct bm_err *err)
                 rc = bm_err_set(err, "input gradient (B) run twice before its W");
                 goto done;
             }
-            if ((rc = in->ops->backward_input(in->self, c, b, dout, 1.0f / (float)x->M, out, wp, err))) goto done;
+            if ((rc = in->ops->backward_input(in->self, c, b, dout, x->loss_scale, out, wp, err))) goto done;
             size_t kept = in->ops->wctx_bytes(*wp);
             x->op_bytes[k] = kept;
             x->live[role] += kept;
             if (x->live[role] > x->peak[role]) x->peak[role] = x->live[role];
-        } else if ((rc = in->ops->backward(in->self, c, b, dout, 1.0f / (float)x->M, out, err))) {
+        } else if ((rc = in->ops->backward(in->self, c, b, dout, x->loss_scale, out, err))) {
             goto done;
         }
         if (faulty(x, k)) fire_fault(x, out, nout, NULL);
@@ -849,19 +854,19 @@ int bm_exec_advance(struct bm_exec *x, int block, int *done, int *progress, stru
 
 int bm_exec_step_finish(struct bm_exec *x, struct bm_err *err)
 {
-    if (poll_sends(x, 1, err)) return bm_err_set(err, "rank %d: completing sends: %s", x->rank, err->msg);
+    if (poll_sends(x, 1, err)) return bm_err_set(err, "%s: completing sends: %s", x->rname, err->msg);
     for (int i = 0; i < x->n_inst * x->M; i++) {
         if (x->ctx[i] || x->rc_held[i])
-            return bm_err_set(err, "rank %d: %s microbatch %d: forward without a backward in the table", x->rank,
+            return bm_err_set(err, "%s: %s microbatch %d: forward without a backward in the table", x->rname,
                               x->t->modules[x->inst[i / x->M].module].name, i % x->M);
         if (x->wctx[i])
-            return bm_err_set(err, "rank %d: %s microbatch %d: input gradient (B) without its weight gradient (W) "
-                                   "in the table", x->rank, x->t->modules[x->inst[i / x->M].module].name, i % x->M);
+            return bm_err_set(err, "%s: %s microbatch %d: input gradient (B) without its weight gradient (W) "
+                                   "in the table", x->rname, x->t->modules[x->inst[i / x->M].module].name, i % x->M);
     }
     for (int i = 0; i < x->t->n_tensors * x->M; i++) {
         struct entry *e = &x->store[i];
         if (e->data) {
-            bm_err_set(err, "rank %d: tensor %s of microbatch %d was never used up", x->rank,
+            bm_err_set(err, "%s: tensor %s of microbatch %d was never used up", x->rname,
                        x->t->tensors[i / x->M].name, i % x->M);
             return BM_ERR;
         }

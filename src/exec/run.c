@@ -42,9 +42,10 @@ static int fail(struct bm_comm *c, struct bm_err *err)
 {
     if (!c->cooperative) {
         if (strncmp(err->msg, "rank ", 5)) { /* every message says which rank failed */
-            char msg[sizeof err->msg];
+            char msg[sizeof err->msg], name[64];
             snprintf(msg, sizeof msg, "%s", err->msg);
-            bm_err_set(err, "rank %d: %s", c->first_rank, msg);
+            bm_comm_rank_name(c, c->first_rank, name, sizeof name);
+            bm_err_set(err, "%s: %s", name, msg);
         }
         print_error(err->msg);
         c->ops->abort(c, 1);
@@ -84,8 +85,11 @@ out:
     return rc;
 }
 
-/* Sum the gradients of replicated instances over ranks. Instances are created in the same
- * order on every rank (replicas first, spec order), so instance i is the same module everywhere. */
+/* Sum the gradients over the ranks that hold the same instance: a replicated encoder's or
+ * generator's over every rank of the job, a backbone chunk's over its data-parallel group (the D
+ * replicas of this pipeline rank; nothing to do with one pipeline). Instances are created in the
+ * same order on every rank (replicas first, spec order, then the local chunks), so instance i
+ * is the same module everywhere and the same chunk across a data-parallel group. */
 static int allreduce_grads(struct bm_exec **x, struct bm_comm *c, struct bm_err *err)
 {
     float **bufs = bm_calloc((size_t)c->nlocal, sizeof *bufs);
@@ -94,10 +98,10 @@ static int allreduce_grads(struct bm_exec **x, struct bm_comm *c, struct bm_err 
     for (int i = 0; i < bm_exec_n_inst(x[0]) && rc == BM_OK; i++) {
         int module, chunk, rep;
         bm_exec_inst(x[0], i, &module, &chunk, &rep);
-        if (!rep) continue;
+        if (!rep && c->dp <= 1) continue;
         size_t n = 0;
         for (int l = 0; l < c->nlocal; l++) bufs[l] = bm_exec_inst_grads(x[l], i, &n);
-        rc = c->ops->allreduce_sum(c, bufs, n, err);
+        rc = c->ops->allreduce_sum(c, bufs, n, rep ? BM_COMM_WORLD : BM_COMM_DP, err);
     }
     bm_free(bufs);
     return rc;
@@ -109,9 +113,9 @@ static int allreduce_grads(struct bm_exec **x, struct bm_comm *c, struct bm_err 
 static int dump_params(struct bm_exec **x, const struct bm_table *t, struct bm_comm *c, const char *path,
                        struct bm_err *err)
 {
-    int n = c->nlocal, V = t->vpp, P = t->pp, rc = BM_OK;
+    int n = c->nlocal, V = t->vpp, P = t->pp, D = c->dp, rc = BM_OK;
     const void **items = bm_calloc((size_t)n, sizeof *items);
-    size_t *bytes = bm_calloc((size_t)n, sizeof *bytes), *out_bytes = bm_calloc((size_t)c->size, sizeof *out_bytes);
+    size_t *bytes = bm_calloc((size_t)n, sizeof *bytes), *out_bytes = bm_calloc((size_t)c->world, sizeof *out_bytes);
     char **packed = bm_calloc((size_t)n, sizeof *packed);
     char *all = NULL;
     FILE *f = NULL;
@@ -148,18 +152,22 @@ static int dump_params(struct bm_exec **x, const struct bm_table *t, struct bm_c
     void *allv = NULL;
     if ((rc = c->ops->gather(c, items, bytes, &allv, out_bytes, err))) goto out;
     all = allv;
-    if (c->first_rank != 0) goto out;
+    if (c->first_rank != 0 || c->replica != 0) goto out; /* global rank 0 writes */
     if (!(f = fopen(path, "wb"))) {
         rc = bm_err_set(err, "%s: cannot open for writing", path);
         goto out;
     }
-    size_t start[4096];
+    /* every rank's part in global rank order; pipeline rank r of replica 0 is global rank r*D
+     * (the replicas hold the same parameters) */
+    size_t start[4096], at = 0;
     if (P > 4096) {
         rc = bm_err_set(err, "too many ranks to dump");
         goto out;
     }
-    start[0] = 0;
-    for (int r = 1; r < P; r++) start[r] = start[r - 1] + out_bytes[r - 1];
+    for (int g = 0; g < c->world; g++) {
+        if (g % D == 0) start[g / D] = at;
+        at += out_bytes[g];
+    }
     size_t hdr = (size_t)V * sizeof(uint64_t);
     for (int mod = 0; mod < t->n_modules; mod++) {
         if (mod == t->backbone_module) {
@@ -223,19 +231,20 @@ int bm_exec_run_step(struct bm_exec **x, struct bm_comm *c, long step, struct bm
 struct traced_step {
     long step;
     void *all;
-    size_t *ob; /* [P] */
+    size_t *ob; /* [world]: every global rank's bytes */
 };
 
 /* Gather the step's op times and live-byte traces of every rank to rank 0 (into *ts). */
 static int gather_trace(struct bm_exec **x, const struct bm_table *t, struct bm_comm *c, long step,
                         struct traced_step *ts, struct bm_err *err)
 {
-    int n = c->nlocal, P = t->pp, rc = BM_OK;
+    int n = c->nlocal, rc = BM_OK;
+    (void)t;
     const void **items = bm_calloc((size_t)n, sizeof *items);
     size_t *bytes = bm_calloc((size_t)n, sizeof *bytes);
     double **packed = bm_calloc((size_t)n, sizeof *packed);
     ts->step = step, ts->all = NULL;
-    ts->ob = bm_calloc((size_t)P, sizeof *ts->ob);
+    ts->ob = bm_calloc((size_t)c->world, sizeof *ts->ob);
     if (!items || !bytes || !packed || !ts->ob) {
         rc = bm_err_set(err, "out of memory");
         goto out;
@@ -264,33 +273,39 @@ out:
     return rc;
 }
 
-/* Rank 0: the measured timeline of a gathered step, written as a Chrome trace to path. */
-static int write_gathered(const struct bm_table *t, const struct traced_step *ts, const char *path,
+/* Rank 0: the measured timelines of a gathered step (one per data-parallel replica, D = dp),
+ * written as one Chrome trace to path (every global rank a process; bm_exec_trace_write_dp). */
+static int write_gathered(const struct bm_table *t, int D, const struct traced_step *ts, const char *path,
                           struct bm_err *err)
 {
-    int P = t->pp, rc = BM_OK;
-    const double **times = bm_calloc((size_t)P, sizeof *times), **mem = bm_calloc((size_t)P, sizeof *mem);
-    const double **msg = bm_calloc((size_t)P, sizeof *msg);
-    int *n_mem = bm_calloc((size_t)P, sizeof *n_mem);
-    struct bm_timeline *tl = NULL;
-    if (!times || !mem || !msg || !n_mem) {
+    int P = t->pp, W = P * D, rc = BM_OK;
+    const double **times = bm_calloc((size_t)W, sizeof *times), **mem = bm_calloc((size_t)W, sizeof *mem);
+    const double **msg = bm_calloc((size_t)W, sizeof *msg);
+    int *n_mem = bm_calloc((size_t)W, sizeof *n_mem);
+    struct bm_timeline **tl = bm_calloc((size_t)D, sizeof *tl);
+    if (!times || !mem || !msg || !n_mem || !tl) {
         rc = bm_err_set(err, "out of memory");
         goto out;
     }
+    /* gathered in global rank order g = p*D + d; regrouped replica by replica, k = d*P + p */
     size_t off = 0;
-    for (int r = 0; r < P; r++) {
+    for (int g = 0; g < W; g++) {
         const double *base = (const double *)(const void *)((const char *)ts->all + off);
-        int no = t->ranks[r].n_ops;
-        times[r] = base;
-        msg[r] = base + (size_t)no * 3;
-        mem[r] = base + (size_t)no * 4;
-        n_mem[r] = (int)((ts->ob[r] / sizeof(double) - (size_t)no * 4) / 4);
-        off += ts->ob[r];
+        int p = g / D, d = g % D, k = d * P + p, no = t->ranks[p].n_ops;
+        times[k] = base;
+        msg[k] = base + (size_t)no * 3;
+        mem[k] = base + (size_t)no * 4;
+        n_mem[k] = (int)((ts->ob[g] / sizeof(double) - (size_t)no * 4) / 4);
+        off += ts->ob[g];
     }
-    if ((rc = bm_exec_timeline(t, times, msg, mem, n_mem, &tl, err))) goto out;
-    rc = bm_exec_trace_write(t, tl, path, err);
+    for (int d = 0; d < D; d++) {
+        size_t k = (size_t)d * P;
+        if ((rc = bm_exec_timeline(t, times + k, msg + k, mem + k, n_mem + k, &tl[d], err))) goto out;
+    }
+    rc = bm_exec_trace_write_dp(t, (const struct bm_timeline *const *)tl, D, path, err);
 out:
-    bm_timeline_free(tl);
+    for (int d = 0; tl && d < D; d++) bm_timeline_free(tl[d]);
+    bm_free(tl);
     bm_free(times), bm_free(msg), bm_free(mem), bm_free(n_mem);
     return rc;
 }
@@ -301,14 +316,14 @@ static int write_trace(struct bm_exec **x, const struct bm_table *t, struct bm_c
 {
     struct traced_step ts;
     int rc = gather_trace(x, t, c, 0, &ts, err);
-    if (rc == BM_OK && c->first_rank == 0) rc = write_gathered(t, &ts, path, err);
+    if (rc == BM_OK && c->first_rank == 0 && c->replica == 0) rc = write_gathered(t, c->dp, &ts, path, err);
     bm_free(ts.all), bm_free(ts.ob);
     return rc;
 }
 
 /* --trace-from: the steps gathered so far, written after the last step (writing a file
  * between steps slowed the steps after it by 10-15% on this project's VM). */
-static int write_traced_steps(const struct bm_table *t, const char *trace_path, const struct traced_step *ts,
+static int write_traced_steps(const struct bm_table *t, int D, const char *trace_path, const struct traced_step *ts,
                               int n, struct bm_err *err)
 {
     size_t len = strlen(trace_path);
@@ -317,7 +332,7 @@ static int write_traced_steps(const struct bm_table *t, const char *trace_path, 
         char path[4096];
         if (snprintf(path, sizeof path, "%.*s.step%ld.json", (int)len, trace_path, ts[i].step + 1) >= (int)sizeof path)
             return bm_err_set(err, "%s: the path is too long", trace_path);
-        if (write_gathered(t, &ts[i], path, err)) return BM_ERR;
+        if (write_gathered(t, D, &ts[i], path, err)) return BM_ERR;
     }
     return BM_OK;
 }
@@ -327,8 +342,8 @@ static int write_traced_steps(const struct bm_table *t, const char *trace_path, 
  * pays for (docs/multihost.md). Training itself does not depend on it. */
 static void placement_check(const struct bm_table *t, const struct bm_comm *c)
 {
-    int P = t->pp, H = t->device.ranks_per_host;
-    if (c->cooperative || c->first_rank != 0 || (!c->hosts && H <= 0)) return;
+    int P = c->world, H = t->device.ranks_per_host; /* ranks_per_host places global ranks */
+    if (c->cooperative || c->first_rank != 0 || c->replica != 0 || (!c->hosts && H <= 0)) return;
     /* the run's own grouping: hosts[r] == hosts[s]; consecutive blocks of 'run_h' ranks? */
     int run_h = 1, blocks = c->hosts != NULL;
     if (c->hosts) {
@@ -338,6 +353,11 @@ static void placement_check(const struct bm_table *t, const struct bm_comm *c)
                 blocks = (r / run_h == q / run_h) == !strcmp(c->hosts[r], c->hosts[q]);
     }
     if (H <= 0) {
+        /* the table's transfers are within a replica: only a pipeline spanning hosts is priced
+         * wrong (with D > 1 the replicas may sit on different hosts, each pipeline on one) */
+        int span = 0, D = c->dp;
+        for (int g = 0; g < P && !span; g++) span = strcmp(c->hosts[g], c->hosts[g % D]) != 0;
+        if (!span) return;
         fprintf(stderr, "bigmac: warning: the %d ranks run on several hosts, but the plan has no device.ranks_per_host: "
                         "`bigmac simulate` prices every transfer on the intra-host link\n", P);
         if (blocks) fprintf(stderr, "bigmac: hint: --ranks-per-host %d (or device.ranks_per_host) matches this run\n", run_h);
@@ -356,7 +376,32 @@ static void placement_check(const struct bm_table *t, const struct bm_comm *c)
         }
 }
 
-/* --resume: every local rank loads its checkpoint; all ranks must be at the same step, which
+/* Under MPI after every rank tried to load its checkpoint (*rc its result): when some failed,
+ * the lowest global rank that failed reports why (returns BM_ERR with its message: the caller
+ * prints it and ends the job) and every other rank waits silently to be ended by it, so a
+ * checkpoint of another layout gives one clear line (rank 0's, when its own file is wrong) and
+ * not a race of every rank's. A rank not ended within the timeout says so itself. BM_OK when
+ * every rank loaded its file. */
+static int agree_load(struct bm_comm *c, const char *dir, int *rc, struct bm_err *err)
+{
+    int g = bm_comm_global(c, c->first_rank), flag = *rc ? c->world - g : 0, worst = 0;
+    struct bm_err e2;
+    if (c->ops->allreduce_max(c, &flag, &worst, *rc ? &e2 : err)) return *rc ? BM_ERR : (*rc = BM_ERR);
+    if (!worst) return BM_OK;
+    int first = c->world - worst;
+    if (first == g) return BM_ERR; /* err holds this rank's reason */
+    double t0 = bm_now(), wait = (c->timeout_s > 0 ? c->timeout_s : 60) + 15;
+    while (bm_now() - t0 < wait) {
+        struct timespec ts = {0, 50000000};
+        nanosleep(&ts, NULL);
+    }
+    *rc = BM_ERR;
+    bm_err_set(err, "%s: rank %d could not load its checkpoint (it said why), and the job did not end", dir, first);
+    return BM_ERR;
+}
+
+/* --resume: every local rank loads its pipeline rank's checkpoint (every data-parallel replica
+ * the same file: the state does not depend on D); all ranks must be at the same step, which
  * becomes *start. */
 static int resume(struct bm_exec **x, const struct bm_table *t, struct bm_comm *c, const char *dir, long *start,
                   struct bm_err *err)
@@ -369,6 +414,10 @@ static int resume(struct bm_exec **x, const struct bm_table *t, struct bm_comm *
         rc = bm_ckpt_load(x[l], t, c->first_rank + l, dir, &sd, err);
         hi[l] = (int)sd, neg[l] = -(int)sd;
     }
+    if (!c->cooperative && agree_load(c, dir, &rc, err)) {
+        bm_free(hi), bm_free(neg);
+        return BM_ERR;
+    }
     if (rc == BM_OK) rc = c->ops->allreduce_max(c, hi, &a, err);
     if (rc == BM_OK) rc = c->ops->allreduce_max(c, neg, &b, err);
     bm_free(hi), bm_free(neg);
@@ -379,14 +428,16 @@ static int resume(struct bm_exec **x, const struct bm_table *t, struct bm_comm *
     return BM_OK;
 }
 
-/* One step's figures of every rank, gathered to rank 0: per rank a record of nrec doubles,
- * peak activation bytes per role, wall ms, CPU ms, walk ms, then the M lm and M gen losses. */
+/* One step's figures of every rank of the job, gathered to global rank 0 in global rank order
+ * (pipeline rank p of replica d at p*D + d): per rank a record of nrec doubles, peak activation
+ * bytes per role, wall ms, CPU ms, walk ms, then the M lm and M gen losses of its replica's
+ * microbatches. */
 struct step_records {
     int nrec;
     double *rec;          /* [nlocal * nrec]: this process's ranks */
     const void **items;   /* [nlocal] */
     size_t *bytes;        /* [nlocal] */
-    size_t *ob;           /* [P] */
+    size_t *ob;           /* [world] */
 };
 
 static int gather_step(struct bm_exec **x, struct bm_comm *c, int M, double ms, double cpu_ms,
@@ -405,36 +456,42 @@ static int gather_step(struct bm_exec **x, struct bm_comm *c, int M, double ms, 
     return c->ops->gather(c, sr->items, sr->bytes, allv, sr->ob, err);
 }
 
-/* Rank 0 after a step: the loss summed exactly as the reference trainer does (float loss / M in
- * microbatch order), the caller's outputs, the progress line and the log line. BM_ERR when the
- * loss is not finite. */
-static int report_step(const struct bm_exec_opts *o, FILE *pr, FILE *log, const double *all, int P, int M, int nrec,
-                       long step, int steps, double ms, struct bm_err *err)
+/* Rank 0 after a step: the loss summed exactly as the reference trainer does over the step's
+ * D*M microbatches (float loss / (D*M) in global microbatch order d*M + m), the caller's
+ * outputs, the progress line and the log line. all: world = P*D records in global rank order.
+ * BM_ERR when the loss is not finite. */
+static int report_step(const struct bm_exec_opts *o, FILE *pr, FILE *log, const double *all, int P, int D, int M,
+                       int nrec, long step, int steps, double ms, struct bm_err *err)
 {
     double lm = 0, gen = 0;
-    for (int m = 0; m < M; m++) {
-        float a = 0, g = 0;
-        for (int r = 0; r < P; r++) a += (float)all[(size_t)r * nrec + 6 + m], g += (float)all[(size_t)r * nrec + 6 + M + m];
-        lm += a / M, gen += g / M;
-    }
+    int W = P * D, DM = D * M;
+    for (int d = 0; d < D; d++)
+        for (int m = 0; m < M; m++) {
+            float a = 0, g = 0;
+            for (int r = 0; r < P; r++) {
+                const double *q = &all[(size_t)(r * D + d) * nrec];
+                a += (float)q[6 + m], g += (float)q[6 + M + m];
+            }
+            lm += a / DM, gen += g / DM;
+        }
     double loss = lm + gen;
     if (o->loss_out) o->loss_out[step] = loss;
     if (o->ms_out) o->ms_out[step] = ms;
-    if (o->peak_out)
+    if (o->peak_out) /* replica 0's pipeline ranks (every replica walks the same table) */
         for (int r = 0; r < P; r++)
-            for (int k = 0; k < BM_N_ROLES; k++) o->peak_out[r * BM_N_ROLES + k] = all[(size_t)r * nrec + k];
+            for (int k = 0; k < BM_N_ROLES; k++) o->peak_out[r * BM_N_ROLES + k] = all[(size_t)r * D * nrec + k];
     if (pr) {
         double mn = all[3], mx = all[3], avg = 0, cpu = 0, walk = 0;
-        for (int r = 0; r < P; r++) {
+        for (int r = 0; r < W; r++) {
             double v = all[(size_t)r * nrec + 3];
             walk = BM_MAX(walk, all[(size_t)r * nrec + 5]);
-            mn = v < mn ? v : mn, mx = v > mx ? v : mx, avg += v / P;
-            cpu += all[(size_t)r * nrec + 4] / (v > 0 ? v : 1) / P * 100; /* process CPU / wall, mean over ranks */
+            mn = v < mn ? v : mn, mx = v > mx ? v : mx, avg += v / W;
+            cpu += all[(size_t)r * nrec + 4] / (v > 0 ? v : 1) / W * 100; /* process CPU / wall, mean over ranks */
         }
         fprintf(pr, "step %4ld/%d  loss %.4f  (lm %.4f  gen %.4f)  ms min/avg/max %.1f/%.1f/%.1f  walk %.1f ms"
                     "  cpu %.0f%%  peak act KiB enc/bb/gen:",
                 step + 1, steps, loss, lm, gen, mn, avg, mx, walk, cpu);
-        for (int r = 0; r < P; r++) {
+        for (int r = 0; r < W; r++) { /* global rank order: "r3" is global rank 3 */
             const double *q = &all[(size_t)r * nrec];
             fprintf(pr, "  r%d %.0f/%.0f/%.0f", r, q[0] / 1024, q[1] / 1024, q[2] / 1024);
         }
@@ -442,12 +499,16 @@ static int report_step(const struct bm_exec_opts *o, FILE *pr, FILE *log, const 
         fflush(pr);
     }
     if (log) {
-        fprintf(log, "{\"step\": %ld, \"loss\": %.6f, \"lm\": %.6f, \"gen\": %.6f, \"ms\": %.3f, \"ranks\": [",
+        fprintf(log, "{\"step\": %ld, \"loss\": %.6f, \"lm\": %.6f, \"gen\": %.6f, \"ms\": %.3f, ",
                 step + 1, loss, lm, gen, ms);
-        for (int r = 0; r < P; r++) {
+        if (D > 1) fprintf(log, "\"layout\": {\"pp\": %d, \"dp\": %d}, ", P, D); /* rank = pp*D + dp */
+        fprintf(log, "\"ranks\": [");
+        for (int r = 0; r < W; r++) {
             const double *q = &all[(size_t)r * nrec];
-            fprintf(log, "%s{\"rank\": %d, \"peak_act_bytes\": {\"encoder\": %.0f, \"backbone\": %.0f, "
-                         "\"generator\": %.0f}}", r ? ", " : "", r, q[0], q[1], q[2]);
+            fprintf(log, "%s{\"rank\": %d, ", r ? ", " : "", r);
+            if (D > 1) fprintf(log, "\"pp\": %d, \"dp\": %d, ", r / D, r % D);
+            fprintf(log, "\"peak_act_bytes\": {\"encoder\": %.0f, \"backbone\": %.0f, \"generator\": %.0f}}", q[0],
+                    q[1], q[2]);
         }
         fprintf(log, "]}\n");
         fflush(log);
@@ -456,15 +517,36 @@ static int report_step(const struct bm_exec_opts *o, FILE *pr, FILE *log, const 
     return BM_OK;
 }
 
+/* The checkpoint after step 'step' (0-based): one copy per pipeline rank, written by replica 0
+ * (every replica holds the same state, docs/executor.md "Checkpoints"), then every rank of the
+ * job waits until all of them are written, so no rank starts the next step (and no failure in
+ * it can end the job) while a checkpoint of this step is half on disk. */
+static int save_checkpoint(struct bm_exec **x, const struct bm_table *t, struct bm_comm *c, const char *dir,
+                           long step, struct bm_err *err)
+{
+    if (c->replica == 0)
+        for (int l = 0; l < c->nlocal; l++)
+            if (bm_ckpt_save(x[l], t, c->first_rank + l, dir, step + 1, err)) return BM_ERR;
+    int *zero = bm_calloc((size_t)c->nlocal, sizeof *zero), any = 0;
+    if (!zero) return bm_err_set(err, "out of memory");
+    int rc = c->ops->allreduce_max(c, zero, &any, err);
+    bm_free(zero);
+    return rc ? step_fail(step, err) : BM_OK;
+}
+
 int bm_exec_train(const struct bm_spec *s, const struct bm_table *t, struct bm_comm *c,
                   const struct bm_exec_opts *o, struct bm_err *err)
 {
-    int P = t->pp, M = t->microbatches, nl = c->nlocal, rc = BM_OK;
-    int rank0 = c->first_rank == 0;
+    int P = t->pp, M = t->microbatches, nl = c->nlocal, D = c->dp, rc = BM_OK;
+    int rank0 = c->first_rank == 0 && c->replica == 0; /* global rank 0 */
     FILE *log = NULL, *pr = rank0 ? o->progress : NULL;
     if (c->size != P) {
-        bm_err_set(err, "the table has pp %d but %d ranks run it\nhint: mpirun -np %d (or plan with --pp %d)", P,
-                   c->size, P, c->size);
+        if (D > 1)
+            bm_err_set(err, "the table has pp %d but the layout pp %d x dp %d has %d ranks per pipeline\nhint: mpirun -np %d",
+                       P, c->size, D, c->size, P * D);
+        else
+            bm_err_set(err, "the table has pp %d but %d ranks run it\nhint: mpirun -np %d (or plan with --pp %d)", P,
+                       c->size, P, c->size);
         return fail(c, err);
     }
     struct bm_exec **x = bm_calloc((size_t)nl, sizeof *x);
@@ -473,7 +555,7 @@ int bm_exec_train(const struct bm_spec *s, const struct bm_table *t, struct bm_c
     struct step_records sr = {.nrec = 6 + 2 * M}; /* peak[3], ms, cpu_ms, walk_ms, lm[M], gen[M] */
     sr.rec = bm_calloc((size_t)nl * sr.nrec, sizeof *sr.rec);
     sr.items = bm_calloc((size_t)nl, sizeof *sr.items);
-    sr.bytes = bm_calloc((size_t)nl, sizeof *sr.bytes), sr.ob = bm_calloc((size_t)P, sizeof *sr.ob);
+    sr.bytes = bm_calloc((size_t)nl, sizeof *sr.bytes), sr.ob = bm_calloc((size_t)c->world, sizeof *sr.ob);
     if (!x || !sr.rec || !sr.items || !sr.bytes || !sr.ob) {
         rc = bm_err_set(err, "out of memory");
         goto out;
@@ -494,7 +576,14 @@ int bm_exec_train(const struct bm_spec *s, const struct bm_table *t, struct bm_c
         rc = bm_err_set(err, "%s: cannot open for writing", o->log_path);
         goto out;
     }
-    if (pr)
+    if (pr && D > 1) /* the rule once, before anything else of the run (docs/design.md §2) */
+        fprintf(pr, "layout: pp %d \u00d7 dp %d, rank = p*%d + d\n", P, D, D);
+    if (pr && D > 1)
+        fprintf(pr, "%s: %d ranks (%d replicas of a %d-rank pipeline), %s backbone, policy %s, %d microbatches/step "
+                    "(%d per replica), %d steps\n",
+                s->name ? s->name : "model", P * D, D, P, bm_backbone_name(t->backbone), bm_policy_name(t->policy),
+                D * M, M, steps);
+    else if (pr)
         fprintf(pr, "%s: %d ranks, %s backbone, policy %s, %d microbatches/step, %d steps\n",
                 s->name ? s->name : "model", P, bm_backbone_name(t->backbone), bm_policy_name(t->policy), M, steps);
     if (o->trace_path && o->trace_from > steps) {
@@ -529,7 +618,7 @@ int bm_exec_train(const struct bm_spec *s, const struct bm_table *t, struct bm_c
             goto out;
         }
         if (rank0) {
-            rc = report_step(o, pr, log, allv, P, M, sr.nrec, step, steps, ms, err);
+            rc = report_step(o, pr, log, allv, P, D, M, sr.nrec, step, steps, ms, err);
             bm_free(allv);
             if (rc) goto out;
         }
@@ -538,12 +627,11 @@ int bm_exec_train(const struct bm_spec *s, const struct bm_table *t, struct bm_c
             if (rc) goto out;
         }
         if (last && (rc = write_trace(x, t, c, o->trace_path, err))) goto out;
-        if (o->ckpt_dir && ((o->ckpt_every > 0 && (step + 1) % o->ckpt_every == 0) || step == steps - 1)) {
-            for (int l = 0; l < nl; l++)
-                if ((rc = bm_ckpt_save(x[l], t, c->first_rank + l, o->ckpt_dir, step + 1, err))) goto out;
-        }
+        if (o->ckpt_dir && ((o->ckpt_every > 0 && (step + 1) % o->ckpt_every == 0) || step == steps - 1) &&
+            (rc = save_checkpoint(x, t, c, o->ckpt_dir, step, err)))
+            goto out;
     }
-    if (rank0 && n_traced && (rc = write_traced_steps(t, o->trace_path, traced, n_traced, err))) goto out;
+    if (rank0 && n_traced && (rc = write_traced_steps(t, c->dp, o->trace_path, traced, n_traced, err))) goto out;
     if (o->dump_params && (rc = dump_params(x, t, c, o->dump_params, err))) goto out;
     if (pr && o->trace_path) fprintf(pr, "trace: %s\n", o->trace_path);
 out:

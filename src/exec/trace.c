@@ -67,9 +67,15 @@ fail:
 int bm_exec_trace_write(const struct bm_table *t, const struct bm_timeline *tl, const char *path,
                         struct bm_err *err)
 {
+    return bm_exec_trace_write_dp(t, &tl, 1, path, err);
+}
+
+int bm_exec_trace_write_dp(const struct bm_table *t, const struct bm_timeline *const *tl, int dp, const char *path,
+                           struct bm_err *err)
+{
     FILE *f = fopen(path, "w");
     if (!f) return bm_err_set(err, "%s: cannot open for writing", path);
-    int rc = bm_render_trace(t, tl, f);
+    int rc = bm_render_trace_dp(t, tl, dp, f);
     if (fclose(f) || rc) return bm_err_set(err, "%s: write failed", path);
     return BM_OK;
 }

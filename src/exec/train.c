@@ -69,8 +69,16 @@ static int reference_dump(const struct bm_spec *s, int steps, FILE *log, const c
     return rc;
 }
 
-static int train_reference(const struct bm_spec *s, const struct bm_train_opts *o, struct bm_err *err)
+/* The reference trainer over a whole step's microbatches: D replicas of M are D * M
+ * (docs/design.md §2: replica d's microbatch m is the step's d*M + m). */
+static int train_reference(const struct bm_spec *spec, const struct bm_train_opts *o, struct bm_err *err)
 {
+    struct bm_spec sc = *spec; /* a shallow copy with the step's microbatches; read only */
+    const struct bm_spec *s = &sc;
+    int D = o->dp > 0 ? o->dp : spec->dp > 1 ? spec->dp : 1;
+    if ((long)sc.microbatches * D > 1000000)
+        return bm_err_set(err, "dp %d x %d microbatches is more than 1000000 microbatches a step", D, sc.microbatches);
+    sc.microbatches *= D;
     if (o->trace_path || o->ckpt_dir || o->resume_dir || o->fault)
         return bm_err_set(err, "the reference trainer takes only steps, a log and a parameter dump");
     int steps = o->steps ? o->steps : s->train.steps;
@@ -84,31 +92,63 @@ static int train_reference(const struct bm_spec *s, const struct bm_train_opts *
 
 /* ------------------------------------------------------------------ pipelined */
 
+/* The data-parallel replicas D of a run: --dp (o->dp), else the given table's, else the spec's
+ * parallel.dp. */
+static int run_dp(const struct bm_spec *s, const struct bm_table *given, const struct bm_train_opts *o)
+{
+    int d = o->dp > 0 ? o->dp : given ? given->dp : s->dp;
+    return d > 1 ? d : 1;
+}
+
+/* A data-parallel layout the world cannot run: "WHATthe layout pp P x dp D needs P*D ranks but
+ * N run it". */
+static int layout_fail(const char *what, int P, int D, int ranks, struct bm_err *err)
+{
+    if (ranks % D)
+        return bm_err_set(err, "%sthe layout pp %d \u00d7 dp %d needs %d ranks but %d run it\nhint: mpirun -np %d", what,
+                          P, D, P * D, ranks, P * D);
+    return bm_err_set(err, "%sthe layout pp %d \u00d7 dp %d needs %d ranks but %d run it\nhint: mpirun -np %d, or --pp %d",
+                      what, P, D, P * D, ranks, P * D, ranks / D);
+}
+
 /* The table to run (*t): the caller's (verified, its pp checked against the ranks), or a new
  * plan of s (also in *own, which the caller frees). ranks: the MPI world size, 0 when not under
- * MPI. */
+ * MPI; D: the data-parallel replicas, so P * D must be the world. */
 static int table_for(const struct bm_spec *s, const struct bm_table *given, const struct bm_train_opts *o, int ranks,
-                     const struct bm_table **t, struct bm_table **own, struct bm_err *err)
+                     int D, const struct bm_table **t, struct bm_table **own, struct bm_err *err)
 {
     const struct bm_plan_opts *plan = o->plan;
     *own = NULL;
     *t = given;
     if (given) {
-        if (ranks && given->pp != ranks)
+        if (ranks && (long)given->pp * D != ranks) {
+            char what[4200];
+            snprintf(what, sizeof what, "%s: ", o->table_name ? o->table_name : "the table");
+            if (D > 1) return layout_fail(what, given->pp, D, ranks, err);
             return bm_err_set(err, "%s%sthe table has pp %d but %d ranks run it\nhint: mpirun -np %d",
                               o->table_name ? o->table_name : "", o->table_name ? ": " : "", given->pp, ranks,
                               given->pp);
+        }
         return bm_verify(given, err);
     }
     struct bm_plan_opts po;
     if (plan) po = *plan;
     else bm_plan_opts_from_spec(&po, s);
-    if (!po.pp) po.pp = ranks ? ranks : s->pp;
+    if (!po.pp) { /* under mpirun --pp defaults to the ranks of one replica */
+        if (ranks && ranks % D)
+            return bm_err_set(err, "%d ranks cannot hold %d data-parallel replicas of one pipeline (not a multiple)\n"
+                                   "hint: mpirun -np %d, or --dp %d",
+                              ranks, D, ranks / D > 0 ? ranks / D * D : D, ranks);
+        po.pp = ranks ? ranks / D : s->pp;
+    }
+    if (ranks && (long)po.pp * D != ranks) {
+        if (D > 1) return layout_fail("", po.pp, D, ranks, err);
+        return bm_err_set(err, "the plan has pp %d but %d ranks run it\nhint: mpirun -np %d, or --pp %d", po.pp,
+                          ranks, po.pp, ranks);
+    }
     if (bm_plan_build(s, &po, own, err)) return BM_ERR;
+    (*own)->dp = D; /* the replicas that run it (the trace embeds the table) */
     *t = *own;
-    if (ranks && (*t)->pp != ranks)
-        return bm_err_set(err, "the plan has pp %d but %d ranks run it\nhint: mpirun -np %d, or --pp %d", (*t)->pp,
-                          ranks, (*t)->pp, ranks);
     return BM_OK;
 }
 
@@ -152,10 +192,14 @@ int bm_train(const struct bm_spec *spec, const struct bm_table *table, const str
             report = comm->first_rank == 0;
             comm->timeout_s = o->timeout_s > 0 ? o->timeout_s : o->timeout_s < 0 ? 0 : 60; /* 0: never */
         }
-        if (table_for(spec, table, o, comm ? comm->size : 0, &t, &own, err) == BM_OK) {
+        int D = run_dp(spec, table, o);
+        if (o->mode == BM_TRAIN_LOCAL && D > 1) {
+            bm_err_set(err, "dp %d: --local runs one pipeline in this process\nhint: data parallel runs under mpirun: "
+                            "mpirun -np P*%d bigmac train SPEC --dp %d", D, D, D);
+        } else if (table_for(spec, table, o, comm ? comm->size : 0, D, &t, &own, err) == BM_OK) {
             if (!comm && !(comm = bm_comm_local_new(t->pp))) {
                 bm_err_set(err, "out of memory");
-            } else {
+            } else if (comm->ops->split(comm, D, err) == BM_OK) {
                 struct bm_exec_opts xo;
                 exec_opts_from(o, &xo);
                 setup = 0, report = 1;

@@ -64,6 +64,11 @@ void bm_report_compare_free(struct bm_report_compare *cmp);
 
 /* ---------------------------------------------------------------- writers */
 
+/* bm_render_trace for dp data-parallel replicas of the table's pipeline, tl[0 .. dp-1] one
+ * timeline per replica: pipeline rank p of replica d is process d * pp + p, named "pp p / dp d"
+ * and sorted by its global rank p * dp + d; the summary, the critical path and the loader's ranks
+ * are replica 0's (processes 0 .. pp-1). dp = 1 is bm_render_trace. */
+int bm_render_trace_dp(const struct bm_table *t, const struct bm_timeline *const *tl, int dp, FILE *f);
 /* The same report for a measured run (tl measured) with, under its timeline, the simulated
  * timeline sim of the same table and the per-op deviation between the two. */
 int bm_render_html_vs(const struct bm_table *t, const struct bm_timeline *tl, const struct bm_timeline *sim,

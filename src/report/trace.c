@@ -73,6 +73,8 @@ struct trace_out {
     struct bm_critical crit;   /* ops on the critical path */
     long long **ts, **te;      /* [rank][op] slice start / end, integer ns */
     long flow_id;
+    int pid0;                  /* pid of the timeline's rank 0: d * pp for data-parallel replica d */
+    int dp;                    /* replicas written (1: one pipeline, rows "rank N") */
 };
 
 /* otherData (the summary and the critical path), the embedded table, the rank/thread names. */
@@ -96,16 +98,23 @@ static void put_trace_header(const struct trace_out *o)
             tl->samples_per_microbatch > 0 ? tl->samples_per_microbatch : 1);
     bm_table_write_json(t, f);
     fprintf(f, "},\n\"traceEvents\": [\n");
-    for (int r = 0; r < t->pp; r++) {
-        char name[32];
-        snprintf(name, sizeof name, "rank %d", r);
-        meta(f, r, 0, "process_name", "name", name, 0);
-        meta(f, r, 0, "process_sort_index", "sort_index", NULL, r);
-        for (int k = 0; k < 3; k++) {
-            meta(f, r, k, "thread_name", "name", threads[k], 0);
-            meta(f, r, k, "thread_sort_index", "sort_index", NULL, k);
+    /* With D replicas, pipeline rank p of replica d is process d*P + p (so replica 0's are the
+     * embedded table's ranks, what the loader reads), named "pp p / dp d" and sorted by its
+     * global rank p*D + d. */
+    int D = o->dp > 1 ? o->dp : 1;
+    for (int d = 0; d < D; d++)
+        for (int r = 0; r < t->pp; r++) {
+            char name[48];
+            int pid = d * t->pp + r;
+            if (D > 1) snprintf(name, sizeof name, "pp %d / dp %d", r, d);
+            else snprintf(name, sizeof name, "rank %d", r);
+            meta(f, pid, 0, "process_name", "name", name, 0);
+            meta(f, pid, 0, "process_sort_index", "sort_index", NULL, r * D + d);
+            for (int k = 0; k < 3; k++) {
+                meta(f, pid, k, "thread_name", "name", threads[k], 0);
+                meta(f, pid, k, "thread_sort_index", "sort_index", NULL, k);
+            }
         }
-    }
 }
 
 /* Slice times in integer ns. On the send and recv threads, slices that would start at the same
@@ -164,7 +173,7 @@ static void put_op_event(struct trace_out *o, int r, int i)
     const char *cat = op->kind == BM_OP_SEND ? "send" : op->kind == BM_OP_RECV ? "recv"
                       : op->module >= 0 && op->module < t->n_modules
                           ? trace_roles[t->modules[op->module].role] : "compute";
-    fprintf(f, "{\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":", r, tid);
+    fprintf(f, "{\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":", o->pid0 + r, tid);
     put_ns(f, o->ts[r][i]);
     fprintf(f, ",\"dur\":");
     put_ns(f, o->te[r][i] - o->ts[r][i]);
@@ -199,12 +208,12 @@ static void put_op_event(struct trace_out *o, int r, int i)
     /* flow: the matching send -> this recv */
     int si = op->kind == BM_OP_RECV ? bm_match_peer(&o->mt, r, i) : -1;
     if (si < 0) return;
-    fprintf(f, "{\"ph\":\"s\",\"id\":%ld,\"pid\":%d,\"tid\":1,\"ts\":", o->flow_id, op->peer);
+    fprintf(f, "{\"ph\":\"s\",\"id\":%ld,\"pid\":%d,\"tid\":1,\"ts\":", o->flow_id, o->pid0 + op->peer);
     put_ns(f, o->ts[op->peer][si]);
     fprintf(f, ",\"name\":");
     bm_put_jstr(f, buf);
     fprintf(f, ",\"cat\":\"dep\"},\n{\"ph\":\"f\",\"bp\":\"e\",\"id\":%ld,\"pid\":%d,\"tid\":2,\"ts\":",
-            o->flow_id, r);
+            o->flow_id, o->pid0 + r);
     put_ns(f, o->te[r][i]);
     fprintf(f, ",\"name\":");
     bm_put_jstr(f, buf);
@@ -218,7 +227,7 @@ static void put_mem_events(const struct trace_out *o, int r)
     const struct bm_rank_timeline *rt = &o->tl->ranks[r];
     for (int k = 0; k < rt->n_mem; k++) {
         const struct bm_mem_point *mp = &rt->mem[k];
-        fprintf(o->f, "{\"ph\":\"C\",\"pid\":%d,\"tid\":0,\"ts\":", r);
+        fprintf(o->f, "{\"ph\":\"C\",\"pid\":%d,\"tid\":0,\"ts\":", o->pid0 + r);
         put_us(o->f, mp->t_ms);
         fprintf(o->f, ",\"name\":\"" MEM_COUNTER "\",\"args\":{");
         for (int j = 0; j < BM_N_ROLES; j++) {
@@ -229,29 +238,52 @@ static void put_mem_events(const struct trace_out *o, int r)
     }
 }
 
-int bm_render_trace(const struct bm_table *t, const struct bm_timeline *tl, FILE *f)
+/* Every op and memory event of one timeline, its processes from pid0 on. */
+static int put_events(struct trace_out *o)
+{
+    for (int r = 0; r < o->t->pp; r++) {
+        for (int i = 0; i < o->t->ranks[r].n_ops; i++) put_op_event(o, r, i);
+        put_mem_events(o, r);
+    }
+    return BM_OK;
+}
+
+static int trace_out_init(struct trace_out *o, const struct bm_table *t, const struct bm_timeline *tl, FILE *f,
+                          int pid0, int dp, long flow_id)
 {
     struct bm_err err;
-    struct trace_out o = {f, t, tl, {0}, {0}, NULL, NULL, 0};
-    if (bm_match_build(t, &o.mt, &err)) return BM_ERR;
-    if (bm_critical_path(t, tl, &o.crit, &err)) {
-        bm_match_free(&o.mt);
-        return BM_ERR;
-    }
-    int rc = slice_times(&o);
-    if (!rc) {
-        put_trace_header(&o);
-        for (int r = 0; r < t->pp; r++) {
-            for (int i = 0; i < t->ranks[r].n_ops; i++) put_op_event(&o, r, i);
-            put_mem_events(&o, r);
+    *o = (struct trace_out){f, t, tl, {0}, {0}, NULL, NULL, flow_id, pid0, dp};
+    if (bm_match_build(t, &o->mt, &err) || bm_critical_path(t, tl, &o->crit, &err)) return BM_ERR;
+    return slice_times(o); /* on failure the caller's trace_out_free releases what was made */
+}
+
+int bm_render_trace_dp(const struct bm_table *t, const struct bm_timeline *const *tl, int dp, FILE *f)
+{
+    int D = dp > 1 ? dp : 1, rc = BM_OK;
+    long flow_id = 0;
+    for (int d = 0; d < D && rc == BM_OK; d++) {
+        struct trace_out o;
+        if (trace_out_init(&o, t, tl[d], f, d * t->pp, D, flow_id)) {
+            trace_out_free(&o);
+            return BM_ERR;
         }
+        if (d == 0) put_trace_header(&o); /* the summary and the critical path: replica 0's */
+        rc = put_events(&o);
+        flow_id = o.flow_id;
+        trace_out_free(&o);
+    }
+    if (rc == BM_OK) {
         /* a closing instant so the list ends without a trailing comma */
         fprintf(f, "{\"ph\":\"i\",\"s\":\"g\",\"pid\":0,\"tid\":0,\"ts\":");
-        put_us(f, tl->makespan_ms);
+        put_us(f, tl[0]->makespan_ms);
         fprintf(f, ",\"name\":\"end of iteration\"}\n]}\n");
     }
-    trace_out_free(&o);
     return rc || ferror(f) ? BM_ERR : BM_OK;
+}
+
+int bm_render_trace(const struct bm_table *t, const struct bm_timeline *tl, FILE *f)
+{
+    return bm_render_trace_dp(t, &tl, 1, f);
 }
 
 /* ---------------------------------------------------------------- loader

@@ -2,20 +2,40 @@
 #include "sim/cost.h"
 #include "sim/hosts.h"
 
-int bm_cost_host(const struct bm_table *t, int rank)
+int bm_cost_dp(const struct bm_table *t)
+{
+    return t->dp > 1 ? t->dp : 1;
+}
+
+/* Host of global rank g (0 on one host). */
+static int global_host(const struct bm_table *t, long g)
 {
     int h = t->device.ranks_per_host;
-    return h > 0 && rank > 0 ? rank / h : 0;
+    return h > 0 && g > 0 ? (int)(g / h) : 0;
+}
+
+int bm_cost_host(const struct bm_table *t, int rank)
+{
+    return rank > 0 ? global_host(t, (long)rank * bm_cost_dp(t)) : 0;
 }
 
 int bm_cost_n_hosts(const struct bm_table *t)
 {
-    return t->pp > 0 ? bm_cost_host(t, t->pp - 1) + 1 : 1;
+    return t->pp > 0 ? global_host(t, (long)t->pp * bm_cost_dp(t) - 1) + 1 : 1;
 }
 
 int bm_cost_crosses_hosts(const struct bm_table *t, int a, int b)
 {
-    return t->device.ranks_per_host > 0 && a >= 0 && b >= 0 && bm_cost_host(t, a) != bm_cost_host(t, b);
+    int H = t->device.ranks_per_host, D = bm_cost_dp(t);
+    if (H <= 0 || a < 0 || b < 0) return 0;
+    /* Pipeline ranks a and b of replica d are global ranks a*D + d and b*D + d. When H is a
+     * multiple of D or D of H, every replica places them alike: replica 0 says it. Otherwise
+     * the replicas may differ, and the link is the slowest any replica uses (every replica walks
+     * this table, and the step's gradient sum waits for the last one). */
+    int n = H % D == 0 || D % H == 0 ? 1 : D;
+    for (int d = 0; d < n; d++)
+        if (global_host(t, (long)a * D + d) != global_host(t, (long)b * D + d)) return 1;
+    return 0;
 }
 
 double bm_cost_inter_host_ms(const struct bm_table *t, int tensor)

@@ -47,7 +47,7 @@ static const char *const device_keys[] = {"memory_gib", "peak_tflops", "efficien
                                           "ranks_per_host", "inter_host_gbytes_per_s",
                                           "inter_host_latency_us", "op_overhead_us", "op_overhead_sd_us",
                                           "recv_overhead_us", "step_lead_us", NULL};
-static const char *const parallel_keys[] = {"pp", "vpp", "microbatches", "unit", NULL};
+static const char *const parallel_keys[] = {"pp", "vpp", "microbatches", "unit", "dp", NULL};
 static const char *const schedule_keys[] = {"backbone", "policy", "window", NULL};
 static const char *const module_keys[] = {"name", "role", "consumes", "produces", "layers", "cost",
                                           "grad_to_backbone", "impl", "arch", "doc", "recompute", NULL};
@@ -566,7 +566,8 @@ static int parse_parallel_schedule(struct ctx *c, json_t *root)
             get_int(c, o, P, "pp", 1, MAX_PP, 0, &s->pp, NULL) ||
             get_int(c, o, P, "vpp", 1, MAX_VPP, 0, &s->vpp, NULL) ||
             get_int(c, o, P, "microbatches", 1, MAX_MB, 0, &s->microbatches, &mb_given) ||
-            get_int(c, o, P, "unit", 1, MAX_COUNT, 1, &s->unit, NULL))
+            get_int(c, o, P, "unit", 1, MAX_COUNT, 1, &s->unit, NULL) ||
+            get_int(c, o, P, "dp", 1, MAX_PP, 0, &s->dp, NULL))
             return BM_ERR;
     }
     if (!mb_given) s->microbatches = s->pp;
@@ -1227,6 +1228,7 @@ static void set_defaults(struct bm_spec *s)
     s->device = (struct bm_device){80, 989, 0.4, 25, 10, 0, 12.5, 20};
     s->pp = 1;
     s->vpp = 1;
+    s->dp = 1;
     s->microbatches = 1;
     s->unit = 0;
     s->backbone = BM_BB_1F1B;

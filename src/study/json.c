@@ -51,6 +51,8 @@ json_t *bm_study_sim_json(const struct bm_table *t, const struct bm_timeline *tl
                      tl->bubble_ratio, "samples_per_s", tl->samples_per_s, "peak_mem_gib",
                      GIB(tl->peak_mib), "memory_gib", GIB(tl->memory_cap_mib), "oom", tl->oom,
                      "ranks", ranks);
+    if (j && t->dp > 1) /* data-parallel replicas of this pipeline: its figures are one replica's */
+        json_object_set_new(j, "dp", json_integer(t->dp));
     if (j && t->device.ranks_per_host > 0) json_object_set_new(j, "hosts", bm_study_hosts_json(t));
     return j;
 }

@@ -49,6 +49,7 @@ int bm_table_write_json(const struct bm_table *t, FILE *f)
     fprintf(f, "{\"format\": \"%s\", \"version\": %d,\n", BM_TABLE_FORMAT, BM_TABLE_VERSION);
     fprintf(f, " \"pp\": %d, \"vpp\": %d, \"microbatches\": %d, \"unit\": %d, \"window\": %d,\n",
             t->pp, t->vpp, t->microbatches, t->unit, t->window);
+    if (t->dp > 1) fprintf(f, " \"dp\": %d,\n", t->dp); /* data-parallel replicas: only when there are */
     fprintf(f, " \"backbone\": \"%s\", \"policy\": \"%s\", \"warmup_extra\": %d,\n",
             bm_backbone_name(t->backbone), bm_policy_name(t->policy), t->warmup_extra);
     struct bm_field fields[8];
@@ -463,7 +464,7 @@ static int load_hosts(struct ld *L, json_t *d, struct bm_device *dev)
 static int load_root(struct ld *L, json_t *root, struct bm_table **out)
 {
     static const char *const keys[] = {"format", "version", "pp", "vpp", "microbatches", "unit",
-                                       "window", "backbone", "policy", "warmup_extra", "device",
+                                       "window", "dp", "backbone", "policy", "warmup_extra", "device",
                                        "modules", "chunk_weights", "chunk_layers", "mb_scale",
                                        "rank_time_scale", "op_overhead_us", "op_overhead_sd_us",
                                        "recv_overhead_us", "step_lead_us", "ranks", NULL};
@@ -493,7 +494,8 @@ static int load_root(struct ld *L, json_t *root, struct bm_table **out)
                     "per pass (a guard against absurd input)",
                     pp, t->vpp, t->microbatches, BM_MAX_BACKBONE_OPS);
     t->unit = pp;
-    if (get_int(L, root, "", "unit", 0, 1, 1000000, &t->unit) ||
+    if (get_int(L, root, "", "dp", 0, 1, 4096, &t->dp) ||
+        get_int(L, root, "", "unit", 0, 1, 1000000, &t->unit) ||
         get_int(L, root, "", "window", 0, 0, 1000000, &t->window) ||
         get_str(L, root, "", "backbone", &bbs) || get_str(L, root, "", "policy", &pols))
         return BM_ERR;

@@ -255,6 +255,7 @@ int bm_table_skeleton(const struct bm_spec *s, const struct bm_plan_opts *o, str
     t->vpp = o->vpp;
     t->microbatches = o->microbatches;
     t->unit = o->unit > 0 ? o->unit : o->pp;
+    t->dp = s->dp > 1 ? s->dp : 1; /* the spec's parallel.dp (--dp): the replicas this table places */
     t->backbone = o->backbone;
     t->policy = o->policy;
     t->device = s->device;

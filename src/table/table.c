@@ -90,6 +90,7 @@ struct bm_table *bm_table_new(int pp)
         return NULL;
     }
     t->backbone_module = -1;
+    t->dp = 1;
     return t;
 }
 
