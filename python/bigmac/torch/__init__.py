@@ -200,6 +200,8 @@ def spawn(fn, nproc, args=(), backend="gloo", timeout=DEFAULT_TIMEOUT):
                            and now - beat[3 * i] > timeout + grace]
                 if stalled:
                     break
+        if errs or stalled:  # while the processes are as they were (a stopped one still stopped)
+            msg, tbs = _blame(errs, res, procs, beat, nproc, timeout, stalled)
     finally:
         for p in procs:
             if p.is_alive() and (errs or stalled):
@@ -213,7 +215,6 @@ def spawn(fn, nproc, args=(), backend="gloo", timeout=DEFAULT_TIMEOUT):
                 p.kill()
                 p.join()
     if errs or stalled:
-        msg, tbs = _blame(errs, res, procs, beat, nproc, timeout, stalled)
         e = bigmac.Error(msg)
         e.tracebacks = [t for t in tbs if t]
         raise e

@@ -261,8 +261,11 @@ class Executor:
 
     def _wait(self, work, k, what, peer=None, phase=""):
         """work.wait() within the timeout. what: what it waits for ("tensor X of microbatch m from
-        rank p"); peer: the rank it waits on (None: a collective, any rank). A timeout or a broken
-        connection raises bigmac.Error naming this rank, the op (or phase) and what."""
+        rank p"); peer: the rank it waits on (None: a collective, any rank; with two ranks, the
+        other). A timeout or a broken connection raises bigmac.Error naming this rank, the op (or
+        phase) and what."""
+        if peer is None and self.P == 2:
+            peer = 1 - self.rank
         try:
             work.wait(timeout=self.td)
         except RuntimeError as e:
