@@ -142,7 +142,7 @@ class _MB:
 msg = spawn_error(boom_at, 2, 30)
 check("torch_fault_user_exception_tagged", msg is not None and msg.startswith("rank 1: op #") and
       "(step 1)" in msg and 'module "gpt" chunk 1 raised ValueError: boom on purpose' in msg and
-      "microbatch 2" in msg and "test_torch_faults.py:" in msg and "Traceback" not in msg, repr(msg))
+      "microbatch 2" in msg and "faults_torch.py:" in msg and "Traceback" not in msg, repr(msg))
 
 
 # ---- the command line: outputs checked before step 1

@@ -309,6 +309,7 @@ def train(spec, build=None, data=None, table=None, steps=None, log=None, trace=N
         bigmac.verify(table)
     build, data = _default_parts(spec, build, data, device)
     x = Executor(spec, table, build, data, rank, device=device, group=group, timeout=timeout)
+    heartbeat()  # built: start-up counts as progress for spawn's watchdog
     steps = steps or spec.steps
     losses = []
     logf = open(log, "w") if (log and rank == 0) else None
