@@ -21,7 +21,6 @@ data function is raised as bigmac.Error tagged with the rank, op, step and micro
 """
 import datetime
 import math
-import os
 import pickle
 import time
 import traceback
