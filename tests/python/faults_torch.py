@@ -36,14 +36,14 @@ def spawn_error(fn, nproc, timeout):
 
 # ---- spawn: a long run that keeps progressing is not ended; one that stalls is
 def beating(rank):
-    for i in range(8):  # 4 s in all, twice the timeout, with a heartbeat every 0.5 s
+    for i in range(12):  # 6 s in all, twice the timeout, with a heartbeat every 0.5 s
         time.sleep(0.5)
         bt.heartbeat(0, i)
     return rank
 
 
 try:
-    r = bt.spawn(beating, 2, timeout=2)
+    r = bt.spawn(beating, 2, timeout=3)
     check("torch_fault_spawn_progress_not_deadline", r == [0, 1], str(r))
 except Exception as e:
     check("torch_fault_spawn_progress_not_deadline", False, "%s: %s" % (type(e).__name__, e))
@@ -56,7 +56,7 @@ def silent(rank):
 
 
 t0 = time.time()
-msg = spawn_error(silent, 2, 1)
+msg = spawn_error(silent, 2, 3)  # (3 s: the process group's rendezvous has the same timeout)
 check("torch_fault_spawn_stall_names_rank", msg is not None and msg.startswith("rank 1 (pid ") and
       "made no progress" in msg and time.time() - t0 < 30, repr(msg))
 
