@@ -211,9 +211,10 @@ def run_and_signal(sig, name, *extra):
 
 rc, err, victim = run_and_signal(signal.SIGKILL, "kill")  # the default timeout: a death is seen at once
 lines = [l for l in err.splitlines() if l.strip()]
+killed = lines[0].split("rank ", 1)[1].split(" ", 1)[0] if lines and "rank " in lines[0] else "?"
 check("torch_cli_killed_rank_one_message", victim is not None and rc == 1 and
-      ("(pid %d) was killed by SIGKILL" % victim) in lines[0] and "Traceback" not in err and
-      any("op #" in l for l in lines) and len(lines) <= 4, err[-1500:])
+      ("(pid %d) was killed by SIGKILL" % victim) in lines[0] and "Traceback" not in err and 2 <= len(lines) <= 4
+      and ("the connection to rank %s broke" % killed) in lines[1], err[-1500:])
 rc, err, victim = run_and_signal(signal.SIGSTOP, "stop", "--timeout", "3")
 lines = [l for l in err.splitlines() if l.strip()]
 check("torch_cli_stopped_rank_named", victim is not None and rc == 1 and
