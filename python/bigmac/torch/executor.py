@@ -259,13 +259,16 @@ class Executor:
         return "rank %d: op #%d %s (step %d)" % (self.rank, k, self.ops[k].name, self.step_no + 1)
 
     def _wait(self, work, k, what, peer=None, phase=""):
-        """work.wait() within the timeout. what: what it waits for ("tensor X of microbatch m from
+        """work.wait() within the timeout (work: a Work, or a function that posts one: posting on a
+        broken connection fails as the wait does). what: what it waits for ("tensor X of microbatch m from
         rank p"); peer: the rank it waits on (None: a collective, any rank; with two ranks, the
         other). A timeout or a broken connection raises bigmac.Error naming this rank, the op (or
         phase) and what."""
         if peer is None and self.P == 2:
             peer = 1 - self.rank
         try:
+            if callable(work):
+                work = work()
             work.wait(timeout=self.td)
         except RuntimeError as e:
             raise self._comm_error(k, what, peer, e, phase) from e
@@ -295,13 +298,13 @@ class Executor:
         dev = "cpu" if self.comm_cpu else self.device
         n = torch.tensor([len(data)], dtype=torch.int64, device=dev)
         sizes = [torch.zeros(1, dtype=torch.int64, device=dev) for _ in range(self.P)]
-        self._wait(dist.all_gather(sizes, n, group=self.group, async_op=True), None, what + " (sizes)")
+        self._wait(lambda: dist.all_gather(sizes, n, group=self.group, async_op=True), None, what + " (sizes)")
         sizes = [int(x.item()) for x in sizes]
         buf = torch.zeros(max(sizes), dtype=torch.uint8)
         buf[:len(data)] = torch.frombuffer(bytearray(data), dtype=torch.uint8)
         buf = buf.to(dev)
         outs = [torch.zeros(max(sizes), dtype=torch.uint8, device=dev) for _ in range(self.P)]
-        self._wait(dist.all_gather(outs, buf, group=self.group, async_op=True), None, what)
+        self._wait(lambda: dist.all_gather(outs, buf, group=self.group, async_op=True), None, what)
         return [pickle.loads(o[:m].cpu().numpy().tobytes()) for o, m in zip(outs, sizes)]
 
     def _now(self):
@@ -380,13 +383,17 @@ class Executor:
                 h = torch.zeros(HDR, dtype=torch.int64)
                 if not self.comm_cpu:
                     h = h.to(self.device)
-                self.hdr[(op.tensor, op.mb)] = (h, dist.irecv(h, src=op.peer, group=self.group,
-                                                              tag=2 * (op.tensor * self.M + op.mb)))
+                try:
+                    req = dist.irecv(h, src=op.peer, group=self.group, tag=2 * (op.tensor * self.M + op.mb))
+                except RuntimeError as e:
+                    raise self._comm_error(k, "tensor %s of microbatch %d from rank %d (posting its header's receive)"
+                                           % (self.tensor_names[op.tensor], op.mb, op.peer), op.peer, e) from e
+                self.hdr[(op.tensor, op.mb)] = (h, req)
         # the shared clock origin: rank 0's
         o = torch.tensor([time.time()], dtype=torch.float64)
         if self.P > 1:
             o = o if self.comm_cpu else o.to(self.device)
-            self._wait(dist.broadcast(o, src=0, group=self.group, async_op=True), None,
+            self._wait(lambda: dist.broadcast(o, src=0, group=self.group, async_op=True), None,
                        "rank 0's clock (broadcast at the start of the step)", 0 if self.rank else None)
         self.origin = float(o[0])
         self.opt.zero_grad(set_to_none=False)
@@ -466,7 +473,7 @@ class Executor:
             raise self._fail(k, "tensor %s of microbatch %d from rank %d has shape %s; rank %d expects %s"
                              % (self.tensor_names[op.tensor], op.mb, op.peer, list(shape), self.rank, list(exp)))
         buf = torch.empty(shape, dtype=_DTYPES[code], device="cpu" if self.comm_cpu else self.device)
-        self._wait(dist.irecv(buf, src=op.peer, group=self.group, tag=2 * (op.tensor * self.M + op.mb) + 1), k, what,
+        self._wait(lambda: dist.irecv(buf, src=op.peer, group=self.group, tag=2 * (op.tensor * self.M + op.mb) + 1), k, what,
                    op.peer)
         self.msg_bytes[k] = buf.numel() * buf.element_size()
         self.store[key] = buf.to(self.device)
@@ -620,7 +627,7 @@ class Executor:
                 continue
             flat = torch.cat([p.grad.reshape(-1) for p in self.params[i]])
             f = self._comm(flat)
-            self._wait(dist.all_reduce(f, op=dist.ReduceOp.SUM, group=self.group, async_op=True), None,
+            self._wait(lambda: dist.all_reduce(f, op=dist.ReduceOp.SUM, group=self.group, async_op=True), None,
                        "the sum of module %s's gradients over the ranks (all_reduce)" % x["name"])
             f = f.to(self.device)
             at = 0
