@@ -13,6 +13,8 @@ nothing is re-implemented. Failures raise bigmac.Error with the C library's posi
 """
 import ctypes as _C
 import json as _json
+import math as _math
+import numbers as _numbers
 import os as _os
 
 __all__ = ["Error", "Spec", "Table", "Batch", "load_spec", "plan", "verify", "simulate", "render",
@@ -137,6 +139,76 @@ def _b(s):
     return s.encode("utf-8") if isinstance(s, str) else s
 
 
+# ---------------------------------------------------------------- argument checks
+# ctypes converts a Python int to a C int modulo 2^32 and a C double from anything float()
+# takes, so every number is checked here before it reaches C: a bigmac.Error names the argument.
+
+_INT_MAX = 2 ** 31 - 1
+
+
+def _int(name, v, lo=0, hi=_INT_MAX):
+    """v as an int in lo..hi (a C int at most)."""
+    if isinstance(v, bool) or not isinstance(v, _numbers.Integral):
+        raise Error("%s: expected an integer, got %r" % (name, v))
+    v = int(v)
+    if not lo <= v <= hi:
+        raise Error("%s = %d: must be in %d..%d" % (name, v, lo, hi))
+    return v
+
+
+def _index(name, v, n, what):
+    """v as an index into n things (what: "the table's tensors")."""
+    if isinstance(v, bool) or not isinstance(v, _numbers.Integral):
+        raise Error("%s: expected an integer index, got %r" % (name, v))
+    v = int(v)
+    if not 0 <= v < n:
+        raise Error("%s = %d: out of range: %s are 0..%d" % (name, v, what, n - 1) if n else
+                    "%s = %d: out of range: there are no %s" % (name, v, what.replace("the ", "", 1)))
+    return v
+
+
+def _num(name, v, lo, hi):
+    """v as a finite float in lo..hi."""
+    if isinstance(v, bool) or not isinstance(v, _numbers.Real):
+        raise Error("%s: expected a number, got %r" % (name, v))
+    f = float(v)
+    if not (_math.isfinite(f) and lo <= f <= hi):
+        raise Error("%s = %r: must be a finite number in %g..%g" % (name, v, lo, hi))
+    return f
+
+
+class _Owned:
+    """A C object owned by Python: ._h is its handle, bigmac.Error once close()d (so no call
+    reaches C with a freed or NULL handle). with-statement closes it."""
+    _handle = None
+    _free = None
+    _what = "object"
+
+    @property
+    def _h(self):
+        if self._handle is None:
+            raise Error("%s is closed" % self._what)
+        return self._handle
+
+    def close(self):
+        """Free the C object now (idempotent); any later use raises bigmac.Error."""
+        h, self._handle = self._handle, None
+        if h:
+            getattr(_lib, self._free)(h)
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown: the library may be gone already
+            pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
 # ---------------------------------------------------------------- spec
 
 class Module:
@@ -166,12 +238,14 @@ class Module:
         return "Module(%r, %s)" % (self.name, self.role)
 
 
-class Spec:
+class Spec(_Owned):
     """A parsed, checked spec (bigmac.load_spec). .text is the JSON it was parsed from, .path
-    the file (or None), .modules the modules in spec order."""
+    the file (or None), .modules the modules in spec order. close() frees it at once."""
+    _free = "bmpy_spec_free"
 
     def __init__(self, handle, text, path):
-        self._h, self.text, self.path = handle, text, path
+        self._handle, self.text, self.path = handle, text, path
+        self._what = "spec %s" % (path or "<dict>")
         info = (_C.c_int * 12)()
         _lib.bmpy_spec_info(handle, info)
         (self.pp, self.vpp, self.microbatches, self.unit, self.window, bb, pol, n, self.backbone_module,
@@ -182,11 +256,6 @@ class Spec:
         tr = (_C.c_double * 5)()
         _lib.bmpy_spec_train(handle, tr)
         self.train = dict(zip(("lr", "weight_decay", "beta1", "beta2", "eps"), list(tr)))
-
-    def __del__(self):
-        if getattr(self, "_h", None):
-            _lib.bmpy_spec_free(self._h)
-            self._h = None
 
     def module(self, name):
         for m in self.modules:
@@ -243,12 +312,15 @@ class Op:
         return "Op(%s)" % self.name
 
 
-class Table:
+class Table(_Owned):
     """An operator table: per-rank op lists (.ops[rank] -> [Op]), .to_json(), .write(path).
-    .spec is the Spec it was planned from (None when loaded from a file)."""
+    .spec is the Spec it was planned from (None when loaded from a file), kept alive with it.
+    close() frees it at once."""
+    _free = "bmpy_table_free"
+    _what = "table"
 
     def __init__(self, handle, spec=None):
-        self._h, self.spec = handle, spec
+        self._handle, self.spec = handle, spec
         info = (_C.c_int * 10)()
         _lib.bmpy_table_info(handle, info)
         (self.pp, self.vpp, self.microbatches, self.unit, self.window, bb, pol, nm, self.backbone_module,
@@ -258,25 +330,23 @@ class Table:
         self.module_roles = [ROLES[_lib.bmpy_table_module_role(handle, i)] for i in range(nm)]
         self._ops = None
 
-    def __del__(self):
-        if getattr(self, "_h", None):
-            _lib.bmpy_table_free(self._h)
-            self._h = None
-
     @property
     def n_tensors(self):
         info = (_C.c_int * 10)()
         _lib.bmpy_table_info(self._h, info)
         return info[9]
 
+    def _tensor(self, i):
+        return _index("tensor", i, self.n_tensors, "the table's tensors")
+
     def tensor_name(self, i):
-        return _lib.bmpy_table_tensor_name(self._h, i).decode()
+        return _lib.bmpy_table_tensor_name(self._h, self._tensor(i)).decode()
 
     def tensor_module(self, i):
-        return _lib.bmpy_table_tensor_module(self._h, i)
+        return _lib.bmpy_table_tensor_module(self._h, self._tensor(i))
 
     def tensor_is_grad(self, i):
-        return bool(_lib.bmpy_table_tensor_grad(self._h, i))
+        return bool(_lib.bmpy_table_tensor_grad(self._h, self._tensor(i)))
 
     @property
     def ops(self):
@@ -304,11 +374,23 @@ class Table:
     def flow(self, module, chunk, pass_):
         """(needs, makes): tensor indices the compute op (module, chunk or -1, "F"/"B") needs
         on its rank and makes (the C dataflow, src/table/flow.h, computed when the table was
-        planned or loaded); chunk 0's encoder parts in spec module order."""
+        planned or loaded); chunk 0's encoder parts in spec module order. module: index or name."""
+        if isinstance(module, str):
+            if module not in self.module_names:
+                raise Error("flow: module %r is not in the table (%s)" % (module, ", ".join(self.module_names)))
+            module = self.module_names.index(module)
+        module = _index("module", module, len(self.module_names), "the table's modules")
+        chunk = _int("chunk", chunk, -1, self.pp * self.vpp - 1)
+        if pass_ not in PASSES:
+            raise Error("flow: pass_ must be one of %s, got %r" % (", ".join(repr(p) for p in PASSES), pass_))
         cap = 64
-        needs, makes, nn, nk = (_C.c_int * cap)(), (_C.c_int * cap)(), _C.c_int(), _C.c_int()
-        rc = _lib.bmpy_flow_get(self._h, module, chunk, PASSES.index(pass_), needs, _C.byref(nn), makes,
-                                _C.byref(nk), cap)
+        while True:
+            needs, makes, nn, nk = (_C.c_int * cap)(), (_C.c_int * cap)(), _C.c_int(), _C.c_int()
+            rc = _lib.bmpy_flow_get(self._h, module, chunk, PASSES.index(pass_), needs, _C.byref(nn), makes,
+                                    _C.byref(nk), cap)
+            if rc <= 0 or max(nn.value, nk.value) <= cap:
+                break
+            cap = max(nn.value, nk.value)
         if rc < 0:
             raise Error("table: it has no dataflow (not planned or loaded by the library)")
         if not rc:
@@ -334,15 +416,20 @@ class Table:
         """Write a measured Chrome trace (the C executor's format, docs/trace.md): times[r] is a
         list of (start_ms, end_ms, ready_ms) per op of rank r, mem[r] a list of
         (t_ms, encoder, backbone, generator live bytes), msg_bytes[r] (optional) one number per
-        op of rank r: a send's or recv's message bytes (its "bytes"; ignored for compute ops)."""
+        op of rank r: a send's or recv's message bytes (its "bytes"; ignored for compute ops).
+        Every time is a finite number of ms in 0..1e12, every size a finite number >= 0; a
+        wrong shape or value raises bigmac.Error naming its place (times[r][k])."""
         P = self.pp
         tarr = (_DP * P)()
         barr = (_DP * P)()
         marr = (_DP * P)()
         nmem = (_C.c_int * P)()
         keep = []
-        if msg_bytes is not None and len(msg_bytes) != P:
-            raise Error("trace: msg_bytes has %d ranks, the table %d" % (len(msg_bytes), P))
+        for name, v in (("times", times), ("mem", mem), ("msg_bytes", msg_bytes)):
+            if v is not None and (isinstance(v, (str, bytes)) or not hasattr(v, "__len__") or len(v) != P):
+                raise Error("trace: %s must have one list per rank (%d), got %s" % (
+                    name, P, len(v) if hasattr(v, "__len__") else type(v).__name__))
+        _tuples = self._trace_tuples
         for r in range(P):
             if len(times[r]) != len(self.ops[r]):
                 raise Error("trace: rank %d has %d op times, the table %d ops" % (r, len(times[r]), len(self.ops[r])))
@@ -350,13 +437,14 @@ class Table:
                 if len(msg_bytes[r]) != len(self.ops[r]):
                     raise Error("trace: rank %d has %d message sizes, the table %d ops"
                                 % (r, len(msg_bytes[r]), len(self.ops[r])))
-                if not all(isinstance(b, (int, float)) and b >= 0 for b in msg_bytes[r]):
-                    raise Error("trace: rank %d's message sizes must be numbers >= 0" % r)
+                for k, b in enumerate(msg_bytes[r]):
+                    if isinstance(b, bool) or not isinstance(b, _numbers.Real) or not (0 <= b <= 1e18):
+                        raise Error("trace: msg_bytes[%d][%d] = %r: message sizes must be numbers >= 0" % (r, k, b))
                 ba = (_C.c_double * (len(msg_bytes[r]) + 1))(*[float(b) for b in msg_bytes[r]])
                 keep.append(ba)
                 barr[r] = _C.cast(ba, _DP)
-            ta = (_C.c_double * (3 * len(times[r]) + 1))(*[v for t in times[r] for v in t])
-            ma = (_C.c_double * (4 * len(mem[r]) + 1))(*[v for q in mem[r] for v in q])
+            ta = (_C.c_double * (3 * len(times[r]) + 1))(*_tuples("times", r, times[r], 3, 1e12))
+            ma = (_C.c_double * (4 * len(mem[r]) + 1))(*_tuples("mem", r, mem[r], 4, 1e18))
             keep += [ta, ma]
             tarr[r] = _C.cast(ta, _DP)
             marr[r] = _C.cast(ma, _DP)
@@ -365,6 +453,20 @@ class Table:
         if _lib.bmpy_trace_write(self._h, tarr, barr if msg_bytes is not None else None, marr, nmem,
                                  _b(_os.fspath(path)), err, _ERRN):
             _raise(err)
+
+    @staticmethod
+    def _trace_tuples(name, r, rows, width, hi):
+        """rows (tuples of width numbers, each finite in 0..hi) flattened."""
+        out = []
+        for k, q in enumerate(rows):
+            if isinstance(q, (str, bytes)) or not hasattr(q, "__len__") or len(q) != width:
+                raise Error("trace: %s[%d][%d] = %r: expected %d numbers" % (name, r, k, q, width))
+            for v in q:
+                if isinstance(v, bool) or not isinstance(v, _numbers.Real) or not (0 <= v <= hi):
+                    raise Error("trace: %s[%d][%d] = %r: every value must be a finite number in 0..%g"
+                                % (name, r, k, tuple(q), hi))
+                out.append(float(v))
+        return out
 
     def __repr__(self):
         return "Table(pp=%d, vpp=%d, M=%d, %s/%s)" % (self.pp, self.vpp, self.microbatches, self.policy,
@@ -398,17 +500,17 @@ def _window(w):
         return -1
     if w == "fit":
         return -2
-    if isinstance(w, int) and w >= 1:
-        return w
-    raise Error("window: expected an int >= 1, 'auto' or 'fit', got %r" % (w,))
+    if isinstance(w, _numbers.Integral) and not isinstance(w, bool) and 1 <= w <= _INT_MAX:
+        return int(w)
+    raise Error("window: expected an int in 1..%d, 'auto' or 'fit', got %r" % (_INT_MAX, w))
 
 
 def _posint(name, v):
     if v is None:
         return 0
-    if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-        raise Error("%s: expected a positive int, got %r" % (name, v))
-    return v
+    if not isinstance(v, _numbers.Integral) or isinstance(v, bool) or not 1 <= v <= _INT_MAX:
+        raise Error("%s: expected a positive int (1..%d), got %r" % (name, _INT_MAX, v))
+    return int(v)
 
 
 def plan(spec, pp=None, vpp=None, microbatches=None, policy=None, backbone=None, window=None, unit=None, dp=None):
@@ -426,8 +528,13 @@ def plan(spec, pp=None, vpp=None, microbatches=None, policy=None, backbone=None,
 
 
 def verify(table):
-    """Check every invariant of the table (bm_verify); raises bigmac.Error naming the first
-    violated invariant, returns True otherwise."""
+    """Check every invariant of the table (a Table, or a table file's path or JSON text, as
+    load_table takes; bm_verify); raises bigmac.Error naming the first violated invariant,
+    returns True otherwise."""
+    if isinstance(table, (str, bytes, _os.PathLike)):
+        table = load_table(table if isinstance(table, str) else _os.fsdecode(table))
+    elif not isinstance(table, Table):
+        raise Error("verify: expected a Table or a table file's path, got %s" % type(table).__name__)
     err = _errbuf()
     if _lib.bmpy_verify(table._h, err, _ERRN):
         _raise(err)
@@ -445,7 +552,8 @@ def simulate(src, compare=False, jitter=0.0, seed=1, **plan_args):
             raise Error("simulate: plan arguments (%s) need a spec, not a table" % ", ".join(plan_args))
         spm = src.spec.samples_per_microbatch if src.spec else 1
         err = _errbuf()
-        p = _lib.bmpy_simulate_json(src._h, float(jitter), int(seed), spm, err, _ERRN)
+        p = _lib.bmpy_simulate_json(src._h, _num("jitter", jitter, 0, 1e300), _int("seed", seed, 0, 2 ** 64 - 1),
+                                    spm, err, _ERRN)
         if not p:
             _raise(err)
         return _json.loads(_take_str(p))
@@ -465,7 +573,7 @@ def _simulate_compare(spec, jitter, seed, plan_args):
     p = _lib.bmpy_simulate_compare_dp(spec._h, _posint("dp", a("dp")), _posint("pp", a("pp")), _posint("vpp", a("vpp")),
                                    _posint("microbatches", a("microbatches")), _posint("unit", a("unit")),
                                    _window(a("window")), _enum(a("backbone"), BACKBONES, "backbone"),
-                                   float(jitter), int(seed), err, _ERRN)
+                                   _num("jitter", jitter, 0, 1e300), _int("seed", seed, 0, 2 ** 64 - 1), err, _ERRN)
     if not p:
         _raise(err)
     return _json.loads(_take_str(p))
@@ -477,7 +585,9 @@ def render(table, format, path="-", width=120, title=None):
     if not isinstance(table, Table):
         table = plan(table)
     err = _errbuf()
-    if _lib.bmpy_render(table._h, _b(format), _b(_os.fspath(path)), int(width),
+    if not isinstance(format, str):
+        raise Error("render: format must be a string (ascii, svg, html, trace, csv), got %r" % (format,))
+    if _lib.bmpy_render(table._h, _b(format), _b(_os.fspath(path)), _int("width", width, 1),
                        _b(title) if title else None, err, _ERRN):
         _raise(err)
 
@@ -516,7 +626,7 @@ def data_batch(spec, step, mb):
     if cfg is None or cfg[0] is not spec:
         cfg = _cfg_cache[id(spec)] = (spec, _DataCfg(spec))
     err = _errbuf()
-    d = _lib.bmpy_data_batch(cfg[1]._h, int(step), int(mb), err, _ERRN)
+    d = _lib.bmpy_data_batch(cfg[1]._h, _int("step", step, 0, 2 ** 63 - 1), _int("mb", mb), err, _ERRN)
     if not d:
         _raise(err)
     try:
@@ -544,13 +654,15 @@ def module_init(spec, module, layer_begin=0, layer_end=0):
     backbone (layer_end 0 = all layers)."""
     import numpy as np
     spec = load_spec(spec)
-    i = spec.module(module).index if isinstance(module, str) else int(module)
+    i = spec.module(module).index if isinstance(module, str) else \
+        _index("module", module, len(spec.modules), "spec %s's modules" % spec.name)
     m = spec.modules[i]
+    layer_begin, layer_end = _int("layer_begin", layer_begin), _int("layer_end", layer_end)
     if m.role == "backbone" and layer_end == 0:
         layer_end = m.layers
     n = _Z()
     err = _errbuf()
-    p = _lib.bmpy_module_init(spec._h, i, int(layer_begin), int(layer_end), _C.byref(n), err, _ERRN)
+    p = _lib.bmpy_module_init(spec._h, i, layer_begin, layer_end, _C.byref(n), err, _ERRN)
     if not p:
         _raise(err)
     try:
@@ -560,5 +672,6 @@ def module_init(spec, module, layer_begin=0, layer_end=0):
 
 
 def vocab_word(i):
-    w = _lib.bmpy_vocab_word(int(i))
+    i = _int("i", i, -_INT_MAX - 1)
+    w = _lib.bmpy_vocab_word(i)
     return w.decode() if w else None

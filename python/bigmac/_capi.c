@@ -6,8 +6,11 @@
  *
  * Conventions: handles are opaque pointers owned by Python (freed with the matching *_free);
  * functions returning int return BM_OK / BM_ERR and on failure write the C library's message
- * into err[0 .. errn-1]; strings returned as char * are malloc'd (bmpy_free). */
+ * into err[0 .. errn-1]; strings returned as char * are malloc'd (bmpy_free). Every index is
+ * range-checked here as well as in Python (which names the argument): an accessor given one out
+ * of range returns "" / -1 / zeros, never reads outside the object. */
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +42,24 @@ static int fail_msg(char *err, size_t n, const char *msg)
 }
 
 void bmpy_free(void *p) { free(p); }
+
+static const struct bm_module *spec_module(const void *sp, int i)
+{
+    const struct bm_spec *s = sp;
+    return i >= 0 && i < s->n_modules ? &s->modules[i] : NULL;
+}
+
+static const struct bm_rank_ops *table_rank(const void *tp, int rank)
+{
+    const struct bm_table *t = tp;
+    return rank >= 0 && rank < t->pp ? &t->ranks[rank] : NULL;
+}
+
+static const struct bm_tensor *table_tensor(const void *tp, int i)
+{
+    const struct bm_table *t = tp;
+    return i >= 0 && i < t->n_tensors ? &t->tensors[i] : NULL;
+}
 
 /* ---------------------------------------------------------------- spec */
 
@@ -87,28 +108,43 @@ void bmpy_spec_train(const void *sp, double *out)
     out[4] = s->train.eps;
 }
 
-const char *bmpy_spec_module_name(const void *sp, int i) { return ((const struct bm_spec *)sp)->modules[i].name; }
+const char *bmpy_spec_module_name(const void *sp, int i)
+{
+    const struct bm_module *m = spec_module(sp, i);
+    return m && m->name ? m->name : "";
+}
 const char *bmpy_spec_module_impl(const void *sp, int i)
 {
-    const char *s = ((const struct bm_spec *)sp)->modules[i].impl;
-    return s ? s : "";
+    const struct bm_module *m = spec_module(sp, i);
+    return m && m->impl ? m->impl : "";
 }
-int bmpy_spec_module_role(const void *sp, int i) { return (int)((const struct bm_spec *)sp)->modules[i].role; }
+int bmpy_spec_module_role(const void *sp, int i)
+{
+    const struct bm_module *m = spec_module(sp, i);
+    return m ? (int)m->role : -1;
+}
 int bmpy_spec_module_grad_to_backbone(const void *sp, int i)
 {
-    return ((const struct bm_spec *)sp)->modules[i].grad_to_backbone;
+    const struct bm_module *m = spec_module(sp, i);
+    return m ? m->grad_to_backbone : 0;
 }
 /* The module's layer count for the chunk split ("layers", else arch.layers; 0 = none). */
 int bmpy_spec_module_layers(const void *sp, int i)
 {
-    const struct bm_module *m = &((const struct bm_spec *)sp)->modules[i];
+    const struct bm_module *m = spec_module(sp, i);
+    if (!m) return 0;
     return m->layers > 0 ? m->layers : m->arch.layers;
 }
 
 /* arch: params layers hidden heads ffn vocab seq tokens image patch channels cond (as doubles) */
 void bmpy_spec_module_arch(const void *sp, int i, double *out)
 {
-    const struct bm_arch *a = &((const struct bm_spec *)sp)->modules[i].arch;
+    const struct bm_module *m = spec_module(sp, i);
+    if (!m) {
+        memset(out, 0, 12 * sizeof *out);
+        return;
+    }
+    const struct bm_arch *a = &m->arch;
     double v[] = {a->params, a->layers, a->hidden, a->heads, a->ffn, a->vocab, a->seq, a->tokens,
                   a->image, a->patch, a->channels, a->cond};
     memcpy(out, v, sizeof v);
@@ -116,7 +152,12 @@ void bmpy_spec_module_arch(const void *sp, int i, double *out)
 /* cost: fwd_ms bwd_ms act_mib state_mib out_mib */
 void bmpy_spec_module_cost(const void *sp, int i, double *out)
 {
-    const struct bm_cost *c = &((const struct bm_spec *)sp)->modules[i].cost;
+    const struct bm_module *m = spec_module(sp, i);
+    if (!m) {
+        memset(out, 0, 5 * sizeof *out);
+        return;
+    }
+    const struct bm_cost *c = &m->cost;
     out[0] = c->fwd_ms, out[1] = c->bwd_ms, out[2] = c->act_mib, out[3] = c->state_mib, out[4] = c->out_mib;
 }
 
@@ -191,12 +232,17 @@ void bmpy_table_info(const void *tp, int *out)
     memcpy(out, v, sizeof v);
 }
 
-int bmpy_table_n_ops(const void *tp, int rank) { return ((const struct bm_table *)tp)->ranks[rank].n_ops; }
+int bmpy_table_n_ops(const void *tp, int rank)
+{
+    const struct bm_rank_ops *ro = table_rank(tp, rank);
+    return ro ? ro->n_ops : 0;
+}
 
 /* 7 ints per op: kind pass module chunk mb peer tensor */
 void bmpy_table_ops(const void *tp, int rank, int *out)
 {
-    const struct bm_rank_ops *ro = &((const struct bm_table *)tp)->ranks[rank];
+    const struct bm_rank_ops *ro = table_rank(tp, rank);
+    if (!ro) return;
     for (int k = 0; k < ro->n_ops; k++) {
         const struct bm_op *op = &ro->ops[k];
         int *q = out + 7 * k;
@@ -207,14 +253,39 @@ void bmpy_table_ops(const void *tp, int rank, int *out)
 
 void bmpy_op_format(const void *t, int rank, int k, char *buf, size_t n)
 {
-    bm_op_format(t, &((const struct bm_table *)t)->ranks[rank].ops[k], buf, n);
+    const struct bm_rank_ops *ro = table_rank(t, rank);
+    if (!ro || k < 0 || k >= ro->n_ops) {
+        if (n) buf[0] = 0;
+        return;
+    }
+    bm_op_format(t, &ro->ops[k], buf, n);
 }
 
-const char *bmpy_table_module_name(const void *t, int i) { return ((const struct bm_table *)t)->modules[i].name; }
-int bmpy_table_module_role(const void *t, int i) { return (int)((const struct bm_table *)t)->modules[i].role; }
-const char *bmpy_table_tensor_name(const void *t, int i) { return ((const struct bm_table *)t)->tensors[i].name; }
-int bmpy_table_tensor_module(const void *t, int i) { return ((const struct bm_table *)t)->tensors[i].module; }
-int bmpy_table_tensor_grad(const void *t, int i) { return ((const struct bm_table *)t)->tensors[i].grad; }
+const char *bmpy_table_module_name(const void *tp, int i)
+{
+    const struct bm_table *t = tp;
+    return i >= 0 && i < t->n_modules && t->modules[i].name ? t->modules[i].name : "";
+}
+int bmpy_table_module_role(const void *tp, int i)
+{
+    const struct bm_table *t = tp;
+    return i >= 0 && i < t->n_modules ? (int)t->modules[i].role : -1;
+}
+const char *bmpy_table_tensor_name(const void *t, int i)
+{
+    const struct bm_tensor *x = table_tensor(t, i);
+    return x && x->name ? x->name : "";
+}
+int bmpy_table_tensor_module(const void *t, int i)
+{
+    const struct bm_tensor *x = table_tensor(t, i);
+    return x ? x->module : -1;
+}
+int bmpy_table_tensor_grad(const void *t, int i)
+{
+    const struct bm_tensor *x = table_tensor(t, i);
+    return x ? x->grad : 0;
+}
 
 /* Layers per global chunk (pp*vpp ints); 0 when the table carries none. */
 int bmpy_table_chunk_layers(const void *tp, int *out)
@@ -272,6 +343,7 @@ static char *json_text(json_t *j)
 /* `simulate --json` of table t (one policy). */
 char *bmpy_simulate_json(const void *t, double jitter, unsigned long long seed, int spm, char *err, size_t n)
 {
+    if (!(jitter >= 0) || jitter > 1e300) return fail_msg(err, n, "jitter: expected a number >= 0"), NULL;
     struct bm_sim_opts so = {jitter, seed, spm};
     struct bm_timeline *tl;
     struct bm_err e;
@@ -289,6 +361,7 @@ char *bmpy_simulate_compare(void *sp, int pp, int vpp, int M, int unit, int wind
                             unsigned long long seed, char *err, size_t n)
 {
     struct bm_spec *s = sp; /* its recompute settings change while one row plans, then return */
+    if (!(jitter >= 0) || jitter > 1e300) return fail_msg(err, n, "jitter: expected a number >= 0"), NULL;
     struct bm_plan_opts o;
     bm_plan_opts_from_spec(&o, s);
     struct bm_cli_plan_flags f = {.pp = pp, .vpp = vpp, .microbatches = M, .unit = unit, .window = window,
@@ -362,8 +435,28 @@ int bmpy_render(const void *tp, const char *format, const char *path, int width,
 int bmpy_trace_write(const void *t, const double *const *times, const double *const *msg_bytes,
                      const double *const *mem, const int *n_mem, const char *path, char *err, size_t n)
 {
+    const struct bm_table *tt = t;
     struct bm_timeline *tl;
     struct bm_err e;
+    for (int r = 0; r < tt->pp; r++) { /* Python checked the shapes; a non-finite figure is refused here too */
+        for (int k = 0; k < tt->ranks[r].n_ops; k++)
+            for (int j = 0; j < 3; j++)
+                if (!isfinite(times[r][3 * k + j]) || fabs(times[r][3 * k + j]) > 1e12) {
+                    bm_err_set(&e, "trace: rank %d op %d: time %g is not a finite number of ms", r, k,
+                               times[r][3 * k + j]);
+                    return fail(err, n, &e);
+                }
+        for (int k = 0; msg_bytes && k < tt->ranks[r].n_ops; k++)
+            if (!(msg_bytes[r][k] >= 0) || msg_bytes[r][k] > 1e18) {
+                bm_err_set(&e, "trace: rank %d op %d: message size %g is not a number >= 0", r, k, msg_bytes[r][k]);
+                return fail(err, n, &e);
+            }
+        for (int i = 0; i < 4 * n_mem[r]; i++)
+            if (!isfinite(mem[r][i]) || fabs(mem[r][i]) > 1e18) {
+                bm_err_set(&e, "trace: rank %d memory point %d: %g is not a finite number", r, i / 4, mem[r][i]);
+                return fail(err, n, &e);
+            }
+    }
     if (bm_exec_timeline(t, times, msg_bytes, mem, n_mem, &tl, &e)) return fail(err, n, &e);
     int rc = bm_exec_trace_write(t, tl, path, &e);
     bm_timeline_free(tl);
@@ -424,7 +517,11 @@ float *bmpy_module_init(const void *sp, int i, int a, int b, size_t *n, char *er
 {
     const struct bm_spec *s = sp;
     struct bm_err e;
-    const struct bm_module *m = &s->modules[i];
+    const struct bm_module *m = spec_module(sp, i);
+    if (!m) {
+        bm_err_set(&e, "module index %d: the spec has %d modules (0..%d)", i, s->n_modules, s->n_modules - 1);
+        return fail(err, errn, &e), NULL;
+    }
     if (!m->impl) {
         bm_err_set(&e, "module \"%s\" has no \"impl\"", m->name);
         return fail(err, errn, &e), NULL;

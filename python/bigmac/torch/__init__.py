@@ -12,8 +12,11 @@ script.py` (or bigmac.torch.spawn in tests). A module is called module(x, batch)
 its output, or (output or None, loss); x is None for encoders, the encoders' outputs
 concatenated along dim 0 for the backbone's first chunk.
 """
+import datetime
 import math
 import os
+import queue
+import signal
 import socket
 import time
 import traceback
@@ -24,10 +27,13 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 import bigmac
-from bigmac.torch.executor import Executor, log_line, split_result, step_loss, _Acts
+from bigmac.torch import executor as _ex
+from bigmac.torch.executor import (Executor, log_line, split_result, step_loss, _Acts, heartbeat, check_timeout,
+                                   where_raised, DEFAULT_TIMEOUT)
 from bigmac.torch import twins
 
-__all__ = ["Executor", "train", "reference", "spawn", "init_from_env", "finish", "profile", "twins", "dump_params"]
+__all__ = ["Executor", "train", "reference", "spawn", "init_from_env", "finish", "profile", "twins", "dump_params",
+           "heartbeat", "check_output", "DEFAULT_TIMEOUT"]
 
 
 # ---------------------------------------------------------------- processes
@@ -40,15 +46,24 @@ def _free_port():
     return p
 
 
-def _spawn_entry(rank, nproc, port, fn, args, q, backend):
+def _spawn_entry(rank, nproc, port, fn, args, q, backend, beat, timeout):
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(nproc))
+    _ex._beat = (beat, rank)
     try:
-        dist.init_process_group(backend, rank=rank, world_size=nproc)
+        heartbeat()
+        dist.init_process_group(backend, rank=rank, world_size=nproc, timeout=datetime.timedelta(seconds=timeout))
+        heartbeat()
         res = fn(rank, *args)
         q.put((rank, True, res))
     except BaseException as e:  # report to the parent, which raises
         ours = isinstance(e, bigmac.Error)
-        q.put((rank, False, (ours, str(e) if ours else traceback.format_exc())))
+        info = {"kind": getattr(e, "kind", "error"), "peer": getattr(e, "peer", None),
+                "traceback": traceback.format_exc()}
+        if ours:
+            msg = str(e)
+        else:  # one line naming the rank (the traceback stays in the Error's .tracebacks)
+            msg = "rank %d: %s: %s%s" % (rank, type(e).__name__, str(e).strip() or "(no message)", where_raised(e))
+        q.put((rank, False, (ours, msg, info)))
         q.close()
         q.join_thread()  # the message reaches the parent before this process ends
         os._exit(1)
@@ -58,65 +73,163 @@ def _spawn_entry(rank, nproc, port, fn, args, q, backend):
         pass
 
 
-def spawn(fn, nproc, args=(), backend="gloo", timeout=300):
+def _proc_state(pid):
+    """'stopped' when the process is stopped (SIGSTOP, a debugger), else None (Linux /proc)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            st = f.read().rsplit(")", 1)[1].split()[0]
+        return "stopped" if st in ("T", "t") else None
+    except (OSError, IndexError):
+        return None
+
+
+def _ended(code):
+    if code is not None and code < 0:
+        try:
+            return "was killed by %s" % signal.Signals(-code).name
+        except ValueError:
+            return "was killed by signal %d" % -code
+    return "exited with status %s without a message" % code
+
+
+def _last_beat(beat, r, now):
+    t, step, op = beat[3 * r], int(beat[3 * r + 1]), int(beat[3 * r + 2])
+    where = ("step %d, op #%d" % (step + 1, op)) if step >= 0 and op >= 0 else \
+        ("step %d" % (step + 1)) if step >= 0 else "start-up"
+    return "last progress %.0f s ago, at %s" % (now - t, where)
+
+
+def _blame(errs, res, procs, beat, nproc, timeout, stalled):
+    """One message for a failed spawn: the cause first (a rank's own error, a rank that died, or
+    the rank the others timed out waiting for), then the message of the rank that saw it."""
+    now = time.time()
+    own = [r for r in sorted(errs) if errs[r][2].get("kind") == "error"]
+    if own:  # a rank's own failure; bigmac's message before a foreign exception
+        ours = [r for r in own if errs[r][0]] or own
+        e = errs[ours[0]]
+        return e[1], [v[2].get("traceback") for v in errs.values()]
+    tbs = [v[2].get("traceback") for v in errs.values()]
+    dead = [r for r in sorted(errs) if errs[r][2].get("kind") == "died"]
+    waits = [r for r in sorted(errs) if errs[r][2].get("kind") in ("timeout", "broken")]
+    silent = [r for r in range(nproc) if r not in errs and r not in res]
+
+    def follow(r):  # the end of the chain of ranks waiting for each other
+        seen = set()
+        while r in errs and errs[r][2].get("peer") is not None and r not in seen:
+            seen.add(r)
+            r = errs[r][2]["peer"]
+        return r
+    if dead:
+        culprits = dead
+    else:
+        ends = {follow(r) for r in waits if errs[r][2].get("peer") is not None}
+        culprits = sorted(c for c in ends if c in silent) or sorted(stalled or silent,
+                                                                     key=lambda r: beat[3 * r])
+    lines = []
+    for c in culprits:
+        if c in errs:
+            lines.append(errs[c][1])
+            continue
+        pid = procs[c].pid
+        state = "is stopped (SIGSTOP or a debugger)" if _proc_state(pid) == "stopped" else \
+            "made no progress for %.0f s (stopped, hung, or slower than the timeout)" % (now - beat[3 * c])
+        lines.append("rank %d (pid %d) %s: %s" % (c, pid, state, _last_beat(beat, c, now)))
+    if not culprits and not waits:
+        return "spawn: the run failed without a message", tbs
+    # the message of a rank that waited for the culprit (or any waiting rank)
+    w = [r for r in waits if errs[r][2].get("peer") in culprits] or waits
+    if w:
+        lines.append(errs[w[0]][1])
+    elif stalled:
+        lines.append("spawn: no rank made progress for %g s (timeout)" % timeout)
+    return "\n".join(lines), tbs
+
+
+def spawn(fn, nproc, args=(), backend="gloo", timeout=DEFAULT_TIMEOUT):
     """Run fn(rank, *args) in nproc processes of one torch.distributed group (gloo on loopback
-    by default). Returns the ranks' return values (rank order); raises bigmac.Error with the
-    first failing rank's message. The processes are forked (fn need not be importable)."""
+    by default). Returns the ranks' return values (rank order); raises bigmac.Error with one
+    message naming the cause: a rank's own error, a rank that died (its signal), or the rank the
+    others timed out waiting for (stopped, hung). The processes are forked (fn need not be
+    importable).
+
+    timeout (seconds): the process group's timeout, and how long a rank may go without progress
+    (bigmac.torch.train reports every op; other functions call bigmac.torch.heartbeat()) before
+    the run is ended. A run that keeps progressing is never ended, however long it takes."""
+    timeout = check_timeout(timeout)
     ctx = mp.get_context("fork")
     q = ctx.Queue()
+    beat = ctx.Array("d", 3 * nproc, lock=False)
+    t0 = time.time()
+    for r in range(nproc):
+        beat[3 * r], beat[3 * r + 1], beat[3 * r + 2] = t0, -1, -1
     port = _free_port()
-    procs = [ctx.Process(target=_spawn_entry, args=(r, nproc, port, fn, args, q, backend)) for r in range(nproc)]
+    procs = [ctx.Process(target=_spawn_entry, args=(r, nproc, port, fn, args, q, backend, beat, timeout))
+             for r in range(nproc)]
     for p in procs:
         p.start()
     res, errs = {}, {}
-    deadline = time.time() + timeout
+    grace = min(5.0, max(1.0, timeout / 2))  # for the ranks' own messages, which name ops and peers
+    first_err = None
+    gone = {}  # rank -> when its process was seen ended without a message
+    stalled = []
     try:
         while len(res) + len(errs) < nproc:
-            left = deadline - time.time()
-            if left <= 0:
-                raise bigmac.Error("spawn: ranks %s did not finish within %d s" %
-                                   (sorted(set(range(nproc)) - set(res) - set(errs)), timeout))
-            try:
-                r, ok, v = q.get(timeout=min(left, 1.0))
-            except Exception:
-                if errs and all(not p.is_alive() or i in res or i in errs for i, p in enumerate(procs)):
-                    break
-                dead = [i for i, p in enumerate(procs) if not p.is_alive() and i not in res and i not in errs]
-                if dead and any(procs[i].exitcode not in (0, None) for i in dead):
-                    time.sleep(0.5)
-                    if q.empty():
-                        for i in dead:
-                            errs[i] = (False, "rank %d exited with status %s" % (i, procs[i].exitcode))
-                continue
-            (res if ok else errs)[r] = v
-            if errs:  # one rank failed: its peers may wait forever on it
-                time.sleep(0.5)
-                while not q.empty():
-                    r, ok, v = q.get()
-                    (res if ok else errs)[r] = v
+            now = time.time()
+            if first_err is not None and now - first_err > min(grace, 2.0):
                 break
+            try:
+                r, ok, v = q.get(timeout=0.2)
+            except queue.Empty:
+                pass
+            else:
+                (res if ok else errs)[r] = v
+                if not ok and first_err is None:
+                    first_err = time.time()
+                continue
+            for i, p in enumerate(procs):
+                if i in res or i in errs or p.is_alive():
+                    continue
+                gone.setdefault(i, now)
+                if now - gone[i] > 1.0:  # its message would have arrived by now
+                    errs[i] = (True, "rank %d (pid %d) %s: %s" % (i, p.pid, _ended(p.exitcode), _last_beat(beat, i, now)),
+                               {"kind": "died" if p.exitcode != 0 else "error"})
+                    if first_err is None:
+                        first_err = now
+            if first_err is None:
+                stalled = [i for i in range(nproc) if i not in res and i not in errs
+                           and now - beat[3 * i] > timeout + grace]
+                if stalled:
+                    break
+        if errs or stalled:  # while the processes are as they were (a stopped one still stopped)
+            msg, tbs = _blame(errs, res, procs, beat, nproc, timeout, stalled)
     finally:
         for p in procs:
-            if p.is_alive() and errs:
-                p.terminate()
+            if p.is_alive() and (errs or stalled):
+                if _proc_state(p.pid) == "stopped":
+                    p.kill()  # SIGTERM waits for a stopped process to continue
+                else:
+                    p.terminate()
         for p in procs:
             p.join(5)
             if p.is_alive():
                 p.kill()
                 p.join()
-    if errs:  # bigmac's own message first (a peer's broken connection is its consequence)
-        ours = [v for v in errs.values() if v[0]]
-        raise bigmac.Error((ours or list(errs.values()))[0][1])
+    if errs or stalled:
+        e = bigmac.Error(msg)
+        e.tracebacks = [t for t in tbs if t]
+        raise e
     return [res[r] for r in range(nproc)]
 
 
-def init_from_env(backend=None):
+def init_from_env(backend=None, timeout=DEFAULT_TIMEOUT):
     """Under torch.distributed.run (RANK, WORLD_SIZE set): initialise the default group (gloo on
-    CPU, nccl when CUDA is available) and return (rank, world size); (0, 1) otherwise."""
+    CPU, nccl when CUDA is available) with timeout (seconds) and return (rank, world size);
+    (0, 1) otherwise."""
     if dist.is_initialized():
         return dist.get_rank(), dist.get_world_size()
     if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
-        dist.init_process_group(backend or ("nccl" if torch.cuda.is_available() else "gloo"))
+        dist.init_process_group(backend or ("nccl" if torch.cuda.is_available() else "gloo"),
+                                timeout=datetime.timedelta(seconds=check_timeout(timeout)))
         return dist.get_rank(), dist.get_world_size()
     return 0, 1
 
@@ -139,6 +252,25 @@ def _default_parts(spec, build, data, device):
     return build, data
 
 
+def check_output(path, what):
+    """Before step 1: path can be written (its directory exists, it is not a directory, the file
+    system takes writes). An existing file is opened without truncating it; a new one is created
+    and removed again. Raises bigmac.Error naming what (the flag or argument) and the path."""
+    try:
+        if os.path.isdir(path):
+            raise IsADirectoryError(21, "is a directory")
+        if os.path.exists(path):
+            with open(path, "r+b"):
+                pass
+        else:
+            with open(path, "xb"):
+                pass
+            os.unlink(path)
+    except OSError as e:
+        raise bigmac.Error("%s %s: cannot write it: %s (checked before step 1, so no run is lost)"
+                           % (what, path, e.strerror or e)) from e
+
+
 def dump_params(path, spec, flats):
     """Write the final parameters as `bigmac train --dump-params` does: raw float32, spec module
     order, the backbone's chunks in global chunk order. flats: [(module, chunk, array)]."""
@@ -150,17 +282,24 @@ def dump_params(path, spec, flats):
 
 
 def train(spec, build=None, data=None, table=None, steps=None, log=None, trace=None, dump=None, device="cpu",
-          progress=None, group=None, verify=True, **plan_args):
+          progress=None, group=None, verify=True, timeout=DEFAULT_TIMEOUT, **plan_args):
     """Train spec pipelined on this process's rank of the torch.distributed group (every rank
     calls it). build/data default to the built-in models' torch twins and the C dataset.
     table: a bigmac.Table (else planned from spec with plan_args; pp defaults to the group's
     size). log: JSONL path (rank 0); trace: Chrome trace of the last step (rank 0); dump: final
     parameters (rank 0). verify=False skips bigmac.verify of the table (the verifier refuses W
-    ops until table version 2; the executor runs them). Returns rank 0's per-step losses (other
-    ranks: [])."""
+    ops until table version 2; the executor runs them). timeout (seconds): how long any one wait
+    (a receive, a send's completion, a collective) may take before the run fails naming the rank,
+    op and peer; give the process group the same (spawn and init_from_env do). The output paths
+    are checked before step 1. Returns rank 0's per-step losses (other ranks: [])."""
     spec = bigmac.load_spec(spec)
+    timeout = check_timeout(timeout)
     rank = dist.get_rank(group) if dist.is_initialized() else 0
     world = dist.get_world_size(group) if dist.is_initialized() else 1
+    if rank == 0:
+        for path, what in ((log, "log"), (trace, "trace"), (dump, "dump")):
+            if path:
+                check_output(path, what)
     if table is None:
         plan_args.setdefault("pp", world)
         table = bigmac.plan(spec, **plan_args)
@@ -169,7 +308,8 @@ def train(spec, build=None, data=None, table=None, steps=None, log=None, trace=N
     if verify:
         bigmac.verify(table)
     build, data = _default_parts(spec, build, data, device)
-    x = Executor(spec, table, build, data, rank, device=device, group=group)
+    x = Executor(spec, table, build, data, rank, device=device, group=group, timeout=timeout)
+    heartbeat()  # built: start-up counts as progress for spawn's watchdog
     steps = steps or spec.steps
     losses = []
     logf = open(log, "w") if (log and rank == 0) else None
@@ -182,11 +322,7 @@ def train(spec, build=None, data=None, table=None, steps=None, log=None, trace=N
             x.step(s)
             ms = (time.time() - t0) * 1e3
             rec = x.record()
-            recs = [None] * world
-            if world > 1:
-                dist.all_gather_object(recs, rec, group=group)
-            else:
-                recs = [rec]
+            recs = x.gather(rec, "every rank's record of the step") if world > 1 else [rec]
             if rank == 0:
                 loss, lm, gen = step_loss(recs, table.microbatches)
                 if not math.isfinite(loss):
@@ -198,19 +334,16 @@ def train(spec, build=None, data=None, table=None, steps=None, log=None, trace=N
                 if progress:
                     print("step %4d/%d  loss %.4f  (lm %.4f  gen %.4f)  %.1f ms" % (s + 1, steps, loss, lm, gen, ms),
                           file=progress)
-                if trace and s == steps - 1:
-                    table.write_trace([r["times"] for r in recs], [r["mem"] for r in recs], trace,
-                                      msg_bytes=[r["bytes"] for r in recs])
-        if dump:
+                last = recs
+        if dump:  # before the trace: a failing trace write loses nothing else
             flats = x.flat_params()
-            allf = [None] * world
-            if world > 1:
-                dist.all_gather_object(allf, flats, group=group)
-            else:
-                allf = [flats]
+            allf = x.gather(flats, "every rank's final parameters") if world > 1 else [flats]
             if rank == 0:
                 merged = [f for f in allf[0] if f[1] < 0] + [f for fl in allf for f in fl if f[1] >= 0]
                 dump_params(dump, spec, merged)
+        if trace and rank == 0 and steps > 0:
+            table.write_trace([r["times"] for r in last], [r["mem"] for r in last], trace,
+                              msg_bytes=[r["bytes"] for r in last])
     finally:
         if logf:
             logf.close()
@@ -222,6 +355,9 @@ def reference(spec, build=None, data=None, steps=None, log=None, dump=None, devi
     the whole backbone, every generator, backward of (LM + generator losses) / M; then the
     optimizer. Same log format. Returns the per-step losses."""
     spec = bigmac.load_spec(spec)
+    for path, what in ((log, "log"), (dump, "dump")):
+        if path:
+            check_output(path, what)
     build, data = _default_parts(spec, build, data, device)
     M = spec.microbatches or 1
     mods = []

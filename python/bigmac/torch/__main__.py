@@ -1,17 +1,22 @@
 """python3 -m bigmac.torch train SPEC [plan flags] [--steps N] [--log FILE] [--trace FILE]
                                      [--dump-params FILE] [--nproc P] [--reference] [--device D]
+                                     [--timeout S]
 
 Trains SPEC's built-in models (vit, gpt, dit) as their torch twins with the torch executor:
 under torch.distributed.run (one process per pipeline rank), with --nproc P (spawns P local
 processes, gloo), or --reference (one process, no pipeline). The log is `bigmac train --log`'s
 JSONL; the trace `bigmac train --trace`'s Chrome trace; --dump-params writes the final
-parameters as `bigmac train --dump-params` does. Exit status: 0 ok, 1 failure, 2 usage."""
+parameters as `bigmac train --dump-params` does; every output path is checked before step 1.
+--timeout S (default 300): how long any one receive, send or collective may wait (and the process
+group's timeout); a rank that stops answering ends the run with a message naming it and the op
+that waited. Exit status: 0 ok, 1 failure, 2 usage."""
+import os
 import sys
 
 USAGE = ("usage: python3 -m bigmac.torch train SPEC [--pp N] [--vpp V] [--microbatches M] [--unit U]\n"
          "         [--backbone gpipe|1f1b|interleaved] [--policy P] [--window W|auto|fit]\n"
          "         [--steps N] [--log FILE] [--trace FILE] [--dump-params FILE] [--nproc P | --reference]\n"
-         "         [--device cpu|cuda]\n")
+         "         [--device cpu|cuda] [--timeout S]\n")
 
 PLAN_FLAGS = {"--pp": "pp", "--vpp": "vpp", "--microbatches": "microbatches", "--unit": "unit",
               "--backbone": "backbone", "--policy": "policy", "--window": "window"}
@@ -25,7 +30,7 @@ def usage_error(msg):
 
 def parse(argv):
     o = {"plan": {}, "steps": None, "log": None, "trace": None, "dump": None, "nproc": None, "reference": False,
-         "device": "cpu", "spec": None}
+         "device": "cpu", "spec": None, "timeout": None}
     i = 0
     while i < len(argv):
         a = argv[i]
@@ -59,6 +64,14 @@ def parse(argv):
                 if n < 1:
                     raise ValueError("%s: expected a positive integer, got %d" % (a, n))
                 o[a[2:]] = n
+            elif a == "--timeout":
+                try:
+                    t = float(v)
+                except ValueError:
+                    raise ValueError("--timeout: expected a number of seconds, got '%s'" % v)
+                if not (0 < t <= 1e7):  # NaN fails too
+                    raise ValueError("--timeout: expected a number of seconds in (0, 1e7], got '%s'" % v)
+                o["timeout"] = t
             elif a in ("--log", "--trace", "--device"):
                 o[a[2:]] = v
             elif a == "--dump-params":
@@ -80,7 +93,7 @@ def parse(argv):
 def _rank_main(rank, o):
     import bigmac.torch as bt
     return bt.train(o["spec"], steps=o["steps"], log=o["log"], trace=o["trace"], dump=o["dump"], device=o["device"],
-                    progress=sys.stdout, **o["plan"])
+                    progress=sys.stdout, timeout=o["timeout"] or bt.DEFAULT_TIMEOUT, **o["plan"])
 
 
 def main(argv):
@@ -92,22 +105,31 @@ def main(argv):
         return usage_error(str(e))
     import bigmac
     import bigmac.torch as bt
+    timeout = o["timeout"] or bt.DEFAULT_TIMEOUT
+    distributed = False
     try:
         bigmac.load_spec(o["spec"])  # a bad spec fails here, before any process starts
+        for flag in ("log", "trace", "dump"):  # so do unwritable outputs
+            if o[flag]:
+                bt.check_output(o[flag], "--dump-params" if flag == "dump" else "--" + flag)
         if o["reference"]:
             bt.reference(o["spec"], steps=o["steps"], log=o["log"], dump=o["dump"], device=o["device"],
                          progress=sys.stdout)
         elif o["nproc"]:
             o["plan"].setdefault("pp", o["nproc"])
-            bt.spawn(_rank_main, o["nproc"], (o,))
+            bt.spawn(_rank_main, o["nproc"], (o,), timeout=timeout)
         else:
-            bt.init_from_env()
+            distributed = bt.init_from_env(timeout=timeout)[1] > 1
             _rank_main(0, o)
             bt.finish()
     except bigmac.Error as e:
         for line in str(e).splitlines():
             sys.stderr.write(("bigmac: hint:%s\n" % line[5:]) if line.startswith("hint:") else
                              ("bigmac: error: %s\n" % line))
+        if distributed:  # a failed group's threads may block the interpreter's exit: end now
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(1)
         return 1
     return 0
 

@@ -13,9 +13,17 @@ does, with torch modules from a user factory.
 After the walk: every replicated module's (encoders, generators) gradients are summed over the
 ranks, then the optimizer (AdamW with the spec's "train" settings) steps. The per-step JSONL log
 and the Chrome trace are those of `bigmac train` (the trace is written by the C library).
+
+Every wait (a receive, a send's completion, a collective) has the executor's timeout: one that
+does not complete in time, or whose connection breaks, raises bigmac.Error naming this rank, the
+op and what it waited for (the peer, the tensor). An exception from a user's module, factory or
+data function is raised as bigmac.Error tagged with the rank, op, step and microbatch.
 """
+import datetime
 import math
+import pickle
 import time
+import traceback
 
 import numpy as np
 import torch
@@ -26,6 +34,52 @@ import bigmac
 ROLE = {"encoder": 0, "backbone": 1, "generator": 2}
 _DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64, torch.int32]
 HDR = 10  # header: dtype code, ndim, up to 8 dims
+DEFAULT_TIMEOUT = 300.0  # seconds any one wait may take (train(timeout=), --timeout)
+
+# Under bigmac.torch.spawn: (shared array, rank); heartbeat() writes [time, step, op] to the rank's
+# slot, which spawn's watchdog reads (a run that keeps progressing is never ended by it).
+_beat = None
+
+
+def heartbeat(step=-1, op=-1):
+    """Tell bigmac.torch.spawn's watchdog that this rank is alive and where (a no-op outside
+    spawn). bigmac.torch.train calls it at every op; call it from other functions given to spawn."""
+    if _beat is not None:
+        a, r = _beat
+        a[3 * r + 1], a[3 * r + 2] = step, op
+        a[3 * r] = time.time()
+
+
+def check_timeout(t, name="timeout"):
+    """t (seconds, a finite number > 0; None: DEFAULT_TIMEOUT) as a float."""
+    if t is None:
+        return DEFAULT_TIMEOUT
+    if isinstance(t, bool) or not isinstance(t, (int, float)) or not (0 < t <= 1e7):
+        raise bigmac.Error("%s: expected a number of seconds in (0, 1e7], got %r" % (name, t))
+    return float(t)
+
+
+def fault(msg, rank, kind="error", peer=None):
+    """bigmac.Error(msg) carrying what spawn needs to find the cause: .rank, .kind ("error": this
+    rank's own failure; "timeout": it waited too long; "broken": a peer's connection broke) and
+    .peer (the rank it waited for; None for a collective)."""
+    e = bigmac.Error(msg)
+    e.rank, e.kind, e.peer = rank, kind, peer
+    return e
+
+
+def where_raised(e):
+    """'file:line in function' of the innermost frame of e's traceback."""
+    tb = traceback.extract_tb(e.__traceback__)
+    if not tb:
+        return ""
+    f = tb[-1]
+    return " (at %s:%d in %s)" % (f.filename, f.lineno, f.name)
+
+
+def _is_timeout(e):
+    m = str(e)
+    return "imed out" in m or "timeout" in m.lower()
 
 
 class _Acts:
@@ -107,10 +161,13 @@ class Executor:
     microbatches from data(step, mb). group: the torch.distributed group of the P ranks (None:
     the default group; a one-rank table needs none)."""
 
-    def __init__(self, spec, table, build, data, rank, device="cpu", optimizer=None, group=None):
+    def __init__(self, spec, table, build, data, rank, device="cpu", optimizer=None, group=None, timeout=None):
         self.spec = spec = bigmac.load_spec(spec)
         check_table(spec, table)
         self.t, self.build, self.data, self.rank, self.group = table, build, data, rank, group
+        self.timeout = check_timeout(timeout)
+        self.td = datetime.timedelta(seconds=self.timeout)
+        self.step_no = -1
         self.device = torch.device(device)
         self.P, self.V, self.M = table.pp, table.vpp, table.microbatches
         if dist.is_available() and dist.is_initialized():
@@ -180,6 +237,10 @@ class Executor:
             raise
         except KeyError as e:
             raise bigmac.Error("module \"%s\": the factory builds no module by that name (%s)" % (m.name, e))
+        except Exception as e:
+            raise fault("rank %d: module \"%s\"%s: the factory raised %s: %s%s" % (
+                self.rank, m.name, " chunk %d" % chunk if chunk >= 0 else "", type(e).__name__, e, where_raised(e)),
+                self.rank) from e
         if not isinstance(mod, torch.nn.Module):
             raise bigmac.Error("module \"%s\": the factory returned %s, not a torch.nn.Module" % (m.name, type(mod).__name__))
         return {"module": m.index, "chunk": chunk, "mod": mod.to(self.device), "role": m.role, "name": m.name,
@@ -187,8 +248,64 @@ class Executor:
 
     # ------------------------------------------------------------ helpers
 
-    def _fail(self, k, msg):
-        return bigmac.Error("rank %d: op #%d %s: %s" % (self.rank, k, self.ops[k].name, msg))
+    def _fail(self, k, msg, kind="error", peer=None):
+        return fault("rank %d: op #%d %s (step %d): %s" % (self.rank, k, self.ops[k].name, self.step_no + 1, msg),
+                     self.rank, kind, peer)
+
+    def _where(self, k):
+        """'rank r: op #k NAME (step s)' or, between ops, 'rank r: step s'."""
+        if k is None:
+            return "rank %d: step %d" % (self.rank, self.step_no + 1)
+        return "rank %d: op #%d %s (step %d)" % (self.rank, k, self.ops[k].name, self.step_no + 1)
+
+    def _wait(self, work, k, what, peer=None, phase=""):
+        """work.wait() within the timeout (work: a Work, or a function that posts one: posting on a
+        broken connection fails as the wait does). what: what it waits for ("tensor X of microbatch m from
+        rank p"); peer: the rank it waits on (None: a collective, any rank; with two ranks, the
+        other). A timeout or a broken connection raises bigmac.Error naming this rank, the op (or
+        phase) and what."""
+        if peer is None and self.P == 2:
+            peer = 1 - self.rank
+        try:
+            if callable(work):
+                work = work()
+            work.wait(timeout=self.td)
+        except RuntimeError as e:
+            raise self._comm_error(k, what, peer, e, phase) from e
+
+    def _comm_error(self, k, what, peer, e, phase=""):
+        at = self._where(k) + (", " + phase if phase else "")
+        if _is_timeout(e):
+            if peer is not None:
+                msg = ("%s: waited %g s for %s: rank %d did not answer: it is stopped, hung or slower than the "
+                       "timeout\nhint: if rank %d is only slow, raise the limit (--timeout S, train(timeout=S))"
+                       % (at, self.timeout, what, peer, peer))
+            else:
+                msg = ("%s: waited %g s for %s: not every rank joined: one is stopped, hung or slower than the "
+                       "timeout\nhint: if it is only slow, raise the limit (--timeout S, train(timeout=S))"
+                       % (at, self.timeout, what))
+            return fault(msg, self.rank, "timeout", peer)
+        if peer is not None:
+            msg = "%s: the connection to rank %d broke while waiting for %s (rank %d ended?): %s" % (
+                at, peer, what, peer, str(e).strip())
+        else:
+            msg = "%s: a connection broke while waiting for %s (a rank ended?): %s" % (at, what, str(e).strip())
+        return fault(msg, self.rank, "broken", peer)
+
+    def gather(self, obj, what):
+        """Every rank's obj (rank order), like dist.all_gather_object but within the timeout."""
+        data = pickle.dumps(obj)
+        dev = "cpu" if self.comm_cpu else self.device
+        n = torch.tensor([len(data)], dtype=torch.int64, device=dev)
+        sizes = [torch.zeros(1, dtype=torch.int64, device=dev) for _ in range(self.P)]
+        self._wait(lambda: dist.all_gather(sizes, n, group=self.group, async_op=True), None, what + " (sizes)")
+        sizes = [int(x.item()) for x in sizes]
+        buf = torch.zeros(max(sizes), dtype=torch.uint8)
+        buf[:len(data)] = torch.frombuffer(bytearray(data), dtype=torch.uint8)
+        buf = buf.to(dev)
+        outs = [torch.zeros(max(sizes), dtype=torch.uint8, device=dev) for _ in range(self.P)]
+        self._wait(lambda: dist.all_gather(outs, buf, group=self.group, async_op=True), None, what)
+        return [pickle.loads(o[:m].cpu().numpy().tobytes()) for o, m in zip(outs, sizes)]
 
     def _now(self):
         return (time.time() - self.origin) * 1e3
@@ -221,10 +338,17 @@ class Executor:
     def step(self, step):
         """One training step (0-based): the walk, the replicas' all-reduce, the optimizer."""
         self.step_no = step
+        heartbeat(step, -1)
         self.batches = {}
         for op in self.ops:
             if op.mb not in self.batches:
-                self.batches[op.mb] = self.data(step, op.mb)
+                try:
+                    self.batches[op.mb] = self.data(step, op.mb)
+                except bigmac.Error:
+                    raise
+                except Exception as e:
+                    raise fault("rank %d: step %d: data(%d, %d) raised %s: %s%s" % (
+                        self.rank, step + 1, step, op.mb, type(e).__name__, e, where_raised(e)), self.rank) from e
         self.store = {}
         self.uses = dict(self.uses0)
         self.ctx = {}
@@ -259,12 +383,18 @@ class Executor:
                 h = torch.zeros(HDR, dtype=torch.int64)
                 if not self.comm_cpu:
                     h = h.to(self.device)
-                self.hdr[(op.tensor, op.mb)] = (h, dist.irecv(h, src=op.peer, group=self.group,
-                                                              tag=2 * (op.tensor * self.M + op.mb)))
+                try:
+                    req = dist.irecv(h, src=op.peer, group=self.group, tag=2 * (op.tensor * self.M + op.mb))
+                except RuntimeError as e:
+                    raise self._comm_error(k, "tensor %s of microbatch %d from rank %d (posting its header's receive)"
+                                           % (self.tensor_names[op.tensor], op.mb, op.peer), op.peer, e) from e
+                self.hdr[(op.tensor, op.mb)] = (h, req)
         # the shared clock origin: rank 0's
         o = torch.tensor([time.time()], dtype=torch.float64)
         if self.P > 1:
-            dist.broadcast(o if self.comm_cpu else o.to(self.device), src=0, group=self.group)
+            o = o if self.comm_cpu else o.to(self.device)
+            self._wait(lambda: dist.broadcast(o, src=0, group=self.group, async_op=True), None,
+                       "rank 0's clock (broadcast at the start of the step)", 0 if self.rank else None)
         self.origin = float(o[0])
         self.opt.zero_grad(set_to_none=False)
         for ps in self.params:
@@ -276,26 +406,39 @@ class Executor:
         mb_pend = [0.0] * self.M
         mb_last = [0.0] * self.M
         for k, op in enumerate(self.ops):
+            heartbeat(step, k)
             tm = self.times[k]
-            if op.kind == bigmac.OP_RECV:
-                tm[0] = self._now()
-                self._recv(k, op)
-                tm[1] = tm[2] = self._now()
-                mb_pend[op.mb] = max(mb_pend[op.mb], tm[1])
-            elif op.kind == bigmac.OP_SEND:
-                tm[0] = tm[1] = tm[2] = self._now()
-                self._send(k, op)
-            else:
-                tm[0] = self._now()
-                ready = max(mb_pend[op.mb], mb_last[op.mb])
-                self._compute(k, op)
-                tm[1] = self._now()
-                tm[2] = ready
-                mb_last[op.mb], mb_pend[op.mb] = tm[1], 0.0
-                self.mem.append((tm[1] if op.pass_ == "F" else tm[0],) + tuple(float(v) for v in self.live))
-        for reqs in self.sends:
+            try:
+                if op.kind == bigmac.OP_RECV:
+                    tm[0] = self._now()
+                    self._recv(k, op)
+                    tm[1] = tm[2] = self._now()
+                    mb_pend[op.mb] = max(mb_pend[op.mb], tm[1])
+                elif op.kind == bigmac.OP_SEND:
+                    tm[0] = tm[1] = tm[2] = self._now()
+                    self._send(k, op)
+                else:
+                    tm[0] = self._now()
+                    ready = max(mb_pend[op.mb], mb_last[op.mb])
+                    self._compute(k, op)
+                    tm[1] = self._now()
+                    tm[2] = ready
+                    mb_last[op.mb], mb_pend[op.mb] = tm[1], 0.0
+                    self.mem.append((tm[1] if op.pass_ == "F" else tm[0],) + tuple(float(v) for v in self.live))
+            except bigmac.Error:
+                raise
+            except Exception as e:  # not the user's code (that is tagged in _compute): name the op all the same
+                if op.kind != bigmac.OP_COMPUTE and isinstance(e, RuntimeError):
+                    raise self._comm_error(k, "tensor %s of microbatch %d (%s rank %d)" % (
+                        self.tensor_names[op.tensor], op.mb, "to" if op.kind == bigmac.OP_SEND else "from", op.peer),
+                        op.peer, e) from e
+                raise self._fail(k, "%s: %s%s" % (type(e).__name__, e, where_raised(e))) from e
+        heartbeat(step, len(self.ops))
+        for k, reqs in self.sends:
+            op = self.ops[k]
             for r in reqs:
-                r.wait()
+                self._wait(r, k, "rank %d to take tensor %s of microbatch %d (the send's completion at the step's end)"
+                           % (op.peer, self.tensor_names[op.tensor], op.mb), op.peer)
         self.sends, self.keep = [], []
         for (i, mb) in self.ctx:
             raise bigmac.Error("rank %d: %s microbatch %d: forward without a backward in the table"
@@ -318,7 +461,8 @@ class Executor:
     def _recv(self, k, op):
         key = (op.tensor, op.mb)
         h, req = self.hdr.pop(key)
-        req.wait()
+        what = "tensor %s of microbatch %d from rank %d" % (self.tensor_names[op.tensor], op.mb, op.peer)
+        self._wait(req, k, what + " (its header)", op.peer)
         h = h.cpu().tolist()
         code, nd = h[0], h[1]
         if not (0 <= code < len(_DTYPES)) or not (0 <= nd <= HDR - 2):
@@ -329,7 +473,8 @@ class Executor:
             raise self._fail(k, "tensor %s of microbatch %d from rank %d has shape %s; rank %d expects %s"
                              % (self.tensor_names[op.tensor], op.mb, op.peer, list(shape), self.rank, list(exp)))
         buf = torch.empty(shape, dtype=_DTYPES[code], device="cpu" if self.comm_cpu else self.device)
-        dist.irecv(buf, src=op.peer, group=self.group, tag=2 * (op.tensor * self.M + op.mb) + 1).wait()
+        self._wait(lambda: dist.irecv(buf, src=op.peer, group=self.group, tag=2 * (op.tensor * self.M + op.mb) + 1), k, what,
+                   op.peer)
         self.msg_bytes[k] = buf.numel() * buf.element_size()
         self.store[key] = buf.to(self.device)
 
@@ -347,8 +492,8 @@ class Executor:
         if not self.comm_cpu:
             h = h.to(self.device)
         tag = 2 * (op.tensor * self.M + op.mb)
-        self.sends.append((dist.isend(h, dst=op.peer, group=self.group, tag=tag),
-                           dist.isend(x, dst=op.peer, group=self.group, tag=tag + 1)))
+        self.sends.append((k, (dist.isend(h, dst=op.peer, group=self.group, tag=tag),
+                               dist.isend(x, dst=op.peer, group=self.group, tag=tag + 1))))
         self.keep.append((h, x))  # isend's buffers stay alive until the step's end
         self.msg_bytes[k] = x.numel() * x.element_size()
         self._release(key)
@@ -370,7 +515,8 @@ class Executor:
             tensors, grads, nbytes = w
             params = [p for p in self.params[ik] if p.requires_grad]
             if tensors and params:
-                torch.autograd.backward(tensors, grads, inputs=params)
+                with self._user(k, inst, "weight gradient (W)"):
+                    torch.autograd.backward(tensors, grads, inputs=params)
             self.live[role] -= nbytes
             return
         if op.pass_ == "F":
@@ -385,9 +531,11 @@ class Executor:
                 x = torch.cat(leaves, 0)
             acts = _Acts(self.param_ptrs)
             try:
-                with torch.autograd.graph.saved_tensors_hooks(acts.pack, acts.unpack):
+                with torch.autograd.graph.saved_tensors_hooks(acts.pack, acts.unpack), self._user(k, inst, "forward"):
                     out, loss = split_result(inst["mod"](x, b), inst["name"])
             except bigmac.Error as e:
+                if getattr(e, "rank", None) is not None:
+                    raise
                 raise self._fail(k, str(e))
             if loss is not None and not math.isfinite(float(loss)):
                 raise self._fail(k, "loss is %s" % ("NaN" if math.isnan(float(loss)) else "Inf"))
@@ -434,10 +582,12 @@ class Executor:
             if split:  # B: the inputs' gradients only; W later takes the weights' from the kept graph
                 need = [x for x in leaves if x.requires_grad]
                 if tensors and need:
-                    torch.autograd.backward(tensors, grads, inputs=need, retain_graph=True)
+                    with self._user(k, inst, "backward"):
+                        torch.autograd.backward(tensors, grads, inputs=need, retain_graph=True)
                 self.wctx[(ik, op.mb)] = (tensors, grads, ctx["bytes"])
             elif tensors:
-                torch.autograd.backward(tensors, grads)
+                with self._user(k, inst, "backward"):
+                    torch.autograd.backward(tensors, grads)
             if makes:
                 if len(makes) != len(leaves):
                     raise self._fail(k, "makes %d gradients for %d inputs" % (len(makes), len(leaves)))
@@ -451,6 +601,24 @@ class Executor:
         for n in needs:
             self._release((n, op.mb))
 
+    def _user(self, k, inst, what):
+        """A context in which an exception from the user's module becomes bigmac.Error tagged with
+        the rank, op, step, module and microbatch (and where it was raised)."""
+        ex = self
+
+        class _Tag:
+            def __enter__(self):
+                return self
+
+            def __exit__(self, typ, e, tb):
+                if e is None or isinstance(e, bigmac.Error) or not isinstance(e, Exception):
+                    return False
+                op = ex.ops[k]
+                chunk = " chunk %d" % op.chunk if inst["chunk"] >= 0 else ""
+                raise ex._fail(k, "module \"%s\"%s raised %s: %s in its %s of microbatch %d%s" % (
+                    inst["name"], chunk, type(e).__name__, e, what, op.mb, where_raised(e))) from e
+        return _Tag()
+
     def _allreduce(self):
         if self.P == 1:
             return
@@ -459,7 +627,8 @@ class Executor:
                 continue
             flat = torch.cat([p.grad.reshape(-1) for p in self.params[i]])
             f = self._comm(flat)
-            dist.all_reduce(f, op=dist.ReduceOp.SUM, group=self.group)
+            self._wait(lambda: dist.all_reduce(f, op=dist.ReduceOp.SUM, group=self.group, async_op=True), None,
+                       "the sum of module %s's gradients over the ranks (all_reduce)" % x["name"])
             f = f.to(self.device)
             at = 0
             for p in self.params[i]:
