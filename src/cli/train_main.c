@@ -184,7 +184,8 @@ static void plan_opts(struct args *g, struct bm_spec *spec, struct bm_plan_opts 
 static void print_error(void *ctx, const char *msg, int setup)
 {
     const struct args *g = ctx;
-    if (g->reference || setup) {
+    size_t n = strlen(g->path);
+    if ((g->reference || setup) && !(!strncmp(msg, g->path, n) && msg[n] == ':')) { /* named once */
         char line[sizeof(struct bm_err) + 1024];
         snprintf(line, sizeof line, "%s: %s", g->path, msg);
         bm_cli_error(line);

@@ -108,7 +108,15 @@ static int op_fail_t(const struct bm_table *t, int rank, int k, struct bm_err *e
     return bm_err_set(err, "rank %d: op #%d %s: %s", rank, k, name, msg);
 }
 
-static int op_fail(const struct bm_exec *x, int k, struct bm_err *err) { return op_fail_t(x->t, x->rank, k, err); }
+/* A failure of op k while walking a step: "rank R: op #K NAME, step N: ..." (N 1-based, as the
+ * progress lines count), so a non-finite number or a timeout says when as well as where. */
+static int op_fail(const struct bm_exec *x, int k, struct bm_err *err)
+{
+    char name[BM_MAX_NAME + 64], msg[sizeof err->msg];
+    op_name(x->t, &x->t->ranks[x->rank].ops[k], name, sizeof name);
+    snprintf(msg, sizeof msg, "%s", err->msg);
+    return bm_err_set(err, "rank %d: op #%d %s, step %ld: %s", x->rank, k, name, x->step + 1, msg);
+}
 
 /* ---------------------------------------------------------------- build */
 
