@@ -39,12 +39,14 @@ struct bm_exec_opts {
     int ckpt_every;            /* ... every N steps (0 = only after the last step) */
     const char *resume_dir;    /* resume from the checkpoint in this directory */
     FILE *progress;            /* progress lines (rank 0 only); NULL = quiet */
-    int fault_rank, fault_op;  /* --inject-fault RANK:OP:KIND (op index in the rank's list) */
+    int fault_rank, fault_op;  /* --inject-fault RANK:OP:KIND (op index in the rank's list, or
+                                * BM_TRAIN_FAULT_AT_CHECKPOINT: rank's checkpoint file, half written) */
     int fault_step;            /* the step (0-based) the fault fires in */
     enum bm_fault fault;
     double *loss_out;          /* optional [steps]: each step's loss (process of rank 0) */
     double *peak_out;          /* optional [P * 3]: last step's peak act bytes per rank and role */
     double *ms_out;            /* optional [steps]: each step's wall time, ms (rank 0) */
+    int resume_force;          /* resume although the checkpoint's settings differ (--resume-force) */
 };
 
 /* Per-step figures of one rank (gathered to rank 0). */

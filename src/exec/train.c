@@ -128,6 +128,7 @@ static void exec_opts_from(const struct bm_train_opts *o, struct bm_exec_opts *x
     x->resume_dir = o->resume_dir;
     x->progress = o->quiet ? NULL : stdout;
     x->fault_rank = o->fault_rank, x->fault_op = o->fault_op, x->fault_step = o->fault_step;
+    x->resume_force = o->resume_force;
     x->fault = (unsigned)o->fault <= BM_TRAIN_FAULT_HANG ? kinds[o->fault] : BM_FAULT_NONE;
 }
 
@@ -163,7 +164,8 @@ int bm_train(const struct bm_spec *spec, const struct bm_table *table, const str
             }
         }
     }
-    if (rc && report && o->on_error) o->on_error(o->ctx, err->msg, setup);
+    /* an empty message: the failure was another rank's, which reports it (run.c agree) */
+    if (rc && report && o->on_error && err->msg[0]) o->on_error(o->ctx, err->msg, setup);
     bm_table_free(own);
     if (comm) comm->ops->free(comm);
     return rc;
