@@ -13,9 +13,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "bigmac.h"
 #include "exec/comm.h"
 #include "util/util.h"
 
@@ -296,21 +298,131 @@ static const struct bm_comm_ops mpi_ops = {
     .free = m_free,
 };
 
+/* ------------------------------------------------------------------ start-up */
+
+/* The start-up watchdog: MPI_Init cannot be polled, so a timer (SIGALRM) ends the process when it
+ * has not returned after the timeout, with a message prepared beforehand (a signal handler may
+ * only write and _exit). mpirun then ends the rest of the job. */
+static char startup_msg[512];
+static volatile sig_atomic_t startup_len;
+
+static void startup_watchdog(int sig)
+{
+    (void)sig;
+    if (startup_len > 0 && write(2, startup_msg, (size_t)startup_len) < 0) _exit(1);
+    _exit(1);
+}
+
+static void startup_arm(double seconds)
+{
+    struct itimerval it = {{0, 0}, {(time_t)seconds, (suseconds_t)((seconds - (double)(time_t)seconds) * 1e6)}};
+    if (seconds > 0 && it.it_value.tv_sec == 0 && it.it_value.tv_usec == 0) it.it_value.tv_usec = 1;
+    signal(SIGALRM, startup_watchdog);
+    setitimer(ITIMER_REAL, &it, NULL);
+}
+
+static void startup_disarm(void)
+{
+    struct itimerval it = {{0, 0}, {0, 0}};
+    setitimer(ITIMER_REAL, &it, NULL);
+    signal(SIGALRM, SIG_DFL);
+}
+
+/* This process's rank before MPI_Init, from the launcher's environment; -1 when unknown. */
+static int launcher_rank(void)
+{
+    static const char *const vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"};
+    for (size_t i = 0; i < sizeof vars / sizeof *vars; i++) {
+        const char *v = getenv(vars[i]);
+        char *end;
+        long r = v ? strtol(v, &end, 10) : -1;
+        if (v && *v && !*end && r >= 0 && r < 1 << 30) return (int)r;
+    }
+    return -1;
+}
+
+/* --inject-fault RANK:init|hosts:KIND: this process misbehaves here. */
+static void startup_fault(const struct bm_comm_mpi_start *st, int at, int rank)
+{
+    if (!st || st->fault_at != at || st->fault_rank != rank) return;
+    fflush(stdout), fflush(stderr);
+    if (st->fault_kind == BM_TRAIN_FAULT_CRASH) raise(SIGSEGV);
+    else if (st->fault_kind == BM_TRAIN_FAULT_EXIT) _exit(3);
+    else if (st->fault_kind == BM_TRAIN_FAULT_HANG)
+        for (;;) pause();
+}
+
 /* Every rank's host name (MPI_Get_processor_name), kept only when the ranks span several hosts:
- * a timeout then says where the peer it waited for runs (docs/multihost.md). */
+ * a timeout then says where the peer it waited for runs (docs/multihost.md). Point to point to
+ * rank 0, then a broadcast, all polled under the timeout: a rank that hangs or dies during
+ * start-up is named by rank 0 ("no host name from rank 2"), instead of every rank waiting in a
+ * blocking MPI_Allgather for ever. The others wait for rank 0's list a little longer than rank 0
+ * waits for them, so that rank 0's message, which names the rank, is the one the job ends with. */
 static int gather_hosts(struct bm_comm *c, struct bm_err *err)
 {
     struct mpi *m = c->impl;
     char me[MPI_MAX_PROCESSOR_NAME] = "";
-    int len = 0;
+    int len = 0, P = c->size, rank = c->first_rank, rc = BM_OK;
     if (check(MPI_Get_processor_name(me, &len), "MPI_Get_processor_name", err)) return BM_ERR;
-    m->host = bm_calloc((size_t)c->size, sizeof *m->host);
-    if (!m->host) return bm_err_set(err, "out of memory for %d host names", c->size);
-    if (check(MPI_Allgather(me, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, m->host, MPI_MAX_PROCESSOR_NAME, MPI_CHAR,
-                            MPI_COMM_WORLD), "MPI_Allgather", err))
-        return BM_ERR;
+    m->host = bm_calloc((size_t)P, sizeof *m->host);
+    MPI_Request *req = bm_calloc((size_t)P, sizeof *req);
+    if (!m->host || !req) {
+        bm_free(req);
+        return bm_err_set(err, "out of memory for %d host names", P);
+    }
+    for (int r = 0; r < P; r++) req[r] = MPI_REQUEST_NULL;
+    double t0 = bm_now(), limit = c->timeout_s;
+    if (rank == 0) {
+        memcpy(m->host[0], me, sizeof me);
+        for (int r = 1; r < P && rc == BM_OK; r++)
+            rc = check(MPI_Irecv(m->host[r], MPI_MAX_PROCESSOR_NAME, MPI_CHAR, r, 0, MPI_COMM_WORLD, &req[r]),
+                       "MPI_Irecv", err);
+    } else {
+        rc = check(MPI_Isend(me, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, 0, 0, MPI_COMM_WORLD, &req[0]), "MPI_Isend", err);
+        if (limit > 0) limit = limit * 1.5 + 1;
+    }
+    for (int pending = 1; rc == BM_OK && pending;) { /* rank 0: every name; the others: their send */
+        pending = 0;
+        for (int r = 0; r < P && rc == BM_OK; r++) {
+            int flag = 1;
+            if (req[r] != MPI_REQUEST_NULL) rc = check(MPI_Test(&req[r], &flag, MPI_STATUS_IGNORE), "MPI_Test", err);
+            pending |= !flag;
+        }
+        if (!pending || rc) break;
+        struct timespec ts = {0, 200000};
+        nanosleep(&ts, NULL);
+        if (limit > 0 && bm_now() - t0 > limit) {
+            if (rank != 0) {
+                rc = bm_err_set(err, "start-up: rank 0 took no host name from this rank within %.0f s (rank 0 hung "
+                                     "or died during start-up)", limit);
+                break;
+            }
+            char who[256] = "";
+            int n = 0, at = 0;
+            for (int r = 1; r < P; r++)
+                if (req[r] != MPI_REQUEST_NULL && n++ < 8)
+                    at += snprintf(who + at, sizeof who - (size_t)at, "%s%d", n > 1 ? ", " : "", r);
+            rc = bm_err_set(err, "start-up: no host name from rank%s %s%s within %.0f s: %s hung or died during "
+                                 "start-up (after MPI_Init)", n > 1 ? "s" : "", who, n > 8 ? ", ..." : "", limit,
+                            n > 1 ? "they" : "it");
+        }
+    }
+    if (rc == BM_OK) { /* the list, from rank 0 to everyone */
+        MPI_Request b;
+        rc = check(MPI_Ibcast(m->host, P * MPI_MAX_PROCESSOR_NAME, MPI_CHAR, 0, MPI_COMM_WORLD, &b), "MPI_Ibcast", err);
+        for (int flag = 0; rc == BM_OK && !flag;) {
+            if ((rc = check(MPI_Test(&b, &flag, MPI_STATUS_IGNORE), "MPI_Test", err)) || flag) break;
+            struct timespec ts = {0, 200000};
+            nanosleep(&ts, NULL);
+            if (limit > 0 && bm_now() - t0 > limit)
+                rc = bm_err_set(err, "start-up: no list of host names from rank 0 within %.0f s (rank 0 hung or died "
+                                     "during start-up)", limit);
+        }
+    }
+    bm_free(req); /* on a failure the job is aborted: requests still pending do not matter */
+    if (rc) return BM_ERR;
     int several = 0;
-    for (int r = 0; r < c->size; r++) {
+    for (int r = 0; r < P; r++) {
         m->host[r][MPI_MAX_PROCESSOR_NAME - 1] = 0;
         several |= strcmp(m->host[r], m->host[0]) != 0;
     }
@@ -318,20 +430,35 @@ static int gather_hosts(struct bm_comm *c, struct bm_err *err)
         bm_free(m->host), m->host = NULL;
         return BM_OK;
     }
-    if (!(m->hostp = bm_calloc((size_t)c->size, sizeof *m->hostp)))
-        return bm_err_set(err, "out of memory for %d host names", c->size);
-    for (int r = 0; r < c->size; r++) m->hostp[r] = m->host[r];
+    if (!(m->hostp = bm_calloc((size_t)P, sizeof *m->hostp)))
+        return bm_err_set(err, "out of memory for %d host names", P);
+    for (int r = 0; r < P; r++) m->hostp[r] = m->host[r];
     c->hosts = m->hostp;
     return BM_OK;
 }
 
-struct bm_comm *bm_comm_mpi_new(int *argc, char ***argv, struct bm_err *err)
+struct bm_comm *bm_comm_mpi_new(int *argc, char ***argv, const struct bm_comm_mpi_start *start,
+                                struct bm_err *err)
 {
-    int inited = 0;
+    int inited = 0, lrank = launcher_rank();
+    double timeout = start ? start->timeout_s : 60;
     MPI_Initialized(&inited);
-    if (!inited && MPI_Init(argc, argv) != MPI_SUCCESS) {
-        bm_err_set(err, "MPI_Init failed");
-        return NULL;
+    if (!inited) {
+        startup_fault(start, BM_TRAIN_FAULT_AT_INIT, lrank); /* a rank that never reaches MPI_Init */
+        char who[32] = "this process";
+        if (lrank >= 0) snprintf(who, sizeof who, "rank %d", lrank);
+        int n = snprintf(startup_msg, sizeof startup_msg,
+                         "bigmac: error: %s: start-up: MPI_Init did not return within %.0f s (a rank of the job did "
+                         "not reach it: it hung or died before it)\nbigmac: hint: --timeout S sets the limit\n",
+                         who, timeout);
+        startup_len = n > 0 && n < (int)sizeof startup_msg ? n : 0;
+        if (timeout > 0) startup_arm(timeout);
+        int irc = MPI_Init(argc, argv);
+        if (timeout > 0) startup_disarm();
+        if (irc != MPI_SUCCESS) {
+            bm_err_set(err, "MPI_Init failed");
+            return NULL;
+        }
     }
     /* Errors come back as codes; the executor turns them into messages and MPI_Abort. */
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
@@ -347,10 +474,14 @@ struct bm_comm *bm_comm_mpi_new(int *argc, char ***argv, struct bm_err *err)
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag);
     *c = (struct bm_comm){.ops = &mpi_ops, .size = size, .first_rank = rank, .nlocal = 1,
-                          .tag_ub = flag && ub ? *ub : 32767, .cooperative = 0, .timeout_s = 60, .impl = m};
+                          .tag_ub = flag && ub ? *ub : 32767, .cooperative = 0, .timeout_s = timeout, .impl = m};
+    startup_fault(start, BM_TRAIN_FAULT_AT_HOSTS, rank); /* a rank that hangs after MPI_Init */
     if (gather_hosts(c, err)) {
-        m_free(c);
-        return NULL;
+        char msg[sizeof err->msg];
+        snprintf(msg, sizeof msg, "rank %d: %s", rank, err->msg);
+        snprintf(err->msg, sizeof err->msg, "%s", msg);
+        fprintf(stderr, "bigmac: error: %s\n", err->msg);
+        m_abort(c, 1); /* the others may be waiting for this rank: end the job */
     }
     return c;
 }
