@@ -74,11 +74,11 @@ static int agreed_fail(struct bm_comm *c, struct bm_err *err)
  * this process, its message in err): an all-reduce of the status over every rank of the job,
  * which is also a barrier. BM_OK when no rank failed. BM_ERR when one did, with err left as it is
  * on a process that failed and emptied on the others; *hard = 1 when the agreement itself
- * failed (a peer hung or died: the caller aborts). Failures that every rank meets at such a point
+ * failed (a peer hung or died: the caller aborts; err then says so, after 'what'). Failures that every rank meets at such a point
  * (a file that cannot be written, a checkpoint that does not match) end the job without
  * MPI_Abort: a rank aborting while the others finalize MPI made mpirun crash or hang now and
  * then (issue 27, case 6). */
-static int agree(struct bm_comm *c, int rc, int *hard, struct bm_err *err)
+static int agree(struct bm_comm *c, int rc, const char *what, int *hard, struct bm_err *err)
 {
     int *mine = bm_calloc((size_t)c->nlocal, sizeof *mine), any = 0;
     struct bm_err e2;
@@ -90,10 +90,9 @@ static int agree(struct bm_comm *c, int rc, int *hard, struct bm_err *err)
     for (int l = 0; l < c->nlocal; l++) mine[l] = rc != BM_OK;
     int arc = c->ops->allreduce_max(c, mine, &any, &e2);
     bm_free(mine);
-    if (arc) {
+    if (arc) { /* what: where the run was ("the checkpoint of step 6") */
         *hard = 1;
-        if (rc == BM_OK) *err = e2;
-        return BM_ERR;
+        return rc != BM_OK ? BM_ERR : bm_err_set(err, "%s: %s", what, e2.msg); /* its own failure first */
     }
     if (!any) return BM_OK;
     if (rc == BM_OK) err->msg[0] = 0;
@@ -663,21 +662,21 @@ int bm_exec_train(const struct bm_spec *s, const struct bm_table *t, struct bm_c
     }
     if (rank0 && st == BM_OK && o->dump_params) st = check_output("--dump-params", o->dump_params, err);
     for (int l = 0; l < nl && st == BM_OK && o->ckpt_dir; l++) st = bm_ckpt_check_dir(o->ckpt_dir, c->first_rank + l, err);
-    if ((rc = agree(c, st, &hard, err))) goto setup_failed;
+    if ((rc = agree(c, st, "start: checking the outputs", &hard, err))) goto setup_failed;
     if (o->resume_dir) {
         long long s64 = start; /* rank 0's choice, to every rank */
         if ((rc = c->ops->bcast(c, &s64, sizeof s64, err))) goto out;
         start = (long)s64;
         st = BM_OK;
         for (int l = 0; l < nl && st == BM_OK; l++) st = bm_ckpt_load(x[l], t, c->first_rank + l, o->resume_dir, start, err);
-        if ((rc = agree(c, st, &hard, err))) goto setup_failed;
+        if ((rc = agree(c, st, "start: loading the checkpoint", &hard, err))) goto setup_failed;
         if (pr) fprintf(pr, "resumed from %s/step-%08ld after step %ld\n", o->resume_dir, start, start);
     }
     if (rank0 && o->log_path) {
         log = start ? open_resumed_log(o->log_path, start, err) : fopen(o->log_path, "w");
         if (!log && !start) bm_err_set(err, "--log %s: cannot open for writing: %s", o->log_path, strerror(errno));
     }
-    if ((rc = agree(c, rank0 && o->log_path && !log, &hard, err))) goto setup_failed;
+    if ((rc = agree(c, rank0 && o->log_path && !log, "start: opening the log", &hard, err))) goto setup_failed;
     if (pr)
         fprintf(pr, "%s: %d ranks, %s backbone, policy %s, %d microbatches/step, %d steps\n",
                 s->name ? s->name : "model", P, bm_backbone_name(t->backbone), bm_policy_name(t->policy), M, steps);
@@ -737,9 +736,11 @@ int bm_exec_train(const struct bm_spec *s, const struct bm_table *t, struct bm_c
                 struct ckpt_fault cf = {o, c->first_rank + l, step};
                 st = bm_ckpt_save(x[l], t, c->first_rank + l, o->ckpt_dir, step + 1, ckpt_midway, &cf, err);
             }
-            if ((rc = agree(c, st, &hard, err))) goto agreed_out;
+            char what[64];
+            snprintf(what, sizeof what, "the checkpoint of step %ld", step + 1);
+            if ((rc = agree(c, st, what, &hard, err))) goto agreed_out;
             bm_ckpt_meta_of(s, t, step + 1, &meta);
-            if ((rc = agree(c, rank0 ? bm_ckpt_commit(o->ckpt_dir, &meta, err) : BM_OK, &hard, err))) goto agreed_out;
+            if ((rc = agree(c, rank0 ? bm_ckpt_commit(o->ckpt_dir, &meta, err) : BM_OK, what, &hard, err))) goto agreed_out;
             for (int l = 0; l < nl; l++) bm_ckpt_prune(o->ckpt_dir, c->first_rank + l, step + 1);
         }
     }
@@ -756,7 +757,7 @@ int bm_exec_train(const struct bm_spec *s, const struct bm_table *t, struct bm_c
     if (soft == BM_OK && pr && o->trace_path) fprintf(pr, "trace: %s\n", o->trace_path);
     /* Every process ends here together: no rank finalizes MPI while another may still fail. */
     if (soft) *err = soft_err;
-    if ((rc = agree(c, soft, &hard, err))) goto agreed_out;
+    if ((rc = agree(c, soft, "the end of the run", &hard, err))) goto agreed_out;
     goto out;
 setup_failed:
 agreed_out:
