@@ -51,21 +51,23 @@ if [ "$(steps_of "$T/local.log")" = "1 2 3 4 5 6 7 8 " ] && [ "$(losses_of "$T/l
 if [ "$(ls "$T/lck")" = step-00000008 ] && [ -f "$T/lck/step-00000008/COMPLETE" ]; then
     echo "PASS ckpt_local_older_sets_removed_after_commit"; else echo "FAIL ckpt_local_older_sets_removed_after_commit: $(ls "$T/lck")"; fi
 
-# 2. Training settings are recorded: another lr and data seed are refused by name, unless forced.
+# 2. Training settings are recorded: another lr and data seed are refused by name, unless forced
+# (a checkpoint of its own, written without faults).
+"$BIGMAC" train $SPEC --local --steps 4 --quiet --checkpoint "$T/sck" >/dev/null 2>&1 || echo "FAIL ckpt_settings_run"
 sed 's/"lr": 0.003/"lr": 0.002/; s/"seed": 1, "samples_per_microbatch"/"seed": 7, "samples_per_microbatch"/' $SPEC >"$T/other.json"
-expect_exit ckpt_resume_other_settings_refused 1 "$BIGMAC" train "$T/other.json" --local --steps 9 --quiet --resume "$T/lck"
+expect_exit ckpt_resume_other_settings_refused 1 "$BIGMAC" train "$T/other.json" --local --steps 5 --quiet --resume "$T/sck"
 expect_contains ckpt_resume_other_settings_named "train.lr 0.003 (this run: 0.002); data.seed 1 (this run: 7)"
 expect_contains ckpt_resume_other_settings_hint "--resume-force"
-expect_exit ckpt_resume_force 0 "$BIGMAC" train "$T/other.json" --local --steps 9 --quiet --resume "$T/lck" --resume-force
-expect_contains ckpt_resume_force_warns "bigmac: warning: --resume-force: $T/lck/step-00000008 was trained with other settings: train.lr"
+expect_exit ckpt_resume_force 0 "$BIGMAC" train "$T/other.json" --local --steps 5 --quiet --resume "$T/sck" --resume-force
+expect_contains ckpt_resume_force_warns "bigmac: warning: --resume-force: $T/sck/step-00000004 was trained with other settings: train.lr"
 # --steps below the checkpoint's step: nothing would be trained; an error, not the checkpoint as a result
-expect_exit ckpt_steps_below_checkpoint 1 "$BIGMAC" train $SPEC --local --steps 5 --quiet --resume "$T/lck" \
+expect_exit ckpt_steps_below_checkpoint 1 "$BIGMAC" train $SPEC --local --steps 3 --quiet --resume "$T/sck" \
     --dump-params "$T/below.bin"
-expect_contains ckpt_steps_below_checkpoint_message "--steps 5 is below the checkpoint's step 8"
+expect_contains ckpt_steps_below_checkpoint_message "--steps 3 is below the checkpoint's step 4"
 if [ ! -e "$T/below.bin" ]; then echo "PASS ckpt_steps_below_writes_nothing"; else echo "FAIL ckpt_steps_below_writes_nothing"; fi
 # a fresh run does not replace another run's checkpoint
-expect_exit ckpt_fresh_run_keeps_other_runs_set 1 "$BIGMAC" train $SPEC --local --steps 2 --quiet --checkpoint "$T/lck"
-expect_contains ckpt_fresh_run_message "--checkpoint $T/lck: holds a complete checkpoint of step 8 already"
+expect_exit ckpt_fresh_run_keeps_other_runs_set 1 "$BIGMAC" train $SPEC --local --steps 2 --quiet --checkpoint "$T/sck"
+expect_contains ckpt_fresh_run_message "--checkpoint $T/sck: holds a complete checkpoint of step 4 already"
 
 if ! command -v mpirun >/dev/null; then
     echo "SKIP ckpt_mpi: no mpirun (make deps installs openmpi-bin)"
