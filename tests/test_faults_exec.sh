@@ -109,3 +109,18 @@ if printf '%s' "$OUT_TXT" | grep -Eq '^bigmac: error: rank [0-3]: op #[0-9]+ (vi
 sed 's/"lr": 0.003/"lr": 1e308/' $SPEC >"$T/lr.json"
 expect_exit spec_lr_limit 1 "$BIGMAC" train "$T/lr.json" --reference --steps 1
 expect_contains spec_lr_limit_positioned "$T/lr.json:25:26: train.lr must be <= 10, got 1e+308"
+
+# 6. A timeout never blames a rank that was itself waiting (issue 27, item 14): rank 2 hangs in
+# its op walk, or after its last op; every rank that times out names rank 2 as the one that does
+# not answer (directly, or at the end of the chain of ranks waiting for each other).
+blame() { # blame NAME OP
+    OUT_TXT=$(mpi train $SPEC --steps 2 --quiet --timeout 3 --inject-fault "2:$2:hang" 2>&1)
+    local rc=$? lines bad
+    lines=$(printf '%s\n' "$OUT_TXT" | grep '^bigmac: error: rank [0-3]: .* after 3 s (')
+    bad=$(printf '%s\n' "$lines" | grep -Ev '(\(rank 2 does not answer: it hung or died\)|rank 2, which does not answer: it hung or died\))$')
+    if [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ -n "$lines" ] && [ -z "$bad" ]; then echo "PASS timeout_${1}_blames_the_hung_rank"; else
+        echo "FAIL timeout_${1}_blames_the_hung_rank: exit $rc"; printf '%s\n' "${bad:-$OUT_TXT}" | head -5 | sed 's/^/    /'; fi
+}
+blame in_walk 5
+last=$("$BIGMAC" plan $SPEC -o - 2>/dev/null | awk '/"rank": 2/{r=1} r&&/"rank": 3/{print n-1; exit} r&&/"op":/{n++}')
+blame after_last_op "${last:-0}"
