@@ -33,8 +33,10 @@ struct mpi {
      * nothing within the grace period hung or died. */
     int probe_tag, reply_tag;
     int waiting_for;    /* the current blocking wait's peer; -1: a collective */
-    int probe_buf;      /* the probe's payload (this rank), kept while its send is in flight */
-    int *reply_buf;     /* [size] the answer sent to each prober, kept while in flight */
+    int probe_seq;      /* numbers this rank's probes: a late answer to an earlier one is dropped */
+    int probe_buf;      /* the probe's payload (its number), kept while its send is in flight */
+    int *reply_buf;     /* [2 * size] the answer sent to each prober (rank waited for, the probe's
+                         * number), kept while in flight */
 };
 
 static long new_req(struct mpi *m, struct bm_err *err)
@@ -96,95 +98,102 @@ static int m_irecv(struct bm_comm *c, int to, int from, int tag, void *buf, size
     return BM_OK;
 }
 
-/* Answer the probes of ranks whose wait for this one timed out: "I wait for rank m->waiting_for"
- * (sent without waiting for completion: the prober may be gone by then). Called while this rank
- * waits itself. */
+/* Answer the probes of ranks whose wait for this one is about to time out: "I wait for rank
+ * m->waiting_for" (sent without waiting for completion: the prober may be gone by then). Called
+ * while this rank waits itself. */
 static void answer_probes(struct bm_comm *c)
 {
     struct mpi *m = c->impl;
     for (;;) {
-        int flag = 0, who;
+        int flag = 0, seq;
         MPI_Status st;
         if (MPI_Iprobe(MPI_ANY_SOURCE, m->probe_tag, MPI_COMM_WORLD, &flag, &st) != MPI_SUCCESS || !flag) return;
-        if (MPI_Recv(&who, 1, MPI_INT, st.MPI_SOURCE, m->probe_tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+        if (MPI_Recv(&seq, 1, MPI_INT, st.MPI_SOURCE, m->probe_tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE) != MPI_SUCCESS)
             return;
         MPI_Request r;
-        m->reply_buf[st.MPI_SOURCE] = m->waiting_for;
-        if (MPI_Isend(&m->reply_buf[st.MPI_SOURCE], 1, MPI_INT, st.MPI_SOURCE, m->reply_tag, MPI_COMM_WORLD, &r) ==
-            MPI_SUCCESS)
+        int *ans = &m->reply_buf[2 * st.MPI_SOURCE];
+        ans[0] = m->waiting_for, ans[1] = seq;
+        if (MPI_Isend(ans, 2, MPI_INT, st.MPI_SOURCE, m->reply_tag, MPI_COMM_WORLD, &r) == MPI_SUCCESS)
             MPI_Request_free(&r);
     }
 }
 
-/* Ask ranks who[0..n-1] what they wait for; ans[i]: the rank who[i] waits for (-1: a collective),
- * -2 when it did not answer within 'grace' seconds. Probes of others are answered meanwhile (two
- * ranks waiting for each other ask each other). */
-static void ask(struct bm_comm *c, const int *who, int n, int *ans, double grace)
+/* Ask ranks who[0..n-1] what they wait for, until 'deadline' (bm_now() seconds): ans[i] the rank
+ * who[i] waits for (-1: a collective), -2 when it did not answer. Probes of others are answered
+ * meanwhile (two ranks waiting for each other ask each other). */
+static void ask(struct bm_comm *c, const int *who, int n, int *ans, double deadline)
 {
     struct mpi *m = c->impl;
     MPI_Request *rr = bm_calloc((size_t)n + 1, sizeof *rr);
-    if (!rr) {
-        for (int i = 0; i < n; i++) ans[i] = -2;
+    int *got = bm_calloc(2 * (size_t)n + 1, sizeof *got);
+    for (int i = 0; i < n; i++) ans[i] = -2;
+    if (!rr || !got) {
+        bm_free(rr), bm_free(got);
         return;
     }
-    m->probe_buf = c->first_rank;
+    m->probe_buf = ++m->probe_seq;
     for (int i = 0; i < n; i++) {
         MPI_Request sr;
-        ans[i] = -2, rr[i] = MPI_REQUEST_NULL;
-        if (MPI_Irecv(&ans[i], 1, MPI_INT, who[i], m->reply_tag, MPI_COMM_WORLD, &rr[i]) != MPI_SUCCESS) continue;
+        rr[i] = MPI_REQUEST_NULL;
+        if (MPI_Irecv(&got[2 * i], 2, MPI_INT, who[i], m->reply_tag, MPI_COMM_WORLD, &rr[i]) != MPI_SUCCESS) continue;
         if (MPI_Isend(&m->probe_buf, 1, MPI_INT, who[i], m->probe_tag, MPI_COMM_WORLD, &sr) == MPI_SUCCESS)
             MPI_Request_free(&sr);
     }
-    double t0 = bm_now();
-    for (int open = n; open > 0 && bm_now() - t0 < grace;) {
+    for (int open = n; open > 0 && bm_now() < deadline;) {
         open = 0;
         for (int i = 0; i < n; i++) {
-            int flag = 1;
-            if (rr[i] != MPI_REQUEST_NULL && MPI_Test(&rr[i], &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS) flag = 0;
-            open += !flag;
+            int flag = 0;
+            if (rr[i] == MPI_REQUEST_NULL) continue;
+            if (MPI_Test(&rr[i], &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
+                rr[i] = MPI_REQUEST_NULL;
+                continue;
+            }
+            if (flag && got[2 * i + 1] == m->probe_seq) {
+                ans[i] = got[2 * i];
+                continue;
+            }
+            if (flag && MPI_Irecv(&got[2 * i], 2, MPI_INT, who[i], m->reply_tag, MPI_COMM_WORLD, &rr[i]) != MPI_SUCCESS)
+                rr[i] = MPI_REQUEST_NULL; /* a late answer to an earlier probe: wait for this one's */
+            open += rr[i] != MPI_REQUEST_NULL;
         }
         answer_probes(c);
-        struct timespec ts = {0, 200000};
+        struct timespec ts = {0, 100000};
         nanosleep(&ts, NULL);
     }
     for (int i = 0; i < n; i++)
         if (rr[i] != MPI_REQUEST_NULL) { /* no answer: it stays -2 */
             MPI_Cancel(&rr[i]);
             MPI_Request_free(&rr[i]);
-            ans[i] = -2;
         }
-    bm_free(rr);
+    bm_free(rr), bm_free(got);
 }
 
-/* The timeout message: "WHAT after S s (...)" saying whom this rank waited for and what became of
- * it, so that a rank that was itself waiting is never blamed: for a point-to-point wait the chain
- * of waits from the peer ("rank 1 is itself waiting for rank 2, which does not answer: it hung or
- * died"), for a collective the ranks that do not answer. When the ranks span several hosts,
- * "...; rank P runs on HOST, this rank on HOST)" (peer >= 0) or "...; this rank on HOST)". */
-static int timed_out(struct bm_comm *c, const char *what, int peer, struct bm_err *err)
+/* Why a wait for 'peer' (-1: a collective) gets nothing, found out by asking until 'deadline',
+ * into why[0..n-1]: for a point-to-point wait the chain of waits from the peer ("rank 1 is itself
+ * waiting for rank 2, which does not answer: it hung or died"), for a collective the ranks that do
+ * not answer. So a rank that is itself waiting is never blamed. */
+static void explain(struct bm_comm *c, int peer, char *why, size_t n, double deadline)
 {
-    struct mpi *m = c->impl;
     int P = c->size, me = c->first_rank;
-    double grace = c->timeout_s / 4 < 0.5 ? 0.5 : c->timeout_s / 4 > 5 ? 5 : c->timeout_s / 4;
-    char why[1024] = "";
     size_t at = 0;
-#define SAY(...) (at += (size_t)snprintf(why + at, at < sizeof why ? sizeof why - at : 0, __VA_ARGS__), \
-                  at = at < sizeof why ? at : sizeof why - 1)
+    why[0] = 0;
+#define SAY(...) (at += (size_t)snprintf(why + at, at < n ? n - at : 0, __VA_ARGS__), at = at < n ? at : n - 1)
     if (peer >= 0 && peer < P) {
         int cur = peer, hops = 0;
         for (;;) {
             int ans;
-            ask(c, &cur, 1, &ans, grace);
+            ask(c, &cur, 1, &ans, deadline);
             if (ans == -2) {
                 SAY(hops ? ", which does not answer: it hung or died" : "rank %d does not answer: it hung or died", cur);
                 break;
             }
             if (!hops) SAY("rank %d is itself waiting", cur);
-            if (ans == -1 || ans < 0 || ans >= P) {
+            if (ans < 0 || ans >= P) {
                 SAY(hops ? ", which is waiting in a collective" : " in a collective");
                 break;
             }
-            SAY(hops ? ", rank %d for rank %d" : " for rank %d", hops ? cur : ans, ans);
+            if (hops) SAY(", rank %d for rank %d", cur, ans);
+            else SAY(" for rank %d", ans);
             if (ans == me || ans == peer || ++hops >= P) {
                 SAY(": a cycle of waits (a deadlock), no rank died");
                 break;
@@ -192,15 +201,15 @@ static int timed_out(struct bm_comm *c, const char *what, int peer, struct bm_er
             cur = ans;
         }
     } else {
-        int *who = bm_calloc((size_t)P + 1, sizeof *who), *ans = bm_calloc((size_t)P + 1, sizeof *ans), n = 0;
+        int *who = bm_calloc((size_t)P + 1, sizeof *who), *ans = bm_calloc((size_t)P + 1, sizeof *ans), k = 0;
         if (who && ans) {
             for (int r = 0; r < P; r++)
-                if (r != me) who[n++] = r;
-            ask(c, who, n, ans, grace);
-            int silent = 0, k = 0;
-            for (int i = 0; i < n; i++) silent += ans[i] == -2;
-            for (int i = 0; i < n; i++)
-                if (ans[i] == -2 && k++ < 8) SAY("%s%d", k > 1 ? ", " : silent > 1 ? "ranks " : "rank ", who[i]);
+                if (r != me) who[k++] = r;
+            ask(c, who, k, ans, deadline);
+            int silent = 0, j = 0;
+            for (int i = 0; i < k; i++) silent += ans[i] == -2;
+            for (int i = 0; i < k; i++)
+                if (ans[i] == -2 && j++ < 8) SAY("%s%d", j > 1 ? ", " : silent > 1 ? "ranks " : "rank ", who[i]);
             if (silent > 8) SAY(", ...");
             if (silent) SAY(silent > 1 ? " do not answer: they hung or died" : " does not answer: it hung or died");
             else SAY("every other rank answers: they wait too");
@@ -210,21 +219,33 @@ static int timed_out(struct bm_comm *c, const char *what, int peer, struct bm_er
         bm_free(who), bm_free(ans);
     }
 #undef SAY
+}
+
+/* The timeout message: "WHAT after S s (WHY)", WHY from explain; when the ranks span several
+ * hosts "...; rank P runs on HOST, this rank on HOST)" (peer >= 0) or "...; this rank on HOST)". */
+static int timed_out(struct bm_comm *c, const char *what, int peer, const char *why, struct bm_err *err)
+{
+    const struct mpi *m = c->impl;
+    if (!why[0]) why = "a peer hung or died";
     if (!m->host) return bm_err_set(err, "%s after %.0f s (%s)", what, c->timeout_s, why);
-    if (peer >= 0 && peer < P)
-        return bm_err_set(err, "%s after %.0f s (%s; rank %d runs on %s, this rank on %s)", what, c->timeout_s, why, peer,
-                          m->host[peer], m->host[me]);
-    return bm_err_set(err, "%s after %.0f s (%s; this rank on %s)", what, c->timeout_s, why, m->host[me]);
+    if (peer >= 0 && peer < c->size)
+        return bm_err_set(err, "%s after %.0f s (%s; rank %d runs on %s, this rank on %s)", what, c->timeout_s, why,
+                          peer, m->host[peer], m->host[c->first_rank]);
+    return bm_err_set(err, "%s after %.0f s (%s; this rank on %s)", what, c->timeout_s, why, m->host[c->first_rank]);
 }
 
 /* Poll *r until it completes (block) or once (!block); a blocking wait fails after timeout_s
  * (peer: the other rank of a point-to-point request, -1 for a collective). After the first
- * millisecond of a wait, this rank answers the probes of ranks that wait for it (timed_out). */
+ * millisecond of a wait this rank answers the probes of ranks that wait for it; in the last
+ * quarter of the timeout (at most 5 s) it asks the ranks it waits for (explain), so that the
+ * message is ready when the timeout comes and a rank ends as soon as it did before. */
 static int poll_req(struct bm_comm *c, MPI_Request *r, int block, int *done, const char *what, int peer,
                     struct bm_err *err)
 {
     struct mpi *m = c->impl;
-    double t0 = bm_now();
+    double t0 = bm_now(), T = c->timeout_s, grace = T / 4 > 5 ? 5 : T / 4;
+    char why[1024] = "";
+    int asked = 0;
     for (;;) {
         int flag = 0;
         MPI_Status st;
@@ -247,7 +268,11 @@ static int poll_req(struct bm_comm *c, MPI_Request *r, int block, int *done, con
             nanosleep(&ts, NULL);
             m->waiting_for = peer;
             answer_probes(c);
-            if (c->timeout_s > 0 && waited > c->timeout_s) return timed_out(c, what, peer, err);
+            if (T > 0 && !asked && waited > T - grace) {
+                explain(c, peer, why, sizeof why, t0 + T);
+                asked = 1;
+            }
+            if (T > 0 && waited > T) return timed_out(c, what, peer, why, err);
         }
     }
 }
@@ -598,7 +623,7 @@ struct bm_comm *bm_comm_mpi_new(int *argc, char ***argv, const struct bm_comm_mp
     m->probe_tag = top, m->reply_tag = top - 1, m->waiting_for = -1;
     *c = (struct bm_comm){.ops = &mpi_ops, .size = size, .first_rank = rank, .nlocal = 1,
                           .tag_ub = top - 2, .cooperative = 0, .timeout_s = timeout, .impl = m};
-    if (!(m->reply_buf = bm_calloc((size_t)size, sizeof *m->reply_buf))) {
+    if (!(m->reply_buf = bm_calloc(2 * (size_t)size, sizeof *m->reply_buf))) {
         m_free(c);
         bm_err_set(err, "out of memory");
         return NULL;
