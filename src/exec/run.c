@@ -351,7 +351,11 @@ static int write_trace(struct bm_exec **x, const struct bm_table *t, struct bm_c
     struct traced_step ts;
     int rc = gather_trace(x, t, c, 0, &ts, err);
     *local = rc == BM_OK; /* a failure after the gather is rank 0's alone */
-    if (rc == BM_OK && c->first_rank == 0) rc = write_gathered(t, &ts, path, err);
+    if (rc == BM_OK && c->first_rank == 0 && (rc = write_gathered(t, &ts, path, err))) {
+        char msg[sizeof err->msg];
+        snprintf(msg, sizeof msg, "%s", err->msg);
+        bm_err_set(err, "--trace %s", msg); /* "--trace PATH: write failed: ..." */
+    }
     bm_free(ts.all), bm_free(ts.ob);
     return rc;
 }

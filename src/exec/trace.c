@@ -69,10 +69,10 @@ int bm_exec_trace_write(const struct bm_table *t, const struct bm_timeline *tl, 
                         struct bm_err *err)
 {
     FILE *f = fopen(path, "w");
-    if (!f) return bm_err_set(err, "--trace %s: cannot open for writing: %s", path, strerror(errno));
+    if (!f) return bm_err_set(err, "%s: cannot open for writing: %s", path, strerror(errno));
     int rc = bm_render_trace(t, tl, f);
     errno = 0;
     if (fclose(f) || rc)
-        return bm_err_set(err, "--trace %s: write failed%s%s", path, errno ? ": " : "", errno ? strerror(errno) : "");
+        return bm_err_set(err, "%s: write failed%s%s", path, errno ? ": " : "", errno ? strerror(errno) : "");
     return BM_OK;
 }
