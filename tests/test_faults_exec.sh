@@ -51,6 +51,10 @@ expect_exit outputs_existing_kept 1 "$BIGMAC" train $SPEC --local --steps 2 --du
 if [ "$(cat "$T/existing.bin")" = "keep me" ]; then echo "PASS outputs_check_truncates_nothing"; else
     echo "FAIL outputs_check_truncates_nothing"; fi
 
+# a start-up fault has no start-up to happen in without MPI: refused, not ignored
+expect_exit startup_fault_needs_mpi 1 "$BIGMAC" train $SPEC --local --steps 1 --inject-fault 1:init:hang
+expect_contains startup_fault_needs_mpi_message "--inject-fault at start-up (init, hosts) needs MPI"
+
 if ! command -v mpirun >/dev/null; then
     echo "SKIP faults_exec: no mpirun (make deps installs openmpi-bin)"
     exit 0

@@ -156,6 +156,9 @@ int bm_train(const struct bm_spec *spec, const struct bm_table *table, const str
     keep_freed_memory();
     if ((unsigned)o->fault > BM_TRAIN_FAULT_HANG) bm_err_set(err, "unknown fault kind %d", (int)o->fault);
     else if (o->ckpt_every && !o->ckpt_dir) bm_err_set(err, "a checkpoint interval needs a checkpoint directory");
+    else if (o->fault && o->mode != BM_TRAIN_MPI &&
+             (o->fault_op == BM_TRAIN_FAULT_AT_INIT || o->fault_op == BM_TRAIN_FAULT_AT_HOSTS))
+        bm_err_set(err, "--inject-fault at start-up (init, hosts) needs MPI (mpirun), not --local");
     else if (o->mode == BM_TRAIN_REFERENCE) rc = train_reference(spec, o, err), setup = 0;
     else if (o->mode != BM_TRAIN_MPI && o->mode != BM_TRAIN_LOCAL) bm_err_set(err, "unknown train mode %d", (int)o->mode);
     else if (o->mode == BM_TRAIN_MPI && !(comm = bm_comm_mpi_new(argc, argv, mpi_start(o, &start), err))) {
