@@ -170,8 +170,8 @@ static void ask(struct bm_comm *c, const int *who, int n, int *ans, double deadl
 
 /* Why a wait for 'peer' (-1: a collective) gets nothing, found out by asking until 'deadline',
  * into why[0..n-1]: for a point-to-point wait the chain of waits from the peer ("rank 1 is itself
- * waiting for rank 2, which does not answer: it hung or died"), for a collective the ranks that do
- * not answer. So a rank that is itself waiting is never blamed. */
+ * waiting for rank 2, which does not answer: it hung or died"), for a collective (or a chain that
+ * ends in one) the ranks that do not answer. So a rank that is itself waiting is never blamed. */
 static void explain(struct bm_comm *c, int peer, char *why, size_t n, double deadline)
 {
     int P = c->size, me = c->first_rank;
@@ -188,8 +188,9 @@ static void explain(struct bm_comm *c, int peer, char *why, size_t n, double dea
                 break;
             }
             if (!hops) SAY("rank %d is itself waiting", cur);
-            if (ans < 0 || ans >= P) {
-                SAY(hops ? ", which is waiting in a collective" : " in a collective");
+            if (ans < 0 || ans >= P) { /* then whoever keeps the collective from ending: below */
+                SAY(hops ? ", which is waiting in a collective; " : " in a collective; ");
+                peer = -1;
                 break;
             }
             if (hops) SAY(", rank %d for rank %d", cur, ans);
@@ -200,7 +201,8 @@ static void explain(struct bm_comm *c, int peer, char *why, size_t n, double dea
             }
             cur = ans;
         }
-    } else {
+    }
+    if (peer < 0 || peer >= P) {
         int *who = bm_calloc((size_t)P + 1, sizeof *who), *ans = bm_calloc((size_t)P + 1, sizeof *ans), k = 0;
         if (who && ans) {
             for (int r = 0; r < P; r++)
