@@ -118,8 +118,11 @@ int bm_exec_run_step(struct bm_exec **x, struct bm_comm *c, long step, struct bm
 
 /* Train: plan (or take) table t, build the local ranks, run opts->steps steps, log, trace,
  * checkpoint. The process runs comm->nlocal ranks. Returns 0 on success; on a failure the
- * message is in err (cooperative comm) or the job was aborted (MPI). Rank 0's process writes the
- * log and trace. */
+ * message is in err (cooperative comm), or the job was aborted (MPI, a failure in a step), or
+ * (MPI, a failure every rank met at one point: an output path, the checkpoint to resume, a
+ * checkpoint set, an output written at the end) BM_ERR in every process, err holding the message
+ * in the failing rank's process and empty in the others. Rank 0's process writes the log and
+ * trace. */
 int bm_exec_train(const struct bm_spec *s, const struct bm_table *t, struct bm_comm *comm,
                   const struct bm_exec_opts *o, struct bm_err *err);
 

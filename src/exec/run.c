@@ -666,21 +666,21 @@ int bm_exec_train(const struct bm_spec *s, const struct bm_table *t, struct bm_c
     }
     if (rank0 && st == BM_OK && o->dump_params) st = check_output("--dump-params", o->dump_params, err);
     for (int l = 0; l < nl && st == BM_OK && o->ckpt_dir; l++) st = bm_ckpt_check_dir(o->ckpt_dir, c->first_rank + l, err);
-    if ((rc = agree(c, st, "start: checking the outputs", &hard, err))) goto setup_failed;
+    if ((rc = agree(c, st, "start: checking the outputs", &hard, err))) goto agreed_out;
     if (o->resume_dir) {
         long long s64 = start; /* rank 0's choice, to every rank */
         if ((rc = c->ops->bcast(c, &s64, sizeof s64, err))) goto out;
         start = (long)s64;
         st = BM_OK;
         for (int l = 0; l < nl && st == BM_OK; l++) st = bm_ckpt_load(x[l], t, c->first_rank + l, o->resume_dir, start, err);
-        if ((rc = agree(c, st, "start: loading the checkpoint", &hard, err))) goto setup_failed;
+        if ((rc = agree(c, st, "start: loading the checkpoint", &hard, err))) goto agreed_out;
         if (pr) fprintf(pr, "resumed from %s/step-%08ld after step %ld\n", o->resume_dir, start, start);
     }
     if (rank0 && o->log_path) {
         log = start ? open_resumed_log(o->log_path, start, err) : fopen(o->log_path, "w");
         if (!log && !start) bm_err_set(err, "--log %s: cannot open for writing: %s", o->log_path, strerror(errno));
     }
-    if ((rc = agree(c, rank0 && o->log_path && !log, "start: opening the log", &hard, err))) goto setup_failed;
+    if ((rc = agree(c, rank0 && o->log_path && !log, "start: opening the log", &hard, err))) goto agreed_out;
     if (pr)
         fprintf(pr, "%s: %d ranks, %s backbone, policy %s, %d microbatches/step, %d steps\n",
                 s->name ? s->name : "model", P, bm_backbone_name(t->backbone), bm_policy_name(t->policy), M, steps);
@@ -763,7 +763,6 @@ int bm_exec_train(const struct bm_spec *s, const struct bm_table *t, struct bm_c
     if (soft) *err = soft_err;
     if ((rc = agree(c, soft, "the end of the run", &hard, err))) goto agreed_out;
     goto out;
-setup_failed:
 agreed_out:
     agreed = !hard;
 out:
