@@ -595,6 +595,10 @@ enum bm_train_mode { BM_TRAIN_MPI = 0, BM_TRAIN_LOCAL, BM_TRAIN_REFERENCE };
 /* A fault to inject for testing failure handling (`--inject-fault RANK:OP:KIND[:STEP]`). */
 enum bm_train_fault { BM_TRAIN_FAULT_NONE = 0, BM_TRAIN_FAULT_NAN, BM_TRAIN_FAULT_CRASH, BM_TRAIN_FAULT_EXIT,
                       BM_TRAIN_FAULT_HANG };
+/* fault_op values that name a place instead of an op (`--inject-fault RANK:PLACE:KIND[:STEP]`):
+ * rank RANK's checkpoint file written after step STEP (0-based), half written; start-up before
+ * MPI_Init; start-up after MPI_Init, before the ranks exchange their host names. */
+enum { BM_TRAIN_FAULT_AT_CHECKPOINT = -1, BM_TRAIN_FAULT_AT_INIT = -2, BM_TRAIN_FAULT_AT_HOSTS = -3 };
 
 /* Options of bm_train; zero-initialised means: MPI, the spec's steps, no files, 60 s timeout,
  * progress on stdout. Each field is one `bigmac train` flag. */
@@ -612,7 +616,8 @@ struct bm_train_opts {
     const char *resume_dir;          /* --resume: continue from this checkpoint (pipelined only) */
     const char *dump_params;         /* --dump-params: final parameters, raw floats, spec order */
     enum bm_train_fault fault;       /* --inject-fault: KIND (pipelined only) */
-    int fault_rank, fault_op, fault_step; /* ... RANK, OP (index in the rank's op list), STEP */
+    int fault_rank, fault_op, fault_step; /* ... RANK, OP (index in the rank's op list, or a
+                                      * BM_TRAIN_FAULT_AT_* place), STEP */
     double timeout_s;                /* --timeout: a rank waiting longer for a message fails
                                       * (MPI; 0 = 60 s, < 0 = never, `--timeout 0`) */
     int quiet;                       /* --quiet: no progress lines */
@@ -629,6 +634,8 @@ struct bm_train_opts {
     int dp;                          /* --dp: data-parallel replicas of the pipeline (MPI: the
                                       * world is pp * dp ranks; global rank p * dp + d); 0 = the
                                       * table's (given) or the plan's (opts->plan, the spec) */
+    int resume_force;                /* --resume-force: resume although the checkpoint's training
+                                      * settings (lr, seeds, ...) differ from the spec's */
 };
 
 /* Train the model of 'spec' pipelined (MPI or BM_TRAIN_LOCAL) or with the reference trainer,

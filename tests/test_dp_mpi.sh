@@ -165,9 +165,13 @@ losses_match table_dp_matches_reference "$T/t22.log" "$T/ref2_2.log"
 # Checkpoints: one copy per pipeline rank (replica 0 writes it), every replica loads it.
 mpi 4 train $SPEC --pp 2 --dp 2 --steps 4 --quiet --log "$T/full.log" >/dev/null 2>&1
 mpi 4 train $SPEC --pp 2 --dp 2 --steps 2 --quiet --checkpoint "$T/ck" --log "$T/part.log" >/dev/null 2>&1
-if [ -f "$T/ck/rank-0.ckpt" ] && [ -f "$T/ck/rank-1.ckpt" ] && [ ! -e "$T/ck/rank-2.ckpt" ] &&
-   [ ! -e "$T/ck/rank-3.ckpt" ]; then echo "PASS checkpoint_one_copy_per_pipeline_rank"; else
-    echo "FAIL checkpoint_one_copy_per_pipeline_rank: $(ls "$T/ck" 2>&1 | tr '\n' ' ')"; fi
+# (a committed set: DIR/step-<N>/rank-<p>.ckpt per pipeline rank and the COMPLETE marker)
+cs="$T/ck/step-00000002"
+if [ -f "$cs/rank-0.ckpt" ] && [ -f "$cs/rank-1.ckpt" ] && [ ! -e "$cs/rank-2.ckpt" ] &&
+   [ ! -e "$cs/rank-3.ckpt" ] && [ -f "$cs/COMPLETE" ]; then echo "PASS checkpoint_one_copy_per_pipeline_rank"; else
+    echo "FAIL checkpoint_one_copy_per_pipeline_rank: $(ls -R "$T/ck" 2>&1 | tr '\n' ' ')"; fi
+if grep -qx 'microbatches 16' "$cs/COMPLETE"; then echo "PASS checkpoint_records_the_steps_microbatches"; else
+    echo "FAIL checkpoint_records_the_steps_microbatches: $(grep microbatches "$cs/COMPLETE")"; fi
 cp -r "$T/ck" "$T/ck_d1"
 mpi 4 train $SPEC --pp 2 --dp 2 --steps 4 --quiet --resume "$T/ck" --log "$T/part.log" >/dev/null 2>&1
 losses_match dp_resume_equals_uninterrupted "$T/part.log" "$T/full.log"
@@ -185,7 +189,8 @@ mpi 4 train $SPEC --pp 2 --dp 2 --steps 4 --quiet --resume "$T/ck16" --log "$T/p
 losses_match resume_one_pipeline_ckpt_with_dp2 "$T/p16.log" "$T/full.log"
 # another pp is refused with a clear message
 expect_exit resume_other_pp_refused 1 mpi 4 train $SPEC --pp 4 --dp 1 --steps 4 --quiet --resume "$T/ck"
-expect_contains resume_other_pp_message "rank-0.ckpt: written by rank 0 of pp 2"
+expect_contains resume_other_pp_message "a checkpoint of pp 2 vpp"
+expect_contains resume_other_pp_message_this_run "this run has pp 4"
 
 # A rank dies mid-step: global rank 3 (pp 1 / dp 1) crashes in step 3 (SIGSEGV). Every rank
 # exits within seconds, mpirun names the dead rank, and the last checkpoint (step 2: every rank
@@ -213,4 +218,4 @@ OUT_TXT=$(timeout 60 mpirun --oversubscribe -np 4 "$BIGMAC" train $SPEC --pp 2 -
 rc=$? dt=$(( $(date +%s) - t0 ))
 if [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $dt -le 30 ]; then echo "PASS hung_rank_all_exit"; else
     echo "FAIL hung_rank_all_exit: exit $rc after ${dt}s"; printf '%s\n' "$OUT_TXT" | head -10 | sed 's/^/    /'; fi
-expect_contains hung_rank_named "(a peer hung or died: rank 3 (pp 1 / dp 1))"
+expect_contains hung_rank_named "rank 3 (pp 1 / dp 1) does not answer: it hung or died"

@@ -611,7 +611,7 @@ TEST(checkpoint_resume_equals_uninterrupted)
     CHECKF(train_local(s, t, &b, &err) == BM_OK, "%s", err.msg);
     for (int k = 0; k < 4; k++) CHECKF(part[k] == full[k], "step %d: %.9g vs %.9g", k + 1, part[k], full[k]);
     /* a corrupt checkpoint is refused */
-    FILE *f = fopen(tmp_path("ckpt/rank-1.ckpt"), "r+b");
+    FILE *f = fopen(tmp_path("ckpt/step-00000002/rank-1.ckpt"), "r+b");
     CHECK(f != NULL);
     if (f) {
         fseek(f, 200, SEEK_SET);

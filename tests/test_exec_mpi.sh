@@ -159,13 +159,14 @@ fault hang_in_allreduce "${last:-0}:hang" "no gradient all-reduce result after"
 mpi 4 train $SPEC --steps 4 --quiet --log "$T/full.log" >/dev/null 2>&1
 mpi 4 train $SPEC --steps 2 --quiet --checkpoint "$T/ckpt" --log "$T/part.log" >/dev/null 2>&1
 mpi 4 train $SPEC --steps 4 --quiet --resume "$T/ckpt" --log "$T/part.log" >/dev/null 2>&1
-if [ -f "$T/ckpt/rank-0.ckpt" ] && [ -f "$T/ckpt/rank-3.ckpt" ]; then echo "PASS checkpoint_file_per_rank"; else
+if [ -f "$T/ckpt/step-00000002/rank-0.ckpt" ] && [ -f "$T/ckpt/step-00000002/rank-3.ckpt" ] &&
+   [ -f "$T/ckpt/step-00000002/COMPLETE" ]; then echo "PASS checkpoint_file_per_rank"; else
     echo "FAIL checkpoint_file_per_rank"; fi
 losses_match resume_losses_equal_uninterrupted "$T/part.log" "$T/full.log"
 if [ "$(sed -n 3,4p "$T/part.log" | sed 's/.*"loss": \([^,]*\),.*/\1/')" = "$(sed -n 3,4p "$T/full.log" | sed 's/.*"loss": \([^,]*\),.*/\1/')" ]; then
     echo "PASS resume_step3_4_losses_identical"; else echo "FAIL resume_step3_4_losses_identical"; fi
 expect_exit resume_wrong_pp_fails 1 mpi 2 train $SPEC --steps 4 --quiet --resume "$T/ckpt"
-expect_contains resume_wrong_pp_message "rank-0.ckpt"
+expect_contains resume_wrong_pp_message "step-00000002: a checkpoint of pp 4 vpp 2 (4 rank files); this run has pp 2"
 
 # Usage errors (exit 2) need no MPI job.
 expect_exit usage_checkpoint_every_needs_dir 2 "$BIGMAC" train $SPEC --local --checkpoint-every 2

@@ -13,7 +13,7 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: mpirun -np P*D bigmac train SPEC [plan flags] [--dp D] [--steps N] [--log FILE]\n"
             "                     [--trace FILE [--trace-from K]]\n"
-            "                     [--table FILE] [--checkpoint DIR [--checkpoint-every N]] [--resume DIR]\n"
+            "                     [--table FILE] [--checkpoint DIR [--checkpoint-every N]] [--resume DIR [--resume-force]]\n"
             "                     [--dump-params FILE] [--inject-fault RANK:OP:KIND[:STEP]] [--timeout S]\n"
             "       bigmac train SPEC --local [...]        all P ranks in this process (debugging)\n"
             "       bigmac train SPEC --reference [--dp D] [--steps N] [--log FILE] [--dump-params FILE]\n"
@@ -44,23 +44,42 @@ static void usage(FILE *f)
             "  --trace-from K     with --trace: also trace every step from K (1-based) to the last,\n"
             "                     each to FILE less .json plus .stepK.json (the data differs per step)\n"
             "  --table FILE       run this operator table instead of planning (its pp = ranks)\n"
-            "  --checkpoint DIR   write model + optimizer state (one file per rank) after the last\n"
-            "                     step, and every N steps with --checkpoint-every N\n"
-            "  --resume DIR       continue from the checkpoint in DIR (same table)\n"
+            "  --checkpoint DIR   write model + optimizer state after the last step, and every N\n"
+            "                     steps with --checkpoint-every N: one set per step, DIR/step-<N>/, made\n"
+            "                     current by one commit once every rank's file is written\n"
+            "  --resume DIR       continue from the newest complete set in DIR (same pp and vpp; the\n"
+            "                     spec's train and data settings must be the checkpoint's)\n"
+            "  --resume-force     resume although those settings differ (a warning names them)\n"
             "  --dump-params FILE final parameters as raw floats, spec module order\n"
             "  --inject-fault R:K:KIND[:STEP]  make rank R fail at its op #K (KIND nan, crash, exit,\n"
-            "                     hang) in step STEP (default 0), to test failure handling\n"
-            "  --timeout S        a rank waiting longer than S seconds for a message fails (default 60)\n"
+            "                     hang) in step STEP (default 0), to test failure handling; K may also be\n"
+            "                     checkpoint (rank R's checkpoint file after step STEP, half written),\n"
+            "                     init (start-up, before MPI_Init) or hosts (start-up, after it)\n"
+            "  --timeout S        a rank waiting longer than S seconds for a message or for the job's\n"
+            "                     start-up fails (default 60)\n"
             "  --quiet            no progress lines\n");
 }
 
+/* RANK:OP:KIND[:STEP], OP an op index or a place: checkpoint, init, hosts (BM_TRAIN_FAULT_AT_*). */
 static int parse_fault(const char *v, struct bm_train_opts *o)
 {
-    char kind[32] = "";
-    int n = 0;
+    char kind[32] = "", place[32] = "";
+    int n = 0, end = 0;
     o->fault_step = 0;
-    if (sscanf(v, "%d:%d:%31[a-z]%n", &o->fault_rank, &o->fault_op, kind, &n) < 3) return -1;
-    if (v[n] == ':' && sscanf(v + n + 1, "%d", &o->fault_step) != 1) return -1;
+    if (sscanf(v, "%d:%d:%31[a-z]%n", &o->fault_rank, &o->fault_op, kind, &n) == 3) {
+        if (o->fault_op < 0) return -1; /* an op index */
+    } else {
+        if (sscanf(v, "%d:%31[a-z]:%31[a-z]%n", &o->fault_rank, place, kind, &n) < 3) return -1;
+        if (!strcmp(place, "checkpoint")) o->fault_op = BM_TRAIN_FAULT_AT_CHECKPOINT;
+        else if (!strcmp(place, "init")) o->fault_op = BM_TRAIN_FAULT_AT_INIT;
+        else if (!strcmp(place, "hosts")) o->fault_op = BM_TRAIN_FAULT_AT_HOSTS;
+        else return -1;
+        if (!strcmp(kind, "nan")) return -1; /* no numbers to poison there */
+    }
+    if (o->fault_rank < 0) return -1;
+    if (v[n] == ':' && (sscanf(v + n + 1, "%d%n", &o->fault_step, &end) != 1 || v[n + 1 + end] || o->fault_step < 0))
+        return -1;
+    if (v[n] && v[n] != ':') return -1;
     if (!strcmp(kind, "nan")) o->fault = BM_TRAIN_FAULT_NAN;
     else if (!strcmp(kind, "crash")) o->fault = BM_TRAIN_FAULT_CRASH;
     else if (!strcmp(kind, "exit")) o->fault = BM_TRAIN_FAULT_EXIT;
@@ -94,7 +113,8 @@ static int value_flag(const char *a, const char *v, struct bm_train_opts *o, con
     else if (!strcmp(a, "--resume")) o->resume_dir = v;
     else if (!strcmp(a, "--dump-params")) o->dump_params = v;
     else if (parse_fault(v, o)) {
-        fprintf(stderr, "bigmac: error: --inject-fault: expected RANK:OP:nan|crash|exit|hang[:STEP], got '%s'\n", v);
+        fprintf(stderr, "bigmac: error: --inject-fault: expected RANK:OP:nan|crash|exit|hang[:STEP] or "
+                        "RANK:checkpoint|init|hosts:crash|exit|hang[:STEP], got '%s'\n", v);
         return BM_USAGE;
     }
     return 0;
@@ -135,6 +155,8 @@ static int parse_args(int argc, char **argv, struct args *g)
             g->local = 1;
         } else if (!strcmp(a, "--quiet")) {
             g->o.quiet = 1;
+        } else if (!strcmp(a, "--resume-force")) {
+            g->o.resume_force = 1;
         } else if (takes_value(a)) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "bigmac: error: %s needs a value\n", a);
@@ -158,6 +180,10 @@ static int parse_args(int argc, char **argv, struct args *g)
     }
     if (g->o.trace_from && !g->o.trace_path) {
         fprintf(stderr, "bigmac: error: --trace-from needs --trace FILE\n");
+        return BM_USAGE;
+    }
+    if (g->o.resume_force && !g->o.resume_dir) {
+        fprintf(stderr, "bigmac: error: --resume-force needs --resume DIR\n");
         return BM_USAGE;
     }
     if (g->o.ckpt_every && !g->o.ckpt_dir) {
@@ -196,7 +222,8 @@ static void plan_opts(struct args *g, struct bm_spec *spec, struct bm_plan_opts 
 static void print_error(void *ctx, const char *msg, int setup)
 {
     const struct args *g = ctx;
-    if (g->reference || setup) {
+    size_t n = strlen(g->path);
+    if ((g->reference || setup) && !(!strncmp(msg, g->path, n) && msg[n] == ':')) { /* named once */
         char line[sizeof(struct bm_err) + 1024];
         snprintf(line, sizeof line, "%s: %s", g->path, msg);
         bm_cli_error(line);

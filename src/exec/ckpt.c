@@ -1,7 +1,10 @@
-/* ckpt.c — per-rank checkpoints (see ckpt.h). */
+/* ckpt.c — checkpoint sets: rank files, the commit marker, resume's choice (see ckpt.h). */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -9,7 +12,246 @@
 #include "exec/ckpt.h"
 #include "util/util.h"
 
-#define MAGIC "BMCKPT01"
+#define MAGIC "BMCKPT02"
+#define MARKER "COMPLETE"
+#define MARKER_HEAD "bigmac-checkpoint 2"
+
+/* DIR/step-<N> (8 digits: the names sort by step). */
+static void set_dir(char *out, size_t n, const char *dir, long step)
+{
+    snprintf(out, n, "%s/step-%08ld", dir, step);
+}
+
+/* fsync a directory, so that a rename or unlink in it is on disk. */
+static void sync_dir(const char *path)
+{
+    int dfd = open(path, O_RDONLY | O_DIRECTORY);
+    if (dfd >= 0) fsync(dfd), close(dfd);
+}
+
+/* ------------------------------------------------------------------ metadata */
+
+void bm_ckpt_meta_of(const struct bm_spec *s, const struct bm_table *t, int dp, long step, struct bm_ckpt_meta *m)
+{
+    memset(m, 0, sizeof *m);
+    m->step = step;
+    m->pp = t->pp, m->vpp = t->vpp, m->microbatches = t->microbatches * (dp > 1 ? dp : 1), m->files = t->pp;
+    m->train = s->train;
+    m->train.steps = 0;
+    m->data_seed = s->data.seed;
+    m->samples_per_microbatch = s->data.samples_per_microbatch;
+    m->max_images = s->data.max_images;
+}
+
+int bm_ckpt_meta_diff(const struct bm_ckpt_meta *a, const struct bm_ckpt_meta *b, char *out, size_t n)
+{
+    int k = 0;
+    size_t at = 0;
+    out[0] = 0;
+#define DIFF(name, fmt, x, y)                                                                                \
+    if ((x) != (y)) {                                                                                         \
+        int w = snprintf(out + at, at < n ? n - at : 0, "%s" name " " fmt " (this run: " fmt ")", k ? "; " : "", \
+                         x, y);                                                                                 \
+        if (w > 0) at = at + (size_t)w < n ? at + (size_t)w : n;                                               \
+        k++;                                                                                                  \
+    }
+    DIFF("microbatches per step", "%d", a->microbatches, b->microbatches)
+    DIFF("train.lr", "%g", a->train.lr, b->train.lr)
+    DIFF("train.weight_decay", "%g", a->train.weight_decay, b->train.weight_decay)
+    DIFF("train.beta1", "%g", a->train.beta1, b->train.beta1)
+    DIFF("train.beta2", "%g", a->train.beta2, b->train.beta2)
+    DIFF("train.eps", "%g", a->train.eps, b->train.eps)
+    DIFF("train.seed", "%" PRIu64, a->train.seed, b->train.seed)
+    DIFF("data.seed", "%" PRIu64, a->data_seed, b->data_seed)
+    DIFF("data.samples_per_microbatch", "%d", a->samples_per_microbatch, b->samples_per_microbatch)
+    DIFF("data.max_images", "%d", a->max_images, b->max_images)
+#undef DIFF
+    return k;
+}
+
+/* Write text to path atomically: path.tmp, fsync, rename, fsync the directory. */
+static int write_atomic(const char *path, const char *dir, const char *text, struct bm_err *err)
+{
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "wb");
+    if (!f) return bm_err_set(err, "%s: cannot open for writing: %s", tmp, strerror(errno));
+    size_t len = strlen(text);
+    int bad = fwrite(text, 1, len, f) != len;
+    if (fflush(f) || fsync(fileno(f))) bad = 1;
+    if (fclose(f)) bad = 1;
+    if (bad) {
+        unlink(tmp);
+        return bm_err_set(err, "%s: write failed: %s", tmp, strerror(errno));
+    }
+    if (rename(tmp, path)) return bm_err_set(err, "%s: rename failed: %s", path, strerror(errno));
+    sync_dir(dir);
+    return BM_OK;
+}
+
+int bm_ckpt_commit(const char *dir, const struct bm_ckpt_meta *m, struct bm_err *err)
+{
+    char sdir[4096], path[4200], text[2048];
+    set_dir(sdir, sizeof sdir, dir, m->step);
+    snprintf(path, sizeof path, "%s/" MARKER, sdir);
+    snprintf(text, sizeof text,
+             MARKER_HEAD "\nstep %ld\npp %d\nvpp %d\nmicrobatches %d\nfiles %d\n"
+             "train.lr %.17g\ntrain.weight_decay %.17g\ntrain.beta1 %.17g\ntrain.beta2 %.17g\ntrain.eps %.17g\n"
+             "train.seed %" PRIu64 "\ndata.seed %" PRIu64 "\ndata.samples_per_microbatch %d\ndata.max_images %d\n",
+             m->step, m->pp, m->vpp, m->microbatches, m->files, m->train.lr, m->train.weight_decay, m->train.beta1,
+             m->train.beta2, m->train.eps, m->train.seed, m->data_seed, m->samples_per_microbatch, m->max_images);
+    if (write_atomic(path, sdir, text, err)) return BM_ERR;
+    sync_dir(dir);
+    return BM_OK;
+}
+
+/* Read a COMPLETE marker. */
+static int read_marker(const char *path, struct bm_ckpt_meta *m, struct bm_err *err)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return bm_err_set(err, "%s: cannot open: %s", path, strerror(errno));
+    char line[512];
+    int seen = 0, head = 0;
+    memset(m, 0, sizeof *m);
+    m->step = -1;
+    while (fgets(line, sizeof line, f)) {
+        char key[64];
+        int off = 0;
+        if (!head) {
+            head = !strcmp(line, MARKER_HEAD "\n");
+            if (!head) break;
+            continue;
+        }
+        if (sscanf(line, "%63s %n", key, &off) != 1) continue;
+        const char *v = line + off;
+        int ok = 1;
+        if (!strcmp(key, "step")) ok = sscanf(v, "%ld", &m->step) == 1, seen |= 1;
+        else if (!strcmp(key, "pp")) ok = sscanf(v, "%d", &m->pp) == 1, seen |= 2;
+        else if (!strcmp(key, "vpp")) ok = sscanf(v, "%d", &m->vpp) == 1, seen |= 4;
+        else if (!strcmp(key, "microbatches")) ok = sscanf(v, "%d", &m->microbatches) == 1, seen |= 8;
+        else if (!strcmp(key, "files")) ok = sscanf(v, "%d", &m->files) == 1, seen |= 16;
+        else if (!strcmp(key, "train.lr")) ok = sscanf(v, "%lf", &m->train.lr) == 1;
+        else if (!strcmp(key, "train.weight_decay")) ok = sscanf(v, "%lf", &m->train.weight_decay) == 1;
+        else if (!strcmp(key, "train.beta1")) ok = sscanf(v, "%lf", &m->train.beta1) == 1;
+        else if (!strcmp(key, "train.beta2")) ok = sscanf(v, "%lf", &m->train.beta2) == 1;
+        else if (!strcmp(key, "train.eps")) ok = sscanf(v, "%lf", &m->train.eps) == 1;
+        else if (!strcmp(key, "train.seed")) ok = sscanf(v, "%" SCNu64, &m->train.seed) == 1;
+        else if (!strcmp(key, "data.seed")) ok = sscanf(v, "%" SCNu64, &m->data_seed) == 1;
+        else if (!strcmp(key, "data.samples_per_microbatch")) ok = sscanf(v, "%d", &m->samples_per_microbatch) == 1;
+        else if (!strcmp(key, "data.max_images")) ok = sscanf(v, "%d", &m->max_images) == 1;
+        if (!ok) {
+            fclose(f);
+            return bm_err_set(err, "%s: bad value of %s", path, key);
+        }
+    }
+    fclose(f);
+    if (!head || seen != 31 || m->step < 0)
+        return bm_err_set(err, "%s: not a bigmac checkpoint marker (or written by another version)", path);
+    return BM_OK;
+}
+
+/* The steps of dir's set directories (step-<8 digits>), in *steps (bm_malloc'ed, caller frees),
+ * newest first. -1 when dir cannot be read (errno set). */
+static int list_sets(const char *dir, long **steps)
+{
+    *steps = NULL;
+    DIR *d = opendir(dir);
+    if (!d) return -1;
+    int n = 0, cap = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        long s;
+        char tail;
+        if (strncmp(e->d_name, "step-", 5) || strlen(e->d_name) != 13 || sscanf(e->d_name + 5, "%ld%c", &s, &tail) != 1)
+            continue;
+        if (bm_grow(steps, &cap, n + 1, sizeof **steps)) break;
+        (*steps)[n++] = s;
+    }
+    closedir(d);
+    for (int i = 1; i < n; i++) /* insertion sort, descending: a handful of sets */
+        for (int j = i; j > 0 && (*steps)[j] > (*steps)[j - 1]; j--) {
+            long tmp = (*steps)[j];
+            (*steps)[j] = (*steps)[j - 1], (*steps)[j - 1] = tmp;
+        }
+    return n;
+}
+
+int bm_ckpt_newest(const char *dir, int missing_ok, struct bm_ckpt_meta *m, int *found, struct bm_err *err)
+{
+    long *steps;
+    *found = 0;
+    int n = list_sets(dir, &steps);
+    if (n < 0) {
+        if (missing_ok && errno == ENOENT) return BM_OK;
+        return bm_err_set(err, "%s: cannot read the checkpoint directory: %s", dir, strerror(errno));
+    }
+    int rc = BM_OK;
+    for (int i = 0; i < n && !*found; i++) {
+        char sdir[4096], path[4200];
+        set_dir(sdir, sizeof sdir, dir, steps[i]);
+        snprintf(path, sizeof path, "%s/" MARKER, sdir);
+        if (access(path, F_OK)) continue; /* a set that was never committed: a crash while it was written */
+        if ((rc = read_marker(path, m, err))) break;
+        if (m->step != steps[i]) {
+            rc = bm_err_set(err, "%s: says step %ld, its directory step %ld", path, m->step, steps[i]);
+            break;
+        }
+        *found = 1;
+    }
+    bm_free(steps);
+    if (rc == BM_OK && !*found && !missing_ok) {
+        char legacy[4200];
+        snprintf(legacy, sizeof legacy, "%s/rank-0.ckpt", dir);
+        if (!access(legacy, F_OK))
+            return bm_err_set(err, "%s: no complete checkpoint set (step-<N>/" MARKER "); %s is of an older "
+                                   "format, written one file per rank without a commit, which this version does not "
+                                   "resume", dir, legacy);
+        return bm_err_set(err, "%s: no complete checkpoint set (a step-<N> directory with a " MARKER " marker)%s",
+                          dir, n ? "; the sets there were never completed" : "");
+    }
+    return rc;
+}
+
+void bm_ckpt_prune(const char *dir, int rank, long keep)
+{
+    long *steps;
+    int n = list_sets(dir, &steps);
+    for (int i = 0; i < n; i++) {
+        if (steps[i] == keep) continue;
+        char sdir[4096], path[4200];
+        set_dir(sdir, sizeof sdir, dir, steps[i]);
+        if (rank == 0) { /* the marker first: a set is never complete with files missing */
+            snprintf(path, sizeof path, "%s/" MARKER, sdir);
+            if (!unlink(path)) sync_dir(sdir);
+            snprintf(path, sizeof path, "%s/" MARKER ".tmp", sdir);
+            unlink(path);
+        }
+        snprintf(path, sizeof path, "%s/rank-%d.ckpt", sdir, rank);
+        unlink(path);
+        snprintf(path, sizeof path, "%s/rank-%d.ckpt.tmp", sdir, rank);
+        unlink(path);
+        rmdir(sdir); /* the last rank to leave it removes it; the others fail quietly */
+    }
+    bm_free(steps);
+    sync_dir(dir);
+}
+
+int bm_ckpt_check_dir(const char *dir, int rank, struct bm_err *err)
+{
+    struct stat st;
+    if (mkdir(dir, 0777) && errno != EEXIST)
+        return bm_err_set(err, "--checkpoint %s: cannot create the directory: %s", dir, strerror(errno));
+    if (stat(dir, &st) || !S_ISDIR(st.st_mode)) return bm_err_set(err, "--checkpoint %s: not a directory", dir);
+    char probe[4200];
+    snprintf(probe, sizeof probe, "%s/.probe-rank-%d", dir, rank);
+    int fd = open(probe, O_WRONLY | O_CREAT | O_TRUNC, 0666);
+    if (fd < 0) return bm_err_set(err, "--checkpoint %s: cannot write there: %s", dir, strerror(errno));
+    close(fd);
+    unlink(probe);
+    return BM_OK;
+}
+
+/* ------------------------------------------------------------------ rank files */
 
 struct hw {
     FILE *f;
@@ -33,20 +275,24 @@ static int hr_get(struct hw *w, void *p, size_t n)
 }
 
 int bm_ckpt_save(struct bm_exec *x, const struct bm_table *t, int rank, const char *dir, long steps_done,
-                 struct bm_err *err)
+                 void (*midway)(void *ctx), void *ctx, struct bm_err *err)
 {
-    char path[4096], tmp[4200];
+    char sdir[4096], path[4200], tmp[4300];
     if (mkdir(dir, 0777) && errno != EEXIST) return bm_err_set(err, "%s: cannot create directory: %s", dir, strerror(errno));
-    snprintf(path, sizeof path, "%s/rank-%d.ckpt", dir, rank);
+    set_dir(sdir, sizeof sdir, dir, steps_done);
+    if (mkdir(sdir, 0777) && errno != EEXIST)
+        return bm_err_set(err, "%s: cannot create directory: %s", sdir, strerror(errno));
+    snprintf(path, sizeof path, "%s/rank-%d.ckpt", sdir, rank);
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     struct hw w = {fopen(tmp, "wb"), 0xcbf29ce484222325ULL, 0};
     if (!w.f) return bm_err_set(err, "%s: cannot open for writing: %s", tmp, strerror(errno));
-    int32_t hdr[4] = {rank, t->pp, t->vpp, bm_exec_n_inst(x)};
+    int n_inst = bm_exec_n_inst(x);
+    int32_t hdr[4] = {rank, t->pp, t->vpp, n_inst};
     int64_t sd = steps_done;
     hw_put(&w, MAGIC, 8);
     hw_put(&w, hdr, sizeof hdr);
     hw_put(&w, &sd, sizeof sd);
-    for (int i = 0; i < bm_exec_n_inst(x); i++) {
+    for (int i = 0; i < n_inst; i++) {
         int module, chunk, rep;
         size_t n, n2;
         bm_exec_inst(x, i, &module, &chunk, &rep);
@@ -57,6 +303,7 @@ int bm_ckpt_save(struct bm_exec *x, const struct bm_table *t, int rank, const ch
         hw_put(&w, &nn, sizeof nn);
         hw_put(&w, p, n * sizeof(float));
         hw_put(&w, mv, 2 * n * sizeof(float));
+        if (midway && i == n_inst / 2) fflush(w.f), midway(ctx);
     }
     uint64_t h = w.h;
     hw_put(&w, &h, sizeof h);
@@ -67,16 +314,17 @@ int bm_ckpt_save(struct bm_exec *x, const struct bm_table *t, int rank, const ch
         return bm_err_set(err, "%s: write failed", tmp);
     }
     if (rename(tmp, path)) return bm_err_set(err, "%s: rename failed: %s", path, strerror(errno));
-    int dfd = open(dir, O_RDONLY);
-    if (dfd >= 0) fsync(dfd), close(dfd);
+    sync_dir(sdir);
+    sync_dir(dir);
     return BM_OK;
 }
 
-int bm_ckpt_load(struct bm_exec *x, const struct bm_table *t, int rank, const char *dir, long *steps_done,
+int bm_ckpt_load(struct bm_exec *x, const struct bm_table *t, int rank, const char *dir, long step,
                  struct bm_err *err)
 {
-    char path[4096], magic[8];
-    snprintf(path, sizeof path, "%s/rank-%d.ckpt", dir, rank);
+    char sdir[4096], path[4200], magic[8];
+    set_dir(sdir, sizeof sdir, dir, step);
+    snprintf(path, sizeof path, "%s/rank-%d.ckpt", sdir, rank);
     struct hw r = {fopen(path, "rb"), 0xcbf29ce484222325ULL, 0};
     if (!r.f) return bm_err_set(err, "%s: cannot open: %s", path, strerror(errno));
     int32_t hdr[4];
@@ -87,6 +335,10 @@ int bm_ckpt_load(struct bm_exec *x, const struct bm_table *t, int rank, const ch
         fclose(r.f);
         return bm_err_set(err, "%s: written by rank %d of pp %d vpp %d (%d modules); this is rank %d of pp %d vpp %d",
                           path, hdr[0], hdr[1], hdr[2], hdr[3], rank, t->pp, t->vpp);
+    }
+    if (sd != step) {
+        fclose(r.f);
+        return bm_err_set(err, "%s: holds step %lld, its set step %ld", path, (long long)sd, step);
     }
     for (int i = 0; i < bm_exec_n_inst(x); i++) {
         int module, chunk, rep;
@@ -106,7 +358,6 @@ int bm_ckpt_load(struct bm_exec *x, const struct bm_table *t, int rank, const ch
     uint64_t want = r.h, got;
     if (fread(&got, 1, sizeof got, r.f) != sizeof got || got != want) goto bad;
     fclose(r.f);
-    *steps_done = sd;
     return BM_OK;
 bad:
     fclose(r.f);

@@ -1,20 +1,77 @@
-/* ckpt.h — checkpoints of one pipeline rank: its module instances' parameters and AdamW
- * moments, and the number of steps done. One file per rank, DIR/rank-<R>.ckpt, written to a
- * temporary file, fsync'ed and renamed, so a crash never leaves a torn checkpoint.
+/* ckpt.h — checkpoints as sets (docs/executor.md "Checkpoints"): the files of every pipeline rank
+ * at one step, made current together by one commit marker.
  *
- * Format (little-endian, as the machine writes it): "BMCKPT01", int32 rank, pp, vpp, n_inst,
+ * Layout of a checkpoint directory DIR:
+ *
+ *   DIR/step-<N>/rank-<R>.ckpt   one per pipeline rank R (N: steps done, 8 digits)
+ *   DIR/step-<N>/COMPLETE        the commit marker: written by rank 0 after every rank's file of
+ *                                the set is on disk (a barrier over every process of the job)
+ *
+ * Protocol (run.c): every writer rank writes its file (to a .tmp, fsync, rename, fsync the
+ * directory), then a barrier that also agrees on success; then rank 0 writes COMPLETE the same
+ * way; then a second agreement, after which each rank removes its files of the other sets (rank 0
+ * also their markers). So at any moment the newest set with a COMPLETE marker is whole: a crash
+ * while set N is written leaves set N without a marker and the previous set untouched.
+ * `--resume DIR` takes the newest set with a marker.
+ *
+ * Rank file (little-endian, as the machine writes it): "BMCKPT02", int32 rank, pp, vpp, n_inst,
  * int64 steps_done, then per instance int32 module, chunk, uint64 n, n params, n m, n v floats,
- * then a uint64 FNV-1a hash of everything before it. */
+ * then a uint64 FNV-1a hash of everything before it.
+ *
+ * COMPLETE is text, one "key value" per line: "bigmac-checkpoint 2", then step, pp, vpp,
+ * microbatches, files (the number of rank files), and the settings a resumed run must share to
+ * continue the same run: train.lr, train.weight_decay, train.beta1, train.beta2, train.eps,
+ * train.seed, data.seed, data.samples_per_microbatch, data.max_images (doubles with 17
+ * significant digits, so they compare exactly). */
 #ifndef BM_EXEC_CKPT_H
 #define BM_EXEC_CKPT_H
 
 #include "exec/exec.h"
 
+/* What a set's COMPLETE marker records. */
+struct bm_ckpt_meta {
+    long step;                 /* steps done */
+    int pp, vpp, microbatches, files; /* microbatches: per step, over every replica */
+    struct bm_train train;     /* train.steps is not recorded (a resumed run may go further) */
+    uint64_t data_seed;
+    int samples_per_microbatch, max_images;
+};
+
+/* The marker a run of spec s on table t with dp data-parallel replicas writes after 'step' steps
+ * (its microbatches: the step's, dp * the table's, so that a checkpoint resumes under another dp
+ * with the same global batch: the state does not depend on dp). */
+void bm_ckpt_meta_of(const struct bm_spec *s, const struct bm_table *t, int dp, long step, struct bm_ckpt_meta *m);
+
+/* The settings of a (checkpoint) and b (this run) that differ, as "train.lr 0.003 (this run:
+ * 0.002); data.seed 1 (this run: 2)" into out; returns how many differ. The shape (pp, vpp) is
+ * not compared here (the rank files check it). */
+int bm_ckpt_meta_diff(const struct bm_ckpt_meta *a, const struct bm_ckpt_meta *b, char *out, size_t n);
+
+/* Every rank that will write checkpoints, before the first step: DIR exists or is created (its
+ * parent must exist), and a file can be created in it. Messages name the flag. */
+int bm_ckpt_check_dir(const char *dir, int rank, struct bm_err *err);
+
+/* Rank 'rank''s file of the set of 'steps_done' steps. midway(ctx), when given, is called with the
+ * file half written (before it is complete, synced and renamed): the fault injection's hook for
+ * a rank that dies while a set is written. */
 int bm_ckpt_save(struct bm_exec *x, const struct bm_table *t, int rank, const char *dir, long steps_done,
-                 struct bm_err *err);
-/* Load rank's file into x (instances must match: same table, same model). *steps_done = steps
- * the checkpoint had completed (the next step to run). */
-int bm_ckpt_load(struct bm_exec *x, const struct bm_table *t, int rank, const char *dir, long *steps_done,
+                 void (*midway)(void *ctx), void *ctx, struct bm_err *err);
+
+/* Rank 0, after every rank's file of the set is written: the COMPLETE marker of m->step. */
+int bm_ckpt_commit(const char *dir, const struct bm_ckpt_meta *m, struct bm_err *err);
+
+/* After set 'keep' was committed: remove rank's files of every other set, and (rank 0) their
+ * markers; empty set directories are removed. Best effort: what cannot be removed stays, and
+ * an older set without its marker is never resumed from. */
+void bm_ckpt_prune(const char *dir, int rank, long keep);
+
+/* The newest set in dir that has a COMPLETE marker, into *m. BM_ERR (err says why) when dir
+ * has none or its marker cannot be read. *found = 0 with BM_OK when none exists and
+ * missing_ok. */
+int bm_ckpt_newest(const char *dir, int missing_ok, struct bm_ckpt_meta *m, int *found, struct bm_err *err);
+
+/* Load rank's file of set 'step' into x (instances must match: same table, same model). */
+int bm_ckpt_load(struct bm_exec *x, const struct bm_table *t, int rank, const char *dir, long step,
                  struct bm_err *err);
 
 #endif

@@ -107,8 +107,21 @@ static inline void bm_comm_rank_name(const struct bm_comm *c, int p, char *buf, 
 /* All P pipeline ranks in this process (in-memory mailboxes). NULL on OOM. */
 struct bm_comm *bm_comm_local_new(int P);
 
-/* One pipeline rank per MPI process: calls MPI_Init (argc/argv may be NULL). NULL with err set
- * when MPI cannot start. Defined in comm_mpi.c, linked only into programs built with mpicc. */
-struct bm_comm *bm_comm_mpi_new(int *argc, char ***argv, struct bm_err *err);
+/* How the MPI transport starts. A start-up that takes longer than timeout_s ends the job with a
+ * message naming the rank and the phase: MPI_Init (a watchdog timer: the call cannot be
+ * polled), then the exchange of host names (polled; rank 0 names the ranks it heard nothing
+ * from). The fault fields are the test hook of `--inject-fault RANK:init|hosts:KIND`. */
+struct bm_comm_mpi_start {
+    double timeout_s;  /* 0: never */
+    int fault_rank;    /* the rank (MPI_COMM_WORLD) that misbehaves ... */
+    int fault_at;      /* ... at BM_TRAIN_FAULT_AT_INIT or _HOSTS (include/bigmac.h); 0: none */
+    int fault_kind;    /* BM_TRAIN_FAULT_CRASH, _EXIT or _HANG */
+};
+
+/* One pipeline rank per MPI process: calls MPI_Init (argc/argv may be NULL). start NULL: a 60 s
+ * start-up timeout and no fault. NULL with err set when MPI cannot start. Defined in
+ * comm_mpi.c, linked only into programs built with mpicc. */
+struct bm_comm *bm_comm_mpi_new(int *argc, char ***argv, const struct bm_comm_mpi_start *start,
+                                struct bm_err *err);
 
 #endif

@@ -18,9 +18,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "bigmac.h"
 #include "exec/comm.h"
 #include "util/util.h"
 
@@ -33,6 +35,16 @@ struct mpi {
     MPI_Comm pipe;      /* this replica's pipeline: point to point (MPI_COMM_WORLD with D = 1) */
     MPI_Comm dpc;       /* this pipeline rank's replicas (MPI_COMM_SELF with D = 1) */
     int world_rank;     /* this process's global rank */
+    /* Who waits for whom (a timeout's message): a rank whose wait times out asks the rank it
+     * waited for what that rank is doing (a probe on probe_tag); a rank that is waiting itself
+     * answers on reply_tag with the rank it waits for (-1: in a collective). One that answers
+     * nothing within the grace period hung or died. */
+    int probe_tag, reply_tag;
+    int waiting_for;    /* the current blocking wait's peer (a global rank); -1: a collective */
+    int probe_seq;      /* numbers this rank's probes: a late answer to an earlier one is dropped */
+    int probe_buf;      /* the probe's payload (its number), kept while its send is in flight */
+    int *reply_buf;     /* [2 * world] the answer sent to each prober (rank waited for, the probe's
+                         * number), kept while in flight */
 };
 
 static long new_req(struct mpi *m, struct bm_err *err)
@@ -94,32 +106,172 @@ static int m_irecv(struct bm_comm *c, int to, int from, int tag, void *buf, size
     return BM_OK;
 }
 
-/* The timeout message: "WHAT after S s (a peer hung or died)", and when the ranks span several
- * hosts "...; rank P runs on HOST, this rank on HOST)" (peer >= 0: a pipeline rank of this
- * replica) or "...; this rank on HOST)". Ranks are named as everywhere (bm_comm_rank_name). */
-static int timed_out(struct bm_comm *c, const char *what, int peer, struct bm_err *err)
+/* Answer the probes of ranks whose wait for this one is about to time out: "I wait for rank
+ * m->waiting_for" (sent without waiting for completion: the prober may be gone by then). Called
+ * while this rank waits itself. */
+static void answer_probes(struct bm_comm *c)
+{
+    struct mpi *m = c->impl;
+    for (;;) {
+        int flag = 0, seq;
+        MPI_Status st;
+        if (MPI_Iprobe(MPI_ANY_SOURCE, m->probe_tag, MPI_COMM_WORLD, &flag, &st) != MPI_SUCCESS || !flag) return;
+        if (MPI_Recv(&seq, 1, MPI_INT, st.MPI_SOURCE, m->probe_tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+            return;
+        MPI_Request r;
+        int *ans = &m->reply_buf[2 * st.MPI_SOURCE];
+        ans[0] = m->waiting_for, ans[1] = seq;
+        if (MPI_Isend(ans, 2, MPI_INT, st.MPI_SOURCE, m->reply_tag, MPI_COMM_WORLD, &r) == MPI_SUCCESS)
+            MPI_Request_free(&r);
+    }
+}
+
+/* Ask ranks who[0..n-1] what they wait for, until 'deadline' (bm_now() seconds): ans[i] the rank
+ * who[i] waits for (-1: a collective), -2 when it did not answer. Probes of others are answered
+ * meanwhile (two ranks waiting for each other ask each other). */
+static void ask(struct bm_comm *c, const int *who, int n, int *ans, double deadline)
+{
+    struct mpi *m = c->impl;
+    MPI_Request *rr = bm_calloc((size_t)n + 1, sizeof *rr);
+    int *got = bm_calloc(2 * (size_t)n + 1, sizeof *got);
+    for (int i = 0; i < n; i++) ans[i] = -2;
+    if (!rr || !got) {
+        bm_free(rr), bm_free(got);
+        return;
+    }
+    m->probe_buf = ++m->probe_seq;
+    for (int i = 0; i < n; i++) {
+        MPI_Request sr;
+        rr[i] = MPI_REQUEST_NULL;
+        if (MPI_Irecv(&got[2 * i], 2, MPI_INT, who[i], m->reply_tag, MPI_COMM_WORLD, &rr[i]) != MPI_SUCCESS) continue;
+        if (MPI_Isend(&m->probe_buf, 1, MPI_INT, who[i], m->probe_tag, MPI_COMM_WORLD, &sr) == MPI_SUCCESS)
+            MPI_Request_free(&sr);
+    }
+    for (int open = n; open > 0 && bm_now() < deadline;) {
+        open = 0;
+        for (int i = 0; i < n; i++) {
+            int flag = 0;
+            if (rr[i] == MPI_REQUEST_NULL) continue;
+            if (MPI_Test(&rr[i], &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
+                rr[i] = MPI_REQUEST_NULL;
+                continue;
+            }
+            if (flag && got[2 * i + 1] == m->probe_seq) {
+                ans[i] = got[2 * i];
+                continue;
+            }
+            if (flag && MPI_Irecv(&got[2 * i], 2, MPI_INT, who[i], m->reply_tag, MPI_COMM_WORLD, &rr[i]) != MPI_SUCCESS)
+                rr[i] = MPI_REQUEST_NULL; /* a late answer to an earlier probe: wait for this one's */
+            open += rr[i] != MPI_REQUEST_NULL;
+        }
+        answer_probes(c);
+        struct timespec ts = {0, 100000};
+        nanosleep(&ts, NULL);
+    }
+    for (int i = 0; i < n; i++)
+        if (rr[i] != MPI_REQUEST_NULL) { /* no answer: it stays -2 */
+            MPI_Cancel(&rr[i]);
+            MPI_Request_free(&rr[i]);
+        }
+    bm_free(rr), bm_free(got);
+}
+
+/* Why a wait for 'peer' (-1: a collective) gets nothing, found out by asking until 'deadline',
+ * into why[0..n-1]: for a point-to-point wait the chain of waits from the peer ("rank 1 is itself
+ * waiting for rank 2, which does not answer: it hung or died"), for a collective (or a chain that
+ * ends in one) the ranks that do not answer. So a rank that is itself waiting is never blamed. */
+/* Global rank g as messages name ranks: "rank 3", or with replicas "rank 3 (pp 1 / dp 1)". */
+static const char *gname(const struct bm_comm *c, int g, char *buf, size_t n)
+{
+    if (c->dp > 1) snprintf(buf, n, "rank %d (pp %d / dp %d)", g, g / c->dp, g % c->dp);
+    else snprintf(buf, n, "rank %d", g);
+    return buf;
+}
+
+static void explain(struct bm_comm *c, int peer, char *why, size_t n, double deadline)
 {
     const struct mpi *m = c->impl;
-    char pn[64] = "";
-    if (peer >= 0 && peer < c->size) bm_comm_rank_name(c, peer, pn, sizeof pn);
-    if (!m->host) {
-        if (pn[0] && c->dp > 1) /* which replica's peer, when there are several */
-            return bm_err_set(err, "%s after %.0f s (a peer hung or died: %s)", what, c->timeout_s, pn);
-        return bm_err_set(err, "%s after %.0f s (a peer hung or died)", what, c->timeout_s);
+    int P = c->world, me = m->world_rank;
+    char g1[64], g2[64];
+    size_t at = 0;
+    why[0] = 0;
+#define SAY(...) (at += (size_t)snprintf(why + at, at < n ? n - at : 0, __VA_ARGS__), at = at < n ? at : n - 1)
+    if (peer >= 0 && peer < P) {
+        int cur = peer, hops = 0;
+        for (;;) {
+            int ans;
+            ask(c, &cur, 1, &ans, deadline);
+            if (ans == -2) {
+                if (hops) SAY(", which does not answer: it hung or died");
+                else SAY("%s does not answer: it hung or died", gname(c, cur, g1, sizeof g1));
+                break;
+            }
+            if (!hops) SAY("%s is itself waiting", gname(c, cur, g1, sizeof g1));
+            if (ans < 0 || ans >= P) { /* then whoever keeps the collective from ending: below */
+                SAY(hops ? ", which is waiting in a collective; " : " in a collective; ");
+                peer = -1;
+                break;
+            }
+            if (hops) SAY(", %s for %s", gname(c, cur, g1, sizeof g1), gname(c, ans, g2, sizeof g2));
+            else SAY(" for %s", gname(c, ans, g1, sizeof g1));
+            if (ans == me || ans == peer || ++hops >= P) {
+                SAY(": a cycle of waits (a deadlock), no rank died");
+                break;
+            }
+            cur = ans;
+        }
     }
-    if (pn[0])
-        return bm_err_set(err, "%s after %.0f s (a peer hung or died; %s runs on %s, this rank on %s)", what,
-                          c->timeout_s, pn, m->host[bm_comm_global(c, peer)], m->host[m->world_rank]);
-    return bm_err_set(err, "%s after %.0f s (a peer hung or died; this rank on %s)", what, c->timeout_s,
-                      m->host[m->world_rank]);
+    if (peer < 0 || peer >= P) {
+        int *who = bm_calloc((size_t)P + 1, sizeof *who), *ans = bm_calloc((size_t)P + 1, sizeof *ans), k = 0;
+        if (who && ans) {
+            for (int r = 0; r < P; r++)
+                if (r != me) who[k++] = r;
+            ask(c, who, k, ans, deadline);
+            int silent = 0, j = 0;
+            for (int i = 0; i < k; i++) silent += ans[i] == -2;
+            for (int i = 0; i < k; i++)
+                if (ans[i] == -2 && j++ < 8) SAY("%s%d", j > 1 ? ", " : silent > 1 ? "ranks " : "rank ", who[i]);
+            if (silent > 8) SAY(", ...");
+            if (silent) SAY(silent > 1 ? " do not answer: they hung or died" : " does not answer: it hung or died");
+            else SAY("every other rank answers: they wait too");
+        } else {
+            SAY("a peer hung or died");
+        }
+        bm_free(who), bm_free(ans);
+    }
+#undef SAY
+}
+
+/* The timeout message: "WHAT after S s (WHY)", WHY from explain; when the ranks span several
+ * hosts "...; P runs on HOST, this rank on HOST)" (peer >= 0: a pipeline rank of this replica,
+ * named as everywhere: bm_comm_rank_name) or "...; this rank on HOST)". */
+static int timed_out(struct bm_comm *c, const char *what, int peer, const char *why, struct bm_err *err)
+{
+    const struct mpi *m = c->impl;
+    if (!why[0]) why = "a peer hung or died";
+    if (!m->host) return bm_err_set(err, "%s after %.0f s (%s)", what, c->timeout_s, why);
+    if (peer >= 0 && peer < c->size) {
+        char pn[64];
+        bm_comm_rank_name(c, peer, pn, sizeof pn);
+        return bm_err_set(err, "%s after %.0f s (%s; %s runs on %s, this rank on %s)", what, c->timeout_s, why, pn,
+                          m->host[bm_comm_global(c, peer)], m->host[m->world_rank]);
+    }
+    return bm_err_set(err, "%s after %.0f s (%s; this rank on %s)", what, c->timeout_s, why, m->host[m->world_rank]);
 }
 
 /* Poll *r until it completes (block) or once (!block); a blocking wait fails after timeout_s
- * (peer: the other rank of a point-to-point request, -1 for a collective). */
+ * (peer: the other pipeline rank of a point-to-point request, -1 for a collective). After the first
+ * millisecond of a wait this rank answers the probes of ranks that wait for it; in the last
+ * quarter of the timeout (at most 5 s) it asks the ranks it waits for (explain), so that the
+ * message is ready when the timeout comes and a rank ends as soon as it did before. */
 static int poll_req(struct bm_comm *c, MPI_Request *r, int block, int *done, const char *what, int peer,
                     struct bm_err *err)
 {
-    double t0 = bm_now();
+    struct mpi *m = c->impl;
+    double t0 = bm_now(), T = c->timeout_s, grace = T / 4 > 5 ? 5 : T / 4;
+    int gpeer = peer >= 0 && peer < c->size ? bm_comm_global(c, peer) : -1; /* probes go over the world */
+    char why[1024] = "";
+    int asked = 0;
     for (;;) {
         int flag = 0;
         MPI_Status st;
@@ -140,7 +292,13 @@ static int poll_req(struct bm_comm *c, MPI_Request *r, int block, int *done, con
         } else {
             struct timespec ts = {0, 50000};
             nanosleep(&ts, NULL);
-            if (c->timeout_s > 0 && waited > c->timeout_s) return timed_out(c, what, peer, err);
+            m->waiting_for = gpeer;
+            answer_probes(c);
+            if (T > 0 && !asked && waited > T - grace) {
+                explain(c, gpeer, why, sizeof why, t0 + T);
+                asked = 1;
+            }
+            if (T > 0 && waited > T) return timed_out(c, what, peer, why, err);
         }
     }
 }
@@ -325,7 +483,7 @@ static void m_free(struct bm_comm *c)
             if (m->req[i] != MPI_REQUEST_NULL) MPI_Cancel(&m->req[i]), MPI_Request_free(&m->req[i]);
         if (m->pipe != MPI_COMM_WORLD) MPI_Comm_free(&m->pipe);
         if (m->dpc != MPI_COMM_SELF) MPI_Comm_free(&m->dpc);
-        bm_free(m->req), bm_free(m->peer), bm_free(m->host), bm_free(m->hostp);
+        bm_free(m->req), bm_free(m->peer), bm_free(m->host), bm_free(m->hostp), bm_free(m->reply_buf);
         bm_free(m);
     }
     bm_free(c);
@@ -338,21 +496,131 @@ static const struct bm_comm_ops mpi_ops = {
     .free = m_free,
 };
 
+/* ------------------------------------------------------------------ start-up */
+
+/* The start-up watchdog: MPI_Init cannot be polled, so a timer (SIGALRM) ends the process when it
+ * has not returned after the timeout, with a message prepared beforehand (a signal handler may
+ * only write and _exit). mpirun then ends the rest of the job. */
+static char startup_msg[512];
+static volatile sig_atomic_t startup_len;
+
+static void startup_watchdog(int sig)
+{
+    (void)sig;
+    if (startup_len > 0 && write(2, startup_msg, (size_t)startup_len) < 0) _exit(1);
+    _exit(1);
+}
+
+static void startup_arm(double seconds)
+{
+    struct itimerval it = {{0, 0}, {(time_t)seconds, (suseconds_t)((seconds - (double)(time_t)seconds) * 1e6)}};
+    if (seconds > 0 && it.it_value.tv_sec == 0 && it.it_value.tv_usec == 0) it.it_value.tv_usec = 1;
+    signal(SIGALRM, startup_watchdog);
+    setitimer(ITIMER_REAL, &it, NULL);
+}
+
+static void startup_disarm(void)
+{
+    struct itimerval it = {{0, 0}, {0, 0}};
+    setitimer(ITIMER_REAL, &it, NULL);
+    signal(SIGALRM, SIG_DFL);
+}
+
+/* This process's rank before MPI_Init, from the launcher's environment; -1 when unknown. */
+static int launcher_rank(void)
+{
+    static const char *const vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"};
+    for (size_t i = 0; i < sizeof vars / sizeof *vars; i++) {
+        const char *v = getenv(vars[i]);
+        char *end;
+        long r = v ? strtol(v, &end, 10) : -1;
+        if (v && *v && !*end && r >= 0 && r < 1 << 30) return (int)r;
+    }
+    return -1;
+}
+
+/* --inject-fault RANK:init|hosts:KIND: this process misbehaves here. */
+static void startup_fault(const struct bm_comm_mpi_start *st, int at, int rank)
+{
+    if (!st || st->fault_at != at || st->fault_rank != rank) return;
+    fflush(stdout), fflush(stderr);
+    if (st->fault_kind == BM_TRAIN_FAULT_CRASH) raise(SIGSEGV);
+    else if (st->fault_kind == BM_TRAIN_FAULT_EXIT) _exit(3);
+    else if (st->fault_kind == BM_TRAIN_FAULT_HANG)
+        for (;;) pause();
+}
+
 /* Every rank's host name (MPI_Get_processor_name), kept only when the ranks span several hosts:
- * a timeout then says where the peer it waited for runs (docs/multihost.md). */
+ * a timeout then says where the peer it waited for runs (docs/multihost.md). Point to point to
+ * rank 0, then a broadcast, all polled under the timeout: a rank that hangs or dies during
+ * start-up is named by rank 0 ("no host name from rank 2"), instead of every rank waiting in a
+ * blocking MPI_Allgather for ever. The others wait for rank 0's list a little longer than rank 0
+ * waits for them, so that rank 0's message, which names the rank, is the one the job ends with. */
 static int gather_hosts(struct bm_comm *c, struct bm_err *err)
 {
     struct mpi *m = c->impl;
     char me[MPI_MAX_PROCESSOR_NAME] = "";
-    int len = 0;
+    int len = 0, P = c->world, rank = m->world_rank, rc = BM_OK;
     if (check(MPI_Get_processor_name(me, &len), "MPI_Get_processor_name", err)) return BM_ERR;
-    m->host = bm_calloc((size_t)c->world, sizeof *m->host);
-    if (!m->host) return bm_err_set(err, "out of memory for %d host names", c->world);
-    if (check(MPI_Allgather(me, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, m->host, MPI_MAX_PROCESSOR_NAME, MPI_CHAR,
-                            MPI_COMM_WORLD), "MPI_Allgather", err))
-        return BM_ERR;
+    m->host = bm_calloc((size_t)P, sizeof *m->host);
+    MPI_Request *req = bm_calloc((size_t)P, sizeof *req);
+    if (!m->host || !req) {
+        bm_free(req);
+        return bm_err_set(err, "out of memory for %d host names", P);
+    }
+    for (int r = 0; r < P; r++) req[r] = MPI_REQUEST_NULL;
+    double t0 = bm_now(), limit = c->timeout_s;
+    if (rank == 0) {
+        memcpy(m->host[0], me, sizeof me);
+        for (int r = 1; r < P && rc == BM_OK; r++)
+            rc = check(MPI_Irecv(m->host[r], MPI_MAX_PROCESSOR_NAME, MPI_CHAR, r, 0, MPI_COMM_WORLD, &req[r]),
+                       "MPI_Irecv", err);
+    } else {
+        rc = check(MPI_Isend(me, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, 0, 0, MPI_COMM_WORLD, &req[0]), "MPI_Isend", err);
+        if (limit > 0) limit = limit * 1.5 + 1;
+    }
+    for (int pending = 1; rc == BM_OK && pending;) { /* rank 0: every name; the others: their send */
+        pending = 0;
+        for (int r = 0; r < P && rc == BM_OK; r++) {
+            int flag = 1;
+            if (req[r] != MPI_REQUEST_NULL) rc = check(MPI_Test(&req[r], &flag, MPI_STATUS_IGNORE), "MPI_Test", err);
+            pending |= !flag;
+        }
+        if (!pending || rc) break;
+        struct timespec ts = {0, 200000};
+        nanosleep(&ts, NULL);
+        if (limit > 0 && bm_now() - t0 > limit) {
+            if (rank != 0) {
+                rc = bm_err_set(err, "start-up: rank 0 took no host name from this rank within %.0f s (rank 0 hung "
+                                     "or died during start-up)", limit);
+                break;
+            }
+            char who[256] = "";
+            int n = 0, at = 0;
+            for (int r = 1; r < P; r++)
+                if (req[r] != MPI_REQUEST_NULL && n++ < 8)
+                    at += snprintf(who + at, sizeof who - (size_t)at, "%s%d", n > 1 ? ", " : "", r);
+            rc = bm_err_set(err, "start-up: no host name from rank%s %s%s within %.0f s: %s hung or died during "
+                                 "start-up (after MPI_Init)", n > 1 ? "s" : "", who, n > 8 ? ", ..." : "", limit,
+                            n > 1 ? "they" : "it");
+        }
+    }
+    if (rc == BM_OK) { /* the list, from rank 0 to everyone */
+        MPI_Request b;
+        rc = check(MPI_Ibcast(m->host, P * MPI_MAX_PROCESSOR_NAME, MPI_CHAR, 0, MPI_COMM_WORLD, &b), "MPI_Ibcast", err);
+        for (int flag = 0; rc == BM_OK && !flag;) {
+            if ((rc = check(MPI_Test(&b, &flag, MPI_STATUS_IGNORE), "MPI_Test", err)) || flag) break;
+            struct timespec ts = {0, 200000};
+            nanosleep(&ts, NULL);
+            if (limit > 0 && bm_now() - t0 > limit)
+                rc = bm_err_set(err, "start-up: no list of host names from rank 0 within %.0f s (rank 0 hung or died "
+                                     "during start-up)", limit);
+        }
+    }
+    bm_free(req); /* on a failure the job is aborted: requests still pending do not matter */
+    if (rc) return BM_ERR;
     int several = 0;
-    for (int r = 0; r < c->world; r++) {
+    for (int r = 0; r < P; r++) {
         m->host[r][MPI_MAX_PROCESSOR_NAME - 1] = 0;
         several |= strcmp(m->host[r], m->host[0]) != 0;
     }
@@ -360,20 +628,35 @@ static int gather_hosts(struct bm_comm *c, struct bm_err *err)
         bm_free(m->host), m->host = NULL;
         return BM_OK;
     }
-    if (!(m->hostp = bm_calloc((size_t)c->world, sizeof *m->hostp)))
-        return bm_err_set(err, "out of memory for %d host names", c->world);
-    for (int r = 0; r < c->world; r++) m->hostp[r] = m->host[r];
+    if (!(m->hostp = bm_calloc((size_t)P, sizeof *m->hostp)))
+        return bm_err_set(err, "out of memory for %d host names", P);
+    for (int r = 0; r < P; r++) m->hostp[r] = m->host[r];
     c->hosts = m->hostp;
     return BM_OK;
 }
 
-struct bm_comm *bm_comm_mpi_new(int *argc, char ***argv, struct bm_err *err)
+struct bm_comm *bm_comm_mpi_new(int *argc, char ***argv, const struct bm_comm_mpi_start *start,
+                                struct bm_err *err)
 {
-    int inited = 0;
+    int inited = 0, lrank = launcher_rank();
+    double timeout = start ? start->timeout_s : 60;
     MPI_Initialized(&inited);
-    if (!inited && MPI_Init(argc, argv) != MPI_SUCCESS) {
-        bm_err_set(err, "MPI_Init failed");
-        return NULL;
+    if (!inited) {
+        startup_fault(start, BM_TRAIN_FAULT_AT_INIT, lrank); /* a rank that never reaches MPI_Init */
+        char who[32] = "this process";
+        if (lrank >= 0) snprintf(who, sizeof who, "rank %d", lrank);
+        int n = snprintf(startup_msg, sizeof startup_msg,
+                         "bigmac: error: %s: start-up: MPI_Init did not return within %.0f s (a rank of the job did "
+                         "not reach it: it hung or died before it)\nbigmac: hint: --timeout S sets the limit\n",
+                         who, timeout);
+        startup_len = n > 0 && n < (int)sizeof startup_msg ? n : 0;
+        if (timeout > 0) startup_arm(timeout);
+        int irc = MPI_Init(argc, argv);
+        if (timeout > 0) startup_disarm();
+        if (irc != MPI_SUCCESS) {
+            bm_err_set(err, "MPI_Init failed");
+            return NULL;
+        }
     }
     /* Errors come back as codes; the executor turns them into messages and MPI_Abort. */
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
@@ -388,13 +671,25 @@ struct bm_comm *bm_comm_mpi_new(int *argc, char ***argv, struct bm_err *err)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag);
+    /* the two largest tags are the wait probes' (timed_out); the next one the clock's */
+    int top = flag && ub ? *ub : 32767;
+    m->probe_tag = top, m->reply_tag = top - 1, m->waiting_for = -1;
     *c = (struct bm_comm){.ops = &mpi_ops, .size = size, .first_rank = rank, .nlocal = 1,
-                          .tag_ub = flag && ub ? *ub : 32767, .cooperative = 0, .timeout_s = 60, .impl = m,
+                          .tag_ub = top - 2, .cooperative = 0, .timeout_s = timeout, .impl = m,
                           .dp = 1, .replica = 0, .world = size};
     m->pipe = MPI_COMM_WORLD, m->dpc = MPI_COMM_SELF, m->world_rank = rank;
-    if (gather_hosts(c, err)) {
+    if (!(m->reply_buf = bm_calloc(2 * (size_t)size, sizeof *m->reply_buf))) {
         m_free(c);
+        bm_err_set(err, "out of memory");
         return NULL;
+    }
+    startup_fault(start, BM_TRAIN_FAULT_AT_HOSTS, rank); /* a rank that hangs after MPI_Init */
+    if (gather_hosts(c, err)) {
+        char msg[sizeof err->msg];
+        snprintf(msg, sizeof msg, "rank %d: %s", rank, err->msg);
+        snprintf(err->msg, sizeof err->msg, "%s", msg);
+        fprintf(stderr, "bigmac: error: %s\n", err->msg);
+        m_abort(c, 1); /* the others may be waiting for this rank: end the job */
     }
     return c;
 }

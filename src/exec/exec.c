@@ -102,13 +102,15 @@ static void op_name(const struct bm_table *t, const struct bm_op *op, char *buf,
     }
 }
 
-/* err = "rank R: op #K NAME: <err's message>" (the rank as bm_comm_rank_name says it). */
+/* A failure of op k while walking a step: "rank R: op #K NAME, step N: <err's message>" (the
+ * rank as bm_comm_rank_name says it; N 1-based, as the progress lines count), so a non-finite
+ * number or a timeout says when as well as where. */
 static int op_fail(const struct bm_exec *x, int k, struct bm_err *err)
 {
     char name[BM_MAX_NAME + 64], msg[sizeof err->msg];
     op_name(x->t, &x->ops[k], name, sizeof name);
     snprintf(msg, sizeof msg, "%s", err->msg);
-    return bm_err_set(err, "%s: op #%d %s: %s", x->rname, k, name, msg);
+    return bm_err_set(err, "%s: op #%d %s, step %ld: %s", x->rname, k, name, x->step + 1, msg);
 }
 
 /* ---------------------------------------------------------------- build */

@@ -39,12 +39,14 @@ struct bm_exec_opts {
     int ckpt_every;            /* ... every N steps (0 = only after the last step) */
     const char *resume_dir;    /* resume from the checkpoint in this directory */
     FILE *progress;            /* progress lines (rank 0 only); NULL = quiet */
-    int fault_rank, fault_op;  /* --inject-fault RANK:OP:KIND (op index in the rank's list) */
+    int fault_rank, fault_op;  /* --inject-fault RANK:OP:KIND (op index in the rank's list, or
+                                * BM_TRAIN_FAULT_AT_CHECKPOINT: rank's checkpoint file, half written) */
     int fault_step;            /* the step (0-based) the fault fires in */
     enum bm_fault fault;
     double *loss_out;          /* optional [steps]: each step's loss (process of rank 0) */
     double *peak_out;          /* optional [P * 3]: last step's peak act bytes per rank and role */
     double *ms_out;            /* optional [steps]: each step's wall time, ms (rank 0) */
+    int resume_force;          /* resume although the checkpoint's settings differ (--resume-force) */
 };
 
 /* Per-step figures of one rank (gathered to rank 0). */
@@ -116,8 +118,11 @@ int bm_exec_run_step(struct bm_exec **x, struct bm_comm *c, long step, struct bm
 
 /* Train: plan (or take) table t, build the local ranks, run opts->steps steps, log, trace,
  * checkpoint. The process runs comm->nlocal ranks. Returns 0 on success; on a failure the
- * message is in err (cooperative comm) or the job was aborted (MPI). Rank 0's process writes the
- * log and trace. */
+ * message is in err (cooperative comm), or the job was aborted (MPI, a failure in a step), or
+ * (MPI, a failure every rank met at one point: an output path, the checkpoint to resume, a
+ * checkpoint set, an output written at the end) BM_ERR in every process, err holding the message
+ * in the failing rank's process and empty in the others. Rank 0's process writes the log and
+ * trace. */
 int bm_exec_train(const struct bm_spec *s, const struct bm_table *t, struct bm_comm *comm,
                   const struct bm_exec_opts *o, struct bm_err *err);
 

@@ -2,10 +2,15 @@
  * all-reduce of replicated modules, AdamW, the per-step log and progress, the measured trace,
  * checkpoints and the final parameter dump. The same code drives one MPI rank per process or all
  * P ranks in one process (comm_local, cooperative round-robin). */
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "exec/ckpt.h"
 #include "exec/exec.h"
@@ -50,6 +55,49 @@ static int fail(struct bm_comm *c, struct bm_err *err)
         print_error(err->msg);
         c->ops->abort(c, 1);
     }
+    return BM_ERR;
+}
+
+/* A failure every process knows about (agree): said by the rank that failed ("rank R: ..." under
+ * MPI), returned without MPI_Abort, so every process finalizes MPI normally and exits non-zero.
+ * An empty message: another rank failed and says so. */
+static int agreed_fail(struct bm_comm *c, struct bm_err *err)
+{
+    if (!c->cooperative && err->msg[0] && strncmp(err->msg, "rank ", 5)) {
+        char msg[sizeof err->msg], name[64];
+        snprintf(msg, sizeof msg, "%s", err->msg);
+        bm_comm_rank_name(c, c->first_rank, name, sizeof name);
+        bm_err_set(err, "%s: %s", name, msg);
+    }
+    return BM_ERR;
+}
+
+/* Every process at the same point of the run agrees on whether some rank failed (rc != BM_OK on
+ * this process, its message in err): an all-reduce of the status over every rank of the job,
+ * which is also a barrier. BM_OK when no rank failed. BM_ERR when one did, with err left as it is
+ * on a process that failed and emptied on the others; *hard = 1 when the agreement itself
+ * failed (a peer hung or died: the caller aborts; err then says so, after 'what'). Failures that every rank meets at such a point
+ * (a file that cannot be written, a checkpoint that does not match) end the job without
+ * MPI_Abort: a rank aborting while the others finalize MPI made mpirun crash or hang now and
+ * then (issue 27, case 6). */
+static int agree(struct bm_comm *c, int rc, const char *what, int *hard, struct bm_err *err)
+{
+    int *mine = bm_calloc((size_t)c->nlocal, sizeof *mine), any = 0;
+    struct bm_err e2;
+    *hard = 0;
+    if (!mine) {
+        *hard = 1;
+        return bm_err_set(err, "out of memory");
+    }
+    for (int l = 0; l < c->nlocal; l++) mine[l] = rc != BM_OK;
+    int arc = c->ops->allreduce_max(c, mine, &any, &e2);
+    bm_free(mine);
+    if (arc) { /* what: where the run was ("the checkpoint of step 6") */
+        *hard = 1;
+        return rc != BM_OK ? BM_ERR : bm_err_set(err, "%s: %s", what, e2.msg); /* its own failure first */
+    }
+    if (!any) return BM_OK;
+    if (rc == BM_OK) err->msg[0] = 0;
     return BM_ERR;
 }
 
@@ -111,8 +159,9 @@ static int allreduce_grads(struct bm_exec **x, struct bm_comm *c, struct bm_err 
  * to path as raw floats. Every rank takes part (gather). Each rank packs
  * [uint64 float count of each local chunk, V of them][chunk floats in local order][replica floats]. */
 static int dump_params(struct bm_exec **x, const struct bm_table *t, struct bm_comm *c, const char *path,
-                       struct bm_err *err)
+                       int *local, struct bm_err *err)
 {
+    *local = 0; /* 1: the failure came after the gather, on rank 0 alone (writing the file) */
     int n = c->nlocal, V = t->vpp, P = t->pp, D = c->dp, rc = BM_OK;
     const void **items = bm_calloc((size_t)n, sizeof *items);
     size_t *bytes = bm_calloc((size_t)n, sizeof *bytes), *out_bytes = bm_calloc((size_t)c->world, sizeof *out_bytes);
@@ -153,8 +202,9 @@ static int dump_params(struct bm_exec **x, const struct bm_table *t, struct bm_c
     if ((rc = c->ops->gather(c, items, bytes, &allv, out_bytes, err))) goto out;
     all = allv;
     if (c->first_rank != 0 || c->replica != 0) goto out; /* global rank 0 writes */
+    *local = 1;
     if (!(f = fopen(path, "wb"))) {
-        rc = bm_err_set(err, "%s: cannot open for writing", path);
+        rc = bm_err_set(err, "--dump-params %s: cannot open for writing: %s", path, strerror(errno));
         goto out;
     }
     /* every rank's part in global rank order; pipeline rank r of replica 0 is global rank r*D
@@ -194,7 +244,7 @@ static int dump_params(struct bm_exec **x, const struct bm_table *t, struct bm_c
         }
     }
 out:
-    if (f && fclose(f) && rc == BM_OK) rc = bm_err_set(err, "%s: write failed", path);
+    if (f && fclose(f) && rc == BM_OK) rc = bm_err_set(err, "--dump-params %s: write failed: %s", path, strerror(errno));
     if (packed)
         for (int l = 0; l < n; l++) bm_free(packed[l]);
     bm_free(packed), bm_free(items), bm_free(bytes), bm_free(out_bytes), bm_free(all);
@@ -312,11 +362,16 @@ out:
 
 /* Gather the traced step's op times and live-byte traces to rank 0 and write the trace. */
 static int write_trace(struct bm_exec **x, const struct bm_table *t, struct bm_comm *c, const char *path,
-                       struct bm_err *err)
+                       int *local, struct bm_err *err)
 {
     struct traced_step ts;
     int rc = gather_trace(x, t, c, 0, &ts, err);
-    if (rc == BM_OK && c->first_rank == 0 && c->replica == 0) rc = write_gathered(t, c->dp, &ts, path, err);
+    *local = rc == BM_OK; /* a failure after the gather is rank 0's alone */
+    if (rc == BM_OK && c->first_rank == 0 && c->replica == 0 && (rc = write_gathered(t, c->dp, &ts, path, err))) {
+        char msg[sizeof err->msg];
+        snprintf(msg, sizeof msg, "%s", err->msg);
+        bm_err_set(err, "--trace %s", msg); /* "--trace PATH: write failed: ..." */
+    }
     bm_free(ts.all), bm_free(ts.ob);
     return rc;
 }
@@ -376,56 +431,133 @@ static void placement_check(const struct bm_table *t, const struct bm_comm *c)
         }
 }
 
-/* Under MPI after every rank tried to load its checkpoint (*rc its result): when some failed,
- * the lowest global rank that failed reports why (returns BM_ERR with its message: the caller
- * prints it and ends the job) and every other rank waits silently to be ended by it, so a
- * checkpoint of another layout gives one clear line (rank 0's, when its own file is wrong) and
- * not a race of every rank's. A rank not ended within the timeout says so itself. BM_OK when
- * every rank loaded its file. */
-static int agree_load(struct bm_comm *c, const char *dir, int *rc, struct bm_err *err)
+/* Do paths a and b name the same directory? */
+static int same_dir(const char *a, const char *b)
 {
-    int g = bm_comm_global(c, c->first_rank), flag = *rc ? c->world - g : 0, worst = 0;
-    struct bm_err e2;
-    if (c->ops->allreduce_max(c, &flag, &worst, *rc ? &e2 : err)) return *rc ? BM_ERR : (*rc = BM_ERR);
-    if (!worst) return BM_OK;
-    int first = c->world - worst;
-    if (first == g) return BM_ERR; /* err holds this rank's reason */
-    double t0 = bm_now(), wait = (c->timeout_s > 0 ? c->timeout_s : 60) + 15;
-    while (bm_now() - t0 < wait) {
-        struct timespec ts = {0, 50000000};
-        nanosleep(&ts, NULL);
-    }
-    *rc = BM_ERR;
-    bm_err_set(err, "%s: rank %d could not load its checkpoint (it said why), and the job did not end", dir, first);
-    return BM_ERR;
+    struct stat sa, sb;
+    if (stat(a, &sa) || stat(b, &sb)) return !strcmp(a, b);
+    return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
-/* --resume: every local rank loads its pipeline rank's checkpoint (every data-parallel replica
- * the same file: the state does not depend on D); all ranks must be at the same step, which
- * becomes *start. */
-static int resume(struct bm_exec **x, const struct bm_table *t, struct bm_comm *c, const char *dir, long *start,
-                  struct bm_err *err)
+/* --resume, rank 0's part: the newest complete set in dir, checked against this run (*step). */
+static int resume_choose(const struct bm_spec *s, const struct bm_table *t, int dp, const struct bm_exec_opts *o,
+                         int steps, FILE *pr, long *step, struct bm_err *err)
 {
-    int nl = c->nlocal, rc = BM_OK;
-    int *hi = bm_calloc((size_t)nl, sizeof *hi), *neg = bm_calloc((size_t)nl, sizeof *neg), a = 0, b = 0;
-    if (!hi || !neg) rc = bm_err_set(err, "out of memory");
-    for (int l = 0; l < nl && rc == BM_OK; l++) {
-        long sd = 0;
-        rc = bm_ckpt_load(x[l], t, c->first_rank + l, dir, &sd, err);
-        hi[l] = (int)sd, neg[l] = -(int)sd;
+    struct bm_ckpt_meta m, now;
+    int found;
+    char diff[2048];
+    if (bm_ckpt_newest(o->resume_dir, 0, &m, &found, err)) return BM_ERR;
+    bm_ckpt_meta_of(s, t, dp, m.step, &now);
+    if (m.pp != t->pp || m.vpp != t->vpp || m.files != t->pp)
+        return bm_err_set(err, "%s/step-%08ld: a checkpoint of pp %d vpp %d (%d rank files); this run has pp %d vpp %d",
+                          o->resume_dir, m.step, m.pp, m.vpp, m.files, t->pp, t->vpp);
+    if (bm_ckpt_meta_diff(&m, &now, diff, sizeof diff)) {
+        if (!o->resume_force)
+            return bm_err_set(err, "%s/step-%08ld: the checkpoint was trained with other settings: %s\n"
+                                   "hint: resuming would not continue the same run; --resume-force resumes anyway",
+                              o->resume_dir, m.step, diff);
+        fprintf(stderr, "bigmac: warning: --resume-force: %s/step-%08ld was trained with other settings: %s\n",
+                o->resume_dir, m.step, diff);
     }
-    if (!c->cooperative && agree_load(c, dir, &rc, err)) {
-        bm_free(hi), bm_free(neg);
-        return BM_ERR;
-    }
-    if (rc == BM_OK) rc = c->ops->allreduce_max(c, hi, &a, err);
-    if (rc == BM_OK) rc = c->ops->allreduce_max(c, neg, &b, err);
-    bm_free(hi), bm_free(neg);
-    if (rc) return rc;
-    int lo = -b;
-    if (lo != a) return bm_err_set(err, "%s: the ranks' checkpoints are of different steps (%d and %d)", dir, lo, a);
-    *start = lo;
+    if (steps < m.step)
+        return bm_err_set(err, "--steps %d is below the checkpoint's step %ld (%s/step-%08ld): there is nothing to "
+                               "train, and the checkpoint is not the result of %d steps\nhint: --steps %ld or more",
+                          steps, m.step, o->resume_dir, m.step, steps, m.step);
+    if (pr && steps == m.step) fprintf(pr, "the checkpoint is at step %ld already: nothing to train\n", m.step);
+    *step = m.step;
     return BM_OK;
+}
+
+/* --checkpoint DIR without resuming from it: DIR must not hold another run's complete set, which
+ * this run's first commit would delete (rank 0). */
+static int ckpt_dir_free(const struct bm_exec_opts *o, struct bm_err *err)
+{
+    struct bm_ckpt_meta m;
+    int found;
+    if (o->resume_dir && same_dir(o->ckpt_dir, o->resume_dir)) return BM_OK;
+    if (bm_ckpt_newest(o->ckpt_dir, 1, &m, &found, err)) return BM_ERR;
+    if (found)
+        return bm_err_set(err, "--checkpoint %s: holds a complete checkpoint of step %ld already (another run's), which "
+                               "this run would replace\nhint: --resume %s to continue that run, or another directory",
+                          o->ckpt_dir, m.step, o->ckpt_dir);
+    return BM_OK;
+}
+
+/* Can path be written? Opened for writing without truncating it (an existing file is left as
+ * it is; one created here is removed again), so a bad path fails before step 1, not after the
+ * last step. */
+static int check_output(const char *flag, const char *path, struct bm_err *err)
+{
+    struct stat st;
+    int existed = stat(path, &st) == 0;
+    if (existed && S_ISDIR(st.st_mode)) return bm_err_set(err, "%s %s: is a directory", flag, path);
+    int fd = open(path, O_WRONLY | O_CREAT, 0666);
+    if (fd < 0) {
+        int e = errno;
+        char parent[4096];
+        snprintf(parent, sizeof parent, "%s", path);
+        char *slash = strrchr(parent, '/');
+        if (slash) *slash = 0;
+        if (e == ENOENT && slash && parent[0] && stat(parent, &st))
+            return bm_err_set(err, "%s %s: the directory %s does not exist", flag, path, parent);
+        return bm_err_set(err, "%s %s: cannot write there: %s", flag, path, strerror(e));
+    }
+    close(fd);
+    if (!existed) unlink(path);
+    return BM_OK;
+}
+
+/* The log of a resumed run: the lines of steps up to 'start' kept, later ones (a crashed run's
+ * steps after its last checkpoint, which this run trains again) and a torn last line dropped,
+ * so that the log holds every step once. */
+static FILE *open_resumed_log(const char *path, long start, struct bm_err *err)
+{
+    FILE *f = fopen(path, "r+");
+    if (!f && errno == ENOENT) f = fopen(path, "w");
+    if (!f) {
+        bm_err_set(err, "--log %s: cannot open for writing: %s", path, strerror(errno));
+        return NULL;
+    }
+    char *line = NULL; /* getline's buffer: a line per step, any length (it names every rank) */
+    size_t cap = 0;
+    long keep = 0;
+    for (;;) {
+        long at = ftell(f);
+        ssize_t len = getline(&line, &cap, f);
+        if (len <= 0) break;
+        long step = 0;
+        if (line[len - 1] != '\n' || sscanf(line, "{\"step\": %ld", &step) != 1 || step > start) {
+            keep = at;
+            break;
+        }
+        keep = ftell(f);
+    }
+    free(line); /* getline's, not bm_malloc's */
+    if (fflush(f) || ftruncate(fileno(f), keep) || fseek(f, keep, SEEK_SET)) {
+        bm_err_set(err, "--log %s: cannot truncate it after step %ld: %s", path, start, strerror(errno));
+        fclose(f);
+        return NULL;
+    }
+    return f;
+}
+
+/* --inject-fault RANK:checkpoint:KIND[:STEP]: this rank's file of the set is half written. */
+struct ckpt_fault {
+    const struct bm_exec_opts *o;
+    int rank;
+    long step;
+};
+
+static void ckpt_midway(void *ctx)
+{
+    const struct ckpt_fault *f = ctx;
+    const struct bm_exec_opts *o = f->o;
+    if (o->fault_op != BM_TRAIN_FAULT_AT_CHECKPOINT || o->fault_rank != f->rank || o->fault_step != f->step) return;
+    fflush(stdout), fflush(stderr);
+    if (o->fault == BM_FAULT_CRASH) raise(SIGSEGV);
+    else if (o->fault == BM_FAULT_EXIT) _exit(3);
+    else if (o->fault == BM_FAULT_HANG)
+        for (;;) pause();
 }
 
 /* One step's figures of every rank of the job, gathered to global rank 0 in global rank order
@@ -517,28 +649,12 @@ static int report_step(const struct bm_exec_opts *o, FILE *pr, FILE *log, const 
     return BM_OK;
 }
 
-/* The checkpoint after step 'step' (0-based): one copy per pipeline rank, written by replica 0
- * (every replica holds the same state, docs/executor.md "Checkpoints"), then every rank of the
- * job waits until all of them are written, so no rank starts the next step (and no failure in
- * it can end the job) while a checkpoint of this step is half on disk. */
-static int save_checkpoint(struct bm_exec **x, const struct bm_table *t, struct bm_comm *c, const char *dir,
-                           long step, struct bm_err *err)
-{
-    if (c->replica == 0)
-        for (int l = 0; l < c->nlocal; l++)
-            if (bm_ckpt_save(x[l], t, c->first_rank + l, dir, step + 1, err)) return BM_ERR;
-    int *zero = bm_calloc((size_t)c->nlocal, sizeof *zero), any = 0;
-    if (!zero) return bm_err_set(err, "out of memory");
-    int rc = c->ops->allreduce_max(c, zero, &any, err);
-    bm_free(zero);
-    return rc ? step_fail(step, err) : BM_OK;
-}
-
 int bm_exec_train(const struct bm_spec *s, const struct bm_table *t, struct bm_comm *c,
                   const struct bm_exec_opts *o, struct bm_err *err)
 {
     int P = t->pp, M = t->microbatches, nl = c->nlocal, D = c->dp, rc = BM_OK;
-    int rank0 = c->first_rank == 0 && c->replica == 0; /* global rank 0 */
+    int rank0 = c->first_rank == 0 && c->replica == 0, agreed = 0; /* global rank 0; agreed: every process knows of the failure */
+    int writer = c->replica == 0; /* replica 0 writes the checkpoints (every replica holds the same state) */
     FILE *log = NULL, *pr = rank0 ? o->progress : NULL;
     if (c->size != P) {
         if (D > 1)
@@ -566,16 +682,44 @@ int bm_exec_train(const struct bm_spec *s, const struct bm_table *t, struct bm_c
     double offset = 0;
     if ((rc = c->ops->clock_offset(c, &offset, err))) goto out;
     for (int l = 0; l < nl; l++) bm_exec_set_clock_offset(x[l], offset);
-    int steps = o->steps > 0 ? o->steps : s->train.steps;
+    int steps = o->steps > 0 ? o->steps : s->train.steps, hard = 0;
     long start = 0;
+    /* Before step 1, every check whose failure would otherwise lose the run's work at its end:
+     * the checkpoint to resume from, every output path. Each rank checks its part; then they
+     * agree (agree), so a failure ends every process the same way. */
+    int st = BM_OK;
+    if (rank0 && o->resume_dir) st = resume_choose(s, t, D, o, steps, pr, &start, err);
+    if (rank0 && st == BM_OK && o->ckpt_dir) st = ckpt_dir_free(o, err);
+    if (st == BM_OK && o->trace_path && o->trace_from > steps)
+        st = bm_err_set(err, "--trace-from %d is after the last step (%d)", o->trace_from, steps);
+    if (rank0 && st == BM_OK && o->log_path && !o->resume_dir) st = check_output("--log", o->log_path, err);
+    if (rank0 && st == BM_OK && o->trace_path) st = check_output("--trace", o->trace_path, err);
+    if (rank0 && st == BM_OK && o->trace_path && o->trace_from > 0) { /* the per-step files' directory */
+        size_t len = strlen(o->trace_path);
+        char path[4096];
+        if (len >= 5 && !strcmp(o->trace_path + len - 5, ".json")) len -= 5;
+        if (snprintf(path, sizeof path, "%.*s.step%d.json", (int)len, o->trace_path, steps) >= (int)sizeof path)
+            st = bm_err_set(err, "--trace %s: the path is too long", o->trace_path);
+        else st = check_output("--trace-from (--trace)", path, err);
+    }
+    if (rank0 && st == BM_OK && o->dump_params) st = check_output("--dump-params", o->dump_params, err);
+    for (int l = 0; l < nl && st == BM_OK && o->ckpt_dir && writer; l++)
+        st = bm_ckpt_check_dir(o->ckpt_dir, c->first_rank + l, err);
+    if ((rc = agree(c, st, "start: checking the outputs", &hard, err))) goto agreed_out;
     if (o->resume_dir) {
-        if ((rc = resume(x, t, c, o->resume_dir, &start, err))) goto out;
-        if (pr) fprintf(pr, "resumed from %s after step %ld\n", o->resume_dir, start);
+        long long s64 = start; /* rank 0's choice, to every rank */
+        if ((rc = c->ops->bcast(c, &s64, sizeof s64, err))) goto out;
+        start = (long)s64;
+        st = BM_OK;
+        for (int l = 0; l < nl && st == BM_OK; l++) st = bm_ckpt_load(x[l], t, c->first_rank + l, o->resume_dir, start, err);
+        if ((rc = agree(c, st, "start: loading the checkpoint", &hard, err))) goto agreed_out;
+        if (pr) fprintf(pr, "resumed from %s/step-%08ld after step %ld\n", o->resume_dir, start, start);
     }
-    if (rank0 && o->log_path && !(log = fopen(o->log_path, start ? "a" : "w"))) {
-        rc = bm_err_set(err, "%s: cannot open for writing", o->log_path);
-        goto out;
+    if (rank0 && o->log_path) {
+        log = start ? open_resumed_log(o->log_path, start, err) : fopen(o->log_path, "w");
+        if (!log && !start) bm_err_set(err, "--log %s: cannot open for writing: %s", o->log_path, strerror(errno));
     }
+    if ((rc = agree(c, rank0 && o->log_path && !log, "start: opening the log", &hard, err))) goto agreed_out;
     if (pr && D > 1) /* the rule once, before anything else of the run (docs/design.md §2) */
         fprintf(pr, "layout: pp %d \u00d7 dp %d, rank = p*%d + d\n", P, D, D);
     if (pr && D > 1)
@@ -586,15 +730,15 @@ int bm_exec_train(const struct bm_spec *s, const struct bm_table *t, struct bm_c
     else if (pr)
         fprintf(pr, "%s: %d ranks, %s backbone, policy %s, %d microbatches/step, %d steps\n",
                 s->name ? s->name : "model", P, bm_backbone_name(t->backbone), bm_policy_name(t->policy), M, steps);
-    if (o->trace_path && o->trace_from > steps) {
-        rc = bm_err_set(err, "--trace-from %d is after the last step (%d)", o->trace_from, steps);
-        goto out;
-    }
     if (o->trace_path && o->trace_from > 0 && steps - start > 0 &&
         !(traced = bm_calloc((size_t)(steps - start), sizeof *traced))) {
         rc = bm_err_set(err, "out of memory");
         goto out;
     }
+    /* A failure of rank 0 alone writing an output at the end (the trace, the parameters): kept
+     * here while every rank finishes the run's collectives and the final checkpoint, then agreed. */
+    int soft = BM_OK, local = 0;
+    struct bm_err soft_err = {{0}};
     for (long step = start; step < steps; step++) {
         /* Traced: the last step (to trace_path) and, with trace_from, every step from it (to
          * STEM.step<K>.json, K 1-based); so the last one then goes to both files. */
@@ -626,14 +770,48 @@ int bm_exec_train(const struct bm_spec *s, const struct bm_table *t, struct bm_c
             rc = gather_trace(x, t, c, step, &traced[n_traced++], err);
             if (rc) goto out;
         }
-        if (last && (rc = write_trace(x, t, c, o->trace_path, err))) goto out;
-        if (o->ckpt_dir && ((o->ckpt_every > 0 && (step + 1) % o->ckpt_every == 0) || step == steps - 1) &&
-            (rc = save_checkpoint(x, t, c, o->ckpt_dir, step, err)))
-            goto out;
+        if (last && write_trace(x, t, c, o->trace_path, &local, &soft_err)) {
+            if (!local) {
+                *err = soft_err, rc = BM_ERR;
+                goto out;
+            }
+            soft = BM_ERR;
+        }
+        if (o->ckpt_dir && ((o->ckpt_every > 0 && (step + 1) % o->ckpt_every == 0) || step == steps - 1)) {
+            /* The set of step + 1: every pipeline rank's file (written by replica 0: every replica
+             * holds the same state), a barrier over the whole job, global rank 0's commit marker, a
+             * second agreement, then the older sets go (ckpt.h). */
+            struct bm_ckpt_meta meta;
+            st = BM_OK;
+            for (int l = 0; l < nl && st == BM_OK && writer; l++) {
+                struct ckpt_fault cf = {o, c->first_rank + l, step};
+                st = bm_ckpt_save(x[l], t, c->first_rank + l, o->ckpt_dir, step + 1, ckpt_midway, &cf, err);
+            }
+            char what[64];
+            snprintf(what, sizeof what, "the checkpoint of step %ld", step + 1);
+            if ((rc = agree(c, st, what, &hard, err))) goto agreed_out;
+            bm_ckpt_meta_of(s, t, D, step + 1, &meta);
+            if ((rc = agree(c, rank0 ? bm_ckpt_commit(o->ckpt_dir, &meta, err) : BM_OK, what, &hard, err))) goto agreed_out;
+            for (int l = 0; l < nl && writer; l++) bm_ckpt_prune(o->ckpt_dir, c->first_rank + l, step + 1);
+        }
     }
-    if (rank0 && n_traced && (rc = write_traced_steps(t, c->dp, o->trace_path, traced, n_traced, err))) goto out;
-    if (o->dump_params && (rc = dump_params(x, t, c, o->dump_params, err))) goto out;
-    if (pr && o->trace_path) fprintf(pr, "trace: %s\n", o->trace_path);
+    if (rank0 && n_traced && soft == BM_OK && write_traced_steps(t, c->dp, o->trace_path, traced, n_traced, &soft_err))
+        soft = BM_ERR;
+    if (o->dump_params && dump_params(x, t, c, o->dump_params, &local, soft == BM_OK ? &soft_err : err)) {
+        if (!local) {
+            if (soft == BM_OK) *err = soft_err;
+            rc = BM_ERR;
+            goto out;
+        }
+        soft = BM_ERR;
+    }
+    if (soft == BM_OK && pr && o->trace_path) fprintf(pr, "trace: %s\n", o->trace_path);
+    /* Every process ends here together: no rank finalizes MPI while another may still fail. */
+    if (soft) *err = soft_err;
+    if ((rc = agree(c, soft, "the end of the run", &hard, err))) goto agreed_out;
+    goto out;
+agreed_out:
+    agreed = !hard;
 out:
     if (log) fclose(log);
     if (x)
@@ -641,5 +819,6 @@ out:
     bm_free(x), bm_free(sr.rec), bm_free(sr.items), bm_free(sr.bytes), bm_free(sr.ob);
     for (int i = 0; i < n_traced; i++) bm_free(traced[i].all), bm_free(traced[i].ob);
     bm_free(traced);
-    return rc ? fail(c, err) : BM_OK;
+    if (rc == BM_OK) return BM_OK;
+    return agreed ? agreed_fail(c, err) : fail(c, err);
 }

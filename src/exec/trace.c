@@ -1,4 +1,5 @@
 /* trace.c — measured timeline and Chrome trace of an executor run (see trace.h). */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -74,8 +75,10 @@ int bm_exec_trace_write_dp(const struct bm_table *t, const struct bm_timeline *c
                            struct bm_err *err)
 {
     FILE *f = fopen(path, "w");
-    if (!f) return bm_err_set(err, "%s: cannot open for writing", path);
+    if (!f) return bm_err_set(err, "%s: cannot open for writing: %s", path, strerror(errno));
     int rc = bm_render_trace_dp(t, tl, dp, f);
-    if (fclose(f) || rc) return bm_err_set(err, "%s: write failed", path);
+    errno = 0;
+    if (fclose(f) || rc)
+        return bm_err_set(err, "%s: write failed%s%s", path, errno ? ": " : "", errno ? strerror(errno) : "");
     return BM_OK;
 }

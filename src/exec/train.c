@@ -168,7 +168,19 @@ static void exec_opts_from(const struct bm_train_opts *o, struct bm_exec_opts *x
     x->resume_dir = o->resume_dir;
     x->progress = o->quiet ? NULL : stdout;
     x->fault_rank = o->fault_rank, x->fault_op = o->fault_op, x->fault_step = o->fault_step;
+    x->resume_force = o->resume_force;
     x->fault = (unsigned)o->fault <= BM_TRAIN_FAULT_HANG ? kinds[o->fault] : BM_FAULT_NONE;
+}
+
+/* The MPI transport's start-up settings from o: the timeout (0: 60 s, < 0: never) and a
+ * start-up fault. */
+static const struct bm_comm_mpi_start *mpi_start(const struct bm_train_opts *o, struct bm_comm_mpi_start *st)
+{
+    memset(st, 0, sizeof *st);
+    st->timeout_s = o->timeout_s > 0 ? o->timeout_s : o->timeout_s < 0 ? 0 : 60;
+    if (o->fault != BM_TRAIN_FAULT_NONE && (o->fault_op == BM_TRAIN_FAULT_AT_INIT || o->fault_op == BM_TRAIN_FAULT_AT_HOSTS))
+        st->fault_rank = o->fault_rank, st->fault_at = o->fault_op, st->fault_kind = o->fault;
+    return st;
 }
 
 int bm_train(const struct bm_spec *spec, const struct bm_table *table, const struct bm_train_opts *opts, int *argc,
@@ -180,12 +192,16 @@ int bm_train(const struct bm_spec *spec, const struct bm_table *table, const str
     const struct bm_table *t = NULL;
     struct bm_table *own = NULL;
     int rc = BM_ERR, setup = 1, report = 1;
+    struct bm_comm_mpi_start start;
     keep_freed_memory();
     if ((unsigned)o->fault > BM_TRAIN_FAULT_HANG) bm_err_set(err, "unknown fault kind %d", (int)o->fault);
     else if (o->ckpt_every && !o->ckpt_dir) bm_err_set(err, "a checkpoint interval needs a checkpoint directory");
+    else if (o->fault && o->mode != BM_TRAIN_MPI &&
+             (o->fault_op == BM_TRAIN_FAULT_AT_INIT || o->fault_op == BM_TRAIN_FAULT_AT_HOSTS))
+        bm_err_set(err, "--inject-fault at start-up (init, hosts) needs MPI (mpirun), not --local");
     else if (o->mode == BM_TRAIN_REFERENCE) rc = train_reference(spec, o, err), setup = 0;
     else if (o->mode != BM_TRAIN_MPI && o->mode != BM_TRAIN_LOCAL) bm_err_set(err, "unknown train mode %d", (int)o->mode);
-    else if (o->mode == BM_TRAIN_MPI && !(comm = bm_comm_mpi_new(argc, argv, err))) {
+    else if (o->mode == BM_TRAIN_MPI && !(comm = bm_comm_mpi_new(argc, argv, mpi_start(o, &start), err))) {
         /* err says why MPI did not start */
     } else {
         if (comm) {
@@ -207,7 +223,8 @@ int bm_train(const struct bm_spec *spec, const struct bm_table *table, const str
             }
         }
     }
-    if (rc && report && o->on_error) o->on_error(o->ctx, err->msg, setup);
+    /* an empty message: the failure was another rank's, which reports it (run.c agree) */
+    if (rc && report && o->on_error && err->msg[0]) o->on_error(o->ctx, err->msg, setup);
     bm_table_free(own);
     if (comm) comm->ops->free(comm);
     return rc;
@@ -218,7 +235,8 @@ int bm_train_fail(const struct bm_train_opts *opts, int *argc, char ***argv, con
     int report = 1;
     struct bm_comm *comm = NULL;
     struct bm_err err;
-    if (opts && opts->mode == BM_TRAIN_MPI && (comm = bm_comm_mpi_new(argc, argv, &err)))
+    struct bm_comm_mpi_start start;
+    if (opts && opts->mode == BM_TRAIN_MPI && (comm = bm_comm_mpi_new(argc, argv, mpi_start(opts, &start), &err)))
         report = comm->first_rank == 0;
     if (report && opts && opts->on_error) opts->on_error(opts->ctx, msg, 1);
     if (comm) comm->ops->free(comm);

@@ -35,6 +35,9 @@
 #define MAX_RATE     1e9       /* memory_gib, peak_tflops, link_gbytes_per_s */
 #define MIN_LINK     1e-6      /* link_gbytes_per_s: slower links make transfer times overflow */
 #define MAX_SCALE    1e6       /* encoder cost multipliers */
+#define MAX_LR       10        /* train.lr: AdamW moves a parameter by about lr per step */
+#define MAX_WEIGHT_DECAY 100   /* train.weight_decay */
+#define MAX_EPS      1         /* train.eps */
 
 #define PATH_N 1024
 
@@ -667,11 +670,11 @@ static int parse_data_train(struct ctx *c, json_t *root)
         struct bm_train *t = &s->train;
         if (check_keys(c, o, P, "\"train\"", train_keys) ||
             get_int(c, o, P, "steps", 1, MAX_STEPS, 0, &t->steps, NULL) ||
-            get_num(c, o, P, "lr", 0, GT, HUGE_VAL, &t->lr, NULL) ||
-            get_num(c, o, P, "weight_decay", 0, GE, HUGE_VAL, &t->weight_decay, NULL) ||
+            get_num(c, o, P, "lr", 0, GT, MAX_LR, &t->lr, NULL) ||
+            get_num(c, o, P, "weight_decay", 0, GE, MAX_WEIGHT_DECAY, &t->weight_decay, NULL) ||
             get_num(c, o, P, "beta1", 0, GE, 0.999999999, &t->beta1, NULL) ||
             get_num(c, o, P, "beta2", 0, GE, 0.999999999, &t->beta2, NULL) ||
-            get_num(c, o, P, "eps", 0, GT, HUGE_VAL, &t->eps, NULL) ||
+            get_num(c, o, P, "eps", 0, GT, MAX_EPS, &t->eps, NULL) ||
             get_u64(c, o, P, "seed", &t->seed))
             return BM_ERR;
     }

@@ -1,4 +1,5 @@
 /* reference.c — single-process training of a spec's model (see train.h). */
+#include <math.h>
 #include <string.h>
 
 #include "model/model.h"
@@ -170,6 +171,36 @@ static int encoders_backward(struct bm_ref *r, const struct bm_batch *mb, const 
     return BM_OK;
 }
 
+/* The first non-finite float of p[0..n-1]: its index, or -1 when all are finite. */
+static long first_nonfinite(const float *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(p[i])) return (long)i;
+    return -1;
+}
+
+/* A module's forward or backward made a non-finite number: the message names the step (1-based,
+ * as the progress lines count), the one rank of this trainer, the module, the pass and the
+ * microbatch, as the pipelined executor's do. */
+static int not_finite(const struct bm_ref *r, long step, int module, const char *pass, int mb, const char *what,
+                      struct bm_err *err)
+{
+    char where[48] = "";
+    if (mb >= 0) snprintf(where, sizeof where, " mb %d", mb);
+    return bm_err_set(err, "step %ld: rank 0 (reference): module \"%s\" %s%s: %s is not finite (NaN or Inf)"
+                           "\nhint: a smaller train.lr, or check the data and the module",
+                      step + 1, r->s->modules[module].name, pass, where, what);
+}
+
+/* Every output of the microbatch's module ops finite, else the message above. */
+static int check_finite(const struct bm_ref *r, long step, int module, const char *pass, int mb, float loss,
+                        const float *out, size_t n, const char *what, struct bm_err *err)
+{
+    if (!isfinite(loss)) return not_finite(r, step, module, pass, mb, "loss", err);
+    if (out && first_nonfinite(out, n) >= 0) return not_finite(r, step, module, pass, mb, what, err);
+    return BM_OK;
+}
+
 int bm_ref_step(struct bm_ref *r, long step, struct bm_step_stats *st, struct bm_err *err)
 {
     const struct bm_spec *s = r->s;
@@ -203,7 +234,13 @@ int bm_ref_step(struct bm_ref *r, long step, struct bm_step_stats *st, struct bm
             goto next;
         }
         if ((rc = encoders_forward(r, mb, vis, n_vis, &live, err))) goto next;
+        for (size_t k = 0, at = 0; k < (size_t)r->n_enc; k++) { /* each encoder's slice of vis */
+            size_t n = r->ops[r->enc[k]]->out_count(r->self[r->enc[k]], mb);
+            if ((rc = check_finite(r, step, r->enc[k], "forward", m, 0, vis + at, n, "output", err))) goto next;
+            at += n;
+        }
         if ((rc = B->forward(b, mb, vis, hid, &lm, &cb, err))) goto next;
+        if ((rc = check_finite(r, step, r->bb, "forward", m, lm, hid, n_hid, "output", err))) goto next;
         live_add(&live, BM_ROLE_BACKBONE, B->ctx_bytes(cb));
         /* every generator in spec order; the backbone's output gradient is the sum of theirs
          * (the executor sums its per-generator gradient tensors in the same order) */
@@ -214,11 +251,14 @@ int bm_ref_step(struct bm_ref *r, long step, struct bm_step_stats *st, struct bm
             float l = 0;
             gk = k;
             if ((rc = G->forward(g, mb, hid, NULL, &l, &cg, err))) goto next;
+            if ((rc = check_finite(r, step, r->gen[k], "forward", m, l, NULL, 0, "output", err))) goto next;
             live_add(&live, BM_ROLE_GENERATOR, G->ctx_bytes(cg));
             live.now[BM_ROLE_GENERATOR] -= G->ctx_bytes(cg);
             rc = G->backward(g, cg, mb, NULL, scale, to_bb ? dgen : NULL, err);
             cg = NULL;
             if (rc) goto next;
+            if (to_bb && (rc = check_finite(r, step, r->gen[k], "backward", m, 0, dgen, n_hid, "gradient", err)))
+                goto next;
             if (to_bb)
                 for (size_t j = 0; j < n_hid; j++) dhid[j] += dgen[j];
             g2b |= to_bb;
@@ -229,6 +269,7 @@ int bm_ref_step(struct bm_ref *r, long step, struct bm_step_stats *st, struct bm
         rc = B->backward(b, cb, mb, g2b ? dhid : NULL, scale, dvis, err);
         cb = NULL;
         if (rc) goto next;
+        if ((rc = check_finite(r, step, r->bb, "backward", m, 0, dvis, n_vis, "gradient", err))) goto next;
         if ((rc = encoders_backward(r, mb, dvis, scale, &live, err))) goto next;
         st->lm += lm / M;
         st->gen += gl / M;
@@ -247,6 +288,12 @@ int bm_ref_step(struct bm_ref *r, long step, struct bm_step_stats *st, struct bm
     }
     if (rc) return rc;
     const struct bm_train *t = &s->train;
+    for (int i = 0; i < r->n; i++) { /* the encoders' gradients stay inside their modules */
+        size_t np;
+        const float *gr = r->ops[i]->grads(r->self[i], &np);
+        if (first_nonfinite(gr, np) >= 0)
+            return not_finite(r, step, i, "backward", -1, "parameter gradient (summed over the microbatches)", err);
+    }
     for (int i = 0; i < r->n; i++) {
         size_t np;
         float *p = r->ops[i]->params(r->self[i], &np), *gr = r->ops[i]->grads(r->self[i], &np);
@@ -254,6 +301,9 @@ int bm_ref_step(struct bm_ref *r, long step, struct bm_step_stats *st, struct bm
                         (float)t->beta2, (float)t->eps, (float)t->weight_decay, (int)step + 1);
     }
     st->loss = st->lm + st->gen;
+    if (!isfinite(st->loss))
+        return bm_err_set(err, "step %ld: rank 0 (reference): the loss summed over the microbatches is not finite",
+                          step + 1);
     memcpy(st->peak_act, live.peak, sizeof live.peak);
     st->ms = (bm_now() - t0) * 1e3;
     return BM_OK;
