@@ -12,9 +12,6 @@
 #include "spec/jpos.h"
 #include "util/util.h"
 
-/* JSON nesting a render input may have: the spec and table loaders' limit. */
-#define RENDER_MAX_DEPTH 64
-
 static void usage(FILE *f)
 {
     fprintf(f,
@@ -93,31 +90,34 @@ static int write_out(int fm, const struct bm_table *t, const struct bm_timeline 
 }
 
 /* The input's kind by its first bytes and "format": a CSV schedule, a trace (measured or
- * simulated; *is_trace), a spec (*spec, to be planned) or a table (*t). Every JSON input goes
- * through the project's guarded parser first (bm_json_parse: nesting at most RENDER_MAX_DEPTH,
- * so a too-deep file gets a position instead of a deep recursion). */
+ * simulated; *is_trace), a spec (*spec, to be planned) or a table (*t). The format is found by
+ * a scan of the text (bm_json_sniff_format: no JSON tree, whatever the size); each loader then
+ * guards its own nesting. An empty file and a JSON array (the other Chrome trace form) are
+ * named as such, not read as a CSV. */
 static int load_input(const char *text, size_t len, const char *in, struct bm_spec **spec, struct bm_table **t,
                       struct bm_timeline **tl, int *is_trace, struct bm_err *err)
 {
+    if (!strncmp(text, "\xef\xbb\xbf", 3)) text += 3, len -= 3; /* a UTF-8 byte-order mark (spreadsheets write one) */
     const char *p = text;
     while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') p++;
     if (strlen(text) != len) return bm_err_set(err, "%s: not a text file", in);
+    if (!*p) return bm_err_set(err, "%s: the file is empty (render draws a table, spec, trace or CSV schedule)", in);
+    if (*p == '[')
+        return bm_err_set(err, "%s: a JSON array, not a bigmac file: a Chrome trace in the array form has no "
+                               "\"bigmac\" object with the table, so it cannot be re-rendered\n"
+                               "hint: render draws a table, a spec, a CSV schedule or a trace bigmac wrote "
+                               "(render --format trace, train --trace; docs/trace.md)", in);
     if (*p != '{') return bm_csv_parse(text, in, NULL, NULL, t, err);
     if (bm_trace_sniff(text)) {
         *is_trace = 1;
         return bm_trace_parse(text, in, t, tl, err);
     }
-    json_t *root = bm_json_parse(text, in, RENDER_MAX_DEPTH, 0, err);
-    if (!root) return BM_ERR;
-    json_t *jf = json_object_get(root, "format");
-    const char *format = json_is_string(jf) ? json_string_value(jf) : "";
-    int rc;
-    if (!strcmp(format, "bigmac-spec")) rc = bm_spec_parse(text, in, spec, err);
-    else if (!strcmp(format, "bigmac-table")) rc = bm_table_parse(text, in, t, err);
-    else rc = bm_err_set(err, "%s: not a bigmac spec, table or trace (\"format\" is \"%s\"; a trace has \"traceEvents\")",
-                         in, format);
-    json_decref(root);
-    return rc;
+    char format[64];
+    if (bm_json_sniff_format(text, in, format, sizeof format, err)) return BM_ERR;
+    if (!strcmp(format, "bigmac-spec")) return bm_spec_parse(text, in, spec, err);
+    if (!strcmp(format, "bigmac-table")) return bm_table_parse(text, in, t, err);
+    return bm_err_set(err, "%s: not a bigmac spec, table or trace (\"format\" is \"%s\"; a trace has \"traceEvents\")",
+                      in, format);
 }
 
 /* `render RUN_TRACE --table TABLE --format html`: the measured run (t, tl) against its table

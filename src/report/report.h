@@ -112,6 +112,11 @@ int bm_trace_parse(const char *text, const char *name, struct bm_table **t,
                    struct bm_timeline **tl, struct bm_err *err);
 /* 1 when text is a JSON object with a top-level "traceEvents" member (a Chrome trace). */
 int bm_trace_sniff(const char *text);
+/* The top-level "format" string of the JSON object in text into fmt (n bytes; "" when there is
+ * none), by the trace loader's scanner: no JSON tree, so a table or trace of hundreds of MB is
+ * told apart in one pass over its text. BM_ERR with err naming name:line:col when the text is
+ * not one JSON object. */
+int bm_json_sniff_format(const char *text, const char *name, char *fmt, size_t n, struct bm_err *err);
 int bm_trace_load(const char *path, struct bm_table **t, struct bm_timeline **tl,
                   struct bm_err *err);
 

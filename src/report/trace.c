@@ -771,6 +771,26 @@ int bm_trace_sniff(const char *text)
     return 0;
 }
 
+int bm_json_sniff_format(const char *text, const char *name, char *fmt, size_t n, struct bm_err *err)
+{
+    struct scan S = {text, text, text + strlen(text), name, err};
+    char key[64];
+    int first = 1, k;
+    if (n) fmt[0] = 0;
+    while ((k = sc_member(&S, &first, key, sizeof key)) == 1) {
+        sc_ws(&S);
+        if (!strcmp(key, "format") && S.p < S.end && *S.p == '"') {
+            if (sc_str(&S, fmt, n)) return BM_ERR;
+        } else if (sc_skip(&S)) {
+            return BM_ERR;
+        }
+    }
+    if (k < 0) return BM_ERR;
+    sc_ws(&S);
+    if (S.p < S.end) return sc_fail(&S, "invalid JSON: text after the top-level object");
+    return BM_OK;
+}
+
 int bm_trace_load(const char *path, struct bm_table **t, struct bm_timeline **tl, struct bm_err *err)
 {
     *t = NULL;
