@@ -39,6 +39,9 @@ static void usage(FILE *f)
             "Exit status: 0 ok, 1 unreadable input or planning/simulation failure, 2 usage error.\n");
 }
 
+/* JSON nesting a render input may have: the spec and table loaders' limit. */
+#define RENDER_MAX_DEPTH 64
+
 enum fmt { F_NONE = -1, F_ASCII, F_SVG, F_HTML, F_TRACE, F_CSV };
 
 static int parse_format(const char *s)
@@ -108,6 +111,10 @@ static int load_input(const char *text, size_t len, const char *in, struct bm_sp
                                "hint: render draws a table, a spec, a CSV schedule or a trace bigmac wrote "
                                "(render --format trace, train --trace; docs/trace.md)", in);
     if (*p != '{') return bm_csv_parse(text, in, NULL, NULL, t, err);
+    int line, col;
+    if (bm_jpos_depth(text, RENDER_MAX_DEPTH, &line, &col))
+        return bm_err_set(err, "%s:%d:%d: JSON nested deeper than %d levels (a guard against absurd input)", in,
+                          line, col, RENDER_MAX_DEPTH);
     if (bm_trace_sniff(text)) {
         *is_trace = 1;
         return bm_trace_parse(text, in, t, tl, err);
