@@ -18,7 +18,7 @@ static void usage(FILE *f)
             "usage: bigmac render TABLE.json|SPEC.json|TRACE.json|SCHEDULE.csv\n"
             "                     --format ascii|svg|html|trace|csv [-o FILE] [--width N]\n"
             "                     [--title TEXT] [--span MS] [plan flags: --pp --vpp --microbatches\n"
-            "                      --unit --backbone --policy --window]\n"
+            "                      --unit --backbone --policy --window] [--no-verify]\n"
             "       bigmac render RUN_TRACE.json --table TABLE.json --format html [-o FILE]\n"
             "\n"
             "Draws one training iteration's schedule:\n"
@@ -34,7 +34,8 @@ static void usage(FILE *f)
             "--table TABLE.json (with a measured trace, html): also the table simulated with the\n"
             "costs calibrated from the trace, under the measured timeline, and the per-op deviation.\n"
             "A SPEC is planned with the plan flags first; a table or CSV is simulated; a trace is\n"
-            "drawn with the times it holds. -o - (the default) writes to stdout.\n"
+            "drawn with the times it holds. -o - (the default) writes to stdout. A table, CSV or\n"
+            "trace's table must pass `bigmac verify` (--no-verify: draw it anyway, with a warning).\n"
             "\n"
             "Exit status: 0 ok, 1 unreadable input or planning/simulation failure, 2 usage error.\n");
 }
@@ -130,7 +131,8 @@ static int load_input(const char *text, size_t len, const char *in, struct bm_sp
 /* `render RUN_TRACE --table TABLE --format html`: the measured run (t, tl) against its table
  * simulated from the run's own costs, written to out. BM_ERR with err set on failure. */
 static int render_vs(const char *in, const char *vs_table, int is_trace, const struct bm_table *t,
-                     const struct bm_timeline *tl, const char *title, const char *out, struct bm_err *err)
+                     const struct bm_timeline *tl, const char *title, const char *out, int no_verify,
+                     struct bm_err *err)
 {
     if (!is_trace || !tl->measured) {
         bm_err_set(err, "%s: --table needs a measured trace (`bigmac train ... --trace`), got %s", in,
@@ -140,6 +142,10 @@ static int render_vs(const char *in, const char *vs_table, int is_trace, const s
     struct bm_table *vt = NULL;
     struct bm_timeline *vtl = NULL;
     if (bm_table_load(vs_table, &vt, err)) return BM_ERR;
+    if (bm_cli_verify_table(vt, vs_table, no_verify, err)) {
+        bm_table_free(vt);
+        return BM_ERR;
+    }
     if (bm_report_vs_simulate(t, tl, vt, &vtl, err)) {
         char msg[sizeof err->msg + 300];
         snprintf(msg, sizeof msg, "%s: %s", vs_table, err->msg);
@@ -165,7 +171,7 @@ static int render_vs(const char *in, const char *vs_table, int is_trace, const s
 struct args {
     struct bm_cli_plan_flags flags;
     const char *in, *out, *title, *vs_table;
-    int fm, width, any_plan_flag;
+    int fm, width, any_plan_flag, no_verify;
     double span;
 };
 
@@ -183,6 +189,10 @@ static int parse_args(int argc, char **argv, struct args *g)
         if (k < 0) return BM_USAGE;
         if (k > 0) {
             g->any_plan_flag = 1;
+            continue;
+        }
+        if (!strcmp(a, "--no-verify")) {
+            g->no_verify = 1;
             continue;
         }
         if (!strcmp(a, "-o") || !strcmp(a, "--format") || !strcmp(a, "--width") ||
@@ -254,6 +264,7 @@ int bm_cmd_render(int argc, char **argv)
     struct bm_report_compare *cmp = NULL;
     int rc = BM_ERR, is_trace = 0;
     if (load_input(text, len, in, &spec, &t, &tl, &is_trace, &err)) goto fail;
+    if (!spec && bm_cli_verify_table(t, in, g.no_verify, &err)) goto fail; /* a spec's plan is valid */
     if (!spec && g.any_plan_flag)
         fprintf(stderr, "bigmac: warning: plan flags apply to a SPEC only; %s is already planned\n", in);
     if (spec) {
@@ -285,7 +296,7 @@ int bm_cmd_render(int argc, char **argv)
     if (fm == F_CSV && bm_csv_check_names(t, &err)) goto fail;
     if (!title) title = spec && spec->name ? spec->name : in;
     if (vs_table) { /* the measured run against its table simulated from the run's own costs */
-        if (render_vs(in, vs_table, is_trace, t, tl, title, out, &err)) goto fail;
+        if (render_vs(in, vs_table, is_trace, t, tl, title, out, g.no_verify, &err)) goto fail;
         rc = BM_OK;
         goto done;
     }
