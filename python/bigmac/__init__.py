@@ -438,6 +438,7 @@ def simulate(src, compare=False, jitter=0.0, seed=1, **plan_args):
             raise Error("simulate: compare=True needs a spec (it plans every policy)")
         if plan_args:
             raise Error("simulate: plan arguments (%s) need a spec, not a table" % ", ".join(plan_args))
+        verify(src)  # only valid tables are simulated (the CLI's rule; docs/hardening.md)
         spm = src.spec.samples_per_microbatch if src.spec else 1
         err = _errbuf()
         p = _lib.bmpy_simulate_json(src._h, float(jitter), int(seed), spm, err, _ERRN)
@@ -471,6 +472,7 @@ def render(table, format, path="-", width=120, title=None):
     title heads svg and html (None: the renderer's default)."""
     if not isinstance(table, Table):
         table = plan(table)
+    verify(table)  # only valid tables are drawn
     err = _errbuf()
     if _lib.bmpy_render(table._h, _b(format), _b(_os.fspath(path)), int(width),
                        _b(title) if title else None, err, _ERRN):

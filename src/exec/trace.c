@@ -67,6 +67,7 @@ fail:
 int bm_exec_trace_write(const struct bm_table *t, const struct bm_timeline *tl, const char *path,
                         struct bm_err *err)
 {
+    if (bm_trace_check_times(t, tl, err)) return BM_ERR; /* NaN/inf times: refused, nothing written */
     FILE *f = fopen(path, "w");
     if (!f) return bm_err_set(err, "%s: cannot open for writing", path);
     int rc = bm_render_trace(t, tl, f);

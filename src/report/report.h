@@ -86,8 +86,13 @@ void bm_report_compare_free(struct bm_report_compare *cmp);
 
 /* ASCII timeline, 'width' columns of time (<= 0: 120). */
 int bm_render_ascii(const struct bm_table *t, const struct bm_timeline *tl, int width, FILE *f);
-/* Chrome Trace Event JSON (docs/trace.md). */
+/* Chrome Trace Event JSON (docs/trace.md). BM_ERR, writing nothing, when a number of tl is one
+ * JSON cannot hold or the loader would refuse (bm_trace_check_times). */
 int bm_render_trace(const struct bm_table *t, const struct bm_timeline *tl, FILE *f);
+/* Whether every number of tl is one a trace may hold: op start/end/ready times and memory points'
+ * times finite and in 0..1e9 ms, message bytes in 0..1e12 MiB, memory values in 0..1e12 MiB, the
+ * makespan and bubble ratio finite. BM_ERR naming the first rank and op (or point) otherwise. */
+int bm_trace_check_times(const struct bm_table *t, const struct bm_timeline *tl, struct bm_err *err);
 /* Standalone SVG; title may be NULL. span_ms: the time axis' length (<= makespan or 0: the
  * makespan), so pictures of several policies can share one scale. */
 int bm_render_svg(const struct bm_table *t, const struct bm_timeline *tl, const char *title,
