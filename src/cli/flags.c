@@ -28,7 +28,7 @@ int bm_cli_verify_table(const struct bm_table *t, const char *path, int no_verif
 {
     struct bm_err v;
     if (bm_verify(t, &v) == BM_OK) return BM_OK;
-    if (no_verify) {
+    if (no_verify > 0) {
         int first = (int)strcspn(v.msg, "\n");
         fprintf(stderr, "bigmac: warning: %s: --no-verify: using a table that fails verification (%.*s); "
                         "what comes out does not describe a valid schedule\n", path, first, v.msg);

@@ -61,8 +61,8 @@ static void set_measured_device(json_t *o, const struct bm_spec_calibration *c)
 }
 
 /* The figures a spec takes, as the spec loader bounds them (fwd_ms and bwd_ms in (0, 1e9] ms,
- * memory in [0, 1e12] MiB, spread in [0, 10], rank scales in (0, 1000], dispatch times finite
- * and >= 0): BM_ERR naming the first figure outside, so calibrate never writes a spec or a cost
+ * memory in [0, 1e12] MiB, spread in [0, 10], encoder scales in (0, 1e6], rank scales in
+ * (0, 1000], dispatch times in [0, 1e12] us): BM_ERR naming the first figure outside, so calibrate never writes a spec or a cost
  * fragment that `simulate` refuses (all-zero or absurd durations in a trace). */
 static int check_figures(const struct bm_spec_calibration *c, struct bm_err *err)
 {
@@ -84,6 +84,10 @@ static int check_figures(const struct bm_spec_calibration *c, struct bm_err *err
             return bm_err_set(err, "calibrate: module \"%s\": the measured cost.spread is %g, outside [0, 10]%s",
                               c->names[k], c->spread[k], why);
     }
+    for (int m = 0; c->mb_scale && m < c->microbatches; m++)
+        if (!(c->mb_scale[m] > 0 && c->mb_scale[m] <= 1e6))
+            return bm_err_set(err, "calibrate: the measured data.encoder_cost_scale.values[%d] is %g, outside (0, 1e6]%s", m,
+                              c->mb_scale[m], why);
     for (int r = 0; c->rank_scale && r < c->pp; r++)
         if (!(c->rank_scale[r] > 0 && c->rank_scale[r] <= 1000))
             return bm_err_set(err, "calibrate: the measured device.rank_time_scale[%d] is %g, outside (0, 1000]%s", r,
