@@ -473,8 +473,9 @@ static int load_hosts(struct ld *L, json_t *d, struct bm_device *dev)
 
 enum { STREAM_SYNTAX = 2 }; /* stream_ranks: the text is not valid JSON (err says where) */
 
-/* Bytes of a table text up to which a syntax error in its ranks is located by jansson's tree
- * parser (its exact message); above it the streaming reader's own message stands. */
+/* Bytes of a table text up to which a table that fails to load is read again as a tree, so its
+ * message is exactly the tree loader's (jansson's words for a syntax error, reported before any
+ * bad op); above it the streaming reader's own message stands. */
 #define TREE_TEXT_MAX (64L << 20)
 
 static const char *skip_ws(const char *p)
@@ -963,12 +964,15 @@ int bm_table_parse(const char *text, const char *name, struct bm_table **out, st
     }
     json_t *root = bm_json_parse(head ? head : text, name, 64, JSON_REJECT_DUPLICATES, err);
     bm_free(head);
-    if (!root) return BM_ERR;
     struct bm_table *t = NULL;
-    int rc = load_root(&L, root, &t);
-    json_decref(root);
-    if (rc == STREAM_SYNTAX && len <= (size_t)TREE_TEXT_MAX) {
-        /* not valid JSON: let jansson's tree parser say where, in its words */
+    int rc = BM_ERR;
+    if (root) {
+        rc = load_root(&L, root, &t);
+        json_decref(root);
+    }
+    if (rc && L.ranks_at && len <= (size_t)TREE_TEXT_MAX && err && !strstr(err->msg, "out of memory")) {
+        /* a table of usual size that fails: the tree loader's verdict, so its message is the one
+         * it always was (a syntax error after the first bad op is named first, in jansson's words) */
         bm_table_free(t);
         t = NULL;
         L.ranks_at = NULL;
