@@ -64,6 +64,11 @@ if printf '%s' "$OUT_TXT" | grep -q warning; then echo "FAIL simulate_table_vali
     "$BIGMAC" render "$T/droppair.json" --format trace --no-verify -o "$T/droppair.trace.json" 2>/dev/null
 expect_exit render_trace_broken_table_refused 1 "$BIGMAC" render "$T/droppair.trace.json" --format ascii
 expect_contains render_trace_broken_table_says "invariant"
+# nor calibrated from (marked measured, as `train --trace` writes it)
+"$PY" -c 'import json, sys; t = json.load(open(sys.argv[1])); t["bigmac"]["measured"] = True; json.dump(t, open(sys.argv[2], "w"))' \
+    "$T/droppair.trace.json" "$T/droppair.measured.json"
+expect_exit calibrate_broken_table_refused 1 "$BIGMAC" calibrate "$T/droppair.measured.json" -o "$T/droppair.costs.json"
+expect_contains calibrate_broken_table_says "droppair.measured.json: the trace's table: invariant"
 
 # a PyTorch-style compute-only schedule (no send/recv) under a backbone-only spec
 cat >"$T/bb.json" <<'EOF'
