@@ -162,7 +162,7 @@ for m in strdur strts huge negts strbytes hugebytes strmem; do
     huge) expect_contains trace_huge_says 'must be finite and >= 0, and end by 1e9 ms' ;;
     negts) expect_contains trace_negts_says 'must be finite and >= 0' ;;
     strbytes) expect_contains trace_strbytes_says '"bytes" must be a number' ;;
-    hugebytes) expect_contains trace_hugebytes_says '"bytes" (a message'"'"'s size) must be a number in 0..1e12 MiB' ;;
+    hugebytes) expect_contains trace_hugebytes_says 'on a send or recv, at most 1e12 MiB' ;;
     strmem) expect_contains trace_strmem_says "a memory counter's values" ;;
     esac
     expect_contains "trace_${m}_position" "$m.trace.json:1:"

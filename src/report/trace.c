@@ -708,7 +708,7 @@ static int take_op_event(struct scan *S, const char *at, const struct event *e, 
     if (e->has_bytes) {
         if (!(e->bytes >= 0 && e->bytes <= TRACE_MAX_MIB * 1048576.0) || t->ranks[pid].ops[op].kind == BM_OP_COMPUTE) {
             S->p = at;
-            return sc_fail(S, "\"bytes\" (a message's size) must be a number in 0..1e12 MiB on a send or recv");
+            return sc_fail(S, "\"bytes\" (a message's size) must be a number >= 0 on a send or recv, at most 1e12 MiB");
         }
         ot->msg_bytes = e->bytes;
     }
