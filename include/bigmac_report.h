@@ -36,7 +36,8 @@ struct bm_report_compare;
 
 /* ASCII timeline, 'width' columns of time (<= 0: 120). */
 BM_API int bm_render_ascii(const struct bm_table *t, const struct bm_timeline *tl, int width, FILE *f);
-/* Chrome Trace Event JSON (docs/trace.md). */
+/* Chrome Trace Event JSON (docs/trace.md). BM_ERR, writing nothing, when a number of tl is one
+ * JSON cannot hold or the loader would refuse (a non-finite or negative time, say). */
 BM_API int bm_render_trace(const struct bm_table *t, const struct bm_timeline *tl, FILE *f);
 /* Standalone SVG; title may be NULL. span_ms: the time axis' length (<= makespan or 0: the
  * makespan), so pictures of several policies can share one scale. */

@@ -8,10 +8,10 @@ T=$TEST_TMP/limits
 mkdir -p "$T"
 SPEC=examples/tiny-mllm.json
 
-# limit NAME CODE TEXT CMD... : CMD exits CODE within 10 s and its output contains TEXT.
+# limit NAME CODE TEXT CMD... : CMD exits CODE within 10 s (LIMIT_S) and its output contains TEXT.
 limit() {
     local name=$1 code=$2 text=$3; shift 3
-    expect_exit "$name" "$code" timeout 10 "$@"
+    expect_exit "$name" "$code" timeout "${LIMIT_S:-10}" "$@"
     expect_contains "${name}_says_why" "$text"
 }
 
@@ -57,7 +57,7 @@ limit spec_name_10mb 1 'a spec may be at most 8 MiB' "$BIGMAC" plan "$T/name10m.
   head -c 1000000 /dev/zero | tr '\0' a
   printf '", "consumes": ["t"], "produces": ["h"]}]}'; } >"$T/name1m.json"
 limit spec_name_1mb 1 'is 1000000 bytes long; the limit is 200' "$BIGMAC" plan "$T/name1m.json"
-# a table whose module name is 10 MB (tables may be 64 MiB)
+# a table whose module name is 10 MB (tables may be 1 GiB)
 { printf '{"format": "bigmac-table", "version": 1, "pp": 1, "microbatches": 1, "backbone": "1f1b", "policy": "none", "modules": [{"name": "'
   head -c 10485760 /dev/zero | tr '\0' a
   printf '", "role": "backbone"}], "ranks": [{"rank": 0, "ops": []}]}'; } >"$T/tname10m.json"
@@ -74,17 +74,21 @@ limit table_deep_inside 1 'JSON nested deeper than 64 levels' "$BIGMAC" verify "
 
 # ---------------------------------------------------------------- big files
 
-# 100 MB table (sparse: the size check comes before reading)
+# 100 MB file as a spec, 1100 MB as a table (sparse: the size check comes before reading)
 truncate -s 100M "$T/big.json"
-limit table_100mb 1 'a table may be at most 64 MiB' "$BIGMAC" verify "$T/big.json"
+truncate -s 1100M "$T/huge.json"
+limit table_1100mb 1 'a table may be at most 1024 MiB' "$BIGMAC" verify "$T/huge.json"
+limit render_1100mb 1 'the file is 1153433600 bytes (1100 MiB); the limit here is 1024 MiB' \
+    "$BIGMAC" render "$T/huge.json" --format ascii
 limit spec_100mb 1 'a spec may be at most 8 MiB' "$BIGMAC" plan "$T/big.json"
 # endless input: /dev/zero and a pipe have no size to check; reading stops at the limit
-limit table_dev_zero 1 'more than 67108864 bytes' "$BIGMAC" verify /dev/zero
+# (reading the 1 GiB a table or trace may have takes 1-2 s, 6-7 s and 2.2 GB under ASan: 30 s)
+LIMIT_S=30 limit table_dev_zero 1 'more than 1073741824 bytes' "$BIGMAC" verify /dev/zero
 limit spec_dev_zero 1 'more than 8388608 bytes' "$BIGMAC" plan /dev/zero
-limit render_dev_zero 1 'more than 1073741824 bytes' "$BIGMAC" render /dev/zero --format ascii
-limit csv_dev_zero 1 'more than 67108864 bytes' "$BIGMAC" plan --from-csv /dev/zero
-limit table_pipe_100mb 1 'more than 67108864 bytes' \
-    "$BIGMAC" verify <(head -c 104857600 /dev/zero | tr '\0' ' ')
+LIMIT_S=30 limit render_dev_zero 1 'more than 1073741824 bytes' "$BIGMAC" render /dev/zero --format ascii
+LIMIT_S=30 limit csv_dev_zero 1 'more than 1073741824 bytes' "$BIGMAC" plan --from-csv /dev/zero
+LIMIT_S=30 limit table_pipe_1100mb 1 'more than 1073741824 bytes' \
+    "$BIGMAC" verify <(head -c 1153433600 /dev/zero)
 # a tiny header claiming a huge schedule (made the verifier allocate 1.7 GB)
 limit table_huge_header 1 'pp*vpp*microbatches = 4096*64*1000000 is more than the limit' \
     "$BIGMAC" verify tests/corpus/table/invalid-huge-header.json

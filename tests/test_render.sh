@@ -97,9 +97,13 @@ sed 's/vit:F3/vti:F3/' "$T/a.csv" >"$T/sched.csv"
 expect_exit plan_from_csv_bad_cell 1 "$BIGMAC" plan --from-csv "$T/sched.csv"
 expect_contains plan_from_csv_bad_cell_pos "sched.csv:"
 expect_contains plan_from_csv_bad_cell_msg ": unknown module \"vti\" in cell \"vti:F3\""
-# a hand edit that swaps two backbone ops parses, and verify catches it
+# a hand edit that swaps two backbone ops parses; plan refuses it with the verifier's message
+# (only valid tables are written), --no-verify writes it with a warning, and verify catches it
 awk -F, 'BEGIN{OFS=","} /^#/ {print; next} NR>0 && !done {t=$2; $2=$3; $3=t; done=1} {print}' "$T/a.csv" >"$T/swap.csv"
-expect_exit plan_from_csv_swapped 0 "$BIGMAC" plan --from-csv "$T/swap.csv" -o "$T/swap.json"
+expect_exit plan_from_csv_swapped_refused 1 "$BIGMAC" plan --from-csv "$T/swap.csv" -o "$T/swap.json"
+expect_contains plan_from_csv_swapped_says "swap.csv: invariant"
+expect_exit plan_from_csv_swapped 0 "$BIGMAC" plan --from-csv "$T/swap.csv" -o "$T/swap.json" --no-verify
+expect_contains plan_from_csv_swapped_warns "bigmac: warning: $T/swap.csv: --no-verify"
 expect_exit verify_swapped_fails 1 "$BIGMAC" verify "$T/swap.json"
 expect_exit plan_from_csv_missing 1 "$BIGMAC" plan --from-csv "$T/nope.csv"
 expect_exit plan_csv_needs_value 2 "$BIGMAC" plan "$S" --csv

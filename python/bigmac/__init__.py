@@ -550,6 +550,7 @@ def simulate(src, compare=False, jitter=0.0, seed=1, **plan_args):
             raise Error("simulate: compare=True needs a spec (it plans every policy)")
         if plan_args:
             raise Error("simulate: plan arguments (%s) need a spec, not a table" % ", ".join(plan_args))
+        verify(src)  # only valid tables are simulated (the CLI's rule; docs/hardening.md)
         spm = src.spec.samples_per_microbatch if src.spec else 1
         err = _errbuf()
         p = _lib.bmpy_simulate_json(src._h, _num("jitter", jitter, 0, 1e300), _int("seed", seed, 0, 2 ** 64 - 1),
@@ -584,6 +585,7 @@ def render(table, format, path="-", width=120, title=None):
     title heads svg and html (None: the renderer's default)."""
     if not isinstance(table, Table):
         table = plan(table)
+    verify(table)  # only valid tables are drawn
     err = _errbuf()
     if not isinstance(format, str):
         raise Error("render: format must be a string (ascii, svg, html, trace, csv), got %r" % (format,))

@@ -44,6 +44,13 @@ int bm_cli_load_spec(const char *cmd, const char *path, const struct bm_cli_plan
 /* Print "bigmac: error: <msg>" (each line of a multi-line message; lines starting with
  * "hint:" are printed as "bigmac: hint: ..."). */
 void bm_cli_error(const char *msg);
+/* The verifier (bm_verify) on a table read from 'path' before it is simulated, drawn, written or
+ * trained on: BM_OK when it holds; else BM_ERR with err reading "<path>: invariant N ...
+ * violated: ..." (the verifier's message) and a hint, or with no_verify > 0 (the user's
+ * --no-verify) BM_OK after a warning on stderr that names the violated invariant. no_verify < 0:
+ * the command has no --no-verify (the hint does not offer it). */
+int bm_cli_verify_table(const struct bm_table *t, const char *path, int no_verify, struct bm_err *err);
+
 /* Parse a positive int for flag 'flag'; prints an error and returns -1 on failure. */
 int bm_cli_int(const char *flag, const char *val, int *out);
 

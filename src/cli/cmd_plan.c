@@ -15,7 +15,7 @@ static void usage(FILE *f)
             "                        [--policy bigmac|optimus|unified|unified-balanced|ideal|none]\n"
             "                        [--window W|auto|fit] [--ranks-per-host N] [--dp D]\n"
             "                        [-o TABLE.json] [--csv FILE] [--ascii]\n"
-            "       bigmac plan --from-csv SCHEDULE.csv [SPEC] [plan flags] [-o TABLE.json]\n"
+            "       bigmac plan --from-csv SCHEDULE.csv [SPEC] [plan flags] [-o TABLE.json] [--no-verify]\n"
             "\n"
             "Plans one training iteration: every rank's ordered compute and send/recv ops.\n"
             "Flags override the spec's \"parallel\" and \"schedule\" settings (--ranks-per-host N:\n"
@@ -26,7 +26,8 @@ static void usage(FILE *f)
             "(docs/csv.md), --ascii prints the simulated timeline (one line per rank; $COLUMNS).\n"
             "--from-csv loads a (hand-edited) CSV schedule instead of planning: the module graph\n"
             "and costs come from SPEC when given, else from the CSV's '#' lines; header values\n"
-            "from its '# bigmac-table' line, overridden by the plan flags. Check it with verify.\n"
+            "from its '# bigmac-table' line, overridden by the plan flags. The schedule must pass\n"
+            "`bigmac verify`'s checks (--no-verify: take it anyway, with a warning).\n"
             "--window caps the encoder units a rank keeps alive (bigmac): W = at most W (the\n"
             "fastest plan under the cap, a larger window taken only when it gains more than\n"
             "0.05%%; the table records the window used), auto = the smallest safe one (least\n"
@@ -88,7 +89,7 @@ int bm_cmd_plan(int argc, char **argv)
 {
     struct bm_cli_plan_flags flags = {0};
     const char *spec_path = NULL, *out_path = NULL, *csv_out = NULL, *csv_in = NULL;
-    int ascii = 0;
+    int ascii = 0, no_verify = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -106,6 +107,8 @@ int bm_cmd_plan(int argc, char **argv)
             if (a[1] == 'o') out_path = argv[++i];
             else if (!strcmp(a, "--csv")) csv_out = argv[++i];
             else csv_in = argv[++i];
+        } else if (!strcmp(a, "--no-verify")) {
+            no_verify = 1;
         } else if (!strcmp(a, "--ascii")) {
             ascii = 1;
         } else if (a[0] == '-' && a[1]) {
@@ -118,6 +121,10 @@ int bm_cmd_plan(int argc, char **argv)
             fprintf(stderr, "bigmac: error: plan takes one SPEC (got '%s' and '%s')\n", spec_path, a);
             return BM_USAGE;
         }
+    }
+    if (no_verify && !csv_in) {
+        fprintf(stderr, "bigmac: error: plan: --no-verify is for --from-csv (a planned table is valid)\n");
+        return BM_USAGE;
     }
     if (!spec_path && !csv_in) {
         usage(stderr);
@@ -135,7 +142,9 @@ int bm_cmd_plan(int argc, char **argv)
         struct bm_csv_opts co = {flags.pp, flags.vpp, flags.microbatches, flags.unit,
                                  flags.window > 0 ? flags.window : 0, flags.backbone_set, flags.policy_set,
                                  flags.backbone, flags.policy};
-        if (bm_csv_load(csv_in, spec, &co, &t, &err)) {
+        int lrc = bm_csv_load(csv_in, spec, &co, &t, &err);
+        if (!lrc && (lrc = bm_cli_verify_table(t, csv_in, no_verify, &err))) bm_table_free(t);
+        if (lrc) {
             bm_cli_error(err.msg);
             bm_spec_free(spec);
             return BM_ERR;

@@ -12,16 +12,13 @@
 #include "spec/jpos.h"
 #include "util/util.h"
 
-/* JSON nesting a render input may have: the spec and table loaders' limit. */
-#define RENDER_MAX_DEPTH 64
-
 static void usage(FILE *f)
 {
     fprintf(f,
             "usage: bigmac render TABLE.json|SPEC.json|TRACE.json|SCHEDULE.csv\n"
             "                     --format ascii|svg|html|trace|csv [-o FILE] [--width N]\n"
             "                     [--title TEXT] [--span MS] [plan flags: --pp --vpp --microbatches\n"
-            "                      --unit --backbone --policy --window --ranks-per-host --dp]\n"
+            "                      --unit --backbone --policy --window --ranks-per-host --dp] [--no-verify]\n"
             "       bigmac render RUN_TRACE.json --table TABLE.json --format html [-o FILE]\n"
             "\n"
             "Draws one training iteration's schedule:\n"
@@ -37,10 +34,14 @@ static void usage(FILE *f)
             "--table TABLE.json (with a measured trace, html): also the table simulated with the\n"
             "costs calibrated from the trace, under the measured timeline, and the per-op deviation.\n"
             "A SPEC is planned with the plan flags first; a table or CSV is simulated; a trace is\n"
-            "drawn with the times it holds. -o - (the default) writes to stdout.\n"
+            "drawn with the times it holds. -o - (the default) writes to stdout. A table, CSV or\n"
+            "trace's table must pass `bigmac verify` (--no-verify: draw it anyway, with a warning).\n"
             "\n"
             "Exit status: 0 ok, 1 unreadable input or planning/simulation failure, 2 usage error.\n");
 }
+
+/* JSON nesting a render input may have: the spec and table loaders' limit. */
+#define RENDER_MAX_DEPTH 64
 
 enum fmt { F_NONE = -1, F_ASCII, F_SVG, F_HTML, F_TRACE, F_CSV };
 
@@ -93,37 +94,45 @@ static int write_out(int fm, const struct bm_table *t, const struct bm_timeline 
 }
 
 /* The input's kind by its first bytes and "format": a CSV schedule, a trace (measured or
- * simulated; *is_trace), a spec (*spec, to be planned) or a table (*t). Every JSON input goes
- * through the project's guarded parser first (bm_json_parse: nesting at most RENDER_MAX_DEPTH,
- * so a too-deep file gets a position instead of a deep recursion). */
+ * simulated; *is_trace), a spec (*spec, to be planned) or a table (*t). The format is found by
+ * a scan of the text (bm_json_sniff_format: no JSON tree, whatever the size); each loader then
+ * guards its own nesting. An empty file and a JSON array (the other Chrome trace form) are
+ * named as such, not read as a CSV. */
 static int load_input(const char *text, size_t len, const char *in, struct bm_spec **spec, struct bm_table **t,
                       struct bm_timeline **tl, int *is_trace, struct bm_err *err)
 {
+    if (!strncmp(text, "\xef\xbb\xbf", 3)) text += 3, len -= 3; /* a UTF-8 byte-order mark (spreadsheets write one) */
     const char *p = text;
     while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') p++;
     if (strlen(text) != len) return bm_err_set(err, "%s: not a text file", in);
+    if (!*p) return bm_err_set(err, "%s: the file is empty (render draws a table, spec, trace or CSV schedule)", in);
+    if (*p == '[')
+        return bm_err_set(err, "%s: a JSON array, not a bigmac file: a Chrome trace in the array form has no "
+                               "\"bigmac\" object with the table, so it cannot be re-rendered\n"
+                               "hint: render draws a table, a spec, a CSV schedule or a trace bigmac wrote "
+                               "(render --format trace, train --trace; docs/trace.md)", in);
     if (*p != '{') return bm_csv_parse(text, in, NULL, NULL, t, err);
+    int line, col;
+    if (bm_jpos_depth(text, RENDER_MAX_DEPTH, &line, &col))
+        return bm_err_set(err, "%s:%d:%d: JSON nested deeper than %d levels (a guard against absurd input)", in,
+                          line, col, RENDER_MAX_DEPTH);
     if (bm_trace_sniff(text)) {
         *is_trace = 1;
         return bm_trace_parse(text, in, t, tl, err);
     }
-    json_t *root = bm_json_parse(text, in, RENDER_MAX_DEPTH, 0, err);
-    if (!root) return BM_ERR;
-    json_t *jf = json_object_get(root, "format");
-    const char *format = json_is_string(jf) ? json_string_value(jf) : "";
-    int rc;
-    if (!strcmp(format, "bigmac-spec")) rc = bm_spec_parse(text, in, spec, err);
-    else if (!strcmp(format, "bigmac-table")) rc = bm_table_parse(text, in, t, err);
-    else rc = bm_err_set(err, "%s: not a bigmac spec, table or trace (\"format\" is \"%s\"; a trace has \"traceEvents\")",
-                         in, format);
-    json_decref(root);
-    return rc;
+    char format[64];
+    if (bm_json_sniff_format(text, in, format, sizeof format, err)) return BM_ERR;
+    if (!strcmp(format, "bigmac-spec")) return bm_spec_parse(text, in, spec, err);
+    if (!strcmp(format, "bigmac-table")) return bm_table_parse(text, in, t, err);
+    return bm_err_set(err, "%s: not a bigmac spec, table or trace (\"format\" is \"%s\"; a trace has \"traceEvents\")",
+                      in, format);
 }
 
 /* `render RUN_TRACE --table TABLE --format html`: the measured run (t, tl) against its table
  * simulated from the run's own costs, written to out. BM_ERR with err set on failure. */
 static int render_vs(const char *in, const char *vs_table, int is_trace, const struct bm_table *t,
-                     const struct bm_timeline *tl, const char *title, const char *out, struct bm_err *err)
+                     const struct bm_timeline *tl, const char *title, const char *out, int no_verify,
+                     struct bm_err *err)
 {
     if (!is_trace || !tl->measured) {
         bm_err_set(err, "%s: --table needs a measured trace (`bigmac train ... --trace`), got %s", in,
@@ -133,6 +142,10 @@ static int render_vs(const char *in, const char *vs_table, int is_trace, const s
     struct bm_table *vt = NULL;
     struct bm_timeline *vtl = NULL;
     if (bm_table_load(vs_table, &vt, err)) return BM_ERR;
+    if (bm_cli_verify_table(vt, vs_table, no_verify, err)) {
+        bm_table_free(vt);
+        return BM_ERR;
+    }
     if (bm_report_vs_simulate(t, tl, vt, &vtl, err)) {
         char msg[sizeof err->msg + 300];
         snprintf(msg, sizeof msg, "%s: %s", vs_table, err->msg);
@@ -158,7 +171,7 @@ static int render_vs(const char *in, const char *vs_table, int is_trace, const s
 struct args {
     struct bm_cli_plan_flags flags;
     const char *in, *out, *title, *vs_table;
-    int fm, width, any_plan_flag;
+    int fm, width, any_plan_flag, no_verify;
     double span;
 };
 
@@ -176,6 +189,10 @@ static int parse_args(int argc, char **argv, struct args *g)
         if (k < 0) return BM_USAGE;
         if (k > 0) {
             g->any_plan_flag = 1;
+            continue;
+        }
+        if (!strcmp(a, "--no-verify")) {
+            g->no_verify = 1;
             continue;
         }
         if (!strcmp(a, "-o") || !strcmp(a, "--format") || !strcmp(a, "--width") ||
@@ -247,6 +264,7 @@ int bm_cmd_render(int argc, char **argv)
     struct bm_report_compare *cmp = NULL;
     int rc = BM_ERR, is_trace = 0;
     if (load_input(text, len, in, &spec, &t, &tl, &is_trace, &err)) goto fail;
+    if (!spec && bm_cli_verify_table(t, in, g.no_verify, &err)) goto fail; /* a spec's plan is valid */
     if (!spec && g.any_plan_flag)
         fprintf(stderr, "bigmac: warning: plan flags apply to a SPEC only; %s is already planned\n", in);
     if (spec) {
@@ -278,7 +296,7 @@ int bm_cmd_render(int argc, char **argv)
     if (fm == F_CSV && bm_csv_check_names(t, &err)) goto fail;
     if (!title) title = spec && spec->name ? spec->name : in;
     if (vs_table) { /* the measured run against its table simulated from the run's own costs */
-        if (render_vs(in, vs_table, is_trace, t, tl, title, out, &err)) goto fail;
+        if (render_vs(in, vs_table, is_trace, t, tl, title, out, g.no_verify, &err)) goto fail;
         rc = BM_OK;
         goto done;
     }

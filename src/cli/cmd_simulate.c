@@ -25,7 +25,7 @@ static void usage(FILE *f)
             "                       [--backbone gpipe|1f1b|interleaved|zb-h1|zb-interleaved] [--policy NAME]\n"
             "                       [--window N|auto|fit] [--compare] [--json] [--jitter X] [--seed S]\n"
             "                       [--search off|N]\n"
-            "       bigmac simulate SPEC --table TABLE.json [--json] [--jitter X] [--seed S]\n"
+            "       bigmac simulate SPEC --table TABLE.json [--json] [--jitter X] [--seed S] [--no-verify]\n"
             "\n"
             "Plan SPEC and simulate the operator table: makespan, per-rank busy/idle, bubble ratio,\n"
             "peak memory per rank and role, OOM against the device memory, samples/s.\n"
@@ -51,7 +51,8 @@ static void usage(FILE *f)
             "               other dispatch numbers, links).\n"
             "               Planning again with calibrated costs may give another table than the\n"
             "               one that ran; this predicts the one that ran (docs/simulator.md\n"
-            "               \"Predicting a run\"). No plan flags with it.\n"
+            "               \"Predicting a run\"). No plan flags with it. The table must pass\n"
+            "               `bigmac verify` (--no-verify: simulate it anyway, with a warning).\n"
             "Cost and memory model: docs/simulator.md; placement over hosts: docs/multihost.md.\n");
 }
 
@@ -199,7 +200,7 @@ static int run_compare(struct bm_spec *s, const struct bm_plan_opts *o, const st
 struct args {
     struct bm_cli_plan_flags f;
     const char *path, *table_path;
-    int compare, json, search;
+    int compare, json, search, no_verify;
     struct bm_sim_opts so;
 };
 
@@ -242,6 +243,8 @@ static int parse_args(int argc, char **argv, struct args *g)
                 return BM_USAGE;
             }
             if (parse_search(a, argv[++i], &g->search)) return BM_USAGE;
+        } else if (!strcmp(a, "--no-verify")) {
+            g->no_verify = 1;
         } else if (!strcmp(a, "--table")) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "bigmac: error: --table needs a value (an operator table, `bigmac plan ... -o`)\n");
@@ -274,13 +277,17 @@ static int parse_args(int argc, char **argv, struct args *g)
                         "plan flags with it\n");
         return BM_USAGE;
     }
+    if (g->no_verify && !g->table_path) {
+        fprintf(stderr, "bigmac: error: simulate: --no-verify is for --table (a planned table is valid)\n");
+        return BM_USAGE;
+    }
     return -1;
 }
 
 /* One policy: plan (or load table_path and give it s's costs), simulate, and with an op-time
  * spread in the spec also the expected makespan; printed human or --json. */
 static int run_one(const struct bm_spec *s, const struct bm_plan_opts *po, const char *table_path,
-                   const struct bm_sim_opts *so, int json, int search)
+                   const struct bm_sim_opts *so, int json, int search, int no_verify)
 {
     struct bm_err err;
     struct bm_table *t;
@@ -289,7 +296,9 @@ static int run_one(const struct bm_spec *s, const struct bm_plan_opts *po, const
     int prc;
     if (table_path) {
         prc = bm_table_load(table_path, &t, &err);
-        if (!prc && (prc = bm_table_use_spec_costs(t, s, table_path, &err))) bm_table_free(t);
+        if (!prc && ((prc = bm_table_use_spec_costs(t, s, table_path, &err)) ||
+                     (prc = bm_cli_verify_table(t, table_path, no_verify, &err))))
+            bm_table_free(t);
         plan.window = 0; /* no cap to report */
     } else {
         prc = bm_plan_build_search(s, o, search, &t, NULL, &err);
@@ -339,7 +348,7 @@ int bm_cmd_simulate(int argc, char **argv)
     int lrc = bm_cli_load_spec("simulate", g.path, &g.f, usage, &s, &o);
     if (lrc) return lrc;
     g.so.samples_per_microbatch = s->data.samples_per_microbatch;
-    int rc = g.compare ? run_compare(s, &o, &g.so, g.json, g.search) : run_one(s, &o, g.table_path, &g.so, g.json, g.search);
+    int rc = g.compare ? run_compare(s, &o, &g.so, g.json, g.search) : run_one(s, &o, g.table_path, &g.so, g.json, g.search, g.no_verify);
     bm_spec_free(s);
     return rc;
 }

@@ -24,6 +24,21 @@ void bm_cli_error(const char *msg)
     }
 }
 
+int bm_cli_verify_table(const struct bm_table *t, const char *path, int no_verify, struct bm_err *err)
+{
+    struct bm_err v;
+    if (bm_verify(t, &v) == BM_OK) return BM_OK;
+    if (no_verify > 0) {
+        int first = (int)strcspn(v.msg, "\n");
+        fprintf(stderr, "bigmac: warning: %s: --no-verify: using a table that fails verification (%.*s); "
+                        "what comes out does not describe a valid schedule\n", path, first, v.msg);
+        return BM_OK;
+    }
+    return bm_err_set(err, "%s: %s\nhint: only valid tables are simulated, drawn or run; `bigmac verify %s` "
+                           "explains the failure%s", path, v.msg, path,
+                      no_verify < 0 ? "" : ", --no-verify uses the table anyway");
+}
+
 int bm_cli_int(const char *flag, const char *val, int *out)
 {
     char *end;

@@ -222,8 +222,12 @@ static void plan_opts(struct args *g, struct bm_spec *spec, struct bm_plan_opts 
 static void print_error(void *ctx, const char *msg, int setup)
 {
     const struct args *g = ctx;
+    /* a message about the table (its loader's, its verification) names the table, not the spec;
+     * one that names the spec already is not prefixed twice */
     size_t n = strlen(g->path);
-    if ((g->reference || setup) && !(!strncmp(msg, g->path, n) && msg[n] == ':')) { /* named once */
+    int about_table = g->table_path && !strncmp(msg, g->table_path, strlen(g->table_path));
+    int named = !strncmp(msg, g->path, n) && msg[n] == ':';
+    if ((g->reference || setup) && !about_table && !named) {
         char line[sizeof(struct bm_err) + 1024];
         snprintf(line, sizeof line, "%s: %s", g->path, msg);
         bm_cli_error(line);
@@ -253,7 +257,7 @@ int bm_train_main(int argc, char **argv)
     } else {
         bm_cli_spec_apply(&g.pf, spec);
         if (g.table_path) {
-            if (bm_table_load(g.table_path, &t, &err)) {
+            if (bm_table_load(g.table_path, &t, &err) || bm_cli_verify_table(t, g.table_path, -1, &err)) {
                 bm_train_fail(&g.o, &argc, &argv, err.msg);
                 goto out;
             }

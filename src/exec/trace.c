@@ -74,6 +74,8 @@ int bm_exec_trace_write(const struct bm_table *t, const struct bm_timeline *tl, 
 int bm_exec_trace_write_dp(const struct bm_table *t, const struct bm_timeline *const *tl, int dp, const char *path,
                            struct bm_err *err)
 {
+    for (int d = 0; d < (dp > 1 ? dp : 1); d++) /* NaN/inf times: refused, nothing written */
+        if (bm_trace_check_times(t, tl[d], err)) return BM_ERR;
     FILE *f = fopen(path, "w");
     if (!f) return bm_err_set(err, "%s: cannot open for writing: %s", path, strerror(errno));
     int rc = bm_render_trace_dp(t, tl, dp, f);

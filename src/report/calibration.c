@@ -18,6 +18,11 @@ static int load_traces(const char *const *traces, int n, struct bm_calibration *
         if (!c->tl[i]->measured)
             return bm_err_set(err, "%s: a simulated trace; calibrate needs one measured by `bigmac train --trace`",
                               traces[i]);
+        if (i == 0) { /* the plan that ran must be a valid one: its fits assume the transfers are there */
+            struct bm_err v;
+            if (bm_verify(c->t[0], &v))
+                return bm_err_set(err, "%s: the trace's table: %s", traces[0], v.msg);
+        }
         if (!bm_calibrate_same_table(c->t[0], c->t[i]))
             return bm_err_set(err, "%s: not a run of the same plan as %s (ranks, chunks, microbatches, modules or "
                                    "op order differ); pool only traces of one plan", traces[i], traces[0]);

@@ -69,6 +69,11 @@ void bm_report_compare_free(struct bm_report_compare *cmp);
  * and sorted by its global rank p * dp + d; the summary, the critical path and the loader's ranks
  * are replica 0's (processes 0 .. pp-1). dp = 1 is bm_render_trace. */
 int bm_render_trace_dp(const struct bm_table *t, const struct bm_timeline *const *tl, int dp, FILE *f);
+/* Whether every number of tl is one a trace may hold: op start/end/ready times and memory points'
+ * times finite and in 0..1e9 ms, message bytes in 0..1e12 MiB, memory values in 0..1e12 MiB, the
+ * makespan and bubble ratio finite. BM_ERR naming the first rank and op (or point) otherwise.
+ * bm_render_trace writes nothing for a timeline that fails it. */
+int bm_trace_check_times(const struct bm_table *t, const struct bm_timeline *tl, struct bm_err *err);
 /* The same report for a measured run (tl measured) with, under its timeline, the simulated
  * timeline sim of the same table and the per-op deviation between the two. */
 int bm_render_html_vs(const struct bm_table *t, const struct bm_timeline *tl, const struct bm_timeline *sim,
@@ -80,5 +85,10 @@ int bm_report_vs_simulate(const struct bm_table *mt, const struct bm_timeline *m
                           struct bm_timeline **out, struct bm_err *err);
 /* 1 when text is a JSON object with a top-level "traceEvents" member (a Chrome trace). */
 int bm_trace_sniff(const char *text);
+/* The top-level "format" string of the JSON object in text into fmt (n bytes; "" when there is
+ * none), by the trace loader's scanner: no JSON tree, so a table or trace of hundreds of MB is
+ * told apart in one pass over its text. BM_ERR with err naming name:line:col when the text is
+ * not one JSON object. */
+int bm_json_sniff_format(const char *text, const char *name, char *fmt, size_t n, struct bm_err *err);
 
 #endif

@@ -13,6 +13,10 @@
 #include "util/util.h"
 
 #define MEM_COUNTER "activation MiB"
+/* Bounds of a loaded trace's numbers, the spec's own (docs/spec.md): any time (ts, ts + dur)
+ * at most 1e9 ms, a message at most 1e12 MiB, a memory counter at most 1e12 MiB. */
+#define TRACE_MAX_MS 1e9
+#define TRACE_MAX_MIB 1e12
 
 /* Integer nanoseconds as microseconds ("12.345"). */
 static void put_ns(FILE *f, long long ns)
@@ -257,10 +261,50 @@ static int trace_out_init(struct trace_out *o, const struct bm_table *t, const s
     return slice_times(o); /* on failure the caller's trace_out_free releases what was made */
 }
 
+static int time_ok(double ms)
+{
+    return ms >= 0 && ms <= TRACE_MAX_MS; /* NaN fails both */
+}
+
+int bm_trace_check_times(const struct bm_table *t, const struct bm_timeline *tl, struct bm_err *err)
+{
+    static const char *const bounds = "a trace's times must be finite and in 0..1e9 ms, its message sizes and "
+                                      "memory in 0..1e12 MiB";
+    for (int r = 0; r < t->pp; r++) {
+        const struct bm_rank_timeline *rt = &tl->ranks[r];
+        for (int i = 0; i < t->ranks[r].n_ops; i++) {
+            const struct bm_op_time *ot = &rt->ops[i];
+            const char *bad = !time_ok(ot->start_ms) ? "start" : !time_ok(ot->end_ms) ? "end"
+                              : !time_ok(ot->ready_ms) ? "ready"
+                              : !(ot->msg_bytes >= 0 && ot->msg_bytes <= TRACE_MAX_MIB * 1048576.0) ? "message bytes" : NULL;
+            if (bad) {
+                char b[BM_MAX_NAME + 64];
+                bm_op_format(t, &t->ranks[r].ops[i], b, sizeof b);
+                double v = bad[0] == 's' ? ot->start_ms : bad[0] == 'e' ? ot->end_ms : bad[0] == 'r' ? ot->ready_ms : ot->msg_bytes;
+                return bm_err_set(err, "trace: rank %d op #%d %s: its %s %s %g; %s", r, i, b, bad,
+                                  bad[0] == 'm' ? "are" : "time is", v, bounds);
+            }
+        }
+        for (int k = 0; k < rt->n_mem; k++) {
+            int ok = time_ok(rt->mem[k].t_ms);
+            for (int j = 0; j < BM_N_ROLES; j++) ok &= rt->mem[k].act_mib[j] >= 0 && rt->mem[k].act_mib[j] <= TRACE_MAX_MIB;
+            if (!ok) return bm_err_set(err, "trace: rank %d memory point %d (at %g ms) is out of range; %s", r, k,
+                                       rt->mem[k].t_ms, bounds);
+        }
+    }
+    if (!time_ok(tl->makespan_ms) || !isfinite(tl->bubble_ratio))
+        return bm_err_set(err, "trace: the makespan (%g ms) or the bubble ratio (%g) is not finite; %s", tl->makespan_ms,
+                          tl->bubble_ratio, bounds);
+    return BM_OK;
+}
+
 int bm_render_trace_dp(const struct bm_table *t, const struct bm_timeline *const *tl, int dp, FILE *f)
 {
     int D = dp > 1 ? dp : 1, rc = BM_OK;
     long flow_id = 0;
+    struct bm_err err;
+    for (int d = 0; d < D; d++) /* a number JSON cannot hold, or the loader would refuse: nothing written */
+        if (bm_trace_check_times(t, tl[d], &err)) return BM_ERR;
     for (int d = 0; d < D && rc == BM_OK; d++) {
         struct trace_out o;
         if (trace_out_init(&o, t, tl[d], f, d * t->pp, D, flow_id)) {
@@ -505,6 +549,7 @@ struct event {
     char ph[8], name[BM_MAX_NAME];
     double pid, ts, dur, op, ready, wait_rank, wait_op, bytes, act[BM_N_ROLES];
     int has_pid, has_ts, has_dur, has_op, has_ready, has_wr, has_wo, has_bytes;
+    const char *not_num; /* the first of ts, dur, bytes, a memory role given as a non-number */
 };
 
 static int read_event(struct scan *S, struct event *e)
@@ -520,6 +565,9 @@ static int read_event(struct scan *S, struct event *e)
             if (sc_str(S, e->ph, sizeof e->ph)) return BM_ERR;
         } else if (!strcmp(key, "name") && S->p < S->end && *S->p == '"') {
             if (sc_str(S, e->name, sizeof e->name)) return BM_ERR;
+        } else if (!is_num && (!strcmp(key, "ts") || !strcmp(key, "dur"))) {
+            if (!e->not_num) e->not_num = key[0] == 't' ? "ts" : "dur";
+            if (sc_skip(S)) return BM_ERR;
         } else if (is_num && (!strcmp(key, "pid") || !strcmp(key, "ts") || !strcmp(key, "dur"))) {
             double *d = key[0] == 'p' ? &e->pid : key[0] == 't' ? &e->ts : &e->dur;
             if (sc_num(S, d)) return BM_ERR;
@@ -541,6 +589,8 @@ static int read_event(struct scan *S, struct event *e)
                 else if (!strcmp(ak, "bytes")) d = &e->bytes, has = &e->has_bytes;
                 for (int j = 0; j < BM_N_ROLES && !d; j++)
                     if (!strcmp(ak, roles[j])) d = &e->act[j];
+                /* a size or memory figure that is not a number is an error if the event is used */
+                if (d && !num && !e->not_num && (d == &e->bytes || !has)) e->not_num = d == &e->bytes ? "bytes" : "args";
                 if (d && num) {
                     if (sc_num(S, d)) return BM_ERR;
                     if (has) *has = 1;
@@ -672,9 +722,12 @@ static int take_op_event(struct scan *S, const char *at, const struct event *e, 
     double t0 = e->ts / 1000.0;
     if (e->op < 0 || e->op >= t->ranks[pid].n_ops || e->op != (long)e->op) return BM_OK;
     double d = e->has_dur ? e->dur / 1000.0 : 0;
-    if (!isfinite(t0) || !isfinite(d) || d < 0) {
+    if (!(t0 >= 0 && d >= 0 && t0 + d <= TRACE_MAX_MS)) { /* NaN fails every comparison */
+        char m[200];
+        snprintf(m, sizeof m, "\"ts\" (%g us) and \"dur\" (%g us) must be finite and >= 0, and end by 1e9 ms "
+                 "(a guard against absurd input)", e->ts, e->has_dur ? e->dur : 0.0);
         S->p = at;
-        return sc_fail(S, "\"ts\"/\"dur\" must be finite and \"dur\" >= 0");
+        return sc_fail(S, m);
     }
     int op = (int)e->op;
     struct bm_op_time *ot = &tl->ranks[pid].ops[op];
@@ -687,9 +740,9 @@ static int take_op_event(struct scan *S, const char *at, const struct event *e, 
         ot->wait_op = (int)e->wait_op;
     }
     if (e->has_bytes) {
-        if (!isfinite(e->bytes) || e->bytes < 0 || t->ranks[pid].ops[op].kind == BM_OP_COMPUTE) {
+        if (!(e->bytes >= 0 && e->bytes <= TRACE_MAX_MIB * 1048576.0) || t->ranks[pid].ops[op].kind == BM_OP_COMPUTE) {
             S->p = at;
-            return sc_fail(S, "\"bytes\" (a message's size) must be a number >= 0 on a send or recv");
+            return sc_fail(S, "\"bytes\" (a message's size) must be a number >= 0 on a send or recv, at most 1e12 MiB");
         }
         ot->msg_bytes = e->bytes;
     }
@@ -714,17 +767,32 @@ static int read_events(struct scan *S, const struct trace_top *T, const struct b
         const char *at = S->p;
         if (read_event(S, &e)) return BM_ERR;
         seq++;
-        if (!e.has_pid || !e.has_ts || e.pid < 0 || e.pid >= t->pp || e.pid != (int)e.pid) continue;
+        if (!e.has_pid || e.pid < 0 || e.pid >= t->pp || e.pid != (int)e.pid) continue;
+        int used = (!strcmp(e.ph, "X") && e.has_op) || (!strcmp(e.ph, "C") && !strcmp(e.name, T->counter));
+        if (used && e.not_num) { /* a string "dur" is an error, not 0 */
+            char m[160];
+            snprintf(m, sizeof m, "\"%s\" must be a number%s", e.not_num,
+                     !strcmp(e.not_num, "args") ? " (a memory counter's values, MiB)" : "");
+            S->p = at;
+            return sc_fail(S, m);
+        }
+        if (!e.has_ts) continue;
         int pid = (int)e.pid;
         double t0 = e.ts / 1000.0;
         if (!strcmp(e.ph, "X") && e.has_op) {
             if (take_op_event(S, at, &e, t, tl, E)) return BM_ERR;
-        } else if (!strcmp(e.ph, "C") && !strcmp(e.name, T->counter) && isfinite(t0)) {
+        } else if (!strcmp(e.ph, "C") && !strcmp(e.name, T->counter)) {
+            int ok = t0 >= 0 && t0 <= TRACE_MAX_MS;
+            for (int j = 0; j < BM_N_ROLES; j++) ok &= e.act[j] >= 0 && e.act[j] <= TRACE_MAX_MIB;
+            if (!ok) {
+                S->p = at;
+                return sc_fail(S, "a memory counter's \"ts\" must be in 0..1e9 ms and its values in 0..1e12 MiB");
+            }
             if (bm_grow(&E->mem[pid], &E->cap_mem[pid], E->n_mem[pid] + 1, sizeof **E->mem)) return -1;
             struct mem_ev *me = &E->mem[pid][E->n_mem[pid]++];
             me->t = t0;
             me->seq = seq;
-            for (int j = 0; j < BM_N_ROLES; j++) me->act[j] = isfinite(e.act[j]) ? e.act[j] : 0;
+            for (int j = 0; j < BM_N_ROLES; j++) me->act[j] = e.act[j];
         }
     }
     return k < 0 ? BM_ERR : BM_OK;
@@ -801,6 +869,26 @@ int bm_trace_sniff(const char *text)
         if (sc_skip(&S)) return 0;
     }
     return 0;
+}
+
+int bm_json_sniff_format(const char *text, const char *name, char *fmt, size_t n, struct bm_err *err)
+{
+    struct scan S = {text, text, text + strlen(text), name, err};
+    char key[64];
+    int first = 1, k;
+    if (n) fmt[0] = 0;
+    while ((k = sc_member(&S, &first, key, sizeof key)) == 1) {
+        sc_ws(&S);
+        if (!strcmp(key, "format") && S.p < S.end && *S.p == '"') {
+            if (sc_str(&S, fmt, n)) return BM_ERR;
+        } else if (sc_skip(&S)) {
+            return BM_ERR;
+        }
+    }
+    if (k < 0) return BM_ERR;
+    sc_ws(&S);
+    if (S.p < S.end) return sc_fail(&S, "invalid JSON: text after the top-level object");
+    return BM_OK;
 }
 
 int bm_trace_load(const char *path, struct bm_table **t, struct bm_timeline **tl, struct bm_err *err)

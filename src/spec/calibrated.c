@@ -60,13 +60,61 @@ static void set_measured_device(json_t *o, const struct bm_spec_calibration *c)
     if (c->rank_scale) json_object_set_new(o, "rank_time_scale", reals(c->rank_scale, c->pp));
 }
 
+/* The figures a spec takes, as the spec loader bounds them (fwd_ms and bwd_ms in (0, 1e9] ms,
+ * memory in [0, 1e12] MiB, spread in [0, 10], encoder scales in (0, 1e6], rank scales in
+ * (0, 1000], dispatch times in [0, 1e12] us): BM_ERR naming the first figure outside, so calibrate never writes a spec or a cost
+ * fragment that `simulate` refuses (all-zero or absurd durations in a trace). */
+static int check_figures(const struct bm_spec_calibration *c, struct bm_err *err)
+{
+    static const char *const why = "\nhint: the trace's op times are not a run's (all zero, or absurd); "
+                                   "nothing was written";
+    for (int k = 0; k < c->n_modules; k++) {
+        const struct bm_cost *m = &c->costs[k];
+        const double ms[2] = {m->fwd_ms, m->bwd_ms}, mib[3] = {m->act_mib, m->state_mib, m->out_mib};
+        static const char *const ms_keys[2] = {"fwd_ms", "bwd_ms"}, *const mib_keys[3] = {"act_mib", "state_mib", "out_mib"};
+        for (int j = 0; j < 2; j++)
+            if (!(ms[j] > 0 && ms[j] <= 1e9))
+                return bm_err_set(err, "calibrate: module \"%s\": the measured cost.%s is %g, outside (0, 1e9] ms, "
+                                       "which a spec needs%s", c->names[k], ms_keys[j], ms[j], why);
+        for (int j = 0; j < 3; j++)
+            if (!(mib[j] >= 0 && mib[j] <= 1e12))
+                return bm_err_set(err, "calibrate: module \"%s\": the measured cost.%s is %g, outside [0, 1e12] MiB%s",
+                                  c->names[k], mib_keys[j], mib[j], why);
+        if (c->spread && !(c->spread[k] >= 0 && c->spread[k] <= 10))
+            return bm_err_set(err, "calibrate: module \"%s\": the measured cost.spread is %g, outside [0, 10]%s",
+                              c->names[k], c->spread[k], why);
+    }
+    for (int m = 0; c->mb_scale && m < c->microbatches; m++)
+        if (!(c->mb_scale[m] > 0 && c->mb_scale[m] <= 1e6))
+            return bm_err_set(err, "calibrate: the measured data.encoder_cost_scale.values[%d] is %g, outside (0, 1e6]%s", m,
+                              c->mb_scale[m], why);
+    for (int r = 0; c->rank_scale && r < c->pp; r++)
+        if (!(c->rank_scale[r] > 0 && c->rank_scale[r] <= 1000))
+            return bm_err_set(err, "calibrate: the measured device.rank_time_scale[%d] is %g, outside (0, 1000]%s", r,
+                              c->rank_scale[r], why);
+    const double us[5] = {c->op_overhead_us, c->op_overhead_sd_us, c->recv_overhead_us, c->step_lead_us,
+                          c->have_link_latency ? c->link_latency_us : 0};
+    static const char *const us_keys[5] = {"op_overhead_us", "op_overhead_sd_us", "recv_overhead_us", "step_lead_us",
+                                           "link_latency_us"};
+    for (int j = 0; j < 5; j++)
+        if (!(us[j] >= 0 && us[j] <= 1e12))
+            return bm_err_set(err, "calibrate: the measured device.%s is %g, outside [0, 1e12] us%s", us_keys[j], us[j], why);
+    return BM_OK;
+}
+
 int bm_spec_write_calibrated(const char *spec_path, const struct bm_spec_calibration *c, const char *out,
                              struct bm_err *err)
 {
+    if (check_figures(c, err)) return BM_ERR;
     size_t len;
     char *text = bm_read_file_max(spec_path, (size_t)MAX_TEXT, &len, err);
     if (!text) return BM_ERR;
     json_t *root = bm_json_parse(text, spec_path, MAX_DEPTH, 0, err);
+    struct bm_spec *sp = NULL;
+    struct bm_err e;
+    int in_ok = root && bm_spec_parse(text, spec_path, &sp, &e) == BM_OK; /* is it a spec at all? */
+    bm_spec_free(sp);
+    sp = NULL;
     bm_free(text);
     if (!root) return BM_ERR;
     json_t *mods = json_object_get(root, "modules");
@@ -87,12 +135,28 @@ int bm_spec_write_calibrated(const char *spec_path, const struct bm_spec_calibra
     json_t *dev = json_object_get(root, "device");
     if (!json_is_object(dev)) json_object_set_new(root, "device", dev = json_object());
     set_measured_device(dev, c);
+    if (!in_ok) return write_json(root, out, err); /* not a spec before: calibrate does not judge it */
+    /* the last word: a spec that loaded must still load as written (what `simulate` says of it) */
+    char *s = json_dumps(root, JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6));
+    if (!s) {
+        json_decref(root);
+        return bm_err_set(err, "%s: out of memory", spec_path);
+    }
+    int bad = bm_spec_parse(s, "the calibrated spec", &sp, &e);
+    bm_free(s); /* jansson allocates through bm_malloc (bm_json_parse set the hooks) */
+    bm_spec_free(sp);
+    if (bad) {
+        json_decref(root);
+        return bm_err_set(err, "calibrate: %s with the measured figures would not load, so nothing was written: %s",
+                          spec_path, e.msg);
+    }
     return write_json(root, out, err);
 }
 
 int bm_spec_write_costs(const struct bm_spec_calibration *c, const char *const *traces, int n_traces,
                         const char *out, struct bm_err *err)
 {
+    if (check_figures(c, err)) return BM_ERR;
     json_t *root = json_object();
     json_object_set_new(root, "format", json_string("bigmac-costs"));
     json_object_set_new(root, "version", json_integer(1));

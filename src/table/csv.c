@@ -665,6 +665,7 @@ int bm_csv_parse(const char *text, const char *name, const struct bm_spec *spec,
     struct cp P = {name, err, NULL, 0};
     int cap = 0;
     const char *s = text;
+    if (!strncmp(s, "\xef\xbb\xbf", 3)) s += 3; /* a UTF-8 byte-order mark, as spreadsheets write one */
     int no = 1;
     while (*s) {
         const char *e = strchr(s, '\n');

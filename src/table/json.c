@@ -1,5 +1,7 @@
 /* json.c — the operator table as JSON (docs/design.md §4): writer (streamed with fprintf, so a
- * million-op table stays proportionate) and loader (jansson, errors name file:line:col). */
+ * million-op table stays proportionate) and loader (jansson for the header, the ops streamed
+ * from the text so a 466 MB table loads in its text plus ~20 bytes per op; errors name
+ * file:line:col). */
 #include <errno.h>
 #include <stdarg.h>
 #include <jansson.h>
@@ -157,6 +159,7 @@ int bm_table_save(const struct bm_table *t, const char *path, struct bm_err *err
 struct ld {
     const char *text, *name;
     struct bm_err *err;
+    const char *ranks_at; /* the "ranks" array in text when it is streamed (stream_ranks), else NULL */
 };
 
 /* Report an error at JSON path 'path' ("ranks[1].ops[3].mb"). */
@@ -461,6 +464,347 @@ static int load_hosts(struct ld *L, json_t *d, struct bm_device *dev)
     return BM_OK;
 }
 
+/* ---------------------------------------------------------------- "ranks", streamed
+ *
+ * A big plan's table is hundreds of MB, nearly all of it ops, and as a jansson tree each op
+ * costs about 900 bytes. So bm_table_parse gives jansson the table with its "ranks" array
+ * emptied (the header: kilobytes) and reads the ranks here, from the text: an op in the
+ * writer's form (plain strings, integers, each key once, any order) directly; any other op,
+ * and every op the direct reading would refuse, through jansson one op at a time and load_op,
+ * so the messages are those of the tree loader. Memory: the text, the header's tree and the
+ * ops (20 bytes each, lists grown by doubling). */
+
+enum { STREAM_SYNTAX = 2 }; /* stream_ranks: the text is not valid JSON (err says where) */
+
+/* Bytes of a table text up to which a table that fails to load is read again as a tree, so its
+ * message is exactly the tree loader's (jansson's words for a syntax error, reported before any
+ * bad op); above it the streaming reader's own message stands. */
+#define TREE_TEXT_MAX (64L << 20)
+
+static const char *skip_ws(const char *p)
+{
+    while (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t') p++;
+    return p;
+}
+
+/* The end of the JSON value at p (its depth is checked beforehand), or NULL when it ends early.
+ * Finds the end only: the value's content is checked by whoever parses it. */
+static const char *skip_value(const char *p)
+{
+    if (*p != '{' && *p != '[' && *p != '"') { /* a number or literal: up to a delimiter */
+        const char *q = p;
+        while (*q && !strchr(",]} \t\r\n", *q)) q++;
+        return q > p ? q : NULL;
+    }
+    long depth = 0;
+    do {
+        char c = *p++;
+        if (!c) return NULL;
+        if (c == '"') {
+            for (; *p != '"'; p++) {
+                if (!*p) return NULL;
+                if (*p == '\\' && p[1]) p++;
+            }
+            p++;
+        } else if (c == '{' || c == '[') {
+            depth++;
+        } else if (c == '}' || c == ']') {
+            depth--;
+        }
+    } while (depth > 0);
+    return p;
+}
+
+static int syntax_at(struct ld *L, const char *at, const char *what)
+{
+    int line, col;
+    bm_jpos_offset(L->text, (size_t)(at - L->text), &line, &col);
+    bm_err_set(L->err, "%s:%d:%d: invalid JSON: %s", L->name, line, col, what);
+    return STREAM_SYNTAX;
+}
+
+/* The value [a, b) of the text as a jansson value (*out, caller's), duplicate keys refused. */
+static int parse_span(struct ld *L, const char *a, const char *b, json_t **out)
+{
+    size_t n = (size_t)(b - a);
+    char *buf = bm_malloc(n + 1);
+    if (!buf) return bm_err_set(L->err, "%s: out of memory", L->name);
+    memcpy(buf, a, n);
+    buf[n] = 0;
+    struct bm_err e;
+    *out = bm_json_parse(buf, L->name, 0, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &e);
+    bm_free(buf);
+    if (*out) return BM_OK;
+    if (strstr(e.msg, "out of memory")) return bm_err_set(L->err, "%s", e.msg);
+    const char *why = strstr(e.msg, "invalid JSON: ");
+    return syntax_at(L, a, why ? why + 14 : e.msg);
+}
+
+/* A string without escapes or control characters at p (at its opening quote): [*s, *s + *n),
+ * returns the byte after it, or NULL when it is not one. */
+static const char *plain_str(const char *p, const char **s, size_t *n)
+{
+    const char *q = ++p;
+    while (*q != '"') {
+        if ((unsigned char)*q < 0x20 || *q == '\\') return NULL;
+        q++;
+    }
+    *s = p;
+    *n = (size_t)(q - p);
+    return q + 1;
+}
+
+/* A decimal integer of at most 9 digits, no sign, fraction or exponent, ending at a delimiter. */
+static const char *plain_int(const char *p, long *v)
+{
+    const char *q = p;
+    long x = 0;
+    while (*q >= '0' && *q <= '9' && q - p < 10) x = x * 10 + (*q++ - '0');
+    if (q == p || q - p > 9 || (*p == '0' && q - p > 1) || !strchr(",} \t\r\n", *q) || !*q) return NULL;
+    *v = x;
+    return q;
+}
+
+static int span_is(const char *s, size_t n, const char *lit)
+{
+    return strlen(lit) == n && !memcmp(s, lit, n);
+}
+
+/* Rank r's op in the writer's form at *pp ('{'), read directly: 1 with *op set and *pp past
+ * its '}', or 0 (nothing consumed) when the op must go through jansson and load_op: another
+ * form, or anything load_op would refuse. */
+static int fast_op(const struct bm_table *t, int r, const char **pp, struct bm_op *op)
+{
+    enum { K_OP = 1, K_MODULE = 2, K_PASS = 4, K_CHUNK = 8, K_MB = 16, K_PEER = 32, K_TENSOR = 64 };
+    static const char *const names[] = {"op", "module", "pass", "chunk", "mb", "peer", "tensor"};
+    const char *sv[7] = {0};
+    size_t sn[7] = {0};
+    long iv[7] = {0};
+    int have = 0;
+    const char *p = skip_ws(*pp + 1);
+    for (;;) {
+        const char *k;
+        size_t kn;
+        if (*p != '"' || !(p = plain_str(p, &k, &kn))) return 0;
+        int j = 0;
+        while (j < 7 && !span_is(k, kn, names[j])) j++;
+        if (j == 7 || (have & (1 << j))) return 0;
+        have |= 1 << j;
+        p = skip_ws(p);
+        if (*p != ':') return 0;
+        p = skip_ws(p + 1);
+        int is_str = j == 0 || j == 1 || j == 2 || j == 6;
+        if (is_str ? *p != '"' || !(p = plain_str(p, &sv[j], &sn[j])) : !(p = plain_int(p, &iv[j]))) return 0;
+        p = skip_ws(p);
+        if (*p == '}') break;
+        if (*p != ',') return 0;
+        p = skip_ws(p + 1);
+    }
+    if (!(have & K_MB) || iv[4] >= t->microbatches || !(have & K_OP)) return 0;
+    *op = (struct bm_op){0, 0, -1, -1, (int32_t)iv[4], -1, -1};
+    char name[BM_MAX_NAME_LEN + 1];
+    if (span_is(sv[0], sn[0], "compute")) {
+        if ((have & (K_PEER | K_TENSOR)) || (have & (K_MODULE | K_PASS)) != (K_MODULE | K_PASS) ||
+            sn[1] > BM_MAX_NAME_LEN || sn[2] != 1)
+            return 0;
+        memcpy(name, sv[1], sn[1]);
+        name[sn[1]] = 0;
+        int m = bm_table_find_module(t, name);
+        const char *pass = strchr("FBW", sv[2][0]);
+        if (m < 0 || !pass) return 0;
+        op->kind = BM_OP_COMPUTE;
+        op->module = (int16_t)m;
+        op->pass = (uint8_t)(pass - "FBW"); /* BM_PASS_F, _B, _W */
+        if (m == t->backbone_module) {
+            if (!(have & K_CHUNK) || iv[3] >= (long)t->pp * t->vpp) return 0;
+            op->chunk = (int32_t)iv[3];
+        } else if (have & K_CHUNK) {
+            return 0;
+        }
+    } else if (span_is(sv[0], sn[0], "send") || span_is(sv[0], sn[0], "recv")) {
+        if ((have & (K_MODULE | K_PASS | K_CHUNK)) || (have & (K_PEER | K_TENSOR)) != (K_PEER | K_TENSOR) ||
+            iv[5] >= t->pp || iv[5] == r || sn[6] > BM_MAX_NAME_LEN)
+            return 0;
+        memcpy(name, sv[6], sn[6]);
+        name[sn[6]] = 0;
+        int x = bm_table_find_tensor(t, name);
+        if (x < 0) return 0;
+        op->kind = sv[0][0] == 's' ? BM_OP_SEND : BM_OP_RECV;
+        op->peer = (int32_t)iv[5];
+        op->tensor = x;
+        op->module = (int16_t)t->tensors[x].module;
+    } else {
+        return 0;
+    }
+    *pp = p + 1;
+    return 1;
+}
+
+/* Rank r's "ops" array at *pp: every op pushed onto t. */
+static int stream_ops(struct ld *L, struct bm_table *t, int r, const char **pp)
+{
+    const char *p = skip_ws(*pp + 1);
+    if (*p == ']') {
+        *pp = p + 1;
+        return BM_OK;
+    }
+    for (size_t i = 0;; i++) {
+        struct bm_op op;
+        char op_path[96];
+        snprintf(op_path, sizeof op_path, "ranks[%d].ops[%zu]", r, i);
+        if (!(*p == '{' && fast_op(t, r, &p, &op))) {
+            const char *e = skip_value(p);
+            if (!e) return syntax_at(L, p, "an op ends early");
+            json_t *v;
+            int rc = parse_span(L, p, e, &v);
+            if (rc) return rc;
+            rc = load_op(L, v, op_path, t, &op);
+            json_decref(v);
+            if (rc) return BM_ERR;
+            if (op.kind != BM_OP_COMPUTE && op.peer == r)
+                return fail(L, op_path, "rank %d %ss to itself", r, op.kind == BM_OP_SEND ? "send" : "recv");
+            p = e;
+        }
+        if (bm_table_push(t, r, op, L->err)) return BM_ERR;
+        p = skip_ws(p);
+        if (*p == ']') break;
+        if (*p != ',') return syntax_at(L, p, "expected ',' or ']' after an op");
+        p = skip_ws(p + 1);
+    }
+    *pp = p + 1;
+    return BM_OK;
+}
+
+/* Rank r's object at *pp: {"rank": r, "ops": [...]} (keys in any order). */
+static int stream_rank(struct ld *L, struct bm_table *t, int r, const char **pp)
+{
+    char p[64], q[80];
+    snprintf(p, sizeof p, "ranks[%d]", r);
+    snprintf(q, sizeof q, "%s.ops", p);
+    const char *s = skip_ws(*pp + 1);
+    int have_rank = 0, have_ops = 0;
+    while (*s != '}') {
+        const char *k, *e;
+        size_t kn;
+        if (*s != '"' || !(e = plain_str(s, &k, &kn))) return syntax_at(L, s, "expected a key (without escapes)");
+        e = skip_ws(e);
+        if (*e != ':') return syntax_at(L, e, "expected ':'");
+        e = skip_ws(e + 1);
+        if (span_is(k, kn, "ops") && !have_ops) {
+            have_ops = 1;
+            if (*e != '[') return fail(L, q, "\"ops\" must be an array");
+            int rc = stream_ops(L, t, r, &e);
+            if (rc) return rc;
+        } else if (span_is(k, kn, "rank") && !have_rank) {
+            have_rank = 1;
+            const char *end = skip_value(e);
+            if (!end) return syntax_at(L, e, "a value ends early");
+            json_t *v, *o = json_object();
+            if (!o) return bm_err_set(L->err, "%s: out of memory", L->name);
+            int rc = parse_span(L, e, end, &v), rank = -1;
+            if (!rc && json_object_set_new(o, "rank", v)) rc = bm_err_set(L->err, "%s: out of memory", L->name);
+            if (!rc && get_int(L, o, p, "rank", 1, 0, t->pp - 1, &rank)) rc = BM_ERR;
+            json_decref(o);
+            if (rc) return rc;
+            if (rank != r) {
+                char q2[80];
+                snprintf(q2, sizeof q2, "%s.rank", p);
+                return fail(L, q2, "ranks must be listed in order: expected rank %d here, found %d", r, rank);
+            }
+            e = end;
+        } else if (span_is(k, kn, "rank") || span_is(k, kn, "ops")) {
+            return syntax_at(L, s, "duplicate object key");
+        } else {
+            char kp[600];
+            snprintf(kp, sizeof kp, "%s.%.*s", p, (int)(kn < 500 ? kn : 500), k);
+            return fail(L, kp, "unknown key \"%.*s\" in %s", (int)(kn < 500 ? kn : 500), k, p);
+        }
+        s = skip_ws(e);
+        if (*s == '}') break;
+        if (*s != ',') return syntax_at(L, s, "expected ',' or '}'");
+        s = skip_ws(s + 1);
+    }
+    if (!have_rank) return fail(L, p, "missing required field \"rank\"");
+    if (!have_ops) return fail(L, p, "\"ops\" must be an array");
+    *pp = s + 1;
+    return BM_OK;
+}
+
+/* The "ranks" array at L->ranks_at: t->pp rank objects, in order. */
+static int stream_ranks(struct ld *L, struct bm_table *t)
+{
+    const char *p = skip_ws(L->ranks_at + 1);
+    int r = 0;
+    while (*p != ']') {
+        if (r == t->pp) return fail(L, "ranks", "\"ranks\" must be an array of %d rank objects (pp = %d)", t->pp, t->pp);
+        if (*p != '{') {
+            char q[64];
+            snprintf(q, sizeof q, "ranks[%d]", r);
+            if (!skip_value(p)) return syntax_at(L, p, "a value ends early");
+            return fail(L, q, "a rank must be an object");
+        }
+        int rc = stream_rank(L, t, r, &p);
+        if (rc) return rc;
+        r++;
+        p = skip_ws(p);
+        if (*p == ',') p = skip_ws(p + 1);
+        else if (*p != ']') return syntax_at(L, p, "expected ',' or ']' after a rank");
+        else break;
+        if (*p == ']') return syntax_at(L, p, "expected a rank after ','");
+    }
+    if (r != t->pp) return fail(L, "ranks", "\"ranks\" must be an array of %d rank objects (pp = %d)", t->pp, t->pp);
+    return BM_OK;
+}
+
+/* Where the top-level member "ranks" holds an array: [*a, *b) of text. 0 when found once; -1
+ * when the text is not shaped so (no such member, not an array, the key twice, malformed: the
+ * tree loader then says what is wrong). */
+static int find_ranks(const char *text, const char **a, const char **b)
+{
+    const char *p = skip_ws(text);
+    *a = *b = NULL;
+    if (*p != '{') return -1;
+    p = skip_ws(p + 1);
+    while (*p == '"') {
+        const char *k = p, *ke = skip_value(p), *e;
+        if (!ke) return -1;
+        p = skip_ws(ke);
+        if (*p != ':') return -1;
+        p = skip_ws(p + 1);
+        e = skip_value(p);
+        if (!e) return -1;
+        if (ke - k == 7 && !memcmp(k, "\"ranks\"", 7)) {
+            if (*a || *p != '[') return -1;
+            *a = p;
+            *b = e;
+        }
+        p = skip_ws(e);
+        if (*p == '}') return *a ? 0 : -1;
+        if (*p != ',') return -1;
+        p = skip_ws(p + 1);
+    }
+    return -1;
+}
+
+/* text with the ranks array [a, b) emptied: "[" and "]" around its newlines (and the blanks of
+ * its last line), so every line and (in ASCII) column of the rest stays where it was. */
+static char *header_text(const char *text, const char *a, const char *b)
+{
+    size_t head = (size_t)(a - text), nl = 0, tail = 0;
+    for (const char *q = a; q < b; q++) nl += *q == '\n';
+    for (const char *q = b - 1; q > a && q[-1] != '\n'; q--) tail++;
+    size_t rest = strlen(b);
+    char *h = bm_malloc(head + 1 + nl + tail + 1 + rest + 1);
+    if (!h) return NULL;
+    char *o = h;
+    memcpy(o, text, head), o += head;
+    *o++ = '[';
+    memset(o, '\n', nl), o += nl;
+    if (nl) memset(o, ' ', tail), o += tail;
+    memcpy(o, b - 1, rest + 2); /* "]", the rest and its NUL */
+    return h;
+}
+
 static int load_root(struct ld *L, json_t *root, struct bm_table **out)
 {
     static const char *const keys[] = {"format", "version", "pp", "vpp", "microbatches", "unit",
@@ -566,6 +910,7 @@ static int load_root(struct ld *L, json_t *root, struct bm_table **out)
         bm_free(tmp);
     }
     if (bm_table_finish(t, L->err)) return BM_ERR;
+    if (L->ranks_at) return stream_ranks(L, t);
 
     json_t *ranks = json_object_get(root, "ranks");
     if (!ranks) return fail(L, "", "missing required field \"ranks\"");
@@ -610,12 +955,35 @@ int bm_table_parse(const char *text, const char *name, struct bm_table **out, st
     if (len > (size_t)BM_MAX_TABLE_TEXT)
         return bm_err_set(err, "%s: the table is %zu bytes; a table may be at most %ld MiB", name,
                           len, BM_MAX_TABLE_TEXT >> 20);
-    json_t *root = bm_json_parse(text, name, 64, JSON_REJECT_DUPLICATES, err);
-    if (!root) return BM_ERR;
-    struct ld L = {text, name, err};
+    struct ld L = {text, name, err, NULL};
+    const char *a, *b;
+    int line, col;
+    if (bm_jpos_depth(text, 64, &line, &col))
+        return bm_err_set(err, "%s:%d:%d: JSON nested deeper than 64 levels (a guard against absurd input)",
+                          name, line, col);
+    char *head = NULL;
+    if (!find_ranks(text, &a, &b)) { /* the usual shape: stream the ranks */
+        if (!(head = header_text(text, a, b))) return bm_err_set(err, "%s: out of memory", name);
+        L.ranks_at = a;
+    }
+    json_t *root = bm_json_parse(head ? head : text, name, 64, JSON_REJECT_DUPLICATES, err);
+    bm_free(head);
     struct bm_table *t = NULL;
-    int rc = load_root(&L, root, &t);
-    json_decref(root);
+    int rc = BM_ERR;
+    if (root) {
+        rc = load_root(&L, root, &t);
+        json_decref(root);
+    }
+    if (rc && L.ranks_at && len <= (size_t)TREE_TEXT_MAX && err && !strstr(err->msg, "out of memory")) {
+        /* a table of usual size that fails: the tree loader's verdict, so its message is the one
+         * it always was (a syntax error after the first bad op is named first, in jansson's words) */
+        bm_table_free(t);
+        t = NULL;
+        L.ranks_at = NULL;
+        if (!(root = bm_json_parse(text, name, 64, JSON_REJECT_DUPLICATES, err))) return BM_ERR;
+        rc = load_root(&L, root, &t);
+        json_decref(root);
+    }
     if (rc) {
         bm_table_free(t);
         return BM_ERR;

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "util/util.h"
@@ -82,6 +83,18 @@ char *bm_read_file_max(const char *path, size_t max, size_t *len, struct bm_err 
         return NULL;
     }
     size_t cap = 1 << 16, n = 0;
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode)) {
+        /* a regular file: refuse one over the limit before reading a byte, and read the rest
+         * into one buffer of its size (doubling would hold up to 1.5 times the file) */
+        if ((unsigned long long)st.st_size > (unsigned long long)max) {
+            bm_err_set(err, "%s: the file is %lld bytes (%lld MiB); the limit here is %zu MiB", path,
+                       (long long)st.st_size, (long long)(st.st_size >> 20), max >> 20);
+            fclose(f);
+            return NULL;
+        }
+        cap = (size_t)st.st_size + 2;
+    }
     char *buf = bm_malloc(cap);
     if (!buf) goto oom;
     for (;;) {
