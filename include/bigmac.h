@@ -424,6 +424,13 @@ void bm_plan_opts_from_spec(struct bm_plan_opts *o, const struct bm_spec *s);
  * small, ...) *out is NULL and err says why. */
 int bm_plan_build(const struct bm_spec *s, const struct bm_plan_opts *o, struct bm_table **out,
                   struct bm_err *err);
+/* A table read from a file that gave its compute ops only (a PyTorch compute-only CSV, or a
+ * bigmac CSV without its send/recv cells; docs/csv.md): add the sends and receives the planner's
+ * lowering would (a recv right before the first op on a rank that needs a tensor made elsewhere,
+ * a send right after the op that makes it), each op staying on the rank and at the place the
+ * file gave it. A table with any send or recv is taken as written (*lowered = 0). BM_ERR when
+ * an op is not one of the iteration's or appears twice, or one is missing. */
+int bm_plan_lower_loaded(struct bm_table *t, int *lowered, struct bm_err *err);
 /* bm_plan_build with the placement search's budget (bigmac and ideal, docs/planner.md
  * "Placement search"): search = 0 the default (what bm_plan_build uses), BM_SEARCH_OFF none,
  * > 0 at most that many order timings per descent (two per window tried). Deterministic:

@@ -102,7 +102,18 @@ static int load_input(const char *text, size_t len, const char *in, struct bm_sp
     const char *p = text;
     while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') p++;
     if (strlen(text) != len) return bm_err_set(err, "%s: not a text file", in);
-    if (*p != '{') return bm_csv_parse(text, in, NULL, NULL, t, err);
+    if (*p != '{') {
+        int lowered = 0;
+        if (bm_csv_parse(text, in, NULL, NULL, t, err)) return BM_ERR;
+        if (bm_plan_lower_loaded(*t, &lowered, err)) {
+            char msg[sizeof err->msg];
+            snprintf(msg, sizeof msg, "%s", err->msg);
+            return bm_err_set(err, "%s: %s", in, msg);
+        }
+        if (lowered)
+            fprintf(stderr, "%s: compute ops only: added the sends and receives bigmac's planner would (docs/csv.md)\n", in);
+        return BM_OK;
+    }
     if (bm_trace_sniff(text)) {
         *is_trace = 1;
         return bm_trace_parse(text, in, t, tl, err);

@@ -135,6 +135,8 @@ struct cp {
     struct bm_err *err;
     struct line *lines;
     int n_lines;
+    int torch;  /* the file is in PyTorch's grammar (docs/csv.md "PyTorch's files") */
+    int split;  /* ... and splits backwards (some I or W cell): its B is I and W back to back */
 };
 
 static int at(struct cp *P, int line, int col, const char *fmt, ...)
@@ -504,6 +506,175 @@ static int parse_cell(struct cp *P, struct bm_table *t, int r, const char *cell,
     return BM_OK;
 }
 
+
+/* ---------------------------------------------------------------- PyTorch's cells */
+
+/* PyTorch's action types besides the compute passes (torch/distributed/pipelining/schedules.py,
+ * `[stage][TYPE][microbatch]`). */
+enum { TK_NONE, TK_SEND_F, TK_RECV_F, TK_SEND_B, TK_RECV_B, TK_UNSHARD, TK_RESHARD, TK_REDUCE_GRAD, TK_N };
+static const char *const torch_kind[TK_N] = {"", "SEND_F", "RECV_F", "SEND_B", "RECV_B",
+                                              "UNSHARD", "RESHARD", "REDUCE_GRAD"};
+
+/* The PyTorch action type right after a cell's stage digits (c[i..n)), TK_NONE if none. */
+static int torch_kind_at(const char *c, int i, int n)
+{
+    for (int k = 1; k < TK_N; k++) {
+        int len = (int)strlen(torch_kind[k]);
+        if (n - i >= len && !strncmp(c + i, torch_kind[k], (size_t)len)) return k;
+    }
+    return TK_NONE;
+}
+
+/* Which grammar a cell is written in: 1 bigmac's only (it has a ':': "vit:F3",
+ * "SEND_F:vis_emb:3>1"), 2 PyTorch's only ("0SEND_F3", "0UNSHARD", "(0F7;7B3)OVERLAP_F_B"),
+ * 0 both or neither (a compute cell "0F3", or garbage the parser names later). */
+static int cell_flavor(const char *c, int n)
+{
+    if (memchr(c, ':', (size_t)n)) return 1;
+    if (n > 0 && c[0] == '(') return 2;
+    int i = 0;
+    while (i < n && isdigit((unsigned char)c[i])) i++;
+    return i > 0 && torch_kind_at(c, i, n) != TK_NONE ? 2 : 0;
+}
+
+/* Largest stage and microbatch a PyTorch cell names (for the shape of a file without a header);
+ * unreadable cells are left to the parser. */
+static void torch_extent(const char *c, int n, long *max_stage, long *max_mb)
+{
+    int a = 0;
+    if (n > 0 && c[0] == '(') a = 1;
+    while (a < n && c[a] != ')') {
+        int e = a;
+        while (e < n && c[e] != ';' && c[e] != ')') e++;
+        int i = a;
+        while (i < e && isdigit((unsigned char)c[i])) i++;
+        if (i > a && i - a <= 9) {
+            long st = strtol(c + a, NULL, 10);
+            if (st > *max_stage) *max_stage = st;
+            int j = e;
+            while (j > i && isdigit((unsigned char)c[j - 1])) j--;
+            if (j < e && e - j <= 9 && j > i) {
+                long mb = strtol(c + j, NULL, 10);
+                if (mb > *max_mb) *max_mb = mb;
+            }
+        }
+        if (c[0] != '(') break;
+        a = e + 1;
+    }
+}
+
+/* The rank that runs backbone chunk c (PyTorch's stage c) of t. */
+static int chunk_rank(const struct bm_table *t, int c)
+{
+    return c % t->pp;
+}
+
+/* One PyTorch compute cell "<stage><F|I|B|W><mb>" (c NUL-terminated, n chars) of rank r. */
+static int parse_torch_compute(struct cp *P, struct bm_table *t, int r, const char *c, int n, int line, int col,
+                               const char *whole, struct bm_op *ops, int max_ops, int *n_ops)
+{
+    int i = 0;
+    while (i < n && isdigit((unsigned char)c[i])) i++;
+    if (!(i > 0 && i < n && pass_of(c[i]) >= 0 && all_digits(c + i + 1, n - i - 1) && all_digits(c, i)))
+        return at(P, line, col, "cannot read \"%.*s\" in cell \"%s\" (PyTorch's compute actions are <stage><F|I|B|W><microbatch>, like 0F3)",
+                  n, c, whole);
+    long chunk = strtol(c, NULL, 10), mb = strtol(c + i + 1, NULL, 10);
+    int C = t->pp * t->vpp;
+    if (chunk >= C)
+        return at(P, line, col, "stage %ld out of range (pp*vpp = %d stages) in cell \"%s\"", chunk, C, whole);
+    if (mb >= t->microbatches)
+        return at(P, line, col, "microbatch %ld out of range (microbatches = %d) in cell \"%s\"", mb, t->microbatches, whole);
+    if (chunk_rank(t, (int)chunk) != r)
+        return at(P, line, col, "stage %ld is in row %d, but bigmac runs chunk %ld on rank %d (chunk mod pp) in cell \"%s\"",
+                  chunk, r + 1, chunk, chunk_rank(t, (int)chunk), whole);
+    /* in a file that splits backwards, PyTorch's B (a whole backward, what its _merge_bw makes
+     * of an I right before its W) is the table's B and W back to back */
+    int two = c[i] == 'B' && P->split;
+    if (*n_ops + 1 + two > max_ops) return at(P, line, col, "more than %d actions in cell \"%s\"", max_ops, whole);
+    ops[(*n_ops)++] = (struct bm_op){BM_OP_COMPUTE, (uint8_t)pass_of(c[i]), (int16_t)t->backbone_module,
+                                     (int32_t)chunk, (int32_t)mb, -1, -1};
+    if (two)
+        ops[(*n_ops)++] = (struct bm_op){BM_OP_COMPUTE, BM_PASS_W, (int16_t)t->backbone_module, (int32_t)chunk,
+                                         (int32_t)mb, -1, -1};
+    return BM_OK;
+}
+
+/* A cell of a PyTorch file (c NUL-terminated, n chars) of rank r into ops[0 .. *n_ops) (an
+ * OVERLAP_F_B gives its sub-actions, run back to back in the order written). */
+static int parse_torch_cell(struct cp *P, struct bm_table *t, int r, const char *c, int n, int line, int col,
+                            struct bm_op *ops, int max_ops, int *n_ops)
+{
+    *n_ops = 0;
+    if (c[0] == '(') {
+        const char *close = strchr(c, ')');
+        if (!close || strcmp(close + 1, "OVERLAP_F_B"))
+            return at(P, line, col, "cannot read cell \"%s\" (PyTorch's composite action is (<action>;<action>)OVERLAP_F_B)", c);
+        const char *a = c + 1;
+        while (a < close) {
+            const char *e = a;
+            while (e < close && *e != ';') e++;
+            const char *a2 = a, *e2 = e;
+            while (a2 < e2 && isspace((unsigned char)*a2)) a2++;
+            while (e2 > a2 && isspace((unsigned char)e2[-1])) e2--;
+            char sub[64];
+            if (e2 - a2 >= (long)sizeof sub || e2 == a2)
+                return at(P, line, col + (int)(a - c), "cannot read \"%.*s\" in cell \"%s\" (an OVERLAP_F_B holds compute actions like 0F3)",
+                          (int)(e - a), a, c);
+            memcpy(sub, a2, (size_t)(e2 - a2));
+            sub[e2 - a2] = 0;
+            if (parse_torch_compute(P, t, r, sub, (int)(e2 - a2), line, col + (int)(a2 - c), c, ops, max_ops, n_ops))
+                return BM_ERR;
+            a = e + 1;
+        }
+        if (!*n_ops) return at(P, line, col, "empty OVERLAP_F_B in cell \"%s\"", c);
+        return BM_OK;
+    }
+    int i = 0;
+    while (i < n && isdigit((unsigned char)c[i])) i++;
+    int k = i > 0 ? torch_kind_at(c, i, n) : TK_NONE;
+    if (k == TK_NONE) return parse_torch_compute(P, t, r, c, n, line, col, c, ops, max_ops, n_ops);
+    if (k == TK_UNSHARD || k == TK_RESHARD || k == TK_REDUCE_GRAD)
+        return at(P, line, col,
+                  "cell \"%s\": %s is %s; bigmac's table has no such op (it does not shard parameters or "
+                  "model data-parallel gradient reduction), so it cannot honour it\n"
+                  "hint: load PyTorch's compute-only file (_dump_csv(format=\"compute_only\")): bigmac adds the sends and receives itself",
+                  c, torch_kind[k],
+                  k == TK_UNSHARD ? "FSDP's all-gather of a stage's parameters"
+                  : k == TK_RESHARD ? "FSDP's release of a stage's gathered parameters"
+                                    : "the stage's gradient reduction across data-parallel replicas");
+    int len = (int)strlen(torch_kind[k]);
+    if (!all_digits(c, i) || !all_digits(c + i + len, n - i - len))
+        return at(P, line, col, "cannot read cell \"%s\" (expected <stage>%s<microbatch>, like 0%s3)", c, torch_kind[k], torch_kind[k]);
+    long st = strtol(c, NULL, 10), mb = strtol(c + i + len, NULL, 10);
+    int C = t->pp * t->vpp;
+    if (st >= C) return at(P, line, col, "stage %ld out of range (pp*vpp = %d stages) in cell \"%s\"", st, C, c);
+    if (mb >= t->microbatches)
+        return at(P, line, col, "microbatch %ld out of range (microbatches = %d) in cell \"%s\"", mb, t->microbatches, c);
+    /* SEND_F: stage s sends its output to s+1; RECV_F: s receives s-1's output; SEND_B: s sends
+     * the gradient of its input to s-1; RECV_B: s receives the gradient of its output from s+1 */
+    int fwd = k == TK_SEND_F || k == TK_RECV_F, send = k == TK_SEND_F || k == TK_SEND_B;
+    int peer_stage = (k == TK_SEND_F || k == TK_RECV_B) ? (int)st + 1 : (int)st - 1;
+    if (peer_stage < 0 || peer_stage >= C)
+        return at(P, line, col, "cell \"%s\": stage %ld is the %s stage, it has no %s to %s", c, st,
+                  peer_stage < 0 ? "first" : "last", fwd ? "activation" : "gradient", send ? "send" : "receive");
+    if (chunk_rank(t, (int)st) != r)
+        return at(P, line, col, "stage %ld is in row %d, but bigmac runs chunk %ld on rank %d (chunk mod pp) in cell \"%s\"",
+                  st, r + 1, st, chunk_rank(t, (int)st), c);
+    int peer = chunk_rank(t, peer_stage);
+    if (peer == r)
+        return at(P, line, col, "cell \"%s\": stages %ld and %d are both on rank %d, nothing travels between them", c,
+                  st, peer_stage, r);
+    int boundary = (k == TK_SEND_F || k == TK_RECV_B) ? (int)st : peer_stage;  /* tensor between boundary and boundary+1 */
+    char name[BM_MAX_NAME + 32];
+    snprintf(name, sizeof name, "%s%s.c%d.out", fwd ? "" : "grad:", t->modules[t->backbone_module].name, boundary);
+    int ti = bm_table_find_tensor(t, name);
+    if (ti < 0) return at(P, line, col, "cell \"%s\": the table has no tensor \"%s\"", c, name);
+    *ops = (struct bm_op){(uint8_t)(send ? BM_OP_SEND : BM_OP_RECV), 0, (int16_t)t->backbone_module, -1, (int32_t)mb,
+                          (int32_t)peer, ti};
+    *n_ops = 1;
+    return BM_OK;
+}
+
 static int is_blank(const struct line *L)
 {
     for (int i = 0; i < L->len; i++)
@@ -570,6 +741,52 @@ static int parse_shell(struct cp *P, struct bm_table *t, const struct line *dev_
     return BM_OK;
 }
 
+/* The next cell of row L from *k: its trimmed extent [*a, *b) (may be empty); 0 past the end. */
+static int next_cell(const struct line *L, int *k, int *a, int *b)
+{
+    if (*k > L->len) return 0;
+    int e = *k;
+    while (e < L->len && L->s[e] != ',') e++;
+    *a = *k;
+    *b = e;
+    while (*a < *b && isspace((unsigned char)L->s[*a])) (*a)++;
+    while (*b > *a && isspace((unsigned char)L->s[*b - 1])) (*b)--;
+    *k = e + 1;
+    return 1;
+}
+
+/* Which backbone schedule t's backbone ops follow on every rank (warm-up extension 0), tried in
+ * a fixed order; -1 when none does. */
+static int infer_backbone(const struct bm_table *t)
+{
+    static const enum bm_backbone cand[] = {BM_BB_1F1B, BM_BB_GPIPE, BM_BB_ZB_H1, BM_BB_INTERLEAVED,
+                                            BM_BB_ZB_INTERLEAVED};
+    int V = t->vpp, M = t->microbatches;
+    for (size_t k = 0; k < sizeof cand / sizeof cand[0]; k++) {
+        int n = bm_backbone_n_steps(cand[k], V, M);
+        struct bm_bb_step *st = bm_malloc((size_t)n * sizeof *st);
+        if (!st) return -1;
+        int ok = 1;
+        for (int r = 0; r < t->pp && ok; r++) {
+            if (bm_backbone_order(cand[k], t->pp, V, M, r, 0, st, NULL)) {
+                ok = 0;
+                break;
+            }
+            int j = 0;
+            for (int i = 0; i < t->ranks[r].n_ops && ok; i++) {
+                const struct bm_op *op = &t->ranks[r].ops[i];
+                if (op->kind != BM_OP_COMPUTE || op->module != t->backbone_module) continue;
+                ok = j < n && st[j].chunk == op->chunk && st[j].mb == op->mb && (int)st[j].pass == op->pass;
+                j++;
+            }
+            ok = ok && j == n;
+        }
+        bm_free(st);
+        if (ok) return (int)cand[k];
+    }
+    return -1;
+}
+
 static int build(struct cp *P, const struct bm_spec *spec, const struct bm_csv_opts *o,
                  struct bm_table **out)
 {
@@ -577,6 +794,10 @@ static int build(struct cp *P, const struct bm_spec *spec, const struct bm_csv_o
     int n_rows = 0, last_row_line = 0;
     const struct line *dev_line = NULL, *cw_line = NULL, *cl_line = NULL, *ms_line = NULL, *rs_line = NULL;
     int n_mod_lines = 0;
+    /* the grammar: the first cell only bigmac's and the first only PyTorch's grammar has */
+    int fl_line[3] = {0}, fl_col[3] = {0}, fl_len[3] = {0}, has_w = 0;
+    const char *fl_cell[3] = {NULL};
+    long max_stage = -1, max_mb = -1;
     for (int i = 0; i < P->n_lines; i++) {
         const struct line *L = &P->lines[i];
         if (L->len && L->s[0] == '#') {
@@ -594,23 +815,67 @@ static int build(struct cp *P, const struct bm_spec *spec, const struct bm_csv_o
         if (is_blank(L)) continue;
         n_rows++;
         last_row_line = L->no;
+        int k = 0, a, b;
+        while (next_cell(L, &k, &a, &b)) {
+            if (b == a) continue;
+            int f = cell_flavor(L->s + a, b - a);
+            if (f && !fl_cell[f]) {
+                fl_cell[f] = L->s + a;
+                fl_len[f] = b - a;
+                fl_line[f] = L->no;
+                fl_col[f] = a + 1;
+            }
+            if (f != 1) torch_extent(L->s + a, b - a, &max_stage, &max_mb);
+            for (int j = a + 1; j < b; j++)
+                has_w |= (L->s[j] == 'W' || L->s[j] == 'I') && isdigit((unsigned char)L->s[j - 1]);
+        }
     }
-    /* resolve the header: flags > "# bigmac-table" > spec > defaults */
-    int pp = o && o->pp ? o->pp : h.pp ? h.pp : spec ? spec->pp : n_rows;
-    int vpp = o && o->vpp ? o->vpp : h.vpp ? h.vpp : spec ? spec->vpp : 1;
-    int M = o && o->microbatches ? o->microbatches : h.microbatches ? h.microbatches : spec ? spec->microbatches : 0;
+    if (fl_cell[1] && fl_cell[2]) {
+        int later = fl_line[2] > fl_line[1] || (fl_line[2] == fl_line[1] && fl_col[2] > fl_col[1]) ? 2 : 1;
+        int first = 3 - later;
+        return at(P, fl_line[later], fl_col[later],
+                  "cell \"%.*s\" is written in %s grammar, but cell \"%.*s\" (line %d, column %d) in %s: "
+                  "a file uses one of them (docs/csv.md)",
+                  fl_len[later], fl_cell[later], later == 2 ? "PyTorch's" : "bigmac's", fl_len[first], fl_cell[first],
+                  fl_line[first], fl_col[first], first == 2 ? "PyTorch's" : "bigmac's");
+    }
+    /* PyTorch's grammar: a PyTorch-only cell, or only compute cells and no "# bigmac-table" line
+     * (what PyTorch's _dump_csv writes); such a file holds the backbone alone */
+    P->torch = fl_cell[2] || (!fl_cell[1] && !h.line);
+    P->split = P->torch && has_w;
+    if (P->torch && o && o->policy_set && o->policy != BM_POL_NONE)
+        return at(P, fl_cell[2] ? fl_line[2] : 1, fl_cell[2] ? fl_col[2] : 1,
+                  "a PyTorch schedule file holds backbone work only; it is read as policy none (got --policy %s)",
+                  bm_policy_name(o->policy));
+    /* resolve the header: flags > "# bigmac-table" > spec > defaults; a PyTorch file's own
+     * stages and microbatches come before the spec's */
+    int pp = o && o->pp ? o->pp : h.pp ? h.pp : spec && !P->torch ? spec->pp : n_rows;
+    int vpp = o && o->vpp ? o->vpp : h.vpp ? h.vpp : spec && !P->torch ? spec->vpp : 1;
+    int M = o && o->microbatches ? o->microbatches : h.microbatches ? h.microbatches : spec && !P->torch ? spec->microbatches : 0;
+    if (P->torch && pp >= 1 && !(o && o->vpp) && !h.vpp && max_stage >= 0) {
+        if ((max_stage + 1) % pp)
+            return at(P, 1, 1, "%ld stages over %d ranks: bigmac places the same number of stages on every rank\nhint: pass --pp and --vpp",
+                      max_stage + 1, pp);
+        vpp = (int)BM_MIN((max_stage + 1) / pp, 1000000L);
+    }
+    if (P->torch && !(o && o->microbatches) && !h.microbatches && max_mb >= 0) M = (int)BM_MIN(max_mb + 1, 2000000L);
     if (M < 1)
         return at(P, 1, 1, "how many microbatches? the CSV has no \"# bigmac-table ... microbatches=N\" line\nhint: add that line, pass --microbatches N, or give the SPEC");
     if (pp < 1) return at(P, 1, 1, "the CSV has no rank rows");
     if (pp > 4096) return at(P, 1, 1, "pp = %d: must be in 1..4096", pp);
+    if (vpp > 64) return at(P, 1, 1, "vpp = %d: must be in 1..64", vpp);
+    if (M > 1000000) return at(P, 1, 1, "microbatches = %d: must be in 1..1000000", M);
     if (n_rows != pp)
         return at(P, last_row_line ? last_row_line : 1, 1, "expected %d rank rows (pp = %d), found %d",
                   pp, pp, n_rows);
+    int bb_given = (o && o->backbone_set) || h.has_backbone || (spec && !P->torch);
     struct bm_plan_opts shape = {
         pp, vpp, M, o && o->unit ? o->unit : h.unit ? h.unit : spec && spec->unit ? spec->unit : pp, 0,
         o && o->backbone_set ? o->backbone : h.has_backbone ? h.backbone
-        : spec ? spec->backbone : vpp > 1 ? BM_BB_INTERLEAVED : BM_BB_1F1B,
-        o && o->policy_set ? o->policy : h.has_policy ? h.policy : spec ? spec->policy : BM_POL_BIGMAC};
+        : spec && !P->torch ? spec->backbone
+        : vpp > 1 ? (P->torch && has_w ? BM_BB_ZB_INTERLEAVED : BM_BB_INTERLEAVED)
+                  : (P->torch && has_w ? BM_BB_ZB_H1 : BM_BB_1F1B),
+        P->torch ? BM_POL_NONE : o && o->policy_set ? o->policy : h.has_policy ? h.policy : spec ? spec->policy : BM_POL_BIGMAC};
     int C = pp * vpp;
     if ((long)C * M > BM_MAX_BACKBONE_OPS)
         return at(P, 1, 1, "table too large (pp*vpp*microbatches = %ld, the limit is %ld)",
@@ -620,7 +885,7 @@ static int build(struct cp *P, const struct bm_spec *spec, const struct bm_csv_o
         if (bm_table_skeleton(spec, &shape, out, P->err)) return BM_ERR;
         t = *out;
     } else {
-        if (!n_mod_lines)
+        if (!n_mod_lines && !P->torch)
             return at(P, 1, 1, "the CSV has no \"# module\" lines, so its modules are unknown\nhint: give the SPEC (bigmac plan --from-csv FILE SPEC), or write the CSV with `bigmac plan --csv`");
         if (!(t = *out = bm_table_new(pp))) return bm_err_set(P->err, "%s: out of memory", P->name);
         t->vpp = vpp;
@@ -628,32 +893,60 @@ static int build(struct cp *P, const struct bm_spec *spec, const struct bm_csv_o
         t->unit = shape.unit;
         t->backbone = shape.backbone;
         t->policy = shape.policy;
-        if (parse_shell(P, t, dev_line, cw_line, ms_line, rs_line, cl_line)) return BM_ERR;
+        if (n_mod_lines) {
+            if (parse_shell(P, t, dev_line, cw_line, ms_line, rs_line, cl_line)) return BM_ERR;
+        } else {
+            /* a PyTorch file alone: one backbone module whose every action takes one unit
+             * (F = I = W = 1 ms per stage, B = 2), as in PyTorch's own step simulation */
+            if (!(t->modules = bm_calloc(1, sizeof *t->modules)) || !(t->modules[0].name = bm_strdup("backbone")))
+                return bm_err_set(P->err, "%s: out of memory", P->name);
+            t->n_modules = 1;
+            t->backbone_module = 0;
+            t->modules[0].role = BM_ROLE_BACKBONE;
+            t->modules[0].grad_to_backbone = 1;
+            t->modules[0].cost = (struct bm_cost){C, 2.0 * C, 0, 0, 0, has_w ? (double)C : 0, 0};
+            if (parse_shell(P, t, dev_line, NULL, NULL, NULL, NULL)) return BM_ERR;
+        }
+        if (P->torch) {
+            /* only the backbone: a module line of another role has no cells in this grammar */
+            for (int m = 0; m < t->n_modules; m++)
+                if (t->modules[m].role != BM_ROLE_BACKBONE)
+                    return at(P, 1, 1, "module \"%s\" (%s): a PyTorch schedule file holds the backbone only", t->modules[m].name,
+                              bm_role_name(t->modules[m].role));
+        }
         if ((t->warmup_extra = bm_table_default_warmup(t)) < 0) return bm_err_set(P->err, "out of memory");
         if (bm_table_finish(t, P->err)) return BM_ERR;
     }
     t->window = o && o->window ? (o->window < 0 ? 0 : o->window) : h.has_window ? h.window : spec ? spec->window : 0;
+    if (P->torch) t->window = 0;
     if (h.has_warmup && !(o && (o->policy_set || o->unit))) t->warmup_extra = h.warmup_extra;
     int r = 0;
     for (int i = 0; i < P->n_lines; i++) {
         const struct line *L = &P->lines[i];
         if ((L->len && L->s[0] == '#') || is_blank(L)) continue;
-        int k = 0;
-        while (k <= L->len) {
-            int e = k;
-            while (e < L->len && L->s[e] != ',') e++;
-            int a = k, b = e;
-            while (a < b && isspace((unsigned char)L->s[a])) a++;
-            while (b > a && isspace((unsigned char)L->s[b - 1])) b--;
-            if (b > a) {
-                struct bm_op op;
-                if (parse_cell(P, t, r, L->s + a, b - a, L->no, a + 1, &op) ||
-                    bm_table_push(t, r, op, P->err))
-                    return BM_ERR;
+        int k = 0, a, b;
+        while (next_cell(L, &k, &a, &b)) {
+            if (b == a) continue;
+            struct bm_op ops[16];
+            int n_ops = 1;
+            if (P->torch) {
+                char c[1024];
+                if (b - a >= (int)sizeof c)
+                    return at(P, L->no, a + 1, "cell longer than %d characters", (int)sizeof c - 1);
+                memcpy(c, L->s + a, (size_t)(b - a));
+                c[b - a] = 0;
+                if (parse_torch_cell(P, t, r, c, b - a, L->no, a + 1, ops, 16, &n_ops)) return BM_ERR;
+            } else if (parse_cell(P, t, r, L->s + a, b - a, L->no, a + 1, &ops[0])) {
+                return BM_ERR;
             }
-            k = e + 1;
+            for (int j = 0; j < n_ops; j++)
+                if (bm_table_push(t, r, ops[j], P->err)) return BM_ERR;
         }
         r++;
+    }
+    if (P->torch && !bb_given) {
+        int bb = infer_backbone(t);
+        if (bb >= 0) t->backbone = (enum bm_backbone)bb;
     }
     return BM_OK;
 }
@@ -662,7 +955,7 @@ int bm_csv_parse(const char *text, const char *name, const struct bm_spec *spec,
                  const struct bm_csv_opts *o, struct bm_table **out, struct bm_err *err)
 {
     *out = NULL;
-    struct cp P = {name, err, NULL, 0};
+    struct cp P = {name, err, NULL, 0, 0, 0};
     int cap = 0;
     const char *s = text;
     int no = 1;
