@@ -19,8 +19,8 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: bigmac render TABLE.json|SPEC.json|TRACE.json|SCHEDULE.csv\n"
-            "                     --format ascii|svg|html|trace|csv [-o FILE] [--width N]\n"
-            "                     [--title TEXT] [--span MS] [plan flags: --pp --vpp --microbatches\n"
+            "                     --format ascii|svg|html|trace|csv|torch-csv [-o FILE] [--width N]\n"
+            "                     [--comms] [--title TEXT] [--span MS] [plan flags: --pp --vpp --microbatches\n"
             "                      --unit --backbone --policy --window]\n"
             "       bigmac render RUN_TRACE.json --table TABLE.json --format html [-o FILE]\n"
             "\n"
@@ -34,6 +34,9 @@ static void usage(FILE *f)
             "  trace  Chrome trace JSON for Perfetto / chrome://tracing (docs/trace.md); it embeds\n"
             "         the table, so `render trace.json --format html` works\n"
             "  csv    PyTorch-pipelining style rows (docs/csv.md); reload with `plan --from-csv`\n"
+            "  torch-csv  the backbone in PyTorch's own grammar, loadable by its _load_csv\n"
+            "         (compute only; --comms adds its SEND/RECV cells, format \"compute_comms\");\n"
+            "         encoder/generator work has no cell there: one line on stderr says what was left out\n"
             "--table TABLE.json (with a measured trace, html): also the table simulated with the\n"
             "costs calibrated from the trace, under the measured timeline, and the per-op deviation.\n"
             "A SPEC is planned with the plan flags first; a table or CSV is simulated; a trace is\n"
@@ -42,12 +45,12 @@ static void usage(FILE *f)
             "Exit status: 0 ok, 1 unreadable input or planning/simulation failure, 2 usage error.\n");
 }
 
-enum fmt { F_NONE = -1, F_ASCII, F_SVG, F_HTML, F_TRACE, F_CSV };
+enum fmt { F_NONE = -1, F_ASCII, F_SVG, F_HTML, F_TRACE, F_CSV, F_TORCH_CSV };
 
 static int parse_format(const char *s)
 {
-    static const char *const names[] = {"ascii", "svg", "html", "trace", "csv"};
-    for (int i = 0; i < 5; i++)
+    static const char *const names[] = {"ascii", "svg", "html", "trace", "csv", "torch-csv"};
+    for (int i = 0; i < 6; i++)
         if (!strcmp(s, names[i])) return i;
     return F_NONE;
 }
@@ -64,8 +67,9 @@ static int default_width(void)
 /* Render t/tl (cmp may be NULL) in format fm to path. */
 static int write_out(int fm, const struct bm_table *t, const struct bm_timeline *tl,
                      const struct bm_report_compare *cmp, const char *title, int width,
-                     double span, const char *path)
+                     double span, int comms, const char *path)
 {
+    char note[512] = "";
     FILE *f = stdout;
     if (path && strcmp(path, "-")) {
         f = fopen(path, "w");
@@ -81,8 +85,10 @@ static int write_out(int fm, const struct bm_table *t, const struct bm_timeline 
     case F_SVG: rc = bm_render_svg(t, tl, title, span, f); break;
     case F_HTML: rc = bm_render_html(t, tl, cmp, title, f); break;
     case F_TRACE: rc = bm_render_trace(t, tl, f); break;
+    case F_TORCH_CSV: rc = bm_csv_write_torch(t, comms, f, note, sizeof note); break;
     default: rc = bm_csv_write(t, f); break;
     }
+    if (note[0]) fprintf(stderr, "bigmac: note: torch-csv: %s\n", note);
     if (f != stdout) {
         if (fclose(f)) rc = BM_ERR;
     } else if (fflush(f)) {
@@ -169,7 +175,7 @@ static int render_vs(const char *in, const char *vs_table, int is_trace, const s
 struct args {
     struct bm_cli_plan_flags flags;
     const char *in, *out, *title, *vs_table;
-    int fm, width, any_plan_flag;
+    int fm, width, any_plan_flag, comms;
     double span;
 };
 
@@ -205,9 +211,11 @@ static int parse_args(int argc, char **argv, struct args *g)
             else if (!strcmp(a, "--width")) {
                 if (bm_cli_int(a, v, &g->width)) return BM_USAGE;
             } else if ((g->fm = parse_format(v)) == F_NONE) {
-                fprintf(stderr, "bigmac: error: --format: unknown format '%s' (ascii, svg, html, trace, csv)\n", v);
+                fprintf(stderr, "bigmac: error: --format: unknown format '%s' (ascii, svg, html, trace, csv, torch-csv)\n", v);
                 return BM_USAGE;
             }
+        } else if (!strcmp(a, "--comms")) {
+            g->comms = 1;
         } else if (a[0] == '-' && a[1]) {
             fprintf(stderr, "bigmac: error: render: unknown flag '%s'\n", a);
             fprintf(stderr, "usage: bigmac render INPUT --format ascii|svg|html|trace|csv [-o FILE]   (--help for more)\n");
@@ -229,6 +237,10 @@ static int parse_args(int argc, char **argv, struct args *g)
         return BM_USAGE;
     }
     if (!g->width) g->width = default_width();
+    if (g->comms && g->fm != F_TORCH_CSV) {
+        fprintf(stderr, "bigmac: error: render: --comms adds PyTorch's SEND/RECV cells: --format torch-csv only\n");
+        return BM_USAGE;
+    }
     if (g->vs_table && g->fm != F_HTML) {
         fprintf(stderr, "bigmac: error: render: --table draws the simulated timeline under a measured one: "
                         "--format html only\n");
@@ -280,7 +292,7 @@ int bm_cmd_render(int argc, char **argv)
             bm_report_compare_build(spec, &o, cmp); /* rows start zeroed: freeing is safe */
         }
     }
-    if (!is_trace && fm != F_CSV && bm_simulate(t, NULL, &tl, &err)) {
+    if (!is_trace && fm != F_CSV && fm != F_TORCH_CSV && bm_simulate(t, NULL, &tl, &err)) {
         char msg[sizeof err.msg + 300];
         snprintf(msg, sizeof msg, "%s: cannot simulate: %s", in, err.msg);
         snprintf(err.msg, sizeof err.msg, "%s", msg);
@@ -293,7 +305,7 @@ int bm_cmd_render(int argc, char **argv)
         rc = BM_OK;
         goto done;
     }
-    rc = write_out(fm, t, tl, cmp, title, width, span, out);
+    rc = write_out(fm, t, tl, cmp, title, width, span, g.comms, out);
     if (!rc && strcmp(out, "-")) fprintf(stderr, "wrote %s\n", out);
     goto done;
 fail:

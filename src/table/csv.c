@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "table/flow.h"
 #include "table/table.h"
 #include "util/util.h"
 
@@ -120,6 +121,228 @@ int bm_csv_write(const struct bm_table *t, FILE *f)
         fprintf(f, "\n");
     }
     return ferror(f) ? BM_ERR : BM_OK;
+}
+
+/* ---------------------------------------------------------------- PyTorch's grammar */
+
+/* One backbone cell of a rank's row in PyTorch's grammar. */
+struct tcell {
+    char s[32];
+    int fwd, stage, mb;
+};
+
+/* Write rows cells[r][0 .. n[r]) of a zb-interleaved table with the idle steps PyTorch's
+ * ScheduleInterleavedZeroBubble puts in its pipeline order (what its _dump_csv writes): rank r
+ * starts with r idle steps and idles P-1-r steps after its warm-up forwards; then, stepping all
+ * ranks together, a forward of stage s > 0 whose stage s-1 forward has not run in an earlier
+ * step waits one idle step (its _add_bubbles_to_actions). */
+static int torch_zb_grid(const struct bm_table *t, struct tcell **cells, const int *n, FILE *f)
+{
+    int P = t->pp;
+    long C = (long)P * t->vpp, M = t->microbatches, total = 0;
+    for (int r = 0; r < P; r++) total += n[r] + 2 * P;
+    int *len = bm_calloc((size_t)P, sizeof(int)), *ptr = bm_calloc((size_t)P, sizeof(int));
+    int *n_out = bm_calloc((size_t)P, sizeof(int));
+    int **seq = bm_calloc((size_t)P, sizeof *seq);  /* cell index, -1 = an idle step */
+    int **out = bm_calloc((size_t)P, sizeof *out);  /* the rank's cell at each step, -1 = idle */
+    unsigned char *seen = bm_calloc((size_t)(C * M / 8 + 1), 1), *now = bm_calloc((size_t)(C * M / 8 + 1), 1);
+    int rc = len && ptr && n_out && seq && out && seen && now ? BM_OK : BM_ERR;
+    for (int r = 0; r < P && !rc; r++) {
+        int w = bm_backbone_warmup(t->backbone, P, t->vpp, t->microbatches, r, t->warmup_extra);
+        if (!(seq[r] = bm_malloc((size_t)(n[r] + 2 * P + 1) * sizeof(int))) ||
+            !(out[r] = bm_malloc((size_t)(total + 1) * sizeof(int)))) {
+            rc = BM_ERR;
+            break;
+        }
+        for (int k = 0; k < r; k++) seq[r][len[r]++] = -1;
+        for (int i = 0; i < n[r]; i++) {
+            seq[r][len[r]++] = i;
+            if (w > 0 && i == w - 1)
+                for (int k = 0; k < P - 1 - r; k++) seq[r][len[r]++] = -1;
+        }
+    }
+#define BIT(set_, s_, m_) (set_[((long)(s_) * M + (m_)) >> 3] & (1u << (((long)(s_) * M + (m_)) & 7)))
+#define SET(set_, s_, m_) (set_[((long)(s_) * M + (m_)) >> 3] |= (unsigned char)(1u << (((long)(s_) * M + (m_)) & 7)))
+    int grid = !rc;
+    for (int busy = 1; busy && grid;) {
+        busy = 0;
+        int moved = 0;
+        for (int r = 0; r < P; r++) {
+            if (ptr[r] >= len[r]) continue;
+            busy = 1;
+            int i = seq[r][ptr[r]], cell = -1;
+            if (i < 0) {
+                ptr[r]++;
+                moved = 1;
+            } else {
+                const struct tcell *x = &cells[r][i];
+                if (!x->fwd || x->stage == 0 || (x->stage - 1 < C && x->mb < M && BIT(seen, x->stage - 1, x->mb))) {
+                    cell = i;
+                    if (x->fwd && x->stage < C && x->mb < M) SET(now, x->stage, x->mb);
+                    ptr[r]++;
+                    moved = 1;
+                }
+            }
+            if (n_out[r] >= total) grid = 0;
+            else out[r][n_out[r]++] = cell;
+        }
+        if (busy && !moved) grid = 0;  /* a forward whose input never runs: no grid, plain rows */
+        for (long b = 0; b <= C * M / 8; b++) seen[b] |= now[b];
+    }
+#undef BIT
+#undef SET
+    for (int r = 0; r < P && !rc; r++) {
+        if (grid)
+            for (int k = 0; k < n_out[r]; k++) fprintf(f, "%s%s", k ? "," : "", out[r][k] < 0 ? "" : cells[r][out[r][k]].s);
+        else
+            for (int k = 0; k < n[r]; k++) fprintf(f, "%s%s", k ? "," : "", cells[r][k].s);
+        fprintf(f, "\n");
+    }
+    for (int r = 0; r < P; r++) {
+        if (seq) bm_free(seq[r]);
+        if (out) bm_free(out[r]);
+    }
+    bm_free(seq), bm_free(out), bm_free(len), bm_free(ptr), bm_free(n_out), bm_free(seen), bm_free(now);
+    return rc;
+}
+
+/* A send/recv of t as a PyTorch cell (0 = not a backbone stage-to-stage transfer): the forward
+ * activation between chunks b and b+1 is "<b>SEND_F<m>" on b's rank and "<b+1>RECV_F<m>" on
+ * b+1's; its gradient "<b+1>SEND_B<m>" and "<b>RECV_B<m>". */
+static int torch_comm_cell(const struct bm_table *t, const struct bm_flow *fl, const struct bm_op *op, char *buf,
+                           size_t n)
+{
+    int pm, pc, pp;
+    if (bm_flow_producer(fl, op->tensor, &pm, &pc, &pp) || pm != t->backbone_module) return 0;
+    int C = t->pp * t->vpp, send = op->kind == BM_OP_SEND;
+    if (pp == BM_PASS_F && pc >= 0 && pc < C - 1) {
+        snprintf(buf, n, "%d%s%d", send ? pc : pc + 1, send ? "SEND_F" : "RECV_F", op->mb);
+        return 1;
+    }
+    if (pp == BM_PASS_B && pc >= 1 && pc < C) {
+        snprintf(buf, n, "%d%s%d", send ? pc : pc - 1, send ? "SEND_B" : "RECV_B", op->mb);
+        return 1;
+    }
+    return 0;
+}
+
+int bm_csv_write_torch(const struct bm_table *t, int comms, FILE *f, char *note, size_t note_n)
+{
+    if (note_n) note[0] = 0;
+    if (t->backbone_module < 0 || t->backbone_module >= t->n_modules) return BM_ERR;
+    const struct bm_flow *fl = bm_table_flow(t);
+    struct bm_flow *own = NULL;
+    struct bm_err err;
+    if (!fl) {
+        if (bm_flow_build(t, &own, &err)) return BM_ERR;
+        fl = own;
+    }
+    long C = (long)t->pp * t->vpp, M = t->microbatches;
+    unsigned char *has_w = bm_calloc((size_t)(C * M / 8 + 1), 1);
+    if (!has_w) {
+        bm_flow_free(own);
+        return BM_ERR;
+    }
+    int bb = t->backbone_module;
+    for (int r = 0; r < t->pp; r++)
+        for (int i = 0; i < t->ranks[r].n_ops; i++) {
+            const struct bm_op *op = &t->ranks[r].ops[i];
+            if (op->kind == BM_OP_COMPUTE && op->module == bb && op->pass == BM_PASS_W && op->chunk >= 0 &&
+                op->chunk < C && op->mb >= 0 && op->mb < M) {
+                long bit = op->chunk * M + op->mb;
+                has_w[bit >> 3] |= (unsigned char)(1u << (bit & 7));
+            }
+        }
+#define HAS_W(c_, m_) (has_w[((long)(c_) * M + (m_)) >> 3] & (1u << (((long)(c_) * M + (m_)) & 7)))
+    long left_ops = 0, left_comms = 0;
+    int *left_mod = bm_calloc((size_t)t->n_modules + 1, sizeof(int));
+    if (!left_mod) {
+        bm_free(has_w);
+        bm_flow_free(own);
+        return BM_ERR;
+    }
+    struct tcell **cells = bm_calloc((size_t)t->pp, sizeof *cells);
+    int *n_cells = bm_calloc((size_t)t->pp, sizeof(int));
+    int rc = cells && n_cells ? BM_OK : BM_ERR;
+    char cell[64];
+    for (int r = 0; r < t->pp && !rc; r++) {
+        const struct bm_rank_ops *ro = &t->ranks[r];
+        if (!(cells[r] = bm_malloc((size_t)(ro->n_ops + 1) * sizeof **cells))) {
+            rc = BM_ERR;
+            break;
+        }
+        long skip_w = -1; /* the W already written inside a merged B */
+        for (int i = 0; i < ro->n_ops; i++) {
+            const struct bm_op *op = &ro->ops[i];
+            cell[0] = 0;
+            if (op->kind == BM_OP_COMPUTE && op->module != bb) {
+                left_ops++;
+                if (op->module >= 0 && op->module < t->n_modules) left_mod[op->module] = 1;
+            } else if (op->kind == BM_OP_COMPUTE) {
+                if (op->pass == BM_PASS_W) {
+                    if (skip_w == (long)op->chunk * M + op->mb) {
+                        skip_w = -1;
+                        continue;
+                    }
+                    snprintf(cell, sizeof cell, "%dW%d", op->chunk, op->mb);
+                } else if (op->pass == BM_PASS_B && HAS_W(op->chunk, op->mb)) {
+                    /* a split backward is PyTorch's I; with --comms, an I whose W is the rank's
+                     * next compute op is written B, as PyTorch's lowering merges them (_merge_bw) */
+                    int merged = 0;
+                    if (comms)
+                        for (int j = i + 1; j < ro->n_ops; j++) {
+                            const struct bm_op *nx = &ro->ops[j];
+                            if (nx->kind != BM_OP_COMPUTE) continue;
+                            merged = nx->module == bb && nx->pass == BM_PASS_W && nx->chunk == op->chunk && nx->mb == op->mb;
+                            break;
+                        }
+                    if (merged) skip_w = (long)op->chunk * M + op->mb;
+                    snprintf(cell, sizeof cell, "%d%c%d", op->chunk, merged ? 'B' : 'I', op->mb);
+                } else {
+                    snprintf(cell, sizeof cell, "%d%c%d", op->chunk, op->pass == BM_PASS_F ? 'F' : 'B', op->mb);
+                }
+            } else if (!torch_comm_cell(t, fl, op, cell, sizeof cell)) {
+                if (comms) {
+                    left_comms++;
+                    if (op->module >= 0 && op->module < t->n_modules) left_mod[op->module] = 1;
+                }
+                continue;
+            } else if (!comms) {
+                continue;
+            }
+            if (!cell[0]) continue;
+            struct tcell *x = &cells[r][n_cells[r]++];
+            snprintf(x->s, sizeof x->s, "%s", cell);
+            x->fwd = op->kind == BM_OP_COMPUTE && op->pass == BM_PASS_F;
+            x->stage = op->chunk;
+            x->mb = op->mb;
+        }
+    }
+    /* zb-interleaved, compute only: PyTorch's ScheduleInterleavedZeroBubble writes idle steps */
+    if (!rc && !comms && t->backbone == BM_BB_ZB_INTERLEAVED) rc = torch_zb_grid(t, cells, n_cells, f);
+    else
+        for (int r = 0; r < t->pp && !rc; r++) {
+            for (int i = 0; i < n_cells[r]; i++) fprintf(f, "%s%s", i ? "," : "", cells[r][i].s);
+            fprintf(f, "\n");
+        }
+    for (int r = 0; cells && r < t->pp; r++) bm_free(cells[r]);
+    bm_free(cells);
+    bm_free(n_cells);
+#undef HAS_W
+    if (note_n && (left_ops || left_comms)) {
+        size_t len = (size_t)snprintf(note, note_n, "left out %ld encoder/generator op%s", left_ops, left_ops == 1 ? "" : "s");
+        if (left_comms && len < note_n)
+            len += (size_t)snprintf(note + len, note_n - len, " and %ld of their sends/receives", left_comms);
+        for (int m = 0, k = 0; m < t->n_modules && len < note_n; m++)
+            if (left_mod[m] && m != bb)
+                len += (size_t)snprintf(note + len, note_n - len, "%s%s", k++ ? ", " : " (", t->modules[m].name);
+        if (len < note_n)
+            snprintf(note + len, note_n - len, "): PyTorch's grammar has cells for backbone stages only");
+    }
+    bm_free(left_mod);
+    bm_free(has_w);
+    bm_flow_free(own);
+    return rc || ferror(f) ? BM_ERR : BM_OK;
 }
 
 /* ---------------------------------------------------------------- loader */

@@ -128,6 +128,14 @@ int bm_table_check_ops(const struct bm_table *t, const char *what, struct bm_err
 int bm_csv_write(const struct bm_table *t, FILE *f);
 int bm_csv_check_names(const struct bm_table *t, struct bm_err *err);
 
+/* The table in PyTorch's grammar (docs/csv.md "Writing PyTorch's files"): one row per rank,
+ * backbone cells only ("0F3", "0I3" for a split backward's B, "0W3", "0B3" for a whole one),
+ * no '#' lines; with comms also its SEND_F/RECV_F/SEND_B/RECV_B cells (an I right before its
+ * own W merged into B, as PyTorch's lowering does). Encoder and generator ops and their
+ * transfers have no cell: note (note_n bytes) gets one line saying what was left out ("" when
+ * nothing was). Rows end in "\n" (PyTorch's csv.reader takes "\n" and "\r\n"). */
+int bm_csv_write_torch(const struct bm_table *t, int comms, FILE *f, char *note, size_t note_n);
+
 /* Header values that override the CSV's "# bigmac-table" line (0 / -1 = not given). */
 struct bm_csv_opts {
     int pp, vpp, microbatches, unit, window;  /* 0 = not given; window -1 = 0 ("none") */
