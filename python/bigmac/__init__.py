@@ -100,6 +100,7 @@ _sig("bmpy_flow_get", _I, _P, _I, _I, _I, _IP, _IP, _IP, _IP, _I)
 _sig("bmpy_simulate_json", _P, _P, _D, _C.c_ulonglong, _I, _S, _Z)
 _sig("bmpy_simulate_compare", _P, _P, _I, _I, _I, _I, _I, _I, _D, _C.c_ulonglong, _S, _Z)
 _sig("bmpy_render", _I, _P, _S, _S, _I, _S, _S, _Z)
+_sig("bmpy_table_torch_csv", _P, _P, _I, _S, _Z)
 _sig("bmpy_trace_write", _I, _P, _C.POINTER(_DP), _C.POINTER(_DP), _C.POINTER(_DP), _IP, _S, _S, _Z)
 _sig("bmpy_data_cfg", _P, _P, _S, _Z)
 _sig("bmpy_data_cfg_free", None, _P)
@@ -320,6 +321,21 @@ class Table:
 
     def to_dict(self):
         return _json.loads(self.to_json())
+
+    def to_torch_csv(self, comms=False):
+        """The backbone in PyTorch's own schedule grammar, as its _load_csv reads it (docs/csv.md
+        "Writing PyTorch's files"): compute cells only, or with comms=True also its SEND/RECV
+        cells (format "compute_comms"). Encoder and generator work has no cell in that grammar:
+        a warning (UserWarning) says what was left out."""
+        note = _errbuf()
+        p = _lib.bmpy_table_torch_csv(self._h, 1 if comms else 0, note, _ERRN)
+        if not p:
+            raise Error("table: cannot write it in PyTorch's grammar (out of memory)")
+        text = _take_str(p)
+        if note.value:
+            import warnings
+            warnings.warn("to_torch_csv: " + note.value.decode("utf-8", "replace"), stacklevel=2)
+        return text
 
     def write(self, path):
         err = _errbuf()

@@ -159,6 +159,22 @@ static char *table_text(const struct bm_table *t)
 
 char *bmpy_table_json(const void *t) { return table_text(t); }
 
+/* The table's backbone in PyTorch's schedule grammar (bm_csv_write_torch; comms: with its
+ * SEND/RECV cells); note (n bytes) says what was left out. NULL when out of memory. */
+char *bmpy_table_torch_csv(const void *t, int comms, char *note, size_t n)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f) return NULL;
+    int rc = bm_csv_write_torch(t, comms, f, note, n);
+    if (fclose(f) || rc) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
 void *bmpy_table_parse(const char *text, const char *name, char *err, size_t n)
 {
     struct bm_err e;

@@ -808,8 +808,8 @@ static int parse_torch_compute(struct cp *P, struct bm_table *t, int r, const ch
     if (mb >= t->microbatches)
         return at(P, line, col, "microbatch %ld out of range (microbatches = %d) in cell \"%s\"", mb, t->microbatches, whole);
     if (chunk_rank(t, (int)chunk) != r)
-        return at(P, line, col, "stage %ld is in row %d, but bigmac runs chunk %ld on rank %d (chunk mod pp) in cell \"%s\"",
-                  chunk, r + 1, chunk, chunk_rank(t, (int)chunk), whole);
+        return at(P, line, col, "stage %ld is in rank %d's row, but bigmac runs chunk %ld on rank %d (chunk mod pp) in cell \"%s\"",
+                  chunk, r, chunk, chunk_rank(t, (int)chunk), whole);
     /* in a file that splits backwards, PyTorch's B (a whole backward, what its _merge_bw makes
      * of an I right before its W) is the table's B and W back to back */
     int two = c[i] == 'B' && P->split;
@@ -881,8 +881,8 @@ static int parse_torch_cell(struct cp *P, struct bm_table *t, int r, const char 
         return at(P, line, col, "cell \"%s\": stage %ld is the %s stage, it has no %s to %s", c, st,
                   peer_stage < 0 ? "first" : "last", fwd ? "activation" : "gradient", send ? "send" : "receive");
     if (chunk_rank(t, (int)st) != r)
-        return at(P, line, col, "stage %ld is in row %d, but bigmac runs chunk %ld on rank %d (chunk mod pp) in cell \"%s\"",
-                  st, r + 1, st, chunk_rank(t, (int)st), c);
+        return at(P, line, col, "stage %ld is in rank %d's row, but bigmac runs chunk %ld on rank %d (chunk mod pp) in cell \"%s\"",
+                  st, r, st, chunk_rank(t, (int)st), c);
     int peer = chunk_rank(t, peer_stage);
     if (peer == r)
         return at(P, line, col, "cell \"%s\": stages %ld and %d are both on rank %d, nothing travels between them", c,
