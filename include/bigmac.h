@@ -84,9 +84,13 @@ enum bm_backbone {
     BM_BB_1F1B = 1,
     BM_BB_INTERLEAVED = 2,
     BM_BB_ZB_H1 = 3,          /* zero-bubble ZB-H1: 1F1B with each backward split into B and W */
-    BM_BB_ZB_INTERLEAVED = 4  /* PyTorch's ScheduleInterleavedZeroBubble (vpp >= 2) */
+    BM_BB_ZB_INTERLEAVED = 4, /* PyTorch's ScheduleInterleavedZeroBubble (vpp >= 2) */
+    /* V-shaped (vpp = 2, chunk c on rank c for c < P, on rank 2P-1-c after: rank 0 holds the
+     * first and the last chunk; docs/planner.md "V-shaped backbones") */
+    BM_BB_ZB_V = 5,           /* PyTorch's ScheduleZBVZeroBubble (the paper's ZB-V) */
+    BM_BB_DUALPIPE_V = 6      /* PyTorch's ScheduleDualPipeV (DeepSeek's DualPipe, V form) */
 };
-#define BM_N_BACKBONES 5
+#define BM_N_BACKBONES 7
 enum bm_policy {
     BM_POL_BIGMAC = 0,
     BM_POL_OPTIMUS,
@@ -331,7 +335,15 @@ struct bm_table {
     /* private: the dataflow (src/table/flow.h) bm_table_finish computed from the modules; NULL
      * until then. Owned by the table. */
     struct bm_flow *flow;
+    /* [pp*vpp] the rank of each global backbone chunk, or NULL: the backbone's own placement
+     * (bm_backbone_chunk_rank; c mod P but for the V shapes). JSON "chunk_rank" / CSV
+     * "# chunk_rank", written only when some chunk is not on rank c mod P. Owned by the table.
+     * Read it through bm_table_chunk_rank. */
+    int *chunk_rank;
 };
+
+/* The rank that runs t's backbone chunk c (t->chunk_rank, else the backbone's placement). */
+int bm_table_chunk_rank(const struct bm_table *t, int c);
 
 /* Backbone chunk tensor name: "<backbone>.c<chunk>.out". */
 #define BM_MAX_NAME 256
@@ -380,9 +392,19 @@ int bm_table_parse(const char *text, const char *name, struct bm_table **out, st
 
 struct bm_bb_step {
     uint8_t pass;   /* BM_PASS_F, BM_PASS_B, or BM_PASS_W (zero-bubble backbones) */
+    uint8_t flags;  /* BM_STEP_WHOLE, BM_STEP_OVERLAP: how PyTorch writes the step (dualpipe-v) */
     int32_t chunk;  /* global chunk */
     int32_t mb;
 };
+/* A B whose W is the next step: PyTorch's whole backward B (I and W back to back). */
+#define BM_STEP_WHOLE 1
+/* An F that runs with the next step (a B) as one PyTorch (F;B)OVERLAP_F_B: back to back. */
+#define BM_STEP_OVERLAP 2
+/* The rank that runs global chunk c under backbone bb with P ranks: c mod P, or for the
+ * V-shaped backbones c for c < P and 2P-1-c after. */
+int bm_backbone_chunk_rank(enum bm_backbone bb, int P, int c);
+/* 1 for the V-shaped backbones (zb-v, dualpipe-v: vpp = 2). */
+int bm_backbone_v_shaped(enum bm_backbone bb);
 
 /* Number of warm-up forwards of 'rank' (Megatron's rule plus 'warmup_extra', capped). */
 int bm_backbone_warmup(enum bm_backbone bb, int P, int V, int M, int rank, int warmup_extra);

@@ -11,7 +11,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: bigmac plan SPEC [--pp N] [--vpp V] [--microbatches M] [--unit U]\n"
-            "                        [--backbone gpipe|1f1b|interleaved|zb-h1|zb-interleaved]\n"
+            "                        [--backbone gpipe|1f1b|interleaved|zb-h1|zb-interleaved|zb-v|dualpipe-v]\n"
             "                        [--policy bigmac|optimus|unified|unified-balanced|ideal|none]\n"
             "                        [--window W|auto|fit] [-o TABLE.json] [--csv FILE] [--ascii]\n"
             "       bigmac plan --from-csv SCHEDULE.csv [SPEC] [plan flags] [-o TABLE.json]\n"

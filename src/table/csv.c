@@ -483,7 +483,7 @@ static int parse_header(struct cp *P, const struct line *L, struct hdr *h)
             h->has_warmup = 1;
         } else if (!strcmp(k, "backbone")) {
             if (bm_backbone_parse(v, &h->backbone))
-                return at(P, L->no, tk[i].col, "unknown backbone schedule \"%s\" (gpipe, 1f1b, interleaved, zb-h1, zb-interleaved)", v);
+                return at(P, L->no, tk[i].col, "unknown backbone schedule \"%s\" (gpipe, 1f1b, interleaved, zb-h1, zb-interleaved, zb-v, dualpipe-v)", v);
             h->has_backbone = 1;
         } else if (!strcmp(k, "policy")) {
             if (bm_policy_parse(v, &h->policy))
