@@ -98,6 +98,13 @@ int bm_csv_write(const struct bm_table *t, FILE *f)
         for (int c = 0; c < C; c++) fprintf(f, " %d", t->chunk_layers[c]);
         fprintf(f, "\n");
     }
+    int moved = 0; /* the chunk -> rank map, only when some chunk is not on rank c mod P */
+    for (int c = 0; c < C; c++) moved |= bm_table_chunk_rank(t, c) != c % t->pp;
+    if (moved) {
+        fprintf(f, "# chunk_rank");
+        for (int c = 0; c < C; c++) fprintf(f, " %d", bm_table_chunk_rank(t, c));
+        fprintf(f, "\n");
+    }
     fprintf(f, "# mb_scale");
     for (int m = 0; m < t->microbatches; m++) {
         fputc(' ', f);
@@ -264,20 +271,62 @@ int bm_csv_write_torch(const struct bm_table *t, int comms, FILE *f, char *note,
     struct tcell **cells = bm_calloc((size_t)t->pp, sizeof *cells);
     int *n_cells = bm_calloc((size_t)t->pp, sizeof(int));
     int rc = cells && n_cells ? BM_OK : BM_ERR;
-    char cell[64];
+    char cell[96];
+    /* how PyTorch writes each backbone step (dualpipe-v: whole backwards, overlapped pairs),
+     * followed while the rank's backbone ops are the schedule's */
+    int n_steps = bm_backbone_n_steps(t->backbone, t->vpp, t->microbatches);
+    struct bm_bb_step *steps = bm_malloc((size_t)(n_steps > 0 ? n_steps : 1) * sizeof *steps);
+    if (!steps) rc = BM_ERR;
     for (int r = 0; r < t->pp && !rc; r++) {
         const struct bm_rank_ops *ro = &t->ranks[r];
         if (!(cells[r] = bm_malloc((size_t)(ro->n_ops + 1) * sizeof **cells))) {
             rc = BM_ERR;
             break;
         }
+        int follow = !bm_backbone_order(t->backbone, t->pp, t->vpp, t->microbatches, r, t->warmup_extra, steps, NULL);
+        int k_step = 0;
         long skip_w = -1; /* the W already written inside a merged B */
+        long skip_b = -1; /* the B already written inside an OVERLAP_F_B */
         for (int i = 0; i < ro->n_ops; i++) {
             const struct bm_op *op = &ro->ops[i];
             cell[0] = 0;
+            int flags = 0;
+            if (op->kind == BM_OP_COMPUTE && op->module == bb) {
+                follow = follow && k_step < n_steps && steps[k_step].chunk == op->chunk && steps[k_step].mb == op->mb &&
+                         steps[k_step].pass == op->pass;
+                if (follow) flags = steps[k_step++].flags;
+            }
             if (op->kind == BM_OP_COMPUTE && op->module != bb) {
                 left_ops++;
                 if (op->module >= 0 && op->module < t->n_modules) left_mod[op->module] = 1;
+            } else if (op->kind == BM_OP_COMPUTE && op->pass == BM_PASS_B && skip_b == (long)op->chunk * M + op->mb) {
+                skip_b = -1;
+                continue;
+            } else if (op->kind == BM_OP_COMPUTE && op->pass == BM_PASS_F && (flags & BM_STEP_OVERLAP)) {
+                /* (F;B)OVERLAP_F_B when the pair's B is the rank's next backbone op and no
+                 * cell is written between them */
+                int j = i + 1, ok = 1;
+                for (; j < ro->n_ops; j++) {
+                    const struct bm_op *nx = &ro->ops[j];
+                    if (nx->kind == BM_OP_COMPUTE && nx->module == bb) break;
+                    if (comms && nx->kind != BM_OP_COMPUTE && torch_comm_cell(t, fl, nx, cell, sizeof cell)) ok = 0;
+                }
+                const struct bm_op *b2 = j < ro->n_ops ? &ro->ops[j] : NULL;
+                ok = ok && b2 && b2->pass == BM_PASS_B && k_step < n_steps && steps[k_step].chunk == b2->chunk &&
+                     steps[k_step].mb == b2->mb && steps[k_step].pass == BM_PASS_B;
+                if (ok) {
+                    int whole = steps[k_step].flags & BM_STEP_WHOLE || !HAS_W(b2->chunk, b2->mb);
+                    snprintf(cell, sizeof cell, "(%dF%d;%d%c%d)OVERLAP_F_B", op->chunk, op->mb, b2->chunk,
+                             whole ? 'B' : 'I', b2->mb);
+                    skip_b = (long)b2->chunk * M + b2->mb;
+                    if (whole && HAS_W(b2->chunk, b2->mb)) skip_w = skip_b;
+                } else {
+                    snprintf(cell, sizeof cell, "%dF%d", op->chunk, op->mb);
+                }
+            } else if (op->kind == BM_OP_COMPUTE && op->pass == BM_PASS_B && (flags & BM_STEP_WHOLE) &&
+                       HAS_W(op->chunk, op->mb)) {
+                snprintf(cell, sizeof cell, "%dB%d", op->chunk, op->mb); /* a whole backward: B and its W */
+                skip_w = (long)op->chunk * M + op->mb;
             } else if (op->kind == BM_OP_COMPUTE) {
                 if (op->pass == BM_PASS_W) {
                     if (skip_w == (long)op->chunk * M + op->mb) {
@@ -327,6 +376,7 @@ int bm_csv_write_torch(const struct bm_table *t, int comms, FILE *f, char *note,
         }
     for (int r = 0; cells && r < t->pp; r++) bm_free(cells[r]);
     bm_free(cells);
+    bm_free(steps);
     bm_free(n_cells);
 #undef HAS_W
     if (note_n && (left_ops || left_comms)) {
@@ -786,10 +836,29 @@ static void torch_extent(const char *c, int n, long *max_stage, long *max_mb)
     }
 }
 
+/* Record in row[] (n entries) the row of each stage a PyTorch cell's compute actions name, for
+ * stages not seen before. */
+static void torch_stage_rows(const char *c, int n, int r, int *row, int n_row)
+{
+    int a = n > 0 && c[0] == '(' ? 1 : 0;
+    for (;;) {
+        int e = a;
+        while (e < n && c[e] != ';' && c[e] != ')') e++;
+        int i = a;
+        while (i < e && isdigit((unsigned char)c[i])) i++;
+        if (i > a && i - a <= 6 && i < e && pass_of(c[i]) >= 0 && torch_kind_at(c, i, e) == TK_NONE) {
+            long st = strtol(c + a, NULL, 10);
+            if (st < n_row && row[st] < 0) row[st] = r;
+        }
+        if (c[0] != '(' || e >= n || c[e] == ')') break;
+        a = e + 1;
+    }
+}
+
 /* The rank that runs backbone chunk c (PyTorch's stage c) of t. */
 static int chunk_rank(const struct bm_table *t, int c)
 {
-    return c % t->pp;
+    return bm_table_chunk_rank(t, c);
 }
 
 /* One PyTorch compute cell "<stage><F|I|B|W><mb>" (c NUL-terminated, n chars) of rank r. */
@@ -808,8 +877,8 @@ static int parse_torch_compute(struct cp *P, struct bm_table *t, int r, const ch
     if (mb >= t->microbatches)
         return at(P, line, col, "microbatch %ld out of range (microbatches = %d) in cell \"%s\"", mb, t->microbatches, whole);
     if (chunk_rank(t, (int)chunk) != r)
-        return at(P, line, col, "stage %ld is in rank %d's row, but bigmac runs chunk %ld on rank %d (chunk mod pp) in cell \"%s\"",
-                  chunk, r, chunk, chunk_rank(t, (int)chunk), whole);
+        return at(P, line, col, "stage %ld is in rank %d's row, but it runs on rank %d (a stage runs on one rank: the row of its first compute cell) in cell \"%s\"",
+                  chunk, r, chunk_rank(t, (int)chunk), whole);
     /* in a file that splits backwards, PyTorch's B (a whole backward, what its _merge_bw makes
      * of an I right before its W) is the table's B and W back to back */
     int two = c[i] == 'B' && P->split;
@@ -881,8 +950,8 @@ static int parse_torch_cell(struct cp *P, struct bm_table *t, int r, const char 
         return at(P, line, col, "cell \"%s\": stage %ld is the %s stage, it has no %s to %s", c, st,
                   peer_stage < 0 ? "first" : "last", fwd ? "activation" : "gradient", send ? "send" : "receive");
     if (chunk_rank(t, (int)st) != r)
-        return at(P, line, col, "stage %ld is in rank %d's row, but bigmac runs chunk %ld on rank %d (chunk mod pp) in cell \"%s\"",
-                  st, r, st, chunk_rank(t, (int)st), c);
+        return at(P, line, col, "stage %ld is in rank %d's row, but it runs on rank %d (a stage runs on one rank: the row of its first compute cell) in cell \"%s\"",
+                  st, r, chunk_rank(t, (int)st), c);
     int peer = chunk_rank(t, peer_stage);
     if (peer == r)
         return at(P, line, col, "cell \"%s\": stages %ld and %d are both on rank %d, nothing travels between them", c,
@@ -983,9 +1052,12 @@ static int next_cell(const struct line *L, int *k, int *a, int *b)
 static int infer_backbone(const struct bm_table *t)
 {
     static const enum bm_backbone cand[] = {BM_BB_1F1B, BM_BB_GPIPE, BM_BB_ZB_H1, BM_BB_INTERLEAVED,
-                                            BM_BB_ZB_INTERLEAVED};
+                                            BM_BB_ZB_INTERLEAVED, BM_BB_ZB_V, BM_BB_DUALPIPE_V};
     int V = t->vpp, M = t->microbatches;
     for (size_t k = 0; k < sizeof cand / sizeof cand[0]; k++) {
+        int placed = 1; /* the file's placement is the schedule's */
+        for (int c = 0; c < t->pp * V; c++) placed &= bm_table_chunk_rank(t, c) == bm_backbone_chunk_rank(cand[k], t->pp, c);
+        if (!placed) continue;
         int n = bm_backbone_n_steps(cand[k], V, M);
         struct bm_bb_step *st = bm_malloc((size_t)n * sizeof *st);
         if (!st) return -1;
@@ -1016,7 +1088,11 @@ static int build(struct cp *P, const struct bm_spec *spec, const struct bm_csv_o
     struct hdr h = {0};
     int n_rows = 0, last_row_line = 0;
     const struct line *dev_line = NULL, *cw_line = NULL, *cl_line = NULL, *ms_line = NULL, *rs_line = NULL;
+    const struct line *cr_line = NULL;
     int n_mod_lines = 0;
+    /* the stage -> row map a PyTorch file gives (the row of each stage's first compute cell) */
+    int stage_row[4096];
+    for (int k = 0; k < 4096; k++) stage_row[k] = -1;
     /* the grammar: the first cell only bigmac's and the first only PyTorch's grammar has */
     int fl_line[3] = {0}, fl_col[3] = {0}, fl_len[3] = {0}, has_w = 0;
     const char *fl_cell[3] = {NULL};
@@ -1031,6 +1107,7 @@ static int build(struct cp *P, const struct bm_spec *spec, const struct bm_csv_o
             else if (first_word(L, "module")) n_mod_lines++;
             else if (first_word(L, "chunk_weights")) cw_line = L;
             else if (first_word(L, "chunk_layers")) cl_line = L;
+            else if (first_word(L, "chunk_rank")) cr_line = L;
             else if (first_word(L, "mb_scale")) ms_line = L;
             else if (first_word(L, "rank_time_scale")) rs_line = L;
             continue;
@@ -1048,7 +1125,10 @@ static int build(struct cp *P, const struct bm_spec *spec, const struct bm_csv_o
                 fl_line[f] = L->no;
                 fl_col[f] = a + 1;
             }
-            if (f != 1) torch_extent(L->s + a, b - a, &max_stage, &max_mb);
+            if (f != 1) {
+                torch_extent(L->s + a, b - a, &max_stage, &max_mb);
+                torch_stage_rows(L->s + a, b - a, n_rows - 1, stage_row, 4096);
+            }
             for (int j = a + 1; j < b; j++)
                 has_w |= (L->s[j] == 'W' || L->s[j] == 'I') && isdigit((unsigned char)L->s[j - 1]);
         }
@@ -1142,6 +1222,34 @@ static int build(struct cp *P, const struct bm_spec *spec, const struct bm_csv_o
     }
     t->window = o && o->window ? (o->window < 0 ? 0 : o->window) : h.has_window ? h.window : spec ? spec->window : 0;
     if (P->torch) t->window = 0;
+    if (cr_line) { /* "# chunk_rank": bigmac's own map */
+        double *tmp = bm_malloc((size_t)C * sizeof(double));
+        if (!tmp || !(t->chunk_rank = bm_malloc((size_t)C * sizeof(int)))) {
+            bm_free(tmp);
+            return bm_err_set(P->err, "out of memory");
+        }
+        int rc = parse_numbers(P, cr_line, C, tmp);
+        for (int c = 0; c < C && !rc; c++) {
+            if (!(tmp[c] >= 0 && tmp[c] < pp && tmp[c] == (double)(int)tmp[c]))
+                rc = at(P, cr_line->no, 1, "chunk_rank entries must be ranks 0..%d", pp - 1);
+            else t->chunk_rank[c] = (int)tmp[c];
+        }
+        bm_free(tmp);
+        if (rc) return BM_ERR;
+    } else if (P->torch) { /* a stage's rank is the row it appears in */
+        int moved = 0;
+        for (int c = 0; c < C && c < 4096; c++) moved |= stage_row[c] >= 0 && stage_row[c] != c % pp;
+        if (moved) {
+            if (!(t->chunk_rank = bm_malloc((size_t)C * sizeof(int)))) return bm_err_set(P->err, "out of memory");
+            /* stages no cell names keep the placement a V (when the file has one) or c mod P gives */
+            int v = vpp == 2;
+            for (int c = 0; c < C && c < 4096; c++)
+                v &= stage_row[c] < 0 || stage_row[c] == bm_backbone_chunk_rank(BM_BB_ZB_V, pp, c);
+            for (int c = 0; c < C; c++)
+                t->chunk_rank[c] = c < 4096 && stage_row[c] >= 0 ? stage_row[c]
+                                   : v ? bm_backbone_chunk_rank(BM_BB_ZB_V, pp, c) : c % pp;
+        }
+    }
     if (h.has_warmup && !(o && (o->policy_set || o->unit))) t->warmup_extra = h.warmup_extra;
     int r = 0;
     for (int i = 0; i < P->n_lines; i++) {
