@@ -327,9 +327,18 @@ TEST(chunk_rank_in_json_and_csv)
     csv = capture_json(t, 1);
     CHECK(!strstr(js, "chunk_rank") && !strstr(csv, "chunk_rank"));
     free(js), free(csv);
+    bm_table_free(t);
     /* a chunk on a rank out of range is refused with its position */
-    const char *bad = "\"chunk_rank\": [0, 1, 2, 3, 3, 2, 1, 9]";
-    CHECK(bad != NULL);
+    o.backbone = BM_BB_ZB_V;
+    CHECK(bm_plan_build(s, &o, &t, &err) == BM_OK);
+    js = capture_json(t, 0);
+    char *at = strstr(js, "[0, 1, 2, 3, 3, 2, 1, 0]");
+    CHECK(at != NULL);
+    if (at) at[22] = '9';
+    CHECK(bm_table_parse(js, "bad.json", &t2, &err) == BM_ERR);
+    CHECK_STR_CONTAINS(err.msg, "\"chunk_rank\" entries are ranks 0..3");
+    CHECK(!strncmp(err.msg, "bad.json:", 9));
+    free(js);
     bm_table_free(t);
     bm_spec_free(s);
 }
