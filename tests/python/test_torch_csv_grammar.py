@@ -18,7 +18,15 @@ ART = "../shared/data/torch" if os.path.isdir("../shared/data/torch") else "/wor
 tmp = tempfile.mkdtemp()
 
 spec = bigmac.load_spec(SPEC)
-for bb, vpp in (("gpipe", 1), ("1f1b", 1), ("interleaved", 2), ("zb-h1", 1), ("zb-interleaved", 2)):
+V_SHAPED = ("zb-v", "dualpipe-v")  # stage s on rank s for s < P, on rank 2P-1-s after
+
+
+def placed(s, pp, bb):
+    return (s if s < pp else 2 * pp - 1 - s) if bb in V_SHAPED else s % pp
+
+
+for bb, vpp in (("gpipe", 1), ("1f1b", 1), ("interleaved", 2), ("zb-h1", 1), ("zb-interleaved", 2),
+                ("zb-v", 2), ("dualpipe-v", 2)):
     for pp in (2, 4):
         for pol in ("none", "bigmac", "optimus"):
             M = 2 * pp
@@ -36,10 +44,10 @@ for bb, vpp in (("gpipe", 1), ("1f1b", 1), ("interleaved", 2), ("zb-h1", 1), ("z
                 try:
                     acts = tg.load(text)
                     ranks = tg.validate(acts, pp, pp * vpp, M)
-                    ok = all(ranks[s] == s % pp for s in ranks)
+                    ok = all(ranks[s] == placed(s, pp, bb) for s in ranks)
                     if comms:
                         tg.check_comms(acts, ranks, pp * vpp)
-                    check("torch_csv_grammar_" + tag, ok, "stage -> rank is not c mod P")
+                    check("torch_csv_grammar_" + tag, ok, "stage -> rank is not the backbone's placement")
                 except tg.GrammarError as e:
                     check("torch_csv_grammar_" + tag, False, str(e))
                 # nested work is left out, and said so once; a backbone-only table leaves nothing out
@@ -60,13 +68,14 @@ for bb, vpp in (("gpipe", 1), ("1f1b", 1), ("interleaved", 2), ("zb-h1", 1), ("z
                   (("bigmac: note: torch-csv: left out" in p.stderr) == (pol != "none")), p.stderr)
 
 # the artifacts: PyTorch file -> bigmac -> PyTorch file is byte-identical, and they pass the parser
-for f, comms in (("zb1p_2rank_2stagep_compute.csv", False), ("zb1p_2rank_2stagep_comms.csv", True)):
+for f, comms, pp, n_mb in (("zb1p_2rank_2stagep_compute.csv", False, 2, 8), ("zb1p_2rank_2stagep_comms.csv", True, 2, 8),
+                           ("dualpipev_4rank_10mb.csv", False, 4, 10)):
     path = os.path.join(ART, f)
     orig = open(path).read()
     acts = tg.load(orig)
-    ranks = tg.validate(acts, 2, 4, 8)
+    ranks = tg.validate(acts, pp, 2 * pp, n_mb)
     if comms:
-        tg.check_comms(acts, ranks, 4)
+        tg.check_comms(acts, ranks, 2 * pp)
     out = os.path.join(tmp, "rt.csv")
     args = [BIGMAC, "render", path, "--format", "torch-csv", "-o", out] + (["--comms"] if comms else [])
     p = subprocess.run(args, capture_output=True, text=True)
