@@ -121,8 +121,7 @@ static int split_chunks(struct bm_table *t, const struct bm_spec *s, struct bm_e
         bm_free(lr);
     } else {
         /* water-filling: per-rank backbone share = max(0, level - extra), summing to Bk */
-        double lo = 0, hi = Bk + 1;
-        for (int r = 0; r < P; r++) hi += extra[r];
+        double lo = 0, hi = Bk + extra[bm_table_chunk_rank(t, 0)] + extra[bm_table_chunk_rank(t, C - 1)] + 1;
         for (int it = 0; it < 200; it++) {
             double mid = 0.5 * (lo + hi), sum = 0;
             for (int r = 0; r < P; r++) sum += fmax(0, mid - extra[r]);
