@@ -101,6 +101,7 @@ _sig("bmpy_simulate_json", _P, _P, _D, _C.c_ulonglong, _I, _S, _Z)
 _sig("bmpy_simulate_compare", _P, _P, _I, _I, _I, _I, _I, _I, _D, _C.c_ulonglong, _S, _Z)
 _sig("bmpy_render", _I, _P, _S, _S, _I, _S, _S, _Z)
 _sig("bmpy_table_torch_csv", _P, _P, _I, _S, _Z)
+_sig("bmpy_table_chunk_ranks", None, _P, _IP)
 _sig("bmpy_trace_write", _I, _P, _C.POINTER(_DP), _C.POINTER(_DP), _C.POINTER(_DP), _IP, _S, _S, _Z)
 _sig("bmpy_data_cfg", _P, _P, _S, _Z)
 _sig("bmpy_data_cfg_free", None, _P)
@@ -292,6 +293,13 @@ class Table:
             _lib.bmpy_op_format(self._h, r, k, buf, 512)
             out.append(Op(a[7 * k:7 * k + 7], buf.value.decode()))
         return out
+
+    def chunk_ranks(self):
+        """The rank of each global backbone chunk (pp*vpp): c mod P, or under zb-v / dualpipe-v
+        the V (c for c < P, 2P-1-c after), or a loaded table's own map (docs/table.md)."""
+        a = (_C.c_int * (self.pp * self.vpp))()
+        _lib.bmpy_table_chunk_ranks(self._h, a)
+        return list(a)
 
     def chunk_layers(self):
         """Layers of each global backbone chunk (pp*vpp), or None when the table has none."""

@@ -241,6 +241,13 @@ int bmpy_table_chunk_layers(const void *tp, int *out)
     return 1;
 }
 
+/* out[c] = the rank of global backbone chunk c (pp*vpp entries; c mod P, or the V shapes'). */
+void bmpy_table_chunk_ranks(const void *tp, int *out)
+{
+    const struct bm_table *t = tp;
+    for (int c = 0; c < t->pp * t->vpp; c++) out[c] = bm_table_chunk_rank(t, c);
+}
+
 int bmpy_verify(const void *t, char *err, size_t n)
 {
     struct bm_err e;

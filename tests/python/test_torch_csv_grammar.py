@@ -67,6 +67,12 @@ for bb, vpp in (("gpipe", 1), ("1f1b", 1), ("interleaved", 2), ("zb-h1", 1), ("z
                   p.returncode == 0 and open(out).read() == py_text and
                   (("bigmac: note: torch-csv: left out" in p.stderr) == (pol != "none")), p.stderr)
 
+# the chunk -> rank map the executors read (Table.chunk_ranks)
+tv = bigmac.plan(spec, pp=4, vpp=2, microbatches=8, backbone="zb-v", policy="none")
+ti = bigmac.plan(spec, pp=4, vpp=2, microbatches=8, backbone="interleaved", policy="none")
+check("table_chunk_ranks_v", tv.chunk_ranks() == [0, 1, 2, 3, 3, 2, 1, 0], tv.chunk_ranks())
+check("table_chunk_ranks_mod_p", ti.chunk_ranks() == [0, 1, 2, 3, 0, 1, 2, 3], ti.chunk_ranks())
+
 # the artifacts: PyTorch file -> bigmac -> PyTorch file is byte-identical, and they pass the parser
 for f, comms, pp, n_mb in (("zb1p_2rank_2stagep_compute.csv", False, 2, 8), ("zb1p_2rank_2stagep_comms.csv", True, 2, 8),
                            ("dualpipev_4rank_10mb.csv", False, 4, 10)):
