@@ -63,10 +63,10 @@ expect_exit torch_csv_reduce_grad_refused 1 $BIGMAC plan --from-csv "$T/rg.csv"
 expect_contains torch_csv_reduce_grad_names_cell 'cell "0REDUCE_GRAD": REDUCE_GRAD is'
 printf '0F0,1SEND_F0,2F0\n1F0,3F0\n' >"$T/wr.csv"
 expect_exit torch_csv_comm_wrong_row 1 $BIGMAC plan --from-csv "$T/wr.csv"
-expect_contains torch_csv_comm_wrong_row_msg 'stage 1 is in rank 0'"'"'s row, but bigmac runs chunk 1 on rank 1'
+expect_contains torch_csv_comm_wrong_row_msg 'stage 1 is in rank 0'"'"'s row, but it runs on rank 1 (a stage runs on one rank: the row of its first compute cell) in cell "1SEND_F0"'
 printf '0F0,(0F1;1B0)OVERLAP_F_B\n1F0\n' >"$T/ov.csv"
 expect_exit torch_csv_overlap_wrong_rank 1 $BIGMAC plan --from-csv "$T/ov.csv"
-expect_contains torch_csv_overlap_wrong_rank_msg 'in cell "(0F1;1B0)OVERLAP_F_B"'
+expect_contains torch_csv_overlap_wrong_rank_msg 'ov.csv:2:1: stage 1 is in rank 1'"'"'s row, but it runs on rank 0'
 printf '(0F0;0B0)OVERLAP_X\n1F0,1B0\n' >"$T/ov2.csv"
 expect_exit torch_csv_overlap_bad_kind 1 $BIGMAC plan --from-csv "$T/ov2.csv"
 expect_contains torch_csv_overlap_bad_kind_msg "(<action>;<action>)OVERLAP_F_B"
