@@ -109,7 +109,7 @@ static inline const struct bm_msg *bm_match_msg(const struct bm_match *m, int r,
  * rank r's op in t (why reads like "mb 7 is out of range 0..1") and returns how many there
  * were. Checked: the kind; mb in 0..M-1; compute: module index, pass F/B/W, the backbone's
  * chunk in 0..P*V-1, -1 for every other module; send/recv: peer a rank other than r, tensor
- * index in range, module -1 or a module index. Whether a chunk lives on r (chunk % pp) is the
+ * index in range, module -1 or a module index. Whether a chunk lives on r (bm_table_chunk_rank) is the
  * verifier's (invariant 0 says so; the executor has no instance there). bad may be NULL. */
 int bm_op_check(const struct bm_table *t, int r, const struct bm_op *op,
                 void (*bad)(void *ctx, const char *why), void *ctx);
