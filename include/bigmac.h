@@ -98,9 +98,13 @@ enum bm_backbone {
     BM_BB_1F1B = 1,
     BM_BB_INTERLEAVED = 2,
     BM_BB_ZB_H1 = 3,          /* zero-bubble ZB-H1: 1F1B with each backward split into B and W */
-    BM_BB_ZB_INTERLEAVED = 4  /* PyTorch's ScheduleInterleavedZeroBubble (vpp >= 2) */
+    BM_BB_ZB_INTERLEAVED = 4, /* PyTorch's ScheduleInterleavedZeroBubble (vpp >= 2) */
+    /* V-shaped (vpp = 2, chunk c on rank c for c < P, on rank 2P-1-c after: rank 0 holds the
+     * first and the last chunk; docs/planner.md "V-shaped backbones") */
+    BM_BB_ZB_V = 5,           /* PyTorch's ScheduleZBVZeroBubble (the paper's ZB-V) */
+    BM_BB_DUALPIPE_V = 6      /* PyTorch's ScheduleDualPipeV (DeepSeek's DualPipe, V form) */
 };
-#define BM_N_BACKBONES 5
+#define BM_N_BACKBONES 7
 enum bm_policy {
     BM_POL_BIGMAC = 0,
     BM_POL_OPTIMUS,
@@ -353,7 +357,15 @@ struct bm_table {
      * pipeline). Every replica walks this table; pipeline rank p of replica d is global rank
      * p * D + d, which is what device.ranks_per_host places on hosts (src/sim/hosts.h). */
     int dp;
+    /* [pp*vpp] the rank of each global backbone chunk, or NULL: the backbone's own placement
+     * (bm_backbone_chunk_rank; c mod P but for the V shapes). JSON "chunk_rank" / CSV
+     * "# chunk_rank", written only when some chunk is not on rank c mod P. Owned by the table.
+     * Read it through bm_table_chunk_rank. */
+    int *chunk_rank;
 };
+
+/* The rank that runs t's backbone chunk c (t->chunk_rank, else the backbone's placement). */
+BM_API int bm_table_chunk_rank(const struct bm_table *t, int c);
 
 /* Backbone chunk tensor name: "<backbone>.c<chunk>.out". */
 #define BM_MAX_NAME 256
@@ -402,9 +414,19 @@ BM_API int bm_table_parse(const char *text, const char *name, struct bm_table **
 
 struct bm_bb_step {
     uint8_t pass;   /* BM_PASS_F, BM_PASS_B, or BM_PASS_W (zero-bubble backbones) */
+    uint8_t flags;  /* BM_STEP_WHOLE, BM_STEP_OVERLAP: how PyTorch writes the step (dualpipe-v) */
     int32_t chunk;  /* global chunk */
     int32_t mb;
 };
+/* A B whose W is the next step: PyTorch's whole backward B (I and W back to back). */
+#define BM_STEP_WHOLE 1
+/* An F that runs with the next step (a B) as one PyTorch (F;B)OVERLAP_F_B: back to back. */
+#define BM_STEP_OVERLAP 2
+/* The rank that runs global chunk c under backbone bb with P ranks: c mod P, or for the
+ * V-shaped backbones c for c < P and 2P-1-c after. */
+BM_API int bm_backbone_chunk_rank(enum bm_backbone bb, int P, int c);
+/* 1 for the V-shaped backbones (zb-v, dualpipe-v: vpp = 2). */
+BM_API int bm_backbone_v_shaped(enum bm_backbone bb);
 
 /* Number of warm-up forwards of 'rank' (Megatron's rule plus 'warmup_extra', capped). */
 BM_API int bm_backbone_warmup(enum bm_backbone bb, int P, int V, int M, int rank, int warmup_extra);
@@ -446,6 +468,13 @@ BM_API void bm_plan_opts_from_spec(struct bm_plan_opts *o, const struct bm_spec 
  * small, ...) *out is NULL and err says why. */
 BM_API int bm_plan_build(const struct bm_spec *s, const struct bm_plan_opts *o, struct bm_table **out,
                          struct bm_err *err);
+/* A table read from a file that gave its compute ops only (a PyTorch compute-only CSV, or a
+ * bigmac CSV without its send/recv cells; docs/csv.md): add the sends and receives the planner's
+ * lowering would (a recv right before the first op on a rank that needs a tensor made elsewhere,
+ * a send right after the op that makes it), each op staying on the rank and at the place the
+ * file gave it. A table with any send or recv is taken as written (*lowered = 0). BM_ERR when
+ * an op is not one of the iteration's or appears twice, or one is missing. */
+BM_API int bm_plan_lower_loaded(struct bm_table *t, int *lowered, struct bm_err *err);
 /* bm_plan_build with the placement search's budget (bigmac and ideal, docs/planner.md
  * "Placement search"): search = 0 the default (what bm_plan_build uses), BM_SEARCH_OFF none,
  * > 0 at most that many order timings per descent (two per window tried). Deterministic:

@@ -110,21 +110,21 @@ static int pytorch_zb_interleaved(int P, int V, int M, int r, struct bm_bb_step 
     for (int op = 0; op < total + warm; op++) {
         if (op < total) { /* forward of step op (warm-up and steady) */
             int st = (op / P) % V * P + r;
-            out[n++] = (struct bm_bb_step){BM_PASS_F, st, fmb[st]++};
+            out[n++] = (struct bm_bb_step){.pass = BM_PASS_F, .chunk = st, .mb = fmb[st]++};
         }
         if (op >= warm) { /* backward of step op (steady and cool-down) */
             int st = (V - 1 - ((op - warm) / P) % V) * P + r;
-            out[n++] = (struct bm_bb_step){BM_PASS_B, st, bmb[st]++};
+            out[n++] = (struct bm_bb_step){.pass = BM_PASS_B, .chunk = st, .mb = bmb[st]++};
             bstage[nb++] = st;
             if (op - warm >= r) {
                 int ws = bstage[nw++];
-                out[n++] = (struct bm_bb_step){BM_PASS_W, ws, wmb[ws]++};
+                out[n++] = (struct bm_bb_step){.pass = BM_PASS_W, .chunk = ws, .mb = wmb[ws]++};
             }
         }
     }
     while (nw < nb) {
         int ws = bstage[nw++];
-        out[n++] = (struct bm_bb_step){BM_PASS_W, ws, wmb[ws]++};
+        out[n++] = (struct bm_bb_step){.pass = BM_PASS_W, .chunk = ws, .mb = wmb[ws]++};
     }
     return n;
 }

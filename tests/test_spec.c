@@ -511,7 +511,7 @@ TEST(err_schedule_names)
 {
     ERR_AT(with("\"1f1b\"", "\"1F1B\""), "\"backbone\"",
            "schedule.backbone must be one of \"gpipe\", \"1f1b\", \"interleaved\", \"zb-h1\", "
-           "\"zb-interleaved\", got \"1F1B\"\n"
+           "\"zb-interleaved\", \"zb-v\", \"dualpipe-v\", got \"1F1B\"\n"
            "hint: did you mean \"1f1b\"?");
     ERR_AT(with("\"bigmac\"", "\"bigmak\""), "\"policy\"", "hint: did you mean \"bigmac\"?");
     ERR_AT(with("\"bigmac\"", "\"fastest\""), "\"policy\"",

@@ -106,6 +106,8 @@ _sig("bmpy_simulate_compare", _P, _P, _I, _I, _I, _I, _I, _I, _D, _C.c_ulonglong
 _sig("bmpy_plan_dp", _P, _P, _I, _I, _I, _I, _I, _I, _I, _I, _S, _Z)
 _sig("bmpy_simulate_compare_dp", _P, _P, _I, _I, _I, _I, _I, _I, _I, _D, _C.c_ulonglong, _S, _Z)
 _sig("bmpy_render", _I, _P, _S, _S, _I, _S, _S, _Z)
+_sig("bmpy_table_torch_csv", _P, _P, _I, _S, _Z)
+_sig("bmpy_table_chunk_ranks", None, _P, _IP)
 _sig("bmpy_trace_write", _I, _P, _C.POINTER(_DP), _C.POINTER(_DP), _C.POINTER(_DP), _IP, _S, _S, _Z)
 _sig("bmpy_data_cfg", _P, _P, _S, _Z)
 _sig("bmpy_data_cfg_free", None, _P)
@@ -366,6 +368,13 @@ class Table(_Owned):
             out.append(Op(a[7 * k:7 * k + 7], buf.value.decode()))
         return out
 
+    def chunk_ranks(self):
+        """The rank of each global backbone chunk (pp*vpp): c mod P, or under zb-v / dualpipe-v
+        the V (c for c < P, 2P-1-c after), or a loaded table's own map (docs/table.md)."""
+        a = (_C.c_int * (self.pp * self.vpp))()
+        _lib.bmpy_table_chunk_ranks(self._h, a)
+        return list(a)
+
     def chunk_layers(self):
         """Layers of each global backbone chunk (pp*vpp), or None when the table has none."""
         a = (_C.c_int * (self.pp * self.vpp))()
@@ -406,6 +415,21 @@ class Table(_Owned):
 
     def to_dict(self):
         return _json.loads(self.to_json())
+
+    def to_torch_csv(self, comms=False):
+        """The backbone in PyTorch's own schedule grammar, as its _load_csv reads it (docs/csv.md
+        "Writing PyTorch's files"): compute cells only, or with comms=True also its SEND/RECV
+        cells (format "compute_comms"). Encoder and generator work has no cell in that grammar:
+        a warning (UserWarning) says what was left out."""
+        note = _errbuf()
+        p = _lib.bmpy_table_torch_csv(self._h, 1 if comms else 0, note, _ERRN)
+        if not p:
+            raise Error("table: cannot write it in PyTorch's grammar (out of memory)")
+        text = _take_str(p)
+        if note.value:
+            import warnings
+            warnings.warn("to_torch_csv: " + note.value.decode("utf-8", "replace"), stacklevel=2)
+        return text
 
     def write(self, path):
         err = _errbuf()

@@ -200,6 +200,22 @@ static char *table_text(const struct bm_table *t)
 
 char *bmpy_table_json(const void *t) { return table_text(t); }
 
+/* The table's backbone in PyTorch's schedule grammar (bm_csv_write_torch; comms: with its
+ * SEND/RECV cells); note (n bytes) says what was left out. NULL when out of memory. */
+char *bmpy_table_torch_csv(const void *t, int comms, char *note, size_t n)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f) return NULL;
+    int rc = bm_csv_write_torch(t, comms, f, note, n);
+    if (fclose(f) || rc) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
 void *bmpy_table_parse(const char *text, const char *name, char *err, size_t n)
 {
     struct bm_err e;
@@ -294,6 +310,13 @@ int bmpy_table_chunk_layers(const void *tp, int *out)
     if (!t->chunk_layers) return 0;
     memcpy(out, t->chunk_layers, (size_t)t->pp * t->vpp * sizeof(int));
     return 1;
+}
+
+/* out[c] = the rank of global backbone chunk c (pp*vpp entries; c mod P, or the V shapes'). */
+void bmpy_table_chunk_ranks(const void *tp, int *out)
+{
+    const struct bm_table *t = tp;
+    for (int c = 0; c < t->pp * t->vpp; c++) out[c] = bm_table_chunk_rank(t, c);
 }
 
 int bmpy_verify(const void *t, char *err, size_t n)

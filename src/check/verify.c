@@ -153,7 +153,7 @@ static int check_table_fields(struct ctx *c)
     if ((long long)(t->n_modules + (long long)t->pp * t->vpp) * t->microbatches > (1LL << 27))
         msg_line(m, "  (modules + pp*vpp) * microbatches = %lld is too large to verify (limit 2^27)",
                  (long long)(t->n_modules + (long long)t->pp * t->vpp) * t->microbatches);
-    if ((unsigned)t->backbone > BM_BB_ZB_INTERLEAVED)
+    if ((unsigned)t->backbone >= BM_N_BACKBONES)
         msg_line(m, "  unknown backbone schedule %d", (int)t->backbone);
     if ((unsigned)t->policy >= BM_N_POLICIES) msg_line(m, "  unknown policy %d", (int)t->policy);
     if (t->window < 0) msg_line(m, "  window is %d; it must be >= 0", t->window);
@@ -274,9 +274,11 @@ static int check_ops(struct ctx *c)
             if (op->kind > BM_OP_RECV) continue;
             if (op->kind == BM_OP_COMPUTE) {
                 if (op->module < 0 || op->module >= c->N) continue;
-                if (op->module == c->bb && op->chunk >= 0 && op->chunk < c->C && op->chunk % c->P != r)
-                    bad_op(c, r, i, "backbone chunk %d lives on rank %d (chunk %% pp), not rank %d", op->chunk,
-                           op->chunk % c->P, r);
+                if (op->module == c->bb && op->chunk >= 0 && op->chunk < c->C && bm_table_chunk_rank(c->t, op->chunk) != r)
+                    bad_op(c, r, i, "backbone chunk %d lives on rank %d (%s), not rank %d", op->chunk,
+                           bm_table_chunk_rank(c->t, op->chunk),
+                           c->t->chunk_rank ? "the table's chunk_rank" : bm_backbone_v_shaped(c->t->backbone) ? "the V placement" : "chunk % pp",
+                           r);
                 if (op->pass <= BM_PASS_B && !c->active[op->module])
                     bad_op(c, r, i, "policy none runs the backbone only");
                 continue;
@@ -302,7 +304,7 @@ static void describe_compute(const struct ctx *c, long long key, char *buf, size
     act(c, &o, a, sizeof a);
     if (chunk >= 0)
         snprintf(buf, n, "%s (%s chunk %d, rank %d)", a, c->t->modules[module].name, chunk,
-                 chunk % c->P);
+                 bm_table_chunk_rank(c->t, chunk));
     else
         snprintf(buf, n, "%s", a);
 }

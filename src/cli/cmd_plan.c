@@ -11,7 +11,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: bigmac plan SPEC [--pp N] [--vpp V] [--microbatches M] [--unit U]\n"
-            "                        [--backbone gpipe|1f1b|interleaved|zb-h1|zb-interleaved]\n"
+            "                        [--backbone gpipe|1f1b|interleaved|zb-h1|zb-interleaved|zb-v|dualpipe-v]\n"
             "                        [--policy bigmac|optimus|unified|unified-balanced|ideal|none]\n"
             "                        [--window W|auto|fit] [--ranks-per-host N] [--dp D]\n"
             "                        [-o TABLE.json] [--csv FILE] [--ascii]\n"
@@ -142,13 +142,25 @@ int bm_cmd_plan(int argc, char **argv)
         struct bm_csv_opts co = {flags.pp, flags.vpp, flags.microbatches, flags.unit,
                                  flags.window > 0 ? flags.window : 0, flags.backbone_set, flags.policy_set,
                                  flags.backbone, flags.policy};
-        int lrc = bm_csv_load(csv_in, spec, &co, &t, &err);
-        if (!lrc && (lrc = bm_cli_verify_table(t, csv_in, no_verify, &err))) bm_table_free(t);
-        if (lrc) {
-            bm_cli_error(err.msg);
+        int lowered = 0;
+        if (bm_csv_load(csv_in, spec, &co, &t, &err) || bm_plan_lower_loaded(t, &lowered, &err)) {
+            char msg[sizeof err.msg + 300];
+            snprintf(msg, sizeof msg, "%s%s%s", strncmp(err.msg, csv_in, strlen(csv_in)) ? csv_in : "",
+                     strncmp(err.msg, csv_in, strlen(csv_in)) ? ": " : "", err.msg);
+            bm_cli_error(msg);
+            bm_table_free(t);
             bm_spec_free(spec);
             return BM_ERR;
         }
+        if (bm_cli_verify_table(t, csv_in, no_verify, &err)) { /* lowered or as written: verified */
+            bm_cli_error(err.msg);
+            bm_table_free(t);
+            bm_spec_free(spec);
+            return BM_ERR;
+        }
+        if (lowered)
+            fprintf(out_path && !strcmp(out_path, "-") ? stderr : stdout,
+                    "%s: compute ops only: added the sends and receives bigmac's planner would (docs/csv.md)\n", csv_in);
     } else {
         bm_cli_spec_apply(&flags, spec);
         bm_plan_opts_from_spec(&o, spec);

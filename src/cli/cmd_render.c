@@ -16,8 +16,8 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: bigmac render TABLE.json|SPEC.json|TRACE.json|SCHEDULE.csv\n"
-            "                     --format ascii|svg|html|trace|csv [-o FILE] [--width N]\n"
-            "                     [--title TEXT] [--span MS] [plan flags: --pp --vpp --microbatches\n"
+            "                     --format ascii|svg|html|trace|csv|torch-csv [-o FILE] [--width N]\n"
+            "                     [--comms] [--title TEXT] [--span MS] [plan flags: --pp --vpp --microbatches\n"
             "                      --unit --backbone --policy --window --ranks-per-host --dp] [--no-verify]\n"
             "       bigmac render RUN_TRACE.json --table TABLE.json --format html [-o FILE]\n"
             "\n"
@@ -31,6 +31,9 @@ static void usage(FILE *f)
             "  trace  Chrome trace JSON for Perfetto / chrome://tracing (docs/trace.md); it embeds\n"
             "         the table, so `render trace.json --format html` works\n"
             "  csv    PyTorch-pipelining style rows (docs/csv.md); reload with `plan --from-csv`\n"
+            "  torch-csv  the backbone in PyTorch's own grammar, loadable by its _load_csv\n"
+            "         (compute only; --comms adds its SEND/RECV cells, format \"compute_comms\");\n"
+            "         encoder/generator work has no cell there: one line on stderr says what was left out\n"
             "--table TABLE.json (with a measured trace, html): also the table simulated with the\n"
             "costs calibrated from the trace, under the measured timeline, and the per-op deviation.\n"
             "A SPEC is planned with the plan flags first; a table or CSV is simulated; a trace is\n"
@@ -43,12 +46,12 @@ static void usage(FILE *f)
 /* JSON nesting a render input may have: the spec and table loaders' limit. */
 #define RENDER_MAX_DEPTH 64
 
-enum fmt { F_NONE = -1, F_ASCII, F_SVG, F_HTML, F_TRACE, F_CSV };
+enum fmt { F_NONE = -1, F_ASCII, F_SVG, F_HTML, F_TRACE, F_CSV, F_TORCH_CSV };
 
 static int parse_format(const char *s)
 {
-    static const char *const names[] = {"ascii", "svg", "html", "trace", "csv"};
-    for (int i = 0; i < 5; i++)
+    static const char *const names[] = {"ascii", "svg", "html", "trace", "csv", "torch-csv"};
+    for (int i = 0; i < 6; i++)
         if (!strcmp(s, names[i])) return i;
     return F_NONE;
 }
@@ -65,8 +68,9 @@ static int default_width(void)
 /* Render t/tl (cmp may be NULL) in format fm to path. */
 static int write_out(int fm, const struct bm_table *t, const struct bm_timeline *tl,
                      const struct bm_report_compare *cmp, const char *title, int width,
-                     double span, const char *path)
+                     double span, int comms, const char *path)
 {
+    char note[512] = "";
     FILE *f = stdout;
     if (path && strcmp(path, "-")) {
         f = fopen(path, "w");
@@ -82,8 +86,10 @@ static int write_out(int fm, const struct bm_table *t, const struct bm_timeline 
     case F_SVG: rc = bm_render_svg(t, tl, title, span, f); break;
     case F_HTML: rc = bm_render_html(t, tl, cmp, title, f); break;
     case F_TRACE: rc = bm_render_trace(t, tl, f); break;
+    case F_TORCH_CSV: rc = bm_csv_write_torch(t, comms, f, note, sizeof note); break;
     default: rc = bm_csv_write(t, f); break;
     }
+    if (note[0]) fprintf(stderr, "bigmac: note: torch-csv: %s\n", note);
     if (f != stdout) {
         if (fclose(f)) rc = BM_ERR;
     } else if (fflush(f)) {
@@ -111,7 +117,18 @@ static int load_input(const char *text, size_t len, const char *in, struct bm_sp
                                "\"bigmac\" object with the table, so it cannot be re-rendered\n"
                                "hint: render draws a table, a spec, a CSV schedule or a trace bigmac wrote "
                                "(render --format trace, train --trace; docs/trace.md)", in);
-    if (*p != '{') return bm_csv_parse(text, in, NULL, NULL, t, err);
+    if (*p != '{') {
+        int lowered = 0;
+        if (bm_csv_parse(text, in, NULL, NULL, t, err)) return BM_ERR;
+        if (bm_plan_lower_loaded(*t, &lowered, err)) {
+            char msg[sizeof err->msg];
+            snprintf(msg, sizeof msg, "%s", err->msg);
+            return bm_err_set(err, "%s: %s", in, msg);
+        }
+        if (lowered)
+            fprintf(stderr, "%s: compute ops only: added the sends and receives bigmac's planner would (docs/csv.md)\n", in);
+        return BM_OK;
+    }
     int line, col;
     if (bm_jpos_depth(text, RENDER_MAX_DEPTH, &line, &col))
         return bm_err_set(err, "%s:%d:%d: JSON nested deeper than %d levels (a guard against absurd input)", in,
@@ -171,7 +188,7 @@ static int render_vs(const char *in, const char *vs_table, int is_trace, const s
 struct args {
     struct bm_cli_plan_flags flags;
     const char *in, *out, *title, *vs_table;
-    int fm, width, any_plan_flag, no_verify;
+    int fm, width, any_plan_flag, no_verify, comms;
     double span;
 };
 
@@ -211,9 +228,11 @@ static int parse_args(int argc, char **argv, struct args *g)
             else if (!strcmp(a, "--width")) {
                 if (bm_cli_int(a, v, &g->width)) return BM_USAGE;
             } else if ((g->fm = parse_format(v)) == F_NONE) {
-                fprintf(stderr, "bigmac: error: --format: unknown format '%s' (ascii, svg, html, trace, csv)\n", v);
+                fprintf(stderr, "bigmac: error: --format: unknown format '%s' (ascii, svg, html, trace, csv, torch-csv)\n", v);
                 return BM_USAGE;
             }
+        } else if (!strcmp(a, "--comms")) {
+            g->comms = 1;
         } else if (a[0] == '-' && a[1]) {
             fprintf(stderr, "bigmac: error: render: unknown flag '%s'\n", a);
             fprintf(stderr, "usage: bigmac render INPUT --format ascii|svg|html|trace|csv [-o FILE]   (--help for more)\n");
@@ -235,6 +254,10 @@ static int parse_args(int argc, char **argv, struct args *g)
         return BM_USAGE;
     }
     if (!g->width) g->width = default_width();
+    if (g->comms && g->fm != F_TORCH_CSV) {
+        fprintf(stderr, "bigmac: error: render: --comms adds PyTorch's SEND/RECV cells: --format torch-csv only\n");
+        return BM_USAGE;
+    }
     if (g->vs_table && g->fm != F_HTML) {
         fprintf(stderr, "bigmac: error: render: --table draws the simulated timeline under a measured one: "
                         "--format html only\n");
@@ -287,7 +310,7 @@ int bm_cmd_render(int argc, char **argv)
             bm_report_compare_build(spec, &o, cmp); /* rows start zeroed: freeing is safe */
         }
     }
-    if (!is_trace && fm != F_CSV && bm_simulate(t, NULL, &tl, &err)) {
+    if (!is_trace && fm != F_CSV && fm != F_TORCH_CSV && bm_simulate(t, NULL, &tl, &err)) {
         char msg[sizeof err.msg + 300];
         snprintf(msg, sizeof msg, "%s: cannot simulate: %s", in, err.msg);
         snprintf(err.msg, sizeof err.msg, "%s", msg);
@@ -300,7 +323,7 @@ int bm_cmd_render(int argc, char **argv)
         rc = BM_OK;
         goto done;
     }
-    rc = write_out(fm, t, tl, cmp, title, width, span, out);
+    rc = write_out(fm, t, tl, cmp, title, width, span, g.comms, out);
     if (!rc && strcmp(out, "-")) fprintf(stderr, "wrote %s\n", out);
     goto done;
 fail:

@@ -22,7 +22,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: bigmac simulate SPEC [--pp N] [--vpp N] [--microbatches N] [--unit N]\n"
-            "                       [--backbone gpipe|1f1b|interleaved|zb-h1|zb-interleaved] [--policy NAME]\n"
+            "                       [--backbone gpipe|1f1b|interleaved|zb-h1|zb-interleaved|zb-v|dualpipe-v] [--policy NAME]\n"
             "                       [--window N|auto|fit] [--compare] [--json] [--jitter X] [--seed S]\n"
             "                       [--search off|N]\n"
             "       bigmac simulate SPEC --table TABLE.json [--json] [--jitter X] [--seed S] [--no-verify]\n"

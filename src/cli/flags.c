@@ -90,7 +90,7 @@ int bm_cli_plan_flag(int argc, char **argv, int *i, struct bm_cli_plan_flags *f)
     if (!strcmp(a, "--backbone")) {
         if (!(v = need_value(argc, argv, i))) return -1;
         if (bm_backbone_parse(v, &f->backbone)) {
-            fprintf(stderr, "bigmac: error: --backbone: unknown schedule '%s' (gpipe, 1f1b, interleaved, zb-h1, zb-interleaved)\n", v);
+            fprintf(stderr, "bigmac: error: --backbone: unknown schedule '%s' (gpipe, 1f1b, interleaved, zb-h1, zb-interleaved, zb-v, dualpipe-v)\n", v);
             return -1;
         }
         f->backbone_set = 1;

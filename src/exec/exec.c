@@ -338,8 +338,8 @@ int bm_exec_new(const struct bm_spec *s, const struct bm_table *t, int rank, str
         x->inst_of[i] = x->n_inst;
         if (make_inst(x, i, -1, err)) goto fail;
     }
-    for (int j = 0; j < x->V; j++) {
-        int c = j * x->P + rank;
+    for (int c = 0; c < x->P * x->V; c++) { /* the rank's chunks, in chunk order */
+        if (bm_table_chunk_rank(t, c) != rank) continue;
         x->inst_of[nm + c] = x->n_inst;
         if (make_inst(x, s->backbone_module, c, err)) goto fail;
     }

@@ -222,7 +222,8 @@ static int dump_params(struct bm_exec **x, const struct bm_table *t, struct bm_c
     for (int mod = 0; mod < t->n_modules; mod++) {
         if (mod == t->backbone_module) {
             for (int cidx = 0; cidx < P * V; cidx++) {
-                int r = cidx % P, j = cidx / P;
+                int r = bm_table_chunk_rank(t, cidx), j = 0; /* its rank, its place among the rank's chunks */
+                for (int c2 = 0; c2 < cidx; c2++) j += bm_table_chunk_rank(t, c2) == r;
                 const uint64_t *h = (const uint64_t *)(const void *)(all + start[r]);
                 size_t off = 0;
                 for (int jj = 0; jj < j; jj++) off += h[jj];

@@ -95,9 +95,9 @@ static int nested_owners(const struct bm_table *t, int pair_window, int *owner)
 
 static int task_rank(const struct bm_table *t, const int *owner, int module, int chunk, int mb)
 {
-    if (module == t->backbone_module) return chunk % t->pp;
-    if (t->policy == BM_POL_UNIFIED || t->policy == BM_POL_UNIFIED_BALANCED)
-        return t->modules[module].role == BM_ROLE_ENCODER ? 0 : t->pp - 1;
+    if (module == t->backbone_module) return bm_table_chunk_rank(t, chunk);
+    if (t->policy == BM_POL_UNIFIED || t->policy == BM_POL_UNIFIED_BALANCED) /* fused to the first / last chunk */
+        return bm_table_chunk_rank(t, t->modules[module].role == BM_ROLE_ENCODER ? 0 : t->pp * t->vpp - 1);
     return owner[mb];
 }
 

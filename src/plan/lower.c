@@ -90,3 +90,69 @@ int bm_lower(struct bm_table *t, const struct bm_graph *g, const struct bm_order
     bm_free(dests);
     return rc;
 }
+
+int bm_plan_lower_loaded(struct bm_table *t, int *lowered, struct bm_err *err)
+{
+    *lowered = 0;
+    long n_compute = 0;
+    for (int r = 0; r < t->pp; r++)
+        for (int i = 0; i < t->ranks[r].n_ops; i++) {
+            if (t->ranks[r].ops[i].kind != BM_OP_COMPUTE) return BM_OK; /* taken as written */
+            n_compute++;
+        }
+    if (bm_table_check_ops(t, "add sends and receives", err)) return BM_ERR;
+    if (!bm_table_flow(t) && bm_table_finish(t, err)) return BM_ERR;
+    struct bm_graph *g = NULL;
+    if (bm_graph_build(t, 0, &g, err)) return BM_ERR;
+    struct bm_order o = {t->pp, bm_calloc((size_t)t->pp, sizeof(int *)), bm_calloc((size_t)t->pp, sizeof(int))};
+    unsigned char *seen = bm_calloc((size_t)g->n_tasks + 1, 1);
+    char a[BM_MAX_NAME + 64];
+    int rc = BM_OK;
+    if (!o.seq || !o.n || !seen) rc = bm_err_set(err, "out of memory adding sends and receives");
+    for (int r = 0; r < t->pp && !rc; r++) {
+        if (!(o.seq[r] = bm_malloc((size_t)(t->ranks[r].n_ops + 1) * sizeof(int)))) {
+            rc = bm_err_set(err, "out of memory adding sends and receives");
+            break;
+        }
+        for (int i = 0; i < t->ranks[r].n_ops && !rc; i++) {
+            const struct bm_op *op = &t->ranks[r].ops[i];
+            int id = -1;
+            if (op->module == t->backbone_module) {
+                if (op->pass < g->np) id = bm_task_bb(g, op->chunk, op->pass, op->mb);
+            } else if (g->nested_slot[op->module] >= 0 && op->pass != BM_PASS_W) {
+                id = bm_task_nested(g, g->nested_slot[op->module], op->pass, op->mb);
+            }
+            bm_op_format(t, op, a, sizeof a);
+            if (id < 0)
+                rc = bm_err_set(err, "cannot add sends and receives: rank %d op #%d %s is no op of this table's "
+                                     "iteration (%s)", r, i, a,
+                                op->module == t->backbone_module ? "a W, but the backbone schedule does not split backwards"
+                                : op->pass == BM_PASS_W ? "bigmac keeps encoder and generator backwards whole"
+                                                        : "the policy keeps no work of this module");
+            else if (seen[id])
+                rc = bm_err_set(err, "cannot add sends and receives: rank %d op #%d %s appears a second time", r, i, a);
+            if (rc) break;
+            seen[id] = 1;
+            g->task[id].rank = r; /* where the file runs it */
+            o.seq[r][o.n[r]++] = id;
+        }
+    }
+    for (int id = 0; id < g->n_tasks && !rc; id++)
+        if (!seen[id]) {
+            const struct bm_task *x = &g->task[id];
+            struct bm_op op = {BM_OP_COMPUTE, (uint8_t)x->pass, x->module, x->chunk, x->mb, -1, -1};
+            bm_op_format(t, &op, a, sizeof a);
+            rc = bm_err_set(err, "cannot add sends and receives: %s is in no row (every op of the iteration runs once)", a);
+        }
+    if (!rc) {
+        for (int r = 0; r < t->pp; r++) t->ranks[r].n_ops = 0;
+        rc = bm_lower(t, g, &o, err);
+        *lowered = !rc && n_compute > 0;
+    }
+    for (int r = 0; o.seq && r < t->pp; r++) bm_free(o.seq[r]);
+    bm_free(o.seq);
+    bm_free(o.n);
+    bm_free(seen);
+    bm_graph_free(g);
+    return rc;
+}

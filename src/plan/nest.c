@@ -51,6 +51,9 @@ struct sched {
     const struct bm_table *t;
     int P, M, U, W, n_units;
     int nested_rules;      /* bigmac/ideal: window, unit gates, generator work of a unit as a column */
+    int gen_asap;          /* bigmac/ideal over a V shape: generator blocks as their inputs allow (the
+                            * last chunk's backward follows its forward at once there, so a unit's
+                            * column would wait on backwards that wait on it) */
     int optimus;
 
     int *unsched;          /* [task] preds not yet committed */
@@ -395,7 +398,7 @@ static int make_avail(struct sched *S, int id)
     if (S->nested_rules || S->optimus) {
         if (role_of(S, id) == BM_ROLE_GENERATOR && !(x->pass == BM_PASS_F && S->gen_head[slot_of(S, id)]))
             return 0;
-        if (role_of(S, id) == BM_ROLE_GENERATOR && S->nested_rules) return 0;
+        if (role_of(S, id) == BM_ROLE_GENERATOR && S->nested_rules && !S->gen_asap) return 0;
     }
     return ivec_push(&S->avail[x->rank], id);
 }
@@ -530,7 +533,7 @@ static int commit(struct sched *S, int r, struct pick p)
         if (S->col_head[r] < S->colq[r].n && S->colq[r].v[S->col_head[r]] == id) S->col_head[r]++;
         remove_avail(S, r, id);
         if (role_of(S, id) == BM_ROLE_GENERATOR && x->pass == BM_PASS_F &&
-            S->gen_head[slot_of(S, id)] && !S->nested_rules)
+            S->gen_head[slot_of(S, id)] && (!S->nested_rules || S->gen_asap))
             if (queue_gen_block(S, r, id)) return -1;
         if (S->nested_rules && role_of(S, id) == BM_ROLE_ENCODER && x->pass == BM_PASS_B) {
             int k = slot_of(S, id), u = unit_of(S, x->mb);
@@ -545,7 +548,7 @@ static int commit(struct sched *S, int r, struct pick p)
         if (--S->unsched[s] == 0 && make_avail(S, s)) return -1;
     }
     if (column_unit >= 0 && make_column(S, column_unit)) return -1;
-    if (gen_column_unit >= 0 && S->nested_rules && make_gen_column(S, gen_column_unit)) return -1;
+    if (gen_column_unit >= 0 && S->nested_rules && !S->gen_asap && make_gen_column(S, gen_column_unit)) return -1;
     /* a changed delay moves other ranks' estimates; cheap to refresh lazily */
     return 0;
 }
@@ -670,6 +673,7 @@ static int sched_init(struct sched *S, const struct bm_graph *g, int window, str
     S->n_units = (S->M + S->U - 1) / S->U;
     S->W = window;
     S->nested_rules = t->policy == BM_POL_BIGMAC || t->policy == BM_POL_IDEAL;
+    S->gen_asap = S->nested_rules && bm_backbone_v_shaped(t->backbone);
     S->optimus = t->policy == BM_POL_OPTIMUS;
     int N = g->n_tasks, P = S->P, K = g->n_nested;
     S->unsched = bm_malloc((size_t)N * sizeof(int));

@@ -31,7 +31,12 @@ static int check_opts(const struct bm_plan_opts *o, struct bm_err *err)
     if ((unsigned)o->backbone >= BM_N_BACKBONES)
         return bm_err_set(err, "unknown backbone schedule %d", (int)o->backbone);
     int looped = o->backbone == BM_BB_INTERLEAVED || o->backbone == BM_BB_ZB_INTERLEAVED;
-    if (!looped && o->vpp != 1)
+    if (bm_backbone_v_shaped(o->backbone) && o->vpp != 2)
+        return bm_err_set(err, "%s places two chunks per rank in a V: vpp must be 2 (got %d)\nhint: add --vpp 2",
+                          bm_backbone_name(o->backbone), o->vpp);
+    if (o->backbone == BM_BB_DUALPIPE_V && o->microbatches < 2 * o->pp)
+        return bm_err_set(err, "dualpipe-v needs at least 2*pp = %d microbatches (got %d)", 2 * o->pp, o->microbatches);
+    if (!looped && o->vpp != 1 && !bm_backbone_v_shaped(o->backbone))
         return bm_err_set(err, "vpp = %d needs the interleaved backbone (got %s)\nhint: add --backbone %s, or use --vpp 1",
                           o->vpp, bm_backbone_name(o->backbone),
                           o->backbone == BM_BB_ZB_H1 ? "zb-interleaved" : "interleaved");

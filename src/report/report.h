@@ -32,7 +32,11 @@ void bm_report_js_str(FILE *f, const char *s);
 /* Local chunk index (0..V-1) of a backbone op's global chunk. */
 static inline int bm_report_local_chunk(const struct bm_table *t, int chunk)
 {
-    return t->pp > 0 ? chunk / t->pp : 0;
+    if (t->pp <= 0) return 0;
+    if (!t->chunk_rank && !bm_backbone_v_shaped(t->backbone)) return chunk / t->pp;
+    int r = bm_table_chunk_rank(t, chunk), j = 0; /* chunks of the same rank before it */
+    for (int c = 0; c < chunk; c++) j += bm_table_chunk_rank(t, c) == r;
+    return j;
 }
 
 /* One row of the policy comparison (HTML report from a spec). */

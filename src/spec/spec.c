@@ -65,7 +65,8 @@ static const char *const scale_keys[] = {"dist", "min", "max", "sigma", "seed", 
 static const char *const train_keys[] = {"steps", "lr", "weight_decay", "beta1", "beta2", "eps",
                                          "seed", NULL};
 static const char *const role_names[] = {"encoder", "backbone", "generator", NULL};
-static const char *const backbone_names[] = {"gpipe", "1f1b", "interleaved", "zb-h1", "zb-interleaved", NULL};
+static const char *const backbone_names[] = {"gpipe", "1f1b", "interleaved", "zb-h1", "zb-interleaved",
+                                             "zb-v", "dualpipe-v", NULL};
 static const char *const policy_names[] = {"bigmac", "optimus", "unified", "unified-balanced",
                                            "ideal", "none", NULL};
 static const char *const dist_names[] = {"none", "uniform", "lognormal", NULL};
@@ -608,7 +609,15 @@ static int parse_parallel_schedule(struct ctx *c, json_t *root)
                     "schedule.backbone \"zb-interleaved\" needs parallel.vpp >= 2 virtual stages per "
                     "rank (got %d)\nhint: set \"vpp\": 2 in \"parallel\", or use \"backbone\": \"zb-h1\"",
                     s->vpp);
-    if (s->vpp > 1 && !looped)
+    if (bm_backbone_v_shaped(s->backbone) && s->vpp != 2)
+        return fail(c, "parallel.vpp",
+                    "schedule.backbone \"%s\" places two chunks per rank in a V: parallel.vpp must be 2 (got %d)",
+                    bm_backbone_name(s->backbone), s->vpp);
+    if (s->backbone == BM_BB_DUALPIPE_V && s->microbatches < 2 * s->pp)
+        return fail(c, mb_given ? "parallel.microbatches" : "parallel.pp",
+                    "schedule.backbone \"dualpipe-v\" needs at least 2*pp = %d microbatches (got %d)",
+                    2 * s->pp, s->microbatches);
+    if (s->vpp > 1 && !looped && !bm_backbone_v_shaped(s->backbone))
         return fail(c, "parallel.vpp",
                     "parallel.vpp is %d but schedule.backbone is \"%s\": virtual stages need the "
                     "\"interleaved\" schedule\nhint: set \"backbone\": \"interleaved\" in "

@@ -18,9 +18,10 @@ static int cmp_rows(const void *a, const void *b)
 
 /* The backbone a configuration runs: a zero-bubble schedule stays zero-bubble
  * (zb-interleaved at vpp > 1, zb-h1 at 1); vpp > 1 is interleaved; vpp 1 turns an interleaved
- * base into 1f1b unless the caller fixed it. */
+ * base into 1f1b unless the caller fixed it; a V shape stays itself at vpp 2 (its only vpp). */
 static enum bm_backbone backbone_for(enum bm_backbone base, int vpp, int fixed)
 {
+    if (bm_backbone_v_shaped(base) && vpp == 2) return base;
     int zb = bm_backbone_splits(base);
     if (vpp > 1) return zb ? BM_BB_ZB_INTERLEAVED : BM_BB_INTERLEAVED;
     if (base == BM_BB_ZB_INTERLEAVED) return BM_BB_ZB_H1;

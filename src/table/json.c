@@ -93,6 +93,13 @@ int bm_table_write_json(const struct bm_table *t, FILE *f)
         for (int c = 0; c < C; c++) fprintf(f, "%s%d", c ? ", " : "", t->chunk_layers[c]);
         fprintf(f, "],\n");
     }
+    int moved = 0; /* the chunk -> rank map, only when some chunk is not on rank c mod P */
+    for (int c = 0; c < C; c++) moved |= bm_table_chunk_rank(t, c) != c % t->pp;
+    if (moved) {
+        fprintf(f, " \"chunk_rank\": [");
+        for (int c = 0; c < C; c++) fprintf(f, "%s%d", c ? ", " : "", bm_table_chunk_rank(t, c));
+        fprintf(f, "],\n");
+    }
     fprintf(f, " \"mb_scale\": [");
     for (int m = 0; m < t->microbatches; m++) {
         if (m) fputs(", ", f);
@@ -809,7 +816,7 @@ static int load_root(struct ld *L, json_t *root, struct bm_table **out)
 {
     static const char *const keys[] = {"format", "version", "pp", "vpp", "microbatches", "unit",
                                        "window", "dp", "backbone", "policy", "warmup_extra", "device",
-                                       "modules", "chunk_weights", "chunk_layers", "mb_scale",
+                                       "modules", "chunk_weights", "chunk_layers", "chunk_rank", "mb_scale",
                                        "rank_time_scale", "op_overhead_us", "op_overhead_sd_us",
                                        "recv_overhead_us", "step_lead_us", "ranks", NULL};
     static const char *const dkeys[] = {"memory_gib", "peak_tflops", "efficiency",
@@ -848,7 +855,7 @@ static int load_root(struct ld *L, json_t *root, struct bm_table **out)
                     "on live microbatches per rank (a guard against absurd input)",
                     t->window, (t->unit + pp - 1) / pp);
     if (bm_backbone_parse(bbs, &t->backbone))
-        return fail(L, "backbone", "unknown backbone schedule \"%s\" (gpipe, 1f1b, interleaved, zb-h1, zb-interleaved)", bbs);
+        return fail(L, "backbone", "unknown backbone schedule \"%s\" (gpipe, 1f1b, interleaved, zb-h1, zb-interleaved, zb-v, dualpipe-v)", bbs);
     if (bm_policy_parse(pols, &t->policy))
         return fail(L, "policy", "unknown policy \"%s\"", pols);
     t->device = (struct bm_device){80, 989, 0.4, 25, 10, 0, 12.5, 20};
@@ -907,6 +914,27 @@ static int load_root(struct ld *L, json_t *root, struct bm_table **out)
             return bm_err_set(L->err, "%s: out of memory", L->name);
         }
         for (int c = 0; c < C; c++) t->chunk_layers[c] = (int)tmp[c];
+        bm_free(tmp);
+    }
+    if (json_object_get(root, "chunk_rank")) {
+        double *tmp;
+        if (load_doubles(L, root, "chunk_rank", C, 0, 1, &tmp)) {
+            bm_free(tmp);
+            return BM_ERR;
+        }
+        if (!(t->chunk_rank = bm_malloc((size_t)C * sizeof(int)))) {
+            bm_free(tmp);
+            return bm_err_set(L->err, "%s: out of memory", L->name);
+        }
+        for (int c = 0; c < C; c++) {
+            if (tmp[c] >= pp) {
+                char p[64];
+                snprintf(p, sizeof p, "chunk_rank[%d]", c);
+                bm_free(tmp);
+                return fail(L, p, "\"chunk_rank\" entries are ranks 0..%d", pp - 1);
+            }
+            t->chunk_rank[c] = (int)tmp[c];
+        }
         bm_free(tmp);
     }
     if (bm_table_finish(t, L->err)) return BM_ERR;

@@ -91,8 +91,8 @@ static int split_chunks(struct bm_table *t, const struct bm_spec *s, struct bm_e
     for (int i = 0; i < s->n_modules; i++) {
         const struct bm_module *m = &s->modules[i];
         double c = m->cost.fwd_ms + m->cost.bwd_ms;
-        if (m->role == BM_ROLE_ENCODER) extra[0] += c * mean_scale;
-        if (m->role == BM_ROLE_GENERATOR) extra[P - 1] += c;
+        if (m->role == BM_ROLE_ENCODER) extra[bm_table_chunk_rank(t, 0)] += c * mean_scale;
+        if (m->role == BM_ROLE_GENERATOR) extra[bm_table_chunk_rank(t, C - 1)] += c;
     }
     double Bk = bb->cost.fwd_ms + bb->cost.bwd_ms;
     if (L > 0) {
@@ -114,13 +114,14 @@ static int split_chunks(struct bm_table *t, const struct bm_spec *s, struct bm_e
         for (int r = 0; r < P; r++) {
             int tmp[64];
             even_layers(lr[r], V, tmp);
-            for (int j = 0; j < V; j++) t->chunk_layers[j * P + r] = tmp[j];
+            for (int c = 0, j = 0; c < C; c++) /* the rank's chunks in chunk order */
+                if (bm_table_chunk_rank(t, c) == r) t->chunk_layers[c] = tmp[j < V ? j++ : V - 1];
         }
         for (int c = 0; c < C; c++) t->chunk_weights[c] = (double)t->chunk_layers[c] / L;
         bm_free(lr);
     } else {
         /* water-filling: per-rank backbone share = max(0, level - extra), summing to Bk */
-        double lo = 0, hi = Bk + extra[0] + extra[P - 1] + 1;
+        double lo = 0, hi = Bk + extra[bm_table_chunk_rank(t, 0)] + extra[bm_table_chunk_rank(t, C - 1)] + 1;
         for (int it = 0; it < 200; it++) {
             double mid = 0.5 * (lo + hi), sum = 0;
             for (int r = 0; r < P; r++) sum += fmax(0, mid - extra[r]);
@@ -129,9 +130,8 @@ static int split_chunks(struct bm_table *t, const struct bm_spec *s, struct bm_e
         }
         double sum = 0;
         for (int r = 0; r < P; r++) sum += share[r] = fmax(0, lo - extra[r]);
-        for (int r = 0; r < P; r++)
-            for (int j = 0; j < V; j++)
-                t->chunk_weights[j * P + r] = sum > 0 ? share[r] / sum / V : 1.0 / C;
+        for (int c = 0; c < C; c++)
+            t->chunk_weights[c] = sum > 0 ? share[bm_table_chunk_rank(t, c)] / sum / V : 1.0 / C;
     }
     bm_free(extra);
     bm_free(share);
@@ -180,6 +180,7 @@ int bm_table_default_warmup(const struct bm_table *t)
      * trip after every forward, which would make the baseline a strawman */
     if (t->policy != BM_POL_BIGMAC && t->policy != BM_POL_IDEAL && t->policy != BM_POL_OPTIMUS)
         return 0;
+    if (bm_backbone_v_shaped(t->backbone)) return 0; /* their orders take no extension */
     int bb = t->backbone_module, needed = 0;
     for (int g = 0; g < t->n_modules && !needed; g++) {
         if (t->modules[g].role != BM_ROLE_GENERATOR || !t->modules[g].grad_to_backbone) continue;

@@ -118,6 +118,7 @@ void bm_table_free(struct bm_table *t)
     bm_free(t->tensor_index);
     bm_free(t->chunk_weights);
     bm_free(t->chunk_layers);
+    bm_free(t->chunk_rank);
     bm_free(t->mb_scale);
     bm_free(t->rank_time_scale);
     bm_free(t->act_bytes);
@@ -226,4 +227,10 @@ int bm_table_cost_fields(const struct bm_table_module *m, int split, struct bm_f
         out[n++] = (struct bm_field){"act_w_mib", bm_cost_act_w_frac(&m->cost) * m->cost.act_mib};
     }
     return n;
+}
+
+int bm_table_chunk_rank(const struct bm_table *t, int c)
+{
+    if (t->chunk_rank && c >= 0 && c < t->pp * t->vpp) return t->chunk_rank[c];
+    return bm_backbone_chunk_rank(t->backbone, t->pp, c);
 }

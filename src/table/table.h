@@ -121,7 +121,7 @@ int bm_match_deadlock_report(const struct bm_table *t, const struct bm_match *m,
  * rank r's op in t (why reads like "mb 7 is out of range 0..1") and returns how many there
  * were. Checked: the kind; mb in 0..M-1; compute: module index, pass F/B/W, the backbone's
  * chunk in 0..P*V-1, -1 for every other module; send/recv: peer a rank other than r, tensor
- * index in range, module -1 or a module index. Whether a chunk lives on r (chunk % pp) is the
+ * index in range, module -1 or a module index. Whether a chunk lives on r (bm_table_chunk_rank) is the
  * verifier's (invariant 0 says so; the executor has no instance there). bad may be NULL. */
 int bm_op_check(const struct bm_table *t, int r, const struct bm_op *op,
                 void (*bad)(void *ctx, const char *why), void *ctx);
@@ -139,6 +139,14 @@ int bm_table_check_ops(const struct bm_table *t, const char *what, struct bm_err
  * written) when a name cannot be written as CSV; bm_csv_check_names says which. */
 int bm_csv_write(const struct bm_table *t, FILE *f);
 int bm_csv_check_names(const struct bm_table *t, struct bm_err *err);
+
+/* The table in PyTorch's grammar (docs/csv.md "Writing PyTorch's files"): one row per rank,
+ * backbone cells only ("0F3", "0I3" for a split backward's B, "0W3", "0B3" for a whole one),
+ * no '#' lines; with comms also its SEND_F/RECV_F/SEND_B/RECV_B cells (an I right before its
+ * own W merged into B, as PyTorch's lowering does). Encoder and generator ops and their
+ * transfers have no cell: note (note_n bytes) gets one line saying what was left out ("" when
+ * nothing was). Rows end in "\n" (PyTorch's csv.reader takes "\n" and "\r\n"). */
+int bm_csv_write_torch(const struct bm_table *t, int comms, FILE *f, char *note, size_t note_n);
 
 /* Header values that override the CSV's "# bigmac-table" line (0 / -1 = not given). */
 struct bm_csv_opts {

@@ -24,7 +24,7 @@ int bm_err_set(struct bm_err *err, const char *fmt, ...)
 static const char *const role_names[] = {"encoder", "backbone", "generator"};
 static const char *const pass_names[] = {"F", "B", "W"};
 static const char *const backbone_names[] = {"gpipe", "1f1b", "interleaved", "zb-h1",
-                                             "zb-interleaved"};
+                                             "zb-interleaved", "zb-v", "dualpipe-v"};
 static const char *const policy_names[] = {"bigmac", "optimus", "unified",
                                            "unified-balanced", "ideal", "none"};
 
