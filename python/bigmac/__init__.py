@@ -92,6 +92,7 @@ _sig("bmpy_table_save", _I, _P, _S, _S, _Z)
 _sig("bmpy_table_info", None, _P, _IP)
 _sig("bmpy_table_n_ops", _I, _P, _I)
 _sig("bmpy_table_ops", None, _P, _I, _IP)
+_sig("bmpy_table_op_names", _Z, _P, _I, _C.c_char_p, _Z)
 _sig("bmpy_op_format", None, _P, _I, _I, _S, _Z)
 _sig("bmpy_table_module_name", _S, _P, _I)
 _sig("bmpy_table_module_role", _I, _P, _I)
@@ -358,15 +359,17 @@ class Table(_Owned):
         return self._ops
 
     def _rank_ops(self, r):
-        n = _lib.bmpy_table_n_ops(self._h, r)
+        """Three foreign calls per rank (count, fields, names), none per op."""
+        h = self._h
+        n = _lib.bmpy_table_n_ops(h, r)
         a = (_C.c_int * (7 * n + 1))()
-        _lib.bmpy_table_ops(self._h, r, a)
-        buf = _C.create_string_buffer(512)
-        out = []
-        for k in range(n):
-            _lib.bmpy_op_format(self._h, r, k, buf, 512)
-            out.append(Op(a[7 * k:7 * k + 7], buf.value.decode()))
-        return out
+        _lib.bmpy_table_ops(h, r, a)
+        need = _lib.bmpy_table_op_names(h, r, None, 0)
+        buf = _C.create_string_buffer(need)
+        _lib.bmpy_table_op_names(h, r, buf, need)
+        names = buf.value.decode().split("\n")
+        q = list(a)
+        return [Op(q[7 * k:7 * k + 7], names[k]) for k in range(n)]
 
     def chunk_ranks(self):
         """The rank of each global backbone chunk (pp*vpp): c mod P, or under zb-v / dualpipe-v

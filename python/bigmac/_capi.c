@@ -267,6 +267,32 @@ void bmpy_table_ops(const void *tp, int rank, int *out)
     }
 }
 
+/* Every op name of the rank (bm_op_format), each followed by a '\n', into buf (n bytes): the
+ * bytes needed (with the final NUL); nothing is written unless they fit. One call per rank
+ * instead of one per op (Table.ops). */
+size_t bmpy_table_op_names(const void *tp, int rank, char *buf, size_t n)
+{
+    const struct bm_rank_ops *ro = table_rank(tp, rank);
+    if (!ro) {
+        if (n) buf[0] = 0;
+        return 1;
+    }
+    char name[BM_MAX_NAME + 64];
+    size_t need = 1;
+    for (int k = 0; k < ro->n_ops; k++) {
+        bm_op_format(tp, &ro->ops[k], name, sizeof name);
+        size_t len = strlen(name);
+        if (buf && need + len + 1 <= n) {
+            memcpy(buf + need - 1, name, len);
+            buf[need - 1 + len] = '\n';
+        }
+        need += len + 1;
+    }
+    if (buf && need <= n) buf[need - 1] = 0;
+    else if (buf && n) buf[0] = 0;
+    return need;
+}
+
 void bmpy_op_format(const void *t, int rank, int k, char *buf, size_t n)
 {
     const struct bm_rank_ops *ro = table_rank(t, rank);

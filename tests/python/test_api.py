@@ -101,6 +101,38 @@ raises("py_verify_refuses_broken", lambda: bigmac.verify(broken), bigmac.Error, 
 raises("py_render_bad_format", lambda: bigmac.render(t, "png", os.path.join(tmp, "x")), bigmac.Error,
        ("unknown format",))
 
+# Table.ops: the CLI's ops (every rank, every field, every name), three foreign calls per rank
+t = bigmac.plan(spec, pp=2, vpp=2, policy="bigmac", backbone="interleaved")
+js = json.loads(t.to_json())
+calls = {"names": 0, "format": 0}
+real_names, real_format = bigmac._lib.bmpy_table_op_names, bigmac._lib.bmpy_op_format
+
+
+class Counting:
+    def __init__(self, key, f):
+        self.key, self.f = key, f
+
+    def __call__(self, *a):
+        calls[self.key] += 1
+        return self.f(*a)
+
+
+bigmac._lib.bmpy_table_op_names, bigmac._lib.bmpy_op_format = Counting("names", real_names), Counting("format", real_format)
+try:
+    ops = t.ops
+finally:
+    bigmac._lib.bmpy_table_op_names, bigmac._lib.bmpy_op_format = real_names, real_format
+check("py_table_ops_calls_per_rank", calls == {"names": 2 * t.pp, "format": 0})
+t.write(os.path.join(tmp, "ops.json"))
+csv_rows = cli("render", os.path.join(tmp, "ops.json"), "--format", "csv").splitlines()
+csv_names = [row.split(",") for row in csv_rows if row and not row.startswith("#")]
+check("py_table_ops_match_json", len(ops) == t.pp and all(
+    len(ops[r]) == len(js["ranks"][r]["ops"]) and
+    all(o.mb == j["mb"] and o.kind_name == j["op"] for o, j in zip(ops[r], js["ranks"][r]["ops"]))
+    for r in range(t.pp)))
+check("py_table_ops_names_match_csv", [[o.name for o in ops[r]] for r in range(t.pp)] ==
+      [[c for c in row if c] for row in csv_names[-t.pp:]])
+
 # the dataset and initialisation come from the C library
 b0, b1 = bigmac.data_batch(spec, 0, 1), bigmac.data_batch(spec, 0, 1)
 check("py_data_deterministic", (b0.images == b1.images).all() and (b0.text == b1.text).all() and
