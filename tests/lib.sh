@@ -43,6 +43,15 @@ params_match() {
     if [ "${r%% *}" = ok ]; then echo "PASS $name"; else echo "FAIL $name: $r"; fi
 }
 
+# mpi_env : the environment every test that runs mpirun needs: one BLAS thread, root allowed,
+# oversubscription (4 ranks on 2 cores), and no ASan leak report (MPI keeps allocations until
+# exit by design; ASan builds check everything else).
+mpi_env() {
+    export OPENBLAS_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+    export OMPI_MCA_rmaps_base_oversubscribe=1
+    export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+}
+
 # need_chromium NAME : set CHROME to the headless browser, or report NAME as skipped (a FAIL
 # under CI, where `make deps` installed it) and end the test.
 need_chromium() {

@@ -9,10 +9,7 @@
 # Every MPI run is wrapped in `timeout` so a bug is a failure, not a hang.
 cd "$(dirname "$0")/.."
 . tests/lib.sh
-export OPENBLAS_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_rmaps_base_oversubscribe=1
-# MPI libraries leak by design at exit; ASan builds check everything else
-export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+mpi_env
 SPEC=examples/tiny-mllm.json
 STEPS=3
 T=$TEST_TMP/exec_mpi
