@@ -951,3 +951,72 @@ int bm_nest(const struct bm_graph *g, int window, struct bm_order **out, struct 
     }
     return rc;
 }
+
+/* ---------------------------------------------------------------- windows that cannot plan */
+
+/* A cycle the window closes on rank 0 (docs/planner.md "Placement search", window search): every
+ * chunk-0 op runs on rank 0 in its fixed backbone order. The chunk-0 forward of microbatch m (unit
+ * u) needs the encoder forward of m on its owner r, which the window (gate or column alike) holds
+ * back until r's encoder backwards of its own unit u' (W own units before u) are done, and those
+ * wait for every chunk-0 backward of u'. When one of those backwards comes after that forward in
+ * rank 0's order, no schedule of the policy exists and the list scheduler would stall: answered
+ * here in O(V·M + P·units) instead of scheduling up to the stall. Only a sure cycle answers 1;
+ * anything else (or no memory to look) answers 0 and the window is planned as before. */
+int bm_nest_window_stalls(const struct bm_graph *g, int window)
+{
+    const struct bm_table *t = g->t;
+    if (t->policy != BM_POL_BIGMAC && t->policy != BM_POL_IDEAL) return 0;
+    int P = t->pp, M = t->microbatches, U = t->unit > 0 ? t->unit : t->pp, K = g->n_nested;
+    int n_units = (M + U - 1) / U, len = bm_backbone_n_steps(t->backbone, t->vpp, M);
+    if (window < 1 || K == 0 || len <= 0) return 0;
+    struct bm_bb_step *steps = bm_malloc((size_t)len * sizeof *steps);
+    int *last_b = bm_malloc((size_t)n_units * sizeof(int));
+    int *idx = bm_calloc((size_t)P * (size_t)(n_units + 1), sizeof(int));
+    int *list = bm_malloc((size_t)P * (size_t)n_units * sizeof(int));
+    char *work = bm_calloc((size_t)K * (size_t)P * (size_t)n_units, 1); /* [(k*P + r)*units + u] */
+    int stalls = 0;
+    struct bm_err e2;
+    if (!steps || !last_b || !idx || !list || !work ||
+        bm_backbone_order(t->backbone, P, t->vpp, M, 0, t->warmup_extra, steps, &e2))
+        goto done;
+    for (int k = 0; k < K; k++) {
+        if (t->modules[g->nested_module[k]].role != BM_ROLE_ENCODER) continue;
+        for (int m = 0; m < M; m++)
+            work[((size_t)k * P + (size_t)g->task[bm_task_nested(g, k, BM_PASS_F, m)].rank) * n_units + m / U] = 1;
+    }
+    for (int r = 0; r < P; r++) { /* r's own units, as the scheduler counts them */
+        int n = 0;
+        for (int u = 0; u < n_units; u++) {
+            idx[(size_t)r * (n_units + 1) + u] = n;
+            int own = 0;
+            for (int k = 0; k < K && !own; k++) own = work[((size_t)k * P + r) * n_units + u];
+            if (own) list[(size_t)r * n_units + n++] = u;
+        }
+        idx[(size_t)r * (n_units + 1) + n_units] = n;
+    }
+    for (int u = 0; u < n_units; u++) last_b[u] = -1;
+    for (int i = 0; i < len; i++)
+        if (steps[i].chunk == 0 && steps[i].pass == BM_PASS_B) last_b[steps[i].mb / U] = i;
+    for (int i = 0; i < len && !stalls; i++) {
+        if (steps[i].chunk != 0 || steps[i].pass != BM_PASS_F) continue;
+        int m = steps[i].mb, u = m / U;
+        const struct bm_task *x = &g->task[bm_task_bb(g, 0, BM_PASS_F, m)];
+        for (int e = 0; e < x->npred && !stalls; e++) {
+            const struct bm_task *p = &g->task[g->pred[x->pred0 + e].task];
+            if (p->chunk >= 0 || p->pass != BM_PASS_F) continue;
+            int k = g->nested_slot[p->module], r = p->rank;
+            if (t->modules[p->module].role != BM_ROLE_ENCODER) continue;
+            int j = idx[(size_t)r * (n_units + 1) + u] - window;
+            if (j < 0) continue;
+            int up = list[(size_t)r * n_units + j];
+            stalls = work[((size_t)k * P + r) * n_units + up] && last_b[up] > i;
+        }
+    }
+done:
+    bm_free(steps);
+    bm_free(last_b);
+    bm_free(idx);
+    bm_free(list);
+    bm_free(work);
+    return stalls;
+}
