@@ -65,6 +65,10 @@ struct sched {
     int *tail_from;        /* [rank] first index of the trailing run of chunk-0 backwards */
     int **bbseq, *bbn;     /* [rank] backbone task order */
     struct ivec *avail;    /* [rank] nested tasks with unsched == 0, not yet committed */
+    struct ivec *held;     /* [k*P + r] encoder-k forwards on r with unsched == 0 whose window is
+                            * still closed: kept out of avail (whose every proposal scans it) and
+                            * released when the (k, r) frontier moves, so a proposal costs O(W·U/P),
+                            * not O(M/P) */
     struct ivec *forced;   /* [rank] generator-block continuation, committed in order */
     int *forced_head;      /* [rank] index of next forced task */
     struct ivec *colq;     /* [rank] column blocks: EB(u) then EF(u+W), in order */
@@ -397,7 +401,25 @@ static int make_avail(struct sched *S, int id)
             return 0;
         if (role_of(S, id) == BM_ROLE_GENERATOR && S->nested_rules) return 0;
     }
+    if (S->nested_rules && x->pass == BM_PASS_F && role_of(S, id) == BM_ROLE_ENCODER && !gate_open(S, id))
+        return ivec_push(&S->held[slot_of(S, id) * S->P + x->rank], id);
     return ivec_push(&S->avail[x->rank], id);
+}
+
+/* The (k, r) frontier moved: held forwards whose window opened go to avail, in the order they
+ * were held (a column may have committed some already). */
+static int release_held(struct sched *S, int k, int r)
+{
+    struct ivec *h = &S->held[k * S->P + r];
+    int keep = 0;
+    for (int i = 0; i < h->n; i++) {
+        int id = h->v[i];
+        if (S->done[id]) continue;
+        if (!gate_open(S, id)) h->v[keep++] = id;
+        else if (ivec_push(&S->avail[r], id)) return -1;
+    }
+    h->n = keep;
+    return 0;
 }
 
 static void remove_avail(struct sched *S, int r, int id)
@@ -537,7 +559,9 @@ static int commit(struct sched *S, int r, struct pick p)
             int *fr = &S->frontier[k * S->P + r];
             int *left = &S->eb_left[(size_t)(k * S->P + r) * S->n_units];
             left[u]--;
+            int was = *fr;
             while (*fr < S->n_units && left[*fr] == 0) (*fr)++;
+            if (*fr != was && release_held(S, k, r)) return -1;
         }
     }
     for (int e = 0; e < x->nsucc; e++) {
@@ -572,6 +596,8 @@ static void sched_free(struct sched *S)
     for (int r = 0; S->forced && r < S->P; r++) bm_free(S->forced[r].v);
     for (int r = 0; S->out && r < S->P; r++) bm_free(S->out[r].v);
     bm_free(S->avail);
+    for (int i = 0; S->held && i < S->g->n_nested * S->P; i++) bm_free(S->held[i].v);
+    bm_free(S->held);
     bm_free(S->forced);
     bm_free(S->forced_head);
     for (int r = 0; S->colq && r < S->P; r++) bm_free(S->colq[r].v);
@@ -683,6 +709,7 @@ static int sched_init(struct sched *S, const struct bm_graph *g, int window, str
     S->bi = bm_calloc((size_t)P, sizeof(int));
     S->tail_from = bm_calloc((size_t)P, sizeof(int));
     S->avail = bm_calloc((size_t)P, sizeof *S->avail);
+    S->held = bm_calloc((size_t)(K ? K : 1) * (size_t)P, sizeof *S->held);
     S->forced = bm_calloc((size_t)P, sizeof *S->forced);
     S->forced_head = bm_calloc((size_t)P, sizeof(int));
     S->colq = bm_calloc((size_t)P, sizeof *S->colq);
@@ -705,7 +732,7 @@ static int sched_init(struct sched *S, const struct bm_graph *g, int window, str
     S->feeds_backbone = bm_calloc((size_t)(K ? K : 1), 1);
     S->gen_head = bm_calloc((size_t)(K ? K : 1), 1);
     if (!S->unsched || !S->ready || !S->start || !S->finish || !S->done || !S->s0 ||
-        !S->t_free || !S->delta || !S->bi || !S->tail_from || !S->avail || !S->forced || !S->forced_head ||
+        !S->t_free || !S->delta || !S->bi || !S->tail_from || !S->avail || !S->held || !S->forced || !S->forced_head ||
         !S->colq || !S->col_head || !S->col_t || !S->col_managed ||
         !S->out || !S->prop_task || !S->prop_start || !S->prop_valid || !S->dirty ||
         !S->version || !S->c0_b_left ||
