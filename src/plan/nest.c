@@ -78,14 +78,13 @@ struct sched {
     struct ivec *out;      /* [rank] committed order */
 
     /* proposals: a rank's next op is recomputed only when something it depends on changed
-     * (its "dirty" flag); a min-heap of (start, rank, version) picks the earliest. */
+     * (its "dirty" flag); a min-heap of ranks by (start, rank) picks the earliest. */
     int *prop_task;        /* [rank] -1 = blocked */
     double *prop_start;
     char *prop_valid;
     int *dirty, n_dirty;   /* ranks whose proposal must be recomputed */
-    int *version;          /* [rank] bumps on every recomputation */
-    struct heap_ent { double start; int rank, version; } *heap;
-    int heap_n, heap_cap;
+    int *heap, heap_n;     /* [P] ranks with a proposal */
+    int *hpos;             /* [rank] index in heap, -1 = none */
 
     /* gates */
     int *c0_b_left;        /* [unit] chunk-0 backwards not yet committed */
@@ -230,37 +229,56 @@ static void invalidate_all(struct sched *S)
     for (int r = 0; r < S->P; r++) invalidate(S, r);
 }
 
-static int heap_less(const struct heap_ent *a, const struct heap_ent *b)
+/* The ranks with a proposal, a min-heap by (start, rank) indexed by rank (S->hpos): a rank's
+ * new proposal moves its one entry, so the heap never holds more than P entries. */
+static int heap_less(const struct sched *S, int a, int b)
 {
-    return a->start < b->start || (a->start == b->start && a->rank < b->rank);
+    return S->prop_start[a] < S->prop_start[b] || (S->prop_start[a] == S->prop_start[b] && a < b);
 }
 
-static int heap_push(struct sched *S, struct heap_ent e)
+static void heap_place(struct sched *S, int i, int r)
 {
-    if (bm_grow(&S->heap, &S->heap_cap, S->heap_n + 1, sizeof *S->heap)) return -1;
-    int i = S->heap_n++;
-    while (i > 0 && heap_less(&e, &S->heap[(i - 1) / 2])) {
-        S->heap[i] = S->heap[(i - 1) / 2];
+    S->heap[i] = r;
+    S->hpos[r] = i;
+}
+
+static void heap_fix(struct sched *S, int i)
+{
+    int r = S->heap[i];
+    while (i > 0 && heap_less(S, r, S->heap[(i - 1) / 2])) {
+        heap_place(S, i, S->heap[(i - 1) / 2]);
         i = (i - 1) / 2;
     }
-    S->heap[i] = e;
-    return 0;
-}
-
-static struct heap_ent heap_pop(struct sched *S)
-{
-    struct heap_ent top = S->heap[0], last = S->heap[--S->heap_n];
-    int i = 0;
     for (;;) {
         int c = 2 * i + 1;
         if (c >= S->heap_n) break;
-        if (c + 1 < S->heap_n && heap_less(&S->heap[c + 1], &S->heap[c])) c++;
-        if (!heap_less(&S->heap[c], &last)) break;
-        S->heap[i] = S->heap[c];
+        if (c + 1 < S->heap_n && heap_less(S, S->heap[c + 1], S->heap[c])) c++;
+        if (!heap_less(S, S->heap[c], r)) break;
+        heap_place(S, i, S->heap[c]);
         i = c;
     }
-    if (S->heap_n > 0) S->heap[i] = last;
-    return top;
+    heap_place(S, i, r);
+}
+
+/* Rank r's proposal changed: (re)insert it, or take it out when it has none. */
+static void heap_update(struct sched *S, int r)
+{
+    int i = S->hpos[r];
+    if (S->prop_task[r] < 0) {
+        if (i < 0) return;
+        S->hpos[r] = -1;
+        int last = S->heap[--S->heap_n];
+        if (i < S->heap_n) {
+            heap_place(S, i, last);
+            heap_fix(S, i);
+        }
+        return;
+    }
+    if (i < 0) {
+        i = S->heap_n++;
+        heap_place(S, i, r);
+    }
+    heap_fix(S, i);
 }
 
 /* ---------------------------------------------------------------- proposals per policy */
@@ -610,8 +628,8 @@ static void sched_free(struct sched *S)
     bm_free(S->prop_start);
     bm_free(S->prop_valid);
     bm_free(S->dirty);
-    bm_free(S->version);
     bm_free(S->heap);
+    bm_free(S->hpos);
     bm_free(S->c0_b_left);
     bm_free(S->last_f_left);
     bm_free(S->frontier);
@@ -721,7 +739,8 @@ static int sched_init(struct sched *S, const struct bm_graph *g, int window, str
     S->prop_start = bm_calloc((size_t)P, sizeof(double));
     S->prop_valid = bm_calloc((size_t)P, 1);
     S->dirty = bm_calloc((size_t)P, sizeof(int));
-    S->version = bm_calloc((size_t)P, sizeof(int));
+    S->heap = bm_calloc((size_t)P, sizeof(int));
+    S->hpos = bm_malloc((size_t)P * sizeof(int));
     S->c0_b_left = bm_calloc((size_t)S->n_units, sizeof(int));
     S->last_f_left = bm_calloc((size_t)S->n_units, sizeof(int));
     S->frontier = bm_calloc((size_t)(K ? K : 1) * (size_t)P, sizeof(int));
@@ -735,10 +754,11 @@ static int sched_init(struct sched *S, const struct bm_graph *g, int window, str
         !S->t_free || !S->delta || !S->bi || !S->tail_from || !S->avail || !S->held || !S->forced || !S->forced_head ||
         !S->colq || !S->col_head || !S->col_t || !S->col_managed ||
         !S->out || !S->prop_task || !S->prop_start || !S->prop_valid || !S->dirty ||
-        !S->version || !S->c0_b_left ||
+        !S->heap || !S->hpos || !S->c0_b_left ||
         !S->last_f_left || !S->frontier || !S->eb_left || !S->own_idx || !S->own_list || !S->col_pair ||
         !S->feeds_backbone || !S->gen_head)
         return bm_err_set(err, "out of memory planning");
+    for (int r = 0; r < P; r++) S->hpos[r] = -1;
     if (topo_slots(S)) return bm_err_set(err, "out of memory planning (or a module cycle)");
     if (backbone_seqs(g, &S->bbseq, &S->bbn, err)) return BM_ERR;
     for (int r = 0; r < P; r++) {
@@ -862,15 +882,9 @@ static int run(struct sched *S, struct bm_err *err)
             S->prop_task[r] = p.task;
             S->prop_start[r] = p.start;
             S->prop_valid[r] = 1;
-            S->version[r]++;
-            if (p.task >= 0 && heap_push(S, (struct heap_ent){p.start, r, S->version[r]}))
-                return bm_err_set(err, "out of memory planning");
+            heap_update(S, r);
         }
-        int best = -1;
-        while (S->heap_n > 0 && best < 0) {
-            struct heap_ent e = heap_pop(S);
-            if (e.version == S->version[e.rank] && S->prop_valid[e.rank]) best = e.rank;
-        }
+        int best = S->heap_n > 0 ? S->heap[0] : -1;
         if (best < 0) {
             char why[3000];
             describe_stall(S, why, sizeof why);
