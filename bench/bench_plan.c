@@ -6,8 +6,8 @@
  *  2. plan + simulate, the figure a sweep pays per point: `simulate SPEC --pp P --vpp V --backbone
  *     interleaved --microbatches M --unit P --window 3` on bench_spec.h's spec and on the two
  *     paper-shaped examples with "layers" removed from every module. In-process: bm_plan_build +
- *     bm_simulate, best of 3 wall and CPU seconds, each case in a child process so that its peak
- *     RSS is its own. Then the same command through the CLI of this build and, with --old BIN
+ *     bm_simulate, best of 3 wall and CPU seconds, each run in a child process so that its peak
+ *     RSS is its own (the largest of the 3 is printed). Then the same command through the CLI of this build and, with --old BIN
  *     (e.g. main at 2023d2d built in a scratch worktree), of that binary, from the same run: best
  *     of 3 wall seconds, peak RSS, the makespan each printed, and old / new.
  *
@@ -74,8 +74,8 @@ struct figures {
     int ok;
 };
 
-/* In a child: plan + simulate three times, the best wall and CPU seconds, the child's peak RSS. */
-static struct figures in_process(const char *spec_path, int P, int V, int M)
+/* plan + simulate once, in a child process so that its peak RSS is this run's alone. */
+static struct figures one_child(const char *spec_path, int P, int V, int M)
 {
     struct figures f = {0, 0, 0, 0, 0};
     int fd[2];
@@ -85,34 +85,23 @@ static struct figures in_process(const char *spec_path, int P, int V, int M)
         close(fd[0]);
         struct bm_spec *s;
         struct bm_err err;
-        struct figures c = {1e9, 1e9, 0, 0, 1};
-        if (bm_spec_load(spec_path, &s, &err)) {
-            fprintf(stderr, "%s\n", err.msg);
-            c.ok = 0;
-        }
-        for (int rep = 0; rep < 3 && c.ok; rep++) {
-            struct bm_plan_opts o;
+        struct figures c = {0, 0, 0, 0, 0};
+        struct bm_plan_opts o;
+        struct bm_table *t;
+        struct bm_timeline *tl;
+        if (bm_spec_load(spec_path, &s, &err) == BM_OK) {
             bm_plan_opts_from_spec(&o, s);
             o.pp = P, o.vpp = V, o.microbatches = M, o.unit = P, o.window = 3;
             o.backbone = BM_BB_INTERLEAVED, o.policy = BM_POL_BIGMAC;
             double w0 = bm_now(), c0 = cpu_s();
-            struct bm_table *t;
-            struct bm_timeline *tl;
-            if (bm_plan_build(s, &o, &t, &err) || bm_simulate(t, NULL, &tl, &err)) {
-                fprintf(stderr, "%s\n", err.msg);
-                c.ok = 0;
-                break;
+            if (bm_plan_build(s, &o, &t, &err) == BM_OK && bm_simulate(t, NULL, &tl, &err) == BM_OK) {
+                c.wall = bm_now() - w0, c.cpu = cpu_s() - c0, c.makespan = tl->makespan_ms, c.ok = 1;
+                struct rusage ru;
+                getrusage(RUSAGE_SELF, &ru);
+                c.rss_kb = ru.ru_maxrss;
             }
-            double w = bm_now() - w0, cp = cpu_s() - c0;
-            if (w < c.wall) c.wall = w;
-            if (cp < c.cpu) c.cpu = cp;
-            c.makespan = tl->makespan_ms;
-            bm_timeline_free(tl);
-            bm_table_free(t);
         }
-        struct rusage ru;
-        getrusage(RUSAGE_SELF, &ru);
-        c.rss_kb = ru.ru_maxrss;
+        if (!c.ok) fprintf(stderr, "%s\n", err.msg);
         if (write(fd[1], &c, sizeof c) != (ssize_t)sizeof c) _exit(1);
         _exit(0);
     }
@@ -121,6 +110,21 @@ static struct figures in_process(const char *spec_path, int P, int V, int M)
     close(fd[0]);
     if (pid > 0) waitpid(pid, NULL, 0);
     return f;
+}
+
+/* Three runs: the best wall and CPU seconds, the largest peak RSS. */
+static struct figures in_process(const char *spec_path, int P, int V, int M)
+{
+    struct figures best = {1e9, 1e9, 0, 0, 1};
+    for (int rep = 0; rep < 3 && best.ok; rep++) {
+        struct figures f = one_child(spec_path, P, V, M);
+        if (!f.ok) return f;
+        if (f.wall < best.wall) best.wall = f.wall;
+        if (f.cpu < best.cpu) best.cpu = f.cpu;
+        if (f.rss_kb > best.rss_kb) best.rss_kb = f.rss_kb;
+        best.makespan = f.makespan;
+    }
+    return best;
 }
 
 /* The CLI: `BIN simulate SPEC ... --window 3 --json`, best of 3 wall seconds, the largest peak RSS
