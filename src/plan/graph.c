@@ -208,19 +208,20 @@ int bm_graph_build(const struct bm_table *t, int pair_window, struct bm_graph **
                 x->dur = bm_cost_compute_ms(t, &op, 0) * bm_cost_rank_scale(t, x->rank);
             }
     }
-    /* Edges in CSR form: count, then fill. */
-    struct bm_edge tmp[64 + 2 * 256];
+    /* Edges in CSR form: the predecessors in one pass (room for a task's most, 64 + 2 * 256, ahead
+     * of each), then the successors from them. */
     long np = 0;
+    int cap = 0;
     for (int i = 0; i < g->n_tasks; i++) {
-        int k = for_preds(g, i, tmp);
+        if (np + 64 + 2 * 256 > cap && bm_grow(&g->pred, &cap, (int)(np + 64 + 2 * 256), sizeof *g->pred))
+            goto oom;
+        int k = for_preds(g, i, g->pred + np);
         g->task[i].pred0 = (int32_t)np;
         g->task[i].npred = k;
         np += k;
     }
-    g->pred = bm_malloc((size_t)(np ? np : 1) * sizeof *g->pred);
     g->succ = bm_malloc((size_t)(np ? np : 1) * sizeof *g->succ);
-    if (!g->pred || !g->succ) goto oom;
-    for (int i = 0; i < g->n_tasks; i++) for_preds(g, i, g->pred + g->task[i].pred0);
+    if (!g->succ) goto oom;
     for (int i = 0; i < g->n_tasks; i++) g->task[i].nsucc = 0;
     for (long e = 0; e < np; e++) g->task[g->pred[e].task].nsucc++;
     long s = 0;
