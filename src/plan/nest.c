@@ -879,10 +879,12 @@ static int run(struct sched *S, struct bm_err *err)
         while (S->n_dirty > 0) {
             int r = S->dirty[--S->n_dirty];
             struct pick p = propose(S, r);
+            /* the heap orders by (start, rank) only: the same start keeps the rank's place */
+            int same = S->hpos[r] >= 0 && p.task >= 0 && p.start == S->prop_start[r];
             S->prop_task[r] = p.task;
             S->prop_start[r] = p.start;
             S->prop_valid[r] = 1;
-            heap_update(S, r);
+            if (!same) heap_update(S, r);
         }
         int best = S->heap_n > 0 ? S->heap[0] : -1;
         if (best < 0) {
