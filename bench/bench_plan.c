@@ -7,9 +7,10 @@
  *     interleaved --microbatches M --unit P --window 3` on bench_spec.h's spec and on the two
  *     paper-shaped examples with "layers" removed from every module. In-process: bm_plan_build +
  *     bm_simulate, best of 3 wall and CPU seconds, each run in a child process so that its peak
- *     RSS is its own (the largest of the 3 is printed). Then the same command through the CLI of this build and, with --old BIN
- *     (e.g. main at 2023d2d built in a scratch worktree), of that binary, from the same run: best
- *     of 3 wall seconds, peak RSS, the makespan each printed, and old / new.
+ *     RSS is its own (the largest of the 3 is printed). Then the same command through the CLI of
+ *     this build and, with --old BIN (e.g. main at 2023d2d built in a scratch worktree), of that
+ *     binary, alternating, five runs each from the same run: best wall seconds, the largest peak
+ *     RSS, the makespan each printed, and old / new.
  *
  * Usage: build/bench/bench_plan [P V M] [--old OLD_BIGMAC] [--new NEW_BIGMAC (default bin/bigmac)]
  *        [--examples DIR (default examples)] */
@@ -127,16 +128,19 @@ static struct figures in_process(const char *spec_path, int P, int V, int M)
     return best;
 }
 
-/* The CLI: `BIN simulate SPEC ... --window 3 --json`, best of 3 wall seconds, the largest peak RSS
- * of the three runs, and the makespan it printed. */
-static struct figures cli(const char *bin, const char *spec_path, int P, int V, int M)
+/* One run of the CLI, `BIN simulate SPEC ... --window 3 --json`, folded into f: the best wall
+ * seconds, the largest peak RSS, the makespan it printed. */
+static void cli(const char *bin, const char *spec_path, int P, int V, int M, struct figures *fp)
 {
-    struct figures f = {1e9, 0, 0, 0, 1};
+    struct figures f = *fp;
     char p[16], v[16], m[16];
     snprintf(p, sizeof p, "%d", P), snprintf(v, sizeof v, "%d", V), snprintf(m, sizeof m, "%d", M);
-    for (int rep = 0; rep < 3 && f.ok; rep++) {
+    for (int rep = 0; rep < 1 && f.ok; rep++) {
         int fd[2];
-        if (pipe(fd)) return f.ok = 0, f;
+        if (pipe(fd)) {
+            fp->ok = 0;
+            return;
+        }
         double w0 = bm_now();
         pid_t pid = fork();
         if (pid == 0) {
@@ -165,7 +169,7 @@ static struct figures cli(const char *bin, const char *spec_path, int P, int V, 
         const char *ms = strstr(out, "\"makespan_ms\":");
         f.makespan = ms ? strtod(ms + 14, NULL) : 0;
     }
-    return f;
+    *fp = f;
 }
 
 /* examples/NAME.json with "layers" removed from every module (both workloads split the backbone
@@ -225,13 +229,17 @@ int main(int argc, char **argv)
     printf("%-14s %-9s %9s %9s %9s %12s\n", "spec", "run", "wall s", "cpu s", "RSS MB", "makespan ms");
     for (int k = 0; k < 3; k++) {
         struct figures in = in_process(paths[k], P, V, M);
-        struct figures cn = cli(newbin, paths[k], P, V, M);
+        /* new and old alternate, five runs each, so both meet the same load */
+        struct figures cn = {1e9, 0, 0, 0, 1}, co = {1e9, 0, 0, 0, 1};
+        for (int rep = 0; rep < 5; rep++) {
+            cli(newbin, paths[k], P, V, M, &cn);
+            if (old) cli(old, paths[k], P, V, M, &co);
+        }
         printf("%-14s %-9s %9.3f %9.3f %9.1f %12.1f%s\n", names[k], "in-proc", in.wall, in.cpu,
                in.rss_kb / 1024.0, in.makespan, in.ok ? "" : "  FAILED");
         printf("%-14s %-9s %9.3f %9s %9.1f %12.1f%s\n", names[k], "CLI new", cn.wall, "", cn.rss_kb / 1024.0,
                cn.makespan, cn.ok ? "" : "  FAILED");
         if (old) {
-            struct figures co = cli(old, paths[k], P, V, M);
             printf("%-14s %-9s %9.3f %9s %9.1f %12.1f%s\n", names[k], "CLI old", co.wall, "",
                    co.rss_kb / 1024.0, co.makespan, co.ok ? "" : "  FAILED");
             if (co.ok && cn.ok)
