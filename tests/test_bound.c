@@ -432,6 +432,48 @@ TEST(graph_repair_equals_rebuild)
     bm_spec_free(s);
 }
 
+/* The window search skips a window bm_nest_window_stalls calls a sure stall (issue 28): on a grid
+ * over P, V, M, U, every backbone and both policies with a window, every window it calls one
+ * does stall when scheduled, and it catches some (the cycle through rank 0's chunk-0 order). */
+TEST(sure_stall_windows_do_stall)
+{
+    int called = 0, stalled = 0, checked = 0;
+    for (int gen = 0; gen <= 1; gen++) {
+        struct bm_spec *s = tiny_spec(gen, 3, 6);
+        CHECK(s != NULL);
+        if (!s) return;
+        static const enum bm_backbone bbs[] = {BM_BB_1F1B, BM_BB_INTERLEAVED, BM_BB_ZB_H1};
+        for (size_t b = 0; b < sizeof bbs / sizeof bbs[0]; b++)
+            for (int P = 1; P <= 6; P++)
+                for (int V = bbs[b] == BM_BB_INTERLEAVED ? 2 : 1; V <= (bbs[b] == BM_BB_INTERLEAVED ? 3 : 1); V++)
+                    for (int M = P; M <= 4 * P; M += P)
+                        for (int U = 1; U <= 2 * P; U += P > 1 ? P - 1 : 1)
+                            for (int pol = 0; pol < 2; pol++) {
+                                struct bm_plan_opts o = {P, V, M, U, 1, bbs[b], pol ? BM_POL_IDEAL : BM_POL_BIGMAC};
+                                struct bm_table *t;
+                                struct bm_graph *g;
+                                struct bm_err err;
+                                if (bm_plan_graph(s, &o, &t, &g, &err)) continue;
+                                for (int W = 1; W <= 5; W++) {
+                                    struct bm_order *ord;
+                                    int sure = bm_nest_window_stalls(g, W);
+                                    int rc = bm_nest(g, W, &ord, &err);
+                                    if (rc == BM_OK) bm_order_free(ord);
+                                    checked++;
+                                    called += sure;
+                                    stalled += rc == BM_PLAN_STALL;
+                                    CHECKF(!sure || rc == BM_PLAN_STALL, "%s P=%d V=%d M=%d U=%d W=%d gen=%d: called a sure stall, planned rc %d",
+                                           bm_backbone_name(bbs[b]), P, V, M, U, W, gen, rc);
+                                }
+                                bm_graph_free(g);
+                                bm_table_free(t);
+                            }
+        bm_spec_free(s);
+    }
+    printf("  %d windows: %d stall, %d of them called sure stalls beforehand\n", checked, stalled, called);
+    CHECK(called > 0);
+}
+
 int main(void)
 {
     RUN(bound_never_above_exhaustive_optimum);
@@ -440,5 +482,6 @@ int main(void)
     RUN(search_is_deterministic);
     RUN(understanding_window3_at_or_under_optimus);
     RUN(graph_repair_equals_rebuild);
+    RUN(sure_stall_windows_do_stall);
     return test_summary();
 }

@@ -207,6 +207,11 @@ TEST(zero_bubble_backbones_every_policy)
                                     /* unified fuses the encoders into rank 0's chunk-0 ops: a
                                      * shorter warm-up can cost it a little (0.3% at P=2) */
                                     double tol = pols[pi] == BM_POL_UNIFIED || pols[pi] == BM_POL_UNIFIED_BALANCED ? 0.01 : 1e-9;
+                                    /* bigmac's and ideal's placement search is a descent: a plan
+                                     * of the unsplit backbone can find a slightly better local
+                                     * optimum (issue 28's third descent: ideal P=2 M=16 424.127 ms
+                                     * interleaved, 424.191 zb-interleaved, 0.015%) */
+                                    if (zi && (pols[pi] == BM_POL_BIGMAC || pols[pi] == BM_POL_IDEAL)) tol = BM_WINDOW_GAIN;
                                     CHECKF(tz->makespan_ms <= tu->makespan_ms * (1 + tol),
                                            "P=%d M=%d %s %s: %.3f ms, %s %.3f ms", P, M, bm_backbone_name(bb),
                                            bm_policy_name(pols[pi]), tz->makespan_ms, bm_backbone_name(q.backbone),

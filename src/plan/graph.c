@@ -208,19 +208,20 @@ int bm_graph_build(const struct bm_table *t, int pair_window, struct bm_graph **
                 x->dur = bm_cost_compute_ms(t, &op, 0) * bm_cost_rank_scale(t, x->rank);
             }
     }
-    /* Edges in CSR form: count, then fill. */
-    struct bm_edge tmp[64 + 2 * 256];
+    /* Edges in CSR form: the predecessors in one pass (room for a task's most, 64 + 2 * 256, ahead
+     * of each), then the successors from them. */
     long np = 0;
+    int cap = 0;
     for (int i = 0; i < g->n_tasks; i++) {
-        int k = for_preds(g, i, tmp);
+        if (np + 64 + 2 * 256 > cap && bm_grow(&g->pred, &cap, (int)(np + 64 + 2 * 256), sizeof *g->pred))
+            goto oom;
+        int k = for_preds(g, i, g->pred + np);
         g->task[i].pred0 = (int32_t)np;
         g->task[i].npred = k;
         np += k;
     }
-    g->pred = bm_malloc((size_t)(np ? np : 1) * sizeof *g->pred);
     g->succ = bm_malloc((size_t)(np ? np : 1) * sizeof *g->succ);
-    if (!g->pred || !g->succ) goto oom;
-    for (int i = 0; i < g->n_tasks; i++) for_preds(g, i, g->pred + g->task[i].pred0);
+    if (!g->succ) goto oom;
     for (int i = 0; i < g->n_tasks; i++) g->task[i].nsucc = 0;
     for (long e = 0; e < np; e++) g->task[g->pred[e].task].nsucc++;
     long s = 0;
@@ -290,52 +291,73 @@ void bm_order_free(struct bm_order *o)
     bm_free(o);
 }
 
+/* Each rank runs its sequence until an op's input is not done yet, then parks on that input and
+ * is woken when it finishes: every task and edge is visited once, O(tasks + edges). */
 static int order_times(const struct bm_graph *g, const struct bm_order *o, double *start,
                        double *finish, double *makespan, int backbone_only, struct bm_err *err)
 {
-    int P = o->pp;
+    int P = o->pp, N = g->n_tasks, sp = 0;
     int *pos = bm_calloc((size_t)P, sizeof *pos);
+    int *stack = bm_malloc((size_t)P * sizeof *stack);
+    int *wait_next = bm_malloc((size_t)P * sizeof *wait_next);
     double *free_at = bm_calloc((size_t)P, sizeof *free_at);
-    char *done = bm_calloc((size_t)g->n_tasks, 1);
-    if (!pos || !free_at || !done) {
+    char *done = bm_calloc((size_t)(N > 0 ? N : 1), 1);
+    int *wait_head = bm_malloc((size_t)(N > 0 ? N : 1) * sizeof *wait_head);
+    if (!pos || !stack || !wait_next || !free_at || !done || !wait_head) {
         bm_free(pos);
+        bm_free(stack);
+        bm_free(wait_next);
         bm_free(free_at);
         bm_free(done);
+        bm_free(wait_head);
         return bm_err_set(err, "out of memory timing the plan");
     }
+    for (int i = 0; i < N; i++) wait_head[i] = -1;
     long remaining = 0;
-    for (int r = 0; r < P; r++) remaining += o->n[r];
-    int progress = 1;
+    for (int r = 0; r < P; r++) {
+        remaining += o->n[r];
+        stack[sp++] = P - 1 - r;
+    }
     double end = 0;
-    while (remaining > 0 && progress) {
-        progress = 0;
-        for (int r = 0; r < P; r++) {
-            while (pos[r] < o->n[r]) {
-                int id = o->seq[r][pos[r]];
-                const struct bm_task *x = &g->task[id];
-                double ready = free_at[r];
-                int ok = 1;
-                for (int e = 0; e < x->npred && ok; e++) {
-                    struct bm_edge pe = g->pred[x->pred0 + e];
-                    if (backbone_only && g->task[pe.task].chunk < 0) continue;
-                    if (!done[pe.task]) ok = 0;
-                    else if (finish[pe.task] + pe.comm_ms > ready) ready = finish[pe.task] + pe.comm_ms;
+    while (sp > 0) {
+        int r = stack[--sp];
+        double tf = free_at[r];
+        while (pos[r] < o->n[r]) {
+            int id = o->seq[r][pos[r]];
+            const struct bm_task *x = &g->task[id];
+            double ready = tf;
+            int blocked = -1;
+            for (int e = 0; e < x->npred; e++) {
+                struct bm_edge pe = g->pred[x->pred0 + e];
+                if (backbone_only && g->task[pe.task].chunk < 0) continue;
+                if (!done[pe.task]) {
+                    blocked = pe.task;
+                    break;
                 }
-                if (!ok) break;
-                start[id] = ready;
-                finish[id] = ready + x->dur;
-                free_at[r] = finish[id];
-                if (finish[id] > end) end = finish[id];
-                done[id] = 1;
-                pos[r]++;
-                remaining--;
-                progress = 1;
+                if (finish[pe.task] + pe.comm_ms > ready) ready = finish[pe.task] + pe.comm_ms;
             }
+            if (blocked >= 0) {
+                wait_next[r] = wait_head[blocked];
+                wait_head[blocked] = r;
+                break;
+            }
+            start[id] = ready;
+            finish[id] = tf = ready + x->dur;
+            if (tf > end) end = tf;
+            done[id] = 1;
+            pos[r]++;
+            remaining--;
+            for (int q = wait_head[id]; q >= 0; q = wait_next[q]) stack[sp++] = q;
+            wait_head[id] = -1;
         }
+        free_at[r] = tf;
     }
     bm_free(pos);
+    bm_free(stack);
+    bm_free(wait_next);
     bm_free(free_at);
     bm_free(done);
+    bm_free(wait_head);
     if (remaining > 0) {
         bm_err_set(err, "internal: the planned order deadlocks");
         return BM_PLAN_STALL;

@@ -68,6 +68,10 @@ struct sched {
     int *tail_from;        /* [rank] first index of the trailing run of chunk-0 backwards */
     int **bbseq, *bbn;     /* [rank] backbone task order */
     struct ivec *avail;    /* [rank] nested tasks with unsched == 0, not yet committed */
+    struct ivec *held;     /* [k*P + r] encoder-k forwards on r with unsched == 0 whose window is
+                            * still closed: kept out of avail (whose every proposal scans it) and
+                            * released when the (k, r) frontier moves, so a proposal costs O(W·U/P),
+                            * not O(M/P) */
     struct ivec *forced;   /* [rank] generator-block continuation, committed in order */
     int *forced_head;      /* [rank] index of next forced task */
     struct ivec *colq;     /* [rank] column blocks: EB(u) then EF(u+W), in order */
@@ -77,14 +81,13 @@ struct sched {
     struct ivec *out;      /* [rank] committed order */
 
     /* proposals: a rank's next op is recomputed only when something it depends on changed
-     * (its "dirty" flag); a min-heap of (start, rank, version) picks the earliest. */
+     * (its "dirty" flag); a min-heap of ranks by (start, rank) picks the earliest. */
     int *prop_task;        /* [rank] -1 = blocked */
     double *prop_start;
     char *prop_valid;
     int *dirty, n_dirty;   /* ranks whose proposal must be recomputed */
-    int *version;          /* [rank] bumps on every recomputation */
-    struct heap_ent { double start; int rank, version; } *heap;
-    int heap_n, heap_cap;
+    int *heap, heap_n;     /* [P] ranks with a proposal */
+    int *hpos;             /* [rank] index in heap, -1 = none */
 
     /* gates */
     int *c0_b_left;        /* [unit] chunk-0 backwards not yet committed */
@@ -229,37 +232,56 @@ static void invalidate_all(struct sched *S)
     for (int r = 0; r < S->P; r++) invalidate(S, r);
 }
 
-static int heap_less(const struct heap_ent *a, const struct heap_ent *b)
+/* The ranks with a proposal, a min-heap by (start, rank) indexed by rank (S->hpos): a rank's
+ * new proposal moves its one entry, so the heap never holds more than P entries. */
+static int heap_less(const struct sched *S, int a, int b)
 {
-    return a->start < b->start || (a->start == b->start && a->rank < b->rank);
+    return S->prop_start[a] < S->prop_start[b] || (S->prop_start[a] == S->prop_start[b] && a < b);
 }
 
-static int heap_push(struct sched *S, struct heap_ent e)
+static void heap_place(struct sched *S, int i, int r)
 {
-    if (bm_grow(&S->heap, &S->heap_cap, S->heap_n + 1, sizeof *S->heap)) return -1;
-    int i = S->heap_n++;
-    while (i > 0 && heap_less(&e, &S->heap[(i - 1) / 2])) {
-        S->heap[i] = S->heap[(i - 1) / 2];
+    S->heap[i] = r;
+    S->hpos[r] = i;
+}
+
+static void heap_fix(struct sched *S, int i)
+{
+    int r = S->heap[i];
+    while (i > 0 && heap_less(S, r, S->heap[(i - 1) / 2])) {
+        heap_place(S, i, S->heap[(i - 1) / 2]);
         i = (i - 1) / 2;
     }
-    S->heap[i] = e;
-    return 0;
-}
-
-static struct heap_ent heap_pop(struct sched *S)
-{
-    struct heap_ent top = S->heap[0], last = S->heap[--S->heap_n];
-    int i = 0;
     for (;;) {
         int c = 2 * i + 1;
         if (c >= S->heap_n) break;
-        if (c + 1 < S->heap_n && heap_less(&S->heap[c + 1], &S->heap[c])) c++;
-        if (!heap_less(&S->heap[c], &last)) break;
-        S->heap[i] = S->heap[c];
+        if (c + 1 < S->heap_n && heap_less(S, S->heap[c + 1], S->heap[c])) c++;
+        if (!heap_less(S, S->heap[c], r)) break;
+        heap_place(S, i, S->heap[c]);
         i = c;
     }
-    if (S->heap_n > 0) S->heap[i] = last;
-    return top;
+    heap_place(S, i, r);
+}
+
+/* Rank r's proposal changed: (re)insert it, or take it out when it has none. */
+static void heap_update(struct sched *S, int r)
+{
+    int i = S->hpos[r];
+    if (S->prop_task[r] < 0) {
+        if (i < 0) return;
+        S->hpos[r] = -1;
+        int last = S->heap[--S->heap_n];
+        if (i < S->heap_n) {
+            heap_place(S, i, last);
+            heap_fix(S, i);
+        }
+        return;
+    }
+    if (i < 0) {
+        i = S->heap_n++;
+        heap_place(S, i, r);
+    }
+    heap_fix(S, i);
 }
 
 /* ---------------------------------------------------------------- proposals per policy */
@@ -400,7 +422,25 @@ static int make_avail(struct sched *S, int id)
             return 0;
         if (role_of(S, id) == BM_ROLE_GENERATOR && S->nested_rules && !S->gen_asap) return 0;
     }
+    if (S->nested_rules && x->pass == BM_PASS_F && role_of(S, id) == BM_ROLE_ENCODER && !gate_open(S, id))
+        return ivec_push(&S->held[slot_of(S, id) * S->P + x->rank], id);
     return ivec_push(&S->avail[x->rank], id);
+}
+
+/* The (k, r) frontier moved: held forwards whose window opened go to avail, in the order they
+ * were held (a column may have committed some already). */
+static int release_held(struct sched *S, int k, int r)
+{
+    struct ivec *h = &S->held[k * S->P + r];
+    int keep = 0;
+    for (int i = 0; i < h->n; i++) {
+        int id = h->v[i];
+        if (S->done[id]) continue;
+        if (!gate_open(S, id)) h->v[keep++] = id;
+        else if (ivec_push(&S->avail[r], id)) return -1;
+    }
+    h->n = keep;
+    return 0;
 }
 
 static void remove_avail(struct sched *S, int r, int id)
@@ -540,7 +580,9 @@ static int commit(struct sched *S, int r, struct pick p)
             int *fr = &S->frontier[k * S->P + r];
             int *left = &S->eb_left[(size_t)(k * S->P + r) * S->n_units];
             left[u]--;
+            int was = *fr;
             while (*fr < S->n_units && left[*fr] == 0) (*fr)++;
+            if (*fr != was && release_held(S, k, r)) return -1;
         }
     }
     for (int e = 0; e < x->nsucc; e++) {
@@ -575,6 +617,8 @@ static void sched_free(struct sched *S)
     for (int r = 0; S->forced && r < S->P; r++) bm_free(S->forced[r].v);
     for (int r = 0; S->out && r < S->P; r++) bm_free(S->out[r].v);
     bm_free(S->avail);
+    for (int i = 0; S->held && i < S->g->n_nested * S->P; i++) bm_free(S->held[i].v);
+    bm_free(S->held);
     bm_free(S->forced);
     bm_free(S->forced_head);
     for (int r = 0; S->colq && r < S->P; r++) bm_free(S->colq[r].v);
@@ -587,8 +631,8 @@ static void sched_free(struct sched *S)
     bm_free(S->prop_start);
     bm_free(S->prop_valid);
     bm_free(S->dirty);
-    bm_free(S->version);
     bm_free(S->heap);
+    bm_free(S->hpos);
     bm_free(S->c0_b_left);
     bm_free(S->last_f_left);
     bm_free(S->frontier);
@@ -687,6 +731,7 @@ static int sched_init(struct sched *S, const struct bm_graph *g, int window, str
     S->bi = bm_calloc((size_t)P, sizeof(int));
     S->tail_from = bm_calloc((size_t)P, sizeof(int));
     S->avail = bm_calloc((size_t)P, sizeof *S->avail);
+    S->held = bm_calloc((size_t)(K ? K : 1) * (size_t)P, sizeof *S->held);
     S->forced = bm_calloc((size_t)P, sizeof *S->forced);
     S->forced_head = bm_calloc((size_t)P, sizeof(int));
     S->colq = bm_calloc((size_t)P, sizeof *S->colq);
@@ -698,7 +743,8 @@ static int sched_init(struct sched *S, const struct bm_graph *g, int window, str
     S->prop_start = bm_calloc((size_t)P, sizeof(double));
     S->prop_valid = bm_calloc((size_t)P, 1);
     S->dirty = bm_calloc((size_t)P, sizeof(int));
-    S->version = bm_calloc((size_t)P, sizeof(int));
+    S->heap = bm_calloc((size_t)P, sizeof(int));
+    S->hpos = bm_malloc((size_t)P * sizeof(int));
     S->c0_b_left = bm_calloc((size_t)S->n_units, sizeof(int));
     S->last_f_left = bm_calloc((size_t)S->n_units, sizeof(int));
     S->frontier = bm_calloc((size_t)(K ? K : 1) * (size_t)P, sizeof(int));
@@ -709,13 +755,14 @@ static int sched_init(struct sched *S, const struct bm_graph *g, int window, str
     S->feeds_backbone = bm_calloc((size_t)(K ? K : 1), 1);
     S->gen_head = bm_calloc((size_t)(K ? K : 1), 1);
     if (!S->unsched || !S->ready || !S->start || !S->finish || !S->done || !S->s0 ||
-        !S->t_free || !S->delta || !S->bi || !S->tail_from || !S->avail || !S->forced || !S->forced_head ||
+        !S->t_free || !S->delta || !S->bi || !S->tail_from || !S->avail || !S->held || !S->forced || !S->forced_head ||
         !S->colq || !S->col_head || !S->col_t || !S->col_managed ||
         !S->out || !S->prop_task || !S->prop_start || !S->prop_valid || !S->dirty ||
-        !S->version || !S->c0_b_left ||
+        !S->heap || !S->hpos || !S->c0_b_left ||
         !S->last_f_left || !S->frontier || !S->eb_left || !S->own_idx || !S->own_list || !S->col_pair ||
         !S->feeds_backbone || !S->gen_head)
         return bm_err_set(err, "out of memory planning");
+    for (int r = 0; r < P; r++) S->hpos[r] = -1;
     if (topo_slots(S)) return bm_err_set(err, "out of memory planning (or a module cycle)");
     if (backbone_seqs(g, &S->bbseq, &S->bbn, err)) return BM_ERR;
     for (int r = 0; r < P; r++) {
@@ -836,18 +883,14 @@ static int run(struct sched *S, struct bm_err *err)
         while (S->n_dirty > 0) {
             int r = S->dirty[--S->n_dirty];
             struct pick p = propose(S, r);
+            /* the heap orders by (start, rank) only: the same start keeps the rank's place */
+            int same = S->hpos[r] >= 0 && p.task >= 0 && p.start == S->prop_start[r];
             S->prop_task[r] = p.task;
             S->prop_start[r] = p.start;
             S->prop_valid[r] = 1;
-            S->version[r]++;
-            if (p.task >= 0 && heap_push(S, (struct heap_ent){p.start, r, S->version[r]}))
-                return bm_err_set(err, "out of memory planning");
+            if (!same) heap_update(S, r);
         }
-        int best = -1;
-        while (S->heap_n > 0 && best < 0) {
-            struct heap_ent e = heap_pop(S);
-            if (e.version == S->version[e.rank] && S->prop_valid[e.rank]) best = e.rank;
-        }
+        int best = S->heap_n > 0 ? S->heap[0] : -1;
         if (best < 0) {
             char why[3000];
             describe_stall(S, why, sizeof why);
@@ -954,4 +997,73 @@ int bm_nest(const struct bm_graph *g, int window, struct bm_order **out, struct 
         }
     }
     return rc;
+}
+
+/* ---------------------------------------------------------------- windows that cannot plan */
+
+/* A cycle the window closes on rank 0 (docs/planner.md "Placement search", window search): every
+ * chunk-0 op runs on rank 0 in its fixed backbone order. The chunk-0 forward of microbatch m (unit
+ * u) needs the encoder forward of m on its owner r, which the window (gate or column alike) holds
+ * back until r's encoder backwards of its own unit u' (W own units before u) are done, and those
+ * wait for every chunk-0 backward of u'. When one of those backwards comes after that forward in
+ * rank 0's order, no schedule of the policy exists and the list scheduler would stall: answered
+ * here in O(V·M + P·units) instead of scheduling up to the stall. Only a sure cycle answers 1;
+ * anything else (or no memory to look) answers 0 and the window is planned as before. */
+int bm_nest_window_stalls(const struct bm_graph *g, int window)
+{
+    const struct bm_table *t = g->t;
+    if (t->policy != BM_POL_BIGMAC && t->policy != BM_POL_IDEAL) return 0;
+    int P = t->pp, M = t->microbatches, U = t->unit > 0 ? t->unit : t->pp, K = g->n_nested;
+    int n_units = (M + U - 1) / U, len = bm_backbone_n_steps(t->backbone, t->vpp, M);
+    if (window < 1 || K == 0 || len <= 0) return 0;
+    struct bm_bb_step *steps = bm_malloc((size_t)len * sizeof *steps);
+    int *last_b = bm_malloc((size_t)n_units * sizeof(int));
+    int *idx = bm_calloc((size_t)P * (size_t)(n_units + 1), sizeof(int));
+    int *list = bm_malloc((size_t)P * (size_t)n_units * sizeof(int));
+    char *work = bm_calloc((size_t)K * (size_t)P * (size_t)n_units, 1); /* [(k*P + r)*units + u] */
+    int stalls = 0;
+    struct bm_err e2;
+    if (!steps || !last_b || !idx || !list || !work ||
+        bm_backbone_order(t->backbone, P, t->vpp, M, 0, t->warmup_extra, steps, &e2))
+        goto done;
+    for (int k = 0; k < K; k++) {
+        if (t->modules[g->nested_module[k]].role != BM_ROLE_ENCODER) continue;
+        for (int m = 0; m < M; m++)
+            work[((size_t)k * P + (size_t)g->task[bm_task_nested(g, k, BM_PASS_F, m)].rank) * n_units + m / U] = 1;
+    }
+    for (int r = 0; r < P; r++) { /* r's own units, as the scheduler counts them */
+        int n = 0;
+        for (int u = 0; u < n_units; u++) {
+            idx[(size_t)r * (n_units + 1) + u] = n;
+            int own = 0;
+            for (int k = 0; k < K && !own; k++) own = work[((size_t)k * P + r) * n_units + u];
+            if (own) list[(size_t)r * n_units + n++] = u;
+        }
+        idx[(size_t)r * (n_units + 1) + n_units] = n;
+    }
+    for (int u = 0; u < n_units; u++) last_b[u] = -1;
+    for (int i = 0; i < len; i++)
+        if (steps[i].chunk == 0 && steps[i].pass == BM_PASS_B) last_b[steps[i].mb / U] = i;
+    for (int i = 0; i < len && !stalls; i++) {
+        if (steps[i].chunk != 0 || steps[i].pass != BM_PASS_F) continue;
+        int m = steps[i].mb, u = m / U;
+        const struct bm_task *x = &g->task[bm_task_bb(g, 0, BM_PASS_F, m)];
+        for (int e = 0; e < x->npred && !stalls; e++) {
+            const struct bm_task *p = &g->task[g->pred[x->pred0 + e].task];
+            if (p->chunk >= 0 || p->pass != BM_PASS_F) continue;
+            int k = g->nested_slot[p->module], r = p->rank;
+            if (t->modules[p->module].role != BM_ROLE_ENCODER) continue;
+            int j = idx[(size_t)r * (n_units + 1) + u] - window;
+            if (j < 0) continue;
+            int up = list[(size_t)r * n_units + j];
+            stalls = work[((size_t)k * P + r) * n_units + up] && last_b[up] > i;
+        }
+    }
+done:
+    bm_free(steps);
+    bm_free(last_b);
+    bm_free(idx);
+    bm_free(list);
+    bm_free(work);
+    return stalls;
 }

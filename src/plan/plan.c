@@ -211,6 +211,7 @@ static int best_window(struct planner *pl, int w0, int hi, int must_fit, double 
         return BM_OK;
     }
     for (int w = next_window(w0, w0, hi); w <= hi; w = next_window(w, w0, hi)) {
+        if (bm_nest_window_stalls(pl->g, w)) continue; /* a sure stall: not scheduled */
         if (planned == best && snapshot_take(&sn, t, err)) { /* about to be overwritten */
             rc = BM_ERR;
             goto done;
@@ -244,6 +245,7 @@ done:
 static int smallest_window(struct planner *pl, int hi, struct bm_err *err)
 {
     for (int w = 1; w <= hi; w++) {
+        if (bm_nest_window_stalls(pl->g, w)) continue; /* a sure stall: not scheduled */
         int rc = plan_with_window(pl, w, err);
         if (rc == BM_OK) return w;
         if (rc != BM_PLAN_STALL) return -1; /* out of memory is not "too small" */
@@ -312,7 +314,10 @@ int bm_plan_build_search(const struct bm_spec *s, const struct bm_plan_opts *opt
                 if (hrc != BM_PLAN_STALL) break;
             }
         }
-        if (wrc || snapshot_take(&pl->cap_plan, t, err)) goto done;
+        /* the cap's plan is kept aside only when a smaller window may plan over it */
+        int below = 0;
+        for (int w = 1; w < cap && !below; w++) below = !bm_nest_window_stalls(pl->g, w);
+        if (wrc || (below && snapshot_take(&pl->cap_plan, t, err))) goto done;
         pl->cap_w = cap;
         /* a stalled window leaves t as it was, so when nothing below the cap plans, t still
          * holds the cap's plan */

@@ -17,6 +17,29 @@ struct round {
     double *cap;  /* [len+1] of the rank at hand: where free time starts in gap i (before seq[i]) */
 };
 
+/* The first index in [lo, hi] whose op starts at or after t (hi + 1 if none): a rank's start times
+ * never decrease along its sequence, so the gaps before it cannot hold what needs t. */
+static int first_starting_at(const struct round *R, const int *seq, int lo, int hi, double t)
+{
+    while (lo <= hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (R->start[seq[mid]] >= t) hi = mid - 1;
+        else lo = mid + 1;
+    }
+    return lo;
+}
+
+/* The last index gi in [lo, hi] whose previous op finishes by t (lo - 1 if none). */
+static int last_after_finish_by(const struct round *R, const int *seq, int lo, int hi, double t)
+{
+    while (lo <= hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (R->finish[seq[mid - 1]] <= t) lo = mid + 1;
+        else hi = mid - 1;
+    }
+    return hi;
+}
+
 /* Encoder backwards after the first backbone op (optimus: of the trailing block) into the earliest
  * gap between backbone ops that opens after their inputs arrive and holds them entirely. */
 static int move_backwards_earlier(struct round *R, int r, const int *seq, int len, int first_bb, int last_bb,
@@ -39,7 +62,8 @@ static int move_backwards_earlier(struct round *R, int r, const int *seq, int le
         }
         if (!pred_pos_ok) continue;
         int gi_end = last_bb < i - 1 ? last_bb : i - 1;
-        for (int gi = first_bb + 1; gi <= gi_end; gi++) {
+        /* a gap before an op that starts earlier than rd + dur cannot hold it: start past those */
+        for (int gi = first_starting_at(R, seq, first_bb + 1, gi_end, rd + tx->dur - BM_T_EPS); gi <= gi_end; gi++) {
             double st = R->cap[gi] > rd ? R->cap[gi] : rd;
             if (st + tx->dur <= R->start[seq[gi]] + BM_T_EPS && g->task[seq[gi - 1]].chunk >= 0) {
                 R->ins_before[x] = gi;
@@ -72,7 +96,8 @@ static int move_forwards_later(struct round *R, const int *seq, int first_bb, in
         }
         if (chain || R->ins_before[x] >= 0) continue;
         int gi_begin = first_bb > i + 1 ? first_bb : i + 1;
-        for (int gi = last_bb; gi > gi_begin; gi--) {
+        /* a gap after an op that finishes later than need cannot feed the consumer: start below */
+        for (int gi = last_after_finish_by(R, seq, gi_begin + 1, last_bb, need); gi > gi_begin; gi--) {
             double end = R->start[seq[gi]] < need ? R->start[seq[gi]] : need;
             if (R->cap[gi] + tx->dur <= end + BM_T_EPS && g->task[seq[gi - 1]].chunk >= 0 &&
                 R->finish[seq[gi - 1]] <= need) {

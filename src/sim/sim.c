@@ -247,6 +247,13 @@ static int sim_init(struct sim *s, const struct bm_table *t, const struct bm_sim
             if (op->kind == BM_OP_COMPUTE && op->pass == BM_PASS_W) s->split[op->module] = 1;
         }
     if (bm_match_build(t, &s->mt, err)) return BM_ERR;
+    /* only each op's peer is needed from here on: the per-message records go before the
+     * timeline is allocated (at P = 64, V = 4, M = 1024 they are 27 of the 160 MB peak) */
+    bm_free(s->mt.msgs);
+    bm_free(s->mt.msg_of);
+    s->mt.msgs = NULL;
+    s->mt.msg_of = NULL;
+    s->mt.n_msgs = 0;
     s->base = s->mt.base;
     s->match = s->mt.peer_op;
     for (int r = 0; r < P; r++)
@@ -441,13 +448,13 @@ int bm_simulate_drawn(const struct bm_table *t, const struct bm_sim_opts *o, con
     s.op_scale = op_scale;
     s.dispatch = dispatch_ms;
     int rc = BM_ERR;
+    if (sim_init(&s, t, o, err)) goto done; /* first: its matcher's scratch is gone before the timeline */
     s.tl = bm_timeline_new(t);
     if (!s.tl) {
         bm_err_set(err, "simulate: out of memory allocating the timeline");
         goto done;
     }
     if (o && o->samples_per_microbatch > 0) s.tl->samples_per_microbatch = o->samples_per_microbatch;
-    if (sim_init(&s, t, o, err)) goto done;
     for (int r = s.P - 1; r >= 0; r--) s.stack[s.sp++] = r;
     while (s.sp > 0) {
         int r = s.stack[--s.sp];
