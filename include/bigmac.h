@@ -137,6 +137,11 @@ struct bm_cost {
      * else act_mib / 2, bm_cost_act_w_frac). */
     double w_ms;
     double act_w_mib;
+    /* Weights of one copy of the module, MiB (per hosting rank; the backbone's whole, a chunk
+     * holds its chunk weight's share): the bytes of its gradients too (docs/simulator.md "The
+     * step"). Spec default: arch.params at 4 bytes, else state_mib / 4. The rest of state_mib
+     * (state_mib - 2 * param_mib) is the optimizer state. */
+    double param_mib;
 };
 
 /* Architecture of a built-in model ("impl"); also used to derive costs when "cost" is
@@ -187,6 +192,9 @@ struct bm_device {
     int ranks_per_host;             /* default 0 */
     double inter_host_gbytes_per_s; /* default 12.5 (a 100 Gb/s NIC) */
     double inter_host_latency_us;   /* default 20 */
+    /* device.optimizer_ms_per_gib: time of the optimizer step per GiB of optimizer state a rank
+     * updates (src/sim/step.h); 0 = none (default) */
+    double optimizer_ms_per_gib;
 };
 
 enum bm_dist { BM_DIST_NONE = 0, BM_DIST_UNIFORM, BM_DIST_LOGNORMAL };
@@ -215,6 +223,9 @@ struct bm_train {
     double beta1, beta2; /* default 0.9, 0.999 */
     double eps;          /* default 1e-8 */
     uint64_t seed;       /* parameter init seed (default 1) */
+    int zero;            /* train.zero: 0 (default) every copy keeps the whole optimizer state;
+                          * 1 ZeRO-1, the optimizer state sharded over the ranks holding a copy
+                          * of the module (src/sim/step.h) */
 };
 
 struct bm_spec {
@@ -353,6 +364,9 @@ struct bm_table {
      * pipeline). Every replica walks this table; pipeline rank p of replica d is global rank
      * p * D + d, which is what device.ranks_per_host places on hosts (src/sim/hosts.h). */
     int dp;
+    /* train.zero of the spec (JSON "zero", written only when 1): 1 = ZeRO-1, the optimizer state
+     * sharded over each module's copies (src/sim/step.h) */
+    int zero;
 };
 
 /* Backbone chunk tensor name: "<backbone>.c<chunk>.out". */
@@ -552,6 +566,12 @@ struct bm_timeline {
     double peak_mib;          /* max over ranks of peak_mib */
     double peak_act_mib[BM_N_ROLES]; /* max over ranks of peak_act_mib[role] */
     int oom;                  /* any rank oom */
+    /* The whole step (simulated timelines; src/sim/step.h, docs/simulator.md "The step"): the
+     * walk (makespan_ms), then the gradient synchronisation and the optimizer. step_ms =
+     * makespan_ms + sync_exposed_ms + optimizer_ms; samples_per_s counts step_ms when > 0.
+     * sync_total_ms: the most collective time on one rank, hidden or not. 0 on measured
+     * timelines. */
+    double step_ms, sync_exposed_ms, sync_total_ms, optimizer_ms;
 };
 
 struct bm_sim_opts {

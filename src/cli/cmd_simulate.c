@@ -13,6 +13,7 @@
 #include "table/table.h"
 #include "sim/hosts.h"
 #include "sim/expect.h"
+#include "sim/step.h"
 #include "study/study.h"
 #include "util/util.h"
 
@@ -93,6 +94,23 @@ void bm_cli_print_hosts(FILE *f, const struct bm_table *t)
             t->dp > 1 ? ", in each replica's pipeline" : "");
 }
 
+void bm_cli_print_step(FILE *f, const struct bm_table *t, const struct bm_timeline *tl)
+{
+    if (tl->step_ms <= tl->makespan_ms && t->dp <= 1 && !t->zero) return; /* the step is the walk */
+    fprintf(f, "step %.3f ms = walk %.3f + exposed sync %.3f + optimizer %.3f (sync %.3f ms in all on the busiest "
+               "rank; %s)\n", tl->step_ms, tl->makespan_ms, tl->sync_exposed_ms, tl->optimizer_ms, tl->sync_total_ms,
+            t->zero ? "ZeRO-1: gradients reduce-scattered, weights all-gathered" : "gradients all-reduced");
+    struct bm_step_mem *parts = bm_calloc((size_t)(t->pp > 0 ? t->pp : 1), sizeof *parts);
+    if (!parts) return;
+    bm_step_state(t, parts);
+    fprintf(f, "state per rank (GiB; weights / gradients / optimizer state%s):", t->zero ? ", sharded" : "");
+    for (int r = 0; r < t->pp; r++)
+        fprintf(f, "%s %.3f/%.3f/%.3f", r ? "," : "", GIB(parts[r].weights_mib), GIB(parts[r].grads_mib),
+                GIB(parts[r].optim_mib));
+    fprintf(f, "\n");
+    bm_free(parts);
+}
+
 void bm_cli_json_print(json_t *j)
 {
     json_dumpf(j, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
@@ -115,6 +133,7 @@ static void print_human(const struct bm_spec *s, const struct bm_plan_opts *o, c
            tl->makespan_ms, 100 * tl->bubble_ratio, tl->samples_per_s, GIB(tl->peak_mib),
            GIB(tl->memory_cap_mib), tl->oom ? "  ** OOM **" : "");
     bm_cli_print_hosts(stdout, t);
+    bm_cli_print_step(stdout, t, tl);
     printf("\n");
     printf("%4s %10s %10s %9s %9s %9s %9s %9s %9s %9s %9s\n", "rank", "busy ms", "idle ms", "lead",
            "middle", "tail", "state GiB", "enc GiB", "bb GiB", "gen GiB", "peak GiB");
