@@ -690,6 +690,7 @@ struct bm_compare_row {
                                   * recompute row, or a failure) */
     struct bm_table *t;          /* the row's table and timeline when opts->keep kept them */
     struct bm_timeline *tl;      /* (owned by the comparison: bm_compare_free), else NULL */
+    double step_ms, sync_exposed_ms, optimizer_ms; /* the whole step (struct bm_timeline) */
 };
 
 struct bm_compare {
@@ -754,6 +755,7 @@ struct bm_sweep_row {
     enum bm_policy policy;
     double makespan_ms, bubble_ratio, samples_per_s, peak_mib;
     int oom;                     /* peak_mib over the sweep's cap_mib */
+    double step_ms, sync_exposed_ms, optimizer_ms; /* the whole step (struct bm_timeline) */
 };
 
 /* One configuration that did not plan or simulate. */

@@ -157,7 +157,7 @@ static void print_human(const struct bm_spec *s, const struct bm_plan_opts *o, c
 
 /* One row of the comparison table: "-" for the ratio to the lower bound when there is none
  * (and for none, which runs less work). */
-static void print_row(const struct bm_compare_row *row, double lower)
+static void print_row(const struct bm_compare_row *row, double lower, int step)
 {
     if (!row->ok) {
         char first[160];
@@ -169,8 +169,10 @@ static void print_row(const struct bm_compare_row *row, double lower)
     char ratio[16] = "-";
     if (lower > 0 && (row->recompute || row->policy != BM_POL_NONE))
         snprintf(ratio, sizeof ratio, "%.3f", row->makespan_ms / lower);
-    printf("%-17s %12.3f %8s %7.1f%% %11.2f %10.3f %5s\n", bm_compare_row_name(row), row->makespan_ms, ratio,
+    printf("%-17s %12.3f %8s %7.1f%% %11.2f %10.3f %5s", bm_compare_row_name(row), row->makespan_ms, ratio,
            100 * row->bubble_ratio, row->samples_per_s, GIB(row->peak_mib), row->oom ? "OOM" : "no");
+    if (step) printf(" %10.3f %10.3f %10.3f", row->step_ms, row->sync_exposed_ms, row->optimizer_ms);
+    printf("\n");
 }
 
 /* `simulate --compare`: every policy (bm_compare), printed as a table with the recompute row
@@ -197,11 +199,15 @@ static int run_compare(struct bm_spec *s, const struct bm_plan_opts *o, const st
         bm_cli_error(err.msg);
         return 1;
     }
-    printf("%-17s %12s %8s %8s %11s %10s %5s\n", "policy", "makespan ms", "/ lower", "bubble", "samples/s",
+    int step = 0; /* the step's columns when some row's step is more than its walk */
+    for (int p = 0; p < c.n_rows; p++) step |= c.rows[p].ok && c.rows[p].step_ms > c.rows[p].makespan_ms;
+    printf("%-17s %12s %8s %8s %11s %10s %5s", "policy", "makespan ms", "/ lower", "bubble", "samples/s",
            "peak GiB", "oom");
+    if (step) printf(" %10s %10s %10s", "step ms", "sync ms", "optim ms");
+    printf("\n");
     for (int p = 0; p < BM_N_POLICIES; p++) {
-        print_row(&c.rows[p], c.lower_ms);
-        if (p == BM_POL_OPTIMUS && c.n_rows > BM_N_POLICIES) print_row(&c.rows[BM_N_POLICIES], c.lower_ms);
+        print_row(&c.rows[p], c.lower_ms, step);
+        if (p == BM_POL_OPTIMUS && c.n_rows > BM_N_POLICIES) print_row(&c.rows[BM_N_POLICIES], c.lower_ms, step);
     }
     if (c.bound_ms >= 0)
         printf("\nzero-added-bubble bound: %.3f ms (none %.3f + largest per-rank nested compute "
