@@ -11,6 +11,8 @@ int bm_cmd_plan(int argc, char **argv);
 int bm_cmd_verify(int argc, char **argv);
 int bm_cmd_simulate(int argc, char **argv);
 int bm_cmd_sweep(int argc, char **argv);
+/* `sweep SPEC --gpus N --global-batch B`: the layouts of a cluster (cmd_sweep_cluster.c) */
+int bm_cmd_sweep_cluster(int argc, char **argv);
 int bm_cmd_train(int argc, char **argv);
 int bm_cmd_render(int argc, char **argv);
 int bm_cmd_calibrate(int argc, char **argv);

@@ -354,6 +354,8 @@ static int frontier_cmd(struct args *g, struct bm_spec *s, struct bm_plan_opts b
 
 int bm_cmd_sweep(int argc, char **argv)
 {
+    for (int i = 1; i < argc; i++) /* the sweep for a cluster has its own flags */
+        if (!strcmp(argv[i], "--gpus") || !strcmp(argv[i], "--global-batch")) return bm_cmd_sweep_cluster(argc, argv);
     struct args g;
     memset(&g, 0, sizeof g);
     g.sim = (struct bm_sim_opts){0, 1, 0};
