@@ -221,8 +221,14 @@ int bm_exec_run_step(struct bm_exec **x, struct bm_comm *c, long step, struct bm
     if (walk(x, c, err)) return BM_ERR;
     for (int l = 0; l < c->nlocal; l++)
         if (bm_exec_step_finish(x[l], err)) return BM_ERR;
+    double s0 = bm_exec_now_ms(x[0]); /* the step's tail, for the log (docs/simulator.md "The step") */
     if (allreduce_grads(x, c, err)) return step_fail(step, err);
-    for (int l = 0; l < c->nlocal; l++) bm_exec_optimizer(x[l], step);
+    double s1 = bm_exec_now_ms(x[0]);
+    for (int l = 0; l < c->nlocal; l++) {
+        double o0 = bm_exec_now_ms(x[l]);
+        bm_exec_optimizer(x[l], step);
+        bm_exec_note_tail(x[l], s0, s1, bm_exec_now_ms(x[l]) - o0);
+    }
     return BM_OK;
 }
 
@@ -451,6 +457,14 @@ static int gather_step(struct bm_exec **x, struct bm_comm *c, int M, double ms, 
         q[3] = ms, q[4] = cpu_ms, q[5] = st.ms;
         memcpy(q + 6, bm_exec_losses_lm(x[l]), (size_t)M * sizeof(double));
         memcpy(q + 6 + M, bm_exec_losses_gen(x[l]), (size_t)M * sizeof(double));
+        size_t ob = 0; /* the step's tail and the optimizer state this rank updates (AdamW's m and v) */
+        for (int i = 0; i < bm_exec_n_inst(x[l]); i++) {
+            size_t n = 0;
+            bm_exec_inst_moments(x[l], i, &n);
+            ob += 2 * n * sizeof(float);
+        }
+        q[6 + 2 * M] = st.sync_start_ms, q[7 + 2 * M] = st.sync_end_ms, q[8 + 2 * M] = st.optimizer_ms;
+        q[9 + 2 * M] = (double)ob;
         sr->items[l] = q, sr->bytes[l] = (size_t)sr->nrec * sizeof(double);
     }
     return c->ops->gather(c, sr->items, sr->bytes, allv, sr->ob, err);
@@ -507,8 +521,10 @@ static int report_step(const struct bm_exec_opts *o, FILE *pr, FILE *log, const 
             const double *q = &all[(size_t)r * nrec];
             fprintf(log, "%s{\"rank\": %d, ", r ? ", " : "", r);
             if (D > 1) fprintf(log, "\"pp\": %d, \"dp\": %d, ", r / D, r % D);
-            fprintf(log, "\"peak_act_bytes\": {\"encoder\": %.0f, \"backbone\": %.0f, \"generator\": %.0f}}", q[0],
+            fprintf(log, "\"peak_act_bytes\": {\"encoder\": %.0f, \"backbone\": %.0f, \"generator\": %.0f}, ", q[0],
                     q[1], q[2]);
+            fprintf(log, "\"walk_ms\": %.3f, \"sync_start_ms\": %.3f, \"sync_end_ms\": %.3f, \"optimizer_ms\": %.3f, "
+                         "\"optimizer_state_bytes\": %.0f}", q[5], q[6 + 2 * M], q[7 + 2 * M], q[8 + 2 * M], q[9 + 2 * M]);
         }
         fprintf(log, "]}\n");
         fflush(log);
@@ -552,7 +568,8 @@ int bm_exec_train(const struct bm_spec *s, const struct bm_table *t, struct bm_c
     struct bm_exec **x = bm_calloc((size_t)nl, sizeof *x);
     struct traced_step *traced = NULL; /* --trace-from: the gathered steps, n_traced of them */
     int n_traced = 0;
-    struct step_records sr = {.nrec = 6 + 2 * M}; /* peak[3], ms, cpu_ms, walk_ms, lm[M], gen[M] */
+    struct step_records sr = {.nrec = 10 + 2 * M}; /* peak[3], ms, cpu_ms, walk_ms, lm[M], gen[M], sync start,
+                                                  * sync end, optimizer ms, optimizer state bytes */
     sr.rec = bm_calloc((size_t)nl * sr.nrec, sizeof *sr.rec);
     sr.items = bm_calloc((size_t)nl, sizeof *sr.items);
     sr.bytes = bm_calloc((size_t)nl, sizeof *sr.bytes), sr.ob = bm_calloc((size_t)c->world, sizeof *sr.ob);
