@@ -39,3 +39,23 @@ if timeout 120 mpirun -np 2 "$BIGMAC" train $SPEC --pp 1 --dp 2 --steps 2 --quie
         --dump-params "$T/dp.bin" >"$T/dp.out" 2>&1; then
     check "$T/dp.log" "$T/dp.bin" each
 else echo "FAIL step_exec_tail_each: the run failed"; sed 's/^/    /' "$T/dp.out" | head; fi
+
+# calibrate --step-log: device.optimizer_ms_per_gib is the median over the steps after the first
+# and the ranks of optimizer_ms / (optimizer_state_bytes / 2^30), recomputed here from the log
+if timeout 120 mpirun -np 2 "$BIGMAC" train $SPEC --steps 4 --quiet --log "$T/p2.log" --trace "$T/p2.json" \
+        >"$T/p2.out" 2>&1 &&
+   "$BIGMAC" calibrate "$T/p2.json" --spec $SPEC --step-log "$T/p2.log" -o "$T/cal.json" 2>"$T/cal.err"; then
+    $PY - "$T/p2.log" "$T/cal.json" <<'EOF2'
+import json, statistics, sys
+v = [r["optimizer_ms"] / (r["optimizer_state_bytes"] / 2**30)
+     for l in open(sys.argv[1]) for j in [json.loads(l)] if j["step"] > 1 for r in j["ranks"]]
+got = json.load(open(sys.argv[2]))["device"]["optimizer_ms_per_gib"]
+want = statistics.median(v)
+ok = abs(got - want) <= 1e-5 * want + 1e-3 and len(v) == 6
+print(("PASS" if ok else "FAIL") + " calibrate_step_log_optimizer" + ("" if ok else ": %g vs %g over %d" % (got, want, len(v))))
+EOF2
+else echo "FAIL calibrate_step_log_optimizer: the run or calibrate failed"; cat "$T/p2.out" "$T/cal.err" | head | sed 's/^/    /'; fi
+expect_exit calibrate_step_log_not_a_log 1 "$BIGMAC" calibrate "$T/p2.json" --step-log "$T/p2.json"
+expect_contains calibrate_step_log_not_a_log_says "p2.json:1: not a step of \`bigmac train --log\`"
+expect_exit calibrate_step_log_missing 1 "$BIGMAC" calibrate "$T/p2.json" --step-log "$T/none.log"
+expect_contains calibrate_step_log_missing_says "cannot read the step log"
