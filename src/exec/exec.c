@@ -888,6 +888,20 @@ int bm_exec_step_finish(struct bm_exec *x, struct bm_err *err)
     return BM_OK;
 }
 
+int bm_exec_zero(const struct bm_exec *x) { return x->t->zero; }
+
+void bm_exec_optimizer_range(struct bm_exec *x, int i, size_t lo, size_t hi, long step)
+{
+    const struct bm_train *tr = &x->s->train;
+    struct inst *in = &x->inst[i];
+    size_t n;
+    float *p = in->ops->params(in->self, &n), *g = in->ops->grads(in->self, &n);
+    if (hi > n) hi = n;
+    if (lo >= hi) return;
+    bm_adamw_update(p + lo, g + lo, in->opt + lo, in->opt + n + lo, hi - lo, (float)tr->lr, (float)tr->beta1,
+                    (float)tr->beta2, (float)tr->eps, (float)tr->weight_decay, (int)step + 1);
+}
+
 void bm_exec_optimizer(struct bm_exec *x, long step)
 {
     const struct bm_train *tr = &x->s->train;

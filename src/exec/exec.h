@@ -85,6 +85,10 @@ int bm_exec_step_finish(struct bm_exec *x, struct bm_err *err);
 /* AdamW on every module instance of the rank (the gradients are final: call after the
  * replicated modules' all-reduce). step is 0-based. */
 void bm_exec_optimizer(struct bm_exec *x, long step);
+/* AdamW on elements [lo, hi) of instance i only (ZeRO-1: this rank's shard; run.c). */
+void bm_exec_optimizer_range(struct bm_exec *x, int i, size_t lo, size_t hi, long step);
+/* 1 when the rank's table asks for ZeRO-1 (table->zero). */
+int bm_exec_zero(const struct bm_exec *x);
 
 /* Module instances of the rank: for i in 0..n-1, module index (spec order), global chunk (-1 for
  * non-backbone), replicated (1 = encoder/generator replica, all-reduced). */
