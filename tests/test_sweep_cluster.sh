@@ -86,3 +86,20 @@ b=$("$BIGMAC" simulate "$SPEC" --dp 2 --zero 1 --json | $PY -c 'import json,sys;
 c=$("$BIGMAC" simulate "$SPEC" --dp 2 --json | $PY -c 'import json,sys; print(json.load(sys.stdin)["peak_mem_gib"])')
 [ "$a" = "$b" ] && $PY -c "import sys; sys.exit(0 if $b < $c else 1)" && echo "PASS zero_table_round_trip" ||
     echo "FAIL zero_table_round_trip: table $a, planned $b, zero 0 $c"
+
+# the Chrome trace of a simulated step: a "step" thread per rank with its collectives' span (and
+# the time they took in it), its optimizer and, under ZeRO-1, its weight gathers; it loads back
+"$BIGMAC" render "$SPEC" --format trace --dp 2 --zero 1 -o "$TEST_TMP/step.trace.json" >/dev/null 2>&1
+$PY - "$TEST_TMP/step.trace.json" <<'EOF2'
+import json, sys
+ev = json.load(open(sys.argv[1]))["traceEvents"]
+st = [e for e in ev if e.get("cat") == "step"]
+names = {e["name"] for e in st}
+ok = names == {"gradient reduce-scatters", "weight all-gathers"} and {e["pid"] for e in st} == {0, 1, 2, 3} and \
+    all(e["args"]["collectives_ms"] <= e["dur"] / 1000 + 1e-9 for e in st)
+print(("PASS" if ok else "FAIL") + " trace_step_events" + ("" if ok else ": %s" % sorted(names)))
+EOF2
+expect_exit trace_step_loads_back 0 "$BIGMAC" render "$TEST_TMP/step.trace.json" --format ascii
+"$BIGMAC" render tests/specs/hosts-p8.json --format trace -o "$TEST_TMP/walk.trace.json" >/dev/null 2>&1
+if grep -q '"cat":"step"' "$TEST_TMP/walk.trace.json"; then echo "FAIL trace_no_step_when_the_step_is_the_walk"
+else echo "PASS trace_no_step_when_the_step_is_the_walk"; fi

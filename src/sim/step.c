@@ -123,7 +123,7 @@ static int spans_hosts(const struct bm_table *t, const char *member, int one)
 /* Run the collectives cs[0..n) in the order of their ready times over the ranks' streams
  * (free[r]), adding their time to busy[r]. */
 static void run_colls(const struct bm_table *t, const char *h, struct coll *cs, int n, double *free_at,
-                      double *busy)
+                      double *busy, double *first)
 {
     qsort(cs, (size_t)n, sizeof *cs, cmp_coll);
     for (int i = 0; i < n; i++) {
@@ -136,12 +136,19 @@ static void run_colls(const struct bm_table *t, const char *h, struct coll *cs, 
             if (c->rank >= 0 ? r == c->rank : h[(size_t)r * t->n_modules + c->module]) {
                 free_at[r] = start + c->ms;
                 busy[r] += c->ms;
+                if (first && first[r] < 0) first[r] = start;
             }
     }
 }
 
 int bm_step_model(const struct bm_table *t, const struct bm_timeline *tl, struct bm_step *out,
                   struct bm_err *err)
+{
+    return bm_step_model_ranks(t, tl, out, NULL, err);
+}
+
+int bm_step_model_ranks(const struct bm_table *t, const struct bm_timeline *tl, struct bm_step *out,
+                        struct bm_step_rank *ranks, struct bm_err *err)
 {
     int P = t->pp, NM = t->n_modules, C = P * (t->vpp > 0 ? t->vpp : 1), bb = t->backbone_module;
     int D = bm_cost_dp(t);
@@ -154,11 +161,11 @@ int bm_step_model(const struct bm_table *t, const struct bm_timeline *tl, struct
     double *last_mod = bm_calloc(nm, sizeof *last_mod);
     double *walk_end = bm_calloc(np, sizeof *walk_end), *free_at = bm_calloc(np, sizeof *free_at);
     double *busy = bm_calloc(np, sizeof *busy), *opt_start = bm_calloc(np, sizeof *opt_start);
-    double *opt_end = bm_calloc(np, sizeof *opt_end);
+    double *opt_end = bm_calloc(np, sizeof *opt_end), *first = bm_calloc(np, sizeof *first);
     struct bm_step_mem *mem = bm_calloc(np, sizeof *mem);
     struct coll *cs = bm_calloc((size_t)C + nm, sizeof *cs);
     int rc = BM_ERR;
-    if (!h || !last_chunk || !last_mod || !walk_end || !free_at || !busy || !opt_start || !opt_end || !mem || !cs) {
+    if (!h || !last_chunk || !last_mod || !walk_end || !free_at || !busy || !opt_start || !opt_end || !first || !mem || !cs) {
         bm_err_set(err, "step: out of memory");
         goto done;
     }
@@ -195,7 +202,11 @@ int bm_step_model(const struct bm_table *t, const struct bm_timeline *tl, struct
         if (ms > 0) cs[n++] = (struct coll){last_mod[m], C + m, -1, m, ms};
     }
     out->n_collectives = n;
-    run_colls(t, h, cs, n, free_at, busy);
+    for (int r = 0; r < P; r++) first[r] = -1;
+    run_colls(t, h, cs, n, free_at, busy, first);
+    if (ranks)
+        for (int r = 0; r < P; r++)
+            ranks[r] = (struct bm_step_rank){first[r], first[r] >= 0 ? free_at[r] : -1, busy[r], 0, 0, 0};
     for (int r = 0; r < P; r++) {
         opt_start[r] = walk_end[r] > free_at[r] ? walk_end[r] : free_at[r];
         opt_end[r] = opt_start[r] + dv->optimizer_ms_per_gib * mem[r].optim_mib / 1024.0 * bm_cost_rank_scale(t, r);
@@ -209,11 +220,17 @@ int bm_step_model(const struct bm_table *t, const struct bm_timeline *tl, struct
                 if ((c->rank >= 0 ? r == c->rank : h[(size_t)r * NM + c->module]) && opt_end[r] > c->ready)
                     c->ready = opt_end[r];
         }
-        run_colls(t, h, cs, n, free_at, busy);
+        run_colls(t, h, cs, n, free_at, busy, NULL);
         for (int r = 0; r < P; r++)
             if (free_at[r] < opt_end[r]) free_at[r] = opt_end[r];
         done_at = free_at;
     }
+    if (ranks)
+        for (int r = 0; r < P; r++) {
+            ranks[r].optimizer_start_ms = opt_start[r];
+            ranks[r].optimizer_end_ms = opt_end[r];
+            ranks[r].gather_end_ms = done_at[r];
+        }
     int crit = 0;
     for (int r = 0; r < P; r++) {
         if (done_at[r] > done_at[crit]) crit = r;
@@ -238,6 +255,7 @@ done:
     bm_free(busy);
     bm_free(opt_start);
     bm_free(opt_end);
+    bm_free(first);
     bm_free(mem);
     bm_free(cs);
     return rc;

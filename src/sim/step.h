@@ -66,4 +66,17 @@ struct bm_step {
 int bm_step_model(const struct bm_table *t, const struct bm_timeline *tl, struct bm_step *out,
                   struct bm_err *err);
 
+/* One pipeline rank's step after its walk (ms from the step's start; every replica alike). */
+struct bm_step_rank {
+    double sync_start_ms;    /* its first gradient collective's start; < 0: none */
+    double sync_end_ms;      /* its last gradient collective's end (ZeRO-1: the reduce-scatters) */
+    double sync_busy_ms;     /* the time its stream spent in them (the rest of the span: waiting) */
+    double optimizer_start_ms, optimizer_end_ms;
+    double gather_end_ms;    /* ZeRO-1: its last weight all-gather's end (else optimizer_end_ms) */
+};
+
+/* bm_step_model, and when ranks is not NULL each rank's times into ranks[0 .. pp-1]. */
+int bm_step_model_ranks(const struct bm_table *t, const struct bm_timeline *tl, struct bm_step *out,
+                        struct bm_step_rank *ranks, struct bm_err *err);
+
 #endif
