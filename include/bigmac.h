@@ -141,6 +141,11 @@ struct bm_cost {
      * else act_mib / 2, bm_cost_act_w_frac). */
     double w_ms;
     double act_w_mib;
+    /* Weights of one copy of the module, MiB (per hosting rank; the backbone's whole, a chunk
+     * holds its chunk weight's share): the bytes of its gradients too (docs/simulator.md "The
+     * step"). Spec default: arch.params at 4 bytes, else state_mib / 4. The rest of state_mib
+     * (state_mib - 2 * param_mib) is the optimizer state. */
+    double param_mib;
 };
 
 /* Architecture of a built-in model ("impl"); also used to derive costs when "cost" is
@@ -191,6 +196,9 @@ struct bm_device {
     int ranks_per_host;             /* default 0 */
     double inter_host_gbytes_per_s; /* default 12.5 (a 100 Gb/s NIC) */
     double inter_host_latency_us;   /* default 20 */
+    /* device.optimizer_ms_per_gib: time of the optimizer step per GiB of optimizer state a rank
+     * updates (src/sim/step.h); 0 = none (default) */
+    double optimizer_ms_per_gib;
 };
 
 enum bm_dist { BM_DIST_NONE = 0, BM_DIST_UNIFORM, BM_DIST_LOGNORMAL };
@@ -219,6 +227,9 @@ struct bm_train {
     double beta1, beta2; /* default 0.9, 0.999 */
     double eps;          /* default 1e-8 */
     uint64_t seed;       /* parameter init seed (default 1) */
+    int zero;            /* train.zero: 0 (default) every copy keeps the whole optimizer state;
+                          * 1 ZeRO-1, the optimizer state sharded over the ranks holding a copy
+                          * of the module (src/sim/step.h) */
 };
 
 struct bm_spec {
@@ -362,6 +373,9 @@ struct bm_table {
      * "# chunk_rank", written only when some chunk is not on rank c mod P. Owned by the table.
      * Read it through bm_table_chunk_rank. */
     int *chunk_rank;
+    /* train.zero of the spec (JSON "zero", written only when 1): 1 = ZeRO-1, the optimizer state
+     * sharded over each module's copies (src/sim/step.h) */
+    int zero;
 };
 
 /* The rank that runs t's backbone chunk c (t->chunk_rank, else the backbone's placement). */
@@ -581,6 +595,12 @@ struct bm_timeline {
     double peak_mib;          /* max over ranks of peak_mib */
     double peak_act_mib[BM_N_ROLES]; /* max over ranks of peak_act_mib[role] */
     int oom;                  /* any rank oom */
+    /* The whole step (simulated timelines; src/sim/step.h, docs/simulator.md "The step"): the
+     * walk (makespan_ms), then the gradient synchronisation and the optimizer. step_ms =
+     * makespan_ms + sync_exposed_ms + optimizer_ms; samples_per_s counts step_ms when > 0.
+     * sync_total_ms: the most collective time on one rank, hidden or not. 0 on measured
+     * timelines. */
+    double step_ms, sync_exposed_ms, sync_total_ms, optimizer_ms;
 };
 
 struct bm_sim_opts {
@@ -706,6 +726,7 @@ struct bm_compare_row {
                                   * recompute row, or a failure) */
     struct bm_table *t;          /* the row's table and timeline when opts->keep kept them */
     struct bm_timeline *tl;      /* (owned by the comparison: bm_compare_free), else NULL */
+    double step_ms, sync_exposed_ms, optimizer_ms; /* the whole step (struct bm_timeline) */
 };
 
 struct bm_compare {
@@ -770,6 +791,7 @@ struct bm_sweep_row {
     enum bm_policy policy;
     double makespan_ms, bubble_ratio, samples_per_s, peak_mib;
     int oom;                     /* peak_mib over the sweep's cap_mib */
+    double step_ms, sync_exposed_ms, optimizer_ms; /* the whole step (struct bm_timeline) */
 };
 
 /* One configuration that did not plan or simulate. */

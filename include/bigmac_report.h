@@ -62,7 +62,9 @@ BM_API int bm_trace_load(const char *path, struct bm_table **t, struct bm_timeli
  * ready_ms); msg_bytes[r]: one per op, a send's or recv's message bytes (msg_bytes NULL: not
  * measured, 0 everywhere); mem[r]: n_mem[r] points of 4 doubles (t_ms, encoder, backbone,
  * generator live bytes). Recvs wait on their matching send; compute ops on the latest input they
- * got. Caller owns *out (bm_timeline_free). */
+ * got. When some time is negative (a clock-offset estimate putting a rank's first event before
+ * the origin), every time moves by the same amount so that the earliest is 0. Caller owns *out
+ * (bm_timeline_free). */
 BM_API int bm_exec_timeline(const struct bm_table *t, const double *const *times,
                             const double *const *msg_bytes, const double *const *mem, const int *n_mem,
                             struct bm_timeline **out, struct bm_err *err);

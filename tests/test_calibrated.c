@@ -30,9 +30,11 @@ static char *get(const char *path)
     return bm_read_file_max(path, 1 << 20, &len, &err);
 }
 
-static const struct bm_cost COSTS[2] = {{.fwd_ms = 1.5, .bwd_ms = 3, .act_mib = 2, .state_mib = 4, .out_mib = 0.5},
+/* param_mib at its default (state_mib / 4, as a loaded spec or table has it): not written */
+static const struct bm_cost COSTS[2] = {{.fwd_ms = 1.5, .bwd_ms = 3, .act_mib = 2, .state_mib = 4, .out_mib = 0.5,
+                                         .param_mib = 1},
                                         {.fwd_ms = 7, .bwd_ms = 14, .act_mib = 8, .state_mib = 16, .out_mib = 1,
-                                         .w_ms = 5}};
+                                         .w_ms = 5, .param_mib = 4}};
 static const char *const NAMES[2] = {"enc", "bb"};
 
 TEST(calibrated_spec_replaces_only_calibration_keys)

@@ -4,6 +4,7 @@
  * the measured bytes (one and two encoders), cooperative deadlock detection, fault messages
  * naming rank and op, checkpoint + resume == uninterrupted, allocation failures reported
  * (never a crash), the comm_local mailbox. */
+#include <math.h>
 #include <unistd.h>
 
 #include "sim/calibrate.h"
@@ -378,6 +379,74 @@ TEST(bigmac_encoder_peak_flat_in_M_optimus_grows)
     bm_spec_free(s);
 }
 
+/* A measured step whose clock-offset estimate puts one rank's first events before rank 0's
+ * origin (seen under load: -0.42 ms): the timeline starts at its earliest event instead, every
+ * time moved by the same amount, so the trace is written (its loader refuses negative times). */
+TEST(measured_times_before_the_origin_move_together)
+{
+    struct bm_spec *s = load_spec();
+    if (!s) return;
+    struct bm_table *t = plan(s, 2, 1, BM_BB_1F1B, BM_POL_BIGMAC);
+    if (!t) return;
+    struct bm_comm *c = bm_comm_local_new(2);
+    struct bm_exec_opts o = {0};
+    struct bm_exec **x = build(s, t, c, &o);
+    struct bm_err err;
+    CHECK(bm_exec_run_step(x, c, 0, &err) == BM_OK);
+    const double *times[2], *mem[2];
+    double *early[2] = {NULL, NULL}, *mem_early[2] = {NULL, NULL};
+    int n_mem[2], n;
+    for (int r = 0; r < 2; r++) {
+        const double *tm = bm_exec_op_times(x[r], &n), *mm = bm_exec_mem_trace(x[r], &n_mem[r]);
+        early[r] = bm_malloc((size_t)(3 * n + 1) * sizeof(double));
+        mem_early[r] = bm_malloc((size_t)(4 * n_mem[r] + 1) * sizeof(double));
+        if (!early[r] || !mem_early[r]) goto out;
+        /* rank 1's clock 2 ms behind: its times 2 ms earlier than measured */
+        for (int k = 0; k < 3 * n; k++) early[r][k] = tm[k] - (r == 1 ? 2.0 : 0);
+        for (int i = 0; i < 4 * n_mem[r]; i++) mem_early[r][i] = mm[i] - (r == 1 && i % 4 == 0 ? 2.0 : 0);
+        times[r] = early[r], mem[r] = mem_early[r];
+    }
+    double lead = 0;
+    for (int r = 0; r < 2; r++) {
+        for (int k = 0; k < 3 * t->ranks[r].n_ops; k++) lead = times[r][k] < lead ? times[r][k] : lead;
+        for (int i = 0; i < n_mem[r]; i++) lead = mem[r][4 * i] < lead ? mem[r][4 * i] : lead;
+    }
+    CHECK(lead < 0);
+    struct bm_timeline *tl = NULL;
+    CHECKF(bm_exec_timeline(t, times, NULL, mem, n_mem, &tl, &err) == BM_OK, "%s", err.msg);
+    if (tl) {
+        double first = 1e30;
+        int moved = 1;
+        for (int r = 0; r < 2; r++)
+            for (int k = 0; k < t->ranks[r].n_ops; k++) {
+                const struct bm_op_time *ot = &tl->ranks[r].ops[k];
+                first = ot->start_ms < first ? ot->start_ms : first;
+                first = ot->ready_ms < first ? ot->ready_ms : first;
+                moved &= fabs(ot->start_ms - (times[r][3 * k] - lead)) < 1e-12 &&
+                         fabs(ot->end_ms - (times[r][3 * k + 1] - lead)) < 1e-12;
+            }
+        for (int r = 0; r < 2; r++)
+            for (int i = 0; i < tl->ranks[r].n_mem; i++)
+                first = tl->ranks[r].mem[i].t_ms < first ? tl->ranks[r].mem[i].t_ms : first;
+        CHECK(moved);
+        CHECK_NEAR(first, 0, 1e-12); /* the earliest event, op or memory point, at 0 */
+        CHECK(tl->ranks[1].n_mem == 0 || tl->ranks[1].mem[0].t_ms >= 0);
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&buf, &len);
+        CHECK(f && bm_render_trace(t, tl, f) == BM_OK);
+        if (f) fclose(f);
+        free(buf);
+    }
+    bm_timeline_free(tl);
+out:
+    for (int r = 0; r < 2; r++) bm_free(early[r]), bm_free(mem_early[r]);
+    unbuild(x, 2);
+    c->ops->free(c);
+    bm_table_free(t);
+    bm_spec_free(s);
+}
+
 /* calibrate: medians of the op durations (backbone: summed over chunks), act_mib from the memory
  * trace's increases == the measured ctx bytes per microbatch. */
 TEST(calibrate_from_measured_timeline)
@@ -719,6 +788,7 @@ int main(void)
     RUN(recompute_matches_reference);
     RUN(recompute_measured_peaks_fall);
     RUN(bigmac_encoder_peak_flat_in_M_optimus_grows);
+    RUN(measured_times_before_the_origin_move_together);
     RUN(calibrate_from_measured_timeline);
     RUN(calibrated_rank_scale_reproduces_uneven_ranks);
     RUN(malformed_table_is_an_error_not_a_crash);

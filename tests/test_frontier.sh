@@ -7,8 +7,8 @@ FIT_SPEC=examples/tiny-mllm.json          # optimus fits
 
 # ---- simulate --compare: optimus+recompute appears exactly when optimus is OOM, and fits
 expect_exit cmp_oom_exit 0 "$BIGMAC" simulate "$OOM_SPEC" --compare
-if printf '%s\n' "$OUT_TXT" | grep -Eq '^optimus +[0-9.]+ .* OOM$' &&
-   printf '%s\n' "$OUT_TXT" | grep -Eq '^optimus\+recompute +[0-9.]+ .* no$'; then
+if printf '%s\n' "$OUT_TXT" | grep -Eq '^optimus +[0-9.]+ .* OOM( |$)' &&
+   printf '%s\n' "$OUT_TXT" | grep -Eq '^optimus\+recompute +[0-9.]+ .* no( |$)'; then
     echo "PASS cmp_oom_human_adds_fitting_recompute"
 else echo "FAIL cmp_oom_human_adds_fitting_recompute"; printf '%s\n' "$OUT_TXT" | sed 's/^/    /'; fi
 OUT_TXT=$("$BIGMAC" simulate "$OOM_SPEC" --compare --json 2>/dev/null)

@@ -591,7 +591,7 @@ TEST(reference_step_is_order_independent)
     /* bm_ref_step (microbatches 0, 1 in order, one chunk) == the same modules seeded the same,
      * run as 2 backbone chunks with the microbatches in reverse order and several contexts in
      * flight, each scaled by 1/M, then AdamW: the contract the pipelined executor must meet */
-    spec.train = (struct bm_train){1, 1e-2, 0.1, 0.9, 0.999, 1e-8, 5};
+    spec.train = (struct bm_train){1, 1e-2, 0.1, 0.9, 0.999, 1e-8, 5, 0};
     struct bm_err err;
     struct bm_ref *ref;
     struct bm_step_stats st;
@@ -652,7 +652,7 @@ TEST(reference_step_is_order_independent)
  * until nothing fails: each failure is reported, nothing crashes (ASan: nothing leaks). */
 static void check_every_allocation_failure(struct bm_spec *sp)
 {
-    sp->train = (struct bm_train){1, 1e-3, 0, 0.9, 0.999, 1e-8, 1};
+    sp->train = (struct bm_train){1, 1e-3, 0, 0.9, 0.999, 1e-8, 1, 0};
     int n, ok = 0;
     for (n = 1; n < 100000; n++) {
         struct bm_ref *r = NULL;

@@ -19,7 +19,7 @@ static int add_module(struct bm_table *t, const char *name, enum bm_role role, d
     m[i].name = bm_strdup(name);
     m[i].role = role;
     m[i].grad_to_backbone = 1;
-    m[i].cost = (struct bm_cost){fwd, bwd, act, 0, out, 0, 0};
+    m[i].cost = (struct bm_cost){fwd, bwd, act, 0, out, 0, 0, 0};
     if (consumes) {
         m[i].consumes = bm_malloc(sizeof(char *));
         m[i].consumes[0] = bm_strdup(consumes);

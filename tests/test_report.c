@@ -236,7 +236,7 @@ TEST(trace_counts_and_reload)
         CHECK(!strcmp(json_string_value(json_object_get(root, "displayTimeUnit")), "ms"));
         json_t *ev = json_object_get(root, "traceEvents");
         CHECK(json_is_array(ev));
-        long procs = 0, threads = 0, x = 0, c = 0, s = 0, fl = 0, fl_bp = 0, xc = 0, xs = 0, xr = 0;
+        long procs = 0, threads = 0, x = 0, c = 0, s = 0, fl = 0, fl_bp = 0, xc = 0, xs = 0, xr = 0, step_threads = 0, step_x = 0;
         long mem = 0;
         for (int r = 0; r < tl->pp; r++) mem += tl->ranks[r].n_mem;
         for (size_t i = 0; i < json_array_size(ev); i++) {
@@ -251,8 +251,16 @@ TEST(trace_counts_and_reload)
                 snprintf(want, sizeof want, "rank %d", (int)json_integer_value(json_object_get(e, "pid")));
                 CHECK(!strcmp(json_string_value(json_object_get(json_object_get(e, "args"), "name")), want));
             }
-            if (!strcmp(ph, "M") && !strcmp(name, "thread_name")) threads++;
-            if (!strcmp(ph, "X")) {
+            if (!strcmp(ph, "M") && !strcmp(name, "thread_name")) {
+                if (json_integer_value(json_object_get(e, "tid")) == 3) step_threads++;
+                else threads++;
+            }
+            if (!strcmp(ph, "X") && json_integer_value(json_object_get(e, "tid")) == 3) {
+                /* the step after the walk (src/sim/step.h): collectives and the optimizer */
+                const char *cat = json_string_value(json_object_get(e, "cat"));
+                CHECK(cat && !strcmp(cat, "step"));
+                step_x++;
+            } else if (!strcmp(ph, "X")) {
                 x++;
                 int tid = (int)json_integer_value(json_object_get(e, "tid"));
                 xc += tid == 0, xs += tid == 1, xr += tid == 2;
@@ -271,6 +279,10 @@ TEST(trace_counts_and_reload)
         }
         CHECK(procs == t->pp);
         CHECK(threads == 3L * t->pp);
+        /* a step thread per rank with its slices exactly when the step is longer than the walk */
+        int has_step = tl->step_ms > tl->makespan_ms;
+        CHECK(step_threads == (has_step ? t->pp : 0));
+        CHECK(has_step ? step_x >= t->pp : step_x == 0);
         CHECK(x == bm_table_n_ops(t));
         CHECK(xc == count_kind(t, BM_OP_COMPUTE));
         CHECK(xs == count_kind(t, BM_OP_SEND));
@@ -412,7 +424,9 @@ TEST(html_self_contained)
         CHECK_STR_CONTAINS(h, "<canvas id=\"cv\">");
         CHECK_STR_CONTAINS(h, "const D = {\"P\":4,");
         CHECK_STR_CONTAINS(h, "data-rank");
-        CHECK(count_str(h, "<tr><td>rank ") == t->pp);
+        /* the metrics table, and the step's state table when the step is longer than the walk */
+        CHECK(count_str(h, "<tr><td>rank ") == t->pp * (strstr(h, "<h2>Step</h2>") ? 2 : 1));
+        CHECK(strstr(h, "<h2>Step</h2>") == NULL || strstr(h, "<table id=\"state\">") != NULL);
         CHECK(strstr(h, "Policy comparison") == NULL);
         /* the data arrays hold every op of every rank */
         CHECK(count_str(h, "{\"k\":[") == t->pp);

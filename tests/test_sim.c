@@ -19,7 +19,7 @@ static int add_module(struct bm_table *t, const char *name, enum bm_role role, d
     m[i].name = bm_strdup(name);
     m[i].role = role;
     m[i].grad_to_backbone = 1;
-    m[i].cost = (struct bm_cost){fwd, bwd, act, state, out, 0, 0};
+    m[i].cost = (struct bm_cost){fwd, bwd, act, state, out, 0, 0, 0};
     t->n_modules++;
     if (role == BM_ROLE_BACKBONE) t->backbone_module = i;
     return i;

@@ -17,7 +17,7 @@ static int add_module(struct bm_table *t, const char *name, enum bm_role role, c
     m[i].name = bm_strdup(name);
     m[i].role = role;
     m[i].grad_to_backbone = 1;
-    m[i].cost = (struct bm_cost){1, 2, 1, 1, 1, 0, 0};
+    m[i].cost = (struct bm_cost){1, 2, 1, 1, 1, 0, 0, 0};
     m[i].consumes = bm_calloc(2, sizeof(char *));
     m[i].produces = bm_calloc(2, sizeof(char *));
     if (consumes) m[i].consumes[m[i].n_consumes++] = bm_strdup(consumes);

@@ -11,12 +11,14 @@ int bm_cmd_plan(int argc, char **argv);
 int bm_cmd_verify(int argc, char **argv);
 int bm_cmd_simulate(int argc, char **argv);
 int bm_cmd_sweep(int argc, char **argv);
+/* `sweep SPEC --gpus N --global-batch B`: the layouts of a cluster (cmd_sweep_cluster.c) */
+int bm_cmd_sweep_cluster(int argc, char **argv);
 int bm_cmd_train(int argc, char **argv);
 int bm_cmd_render(int argc, char **argv);
 int bm_cmd_calibrate(int argc, char **argv);
 
 /* Plan flags shared by plan/simulate/sweep/render/train: --pp --vpp --microbatches --unit
- * --backbone --policy --window --ranks-per-host --dp. Values are "set" only when the flag was given. */
+ * --backbone --policy --window --ranks-per-host --dp --zero. Values are "set" only when the flag was given. */
 struct bm_cli_plan_flags {
     int pp, vpp, microbatches, unit, window;  /* 0 = not given (window: -1 auto, -2 fit) */
     int backbone_set, policy_set;
@@ -24,6 +26,7 @@ struct bm_cli_plan_flags {
     enum bm_policy policy;
     int ranks_per_host;  /* --ranks-per-host: device.ranks_per_host (0 = not given) */
     int dp;              /* --dp: parallel.dp, data-parallel replicas (0 = not given) */
+    int zero_set, zero;  /* --zero 0|1: train.zero (ZeRO-1 shards the optimizer state) */
 };
 
 /* If argv[*i] is a plan flag, parse it (and its value, advancing *i) and return 1; return 0
@@ -32,7 +35,7 @@ int bm_cli_plan_flag(int argc, char **argv, int *i, struct bm_cli_plan_flags *f)
 /* Override o's fields with the flags that were given. */
 void bm_cli_plan_apply(const struct bm_cli_plan_flags *f, struct bm_plan_opts *o);
 /* Override the spec's fields that plan flags set (--ranks-per-host: device.ranks_per_host;
- * --dp: parallel.dp). */
+ * --dp: parallel.dp; --zero: train.zero). */
 void bm_cli_spec_apply(const struct bm_cli_plan_flags *f, struct bm_spec *s);
 
 /* Load the spec at 'path' (NULL: "missing SPEC" + usage, BM_USAGE) and its plan options with
@@ -65,5 +68,9 @@ void bm_cli_json_print(struct json_t *j);
 /* A table placed over hosts (device.ranks_per_host > 0, sim/hosts.h): one line "hosts N (...):
  * K of S transfers cross hosts, ..." to f; nothing for a table on one host. */
 void bm_cli_print_hosts(FILE *f, const struct bm_table *t);
+/* The step after the walk (src/sim/step.h): "step X ms = walk + exposed sync + optimizer" and
+ * each rank's state parts, to f; nothing when the step is the walk (one replica, no collective,
+ * no optimizer time, ZeRO 0). */
+void bm_cli_print_step(FILE *f, const struct bm_table *t, const struct bm_timeline *tl);
 
 #endif

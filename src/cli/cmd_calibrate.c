@@ -8,12 +8,14 @@
 
 #include "cli/cli.h"
 #include "report/calibration.h"
+#include "sim/calibrate_step.h"
 #include "spec/calibrated.h"
 
 static void usage(FILE *f)
 {
     fprintf(f,
             "usage: bigmac calibrate TRACE.json... [--spec SPEC.json] [--mean] [--run-median] [--rank-scale] [--spread]\n"
+            "                       [--step-log LOG.json]\n"
             "                        [-o FILE]\n"
             "\n"
             "Turns the measured op times and activation bytes of an executor trace\n"
@@ -53,6 +55,9 @@ static void usage(FILE *f)
             "costs say (its compute time over the costs' prediction for its ops) and writes it as\n"
             "device.rank_time_scale (with --spec; \"rank_time_scale\" in the fragment): one\n"
             "multiplier per rank, so the spec then plans only at the trace's pp.\n"
+            "--step-log LOG.json (`bigmac train --log`) also fits device.optimizer_ms_per_gib: the\n"
+            "median over steps and ranks of each rank's optimizer time per GiB of the optimizer\n"
+            "state it updated (docs/simulator.md \"The step\").\n"
             "-o - (the default) writes to stdout.\n");
 }
 
@@ -63,6 +68,7 @@ int bm_cmd_calibrate(int argc, char **argv)
     const char **traces = (const char **)argv;
     int n_traces = 0;
     int mean = 0, rank_scale = 0, want_spread = 0, run_median = 0;
+    const char *step_log = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -76,6 +82,12 @@ int bm_cmd_calibrate(int argc, char **argv)
             rank_scale = 1;
         } else if (!strcmp(a, "--spread")) {
             want_spread = 1;
+        } else if (!strcmp(a, "--step-log")) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "bigmac: error: --step-log needs a value (a `bigmac train --log` file)\n");
+                return BM_USAGE;
+            }
+            step_log = argv[++i];
         } else if (!strcmp(a, "--spec") || !strcmp(a, "-o")) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "bigmac: error: %s needs a value\n", a);
@@ -105,6 +117,11 @@ int bm_cmd_calibrate(int argc, char **argv)
                         "for their bytes alone (the tensors' out_mib over device.link_gbytes_per_s): link_latency_us "
                         "written as 0\nbigmac: hint: the modules' out_mib overstate the tensors they send\n",
                 c.link_latency_short_us);
+    if (rc == BM_OK && step_log) { /* the optimizer's time per GiB of state (sim/calibrate_step.h) */
+        int nv;
+        rc = bm_calibrate_optimizer(step_log, &c.cal.optimizer_ms_per_gib, &nv, &err);
+        c.cal.have_optimizer = rc == BM_OK;
+    }
     if (rc == BM_OK)
         rc = spec ? bm_spec_write_calibrated(spec, &c.cal, out, &err)
                   : bm_spec_write_costs(&c.cal, traces, n_traces, out, &err);

@@ -13,7 +13,7 @@ static void usage(FILE *f)
             "usage: bigmac plan SPEC [--pp N] [--vpp V] [--microbatches M] [--unit U]\n"
             "                        [--backbone gpipe|1f1b|interleaved|zb-h1|zb-interleaved|zb-v|dualpipe-v]\n"
             "                        [--policy bigmac|optimus|unified|unified-balanced|ideal|none]\n"
-            "                        [--window W|auto|fit] [--ranks-per-host N] [--dp D]\n"
+            "                        [--window W|auto|fit] [--ranks-per-host N] [--dp D] [--zero 0|1]\n"
             "                        [-o TABLE.json] [--csv FILE] [--ascii]\n"
             "       bigmac plan --from-csv SCHEDULE.csv [SPEC] [plan flags] [-o TABLE.json] [--no-verify]\n"
             "\n"

@@ -18,7 +18,7 @@ static void usage(FILE *f)
             "usage: bigmac render TABLE.json|SPEC.json|TRACE.json|SCHEDULE.csv\n"
             "                     --format ascii|svg|html|trace|csv|torch-csv [-o FILE] [--width N]\n"
             "                     [--comms] [--title TEXT] [--span MS] [plan flags: --pp --vpp --microbatches\n"
-            "                      --unit --backbone --policy --window --ranks-per-host --dp] [--no-verify]\n"
+            "                      --unit --backbone --policy --window --ranks-per-host --dp --zero] [--no-verify]\n"
             "       bigmac render RUN_TRACE.json --table TABLE.json --format html [-o FILE]\n"
             "\n"
             "Draws one training iteration's schedule:\n"

@@ -13,6 +13,7 @@
 #include "table/table.h"
 #include "sim/hosts.h"
 #include "sim/expect.h"
+#include "sim/step.h"
 #include "study/study.h"
 #include "util/util.h"
 
@@ -44,7 +45,10 @@ static void usage(FILE *f)
             "               inter-host link (device.inter_host_*; a \"hosts\" line says what crosses)\n"
             "  --dp D       D data-parallel replicas of the pipeline: pipeline rank p of replica d\n"
             "               is global rank p*D + d, placed by --ranks-per-host (the table and the\n"
-            "               figures stay one replica's)\n"
+            "               walk stay one replica's; the step adds the gradient synchronisation\n"
+            "               and the optimizer, and samples/s counts every replica)\n"
+            "  --zero 0|1   train.zero: 1 = ZeRO-1, the optimizer state sharded over each\n"
+            "               module's copies (reduce-scatter + all-gather; docs/simulator.md \"The step\")\n"
             "  --table TABLE.json  do not plan: simulate this table (e.g. the plan a run executed,\n"
             "               `bigmac plan ... -o`) with SPEC's costs: module costs and spreads,\n"
             "               encoder scales, device (rank_time_scale, op_overhead_us and the\n"
@@ -94,6 +98,23 @@ void bm_cli_print_hosts(FILE *f, const struct bm_table *t)
             t->dp > 1 ? ", in each replica's pipeline" : "");
 }
 
+void bm_cli_print_step(FILE *f, const struct bm_table *t, const struct bm_timeline *tl)
+{
+    if (tl->step_ms <= tl->makespan_ms && t->dp <= 1 && !t->zero) return; /* the step is the walk */
+    fprintf(f, "step %.3f ms = walk %.3f + exposed sync %.3f + optimizer %.3f (sync %.3f ms in all on the busiest "
+               "rank; %s)\n", tl->step_ms, tl->makespan_ms, tl->sync_exposed_ms, tl->optimizer_ms, tl->sync_total_ms,
+            t->zero ? "ZeRO-1: gradients reduce-scattered, weights all-gathered" : "gradients all-reduced");
+    struct bm_step_mem *parts = bm_calloc((size_t)(t->pp > 0 ? t->pp : 1), sizeof *parts);
+    if (!parts) return;
+    bm_step_state(t, parts);
+    fprintf(f, "state per rank (GiB; weights / gradients / optimizer state%s):", t->zero ? ", sharded" : "");
+    for (int r = 0; r < t->pp; r++)
+        fprintf(f, "%s %.3f/%.3f/%.3f", r ? "," : "", GIB(parts[r].weights_mib), GIB(parts[r].grads_mib),
+                GIB(parts[r].optim_mib));
+    fprintf(f, "\n");
+    bm_free(parts);
+}
+
 void bm_cli_json_print(json_t *j)
 {
     json_dumpf(j, stdout, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
@@ -116,6 +137,7 @@ static void print_human(const struct bm_spec *s, const struct bm_plan_opts *o, c
            tl->makespan_ms, 100 * tl->bubble_ratio, tl->samples_per_s, GIB(tl->peak_mib),
            GIB(tl->memory_cap_mib), tl->oom ? "  ** OOM **" : "");
     bm_cli_print_hosts(stdout, t);
+    bm_cli_print_step(stdout, t, tl);
     printf("\n");
     printf("%4s %10s %10s %9s %9s %9s %9s %9s %9s %9s %9s\n", "rank", "busy ms", "idle ms", "lead",
            "middle", "tail", "state GiB", "enc GiB", "bb GiB", "gen GiB", "peak GiB");
@@ -139,7 +161,7 @@ static void print_human(const struct bm_spec *s, const struct bm_plan_opts *o, c
 
 /* One row of the comparison table: "-" for the ratio to the lower bound when there is none
  * (and for none, which runs less work). */
-static void print_row(const struct bm_compare_row *row, double lower)
+static void print_row(const struct bm_compare_row *row, double lower, int step)
 {
     if (!row->ok) {
         char first[160];
@@ -151,8 +173,10 @@ static void print_row(const struct bm_compare_row *row, double lower)
     char ratio[16] = "-";
     if (lower > 0 && (row->recompute || row->policy != BM_POL_NONE))
         snprintf(ratio, sizeof ratio, "%.3f", row->makespan_ms / lower);
-    printf("%-17s %12.3f %8s %7.1f%% %11.2f %10.3f %5s\n", bm_compare_row_name(row), row->makespan_ms, ratio,
+    printf("%-17s %12.3f %8s %7.1f%% %11.2f %10.3f %5s", bm_compare_row_name(row), row->makespan_ms, ratio,
            100 * row->bubble_ratio, row->samples_per_s, GIB(row->peak_mib), row->oom ? "OOM" : "no");
+    if (step) printf(" %10.3f %10.3f %10.3f", row->step_ms, row->sync_exposed_ms, row->optimizer_ms);
+    printf("\n");
 }
 
 /* `simulate --compare`: every policy (bm_compare), printed as a table with the recompute row
@@ -179,11 +203,15 @@ static int run_compare(struct bm_spec *s, const struct bm_plan_opts *o, const st
         bm_cli_error(err.msg);
         return 1;
     }
-    printf("%-17s %12s %8s %8s %11s %10s %5s\n", "policy", "makespan ms", "/ lower", "bubble", "samples/s",
+    int step = 0; /* the step's columns when some row's step is more than its walk */
+    for (int p = 0; p < c.n_rows; p++) step |= c.rows[p].ok && c.rows[p].step_ms > c.rows[p].makespan_ms;
+    printf("%-17s %12s %8s %8s %11s %10s %5s", "policy", "makespan ms", "/ lower", "bubble", "samples/s",
            "peak GiB", "oom");
+    if (step) printf(" %10s %10s %10s", "step ms", "sync ms", "optim ms");
+    printf("\n");
     for (int p = 0; p < BM_N_POLICIES; p++) {
-        print_row(&c.rows[p], c.lower_ms);
-        if (p == BM_POL_OPTIMUS && c.n_rows > BM_N_POLICIES) print_row(&c.rows[BM_N_POLICIES], c.lower_ms);
+        print_row(&c.rows[p], c.lower_ms, step);
+        if (p == BM_POL_OPTIMUS && c.n_rows > BM_N_POLICIES) print_row(&c.rows[BM_N_POLICIES], c.lower_ms, step);
     }
     if (c.bound_ms >= 0)
         printf("\nzero-added-bubble bound: %.3f ms (none %.3f + largest per-rank nested compute "

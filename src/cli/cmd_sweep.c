@@ -175,11 +175,15 @@ static int parse_policies(const char *v, enum bm_policy *out, int *n)
 
 static json_t *row_json(const struct bm_sweep_row *r, int rank)
 {
-    return json_pack("{s:i, s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:f, s:f, s:f, s:f, s:b}", "rank", rank,
+    json_t *j = json_pack("{s:i, s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:f, s:f, s:f, s:f, s:b}", "rank", rank,
                      "policy", bm_policy_name(r->policy), "backbone", bm_backbone_name(r->backbone), "pp",
                      r->pp, "vpp", r->vpp, "microbatches", r->microbatches, "unit", r->unit, "window",
                      r->window, "makespan_ms", r->makespan_ms, "bubble_ratio", r->bubble_ratio,
                      "samples_per_s", r->samples_per_s, "peak_mem_gib", GIB(r->peak_mib), "oom", r->oom);
+    if (j) /* the whole step (src/sim/step.h): samples_per_s counts it */
+        json_object_update_new(j, json_pack("{s:f, s:f, s:f}", "step_ms", r->step_ms, "sync_exposed_ms",
+                                            r->sync_exposed_ms, "optimizer_ms", r->optimizer_ms));
+    return j;
 }
 
 /* `sweep --json`: {"spec", "mem_cap_gib", "configs", "results" (ranked), "skipped", "best",
@@ -354,6 +358,8 @@ static int frontier_cmd(struct args *g, struct bm_spec *s, struct bm_plan_opts b
 
 int bm_cmd_sweep(int argc, char **argv)
 {
+    for (int i = 1; i < argc; i++) /* the sweep for a cluster has its own flags */
+        if (!strcmp(argv[i], "--gpus") || !strcmp(argv[i], "--global-batch")) return bm_cmd_sweep_cluster(argc, argv);
     struct args g;
     memset(&g, 0, sizeof g);
     g.sim = (struct bm_sim_opts){0, 1, 0};

@@ -75,6 +75,17 @@ int bm_cli_plan_flag(int argc, char **argv, int *i, struct bm_cli_plan_flags *f)
         if (!(v = need_value(argc, argv, i))) return -1;
         return bm_cli_int(a, v, intp) ? -1 : 1;
     }
+    if (!strcmp(a, "--zero")) { /* train.zero: 0 or 1 (ZeRO-1) */
+        if (!(v = need_value(argc, argv, i))) return -1;
+        if (strcmp(v, "0") && strcmp(v, "1")) {
+            fprintf(stderr, "bigmac: error: --zero: expected 0 (every replica keeps the whole optimizer state) "
+                            "or 1 (ZeRO-1: sharded), got '%s'\n", v);
+            return -1;
+        }
+        f->zero_set = 1;
+        f->zero = v[0] - '0';
+        return 1;
+    }
     if (!strcmp(a, "--window")) {
         if (!(v = need_value(argc, argv, i))) return -1;
         if (!strcmp(v, "auto")) {
@@ -130,6 +141,7 @@ void bm_cli_spec_apply(const struct bm_cli_plan_flags *f, struct bm_spec *s)
 {
     if (f->ranks_per_host) s->device.ranks_per_host = f->ranks_per_host;
     if (f->dp) s->dp = f->dp;
+    if (f->zero_set) s->train.zero = f->zero;
 }
 
 int bm_cli_load_spec(const char *cmd, const char *path, const struct bm_cli_plan_flags *f,

@@ -25,7 +25,7 @@ static void usage(FILE *f)
             "backbone chunks and a replica of every encoder/generator, and walks its op list; the\n"
             "replicas' gradients are all-reduced, then AdamW. Same losses and parameters as\n"
             "--reference within float tolerance. Plan flags (--pp --vpp --microbatches --unit\n"
-            "--backbone --policy --window --ranks-per-host --dp) override the spec; --pp defaults to\n"
+            "--backbone --policy --window --ranks-per-host --dp --zero) override the spec; --pp defaults to\n"
             "the number of ranks over --dp. Over several hosts: docs/multihost.md.\n"
             "\n"
             "  --dp D             D data-parallel replicas of the pipeline (parallel.dp): mpirun -np P*D,\n"

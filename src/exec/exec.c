@@ -85,6 +85,7 @@ struct bm_exec {
     size_t *rc_n;        /* [n_inst * M] its floats */
     uint8_t *rc_held;    /* [n_inst * M] 1 between a recomputed forward and its backward */
     double ms;
+    double tail[3];      /* the step after the walk: sync start, sync end, optimizer ms (run.c) */
 };
 
 static int role_of(const struct bm_exec *x, int module) { return (int)x->t->modules[module].role; }
@@ -141,6 +142,7 @@ void bm_exec_stats(const struct bm_exec *x, struct bm_exec_rank_stats *st)
 {
     memcpy(st->peak_act, x->peak, sizeof x->peak);
     st->ms = x->ms;
+    st->sync_start_ms = x->tail[0], st->sync_end_ms = x->tail[1], st->optimizer_ms = x->tail[2];
 }
 
 const double *bm_exec_op_times(const struct bm_exec *x, int *n_ops)
@@ -444,6 +446,13 @@ static int mem_push(struct bm_exec *x, double t_ms)
 static double now_ms(const struct bm_exec *x) { return (bm_now() + x->clock_offset - x->origin) * 1e3; }
 
 void bm_exec_set_clock_offset(struct bm_exec *x, double offset) { x->clock_offset = offset; }
+
+double bm_exec_now_ms(const struct bm_exec *x) { return now_ms(x); }
+
+void bm_exec_note_tail(struct bm_exec *x, double sync_start_ms, double sync_end_ms, double optimizer_ms)
+{
+    x->tail[0] = sync_start_ms, x->tail[1] = sync_end_ms, x->tail[2] = optimizer_ms;
+}
 
 /* Element count of the tensor recv op k brings, from its local consumer's interface (one
  * encoder's part of a consumer taking several: from that encoder's replica). */
@@ -879,6 +888,20 @@ int bm_exec_step_finish(struct bm_exec *x, struct bm_err *err)
     }
     x->ms = (bm_now() - x->t_begin) * 1e3;
     return BM_OK;
+}
+
+int bm_exec_zero(const struct bm_exec *x) { return x->t->zero; }
+
+void bm_exec_optimizer_range(struct bm_exec *x, int i, size_t lo, size_t hi, long step)
+{
+    const struct bm_train *tr = &x->s->train;
+    struct inst *in = &x->inst[i];
+    size_t n;
+    float *p = in->ops->params(in->self, &n), *g = in->ops->grads(in->self, &n);
+    if (hi > n) hi = n;
+    if (lo >= hi) return;
+    bm_adamw_update(p + lo, g + lo, in->opt + lo, in->opt + n + lo, hi - lo, (float)tr->lr, (float)tr->beta1,
+                    (float)tr->beta2, (float)tr->eps, (float)tr->weight_decay, (int)step + 1);
 }
 
 void bm_exec_optimizer(struct bm_exec *x, long step)

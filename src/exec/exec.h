@@ -53,6 +53,9 @@ struct bm_exec_opts {
 struct bm_exec_rank_stats {
     size_t peak_act[BM_N_ROLES];  /* peak live context bytes per role during the step */
     double ms;                    /* wall time of the rank's op walk: step begin to finish */
+    /* the step after the walk (bm_exec_note_tail): when the rank's gradient collectives started
+     * and ended (ms from the step's origin, rank 0's clock) and how long its optimizer took */
+    double sync_start_ms, sync_end_ms, optimizer_ms;
 };
 
 struct bm_exec;
@@ -64,6 +67,10 @@ int bm_exec_new(const struct bm_spec *s, const struct bm_table *t, int rank, str
 void bm_exec_free(struct bm_exec *x);
 /* Offset (seconds) that turns this process's bm_now() into rank 0's clock (comm clock_offset). */
 void bm_exec_set_clock_offset(struct bm_exec *x, double offset);
+/* Now, in ms from the current step's origin on rank 0's clock (what op times are measured in). */
+double bm_exec_now_ms(const struct bm_exec *x);
+/* Record the step's tail after the walk for bm_exec_stats (run.c measures it). */
+void bm_exec_note_tail(struct bm_exec *x, double sync_start_ms, double sync_end_ms, double optimizer_ms);
 /* Prepare step 'step' (0-based): draw the microbatches the rank touches and post every recv of
  * the step (data loading is not part of the measured op walk, as with a prefetching loader). */
 int bm_exec_step_prepare(struct bm_exec *x, long step, struct bm_err *err);
@@ -80,6 +87,10 @@ int bm_exec_step_finish(struct bm_exec *x, struct bm_err *err);
 /* AdamW on every module instance of the rank (the gradients are final: call after the
  * replicated modules' all-reduce). step is 0-based. */
 void bm_exec_optimizer(struct bm_exec *x, long step);
+/* AdamW on elements [lo, hi) of instance i only (ZeRO-1: this rank's shard; run.c). */
+void bm_exec_optimizer_range(struct bm_exec *x, int i, size_t lo, size_t hi, long step);
+/* 1 when the rank's table asks for ZeRO-1 (table->zero). */
+int bm_exec_zero(const struct bm_exec *x);
 
 /* Module instances of the rank: for i in 0..n-1, module index (spec order), global chunk (-1 for
  * non-backbone), replicated (1 = encoder/generator replica, all-reduced). */

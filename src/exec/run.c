@@ -155,6 +155,55 @@ static int allreduce_grads(struct bm_exec **x, struct bm_comm *c, struct bm_err 
     return rc;
 }
 
+/* ZeRO-1 (table "zero": 1, docs/simulator.md "The step"): instance i's group (a replicated
+ * module: every rank of the job; a backbone chunk: its D replicas), this rank's index in it and
+ * its shard [lo, hi) of the n elements: the k-th of parts equal slices. */
+static int zero_shard(const struct bm_comm *c, int l, int rep, size_t n, size_t *lo, size_t *hi)
+{
+    int parts = rep ? c->world : c->dp;
+    int k = rep ? bm_comm_global(c, c->first_rank + l) : c->replica;
+    *lo = n * (size_t)k / (size_t)parts, *hi = n * (size_t)(k + 1) / (size_t)parts;
+    return parts;
+}
+
+/* The optimizer under ZeRO-1: each rank updates its shard of every instance (the gradients are
+ * already summed over the group: the same numbers as a reduce-scatter's), then the updated
+ * weights are gathered: each rank puts its shard into the (spent) gradient buffer, zero
+ * elsewhere, and the group sums it, which is exact (x + 0 = x). The moments stay allocated
+ * whole (checkpoints keep their format); a rank only updates its shard of them. */
+static int zero_optimizer(struct bm_exec **x, struct bm_comm *c, long step, struct bm_err *err)
+{
+    float **bufs = bm_calloc((size_t)c->nlocal, sizeof *bufs);
+    if (!bufs) return bm_err_set(err, "out of memory");
+    int rc = BM_OK;
+    for (int i = 0; i < bm_exec_n_inst(x[0]) && rc == BM_OK; i++) {
+        int module, chunk, rep;
+        bm_exec_inst(x[0], i, &module, &chunk, &rep);
+        int parts = 1;
+        for (int l = 0; l < c->nlocal; l++) {
+            size_t n = 0, lo, hi;
+            bm_exec_inst_params(x[l], i, &n);
+            parts = zero_shard(c, l, rep, n, &lo, &hi);
+            bm_exec_optimizer_range(x[l], i, parts > 1 ? lo : 0, parts > 1 ? hi : n, step);
+            if (parts <= 1) continue;
+            float *p = bm_exec_inst_params(x[l], i, &n), *g = bm_exec_inst_grads(x[l], i, &n);
+            memset(g, 0, n * sizeof *g);
+            memcpy(g + lo, p + lo, (hi - lo) * sizeof *g);
+            bufs[l] = g;
+        }
+        if (parts <= 1) continue;
+        size_t n = 0;
+        bm_exec_inst_params(x[0], i, &n);
+        rc = c->ops->allreduce_sum(c, bufs, n, rep ? BM_COMM_WORLD : BM_COMM_DP, err);
+        for (int l = 0; l < c->nlocal && rc == BM_OK; l++) {
+            float *p = bm_exec_inst_params(x[l], i, &n);
+            memcpy(p, bufs[l], n * sizeof *p);
+        }
+    }
+    bm_free(bufs);
+    return rc;
+}
+
 /* Final parameters in spec module order (replicas from rank 0, backbone chunks in global order)
  * to path as raw floats. Every rank takes part (gather). Each rank packs
  * [uint64 float count of each local chunk, V of them][chunk floats in local order][replica floats]. */
@@ -272,8 +321,20 @@ int bm_exec_run_step(struct bm_exec **x, struct bm_comm *c, long step, struct bm
     if (walk(x, c, err)) return BM_ERR;
     for (int l = 0; l < c->nlocal; l++)
         if (bm_exec_step_finish(x[l], err)) return BM_ERR;
+    double s0 = bm_exec_now_ms(x[0]); /* the step's tail, for the log (docs/simulator.md "The step") */
     if (allreduce_grads(x, c, err)) return step_fail(step, err);
-    for (int l = 0; l < c->nlocal; l++) bm_exec_optimizer(x[l], step);
+    double s1 = bm_exec_now_ms(x[0]);
+    if (bm_exec_zero(x[0])) { /* ZeRO-1: shards and the weights' gather (the optimizer's time then
+                               * includes the gather) */
+        if (zero_optimizer(x, c, step, err)) return step_fail(step, err);
+        for (int l = 0; l < c->nlocal; l++) bm_exec_note_tail(x[l], s0, s1, bm_exec_now_ms(x[l]) - s1);
+        return BM_OK;
+    }
+    for (int l = 0; l < c->nlocal; l++) {
+        double o0 = bm_exec_now_ms(x[l]);
+        bm_exec_optimizer(x[l], step);
+        bm_exec_note_tail(x[l], s0, s1, bm_exec_now_ms(x[l]) - o0);
+    }
     return BM_OK;
 }
 
@@ -584,6 +645,19 @@ static int gather_step(struct bm_exec **x, struct bm_comm *c, int M, double ms, 
         q[3] = ms, q[4] = cpu_ms, q[5] = st.ms;
         memcpy(q + 6, bm_exec_losses_lm(x[l]), (size_t)M * sizeof(double));
         memcpy(q + 6 + M, bm_exec_losses_gen(x[l]), (size_t)M * sizeof(double));
+        size_t ob = 0; /* the step's tail and the optimizer state this rank updates (AdamW's m and v;
+                        * its shard under ZeRO-1) */
+        for (int i = 0; i < bm_exec_n_inst(x[l]); i++) {
+            size_t n = 0, lo = 0, hi;
+            int module, chunk, rep;
+            bm_exec_inst_moments(x[l], i, &n);
+            bm_exec_inst(x[l], i, &module, &chunk, &rep);
+            hi = n;
+            if (bm_exec_zero(x[l])) zero_shard(c, l, rep, n, &lo, &hi);
+            ob += 2 * (hi - lo) * sizeof(float);
+        }
+        q[6 + 2 * M] = st.sync_start_ms, q[7 + 2 * M] = st.sync_end_ms, q[8 + 2 * M] = st.optimizer_ms;
+        q[9 + 2 * M] = (double)ob;
         sr->items[l] = q, sr->bytes[l] = (size_t)sr->nrec * sizeof(double);
     }
     return c->ops->gather(c, sr->items, sr->bytes, allv, sr->ob, err);
@@ -640,8 +714,10 @@ static int report_step(const struct bm_exec_opts *o, FILE *pr, FILE *log, const 
             const double *q = &all[(size_t)r * nrec];
             fprintf(log, "%s{\"rank\": %d, ", r ? ", " : "", r);
             if (D > 1) fprintf(log, "\"pp\": %d, \"dp\": %d, ", r / D, r % D);
-            fprintf(log, "\"peak_act_bytes\": {\"encoder\": %.0f, \"backbone\": %.0f, \"generator\": %.0f}}", q[0],
+            fprintf(log, "\"peak_act_bytes\": {\"encoder\": %.0f, \"backbone\": %.0f, \"generator\": %.0f}, ", q[0],
                     q[1], q[2]);
+            fprintf(log, "\"walk_ms\": %.3f, \"sync_start_ms\": %.3f, \"sync_end_ms\": %.3f, \"optimizer_ms\": %.3f, "
+                         "\"optimizer_state_bytes\": %.0f}", q[5], q[6 + 2 * M], q[7 + 2 * M], q[8 + 2 * M], q[9 + 2 * M]);
         }
         fprintf(log, "]}\n");
         fflush(log);
@@ -669,7 +745,8 @@ int bm_exec_train(const struct bm_spec *s, const struct bm_table *t, struct bm_c
     struct bm_exec **x = bm_calloc((size_t)nl, sizeof *x);
     struct traced_step *traced = NULL; /* --trace-from: the gathered steps, n_traced of them */
     int n_traced = 0;
-    struct step_records sr = {.nrec = 6 + 2 * M}; /* peak[3], ms, cpu_ms, walk_ms, lm[M], gen[M] */
+    struct step_records sr = {.nrec = 10 + 2 * M}; /* peak[3], ms, cpu_ms, walk_ms, lm[M], gen[M], sync start,
+                                                  * sync end, optimizer ms, optimizer state bytes */
     sr.rec = bm_calloc((size_t)nl * sr.nrec, sizeof *sr.rec);
     sr.items = bm_calloc((size_t)nl, sizeof *sr.items);
     sr.bytes = bm_calloc((size_t)nl, sizeof *sr.bytes), sr.ob = bm_calloc((size_t)c->world, sizeof *sr.ob);

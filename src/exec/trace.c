@@ -17,13 +17,26 @@ int bm_exec_timeline(const struct bm_table *t, const double *const *times, const
     if (!tl) return bm_err_set(err, "out of memory");
     if (bm_match_build(t, &mt, err)) goto fail;
     tl->measured = 1;
+    /* Every rank's times are from rank 0's clock at the step's start, through an estimated clock
+     * offset; under load that estimate can put a rank's first event a fraction of a millisecond
+     * before 0. A trace holds no negative time (the loader refuses one), so then every time of
+     * the step moves by the same amount: the step starts at its earliest event, and no interval
+     * or order changes. */
+    double lead = 0;
+    for (int r = 0; r < t->pp; r++) {
+        for (int k = 0; k < t->ranks[r].n_ops * 3; k++)
+            if (times[r][k] < lead) lead = times[r][k];
+        for (int i = 0; i < n_mem[r]; i++)
+            if (mem[r][i * 4] < lead) lead = mem[r][i * 4];
+    }
     for (int r = 0; r < t->pp; r++) {
         const struct bm_rank_ops *ro = &t->ranks[r];
         struct bm_rank_timeline *rt = &tl->ranks[r];
         for (int k = 0; k < ro->n_ops; k++) {
             const struct bm_op *op = &ro->ops[k];
             struct bm_op_time *ot = &rt->ops[k];
-            ot->start_ms = times[r][k * 3], ot->end_ms = times[r][k * 3 + 1], ot->ready_ms = times[r][k * 3 + 2];
+            ot->start_ms = times[r][k * 3] - lead, ot->end_ms = times[r][k * 3 + 1] - lead;
+            ot->ready_ms = times[r][k * 3 + 2] - lead;
             ot->wait_rank = ot->wait_op = -1;
             if (msg_bytes && op->kind != BM_OP_COMPUTE) ot->msg_bytes = msg_bytes[r][k];
             if (op->kind == BM_OP_RECV && bm_match_peer(&mt, r, k) >= 0) {
@@ -49,7 +62,7 @@ int bm_exec_timeline(const struct bm_table *t, const double *const *times, const
             const double *q = &mem[r][i * 4];
             double mib[BM_N_ROLES];
             for (int role = 0; role < BM_N_ROLES; role++) mib[role] = q[1 + role] / 1048576.0;
-            if (bm_timeline_mem_push(tl, r, q[0], mib)) {
+            if (bm_timeline_mem_push(tl, r, q[0] - lead, mib)) {
                 bm_err_set(err, "out of memory");
                 goto fail;
             }

@@ -21,6 +21,7 @@
 #include "report/html_views.h"
 #include "report/report.h"
 #include "sim/hosts.h"
+#include "sim/step.h"
 #include "util/util.h"
 
 #define MEM_POINTS 3000
@@ -156,6 +157,37 @@ static void put_td_mib(FILE *f, double v)
     fprintf(f, "<td>%.1f</td>", v);
 }
 
+/* The step after the walk (src/sim/step.h): a bar walk | exposed sync | optimizer and the state
+ * parts; nothing for a measured trace or when the step is the walk. */
+static void put_step(FILE *f, const struct bm_table *t, const struct bm_timeline *tl)
+{
+    if (!(tl->step_ms > 0) || (tl->step_ms <= tl->makespan_ms && t->dp <= 1 && !t->zero)) return;
+    double w = 100 * tl->makespan_ms / tl->step_ms, s = 100 * tl->sync_exposed_ms / tl->step_ms;
+    double o = 100 * tl->optimizer_ms / tl->step_ms;
+    fprintf(f, "<h2>Step</h2>\n<p>step <b>%.3f ms</b> = walk %.3f + exposed sync %.3f + optimizer %.3f ms "
+               "(sync %.3f ms in all on the busiest rank; %s; %d replica%s, %.3f samples/s)</p>\n",
+            tl->step_ms, tl->makespan_ms, tl->sync_exposed_ms, tl->optimizer_ms, tl->sync_total_ms,
+            t->zero ? "ZeRO-1" : "gradients all-reduced", t->dp > 1 ? t->dp : 1, t->dp > 1 ? "s" : "",
+            tl->samples_per_s);
+    fprintf(f, "<div id=\"stepbar\" style=\"display:flex;height:18px;max-width:900px;border:1px solid #999\">"
+               "<div title=\"walk\" style=\"width:%.4f%%;background:#9ecae1\"></div>"
+               "<div title=\"exposed sync\" style=\"width:%.4f%%;background:#d62728\"></div>"
+               "<div title=\"optimizer\" style=\"width:%.4f%%;background:#74c476\"></div></div>\n"
+               "<div class=\"legend\"><span class=\"sw\" style=\"background:#9ecae1\"></span>walk"
+               "<span class=\"sw\" style=\"background:#d62728\"></span>exposed sync"
+               "<span class=\"sw\" style=\"background:#74c476\"></span>optimizer</div>\n", w, s, o);
+    struct bm_step_mem *parts = bm_calloc((size_t)(t->pp > 0 ? t->pp : 1), sizeof *parts);
+    if (!parts) return;
+    bm_step_state(t, parts);
+    fprintf(f, "<table id=\"state\"><tr><th>rank</th><th>weights (MiB)</th><th>gradients (MiB)</th><th>optimizer state (MiB)%s</th>"
+               "</tr>\n", t->zero ? ", sharded" : "");
+    for (int r = 0; r < t->pp; r++)
+        fprintf(f, "<tr><td>rank %d</td><td>%.1f</td><td>%.1f</td><td>%.1f</td></tr>\n", r, parts[r].weights_mib,
+                parts[r].grads_mib, parts[r].optim_mib);
+    fprintf(f, "</table>\n");
+    bm_free(parts);
+}
+
 /* A table placed over hosts (sim/hosts.h): which ranks share a host and what crosses. */
 static void put_hosts(FILE *f, const struct bm_table *t)
 {
@@ -241,6 +273,7 @@ static int render_html(const struct bm_table *t, const struct bm_timeline *tl, c
     fprintf(f, "<td>%.2f</td><td%s>%s</td></tr></table>\n", tl->memory_cap_mib / 1024.0,
             tl->oom ? " class=\"oom\"" : "", tl->oom ? "yes" : "no");
     put_hosts(f, t);
+    put_step(f, t, tl);
     bm_html_critical_section(f, &crit);
     fprintf(f, "<h2>Per rank</h2>\n<table><tr><th>rank</th><th>busy (ms)</th>");
     for (int k = 0; k < BM_N_ROLES; k++) fprintf(f, "<th>%s busy</th>", roles[k]);

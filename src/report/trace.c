@@ -9,6 +9,7 @@
 
 #include "report/critical.h"
 #include "report/report.h"
+#include "sim/step.h"
 #include "spec/jpos.h"
 #include "util/util.h"
 
@@ -242,14 +243,64 @@ static void put_mem_events(const struct trace_out *o, int r)
     }
 }
 
-/* Every op and memory event of one timeline, its processes from pid0 on. */
+/* One "X" slice of the step after the walk on rank r's "step" thread (tid 3; no args.op, so
+ * the loader passes over it). */
+static void put_step_slice(const struct trace_out *o, int r, const char *name, double a_ms, double b_ms,
+                           double busy_ms)
+{
+    if (!(b_ms > a_ms)) return;
+    fprintf(o->f, "{\"ph\":\"X\",\"pid\":%d,\"tid\":3,\"ts\":", o->pid0 + r);
+    put_us(o->f, a_ms);
+    fprintf(o->f, ",\"dur\":");
+    put_us(o->f, b_ms - a_ms);
+    fprintf(o->f, ",\"name\":\"%s\",\"cat\":\"step\"", name);
+    if (busy_ms >= 0) { /* a span of several collectives: how much of it they took */
+        fprintf(o->f, ",\"args\":{\"collectives_ms\":");
+        put_ms(o->f, busy_ms);
+        fprintf(o->f, "}");
+    }
+    fprintf(o->f, "},\n");
+}
+
+/* A simulated step longer than its walk (src/sim/step.h): each rank's gradient collectives, its
+ * optimizer and (ZeRO-1) its weight gathers on a "step" thread. */
+static int put_step_events(const struct trace_out *o)
+{
+    const struct bm_table *t = o->t;
+    const struct bm_timeline *tl = o->tl;
+    if (tl->measured || !(tl->step_ms > 0) || (tl->step_ms <= tl->makespan_ms && t->dp <= 1 && !t->zero))
+        return BM_OK;
+    struct bm_step st;
+    struct bm_err err;
+    struct bm_step_rank *sr = bm_calloc((size_t)(t->pp > 0 ? t->pp : 1), sizeof *sr);
+    if (!sr) return BM_ERR;
+    if (bm_step_model_ranks(t, tl, &st, sr, &err)) {
+        bm_free(sr);
+        return BM_ERR;
+    }
+    for (int r = 0; r < t->pp; r++) {
+        meta(o->f, o->pid0 + r, 3, "thread_name", "name", "step", 0);
+        meta(o->f, o->pid0 + r, 3, "thread_sort_index", "sort_index", NULL, 3);
+        if (sr[r].sync_start_ms >= 0)
+            put_step_slice(o, r, t->zero ? "gradient reduce-scatters" : "gradient all-reduces", sr[r].sync_start_ms,
+                           sr[r].sync_end_ms, t->zero ? sr[r].sync_busy_ms / 2 : sr[r].sync_busy_ms);
+        put_step_slice(o, r, "optimizer", sr[r].optimizer_start_ms, sr[r].optimizer_end_ms, -1);
+        if (t->zero)
+            put_step_slice(o, r, "weight all-gathers", sr[r].optimizer_end_ms, sr[r].gather_end_ms, sr[r].sync_busy_ms / 2);
+    }
+    bm_free(sr);
+    return BM_OK;
+}
+
+/* Every op and memory event of one timeline, its processes from pid0 on, then the step after the
+ * walk. */
 static int put_events(struct trace_out *o)
 {
     for (int r = 0; r < o->t->pp; r++) {
         for (int i = 0; i < o->t->ranks[r].n_ops; i++) put_op_event(o, r, i);
         put_mem_events(o, r);
     }
-    return BM_OK;
+    return put_step_events(o);
 }
 
 static int trace_out_init(struct trace_out *o, const struct bm_table *t, const struct bm_timeline *tl, FILE *f,

@@ -1,5 +1,6 @@
 /* cost.c — cost and memory model (see cost.h for the rules and units). */
 #include "sim/cost.h"
+#include "sim/step.h"
 #include "util/util.h"
 
 #include <string.h>
@@ -74,6 +75,15 @@ double bm_cost_act_mib(const struct bm_table *t, const struct bm_op *op)
 
 void bm_cost_state_mib(const struct bm_table *t, double *out)
 {
+    if (t->zero && t->pp > 0) { /* ZeRO-1: the optimizer state sharded (sim/step.h) */
+        struct bm_step_mem *parts = bm_malloc((size_t)t->pp * sizeof *parts);
+        if (parts) {
+            bm_step_state(t, parts);
+            for (int r = 0; r < t->pp; r++) out[r] = parts[r].weights_mib + parts[r].grads_mib + parts[r].optim_mib;
+            bm_free(parts);
+            return;
+        }
+    }
     int P = t->pp, C = P * (t->vpp > 0 ? t->vpp : 1), bb = t->backbone_module;
     for (int r = 0; r < P; r++) {
         out[r] = 0;

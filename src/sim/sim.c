@@ -15,6 +15,7 @@
 #include "sim/cost.h"
 #include "sim/hosts.h"
 #include "sim/expect.h"
+#include "sim/step.h"
 #include "table/table.h"
 #include "util/util.h"
 
@@ -135,7 +136,11 @@ void bm_timeline_summarize(struct bm_timeline *tl, const struct bm_table *t)
     }
     tl->bubble_ratio = makespan > 0 && tl->pp > 0 ? idle / (tl->pp * makespan) : 0;
     int spm = tl->samples_per_microbatch > 0 ? tl->samples_per_microbatch : 1;
-    tl->samples_per_s = makespan > 0 ? (double)tl->microbatches * spm / (makespan / 1000.0) : 0;
+    /* a simulated timeline counts the whole step of every replica (sim/step.h); a measured one
+     * the walk of one pipeline */
+    double per = tl->step_ms > 0 ? tl->step_ms : makespan;
+    int D = tl->step_ms > 0 && t->dp > 1 ? t->dp : 1;
+    tl->samples_per_s = per > 0 ? (double)D * tl->microbatches * spm / (per / 1000.0) : 0;
 }
 
 /* ---------------------------------------------------------------- simulation state */
@@ -466,6 +471,13 @@ int bm_simulate_drawn(const struct bm_table *t, const struct bm_sim_opts *o, con
             goto done;
         }
     bm_timeline_summarize(s.tl, t);
+    struct bm_step st; /* the step after the walk: sync and optimizer (sim/step.h) */
+    if (bm_step_model(t, s.tl, &st, err)) goto done;
+    s.tl->step_ms = st.step_ms;
+    s.tl->sync_exposed_ms = st.sync_exposed_ms;
+    s.tl->sync_total_ms = st.sync_total_ms;
+    s.tl->optimizer_ms = st.optimizer_ms;
+    bm_timeline_summarize(s.tl, t); /* samples/s of the step */
     *out = s.tl;
     s.tl = NULL;
     rc = BM_OK;

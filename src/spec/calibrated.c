@@ -21,6 +21,8 @@ static json_t *cost_json(const struct bm_cost *c, double spread)
     if (spread > 0) json_object_set_new(o, "spread", json_real(spread));
     if (c->w_ms > 0 && c->w_ms < c->bwd_ms) /* a split backward was measured: its W part */
         json_object_set_new(o, "w_ms", json_real(c->w_ms));
+    if (c->param_mib != c->state_mib / 4) /* the weights, when not the default (sim/step.h) */
+        json_object_set_new(o, "param_mib", json_real(c->param_mib));
     return o;
 }
 
@@ -58,6 +60,7 @@ static void set_measured_device(json_t *o, const struct bm_spec_calibration *c)
     json_object_set_new(o, "step_lead_us", json_real(c->step_lead_us));
     if (c->have_link_latency) json_object_set_new(o, "link_latency_us", json_real(c->link_latency_us));
     if (c->rank_scale) json_object_set_new(o, "rank_time_scale", reals(c->rank_scale, c->pp));
+    if (c->have_optimizer) json_object_set_new(o, "optimizer_ms_per_gib", json_real(c->optimizer_ms_per_gib));
 }
 
 /* The figures a spec takes, as the spec loader bounds them (fwd_ms and bwd_ms in (0, 1e9] ms,

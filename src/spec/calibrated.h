@@ -26,6 +26,8 @@ struct bm_spec_calibration {
     double step_lead_us;          /* device.step_lead_us */
     int have_link_latency;        /* 1: device.link_latency_us = link_latency_us is written */
     double link_latency_us;
+    int have_optimizer;           /* 1: device.optimizer_ms_per_gib is written (calibrate --step-log) */
+    double optimizer_ms_per_gib;
 };
 
 /* Write the spec at spec_path with c's figures in place to out ("-" = stdout, then a newline):

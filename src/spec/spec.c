@@ -49,21 +49,21 @@ static const char *const device_keys[] = {"memory_gib", "peak_tflops", "efficien
                                           "link_gbytes_per_s", "link_latency_us", "rank_time_scale",
                                           "ranks_per_host", "inter_host_gbytes_per_s",
                                           "inter_host_latency_us", "op_overhead_us", "op_overhead_sd_us",
-                                          "recv_overhead_us", "step_lead_us", NULL};
+                                          "recv_overhead_us", "step_lead_us", "optimizer_ms_per_gib", NULL};
 static const char *const parallel_keys[] = {"pp", "vpp", "microbatches", "unit", "dp", NULL};
 static const char *const schedule_keys[] = {"backbone", "policy", "window", NULL};
 static const char *const module_keys[] = {"name", "role", "consumes", "produces", "layers", "cost",
                                           "grad_to_backbone", "impl", "arch", "doc", "recompute", NULL};
 static const char *const recompute_names[] = {"none", "full", NULL};
 static const char *const cost_keys[] = {"fwd_ms", "bwd_ms", "act_mib", "state_mib", "out_mib", "spread",
-                                        "w_ms", "act_w_mib", NULL};
+                                        "w_ms", "act_w_mib", "param_mib", NULL};
 static const char *const arch_keys[] = {"params", "layers", "hidden", "heads", "ffn", "vocab", "seq",
                                         "tokens", "image", "patch", "channels", "cond", NULL};
 static const char *const data_keys[] = {"encoder_cost_scale", "seed", "samples_per_microbatch",
                                         "max_images", NULL};
 static const char *const scale_keys[] = {"dist", "min", "max", "sigma", "seed", "values", NULL};
 static const char *const train_keys[] = {"steps", "lr", "weight_decay", "beta1", "beta2", "eps",
-                                         "seed", NULL};
+                                         "seed", "zero", NULL};
 static const char *const role_names[] = {"encoder", "backbone", "generator", NULL};
 static const char *const backbone_names[] = {"gpipe", "1f1b", "interleaved", "zb-h1", "zb-interleaved",
                                              "zb-v", "dualpipe-v", NULL};
@@ -548,7 +548,8 @@ static int parse_device(struct ctx *c, json_t *root)
         get_num(c, o, P, "op_overhead_us", 0, GE, MAX_MS * 1e3, &c->s->op_overhead_us, NULL) ||
         get_num(c, o, P, "op_overhead_sd_us", 0, GE, MAX_MS * 1e3, &c->s->op_overhead_sd_us, NULL) ||
         get_num(c, o, P, "recv_overhead_us", 0, GE, MAX_MS * 1e3, &c->s->recv_overhead_us, NULL) ||
-        get_num(c, o, P, "step_lead_us", 0, GE, MAX_MS * 1e3, &c->s->step_lead_us, NULL))
+        get_num(c, o, P, "step_lead_us", 0, GE, MAX_MS * 1e3, &c->s->step_lead_us, NULL) ||
+        get_num(c, o, P, "optimizer_ms_per_gib", 0, GE, MAX_MS, &d->optimizer_ms_per_gib, NULL))
         return BM_ERR;
     if (d->link_gbytes_per_s < MIN_LINK)
         return fail(c, "device.link_gbytes_per_s",
@@ -684,7 +685,8 @@ static int parse_data_train(struct ctx *c, json_t *root)
             get_num(c, o, P, "beta1", 0, GE, 0.999999999, &t->beta1, NULL) ||
             get_num(c, o, P, "beta2", 0, GE, 0.999999999, &t->beta2, NULL) ||
             get_num(c, o, P, "eps", 0, GT, MAX_EPS, &t->eps, NULL) ||
-            get_u64(c, o, P, "seed", &t->seed))
+            get_u64(c, o, P, "seed", &t->seed) ||
+            get_int(c, o, P, "zero", 0, 1, 0, &t->zero, NULL))
             return BM_ERR;
     }
     return BM_OK;
@@ -799,8 +801,8 @@ static int parse_module(struct ctx *c, int i, json_t *mo)
         m->has_arch = 1;
         if (!m->layers && a->layers) m->layers = a->layers > MAX_COUNT ? MAX_COUNT : a->layers;
     }
-    m->cost = (struct bm_cost){1.0, 2.0, 0.0, 0.0, 0.0, 0.0, 0.0};
-    int w_given = 0, aw_given = 0;
+    m->cost = (struct bm_cost){1.0, 2.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0};
+    int w_given = 0, aw_given = 0, pm_given = 0;
     if (co) {
         struct bm_cost *k = &m->cost;
         join(p, P, "cost");
@@ -813,7 +815,8 @@ static int parse_module(struct ctx *c, int i, json_t *mo)
             get_num(c, co, p, "out_mib", 0, GE, MAX_MIB, &k->out_mib, NULL) ||
             get_num(c, co, p, "spread", 0, GE, 10, &m->spread, NULL) ||
             get_num(c, co, p, "w_ms", 0, GT, MAX_MS, &k->w_ms, &w_given) ||
-            get_num(c, co, p, "act_w_mib", 0, GT, MAX_MIB, &k->act_w_mib, &aw_given))
+            get_num(c, co, p, "act_w_mib", 0, GT, MAX_MIB, &k->act_w_mib, &aw_given) ||
+            get_num(c, co, p, "param_mib", 0, GE, MAX_MIB, &k->param_mib, &pm_given))
             return BM_ERR;
         char q[PATH_N];
         if (w_given && !(k->w_ms < k->bwd_ms)) {
@@ -843,6 +846,10 @@ static int parse_module(struct ctx *c, int i, json_t *mo)
         }
     }
     derive_split(m, w_given, aw_given);
+    if (!pm_given) /* the weights (and gradients): arch.params at 4 bytes, else a quarter of the
+                    * state (weights, gradients and AdamW's two moments, 4 bytes each) */
+        m->cost.param_mib = m->has_arch && m->arch.params > 0 ? 4.0 * m->arch.params / 1048576.0
+                                                              : m->cost.state_mib / 4;
     c->subject = "";
     c->strip = 0;
     return BM_OK;
@@ -1237,7 +1244,7 @@ static int parse_modules(struct ctx *c, json_t *root)
 
 static void set_defaults(struct bm_spec *s)
 {
-    s->device = (struct bm_device){80, 989, 0.4, 25, 10, 0, 12.5, 20};
+    s->device = (struct bm_device){80, 989, 0.4, 25, 10, 0, 12.5, 20, 0};
     s->pp = 1;
     s->vpp = 1;
     s->dp = 1;
@@ -1251,7 +1258,7 @@ static void set_defaults(struct bm_spec *s)
     s->data.seed = 1;
     s->data.samples_per_microbatch = 1;
     s->data.max_images = 1;
-    s->train = (struct bm_train){20, 1e-3, 0, 0.9, 0.999, 1e-8, 1};
+    s->train = (struct bm_train){20, 1e-3, 0, 0.9, 0.999, 1e-8, 1, 0};
 }
 
 /* "dir/tiny-mllm.json" -> "tiny-mllm" */

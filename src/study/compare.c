@@ -57,6 +57,9 @@ static void fill_row(const struct bm_spec *s, const struct bm_plan_opts *o, cons
     row->makespan_ms = tl->makespan_ms;
     row->bubble_ratio = tl->bubble_ratio;
     row->samples_per_s = tl->samples_per_s;
+    row->step_ms = tl->step_ms;
+    row->sync_exposed_ms = tl->sync_exposed_ms;
+    row->optimizer_ms = tl->optimizer_ms;
     memcpy(row->peak_act_mib, tl->peak_act_mib, sizeof row->peak_act_mib);
     row->peak_mib = tl->peak_mib;
     row->oom = tl->oom;

@@ -4,6 +4,8 @@
 #include <string.h>
 
 #include "sim/hosts.h"
+#include "sim/step.h"
+#include "util/util.h"
 #include "study/study.h"
 
 #define GIB(mib) ((mib) / 1024.0)
@@ -29,6 +31,8 @@ json_t *bm_study_sim_json(const struct bm_table *t, const struct bm_timeline *tl
 {
     json_t *ranks = json_array();
     int split = bm_table_splits(t, -1);
+    struct bm_step_mem *parts = bm_calloc((size_t)(tl->pp > 0 ? tl->pp : 1), sizeof *parts);
+    if (parts) bm_step_state(t, parts);
     for (int r = 0; r < tl->pp; r++) {
         const struct bm_rank_timeline *rt = &tl->ranks[r];
         double idle = rt->idle_lead_ms + rt->idle_mid_ms + rt->idle_tail_ms;
@@ -43,7 +47,13 @@ json_t *bm_study_sim_json(const struct bm_table *t, const struct bm_timeline *tl
                                    json_pack("{s:f, s:f, s:f}", "freed_at_b_gib", GIB(rt->freed_b_mib),
                                              "freed_at_w_gib", GIB(rt->freed_w_mib), "peak_held_for_w_gib",
                                              GIB(rt->peak_held_w_mib)));
+        if (parts) /* the state's parts (sim/step.h) */
+            json_object_update_new(json_array_get(ranks, (size_t)r),
+                                   json_pack("{s:f, s:f, s:f}", "weights_gib", GIB(parts[r].weights_mib),
+                                             "grads_gib", GIB(parts[r].grads_mib), "optimizer_state_gib",
+                                             GIB(parts[r].optim_mib)));
     }
+    bm_free(parts);
     json_t *j = json_pack("{s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:f, s:f, s:f, s:f, s:f, s:b, s:o}", "policy",
                      bm_policy_name(t->policy), "backbone", bm_backbone_name(t->backbone), "pp",
                      t->pp, "vpp", t->vpp, "microbatches", t->microbatches, "unit", t->unit,
@@ -53,6 +63,10 @@ json_t *bm_study_sim_json(const struct bm_table *t, const struct bm_timeline *tl
                      "ranks", ranks);
     if (j && t->dp > 1) /* data-parallel replicas of this pipeline: its figures are one replica's */
         json_object_set_new(j, "dp", json_integer(t->dp));
+    if (j) /* the whole step (sim/step.h): samples_per_s counts it */
+        json_object_update_new(j, json_pack("{s:i, s:f, s:f, s:f, s:f}", "zero", t->zero, "step_ms", tl->step_ms,
+                                            "sync_exposed_ms", tl->sync_exposed_ms, "sync_total_ms",
+                                            tl->sync_total_ms, "optimizer_ms", tl->optimizer_ms));
     if (j && t->device.ranks_per_host > 0) json_object_set_new(j, "hosts", bm_study_hosts_json(t));
     return j;
 }

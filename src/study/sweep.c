@@ -57,7 +57,8 @@ static void run_one(const struct bm_spec *s, const struct bm_plan_opts *o, const
         .pp = o->pp, .vpp = o->vpp, .microbatches = o->microbatches, .unit = t->unit, .window = t->window,
         .backbone = t->backbone, .policy = t->policy, .makespan_ms = tl->makespan_ms,
         .bubble_ratio = tl->bubble_ratio, .samples_per_s = tl->samples_per_s, .peak_mib = tl->peak_mib,
-        .oom = sw->cap_mib > 0 && tl->peak_mib > sw->cap_mib};
+        .oom = sw->cap_mib > 0 && tl->peak_mib > sw->cap_mib, .step_ms = tl->step_ms,
+        .sync_exposed_ms = tl->sync_exposed_ms, .optimizer_ms = tl->optimizer_ms};
     bm_timeline_free(tl);
     bm_table_free(t);
 }

@@ -588,7 +588,7 @@ static int parse_module(struct cp *P, const struct line *L, struct bm_table *t)
         return bm_err_set(P->err, "%s: out of memory", P->name);
     struct bm_table_module *m = &t->modules[t->n_modules];
     memset(m, 0, sizeof *m);
-    m->cost = (struct bm_cost){1, 2, 0, 0, 0, 0, 0};
+    m->cost = (struct bm_cost){1, 2, 0, 0, 0, 0, 0, 0};
     m->grad_to_backbone = 1;
     m->role = BM_ROLE_ENCODER;
     t->n_modules++;
@@ -636,6 +636,7 @@ static int parse_module(struct cp *P, const struct line *L, struct bm_table *t)
             if (parse_dbl(P, L->no, &tk[i], v, dst)) return BM_ERR;
         }
     }
+    m->cost.param_mib = m->cost.state_mib / 4; /* not in the CSV: the JSON table's default */
     if (!m->name) return at(P, L->no, 1, "module line without name=");
     if (!has_role) return at(P, L->no, 1, "module \"%s\" without role=", m->name);
     if (m->role == BM_ROLE_BACKBONE) {
@@ -989,7 +990,7 @@ static int parse_shell(struct cp *P, struct bm_table *t, const struct line *dev_
                        const struct line *ms_line, const struct line *rs_line, const struct line *cl_line)
 {
     int pp = t->pp, C = t->pp * t->vpp, M = t->microbatches;
-    t->device = (struct bm_device){80, 989, 0.4, 25, 10, 0, 12.5, 20};
+    t->device = (struct bm_device){80, 989, 0.4, 25, 10, 0, 12.5, 20, 0};
     if (dev_line && parse_device(P, dev_line, &t->device)) return BM_ERR;
     for (int i = 0; i < P->n_lines; i++)
         if (P->lines[i].len && P->lines[i].s[0] == '#' && first_word(&P->lines[i], "module") &&
@@ -1207,7 +1208,7 @@ static int build(struct cp *P, const struct bm_spec *spec, const struct bm_csv_o
             t->backbone_module = 0;
             t->modules[0].role = BM_ROLE_BACKBONE;
             t->modules[0].grad_to_backbone = 1;
-            t->modules[0].cost = (struct bm_cost){C, 2.0 * C, 0, 0, 0, has_w ? (double)C : 0, 0};
+            t->modules[0].cost = (struct bm_cost){.fwd_ms = C, .bwd_ms = 2.0 * C, .w_ms = has_w ? (double)C : 0};
             if (parse_shell(P, t, dev_line, NULL, NULL, NULL, NULL)) return BM_ERR;
         }
         if (P->torch) {

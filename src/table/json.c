@@ -52,11 +52,16 @@ int bm_table_write_json(const struct bm_table *t, FILE *f)
     fprintf(f, " \"pp\": %d, \"vpp\": %d, \"microbatches\": %d, \"unit\": %d, \"window\": %d,\n",
             t->pp, t->vpp, t->microbatches, t->unit, t->window);
     if (t->dp > 1) fprintf(f, " \"dp\": %d,\n", t->dp); /* data-parallel replicas: only when there are */
+    if (t->zero) fprintf(f, " \"zero\": 1,\n");            /* ZeRO-1 (sim/step.h): only when asked */
     fprintf(f, " \"backbone\": \"%s\", \"policy\": \"%s\", \"warmup_extra\": %d,\n",
             bm_backbone_name(t->backbone), bm_policy_name(t->policy), t->warmup_extra);
     struct bm_field fields[8];
     fprintf(f, " \"device\": {");
     put_fields(f, fields, bm_table_device_fields(&t->device, fields));
+    if (t->device.optimizer_ms_per_gib > 0) { /* absent = 0 (sim/step.h) */
+        fprintf(f, ", \"optimizer_ms_per_gib\": ");
+        bm_put_num(f, t->device.optimizer_ms_per_gib);
+    }
     fprintf(f, "},\n \"modules\": [\n");
     int split = bm_table_splits(t, -1);
     for (int i = 0; i < t->n_modules; i++) {
@@ -79,6 +84,10 @@ int bm_table_write_json(const struct bm_table *t, FILE *f)
         }
         if (nf > 5) fputs(", ", f);
         put_fields(f, fields + 5, nf - 5);
+        if (m->cost.param_mib != m->cost.state_mib / 4) { /* absent = state_mib / 4 (sim/step.h) */
+            fprintf(f, ", \"param_mib\": ");
+            bm_put_num(f, m->cost.param_mib);
+        }
         fprintf(f, "}}%s\n", i + 1 < t->n_modules ? "," : "");
     }
     int C = t->pp * t->vpp;
@@ -286,7 +295,7 @@ static int load_modules(struct ld *L, json_t *root, struct bm_table *t)
     static const char *const mkeys[] = {"name", "role", "consumes", "produces", "grad_to_backbone",
                                         "cost", "recompute", NULL};
     static const char *const ckeys[] = {"fwd_ms", "bwd_ms", "act_mib", "state_mib", "out_mib", "spread",
-                                        "w_ms", "act_w_mib", NULL};
+                                        "w_ms", "act_w_mib", "param_mib", NULL};
     json_t *mods = json_object_get(root, "modules");
     if (!mods) return fail(L, "", "missing required field \"modules\"");
     if (!json_is_array(mods) || json_array_size(mods) == 0)
@@ -303,7 +312,7 @@ static int load_modules(struct ld *L, json_t *root, struct bm_table *t)
         if (check_keys(L, mo, p, mkeys)) return BM_ERR;
         struct bm_table_module *m = &t->modules[i];
         t->n_modules = i + 1;
-        m->cost = (struct bm_cost){1, 2, 0, 0, 0, 0, 0};
+        m->cost = (struct bm_cost){1, 2, 0, 0, 0, 0, 0, 0};
         m->grad_to_backbone = 1;
         const char *name, *role;
         if (get_str(L, mo, p, "name", &name) || get_str(L, mo, p, "role", &role)) return BM_ERR;
@@ -361,6 +370,8 @@ static int load_modules(struct ld *L, json_t *root, struct bm_table *t)
                 get_num(L, c, q, "w_ms", &m->cost.w_ms) ||
                 get_num(L, c, q, "act_w_mib", &m->cost.act_w_mib))
                 return BM_ERR;
+            m->cost.param_mib = m->cost.state_mib / 4; /* absent: a quarter of the state */
+            if (get_num(L, c, q, "param_mib", &m->cost.param_mib)) return BM_ERR;
             if (json_object_get(c, "spread")) {
                 if (get_num(L, c, q, "spread", &m->spread)) return BM_ERR;
                 if (!(m->spread >= 0 && m->spread <= 10)) {
@@ -815,13 +826,14 @@ static char *header_text(const char *text, const char *a, const char *b)
 static int load_root(struct ld *L, json_t *root, struct bm_table **out)
 {
     static const char *const keys[] = {"format", "version", "pp", "vpp", "microbatches", "unit",
-                                       "window", "dp", "backbone", "policy", "warmup_extra", "device",
+                                       "window", "dp", "zero", "backbone", "policy", "warmup_extra", "device",
                                        "modules", "chunk_weights", "chunk_layers", "chunk_rank", "mb_scale",
                                        "rank_time_scale", "op_overhead_us", "op_overhead_sd_us",
                                        "recv_overhead_us", "step_lead_us", "ranks", NULL};
     static const char *const dkeys[] = {"memory_gib", "peak_tflops", "efficiency",
                                         "link_gbytes_per_s", "link_latency_us", "ranks_per_host",
-                                        "inter_host_gbytes_per_s", "inter_host_latency_us", NULL};
+                                        "inter_host_gbytes_per_s", "inter_host_latency_us",
+                                        "optimizer_ms_per_gib", NULL};
     if (!json_is_object(root)) return fail(L, "", "a table must be a JSON object");
     if (check_keys(L, root, "", keys)) return BM_ERR;
     const char *fmt, *bbs, *pols;
@@ -845,7 +857,7 @@ static int load_root(struct ld *L, json_t *root, struct bm_table **out)
                     "per pass (a guard against absurd input)",
                     pp, t->vpp, t->microbatches, BM_MAX_BACKBONE_OPS);
     t->unit = pp;
-    if (get_int(L, root, "", "dp", 0, 1, 4096, &t->dp) ||
+    if (get_int(L, root, "", "dp", 0, 1, 4096, &t->dp) || get_int(L, root, "", "zero", 0, 0, 1, &t->zero) ||
         get_int(L, root, "", "unit", 0, 1, 1000000, &t->unit) ||
         get_int(L, root, "", "window", 0, 0, 1000000, &t->window) ||
         get_str(L, root, "", "backbone", &bbs) || get_str(L, root, "", "policy", &pols))
@@ -858,7 +870,7 @@ static int load_root(struct ld *L, json_t *root, struct bm_table **out)
         return fail(L, "backbone", "unknown backbone schedule \"%s\" (gpipe, 1f1b, interleaved, zb-h1, zb-interleaved, zb-v, dualpipe-v)", bbs);
     if (bm_policy_parse(pols, &t->policy))
         return fail(L, "policy", "unknown policy \"%s\"", pols);
-    t->device = (struct bm_device){80, 989, 0.4, 25, 10, 0, 12.5, 20};
+    t->device = (struct bm_device){80, 989, 0.4, 25, 10, 0, 12.5, 20, 0};
     json_t *d = json_object_get(root, "device");
     if (d) {
         if (!json_is_object(d)) return fail(L, "device", "\"device\" must be an object");
@@ -867,7 +879,8 @@ static int load_root(struct ld *L, json_t *root, struct bm_table **out)
             get_num(L, d, "device", "peak_tflops", &t->device.peak_tflops) ||
             get_num(L, d, "device", "efficiency", &t->device.efficiency) ||
             get_num(L, d, "device", "link_gbytes_per_s", &t->device.link_gbytes_per_s) ||
-            get_num(L, d, "device", "link_latency_us", &t->device.link_latency_us) || load_hosts(L, d, &t->device))
+            get_num(L, d, "device", "link_latency_us", &t->device.link_latency_us) || load_hosts(L, d, &t->device) ||
+            get_num(L, d, "device", "optimizer_ms_per_gib", &t->device.optimizer_ms_per_gib))
             return BM_ERR;
         if (t->device.link_gbytes_per_s > 0 && t->device.link_gbytes_per_s < 1e-6)
             return fail(L, "device.link_gbytes_per_s",

@@ -241,6 +241,7 @@ int bm_table_use_spec_costs(struct bm_table *t, const struct bm_spec *s, const c
     t->mb_scale = ms;
     int rph = t->device.ranks_per_host;
     t->device = s->device;
+    if (s->train.zero) t->zero = 1; /* the table's ZeRO stage unless the spec asks for ZeRO-1 */
     if (!s->device.ranks_per_host) t->device.ranks_per_host = rph; /* the table's placement over hosts */
     bm_free(t->rank_time_scale);
     t->rank_time_scale = NULL;
@@ -257,6 +258,7 @@ int bm_table_skeleton(const struct bm_spec *s, const struct bm_plan_opts *o, str
     t->microbatches = o->microbatches;
     t->unit = o->unit > 0 ? o->unit : o->pp;
     t->dp = s->dp > 1 ? s->dp : 1; /* the spec's parallel.dp (--dp): the replicas this table places */
+    t->zero = s->train.zero;        /* train.zero (--zero): ZeRO-1 shards the optimizer state */
     t->backbone = o->backbone;
     t->policy = o->policy;
     t->device = s->device;
