@@ -281,67 +281,122 @@ def dump_params(path, spec, flats):
                 f.write(np.asarray(v, dtype="<f4").tobytes())
 
 
+def _check_dp(dp):
+    if dp is None:
+        return None
+    if isinstance(dp, bool) or not isinstance(dp, int) or dp < 1:
+        raise bigmac.Error("dp: expected a positive integer (data-parallel replicas), got %r" % (dp,))
+    return dp
+
+
+def _layout(spec, table, dp, world, group, plan_args):
+    """The data-parallel replicas D (dp=, else the table's, else the spec's parallel.dp) and the
+    pipeline size P, checked against the world: P*D ranks, or one clear line why not."""
+    D = _check_dp(dp)
+    if D is None and table is not None:
+        D = table.to_dict().get("dp")
+    if D is None:
+        D = spec.to_dict().get("parallel", {}).get("dp")
+    D = D if isinstance(D, int) and D > 1 else 1
+    if D > 1 and group is not None:
+        raise bigmac.Error("dp %d: data parallel builds its process groups from the default group; train(group=) "
+                           "cannot be combined with dp > 1" % D)
+    if table is not None:
+        P = table.pp
+    else:
+        P = plan_args.get("pp")
+        if P is None:
+            if world % D:
+                raise bigmac.Error("%d ranks cannot hold %d data-parallel replicas of one pipeline (not a multiple)"
+                                   "\nhint: --nproc %d, or --dp %d" % (world, D, max(1, world // D) * D, world))
+            P = world // D
+    if dist.is_initialized() and P * D != world:
+        if D > 1:
+            raise bigmac.Error("the layout pp %d \u00d7 dp %d needs %d ranks but %d run it\nhint: --nproc %d%s" % (
+                P, D, P * D, world, P * D, ", or --pp %d" % (world // D) if world % D == 0 and table is None else ""))
+        raise bigmac.Error("the table has pp %d but %d ranks run it\nhint: --nproc %d (or plan with --pp %d)"
+                           % (P, world, P, world))
+    return P, D
+
+
 def train(spec, build=None, data=None, table=None, steps=None, log=None, trace=None, dump=None, device="cpu",
-          progress=None, group=None, verify=True, timeout=DEFAULT_TIMEOUT, **plan_args):
+          progress=None, group=None, verify=True, timeout=DEFAULT_TIMEOUT, dp=None, **plan_args):
     """Train spec pipelined on this process's rank of the torch.distributed group (every rank
     calls it). build/data default to the built-in models' torch twins and the C dataset.
     table: a bigmac.Table (else planned from spec with plan_args; pp defaults to the group's
-    size). log: JSONL path (rank 0); trace: Chrome trace of the last step (rank 0); dump: final
-    parameters (rank 0). verify=False skips bigmac.verify of the table (the verifier refuses W
-    ops until table version 2; the executor runs them). timeout (seconds): how long any one wait
-    (a receive, a send's completion, a collective) may take before the run fails naming the rank,
-    op and peer; give the process group the same (spawn and init_from_env do). The output paths
-    are checked before step 1. Returns rank 0's per-step losses (other ranks: [])."""
+    size / dp). dp: data-parallel replicas D of the pipeline (default: the table's, else the
+    spec's parallel.dp, else 1): the world must have P*D ranks, global rank p*D + d is pipeline
+    rank p of replica d, data(step, mb) receives the global microbatch index d*M + m and the
+    loss is averaged over the step's D*M microbatches. log: JSONL path (rank 0); trace: Chrome
+    trace of the last step (rank 0; replica 0's ranks); dump: final parameters (rank 0).
+    verify=False skips bigmac.verify of the table (the verifier refuses W ops until table
+    version 2; the executor runs them). timeout (seconds): how long any one wait (a receive, a
+    send's completion, a collective) may take before the run fails naming the rank, op and peer;
+    give the process group the same (spawn and init_from_env do). The output paths are checked
+    before step 1. Returns rank 0's per-step losses (other ranks: [])."""
     spec = bigmac.load_spec(spec)
     timeout = check_timeout(timeout)
-    rank = dist.get_rank(group) if dist.is_initialized() else 0
+    grank = dist.get_rank(group) if dist.is_initialized() else 0
     world = dist.get_world_size(group) if dist.is_initialized() else 1
-    if rank == 0:
+    if table is not None and plan_args:
+        raise bigmac.Error("train: plan arguments (%s) given with a table" % ", ".join(plan_args))
+    P, D = _layout(spec, table, dp, world, group, plan_args)
+    if grank == 0:
         for path, what in ((log, "log"), (trace, "trace"), (dump, "dump")):
             if path:
                 check_output(path, what)
     if table is None:
-        plan_args.setdefault("pp", world)
+        plan_args["pp"] = P
+        if D > 1:
+            plan_args["dp"] = D
         table = bigmac.plan(spec, **plan_args)
-    elif plan_args:
-        raise bigmac.Error("train: plan arguments (%s) given with a table" % ", ".join(plan_args))
     if verify:
         bigmac.verify(table)
     build, data = _default_parts(spec, build, data, device)
-    x = Executor(spec, table, build, data, rank, device=device, group=group, timeout=timeout)
+    if D > 1:  # every rank creates every group, in the same order (torch.distributed.new_group)
+        td = datetime.timedelta(seconds=timeout)
+        pipes = [dist.new_group([p * D + d for p in range(P)], timeout=td) for d in range(D)]
+        stages = [dist.new_group([p * D + d for d in range(D)], timeout=td) for p in range(P)]
+        rank, replica = grank // D, grank % D
+        x = Executor(spec, table, build, data, rank, device=device, group=pipes[replica], timeout=timeout, dp=D,
+                     replica=replica, dp_group=stages[rank])
+    else:
+        x = Executor(spec, table, build, data, grank, device=device, group=group, timeout=timeout)
     heartbeat()  # built: start-up counts as progress for spawn's watchdog
     steps = steps or spec.steps
     losses = []
-    logf = open(log, "w") if (log and rank == 0) else None
+    logf = open(log, "w") if (log and grank == 0) else None
     try:
-        if progress and rank == 0:
+        if progress and grank == 0:
+            if D > 1:
+                print("layout: pp %d \u00d7 dp %d, rank = p*%d + d" % (P, D, D), file=progress)
             print("%s: %d ranks, %s backbone, policy %s, %d microbatches/step, %d steps (torch)" % (
-                spec.name, table.pp, table.backbone, table.policy, table.microbatches, steps), file=progress)
+                spec.name, table.pp * D, table.backbone, table.policy, table.microbatches * D, steps), file=progress)
         for s in range(steps):
             t0 = time.time()
             x.step(s)
             ms = (time.time() - t0) * 1e3
             rec = x.record()
-            recs = x.gather(rec, "every rank's record of the step") if world > 1 else [rec]
-            if rank == 0:
-                loss, lm, gen = step_loss(recs, table.microbatches)
+            recs = x.gather(rec, "every rank's record of the step", world=True) if world > 1 else [rec]
+            if grank == 0:
+                loss, lm, gen = step_loss(recs, table.microbatches, D)
                 if not math.isfinite(loss):
                     raise bigmac.Error("step %d: loss is not finite" % (s + 1))
                 losses.append(loss)
                 if logf:
-                    logf.write(log_line(s + 1, loss, lm, gen, ms, [r["peak"] for r in recs]) + "\n")
+                    logf.write(log_line(s + 1, loss, lm, gen, ms, [r["peak"] for r in recs], D) + "\n")
                     logf.flush()
                 if progress:
                     print("step %4d/%d  loss %.4f  (lm %.4f  gen %.4f)  %.1f ms" % (s + 1, steps, loss, lm, gen, ms),
                           file=progress)
-                last = recs
+                last = [recs[p * D] for p in range(P)]  # replica 0's pipeline (every replica walks the same table)
         if dump:  # before the trace: a failing trace write loses nothing else
             flats = x.flat_params()
-            allf = x.gather(flats, "every rank's final parameters") if world > 1 else [flats]
-            if rank == 0:
+            allf = x.gather(flats, "every rank's final parameters") if P > 1 else [flats]
+            if grank == 0:
                 merged = [f for f in allf[0] if f[1] < 0] + [f for fl in allf for f in fl if f[1] >= 0]
                 dump_params(dump, spec, merged)
-        if trace and rank == 0 and steps > 0:
+        if trace and grank == 0 and steps > 0:
             table.write_trace([r["times"] for r in last], [r["mem"] for r in last], trace,
                               msg_bytes=[r["bytes"] for r in last])
     finally:
@@ -350,16 +405,17 @@ def train(spec, build=None, data=None, table=None, steps=None, log=None, trace=N
     return losses
 
 
-def reference(spec, build=None, data=None, steps=None, log=None, dump=None, device="cpu", progress=None):
+def reference(spec, build=None, data=None, steps=None, log=None, dump=None, device="cpu", progress=None, dp=1):
     """One process, no pipeline (as `bigmac train --reference`): per microbatch every encoder,
     the whole backbone, every generator, backward of (LM + generator losses) / M; then the
-    optimizer. Same log format. Returns the per-step losses."""
+    optimizer. dp=D: the step of D data-parallel replicas, D*M microbatches (as `bigmac train
+    --reference --dp D`). Same log format. Returns the per-step losses."""
     spec = bigmac.load_spec(spec)
     for path, what in ((log, "log"), (dump, "dump")):
         if path:
             check_output(path, what)
     build, data = _default_parts(spec, build, data, device)
-    M = spec.microbatches or 1
+    M = (spec.microbatches or 1) * (_check_dp(dp) or 1)
     mods = []
     for m in spec.modules:
         L = m.layers if m.role == "backbone" else 0
@@ -398,7 +454,7 @@ def reference(spec, build=None, data=None, steps=None, log=None, dump=None, devi
                     o, _, nb = run(i, None, b, peak)
                     outs.append(o)
                     eb += nb
-                x = outs[0] if len(outs) == 1 else torch.cat(outs, 0)
+                x = None if not outs else outs[0] if len(outs) == 1 else torch.cat(outs, 0)
                 hid, lm, nb = run(bb, x, b, peak)
                 peak[0], peak[1] = max(peak[0], eb), max(peak[1], nb)
                 total = lm * (1.0 / M) if lm is not None else None

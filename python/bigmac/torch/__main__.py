@@ -1,6 +1,6 @@
 """python3 -m bigmac.torch train SPEC [plan flags] [--steps N] [--log FILE] [--trace FILE]
                                      [--dump-params FILE] [--nproc P] [--reference] [--device D]
-                                     [--timeout S]
+                                     [--timeout S] [--dp D]
 
 Trains SPEC's built-in models (vit, gpt, dit) as their torch twins with the torch executor:
 under torch.distributed.run (one process per pipeline rank), with --nproc P (spawns P local
@@ -9,14 +9,15 @@ JSONL; the trace `bigmac train --trace`'s Chrome trace; --dump-params writes the
 parameters as `bigmac train --dump-params` does; every output path is checked before step 1.
 --timeout S (default 300): how long any one receive, send or collective may wait (and the process
 group's timeout); a rank that stops answering ends the run with a message naming it and the op
-that waited. Exit status: 0 ok, 1 failure, 2 usage."""
+that waited. --dp D: D data-parallel replicas of the pipeline (P*D processes, global rank
+p*D + d; with --nproc N, pp defaults to N/D; with --reference, the step of D*M microbatches). Exit status: 0 ok, 1 failure, 2 usage."""
 import os
 import sys
 
 USAGE = ("usage: python3 -m bigmac.torch train SPEC [--pp N] [--vpp V] [--microbatches M] [--unit U]\n"
          "         [--backbone gpipe|1f1b|interleaved] [--policy P] [--window W|auto|fit]\n"
          "         [--steps N] [--log FILE] [--trace FILE] [--dump-params FILE] [--nproc P | --reference]\n"
-         "         [--device cpu|cuda] [--timeout S]\n")
+         "         [--device cpu|cuda] [--timeout S] [--dp D]\n")
 
 PLAN_FLAGS = {"--pp": "pp", "--vpp": "vpp", "--microbatches": "microbatches", "--unit": "unit",
               "--backbone": "backbone", "--policy": "policy", "--window": "window"}
@@ -30,7 +31,7 @@ def usage_error(msg):
 
 def parse(argv):
     o = {"plan": {}, "steps": None, "log": None, "trace": None, "dump": None, "nproc": None, "reference": False,
-         "device": "cpu", "spec": None, "timeout": None}
+         "device": "cpu", "spec": None, "timeout": None, "dp": None}
     i = 0
     while i < len(argv):
         a = argv[i]
@@ -56,7 +57,7 @@ def parse(argv):
                     if v < 1:
                         raise ValueError("%s: expected a positive integer, got %d" % (a, v))
                 o["plan"][k] = v
-            elif a in ("--steps", "--nproc"):
+            elif a in ("--steps", "--nproc", "--dp"):
                 try:
                     n = int(v)
                 except ValueError:
@@ -93,7 +94,7 @@ def parse(argv):
 def _rank_main(rank, o):
     import bigmac.torch as bt
     return bt.train(o["spec"], steps=o["steps"], log=o["log"], trace=o["trace"], dump=o["dump"], device=o["device"],
-                    progress=sys.stdout, timeout=o["timeout"] or bt.DEFAULT_TIMEOUT, **o["plan"])
+                    progress=sys.stdout, timeout=o["timeout"] or bt.DEFAULT_TIMEOUT, dp=o["dp"], **o["plan"])
 
 
 def main(argv):
@@ -114,9 +115,17 @@ def main(argv):
                 bt.check_output(o[flag], "--dump-params" if flag == "dump" else "--" + flag)
         if o["reference"]:
             bt.reference(o["spec"], steps=o["steps"], log=o["log"], dump=o["dump"], device=o["device"],
-                         progress=sys.stdout)
+                         progress=sys.stdout, dp=o["dp"] or 1)
         elif o["nproc"]:
-            o["plan"].setdefault("pp", o["nproc"])
+            D = o["dp"] or 1
+            if "pp" not in o["plan"]:
+                if o["nproc"] % D:
+                    raise bigmac.Error("--nproc %d cannot hold %d data-parallel replicas of one pipeline (not a "
+                                       "multiple)\nhint: --nproc %d" % (o["nproc"], D, max(1, o["nproc"] // D) * D))
+                o["plan"]["pp"] = o["nproc"] // D
+            elif D > 1 and o["plan"]["pp"] * D != o["nproc"]:
+                raise bigmac.Error("the layout pp %d \u00d7 dp %d needs %d ranks but --nproc %d\nhint: --nproc %d"
+                                   % (o["plan"]["pp"], D, o["plan"]["pp"] * D, o["nproc"], o["plan"]["pp"] * D))
             bt.spawn(_rank_main, o["nproc"], (o,), timeout=timeout)
         else:
             distributed = bt.init_from_env(timeout=timeout)[1] > 1

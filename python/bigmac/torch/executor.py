@@ -158,10 +158,18 @@ def check_table(spec, table):
 
 class Executor:
     """Pipeline rank `rank` of table for spec: modules from build(name, layer_begin, layer_end),
-    microbatches from data(step, mb). group: the torch.distributed group of the P ranks (None:
-    the default group; a one-rank table needs none)."""
+    microbatches from data(step, mb). group: the torch.distributed group of the P ranks of this
+    pipeline (None: the default group; a one-rank table needs none).
 
-    def __init__(self, spec, table, build, data, rank, device="cpu", optimizer=None, group=None, timeout=None):
+    Data parallel (dp=D > 1, docs/python.md "Data parallel"): this is pipeline rank `rank` of
+    replica `replica`; group is the replica's pipeline group, dp_group the group of the D ranks
+    holding this rank's backbone chunks (their gradients are summed over it), world_group the
+    group of all P*D ranks (the replicated encoders' and generators' gradients are summed over
+    it). data(step, mb) gets the global microbatch index replica*M + m; the losses are averaged
+    over the D*M microbatches of the step."""
+
+    def __init__(self, spec, table, build, data, rank, device="cpu", optimizer=None, group=None, timeout=None,
+                 dp=1, replica=0, dp_group=None, world_group=None):
         self.spec = spec = bigmac.load_spec(spec)
         check_table(spec, table)
         self.t, self.build, self.data, self.rank, self.group = table, build, data, rank, group
@@ -170,15 +178,22 @@ class Executor:
         self.step_no = -1
         self.device = torch.device(device)
         self.P, self.V, self.M = table.pp, table.vpp, table.microbatches
+        self.D, self.replica, self.dp_group = dp, replica, dp_group
+        self.world_group = group if world_group is None and dp == 1 else world_group
         if dist.is_available() and dist.is_initialized():
             ws = dist.get_world_size(group)
             if ws != self.P:
                 raise bigmac.Error("the table has pp %d but %d ranks run it\nhint: --nproc %d (or plan with --pp %d)"
                                    % (self.P, ws, self.P, ws))
             self.comm_cpu = dist.get_backend(group) == "gloo"
+            # the global ranks of this pipeline's ranks (sends, receives and broadcasts name them)
+            self.ranks = list(range(self.P)) if group is None else [int(r) for r in dist.get_process_group_ranks(group)]
         elif self.P != 1:
             raise bigmac.Error("the table has pp %d: initialise torch.distributed with %d ranks first "
                                "(bigmac.torch.spawn or torch.distributed.run)" % (self.P, self.P))
+        else:
+            self.ranks = [0]
+        self.me = self.ranks[rank]  # this process's global rank (messages name global ranks)
         self.ops = table.ops[rank]
         self.bb = spec.backbone_module
         ranges = chunk_ranges(spec, table)
@@ -239,8 +254,8 @@ class Executor:
             raise bigmac.Error("module \"%s\": the factory builds no module by that name (%s)" % (m.name, e))
         except Exception as e:
             raise fault("rank %d: module \"%s\"%s: the factory raised %s: %s%s" % (
-                self.rank, m.name, " chunk %d" % chunk if chunk >= 0 else "", type(e).__name__, e, where_raised(e)),
-                self.rank) from e
+                self.me, m.name, " chunk %d" % chunk if chunk >= 0 else "", type(e).__name__, e, where_raised(e)),
+                self.me) from e
         if not isinstance(mod, torch.nn.Module):
             raise bigmac.Error("module \"%s\": the factory returned %s, not a torch.nn.Module" % (m.name, type(mod).__name__))
         return {"module": m.index, "chunk": chunk, "mod": mod.to(self.device), "role": m.role, "name": m.name,
@@ -249,14 +264,14 @@ class Executor:
     # ------------------------------------------------------------ helpers
 
     def _fail(self, k, msg, kind="error", peer=None):
-        return fault("rank %d: op #%d %s (step %d): %s" % (self.rank, k, self.ops[k].name, self.step_no + 1, msg),
-                     self.rank, kind, peer)
+        return fault("rank %d: op #%d %s (step %d): %s" % (self.me, k, self.ops[k].name, self.step_no + 1, msg),
+                     self.me, kind, peer)
 
     def _where(self, k):
         """'rank r: op #k NAME (step s)' or, between ops, 'rank r: step s'."""
         if k is None:
-            return "rank %d: step %d" % (self.rank, self.step_no + 1)
-        return "rank %d: op #%d %s (step %d)" % (self.rank, k, self.ops[k].name, self.step_no + 1)
+            return "rank %d: step %d" % (self.me, self.step_no + 1)
+        return "rank %d: op #%d %s (step %d)" % (self.me, k, self.ops[k].name, self.step_no + 1)
 
     def _wait(self, work, k, what, peer=None, phase=""):
         """work.wait() within the timeout (work: a Work, or a function that posts one: posting on a
@@ -264,8 +279,8 @@ class Executor:
         rank p"); peer: the rank it waits on (None: a collective, any rank; with two ranks, the
         other). A timeout or a broken connection raises bigmac.Error naming this rank, the op (or
         phase) and what."""
-        if peer is None and self.P == 2:
-            peer = 1 - self.rank
+        if peer is None and self.P == 2 and self.D == 1:
+            peer = self.ranks[1 - self.rank]
         try:
             if callable(work):
                 work = work()
@@ -284,27 +299,29 @@ class Executor:
                 msg = ("%s: waited %g s for %s: not every rank joined: one is stopped, hung or slower than the "
                        "timeout\nhint: if it is only slow, raise the limit (--timeout S, train(timeout=S))"
                        % (at, self.timeout, what))
-            return fault(msg, self.rank, "timeout", peer)
+            return fault(msg, self.me, "timeout", peer)
         if peer is not None:
             msg = "%s: the connection to rank %d broke while waiting for %s (rank %d ended?): %s" % (
                 at, peer, what, peer, str(e).strip())
         else:
             msg = "%s: a connection broke while waiting for %s (a rank ended?): %s" % (at, what, str(e).strip())
-        return fault(msg, self.rank, "broken", peer)
+        return fault(msg, self.me, "broken", peer)
 
-    def gather(self, obj, what):
-        """Every rank's obj (rank order), like dist.all_gather_object but within the timeout."""
+    def gather(self, obj, what, world=False):
+        """Every rank's obj (rank order), like dist.all_gather_object but within the timeout: over
+        this pipeline's ranks, or over all P*D ranks (world=True; global rank order)."""
+        group, n = (self.world_group, self.P * self.D) if world else (self.group, self.P)
         data = pickle.dumps(obj)
         dev = "cpu" if self.comm_cpu else self.device
-        n = torch.tensor([len(data)], dtype=torch.int64, device=dev)
-        sizes = [torch.zeros(1, dtype=torch.int64, device=dev) for _ in range(self.P)]
-        self._wait(lambda: dist.all_gather(sizes, n, group=self.group, async_op=True), None, what + " (sizes)")
+        ln = torch.tensor([len(data)], dtype=torch.int64, device=dev)
+        sizes = [torch.zeros(1, dtype=torch.int64, device=dev) for _ in range(n)]
+        self._wait(lambda: dist.all_gather(sizes, ln, group=group, async_op=True), None, what + " (sizes)")
         sizes = [int(x.item()) for x in sizes]
         buf = torch.zeros(max(sizes), dtype=torch.uint8)
         buf[:len(data)] = torch.frombuffer(bytearray(data), dtype=torch.uint8)
         buf = buf.to(dev)
-        outs = [torch.zeros(max(sizes), dtype=torch.uint8, device=dev) for _ in range(self.P)]
-        self._wait(lambda: dist.all_gather(outs, buf, group=self.group, async_op=True), None, what)
+        outs = [torch.zeros(max(sizes), dtype=torch.uint8, device=dev) for _ in range(n)]
+        self._wait(lambda: dist.all_gather(outs, buf, group=group, async_op=True), None, what)
         return [pickle.loads(o[:m].cpu().numpy().tobytes()) for o, m in zip(outs, sizes)]
 
     def _now(self):
@@ -343,12 +360,12 @@ class Executor:
         for op in self.ops:
             if op.mb not in self.batches:
                 try:
-                    self.batches[op.mb] = self.data(step, op.mb)
+                    self.batches[op.mb] = self.data(step, self.replica * self.M + op.mb)
                 except bigmac.Error:
                     raise
                 except Exception as e:
                     raise fault("rank %d: step %d: data(%d, %d) raised %s: %s%s" % (
-                        self.rank, step + 1, step, op.mb, type(e).__name__, e, where_raised(e)), self.rank) from e
+                        self.me, step + 1, step, self.replica * self.M + op.mb, type(e).__name__, e, where_raised(e)), self.me) from e
         self.store = {}
         self.uses = dict(self.uses0)
         self.ctx = {}
@@ -373,7 +390,7 @@ class Executor:
                     self.recv_consumer[k] = j
                     break
             else:
-                raise self._fail(k, "no later compute op on rank %d consumes this tensor" % self.rank)
+                raise self._fail(k, "no later compute op on rank %d consumes this tensor" % self.me)
         # post every recv's header now
         self.hdr = {}
         for k, op in enumerate(self.ops):
@@ -384,17 +401,18 @@ class Executor:
                 if not self.comm_cpu:
                     h = h.to(self.device)
                 try:
-                    req = dist.irecv(h, src=op.peer, group=self.group, tag=2 * (op.tensor * self.M + op.mb))
+                    req = dist.irecv(h, src=self.ranks[op.peer], group=self.group, tag=2 * (op.tensor * self.M + op.mb))
                 except RuntimeError as e:
                     raise self._comm_error(k, "tensor %s of microbatch %d from rank %d (posting its header's receive)"
-                                           % (self.tensor_names[op.tensor], op.mb, op.peer), op.peer, e) from e
+                                           % (self.tensor_names[op.tensor], op.mb, self.ranks[op.peer]), self.ranks[op.peer], e) from e
                 self.hdr[(op.tensor, op.mb)] = (h, req)
         # the shared clock origin: rank 0's
         o = torch.tensor([time.time()], dtype=torch.float64)
         if self.P > 1:
             o = o if self.comm_cpu else o.to(self.device)
-            self._wait(lambda: dist.broadcast(o, src=0, group=self.group, async_op=True), None,
-                       "rank 0's clock (broadcast at the start of the step)", 0 if self.rank else None)
+            self._wait(lambda: dist.broadcast(o, src=self.ranks[0], group=self.group, async_op=True), None,
+                       "rank %d's clock (broadcast at the start of the step)" % self.ranks[0],
+                       self.ranks[0] if self.rank else None)
         self.origin = float(o[0])
         self.opt.zero_grad(set_to_none=False)
         for ps in self.params:
@@ -430,24 +448,24 @@ class Executor:
             except Exception as e:  # not the user's code (that is tagged in _compute): name the op all the same
                 if op.kind != bigmac.OP_COMPUTE and isinstance(e, RuntimeError):
                     raise self._comm_error(k, "tensor %s of microbatch %d (%s rank %d)" % (
-                        self.tensor_names[op.tensor], op.mb, "to" if op.kind == bigmac.OP_SEND else "from", op.peer),
-                        op.peer, e) from e
+                        self.tensor_names[op.tensor], op.mb, "to" if op.kind == bigmac.OP_SEND else "from", self.ranks[op.peer]),
+                        self.ranks[op.peer], e) from e
                 raise self._fail(k, "%s: %s%s" % (type(e).__name__, e, where_raised(e))) from e
         heartbeat(step, len(self.ops))
         for k, reqs in self.sends:
             op = self.ops[k]
             for r in reqs:
                 self._wait(r, k, "rank %d to take tensor %s of microbatch %d (the send's completion at the step's end)"
-                           % (op.peer, self.tensor_names[op.tensor], op.mb), op.peer)
+                           % (self.ranks[op.peer], self.tensor_names[op.tensor], op.mb), self.ranks[op.peer])
         self.sends, self.keep = [], []
         for (i, mb) in self.ctx:
             raise bigmac.Error("rank %d: %s microbatch %d: forward without a backward in the table"
-                               % (self.rank, self.inst[i]["name"], mb))
+                               % (self.me, self.inst[i]["name"], mb))
         for (i, mb) in self.wctx:
             raise bigmac.Error("rank %d: %s microbatch %d: backward (B) without its weight gradient (W) in the table"
-                               % (self.rank, self.inst[i]["name"], mb))
+                               % (self.me, self.inst[i]["name"], mb))
         for (tsr, mb), v in self.store.items():
-            raise bigmac.Error("rank %d: tensor %s of microbatch %d was never used up" % (self.rank, self.tensor_names[tsr], mb))
+            raise bigmac.Error("rank %d: tensor %s of microbatch %d was never used up" % (self.me, self.tensor_names[tsr], mb))
         self.ms = (time.time() - t0) * 1e3
         self._allreduce()
         self.opt.step()
@@ -461,20 +479,20 @@ class Executor:
     def _recv(self, k, op):
         key = (op.tensor, op.mb)
         h, req = self.hdr.pop(key)
-        what = "tensor %s of microbatch %d from rank %d" % (self.tensor_names[op.tensor], op.mb, op.peer)
-        self._wait(req, k, what + " (its header)", op.peer)
+        what = "tensor %s of microbatch %d from rank %d" % (self.tensor_names[op.tensor], op.mb, self.ranks[op.peer])
+        self._wait(req, k, what + " (its header)", self.ranks[op.peer])
         h = h.cpu().tolist()
         code, nd = h[0], h[1]
         if not (0 <= code < len(_DTYPES)) or not (0 <= nd <= HDR - 2):
-            raise self._fail(k, "malformed tensor header from rank %d" % op.peer)
+            raise self._fail(k, "malformed tensor header from rank %d" % self.ranks[op.peer])
         shape = tuple(h[2:2 + nd])
         exp = self._expected(k)
         if exp is not None and tuple(exp) != shape:
             raise self._fail(k, "tensor %s of microbatch %d from rank %d has shape %s; rank %d expects %s"
-                             % (self.tensor_names[op.tensor], op.mb, op.peer, list(shape), self.rank, list(exp)))
+                             % (self.tensor_names[op.tensor], op.mb, self.ranks[op.peer], list(shape), self.me, list(exp)))
         buf = torch.empty(shape, dtype=_DTYPES[code], device="cpu" if self.comm_cpu else self.device)
-        self._wait(lambda: dist.irecv(buf, src=op.peer, group=self.group, tag=2 * (op.tensor * self.M + op.mb) + 1), k, what,
-                   op.peer)
+        self._wait(lambda: dist.irecv(buf, src=self.ranks[op.peer], group=self.group, tag=2 * (op.tensor * self.M + op.mb) + 1), k, what,
+                   self.ranks[op.peer])
         self.msg_bytes[k] = buf.numel() * buf.element_size()
         self.store[key] = buf.to(self.device)
 
@@ -492,8 +510,8 @@ class Executor:
         if not self.comm_cpu:
             h = h.to(self.device)
         tag = 2 * (op.tensor * self.M + op.mb)
-        self.sends.append((k, (dist.isend(h, dst=op.peer, group=self.group, tag=tag),
-                               dist.isend(x, dst=op.peer, group=self.group, tag=tag + 1))))
+        self.sends.append((k, (dist.isend(h, dst=self.ranks[op.peer], group=self.group, tag=tag),
+                               dist.isend(x, dst=self.ranks[op.peer], group=self.group, tag=tag + 1))))
         self.keep.append((h, x))  # isend's buffers stay alive until the step's end
         self.msg_bytes[k] = x.numel() * x.element_size()
         self._release(key)
@@ -573,7 +591,7 @@ class Executor:
                 dout = g if dout is None else dout + g
             tensors, grads = [], []
             if loss is not None and loss.requires_grad:
-                tensors.append(loss * (1.0 / self.M))
+                tensors.append(loss * (1.0 / (self.D * self.M)))
                 grads.append(None)
             if out is not None and dout is not None and out.requires_grad:
                 tensors.append(out)
@@ -620,15 +638,24 @@ class Executor:
         return _Tag()
 
     def _allreduce(self):
-        if self.P == 1:
-            return
+        """Replicated modules' gradients summed over all P*D ranks, backbone chunks' over the D
+        replicas of this pipeline rank (one flat all_reduce per instance)."""
         for i, x in enumerate(self.inst):
-            if not x["replicated"] or not self.params[i]:
+            if not self.params[i]:
                 continue
+            if x["replicated"]:
+                if self.P * self.D == 1:
+                    continue
+                group, over = self.world_group, "the ranks"
+            else:
+                if self.D == 1:
+                    continue
+                group, over = self.dp_group, "the data-parallel replicas"
             flat = torch.cat([p.grad.reshape(-1) for p in self.params[i]])
             f = self._comm(flat)
-            self._wait(lambda: dist.all_reduce(f, op=dist.ReduceOp.SUM, group=self.group, async_op=True), None,
-                       "the sum of module %s's gradients over the ranks (all_reduce)" % x["name"])
+            self._wait(lambda: dist.all_reduce(f, op=dist.ReduceOp.SUM, group=group, async_op=True), None,
+                       "the sum of module %s%s's gradients over %s (all_reduce)"
+                       % (x["name"], " chunk %d" % x["chunk"] if x["chunk"] >= 0 else "", over))
             f = f.to(self.device)
             at = 0
             for p in self.params[i]:
@@ -639,7 +666,7 @@ class Executor:
 
     def record(self):
         """This rank's figures of the last step (gathered to rank 0 by train())."""
-        return {"rank": self.rank, "peak": list(self.peak), "ms": self.ms, "lm": list(self.lm), "gen": list(self.gen),
+        return {"rank": self.rank, "replica": self.replica, "peak": list(self.peak), "ms": self.ms, "lm": list(self.lm), "gen": list(self.gen),
                 "times": [list(t) for t in self.times], "mem": [list(m) for m in self.mem],
                 "bytes": list(self.msg_bytes)}
 
@@ -653,23 +680,31 @@ class Executor:
         return out
 
 
-def step_loss(records, M):
-    """Losses summed as the C executor does: per microbatch the ranks' float losses, then / M."""
+def step_loss(records, M, D=1):
+    """Losses summed as the C executor does: per global microbatch d*M + m the float losses of
+    replica d's ranks, then / (D*M). records: every rank's record (replica 0's alone when D = 1)."""
     lm = gen = 0.0
-    for m in range(M):
-        a = np.float32(0)
-        g = np.float32(0)
-        for r in records:
-            a = np.float32(a + np.float32(r["lm"][m]))
-            g = np.float32(g + np.float32(r["gen"][m]))
-        lm += float(np.float32(a / np.float32(M)))
-        gen += float(np.float32(g / np.float32(M)))
+    DM = np.float32(D * M)
+    for d in range(D):
+        rs = [r for r in records if r.get("replica", 0) == d]
+        for m in range(M):
+            a = np.float32(0)
+            g = np.float32(0)
+            for r in rs:
+                a = np.float32(a + np.float32(r["lm"][m]))
+                g = np.float32(g + np.float32(r["gen"][m]))
+            lm += float(np.float32(a / DM))
+            gen += float(np.float32(g / DM))
     return lm + gen, lm, gen
 
 
-def log_line(step, loss, lm, gen, ms, peaks):
-    """One line of `bigmac train --log` (step is 1-based)."""
-    ranks = ", ".join('{"rank": %d, "peak_act_bytes": {"encoder": %.0f, "backbone": %.0f, "generator": %.0f}}'
-                      % (r, p[0], p[1], p[2]) for r, p in enumerate(peaks))
-    return '{"step": %d, "loss": %.6f, "lm": %.6f, "gen": %.6f, "ms": %.3f, "ranks": [%s]}' % (
-        step, loss, lm, gen, ms, ranks)
+def log_line(step, loss, lm, gen, ms, peaks, dp=1):
+    """One line of `bigmac train --log` (step is 1-based; peaks in global rank order; with
+    dp > 1 the layout and every rank's pp/dp, as the C executor writes them)."""
+    P = len(peaks) // dp
+    ranks = ", ".join('{"rank": %d, %s"peak_act_bytes": {"encoder": %.0f, "backbone": %.0f, "generator": %.0f}}'
+                      % (r, '"pp": %d, "dp": %d, ' % (r // dp, r % dp) if dp > 1 else "", p[0], p[1], p[2])
+                      for r, p in enumerate(peaks))
+    layout = '"layout": {"pp": %d, "dp": %d}, ' % (P, dp) if dp > 1 else ""
+    return '{"step": %d, "loss": %.6f, "lm": %.6f, "gen": %.6f, "ms": %.3f, %s"ranks": [%s]}' % (
+        step, loss, lm, gen, ms, layout, ranks)
