@@ -15,9 +15,11 @@ concatenated along dim 0 for the backbone's first chunk.
 import datetime
 import math
 import os
+import pickle
 import queue
 import signal
 import socket
+import sys
 import time
 import traceback
 
@@ -32,7 +34,7 @@ from bigmac.torch.executor import (Executor, log_line, split_result, step_loss, 
                                    where_raised, DEFAULT_TIMEOUT)
 from bigmac.torch import twins
 
-__all__ = ["Executor", "train", "reference", "spawn", "init_from_env", "finish", "profile", "twins", "dump_params",
+__all__ = ["Executor", "Result", "train", "reference", "from_dataset", "spawn", "init_from_env", "finish", "profile", "twins", "dump_params",
            "heartbeat", "check_output", "DEFAULT_TIMEOUT"]
 
 
@@ -54,7 +56,9 @@ def _spawn_entry(rank, nproc, port, fn, args, q, backend, beat, timeout):
         dist.init_process_group(backend, rank=rank, world_size=nproc, timeout=datetime.timedelta(seconds=timeout))
         heartbeat()
         res = fn(rank, *args)
-        q.put((rank, True, res))
+        # plain pickle: tensors travel as bytes (torch's queue would share them through file
+        # descriptors, which die with this process)
+        q.put((rank, True, pickle.dumps(res)))
     except BaseException as e:  # report to the parent, which raises
         ours = isinstance(e, bigmac.Error)
         info = {"kind": getattr(e, "kind", "error"), "peer": getattr(e, "peer", None),
@@ -218,7 +222,7 @@ def spawn(fn, nproc, args=(), backend="gloo", timeout=DEFAULT_TIMEOUT):
         e = bigmac.Error(msg)
         e.tracebacks = [t for t in tbs if t]
         raise e
-    return [res[r] for r in range(nproc)]
+    return [pickle.loads(res[r]) for r in range(nproc)]
 
 
 def init_from_env(backend=None, timeout=DEFAULT_TIMEOUT):
@@ -319,32 +323,190 @@ def _layout(spec, table, dp, world, group, plan_args):
     return P, D
 
 
+class Result(list):
+    """What train() and reference() return: the per-step losses (a list: rank 0's, or every
+    rank's since this release: every rank gathers the step's records) with
+
+      .state_dicts  {module name: state dict}: the trained modules under the spec's module names,
+                    the backbone's chunks merged into one state dict by layer (the single-process
+                    model's own key names, buffers included), loadable with
+                    load_state_dict(strict=True) into the modules build(name, 0, layers) makes.
+                    Without gather=True each rank holds its own modules (its chunks' layers
+                    only); with gather=True rank 0 holds every module whole.
+      .grad_norms   the global gradient norm of every step (clip_grad_norm given), else []
+      .start_step   the first step this call ran (after resume=, the checkpoint's step)"""
+    state_dicts = None
+    grad_norms = None
+    start_step = 0
+
+
+_CKPT_FORMAT = "bigmac-torch-checkpoint"
+
+
+def _sha(obj):
+    import hashlib
+    import json as _json
+    return hashlib.sha1(_json.dumps(obj, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _ckpt_meta(spec, table):
+    sd = spec.to_dict()
+    sd.pop("doc", None)
+    sd.get("train", {}).pop("steps", None)
+    td = table.to_dict()
+    td.pop("dp", None)
+    return {"format": _CKPT_FORMAT, "version": 1, "spec": _sha(sd), "spec_name": spec.name, "pp": table.pp,
+            "vpp": table.vpp, "table": _sha(td), "policy": table.policy, "backbone": table.backbone}
+
+
+def _ckpt_dir(d, step):
+    return os.path.join(d, "step-%08d" % step)
+
+
+def _latest_ckpt(d):
+    """(step, directory) of the newest complete checkpoint set in d, or None."""
+    best = None
+    try:
+        names = os.listdir(d)
+    except OSError:
+        return None
+    for n in names:
+        if n.startswith("step-") and n[5:].isdigit() and os.path.exists(os.path.join(d, n, "COMPLETE")):
+            st = int(n[5:])
+            if best is None or st > best[0]:
+                best = (st, os.path.join(d, n))
+    return best
+
+
+def _save_ckpt(x, d, step, meta, grank, world):
+    """Checkpoint after `step` steps: replica 0's ranks write their pipeline rank's file, every
+    rank waits until all are written (a failure anywhere raises on every rank), then rank 0
+    marks the set complete (COMPLETE, then the `latest` file) and removes the older sets."""
+    import random
+    sd = _ckpt_dir(d, step)
+    err = None
+    if x.replica == 0:
+        try:
+            os.makedirs(sd, exist_ok=True)
+            st = x.ckpt_state()
+            st.update(meta=meta, step=step, rank=x.rank,
+                      rng={"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()})
+            path = os.path.join(sd, "rank-%d.pt" % x.rank)
+            torch.save(st, path + ".tmp")
+            os.replace(path + ".tmp", path)
+        except Exception as e:
+            err = "rank %d: checkpoint %s: cannot write it: %s" % (grank, sd, e)
+    errs = x.gather(err, "every rank's checkpoint write", world=True) if world > 1 else [err]
+    bad = [e for e in errs if e]
+    if bad:
+        raise bigmac.Error(bad[0])
+    if grank == 0:
+        try:
+            with open(os.path.join(sd, "COMPLETE"), "w") as f:
+                f.write("%d\n" % step)
+            with open(os.path.join(d, "latest.tmp"), "w") as f:
+                f.write("step-%08d\n" % step)
+            os.replace(os.path.join(d, "latest.tmp"), os.path.join(d, "latest"))
+            import shutil
+            for n in os.listdir(d):
+                if n.startswith("step-") and n != os.path.basename(sd):
+                    shutil.rmtree(os.path.join(d, n), ignore_errors=True)
+        except OSError as e:
+            err = "rank 0: checkpoint %s: cannot mark it complete: %s" % (sd, e)
+    errs = x.gather(err, "rank 0's checkpoint commit", world=True) if world > 1 else [err]
+    if any(errs):
+        raise bigmac.Error([e for e in errs if e][0])
+
+
+def _load_ckpt(x, d, meta):
+    """The newest complete set of d into this rank's executor; returns its step."""
+    import random
+    found = _latest_ckpt(d)
+    if found is None:
+        raise bigmac.Error("resume %s: no complete checkpoint there (a set is complete once its COMPLETE marker is "
+                           "written)" % d)
+    step, sd = found
+    path = os.path.join(sd, "rank-%d.pt" % x.rank)
+    if not os.path.exists(path):
+        raise bigmac.Error("resume %s: the set of step %d has no file for pipeline rank %d (%s)\nhint: it was "
+                           "written by a run with another pp" % (d, step, x.rank, path))
+    try:
+        st = torch.load(path, map_location=x.device)
+    except Exception as e:
+        raise bigmac.Error("resume %s: cannot read it: %s" % (path, e)) from e
+    m = st.get("meta", {}) if isinstance(st, dict) else {}
+    if m.get("format") != _CKPT_FORMAT:
+        raise bigmac.Error("resume %s: not a bigmac.torch checkpoint" % path)
+    why = []
+    if m["pp"] != meta["pp"] or m["vpp"] != meta["vpp"]:
+        why.append("it was written with pp %d, vpp %d; this run has pp %d, vpp %d" % (m["pp"], m["vpp"], meta["pp"],
+                                                                                       meta["vpp"]))
+    if m["spec"] != meta["spec"]:
+        why.append("it was written for another spec (\"%s\", hash %s; this run's \"%s\" is %s)" % (
+            m["spec_name"], m["spec"], meta["spec_name"], meta["spec"]))
+    if not why and m["table"] != meta["table"]:
+        why.append("it was written for another table (policy %s, backbone %s, hash %s; this run: policy %s, "
+                   "backbone %s, hash %s)" % (m["policy"], m["backbone"], m["table"], meta["policy"],
+                                              meta["backbone"], meta["table"]))
+    if why:
+        raise bigmac.Error("resume %s: refused: %s" % (path, "; ".join(why)))
+    x.load_ckpt_state(st, "resume " + path)
+    rng = st["rng"]
+    torch.set_rng_state(rng["torch"])
+    np.random.set_state(rng["numpy"])
+    random.setstate(rng["python"])
+    return step
+
+
+def _compare(what_of, hashes, kind):
+    """hashes: every rank's {key: hash}; raises naming the key's module and the ranks that differ."""
+    seen = {}
+    for r, hs in enumerate(hashes):
+        for k, v in hs.items():
+            seen.setdefault(k, []).append((r, v))
+    for k in sorted(seen, key=str):
+        vals = seen[k]
+        if len({v for _, v in vals}) > 1:
+            first = vals[0]
+            other = next(r for r, v in vals if v != first[1])
+            raise bigmac.Error(what_of(k, first[0], other))
+
+
+def _roles(spec):
+    return "roles: " + ", ".join("%s %s" % (m.name, m.role) for m in spec.modules)
+
+
 def train(spec, build=None, data=None, table=None, steps=None, log=None, trace=None, dump=None, device="cpu",
-          progress=None, group=None, verify=True, timeout=DEFAULT_TIMEOUT, dp=None, **plan_args):
+          progress=None, group=None, verify=True, timeout=DEFAULT_TIMEOUT, dp=None, optimizer=None,
+          lr_scheduler=None, clip_grad_norm=None, grad_scaler=None, on_step=None, checkpoint=None,
+          checkpoint_every=None, resume=None, gather=False, track_memory=True, check_data="first",
+          **plan_args):
     """Train spec pipelined on this process's rank of the torch.distributed group (every rank
-    calls it). build/data default to the built-in models' torch twins and the C dataset.
-    table: a bigmac.Table (else planned from spec with plan_args; pp defaults to the group's
-    size / dp). dp: data-parallel replicas D of the pipeline (default: the table's, else the
-    spec's parallel.dp, else 1): the world must have P*D ranks, global rank p*D + d is pipeline
-    rank p of replica d, data(step, mb) receives the global microbatch index d*M + m and the
-    loss is averaged over the step's D*M microbatches. log: JSONL path (rank 0); trace: Chrome
-    trace of the last step (rank 0; replica 0's ranks); dump: final parameters (rank 0).
-    verify=False skips bigmac.verify of the table (the verifier refuses W ops until table
-    version 2; the executor runs them). timeout (seconds): how long any one wait (a receive, a
-    send's completion, a collective) may take before the run fails naming the rank, op and peer;
-    give the process group the same (spawn and init_from_env do). The output paths are checked
-    before step 1. Returns rank 0's per-step losses (other ranks: [])."""
+    calls it). Arguments and the return value: docs/python.md "bigmac.torch.train"."""
     spec = bigmac.load_spec(spec)
     timeout = check_timeout(timeout)
     grank = dist.get_rank(group) if dist.is_initialized() else 0
     world = dist.get_world_size(group) if dist.is_initialized() else 1
     if table is not None and plan_args:
         raise bigmac.Error("train: plan arguments (%s) given with a table" % ", ".join(plan_args))
+    if check_data not in ("first", "every", False, None):
+        raise bigmac.Error("check_data: expected \"first\", \"every\" or False, got %r" % (check_data,))
+    if checkpoint_every is not None and (isinstance(checkpoint_every, bool) or not isinstance(checkpoint_every, int)
+                                         or checkpoint_every < 1):
+        raise bigmac.Error("checkpoint_every: expected a positive integer (steps), got %r" % (checkpoint_every,))
+    if checkpoint_every is not None and not checkpoint:
+        raise bigmac.Error("checkpoint_every given without checkpoint= (the directory)")
     P, D = _layout(spec, table, dp, world, group, plan_args)
     if grank == 0:
         for path, what in ((log, "log"), (trace, "trace"), (dump, "dump")):
             if path:
                 check_output(path, what)
+        if checkpoint:
+            try:
+                os.makedirs(checkpoint, exist_ok=True)
+                check_output(os.path.join(checkpoint, "latest.tmp"), "checkpoint")
+            except OSError as e:
+                raise bigmac.Error("checkpoint %s: cannot create it: %s" % (checkpoint, e.strerror or e)) from e
     if table is None:
         plan_args["pp"] = P
         if D > 1:
@@ -353,36 +515,61 @@ def train(spec, build=None, data=None, table=None, steps=None, log=None, trace=N
     if verify:
         bigmac.verify(table)
     build, data = _default_parts(spec, build, data, device)
+    kw = dict(device=device, timeout=timeout, optimizer=optimizer, lr_scheduler=lr_scheduler,
+              clip_grad_norm=clip_grad_norm, grad_scaler=grad_scaler, track_memory=track_memory)
     if D > 1:  # every rank creates every group, in the same order (torch.distributed.new_group)
         td = datetime.timedelta(seconds=timeout)
         pipes = [dist.new_group([p * D + d for p in range(P)], timeout=td) for d in range(D)]
         stages = [dist.new_group([p * D + d for d in range(D)], timeout=td) for p in range(P)]
         rank, replica = grank // D, grank % D
-        x = Executor(spec, table, build, data, rank, device=device, group=pipes[replica], timeout=timeout, dp=D,
-                     replica=replica, dp_group=stages[rank])
+        x = Executor(spec, table, build, data, rank, group=pipes[replica], dp=D, replica=replica,
+                     dp_group=stages[rank], **kw)
     else:
-        x = Executor(spec, table, build, data, grank, device=device, group=group, timeout=timeout)
+        x = Executor(spec, table, build, data, grank, group=group, **kw)
     heartbeat()  # built: start-up counts as progress for spawn's watchdog
     steps = steps or spec.steps
-    losses = []
+    meta = _ckpt_meta(spec, table)
+    start = _load_ckpt(x, resume, meta) if resume else 0
+    # replicas initialised identically: every encoder/generator on every rank, every chunk over its replicas
+    hs = x.gather(x.param_hashes(), "every rank's parameter hashes", world=True) if world > 1 else []
+    names = [m.name for m in spec.modules]
+    _compare(lambda k, r0, r1: "module \"%s\"%s is initialised differently on rank %d and rank %d (its parameters' "
+             "and buffers' hashes differ)\nhint: build it the same on every rank: seed the factory (torch.manual_seed "
+             "with the same seed, not the rank) or load the same weights" % (
+                 names[k[0]], " chunk %d" % k[1] if k[1] >= 0 else "", r0, r1), hs, "init")
+    res = Result()
+    res.start_step, res.grad_norms = start, []
     logf = open(log, "w") if (log and grank == 0) else None
     try:
+        out = progress if progress is not None else sys.stdout
+        if grank == 0:
+            print(_roles(spec), file=out)
         if progress and grank == 0:
             if D > 1:
                 print("layout: pp %d \u00d7 dp %d, rank = p*%d + d" % (P, D, D), file=progress)
-            print("%s: %d ranks, %s backbone, policy %s, %d microbatches/step, %d steps (torch)" % (
-                spec.name, table.pp * D, table.backbone, table.policy, table.microbatches * D, steps), file=progress)
-        for s in range(steps):
+            print("%s: %d ranks, %s backbone, policy %s, %d microbatches/step, %d steps (torch)%s" % (
+                spec.name, table.pp * D, table.backbone, table.policy, table.microbatches * D, steps,
+                ", resumed at step %d" % start if resume else ""), file=progress)
+        for s in range(start, steps):
             t0 = time.time()
             x.step(s)
             ms = (time.time() - t0) * 1e3
             rec = x.record()
+            if check_data == "every" or (check_data == "first" and s == start):
+                rec["data"] = {x.replica * x.M + mb: _ex.tensor_hash(b).hexdigest() for mb, b in x.batches.items()}
             recs = x.gather(rec, "every rank's record of the step", world=True) if world > 1 else [rec]
+            if "data" in rec:
+                _compare(lambda k, r0, r1: "step %d: rank %d and rank %d loaded different data for microbatch %d "
+                         "(the hashes of its tensors differ)\nhint: data(step, mb) must give the same batch on every "
+                         "rank: no rank-dependent order, seed or augmentation" % (s + 1, r0, r1, k),
+                         [r["data"] for r in recs], "data")
+            loss, lm, gen = step_loss(recs, table.microbatches, D)
+            if not math.isfinite(loss) and grad_scaler is None:
+                raise bigmac.Error("step %d: loss is not finite" % (s + 1))
+            if x.grad_norm is not None:
+                res.grad_norms.append(x.grad_norm)
             if grank == 0:
-                loss, lm, gen = step_loss(recs, table.microbatches, D)
-                if not math.isfinite(loss):
-                    raise bigmac.Error("step %d: loss is not finite" % (s + 1))
-                losses.append(loss)
+                res.append(loss)
                 if logf:
                     logf.write(log_line(s + 1, loss, lm, gen, ms, [r["peak"] for r in recs], D) + "\n")
                     logf.flush()
@@ -390,26 +577,93 @@ def train(spec, build=None, data=None, table=None, steps=None, log=None, trace=N
                     print("step %4d/%d  loss %.4f  (lm %.4f  gen %.4f)  %.1f ms" % (s + 1, steps, loss, lm, gen, ms),
                           file=progress)
                 last = [recs[p * D] for p in range(P)]  # replica 0's pipeline (every replica walks the same table)
+            if checkpoint and ((checkpoint_every and (s + 1) % checkpoint_every == 0) or s + 1 == steps):
+                _save_ckpt(x, checkpoint, s + 1, meta, grank, world)
+            if on_step is not None:
+                on_step(s, {"loss": loss, "lm": lm, "gen": gen, "ms": ms, "lr": x.lr,
+                            "grad_norm": x.grad_norm, "rank": grank, "pp_rank": x.rank, "replica": x.replica,
+                            "peak_act_bytes": list(x.peak)})
         if dump:  # before the trace: a failing trace write loses nothing else
             flats = x.flat_params()
             allf = x.gather(flats, "every rank's final parameters") if P > 1 else [flats]
             if grank == 0:
                 merged = [f for f in allf[0] if f[1] < 0] + [f for fl in allf for f in fl if f[1] >= 0]
                 dump_params(dump, spec, merged)
-        if trace and grank == 0 and steps > 0:
+        if trace and grank == 0 and steps > start:
             table.write_trace([r["times"] for r in last], [r["mem"] for r in last], trace,
                               msg_bytes=[r["bytes"] for r in last])
+        own, parts = x.state_dicts()
+        if gather and P > 1:
+            allp = x.gather(parts, "every rank's trained backbone chunks")
+            if grank == 0:  # the others keep their own
+                parts = [q for ps in allp for q in ps]
+        bbname = spec.modules[spec.backbone_module].name
+        own[bbname] = _ex.merge_chunks(bbname, [(c, a, b, sd) for c, a, b, sd in parts])
+        res.state_dicts = {m.name: own[m.name] for m in spec.modules if m.name in own}
     finally:
         if logf:
             logf.close()
-    return losses
+    return res
 
 
-def reference(spec, build=None, data=None, steps=None, log=None, dump=None, device="cpu", progress=None, dp=1):
+def from_dataset(dataset, microbatch_size, microbatches_per_step, collate_fn=None, shuffle=True, seed=0,
+                 sampler=None):
+    """data(step, mb) over a torch.utils.data.Dataset (any object with __len__ and
+    __getitem__): global microbatch n = step * microbatches_per_step + mb (pass the step's D*M
+    with data parallel) takes samples n*microbatch_size .. (n+1)*microbatch_size - 1 of the
+    epochs' concatenated sample orders. An epoch's order is a permutation from a generator
+    seeded with seed + epoch (shuffle=True), the dataset's order (shuffle=False), or
+    list(sampler) when sampler (a torch.utils.data.Sampler, iterated once per epoch; it must give
+    the same order on every rank) is given. collate_fn (default torch's default_collate) makes the
+    batch. Every rank computes the same indices, so every rank sees the same batch, and a rank
+    loads only the microbatches it is asked for."""
+    from torch.utils.data import default_collate
+    n = len(dataset)
+    for name, v in (("microbatch_size", microbatch_size), ("microbatches_per_step", microbatches_per_step)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise bigmac.Error("from_dataset: %s: expected a positive integer, got %r" % (name, v))
+    if n < 1:
+        raise bigmac.Error("from_dataset: the dataset is empty")
+    collate = collate_fn or default_collate
+    orders = {}
+
+    def order(epoch):
+        if epoch not in orders:
+            if sampler is not None:
+                if hasattr(sampler, "set_epoch"):
+                    sampler.set_epoch(epoch)
+                o = [int(i) for i in sampler]
+            elif shuffle:
+                o = torch.randperm(n, generator=torch.Generator().manual_seed(seed + epoch)).tolist()
+            else:
+                o = list(range(n))
+            if len(orders) > 4:
+                orders.clear()
+            orders[epoch] = o
+        return orders[epoch]
+
+    def data(step, mb):
+        if not (0 <= mb < microbatches_per_step):
+            raise bigmac.Error("from_dataset: microbatch %d is outside 0..%d (microbatches_per_step)"
+                               % (mb, microbatches_per_step - 1))
+        first = (step * microbatches_per_step + mb) * microbatch_size
+        samples = []
+        for i in range(first, first + microbatch_size):
+            o = order(i // len(order(0)))
+            samples.append(dataset[o[i % len(o)]])
+        return collate(samples)
+    return data
+
+
+def reference(spec, build=None, data=None, steps=None, log=None, dump=None, device="cpu", progress=None, dp=1,
+              optimizer=None, lr_scheduler=None, clip_grad_norm=None, grad_scaler=None, on_step=None,
+              track_memory=True):
     """One process, no pipeline (as `bigmac train --reference`): per microbatch every encoder,
     the whole backbone, every generator, backward of (LM + generator losses) / M; then the
     optimizer. dp=D: the step of D data-parallel replicas, D*M microbatches (as `bigmac train
-    --reference --dp D`). Same log format. Returns the per-step losses."""
+    --reference --dp D`). optimizer, lr_scheduler, clip_grad_norm (torch.nn.utils.clip_grad_norm_
+    over every parameter), grad_scaler, on_step and track_memory as train()'s. Same log format.
+    Returns a Result: the per-step losses with .state_dicts (every module whole) and .grad_norms."""
     spec = bigmac.load_spec(spec)
     for path, what in ((log, "log"), (dump, "dump")):
         if path:
@@ -425,21 +679,28 @@ def reference(spec, build=None, data=None, steps=None, log=None, dump=None, devi
         mods.append(mod.to(device))
     params = [p for md in mods for p in md.parameters()]
     ptrs = {p.data_ptr() for p in params}
-    tr = spec.train
-    opt = torch.optim.AdamW(params, lr=tr["lr"], betas=(tr["beta1"], tr["beta2"]), eps=tr["eps"],
-                            weight_decay=tr["weight_decay"])
+    opt = _ex.make_optimizer(optimizer, params, spec)
+    sched = _ex.make_scheduler(lr_scheduler, opt)
+    clip = _ex.check_clip(clip_grad_norm)
+    print(_roles(spec), file=progress if progress is not None else sys.stdout)
     enc = [i for i, m in enumerate(spec.modules) if m.role == "encoder"]
     gens = [i for i, m in enumerate(spec.modules) if m.role == "generator"]
     bb = spec.backbone_module
     steps = steps or spec.steps
-    losses = []
+    losses = Result()
+    losses.grad_norms = []
     logf = open(log, "w") if log else None
 
     def run(i, x, b, peak):
         acts = _Acts(ptrs)
+        if not track_memory:
+            return split_result(mods[i](x, b), spec.modules[i].name) + (0,)
         with torch.autograd.graph.saved_tensors_hooks(acts.pack, acts.unpack):
             out, loss = split_result(mods[i](x, b), spec.modules[i].name)
         return out, loss, acts.bytes
+
+    def scaled(t):
+        return grad_scaler.scale(t) if grad_scaler is not None else t
 
     try:
         for s in range(steps):
@@ -466,13 +727,29 @@ def reference(spec, build=None, data=None, steps=None, log=None, dump=None, devi
                     total = l * (1.0 / M) if total is None else total + l * (1.0 / M)
                     gl = np.float32(gl + np.float32(float(l)))
                 if total is not None:
-                    total.backward()
+                    scaled(total).backward()
                 lm_sum += float(np.float32(np.float32(float(lm) if lm is not None else 0.0) / np.float32(M)))
                 gen_sum += float(np.float32(gl / np.float32(M)))
-            opt.step()
+            if grad_scaler is not None:
+                grad_scaler.unscale_(opt)
+            norm = None
+            if clip is not None:
+                norm = float(torch.nn.utils.clip_grad_norm_(params, clip))
+                losses.grad_norms.append(norm)
+            lr = opt.param_groups[0]["lr"]
+            if grad_scaler is not None:
+                grad_scaler.step(opt)
+                grad_scaler.update()
+            else:
+                opt.step()
+            if sched is not None:
+                sched.step()
             ms = (time.time() - t0) * 1e3
             loss = lm_sum + gen_sum
             losses.append(loss)
+            if on_step is not None:
+                on_step(s, {"loss": loss, "lm": lm_sum, "gen": gen_sum, "ms": ms, "lr": lr,
+                            "grad_norm": norm, "rank": 0, "pp_rank": 0, "replica": 0, "peak_act_bytes": peak})
             if logf:
                 logf.write(log_line(s + 1, loss, lm_sum, gen_sum, ms, [peak]) + "\n")
                 logf.flush()
@@ -485,6 +762,8 @@ def reference(spec, build=None, data=None, steps=None, log=None, dump=None, devi
                 v = md.flat() if hasattr(md, "flat") else torch.cat([p.detach().reshape(-1).cpu() for p in md.parameters()])
                 flats.append((i, 0 if i == bb else -1, v.numpy()))
             dump_params(dump, spec, flats)
+        losses.state_dicts = {m.name: {k: v.detach().cpu().clone() for k, v in md.state_dict().items()}
+                              for m, md in zip(spec.modules, mods)}
     finally:
         if logf:
             logf.close()

@@ -19,7 +19,10 @@ does not complete in time, or whose connection breaks, raises bigmac.Error namin
 op and what it waited for (the peer, the tensor). An exception from a user's module, factory or
 data function is raised as bigmac.Error tagged with the rank, op, step and microbatch.
 """
+import contextlib
 import datetime
+import hashlib
+import inspect
 import math
 import pickle
 import time
@@ -156,6 +159,122 @@ def check_table(spec, table):
                                    "table, %g in %s\nhint: plan the table from this spec" % (m.name, k, tv, v, where))
 
 
+def make_optimizer(optimizer, params, spec):
+    """optimizer(params) -> torch.optim.Optimizer (the user's), else AdamW with the spec's "train"
+    settings."""
+    if optimizer is None:
+        tr = spec.train
+        return torch.optim.AdamW(params, lr=tr["lr"], betas=(tr["beta1"], tr["beta2"]), eps=tr["eps"],
+                                 weight_decay=tr["weight_decay"])
+    if not callable(optimizer):
+        raise bigmac.Error("optimizer: expected a callable params -> torch.optim.Optimizer, got %s"
+                           % type(optimizer).__name__)
+    opt = optimizer(params)
+    if not isinstance(opt, torch.optim.Optimizer):
+        raise bigmac.Error("optimizer: the callable returned %s, not a torch.optim.Optimizer" % type(opt).__name__)
+    return opt
+
+
+def make_scheduler(lr_scheduler, opt):
+    """lr_scheduler(optimizer) -> a scheduler with .step() (stepped after every optimizer step)."""
+    if lr_scheduler is None:
+        return None
+    if not callable(lr_scheduler):
+        raise bigmac.Error("lr_scheduler: expected a callable optimizer -> scheduler, got %s"
+                           % type(lr_scheduler).__name__)
+    sch = lr_scheduler(opt)
+    if not hasattr(sch, "step"):
+        raise bigmac.Error("lr_scheduler: the callable returned %s, which has no step()" % type(sch).__name__)
+    return sch
+
+
+def check_clip(v):
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not (v > 0 and math.isfinite(v)):
+        raise bigmac.Error("clip_grad_norm: expected a finite number > 0 (the largest global gradient norm), got %r"
+                           % (v,))
+    return float(v)
+
+
+def _takes_inputs(fn):
+    """Whether data(step, mb, inputs=...) may be called."""
+    try:
+        ps = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+    return "inputs" in ps or any(p.kind == p.VAR_KEYWORD for p in ps.values())
+
+
+def tensor_hash(obj, h=None):
+    """sha1 of every tensor (and number, string) in obj: dicts, lists, tuples, objects' __dict__."""
+    h = h or hashlib.sha1()
+    if isinstance(obj, torch.Tensor):
+        h.update(str((obj.dtype, tuple(obj.shape))).encode())
+        h.update(obj.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy().tobytes()
+                 if obj.numel() else b"")
+    elif isinstance(obj, np.ndarray):
+        h.update(np.ascontiguousarray(obj).tobytes())
+    elif isinstance(obj, dict):
+        for k in sorted(obj, key=str):
+            h.update(str(k).encode())
+            tensor_hash(obj[k], h)
+    elif isinstance(obj, (list, tuple)):
+        for v in obj:
+            tensor_hash(v, h)
+    elif isinstance(obj, (int, float, str, bytes, bool)) or obj is None:
+        h.update(repr(obj).encode())
+    elif hasattr(obj, "__dict__"):
+        tensor_hash(vars(obj), h)
+    return h
+
+
+def layer_list(mod, n, name):
+    """The dotted name of mod's list of layers (an nn.ModuleList or nn.Sequential of n entries):
+    mod.bigmac_layers when set, else the only such list (or the only one named layers, blocks, h
+    or layer)."""
+    explicit = getattr(mod, "bigmac_layers", None)
+    if explicit:
+        return explicit
+    cands = [k for k, m in mod.named_modules() if k and isinstance(m, (torch.nn.ModuleList, torch.nn.Sequential))
+             and len(m) == n]
+    if len(cands) == 1:
+        return cands[0]
+    named = [k for k in cands if k.split(".")[-1] in ("layers", "blocks", "h", "layer")]
+    if len(named) == 1:
+        return named[0]
+    raise bigmac.Error("module \"%s\": cannot tell which list of %d submodules holds its layers (%s)\nhint: set the "
+                       "attribute bigmac_layers = \"name.of.the.ModuleList\" on the module"
+                       % (name, n, ", ".join(cands) if cands else "none has that length"))
+
+
+def chunk_state(mod, a, b, name):
+    """mod.state_dict() with its layers renumbered a..b-1 (the single-process model's keys)."""
+    pre = layer_list(mod, b - a, name) + "."
+    out = {}
+    for k, v in mod.state_dict().items():
+        if k.startswith(pre):
+            i, _, tail = k[len(pre):].partition(".")
+            if i.isdigit():
+                k = "%s%d%s" % (pre, int(i) + a, "." + tail if tail else "")
+        out[k] = v
+    return out
+
+
+def merge_chunks(name, parts):
+    """One state dict from [(chunk, a, b, renumbered state dict)]: every layer once, a key
+    outside the layer list in exactly one chunk."""
+    out, owner = {}, {}
+    for c, a, b, sd in sorted(parts, key=lambda t: t[0]):
+        for k, v in sd.items():
+            if k in out:
+                raise bigmac.Error("module \"%s\": key %s is in chunk %d and chunk %d; a chunk's state outside its "
+                                   "layer list must live in one chunk only (the first chunk's embedding, the last's "
+                                   "head)" % (name, k, owner[k], c))
+            out[k], owner[k] = v, c
+    return out
+
+
 class Executor:
     """Pipeline rank `rank` of table for spec: modules from build(name, layer_begin, layer_end),
     microbatches from data(step, mb). group: the torch.distributed group of the P ranks of this
@@ -169,7 +288,8 @@ class Executor:
     over the D*M microbatches of the step."""
 
     def __init__(self, spec, table, build, data, rank, device="cpu", optimizer=None, group=None, timeout=None,
-                 dp=1, replica=0, dp_group=None, world_group=None):
+                 dp=1, replica=0, dp_group=None, world_group=None, lr_scheduler=None, clip_grad_norm=None,
+                 grad_scaler=None, track_memory=True):
         self.spec = spec = bigmac.load_spec(spec)
         check_table(spec, table)
         self.t, self.build, self.data, self.rank, self.group = table, build, data, rank, group
@@ -215,8 +335,15 @@ class Executor:
         self.param_ptrs = {p.data_ptr() for ps in self.params for p in ps}
         tr = spec.train
         allp = [p for ps in self.params for p in ps]
-        self.opt = optimizer(allp) if optimizer else torch.optim.AdamW(
-            allp, lr=tr["lr"], betas=(tr["beta1"], tr["beta2"]), eps=tr["eps"], weight_decay=tr["weight_decay"])
+        self.opt = make_optimizer(optimizer, allp, spec)
+        self.sched = make_scheduler(lr_scheduler, self.opt)
+        self.clip = check_clip(clip_grad_norm)
+        self.scaler, self.track = grad_scaler, bool(track_memory)
+        self.grad_norm = None
+        self.data_inputs = _takes_inputs(data)
+        sd = spec.to_dict()
+        self.inputs = set(sd.get("inputs", []))
+        self.consumes = [m.get("consumes", []) for m in sd.get("modules", [])]
         # static dataflow and use counts (the C executor's uses0)
         self.flow = []
         self.uses0 = {}
@@ -259,7 +386,7 @@ class Executor:
         if not isinstance(mod, torch.nn.Module):
             raise bigmac.Error("module \"%s\": the factory returned %s, not a torch.nn.Module" % (m.name, type(mod).__name__))
         return {"module": m.index, "chunk": chunk, "mod": mod.to(self.device), "role": m.role, "name": m.name,
-                "replicated": chunk < 0}
+                "replicated": chunk < 0, "a": a, "b": b}
 
     # ------------------------------------------------------------ helpers
 
@@ -337,7 +464,7 @@ class Executor:
         j = self.recv_consumer[k]
         c = self.ops[j]
         inst = self.inst[self.inst_of[(c.module, c.chunk if c.module == self.bb else -1)]]
-        b = self.batches[op.mb]
+        b = self.batches.get(op.mb)
         if c.pass_ == "B":
             ctx = self.ctx.get((self.inst_of[(c.module, c.chunk if c.module == self.bb else -1)], op.mb))
             if ctx is not None and ctx["out"] is not None:
@@ -348,7 +475,7 @@ class Executor:
             enc = self.inst[self.inst_of[(self.tensor_module[op.tensor], -1)]]["mod"]
             return tuple(enc.out_shape(b)) if hasattr(enc, "out_shape") else None
         mod = inst["mod"]
-        return tuple(mod.in_shape(b)) if hasattr(mod, "in_shape") else None
+        return tuple(mod.in_shape(b)) if hasattr(mod, "in_shape") and b is not None else None
 
     # ------------------------------------------------------------ step
 
@@ -358,9 +485,13 @@ class Executor:
         heartbeat(step, -1)
         self.batches = {}
         for op in self.ops:
-            if op.mb not in self.batches:
+            if op.kind == bigmac.OP_COMPUTE and op.pass_ == "F" and op.mb not in self.batches:
                 try:
-                    self.batches[op.mb] = self.data(step, self.replica * self.M + op.mb)
+                    g = self.replica * self.M + op.mb
+                    if self.data_inputs:
+                        self.batches[op.mb] = self.data(step, g, inputs=self.rank_inputs(op.mb))
+                    else:
+                        self.batches[op.mb] = self.data(step, g)
                 except bigmac.Error:
                     raise
                 except Exception as e:
@@ -468,8 +599,75 @@ class Executor:
             raise bigmac.Error("rank %d: tensor %s of microbatch %d was never used up" % (self.me, self.tensor_names[tsr], mb))
         self.ms = (time.time() - t0) * 1e3
         self._allreduce()
-        self.opt.step()
+        self.grad_norm = None
+        if self.scaler is not None:
+            self._sync_overflow()
+            self.scaler.unscale_(self.opt)
+        if self.clip is not None:
+            self.grad_norm = self._clip_norm()
+        self.lr = self.opt.param_groups[0]["lr"]  # the step's (before the scheduler moves it)
+        if self.scaler is not None:
+            self.scaler.step(self.opt)
+            self.scaler.update()
+        else:
+            self.opt.step()
+        if self.sched is not None:
+            self.sched.step()
         return self.ms
+
+    def rank_inputs(self, mb):
+        """The spec inputs this rank's modules consume for microbatch mb (its F ops' modules)."""
+        names = set()
+        for op in self.ops:
+            if op.kind == bigmac.OP_COMPUTE and op.pass_ == "F" and op.mb == mb:
+                names.update(c for c in self.consumes[op.module] if c in self.inputs)
+        return tuple(sorted(names))
+
+    def _pipe_sum(self, v, what):
+        """v (a float64 tensor) summed over this pipeline's ranks."""
+        if self.P == 1:
+            return v
+        f = v if self.comm_cpu else v.to(self.device)
+        self._wait(lambda: dist.all_reduce(f, op=dist.ReduceOp.SUM, group=self.group, async_op=True), None, what)
+        return f.cpu()
+
+    def _clip_norm(self):
+        """torch.nn.utils.clip_grad_norm_ over the whole model: the global 2-norm of every
+        gradient (replicated modules counted once, on pipeline rank 0; every replica holds the
+        same gradients after the all-reduce), then every gradient scaled by max/(norm + 1e-6)
+        when that is below 1. Returns the norm."""
+        sq = torch.zeros(1, dtype=torch.float64)
+        for i, x in enumerate(self.inst):
+            if x["replicated"] and self.rank != 0:
+                continue
+            for p in self.params[i]:
+                if p.grad is not None:
+                    sq += p.grad.detach().double().pow(2).sum().cpu()
+        norm = float(self._pipe_sum(sq, "the sum of squared gradients over the ranks (clip_grad_norm)")[0].sqrt())
+        coef = self.clip / (norm + 1e-6)
+        if coef < 1.0:
+            for ps in self.params:
+                for p in ps:
+                    if p.grad is not None:
+                        p.grad.mul_(coef)
+        return norm
+
+    def _sync_overflow(self):
+        """A grad scaler skips the step when a gradient overflowed: make every rank see it when
+        any rank does (a non-finite gradient on one rank poisons one gradient on every other, so
+        every rank's scaler skips the step and lowers its scale alike)."""
+        bad = any(p.grad is not None and not torch.isfinite(p.grad).all() for ps in self.params for p in ps)
+        f = torch.tensor([1.0 if bad else 0.0], dtype=torch.float64)
+        if self.P * self.D > 1:
+            f = f if self.comm_cpu else f.to(self.device)
+            self._wait(lambda: dist.all_reduce(f, op=dist.ReduceOp.MAX, group=self.world_group, async_op=True), None,
+                       "every rank's gradient overflow flag (grad_scaler)")
+        if float(f[0]) > 0 and not bad:
+            for ps in self.params:
+                for p in ps:
+                    if p.grad is not None:
+                        p.grad.view(-1)[0:1].fill_(float("inf"))
+                        return
 
     def _release(self, key):
         self.uses[key] = self.uses.get(key, 0) - 1
@@ -548,14 +746,24 @@ class Executor:
             elif len(leaves) > 1:
                 x = torch.cat(leaves, 0)
             acts = _Acts(self.param_ptrs)
+            hooks = torch.autograd.graph.saved_tensors_hooks(acts.pack, acts.unpack) if self.track else \
+                contextlib.nullcontext()
             try:
-                with torch.autograd.graph.saved_tensors_hooks(acts.pack, acts.unpack), self._user(k, inst, "forward"):
+                with hooks, self._user(k, inst, "forward"):
                     out, loss = split_result(inst["mod"](x, b), inst["name"])
             except bigmac.Error as e:
                 if getattr(e, "rank", None) is not None:
                     raise
                 raise self._fail(k, str(e))
-            if loss is not None and not math.isfinite(float(loss)):
+            if loss is None and inst["chunk"] == self.P * self.V - 1:
+                raise self._fail(k, "module \"%s\" chunk %d (layers %d..%d, the last chunk) returned no loss: the "
+                                 "backbone never reaches its loss\nhint: the last chunk must return (output, loss); "
+                                 "does the spec's \"layers\" (%d) match the model's?" % (
+                                     inst["name"], inst["chunk"], inst["a"], inst["b"] - 1, inst["b"]))
+            if loss is not None and loss.numel() != 1:
+                raise self._fail(k, "module \"%s\" returned a loss of shape %s; the loss must be a scalar (reduce a "
+                                 "per-sample loss with .mean() or .sum())" % (inst["name"], list(loss.shape)))
+            if loss is not None and not math.isfinite(float(loss)) and self.scaler is None:
                 raise self._fail(k, "loss is %s" % ("NaN" if math.isnan(float(loss)) else "Inf"))
             if out is not None and not torch.isfinite(out).all():
                 raise self._fail(k, "output is not finite (NaN or Inf)")
@@ -591,7 +799,8 @@ class Executor:
                 dout = g if dout is None else dout + g
             tensors, grads = [], []
             if loss is not None and loss.requires_grad:
-                tensors.append(loss * (1.0 / (self.D * self.M)))
+                ls = loss * (1.0 / (self.D * self.M))
+                tensors.append(self.scaler.scale(ls) if self.scaler is not None else ls)
                 grads.append(None)
             if out is not None and dout is not None and out.requires_grad:
                 tensors.append(out)
@@ -611,7 +820,7 @@ class Executor:
                     raise self._fail(k, "makes %d gradients for %d inputs" % (len(makes), len(leaves)))
                 for n, leaf in zip(makes, leaves):
                     g = leaf.grad if leaf.grad is not None else torch.zeros_like(leaf)
-                    if not torch.isfinite(g).all():
+                    if self.scaler is None and not torch.isfinite(g).all():
                         raise self._fail(k, "gradient is not finite (NaN or Inf)")
                     self.store[(n, op.mb)] = g
                     if self.uses.get((n, op.mb), 0) == 0:
@@ -669,6 +878,45 @@ class Executor:
         return {"rank": self.rank, "replica": self.replica, "peak": list(self.peak), "ms": self.ms, "lm": list(self.lm), "gen": list(self.gen),
                 "times": [list(t) for t in self.times], "mem": [list(m) for m in self.mem],
                 "bytes": list(self.msg_bytes)}
+
+    def state_dicts(self):
+        """{module name: state dict} of this rank's instances: replicated modules whole, the
+        backbone's local chunks merged with their layers renumbered as in the whole model."""
+        out, parts = {}, []
+        for x in self.inst:
+            if x["replicated"]:
+                out[x["name"]] = {k: v.detach().cpu().clone() for k, v in x["mod"].state_dict().items()}
+            else:
+                sd = chunk_state(x["mod"], x["a"], x["b"], x["name"])
+                parts.append((x["chunk"], x["a"], x["b"], {k: v.detach().cpu().clone() for k, v in sd.items()}))
+        return out, parts
+
+    def param_hashes(self):
+        """{(module, chunk): sha1 of the instance's parameters and buffers}."""
+        return {(x["module"], x["chunk"]): tensor_hash(x["mod"].state_dict()).hexdigest() for x in self.inst}
+
+    def ckpt_state(self):
+        return {"modules": {(x["module"], x["chunk"]): x["mod"].state_dict() for x in self.inst},
+                "opt": self.opt.state_dict(),
+                "sched": self.sched.state_dict() if self.sched is not None and hasattr(self.sched, "state_dict") else None,
+                "scaler": self.scaler.state_dict() if self.scaler is not None and hasattr(self.scaler, "state_dict")
+                else None}
+
+    def load_ckpt_state(self, st, where):
+        have = {(x["module"], x["chunk"]) for x in self.inst}
+        if set(st["modules"]) != have:
+            raise bigmac.Error("%s: holds modules/chunks %s, this rank runs %s" % (where, sorted(st["modules"]),
+                                                                                 sorted(have)))
+        for x in self.inst:
+            try:
+                x["mod"].load_state_dict(st["modules"][(x["module"], x["chunk"])])
+            except RuntimeError as e:
+                raise bigmac.Error("%s: module \"%s\" does not load: %s" % (where, x["name"], str(e).strip())) from e
+        self.opt.load_state_dict(st["opt"])
+        if st.get("sched") is not None and self.sched is not None:
+            self.sched.load_state_dict(st["sched"])
+        if st.get("scaler") is not None and self.scaler is not None:
+            self.scaler.load_state_dict(st["scaler"])
 
     def flat_params(self):
         """[(module, chunk, flat float32 numpy)] of the rank's instances (twins: C layout)."""
