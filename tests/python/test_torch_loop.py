@@ -297,4 +297,25 @@ def run_nomem(rank):
 r, lg = bt.spawn(run_nomem, 2, timeout=200)[0]
 check("torch_loop_track_memory_off_pipelined", close(r, list(plain)[:2]) and
       all(x["peak_act_bytes"]["backbone"] == 0 for x in json.loads(open(lg).readline())["ranks"]))
+# ---------------------------------------------------------------- the command line: --checkpoint, --resume
+import subprocess  # noqa: E402
+cli = [sys.executable, "-m", "bigmac.torch", "train", "tests/specs/exec-small.json", "--nproc", "2"]
+cdir, la, lb = os.path.join(tmp, "cli-ck"), os.path.join(tmp, "cli-a.jsonl"), os.path.join(tmp, "cli-b.jsonl")
+
+
+def losses(path):
+    return [json.loads(l)["loss"] for l in open(path)]
+
+
+r1 = subprocess.run(cli + ["--steps", "4", "--log", la], capture_output=True, text=True, timeout=200)
+r2 = subprocess.run(cli + ["--steps", "2", "--checkpoint", cdir, "--checkpoint-every", "1"], capture_output=True,
+                    text=True, timeout=200)
+r3 = subprocess.run(cli + ["--steps", "4", "--resume", cdir, "--log", lb], capture_output=True, text=True, timeout=200)
+check("torch_loop_cli_checkpoint_resume", r1.returncode == r2.returncode == r3.returncode == 0 and
+      close(losses(lb), losses(la)[2:], 1e-6) and "resumed at step 2" in r3.stdout, r3.stderr[-300:])
+r4 = subprocess.run(cli + ["--steps", "4", "--resume", cdir, "--policy", "optimus"], capture_output=True, text=True,
+                    timeout=200)
+err = [l for l in r4.stderr.splitlines() if l.startswith("bigmac: error:")]
+check("torch_loop_cli_resume_other_table_refused", r4.returncode == 1 and len(err) == 1 and "another table" in err[0],
+      r4.stderr[-300:])
 done()
