@@ -263,13 +263,17 @@ def chunk_state(mod, a, b, name):
 
 def merge_chunks(name, parts):
     """One state dict from [(chunk, a, b, renumbered state dict)]: every layer once, a key
-    outside the layer list in exactly one chunk."""
+    outside the layer list in one chunk (or in several with the same value: a constant buffer)."""
     out, owner = {}, {}
     for c, a, b, sd in sorted(parts, key=lambda t: t[0]):
         for k, v in sd.items():
             if k in out:
-                raise bigmac.Error("module \"%s\": key %s is in chunk %d and chunk %d; a chunk's state outside its "
-                                   "layer list must live in one chunk only (the first chunk's embedding, the last's "
+                a0 = out[k]
+                if isinstance(a0, torch.Tensor) and isinstance(v, torch.Tensor) and a0.shape == v.shape and \
+                        a0.dtype == v.dtype and torch.equal(a0, v):
+                    continue  # the same value in several chunks (a constant buffer, a causal mask): once
+                raise bigmac.Error("module \"%s\": key %s is in chunk %d and chunk %d with different values; a "
+                                   "chunk's state outside its layer list must live in one chunk only (the first chunk's embedding, the last's "
                                    "head)" % (name, k, owner[k], c))
             out[k], owner[k] = v, c
     return out
