@@ -244,25 +244,32 @@ check("torch_loop_roles_printed", "roles: encoder encoder, decoder backbone, hea
 # ---------------------------------------------------------------- (5) data per rank
 
 
+HEADIMG = bigmac.load_spec(SPEC).to_dict()
+HEADIMG["modules"][2]["consumes"] = ["hidden", "image"]  # the head reads the images too (the example's does)
+
+
 def run_data(rank):
     calls = []
 
-    def data(step, mb, inputs=None):
+    def data(step, mb, inputs=None):  # loads only what it is asked for
         calls.append((step, mb, tuple(inputs)))
-        return ex.data(step, mb)
-    table = bigmac.plan(SPEC, pp=2)
+        b = ex.data(step, mb)
+        return {k: b[k] for k in inputs}
+    table = bigmac.plan(HEADIMG, pp=2)
     fwd = sorted({op.mb for op in table.ops[rank] if op.kind == bigmac.OP_COMPUTE and op.pass_ == "F"})
-    bt.train(SPEC, build, data, table=table, steps=1, progress=io.StringIO())
-    return calls, fwd
+    r = bt.train(HEADIMG, build, data, table=table, steps=2, progress=io.StringIO())
+    return calls, fwd, list(r)
 
 
 res = bt.spawn(run_data, 2, timeout=200)
-ok = all(sorted(c[1] for c in calls) == fwd and len(calls) == len(set(calls)) for calls, fwd in res)
+ok = all(sorted(c[1] for c in calls) == sorted(fwd * 2) and len(calls) == len(set(calls)) for calls, fwd, _ in res)
 check("torch_loop_data_called_for_forward_microbatches_only", ok, str(res[1][0][:4]))
-enc_mbs = [{op.mb for op in bigmac.plan(SPEC, pp=2).ops[r] if op.kind == bigmac.OP_COMPUTE and op.pass_ == "F"
-            and op.module == 0} for r in range(2)]
-ok = all(("image" in c[2]) == (c[1] in enc_mbs[r]) and "text" in c[2] for r, (calls, _) in enumerate(res)
-         for c in calls)
+check("torch_loop_data_inputs_trains_the_same", close(res[0][2], list(bt.reference(SPEC, build, ex.data, steps=2,
+                                                                                   progress=io.StringIO()))))
+img_mbs = [{op.mb for op in bigmac.plan(HEADIMG, pp=2).ops[r] if op.kind == bigmac.OP_COMPUTE and op.pass_ == "F"
+            and op.module in (0, 2)} for r in range(2)]  # the image's consumers: the encoder and the head
+ok = all(("image" in c[2]) == (c[1] in img_mbs[r]) and "text" in c[2]
+         for r, (calls, _, _) in enumerate(res) for c in calls)
 check("torch_loop_data_inputs_per_rank", ok, str(res[0][0][:3]))
 
 

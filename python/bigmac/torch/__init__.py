@@ -556,12 +556,15 @@ def train(spec, build=None, data=None, table=None, steps=None, log=None, trace=N
             ms = (time.time() - t0) * 1e3
             rec = x.record()
             if check_data == "every" or (check_data == "first" and s == start):
-                rec["data"] = {x.replica * x.M + mb: _ex.tensor_hash(b).hexdigest() for mb, b in x.batches.items()}
+                # keyed by the inputs asked for too: with data(step, mb, inputs=) ranks asking for other
+                # inputs legitimately get other batches
+                rec["data"] = {(x.replica * x.M + mb, x.rank_inputs(mb) if x.data_inputs else None):
+                               _ex.tensor_hash(b).hexdigest() for mb, b in x.batches.items()}
             recs = x.gather(rec, "every rank's record of the step", world=True) if world > 1 else [rec]
             if "data" in rec:
                 _compare(lambda k, r0, r1: "step %d: rank %d and rank %d loaded different data for microbatch %d "
                          "(the hashes of its tensors differ)\nhint: data(step, mb) must give the same batch on every "
-                         "rank: no rank-dependent order, seed or augmentation" % (s + 1, r0, r1, k),
+                         "rank: no rank-dependent order, seed or augmentation" % (s + 1, r0, r1, k[0]),
                          [r["data"] for r in recs], "data")
             loss, lm, gen = step_loss(recs, table.microbatches, D)
             if not math.isfinite(loss) and grad_scaler is None:
