@@ -100,6 +100,23 @@ for world, configs in RUNS.items():
     check("torch_dp_bad_layout_world%d" % world, all(r[1] and "the layout pp 3 \u00d7 dp 2 needs 6 ranks but %d run it"
                                                      % world in r[1] for r in res), str(res[0][1]))
 
+# checkpoint and resume with D = 2: replica 0's ranks write one file per pipeline rank, every
+# replica loads it; the resumed losses are the uninterrupted run's
+ck = os.path.join(tmp, "ck")
+
+
+def run_ckpt(rank):
+    bt.train(SPEC, steps=2, pp=2, dp=2, checkpoint=ck)
+    files = sorted(os.listdir(os.path.join(ck, "step-00000002")))
+    r = bt.train(SPEC, steps=STEPS, pp=2, dp=2, resume=ck)
+    return list(r), files
+
+
+res = bt.spawn(run_ckpt, 4, timeout=200)
+full = losses(os.path.join(tmp, "p2d2_bigmac_1f1b.jsonl"))
+check("torch_dp_checkpoint_resume", res[0][1] == ["COMPLETE", "rank-0.pt", "rank-1.pt"] and
+      close(full[:2] + res[0][0], full), "%s vs %s, %s" % (res[0][0], full, res[0][1]))
+
 # the C executor itself over 4 ranks (pp 2 x dp 2) on the same twins
 if shutil.which("mpirun"):
     cl, cb = os.path.join(tmp, "mpi.jsonl"), os.path.join(tmp, "mpi.bin")

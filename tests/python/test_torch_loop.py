@@ -241,6 +241,34 @@ bt.reference(SPEC, build, ex.data, steps=1, progress=pr)
 check("torch_loop_roles_printed", "roles: encoder encoder, decoder backbone, head generator" in pr.getvalue(),
       pr.getvalue()[:200])
 
+
+
+class PerSample(ex.Head):
+    def forward(self, x, batch):
+        S = batch["image"].shape[0]
+        h = x.reshape(S, ex.PATCHES + ex.SEQ, ex.D)[:, :ex.PATCHES].mean(1)
+        return None, ((self.out(h) - batch["image"].mean((2, 3))) ** 2).mean(1)  # not reduced over samples
+
+
+def per_sample_build(name, a, b):
+    return PerSample() if name == "head" else build(name, a, b)
+
+
+raises("torch_loop_per_sample_loss_named", lambda: bt.reference(SPEC, per_sample_build, ex.data, steps=1,
+                                                                 progress=io.StringIO()),
+       bigmac.Error, ('module "head" returned a loss of shape [4]', "must be a scalar"))
+
+
+def run_subgroup(rank):  # ranks 1 and 2 of 3 train in their own group (global ranks 1, 2 address each other)
+    g = dist.new_group([1, 2])
+    if rank == 0:
+        return None
+    return list(bt.train(SPEC, build, ex.data, steps=2, group=g, pp=2, progress=io.StringIO()))
+
+
+res = bt.spawn(run_subgroup, 3, timeout=200)
+check("torch_loop_train_subgroup", close(res[1], list(plain)[:2]) and res[2] == [], str(res))
+
 # ---------------------------------------------------------------- (5) data per rank
 
 

@@ -700,6 +700,9 @@ def reference(spec, build=None, data=None, steps=None, log=None, dump=None, devi
             return split_result(mods[i](x, b), spec.modules[i].name) + (0,)
         with torch.autograd.graph.saved_tensors_hooks(acts.pack, acts.unpack):
             out, loss = split_result(mods[i](x, b), spec.modules[i].name)
+        if loss is not None and loss.numel() != 1:
+            raise bigmac.Error("module \"%s\" returned a loss of shape %s; the loss must be a scalar (reduce a "
+                               "per-sample loss with .mean() or .sum())" % (spec.modules[i].name, list(loss.shape)))
         return out, loss, acts.bytes
 
     def scaled(t):
