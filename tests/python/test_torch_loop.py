@@ -163,13 +163,40 @@ class StaticScaler:
         pass
 
 
+class OverflowScaler(StaticScaler):
+    """GradScaler's protocol with its skip: an infinite first scale overflows the first step's
+    gradients, which unscale_ finds; step() then skips the update and update() drops the scale
+    to 2^10. Every rank must skip alike (one rank's overflow is every rank's)."""
+
+    def __init__(self):
+        super().__init__()
+        self.s, self.found, self.skipped = float("inf"), False, 0
+
+    def unscale_(self, opt):
+        self.found = any(not torch.isfinite(p.grad).all() for g in opt.param_groups for p in g["params"]
+                         if p.grad is not None)
+        super().unscale_(opt)
+
+    def step(self, opt):
+        if self.found:
+            self.skipped += 1
+        else:
+            opt.step()
+
+    def update(self):
+        if self.found:
+            self.s = 1024.0
+
+
 def run_loop(rank):
     seen = []
     r = bt.train(SPEC, build, ex.data, steps=STEPS, progress=io.StringIO(),
                  on_step=lambda s, i: seen.append((s, i["lr"], i["grad_norm"], i["loss"], i["rank"])), **loop_args())
     sc = StaticScaler()
     scaled = bt.train(SPEC, build, ex.data, steps=STEPS, progress=io.StringIO(), grad_scaler=sc)
-    return list(r), r.grad_norms, seen, list(scaled), sc.unscaled
+    ov = OverflowScaler()
+    over = bt.train(SPEC, build, ex.data, steps=STEPS, progress=io.StringIO(), grad_scaler=ov)
+    return list(r), r.grad_norms, seen, list(scaled), sc.unscaled, list(over), ov.skipped
 
 
 res = bt.spawn(run_loop, 2, timeout=200)
@@ -186,6 +213,11 @@ check("torch_loop_on_step_every_rank", all([(s, lr) for s, lr, _, _, _ in r[2]] 
       and [round(x[1], 6) for x in seen_ref] == [0.05, 0.035, 0.0245], str(res[1][2]))
 check("torch_loop_grad_scaler_same_losses", close(res[0][3], list(plain), 1e-5) and res[0][4] == STEPS,
       "%s vs %s" % (res[0][3], list(plain)))
+ov = OverflowScaler()
+over = bt.reference(SPEC, build, ex.data, steps=STEPS, progress=io.StringIO(), grad_scaler=ov)
+check("torch_loop_grad_scaler_overflow_skips_on_every_rank", ov.skipped == 1 and all(r[6] == 1 for r in res)
+      and close(res[0][5], list(over), 1e-5), "skipped %s vs %d; %s vs %s" % ([r[6] for r in res], ov.skipped,
+                                                                              res[0][5], list(over)))
 gs = torch.cuda.amp.GradScaler(enabled=torch.cuda.is_available())
 check("torch_loop_torch_grad_scaler_reference", close(list(bt.reference(SPEC, build, ex.data, steps=1, grad_scaler=gs,
                                                                         progress=io.StringIO())), list(plain)[:1]))
