@@ -324,8 +324,8 @@ def _layout(spec, table, dp, world, group, plan_args):
 
 
 class Result(list):
-    """What train() and reference() return: the per-step losses (a list: rank 0's, or every
-    rank's since this release: every rank gathers the step's records) with
+    """What train() and reference() return: the per-step losses (a list; train(): rank 0's, the
+    other ranks' is empty; on_step gets every step's loss on every rank) with
 
       .state_dicts  {module name: state dict}: the trained modules under the spec's module names,
                     the backbone's chunks merged into one state dict by layer (the single-process
@@ -385,6 +385,7 @@ def _save_ckpt(x, d, step, meta, grank, world):
     import random
     sd = _ckpt_dir(d, step)
     err = None
+    heartbeat()
     if x.replica == 0:
         try:
             os.makedirs(sd, exist_ok=True)
@@ -413,6 +414,7 @@ def _save_ckpt(x, d, step, meta, grank, world):
                     shutil.rmtree(os.path.join(d, n), ignore_errors=True)
         except OSError as e:
             err = "rank 0: checkpoint %s: cannot mark it complete: %s" % (sd, e)
+    heartbeat()
     errs = x.gather(err, "rank 0's checkpoint commit", world=True) if world > 1 else [err]
     if any(errs):
         raise bigmac.Error([e for e in errs if e][0])
@@ -450,6 +452,7 @@ def _load_ckpt(x, d, meta):
                                               meta["backbone"], meta["table"]))
     if why:
         raise bigmac.Error("resume %s: refused: %s" % (path, "; ".join(why)))
+    heartbeat()
     x.load_ckpt_state(st, "resume " + path)
     rng = st["rng"]
     torch.set_rng_state(rng["torch"])
@@ -480,9 +483,22 @@ def train(spec, build=None, data=None, table=None, steps=None, log=None, trace=N
           progress=None, group=None, verify=True, timeout=DEFAULT_TIMEOUT, dp=None, optimizer=None,
           lr_scheduler=None, clip_grad_norm=None, grad_scaler=None, on_step=None, checkpoint=None,
           checkpoint_every=None, resume=None, gather=False, track_memory=True, check_data="first",
-          **plan_args):
+          check_init=True, **plan_args):
     """Train spec pipelined on this process's rank of the torch.distributed group (every rank
-    calls it). Arguments and the return value: docs/python.md "bigmac.torch.train"."""
+    calls it); docs/python.md "bigmac.torch reference" describes every argument.
+
+    build(name, layer_begin, layer_end) -> nn.Module, data(step, mb[, inputs=]) -> batch
+    (default: the built-in models' twins and the C dataset); table, or plan_args (pp, vpp,
+    microbatches, policy, backbone, window, unit); dp: data-parallel replicas (global rank
+    p*D + d, data gets global microbatch d*M + m). The loop: optimizer (params -> Optimizer;
+    default AdamW from the spec's "train"), lr_scheduler (optimizer -> scheduler),
+    clip_grad_norm (global norm over all ranks), grad_scaler (GradScaler's protocol),
+    on_step(step, info) on every rank. checkpoint=DIR, checkpoint_every=N, resume=DIR: committed
+    checkpoint sets. gather=True: rank 0's Result.state_dicts holds every module whole.
+    track_memory=False: no saved-tensor accounting. check_data ("first", "every", False) and
+    check_init (True/False): the batch-hash and parameter-hash checks. log, trace, dump: rank 0's
+    outputs; timeout: seconds any wait may take. Returns a Result (rank 0: the losses; every
+    rank: .state_dicts of its own modules); raises bigmac.Error."""
     spec = bigmac.load_spec(spec)
     timeout = check_timeout(timeout)
     grank = dist.get_rank(group) if dist.is_initialized() else 0
@@ -531,7 +547,7 @@ def train(spec, build=None, data=None, table=None, steps=None, log=None, trace=N
     meta = _ckpt_meta(spec, table)
     start = _load_ckpt(x, resume, meta) if resume else 0
     # replicas initialised identically: every encoder/generator on every rank, every chunk over its replicas
-    hs = x.gather(x.param_hashes(), "every rank's parameter hashes", world=True) if world > 1 else []
+    hs = x.gather(x.param_hashes(), "every rank's parameter hashes", world=True) if world > 1 and check_init else []
     names = [m.name for m in spec.modules]
     _compare(lambda k, r0, r1: "module \"%s\"%s is initialised differently on rank %d and rank %d (its parameters' "
              "and buffers' hashes differ)\nhint: build it the same on every rank: seed the factory (torch.manual_seed "
