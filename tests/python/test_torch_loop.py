@@ -67,10 +67,25 @@ def eval_loss(sds):
 
 
 # ---------------------------------------------------------------- (1) the modules back
+def two_lists(name, a, b, named=None):
+    """A decoder with a second list of as many entries as it has layers: which holds them is
+    ambiguous unless bigmac_layers names it."""
+    m = build(name, a, b)
+    if name == "decoder":
+        m.blocks = torch.nn.ModuleList([torch.nn.Identity() for _ in range(b - a)])
+        if named:
+            m.bigmac_layers = named
+    return m
+
+
 def run_modules(rank):
     r = bt.train(SPEC, build, ex.data, steps=STEPS, gather=True, progress=io.StringIO())
     own = bt.train(SPEC, build, ex.data, steps=1, progress=io.StringIO())
-    return list(r), r.state_dicts, sorted(own.state_dicts["decoder"])
+    amb = bt.train(SPEC, two_lists, ex.data, steps=1, progress=io.StringIO())
+    named = bt.train(SPEC, lambda n, a, b: two_lists(n, a, b, "layers"), ex.data, steps=1, gather=True,
+                     progress=io.StringIO())
+    return (list(r), r.state_dicts, sorted(own.state_dicts["decoder"]), (amb.state_dicts, amb.state_dicts_error),
+            named.state_dicts and sorted(named.state_dicts["decoder"]))
 
 
 res = bt.spawn(run_modules, 2, timeout=200)
@@ -90,6 +105,10 @@ check("torch_loop_modules_layers_renumbered_buffers",
 r1 = res[1][2]  # rank 1 without gather: its own chunk (layers 2, 3 and the head), renumbered
 check("torch_loop_modules_own_chunk_only", any(k.startswith("layers.2.") for k in r1) and
       not any(k.startswith("layers.0.") for k in r1) and "lm.weight" in r1 and "tok.weight" not in r1, str(r1[:4]))
+
+amb, named = res[0][3], res[0][4]
+check("torch_loop_modules_ambiguous_layers_named", amb[0] is None and "bigmac_layers" in (amb[1] or "")
+      and named is not None and "layers.3.linear1.weight" in named, "%s; %s" % (amb[1], named and named[:3]))
 
 # ---------------------------------------------------------------- (2) checkpoint / resume
 ck = os.path.join(tmp, "ck")

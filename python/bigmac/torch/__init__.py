@@ -333,9 +333,12 @@ class Result(list):
                     load_state_dict(strict=True) into the modules build(name, 0, layers) makes.
                     Without gather=True each rank holds its own modules (its chunks' layers
                     only); with gather=True rank 0 holds every module whole.
+      .state_dicts_error  why .state_dicts is None (a backbone whose chunks cannot be merged:
+                    name its layer list with bigmac_layers); gather=True raises it instead
       .grad_norms   the global gradient norm of every step (clip_grad_norm given), else []
       .start_step   the first step this call ran (after resume=, the checkpoint's step)"""
     state_dicts = None
+    state_dicts_error = None
     grad_norms = None
     start_step = 0
 
@@ -611,14 +614,32 @@ def train(spec, build=None, data=None, table=None, steps=None, log=None, trace=N
         if trace and grank == 0 and steps > start:
             table.write_trace([r["times"] for r in last], [r["mem"] for r in last], trace,
                               msg_bytes=[r["bytes"] for r in last])
-        own, parts = x.state_dicts()
+        # the trained modules; a model whose chunks cannot be merged loses nothing of the run:
+        # .state_dicts is None and .state_dicts_error says why (gather=True raises it, on every rank)
+        try:
+            own, parts = x.state_dicts()
+            err = None
+        except bigmac.Error as e:
+            own, parts, err = None, [], str(e)
         if gather and P > 1:
-            allp = x.gather(parts, "every rank's trained backbone chunks")
+            allp = x.gather((parts, err), "every rank's trained backbone chunks")
+            errs = [e for _, e in allp if e]
+            if errs:
+                raise bigmac.Error(errs[0])
             if grank == 0:  # the others keep their own
-                parts = [q for ps in allp for q in ps]
+                parts = [q for ps, _ in allp for q in ps]
+        elif gather and err:
+            raise bigmac.Error(err)
         bbname = spec.modules[spec.backbone_module].name
-        own[bbname] = _ex.merge_chunks(bbname, [(c, a, b, sd) for c, a, b, sd in parts])
-        res.state_dicts = {m.name: own[m.name] for m in spec.modules if m.name in own}
+        if own is not None:
+            try:
+                own[bbname] = _ex.merge_chunks(bbname, parts)
+            except bigmac.Error as e:
+                if gather:
+                    raise
+                own, err = None, str(e)
+        res.state_dicts = None if own is None else {m.name: own[m.name] for m in spec.modules if m.name in own}
+        res.state_dicts_error = err
     finally:
         if logf:
             logf.close()
@@ -784,7 +805,7 @@ def reference(spec, build=None, data=None, steps=None, log=None, dump=None, devi
                 v = md.flat() if hasattr(md, "flat") else torch.cat([p.detach().reshape(-1).cpu() for p in md.parameters()])
                 flats.append((i, 0 if i == bb else -1, v.numpy()))
             dump_params(dump, spec, flats)
-        losses.state_dicts = {m.name: {k: v.detach().cpu().clone() for k, v in md.state_dict().items()}
+        losses.state_dicts = {m.name: {k: v.detach().cpu() for k, v in md.state_dict().items()}
                               for m, md in zip(spec.modules, mods)}
     finally:
         if logf:

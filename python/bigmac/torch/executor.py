@@ -891,10 +891,10 @@ class Executor:
         out, parts = {}, []
         for x in self.inst:
             if x["replicated"]:
-                out[x["name"]] = {k: v.detach().cpu().clone() for k, v in x["mod"].state_dict().items()}
+                out[x["name"]] = {k: v.detach().cpu() for k, v in x["mod"].state_dict().items()}
             else:
                 sd = chunk_state(x["mod"], x["a"], x["b"], x["name"])
-                parts.append((x["chunk"], x["a"], x["b"], {k: v.detach().cpu().clone() for k, v in sd.items()}))
+                parts.append((x["chunk"], x["a"], x["b"], {k: v.detach().cpu() for k, v in sd.items()}))
         return out, parts
 
     def param_hashes(self):
