@@ -320,6 +320,49 @@ def run_subgroup(rank):  # ranks 1 and 2 of 3 train in their own group (global r
 res = bt.spawn(run_subgroup, 3, timeout=200)
 check("torch_loop_train_subgroup", close(res[1], list(plain)[:2]) and res[2] == [], str(res))
 
+# a spec without an encoder: reference() and the pipelined run agree (reference used to fail
+# with torch.cat of an empty list)
+NOENC = {"format": "bigmac-spec", "version": 1, "name": "no-encoder", "inputs": ["image", "text"],
+         "parallel": {"pp": 2, "vpp": 1, "microbatches": 4}, "schedule": {"backbone": "1f1b", "policy": "bigmac"},
+         "modules": [{"name": "decoder", "role": "backbone", "consumes": ["text"], "produces": ["hidden"], "layers": 4},
+                     {"name": "head", "role": "generator", "consumes": ["hidden"], "produces": ["loss"]}],
+         "train": {"steps": 2, "lr": 0.003, "seed": 1}}
+
+
+class TextOnly(ex.Decoder):
+    """The example's decoder with zero image tokens in place of the encoder's."""
+
+    def forward(self, x, batch):
+        if self.first:
+            x = torch.zeros(batch["text"].shape[0] * ex.PATCHES, ex.D)
+        return super().forward(x, batch)
+
+
+def noenc_build(name, a, b):
+    ex.seeded(name)
+    return TextOnly(a, b) if name == "decoder" else ex.Head()
+
+
+def run_noenc(rank):
+    return list(bt.train(NOENC, noenc_build, ex.data, steps=2, progress=io.StringIO()))
+
+
+try:
+    ref_noenc = list(bt.reference(NOENC, noenc_build, ex.data, steps=2, progress=io.StringIO()))
+except Exception as e:
+    ref_noenc = [repr(e)]
+pipe_noenc = bt.spawn(run_noenc, 2, timeout=200)[0]
+check("torch_loop_reference_without_encoder", close(pipe_noenc, ref_noenc), "%s vs %s" % (pipe_noenc, ref_noenc))
+
+
+def bad_hook(step, info):
+    raise ValueError("my logger is down")
+
+
+raises("torch_loop_on_step_error_named", lambda: bt.reference(SPEC, build, ex.data, steps=1, on_step=bad_hook,
+                                                               progress=io.StringIO()),
+       bigmac.Error, ("rank 0: step 1: on_step raised ValueError: my logger is down",))
+
 # ---------------------------------------------------------------- (5) data per rank
 
 

@@ -478,6 +478,17 @@ def _compare(what_of, hashes, kind):
             raise bigmac.Error(what_of(k, first[0], other))
 
 
+def _user_hook(fn, rank, step, info):
+    """on_step(step, info); an exception from it becomes bigmac.Error naming the rank and step."""
+    try:
+        fn(step, info)
+    except bigmac.Error:
+        raise
+    except Exception as e:
+        raise bigmac.Error("rank %d: step %d: on_step raised %s: %s%s" % (rank, step + 1, type(e).__name__, e,
+                                                                        where_raised(e))) from e
+
+
 def _roles(spec):
     return "roles: " + ", ".join("%s %s" % (m.name, m.role) for m in spec.modules)
 
@@ -602,9 +613,9 @@ def train(spec, build=None, data=None, table=None, steps=None, log=None, trace=N
             if checkpoint and ((checkpoint_every and (s + 1) % checkpoint_every == 0) or s + 1 == steps):
                 _save_ckpt(x, checkpoint, s + 1, meta, grank, world)
             if on_step is not None:
-                on_step(s, {"loss": loss, "lm": lm, "gen": gen, "ms": ms, "lr": x.lr,
-                            "grad_norm": x.grad_norm, "rank": grank, "pp_rank": x.rank, "replica": x.replica,
-                            "peak_act_bytes": list(x.peak)})
+                _user_hook(on_step, grank, s, {
+                    "loss": loss, "lm": lm, "gen": gen, "ms": ms, "lr": x.lr, "grad_norm": x.grad_norm, "rank": grank,
+                    "pp_rank": x.rank, "replica": x.replica, "peak_act_bytes": list(x.peak)})
         if dump:  # before the trace: a failing trace write loses nothing else
             flats = x.flat_params()
             allf = x.gather(flats, "every rank's final parameters") if P > 1 else [flats]
@@ -791,8 +802,9 @@ def reference(spec, build=None, data=None, steps=None, log=None, dump=None, devi
             loss = lm_sum + gen_sum
             losses.append(loss)
             if on_step is not None:
-                on_step(s, {"loss": loss, "lm": lm_sum, "gen": gen_sum, "ms": ms, "lr": lr,
-                            "grad_norm": norm, "rank": 0, "pp_rank": 0, "replica": 0, "peak_act_bytes": peak})
+                _user_hook(on_step, 0, s, {
+                    "loss": loss, "lm": lm_sum, "gen": gen_sum, "ms": ms, "lr": lr, "grad_norm": norm, "rank": 0,
+                    "pp_rank": 0, "replica": 0, "peak_act_bytes": peak})
             if logf:
                 logf.write(log_line(s + 1, loss, lm_sum, gen_sum, ms, [peak]) + "\n")
                 logf.flush()
