@@ -5,10 +5,12 @@
     def build(name, layer_begin, layer_end):      # backbone chunks get their layer range
         return {"vit": MyViT, "llm": lambda: MyLLM(layer_begin, layer_end), ...}[name]()
     def data(step, mb): return my_batch(step, mb) # the same on every rank
-    bt.train(spec, build, data, pp=2, steps=10, log="run.jsonl", trace="trace.json")
+    r = bt.train(spec, build, data, pp=2, steps=10, log="run.jsonl", trace="trace.json",
+                 checkpoint="ck", checkpoint_every=5, gather=True)
+    model_llm.load_state_dict(r.state_dicts["llm"], strict=True)   # rank 0: every module whole
 
 Run one process per pipeline rank under `python3 -m torch.distributed.run --nproc_per_node P
-script.py` (or bigmac.torch.spawn in tests). A module is called module(x, batch) and returns
+script.py` (or bigmac.torch.spawn in tests); with dp=D, P*D processes (global rank p*D + d). A module is called module(x, batch) and returns
 its output, or (output or None, loss); x is None for encoders, the encoders' outputs
 concatenated along dim 0 for the backbone's first chunk.
 """
