@@ -379,20 +379,25 @@ def run_data(rank):
         return {k: b[k] for k in inputs}
     table = bigmac.plan(HEADIMG, pp=2)
     fwd = sorted({op.mb for op in table.ops[rank] if op.kind == bigmac.OP_COMPUTE and op.pass_ == "F"})
-    r = bt.train(HEADIMG, build, data, table=table, steps=2, progress=io.StringIO())
-    return calls, fwd, list(r)
+    pr = io.StringIO()
+    r = bt.train(HEADIMG, build, data, table=table, steps=2, progress=pr)
+    return calls, fwd, list(r), pr.getvalue()
 
 
 res = bt.spawn(run_data, 2, timeout=200)
-ok = all(sorted(c[1] for c in calls) == sorted(fwd * 2) and len(calls) == len(set(calls)) for calls, fwd, _ in res)
+ok = all(sorted(c[1] for c in calls) == sorted(fwd * 2) and len(calls) == len(set(calls)) for calls, fwd, _, _ in res)
 check("torch_loop_data_called_for_forward_microbatches_only", ok, str(res[1][0][:4]))
 check("torch_loop_data_inputs_trains_the_same", close(res[0][2], list(bt.reference(SPEC, build, ex.data, steps=2,
                                                                                    progress=io.StringIO()))))
 img_mbs = [{op.mb for op in bigmac.plan(HEADIMG, pp=2).ops[r] if op.kind == bigmac.OP_COMPUTE and op.pass_ == "F"
             and op.module in (0, 2)} for r in range(2)]  # the image's consumers: the encoder and the head
 ok = all(("image" in c[2]) == (c[1] in img_mbs[r]) and "text" in c[2]
-         for r, (calls, _, _) in enumerate(res) for c in calls)
+         for r, (calls, _, _, _) in enumerate(res) for c in calls)
 check("torch_loop_data_inputs_per_rank", ok, str(res[0][0][:3]))
+line = [l for l in res[0][3].splitlines() if l.startswith("data per step:")]
+want = "data per step: " + ", ".join("rank %d loads %d microbatches (image, text)" % (r, len(res[r][1]))
+                                      for r in range(2))
+check("torch_loop_data_per_rank_printed", line == [want], "%s vs %s" % (line, want))
 
 
 class Squares(torch.utils.data.Dataset):

@@ -563,7 +563,11 @@ def train(spec, build=None, data=None, table=None, steps=None, log=None, trace=N
     meta = _ckpt_meta(spec, table)
     start = _load_ckpt(x, resume, meta) if resume else 0
     # replicas initialised identically: every encoder/generator on every rank, every chunk over its replicas
-    hs = x.gather(x.param_hashes(), "every rank's parameter hashes", world=True) if world > 1 and check_init else []
+    fwd_mbs = sorted({op.mb for op in x.ops if op.kind == bigmac.OP_COMPUTE and op.pass_ == "F"})
+    loads = (len(fwd_mbs), sorted({i for mb in fwd_mbs for i in x.rank_inputs(mb)}) if x.data_inputs else None)
+    both = x.gather((x.param_hashes() if check_init else {}, loads), "every rank's parameter hashes",
+                    world=True) if world > 1 else [({}, loads)]
+    hs = [h for h, _ in both]
     names = [m.name for m in spec.modules]
     _compare(lambda k, r0, r1: "module \"%s\"%s is initialised differently on rank %d and rank %d (its parameters' "
              "and buffers' hashes differ)\nhint: build it the same on every rank: seed the factory (torch.manual_seed "
@@ -582,6 +586,9 @@ def train(spec, build=None, data=None, table=None, steps=None, log=None, trace=N
             print("%s: %d ranks, %s backbone, policy %s, %d microbatches/step, %d steps (torch)%s" % (
                 spec.name, table.pp * D, table.backbone, table.policy, table.microbatches * D, steps,
                 ", resumed at step %d" % start if resume else ""), file=progress)
+            print("data per step: " + ", ".join("rank %d loads %d microbatches%s" % (
+                r, n, "" if ins is None else " (%s)" % (", ".join(ins) or "no inputs")) for r, (_, (n, ins))
+                in enumerate(both)), file=progress)
         for s in range(start, steps):
             t0 = time.time()
             x.step(s)
