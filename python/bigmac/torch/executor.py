@@ -208,9 +208,15 @@ def _takes_inputs(fn):
     return "inputs" in ps or any(p.kind == p.VAR_KEYWORD for p in ps.values())
 
 
-def tensor_hash(obj, h=None):
-    """sha1 of every tensor (and number, string) in obj: dicts, lists, tuples, objects' __dict__."""
+def tensor_hash(obj, h=None, seen=None):
+    """sha1 of every tensor (and number, string) in obj: dicts, lists, tuples, objects' __dict__
+    (each container once: a cycle ends)."""
     h = h or hashlib.sha1()
+    seen = set() if seen is None else seen
+    if isinstance(obj, (dict, list, tuple)) or (hasattr(obj, "__dict__") and not isinstance(obj, torch.Tensor)):
+        if id(obj) in seen:
+            return h
+        seen.add(id(obj))
     if isinstance(obj, torch.Tensor):
         h.update(str((obj.dtype, tuple(obj.shape))).encode())
         h.update(obj.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy().tobytes()
@@ -220,14 +226,14 @@ def tensor_hash(obj, h=None):
     elif isinstance(obj, dict):
         for k in sorted(obj, key=str):
             h.update(str(k).encode())
-            tensor_hash(obj[k], h)
+            tensor_hash(obj[k], h, seen)
     elif isinstance(obj, (list, tuple)):
         for v in obj:
-            tensor_hash(v, h)
+            tensor_hash(v, h, seen)
     elif isinstance(obj, (int, float, str, bytes, bool)) or obj is None:
         h.update(repr(obj).encode())
     elif hasattr(obj, "__dict__"):
-        tensor_hash(vars(obj), h)
+        tensor_hash(vars(obj), h, seen)
     return h
 
 
@@ -275,8 +281,8 @@ def merge_chunks(name, parts):
                         a0.dtype == v.dtype and torch.equal(a0, v):
                     continue  # the same value in several chunks (a constant buffer, a causal mask): once
                 raise bigmac.Error("module \"%s\": key %s is in chunk %d and chunk %d with different values; a "
-                                   "chunk's state outside its layer list must live in one chunk only (the first chunk's embedding, the last's "
-                                   "head)" % (name, k, owner[k], c))
+                                   "chunk's state outside its layer list must live in one chunk only (the first "
+                                   "chunk's embedding, the last's head)" % (name, k, owner[k], c))
             out[k], owner[k] = v, c
     return out
 
