@@ -32,7 +32,7 @@ SOVERSION := $(shell sed -n 's/^\#define BM_SOVERSION \([0-9]*\)/\1/p' include/b
 # `make deps run` works on a machine that has only git and make.
 DEPS_PKGS := build-essential gawk pkg-config procps iproute2 \
              libopenmpi-dev openmpi-bin libopenblas-dev libjansson-dev \
-             python3-dev python3-numpy python3-torch python3-venv python3-pip \
+             python3-dev python3-numpy python3-torch python3-sklearn python3-venv python3-pip \
              chromium nodejs clang libclang-rt-14-dev abigail-tools
 
 # Looked up when a recipe runs (recursive '='), i.e. after `deps` in `make deps run`.

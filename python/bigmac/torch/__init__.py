@@ -5,19 +5,23 @@
     def build(name, layer_begin, layer_end):      # backbone chunks get their layer range
         return {"vit": MyViT, "llm": lambda: MyLLM(layer_begin, layer_end), ...}[name]()
     def data(step, mb): return my_batch(step, mb) # the same on every rank
-    bt.train(spec, build, data, pp=2, steps=10, log="run.jsonl", trace="trace.json")
+    r = bt.train(spec, build, data, pp=2, steps=10, log="run.jsonl", trace="trace.json",
+                 checkpoint="ck", checkpoint_every=5, gather=True)
+    model_llm.load_state_dict(r.state_dicts["llm"], strict=True)   # rank 0: every module whole
 
 Run one process per pipeline rank under `python3 -m torch.distributed.run --nproc_per_node P
-script.py` (or bigmac.torch.spawn in tests). A module is called module(x, batch) and returns
+script.py` (or bigmac.torch.spawn in tests); with dp=D, P*D processes (global rank p*D + d). A module is called module(x, batch) and returns
 its output, or (output or None, loss); x is None for encoders, the encoders' outputs
 concatenated along dim 0 for the backbone's first chunk.
 """
 import datetime
 import math
 import os
+import pickle
 import queue
 import signal
 import socket
+import sys
 import time
 import traceback
 
@@ -32,7 +36,7 @@ from bigmac.torch.executor import (Executor, log_line, split_result, step_loss, 
                                    where_raised, DEFAULT_TIMEOUT)
 from bigmac.torch import twins
 
-__all__ = ["Executor", "train", "reference", "spawn", "init_from_env", "finish", "profile", "twins", "dump_params",
+__all__ = ["Executor", "Result", "train", "reference", "from_dataset", "spawn", "init_from_env", "finish", "profile", "twins", "dump_params",
            "heartbeat", "check_output", "DEFAULT_TIMEOUT"]
 
 
@@ -54,7 +58,9 @@ def _spawn_entry(rank, nproc, port, fn, args, q, backend, beat, timeout):
         dist.init_process_group(backend, rank=rank, world_size=nproc, timeout=datetime.timedelta(seconds=timeout))
         heartbeat()
         res = fn(rank, *args)
-        q.put((rank, True, res))
+        # plain pickle: tensors travel as bytes (torch's queue would share them through file
+        # descriptors, which die with this process)
+        q.put((rank, True, pickle.dumps(res)))
     except BaseException as e:  # report to the parent, which raises
         ours = isinstance(e, bigmac.Error)
         info = {"kind": getattr(e, "kind", "error"), "peer": getattr(e, "peer", None),
@@ -218,7 +224,7 @@ def spawn(fn, nproc, args=(), backend="gloo", timeout=DEFAULT_TIMEOUT):
         e = bigmac.Error(msg)
         e.tracebacks = [t for t in tbs if t]
         raise e
-    return [res[r] for r in range(nproc)]
+    return [pickle.loads(res[r]) for r in range(nproc)]
 
 
 def init_from_env(backend=None, timeout=DEFAULT_TIMEOUT):
@@ -281,85 +287,449 @@ def dump_params(path, spec, flats):
                 f.write(np.asarray(v, dtype="<f4").tobytes())
 
 
+def _check_dp(dp):
+    if dp is None:
+        return None
+    if isinstance(dp, bool) or not isinstance(dp, int) or dp < 1:
+        raise bigmac.Error("dp: expected a positive integer (data-parallel replicas), got %r" % (dp,))
+    return dp
+
+
+def _layout(spec, table, dp, world, group, plan_args):
+    """The data-parallel replicas D (dp=, else the table's, else the spec's parallel.dp) and the
+    pipeline size P, checked against the world: P*D ranks, or one clear line why not."""
+    D = _check_dp(dp)
+    if D is None and table is not None:
+        D = table.to_dict().get("dp")
+    if D is None:
+        D = spec.to_dict().get("parallel", {}).get("dp")
+    D = D if isinstance(D, int) and D > 1 else 1
+    if D > 1 and group is not None:
+        raise bigmac.Error("dp %d: data parallel builds its process groups from the default group; train(group=) "
+                           "cannot be combined with dp > 1" % D)
+    if table is not None:
+        P = table.pp
+    else:
+        P = plan_args.get("pp")
+        if P is None:
+            if world % D:
+                raise bigmac.Error("%d ranks cannot hold %d data-parallel replicas of one pipeline (not a multiple)"
+                                   "\nhint: --nproc %d, or --dp %d" % (world, D, max(1, world // D) * D, world))
+            P = world // D
+    if dist.is_initialized() and P * D != world:
+        if D > 1:
+            raise bigmac.Error("the layout pp %d \u00d7 dp %d needs %d ranks but %d run it\nhint: --nproc %d%s" % (
+                P, D, P * D, world, P * D, ", or --pp %d" % (world // D) if world % D == 0 and table is None else ""))
+        raise bigmac.Error("the table has pp %d but %d ranks run it\nhint: --nproc %d (or plan with --pp %d)"
+                           % (P, world, P, world))
+    return P, D
+
+
+class Result(list):
+    """What train() and reference() return: the per-step losses (a list; train(): rank 0's, the
+    other ranks' is empty; on_step gets every step's loss on every rank) with
+
+      .state_dicts  {module name: state dict}: the trained modules under the spec's module names,
+                    the backbone's chunks merged into one state dict by layer (the single-process
+                    model's own key names, buffers included), loadable with
+                    load_state_dict(strict=True) into the modules build(name, 0, layers) makes.
+                    Without gather=True each rank holds its own modules (its chunks' layers
+                    only); with gather=True rank 0 holds every module whole.
+      .state_dicts_error  why .state_dicts is None (a backbone whose chunks cannot be merged:
+                    name its layer list with bigmac_layers); gather=True raises it instead
+      .grad_norms   the global gradient norm of every step (clip_grad_norm given), else []
+      .start_step   the first step this call ran (after resume=, the checkpoint's step)"""
+    state_dicts = None
+    state_dicts_error = None
+    grad_norms = None
+    start_step = 0
+
+
+_CKPT_FORMAT = "bigmac-torch-checkpoint"
+
+
+def _sha(obj):
+    import hashlib
+    import json as _json
+    return hashlib.sha1(_json.dumps(obj, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _ckpt_meta(spec, table):
+    sd = spec.to_dict()
+    sd.pop("doc", None)
+    sd.get("train", {}).pop("steps", None)
+    td = table.to_dict()
+    td.pop("dp", None)
+    return {"format": _CKPT_FORMAT, "version": 1, "spec": _sha(sd), "spec_name": spec.name, "pp": table.pp,
+            "vpp": table.vpp, "table": _sha(td), "policy": table.policy, "backbone": table.backbone}
+
+
+def _ckpt_dir(d, step):
+    return os.path.join(d, "step-%08d" % step)
+
+
+def _latest_ckpt(d):
+    """(step, directory) of the newest complete checkpoint set in d, or None."""
+    best = None
+    try:
+        names = os.listdir(d)
+    except OSError:
+        return None
+    for n in names:
+        if n.startswith("step-") and n[5:].isdigit() and os.path.exists(os.path.join(d, n, "COMPLETE")):
+            st = int(n[5:])
+            if best is None or st > best[0]:
+                best = (st, os.path.join(d, n))
+    return best
+
+
+def _save_ckpt(x, d, step, meta, grank, world):
+    """Checkpoint after `step` steps: replica 0's ranks write their pipeline rank's file, every
+    rank waits until all are written (a failure anywhere raises on every rank), then rank 0
+    marks the set complete (COMPLETE, then the `latest` file) and removes the older sets."""
+    import random
+    sd = _ckpt_dir(d, step)
+    err = None
+    heartbeat()
+    if x.replica == 0:
+        try:
+            os.makedirs(sd, exist_ok=True)
+            st = x.ckpt_state()
+            st.update(meta=meta, step=step, rank=x.rank,
+                      rng={"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()})
+            path = os.path.join(sd, "rank-%d.pt" % x.rank)
+            torch.save(st, path + ".tmp")
+            os.replace(path + ".tmp", path)
+        except Exception as e:
+            err = "rank %d: checkpoint %s: cannot write it: %s" % (grank, sd, e)
+    errs = x.gather(err, "every rank's checkpoint write", world=True) if world > 1 else [err]
+    bad = [e for e in errs if e]
+    if bad:
+        raise bigmac.Error(bad[0])
+    if grank == 0:
+        try:
+            with open(os.path.join(sd, "COMPLETE"), "w") as f:
+                f.write("%d\n" % step)
+            with open(os.path.join(d, "latest.tmp"), "w") as f:
+                f.write("step-%08d\n" % step)
+            os.replace(os.path.join(d, "latest.tmp"), os.path.join(d, "latest"))
+            import shutil
+            for n in os.listdir(d):
+                if n.startswith("step-") and n != os.path.basename(sd):
+                    shutil.rmtree(os.path.join(d, n), ignore_errors=True)
+        except OSError as e:
+            err = "rank 0: checkpoint %s: cannot mark it complete: %s" % (sd, e)
+    heartbeat()
+    errs = x.gather(err, "rank 0's checkpoint commit", world=True) if world > 1 else [err]
+    if any(errs):
+        raise bigmac.Error([e for e in errs if e][0])
+
+
+def _load_ckpt(x, d, meta):
+    """The newest complete set of d into this rank's executor; returns its step."""
+    import random
+    found = _latest_ckpt(d)
+    if found is None:
+        raise bigmac.Error("resume %s: no complete checkpoint there (a set is complete once its COMPLETE marker is "
+                           "written)" % d)
+    step, sd = found
+    path = os.path.join(sd, "rank-%d.pt" % x.rank)
+    if not os.path.exists(path):
+        raise bigmac.Error("resume %s: the set of step %d has no file for pipeline rank %d (%s)\nhint: it was "
+                           "written by a run with another pp" % (d, step, x.rank, path))
+    try:
+        st = torch.load(path, map_location=x.device)
+    except Exception as e:
+        raise bigmac.Error("resume %s: cannot read it: %s" % (path, e)) from e
+    m = st.get("meta", {}) if isinstance(st, dict) else {}
+    if m.get("format") != _CKPT_FORMAT:
+        raise bigmac.Error("resume %s: not a bigmac.torch checkpoint" % path)
+    why = []
+    if m["pp"] != meta["pp"] or m["vpp"] != meta["vpp"]:
+        why.append("it was written with pp %d, vpp %d; this run has pp %d, vpp %d" % (m["pp"], m["vpp"], meta["pp"],
+                                                                                       meta["vpp"]))
+    if m["spec"] != meta["spec"]:
+        why.append("it was written for another spec (\"%s\", hash %s; this run's \"%s\" is %s)" % (
+            m["spec_name"], m["spec"], meta["spec_name"], meta["spec"]))
+    if not why and m["table"] != meta["table"]:
+        why.append("it was written for another table (policy %s, backbone %s, hash %s; this run: policy %s, "
+                   "backbone %s, hash %s)" % (m["policy"], m["backbone"], m["table"], meta["policy"],
+                                              meta["backbone"], meta["table"]))
+    if why:
+        raise bigmac.Error("resume %s: refused: %s" % (path, "; ".join(why)))
+    heartbeat()
+    x.load_ckpt_state(st, "resume " + path)
+    rng = st["rng"]
+    torch.set_rng_state(rng["torch"])
+    np.random.set_state(rng["numpy"])
+    random.setstate(rng["python"])
+    return step
+
+
+def _compare(what_of, hashes, kind):
+    """hashes: every rank's {key: hash}; raises naming the key's module and the ranks that differ."""
+    seen = {}
+    for r, hs in enumerate(hashes):
+        for k, v in hs.items():
+            seen.setdefault(k, []).append((r, v))
+    for k in sorted(seen, key=str):
+        vals = seen[k]
+        if len({v for _, v in vals}) > 1:
+            first = vals[0]
+            other = next(r for r, v in vals if v != first[1])
+            raise bigmac.Error(what_of(k, first[0], other))
+
+
+def _user_hook(fn, rank, step, info):
+    """on_step(step, info); an exception from it becomes bigmac.Error naming the rank and step."""
+    try:
+        fn(step, info)
+    except bigmac.Error:
+        raise
+    except Exception as e:
+        raise bigmac.Error("rank %d: step %d: on_step raised %s: %s%s" % (rank, step + 1, type(e).__name__, e,
+                                                                        where_raised(e))) from e
+
+
+def _roles(spec):
+    return "roles: " + ", ".join("%s %s" % (m.name, m.role) for m in spec.modules)
+
+
 def train(spec, build=None, data=None, table=None, steps=None, log=None, trace=None, dump=None, device="cpu",
-          progress=None, group=None, verify=True, timeout=DEFAULT_TIMEOUT, **plan_args):
+          progress=None, group=None, verify=True, timeout=DEFAULT_TIMEOUT, dp=None, optimizer=None,
+          lr_scheduler=None, clip_grad_norm=None, grad_scaler=None, on_step=None, checkpoint=None,
+          checkpoint_every=None, resume=None, gather=False, track_memory=True, check_data="first",
+          check_init=True, **plan_args):
     """Train spec pipelined on this process's rank of the torch.distributed group (every rank
-    calls it). build/data default to the built-in models' torch twins and the C dataset.
-    table: a bigmac.Table (else planned from spec with plan_args; pp defaults to the group's
-    size). log: JSONL path (rank 0); trace: Chrome trace of the last step (rank 0); dump: final
-    parameters (rank 0). verify=False skips bigmac.verify of the table (the verifier refuses W
-    ops until table version 2; the executor runs them). timeout (seconds): how long any one wait
-    (a receive, a send's completion, a collective) may take before the run fails naming the rank,
-    op and peer; give the process group the same (spawn and init_from_env do). The output paths
-    are checked before step 1. Returns rank 0's per-step losses (other ranks: [])."""
+    calls it); docs/python.md "bigmac.torch reference" describes every argument.
+
+    build(name, layer_begin, layer_end) -> nn.Module, data(step, mb[, inputs=]) -> batch
+    (default: the built-in models' twins and the C dataset); table, or plan_args (pp, vpp,
+    microbatches, policy, backbone, window, unit); dp: data-parallel replicas (global rank
+    p*D + d, data gets global microbatch d*M + m). The loop: optimizer (params -> Optimizer;
+    default AdamW from the spec's "train"), lr_scheduler (optimizer -> scheduler),
+    clip_grad_norm (global norm over all ranks), grad_scaler (GradScaler's protocol),
+    on_step(step, info) on every rank. checkpoint=DIR, checkpoint_every=N, resume=DIR: committed
+    checkpoint sets. gather=True: rank 0's Result.state_dicts holds every module whole.
+    track_memory=False: no saved-tensor accounting. check_data ("first", "every", False) and
+    check_init (True/False): the batch-hash and parameter-hash checks. log, trace, dump: rank 0's
+    outputs; timeout: seconds any wait may take. Returns a Result (rank 0: the losses; every
+    rank: .state_dicts of its own modules); raises bigmac.Error."""
     spec = bigmac.load_spec(spec)
     timeout = check_timeout(timeout)
-    rank = dist.get_rank(group) if dist.is_initialized() else 0
+    grank = dist.get_rank(group) if dist.is_initialized() else 0
     world = dist.get_world_size(group) if dist.is_initialized() else 1
-    if rank == 0:
+    if table is not None and plan_args:
+        raise bigmac.Error("train: plan arguments (%s) given with a table" % ", ".join(plan_args))
+    if check_data not in ("first", "every", False, None):
+        raise bigmac.Error("check_data: expected \"first\", \"every\" or False, got %r" % (check_data,))
+    if checkpoint_every is not None and (isinstance(checkpoint_every, bool) or not isinstance(checkpoint_every, int)
+                                         or checkpoint_every < 1):
+        raise bigmac.Error("checkpoint_every: expected a positive integer (steps), got %r" % (checkpoint_every,))
+    if checkpoint_every is not None and not checkpoint:
+        raise bigmac.Error("checkpoint_every given without checkpoint= (the directory)")
+    P, D = _layout(spec, table, dp, world, group, plan_args)
+    if grank == 0:
         for path, what in ((log, "log"), (trace, "trace"), (dump, "dump")):
             if path:
                 check_output(path, what)
+        if checkpoint:
+            try:
+                os.makedirs(checkpoint, exist_ok=True)
+                check_output(os.path.join(checkpoint, "latest.tmp"), "checkpoint")
+            except OSError as e:
+                raise bigmac.Error("checkpoint %s: cannot create it: %s" % (checkpoint, e.strerror or e)) from e
     if table is None:
-        plan_args.setdefault("pp", world)
+        plan_args["pp"] = P
+        if D > 1:
+            plan_args["dp"] = D
         table = bigmac.plan(spec, **plan_args)
-    elif plan_args:
-        raise bigmac.Error("train: plan arguments (%s) given with a table" % ", ".join(plan_args))
     if verify:
         bigmac.verify(table)
     build, data = _default_parts(spec, build, data, device)
-    x = Executor(spec, table, build, data, rank, device=device, group=group, timeout=timeout)
+    kw = dict(device=device, timeout=timeout, optimizer=optimizer, lr_scheduler=lr_scheduler,
+              clip_grad_norm=clip_grad_norm, grad_scaler=grad_scaler, track_memory=track_memory)
+    if D > 1:  # every rank creates every group, in the same order (torch.distributed.new_group)
+        td = datetime.timedelta(seconds=timeout)
+        pipes = [dist.new_group([p * D + d for p in range(P)], timeout=td) for d in range(D)]
+        stages = [dist.new_group([p * D + d for d in range(D)], timeout=td) for p in range(P)]
+        rank, replica = grank // D, grank % D
+        x = Executor(spec, table, build, data, rank, group=pipes[replica], dp=D, replica=replica,
+                     dp_group=stages[rank], **kw)
+    else:
+        x = Executor(spec, table, build, data, grank, group=group, **kw)
     heartbeat()  # built: start-up counts as progress for spawn's watchdog
     steps = steps or spec.steps
-    losses = []
-    logf = open(log, "w") if (log and rank == 0) else None
+    meta = _ckpt_meta(spec, table)
+    start = _load_ckpt(x, resume, meta) if resume else 0
+    # replicas initialised identically: every encoder/generator on every rank, every chunk over its replicas
+    fwd_mbs = sorted({op.mb for op in x.ops if op.kind == bigmac.OP_COMPUTE and op.pass_ == "F"})
+    loads = (len(fwd_mbs), sorted({i for mb in fwd_mbs for i in x.rank_inputs(mb)}) if x.data_inputs else None)
+    both = x.gather((x.param_hashes() if check_init else {}, loads), "every rank's parameter hashes",
+                    world=True) if world > 1 else [({}, loads)]
+    hs = [h for h, _ in both]
+    names = [m.name for m in spec.modules]
+    _compare(lambda k, r0, r1: "module \"%s\"%s is initialised differently on rank %d and rank %d (its parameters' "
+             "and buffers' hashes differ)\nhint: build it the same on every rank: seed the factory (torch.manual_seed "
+             "with the same seed, not the rank) or load the same weights" % (
+                 names[k[0]], " chunk %d" % k[1] if k[1] >= 0 else "", r0, r1), hs, "init")
+    res = Result()
+    res.start_step, res.grad_norms = start, []
+    logf = open(log, "w") if (log and grank == 0) else None
     try:
-        if progress and rank == 0:
-            print("%s: %d ranks, %s backbone, policy %s, %d microbatches/step, %d steps (torch)" % (
-                spec.name, table.pp, table.backbone, table.policy, table.microbatches, steps), file=progress)
-        for s in range(steps):
+        out = progress if progress is not None else sys.stdout
+        if grank == 0:
+            print(_roles(spec), file=out)
+        if progress and grank == 0:
+            if D > 1:
+                print("layout: pp %d \u00d7 dp %d, rank = p*%d + d" % (P, D, D), file=progress)
+            print("%s: %d ranks, %s backbone, policy %s, %d microbatches/step, %d steps (torch)%s" % (
+                spec.name, table.pp * D, table.backbone, table.policy, table.microbatches * D, steps,
+                ", resumed at step %d" % start if resume else ""), file=progress)
+            print("data per step: " + ", ".join("rank %d loads %d microbatches%s" % (
+                r, n, "" if ins is None else " (%s)" % (", ".join(ins) or "no inputs")) for r, (_, (n, ins))
+                in enumerate(both)), file=progress)
+        for s in range(start, steps):
             t0 = time.time()
             x.step(s)
             ms = (time.time() - t0) * 1e3
             rec = x.record()
-            recs = x.gather(rec, "every rank's record of the step") if world > 1 else [rec]
-            if rank == 0:
-                loss, lm, gen = step_loss(recs, table.microbatches)
-                if not math.isfinite(loss):
-                    raise bigmac.Error("step %d: loss is not finite" % (s + 1))
-                losses.append(loss)
+            if check_data == "every" or (check_data == "first" and s == start):
+                # keyed by the inputs asked for too: with data(step, mb, inputs=) ranks asking for other
+                # inputs legitimately get other batches
+                rec["data"] = {(x.replica * x.M + mb, x.rank_inputs(mb) if x.data_inputs else None):
+                               _ex.tensor_hash(b).hexdigest() for mb, b in x.batches.items()}
+            recs = x.gather(rec, "every rank's record of the step", world=True) if world > 1 else [rec]
+            if "data" in rec:
+                _compare(lambda k, r0, r1: "step %d: rank %d and rank %d loaded different data for microbatch %d "
+                         "(the hashes of its tensors differ)\nhint: data(step, mb) must give the same batch on every "
+                         "rank: no rank-dependent order, seed or augmentation" % (s + 1, r0, r1, k[0]),
+                         [r["data"] for r in recs], "data")
+            loss, lm, gen = step_loss(recs, table.microbatches, D)
+            if not math.isfinite(loss) and grad_scaler is None:
+                raise bigmac.Error("step %d: loss is not finite" % (s + 1))
+            if x.grad_norm is not None:
+                res.grad_norms.append(x.grad_norm)
+            if grank == 0:
+                res.append(loss)
                 if logf:
-                    logf.write(log_line(s + 1, loss, lm, gen, ms, [r["peak"] for r in recs]) + "\n")
+                    logf.write(log_line(s + 1, loss, lm, gen, ms, [r["peak"] for r in recs], D) + "\n")
                     logf.flush()
                 if progress:
                     print("step %4d/%d  loss %.4f  (lm %.4f  gen %.4f)  %.1f ms" % (s + 1, steps, loss, lm, gen, ms),
                           file=progress)
-                last = recs
+                last = [recs[p * D] for p in range(P)]  # replica 0's pipeline (every replica walks the same table)
+            if checkpoint and ((checkpoint_every and (s + 1) % checkpoint_every == 0) or s + 1 == steps):
+                _save_ckpt(x, checkpoint, s + 1, meta, grank, world)
+            if on_step is not None:
+                _user_hook(on_step, grank, s, {
+                    "loss": loss, "lm": lm, "gen": gen, "ms": ms, "lr": x.lr, "grad_norm": x.grad_norm, "rank": grank,
+                    "pp_rank": x.rank, "replica": x.replica, "peak_act_bytes": list(x.peak)})
         if dump:  # before the trace: a failing trace write loses nothing else
             flats = x.flat_params()
-            allf = x.gather(flats, "every rank's final parameters") if world > 1 else [flats]
-            if rank == 0:
+            allf = x.gather(flats, "every rank's final parameters") if P > 1 else [flats]
+            if grank == 0:
                 merged = [f for f in allf[0] if f[1] < 0] + [f for fl in allf for f in fl if f[1] >= 0]
                 dump_params(dump, spec, merged)
-        if trace and rank == 0 and steps > 0:
+        if trace and grank == 0 and steps > start:
             table.write_trace([r["times"] for r in last], [r["mem"] for r in last], trace,
                               msg_bytes=[r["bytes"] for r in last])
+        # the trained modules; a model whose chunks cannot be merged loses nothing of the run:
+        # .state_dicts is None and .state_dicts_error says why (gather=True raises it, on every rank)
+        try:
+            own, parts = x.state_dicts()
+            err = None
+        except bigmac.Error as e:
+            own, parts, err = None, [], str(e)
+        if gather and P > 1:
+            allp = x.gather((parts, err), "every rank's trained backbone chunks")
+            errs = [e for _, e in allp if e]
+            if errs:
+                raise bigmac.Error(errs[0])
+            if grank == 0:  # the others keep their own
+                parts = [q for ps, _ in allp for q in ps]
+        elif gather and err:
+            raise bigmac.Error(err)
+        bbname = spec.modules[spec.backbone_module].name
+        if own is not None:
+            try:
+                own[bbname] = _ex.merge_chunks(bbname, parts)
+            except bigmac.Error as e:
+                if gather:
+                    raise
+                own, err = None, str(e)
+        res.state_dicts = None if own is None else {m.name: own[m.name] for m in spec.modules if m.name in own}
+        res.state_dicts_error = err
     finally:
         if logf:
             logf.close()
-    return losses
+    return res
 
 
-def reference(spec, build=None, data=None, steps=None, log=None, dump=None, device="cpu", progress=None):
+def from_dataset(dataset, microbatch_size, microbatches_per_step, collate_fn=None, shuffle=True, seed=0,
+                 sampler=None):
+    """data(step, mb) over a torch.utils.data.Dataset (any object with __len__ and
+    __getitem__): global microbatch n = step * microbatches_per_step + mb (pass the step's D*M
+    with data parallel) takes samples n*microbatch_size .. (n+1)*microbatch_size - 1 of the
+    epochs' concatenated sample orders. An epoch's order is a permutation from a generator
+    seeded with seed + epoch (shuffle=True), the dataset's order (shuffle=False), or
+    list(sampler) when sampler (a torch.utils.data.Sampler, iterated once per epoch; it must give
+    the same order on every rank) is given. collate_fn (default torch's default_collate) makes the
+    batch. Every rank computes the same indices, so every rank sees the same batch, and a rank
+    loads only the microbatches it is asked for."""
+    from torch.utils.data import default_collate
+    n = len(dataset)
+    for name, v in (("microbatch_size", microbatch_size), ("microbatches_per_step", microbatches_per_step)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise bigmac.Error("from_dataset: %s: expected a positive integer, got %r" % (name, v))
+    if n < 1:
+        raise bigmac.Error("from_dataset: the dataset is empty")
+    collate = collate_fn or default_collate
+    orders = {}
+
+    def order(epoch):
+        if epoch not in orders:
+            if sampler is not None:
+                if hasattr(sampler, "set_epoch"):
+                    sampler.set_epoch(epoch)
+                o = [int(i) for i in sampler]
+            elif shuffle:
+                o = torch.randperm(n, generator=torch.Generator().manual_seed(seed + epoch)).tolist()
+            else:
+                o = list(range(n))
+            if len(orders) > 4:
+                orders.clear()
+            orders[epoch] = o
+        return orders[epoch]
+
+    def data(step, mb):
+        if not (0 <= mb < microbatches_per_step):
+            raise bigmac.Error("from_dataset: microbatch %d is outside 0..%d (microbatches_per_step)"
+                               % (mb, microbatches_per_step - 1))
+        first = (step * microbatches_per_step + mb) * microbatch_size
+        samples = []
+        for i in range(first, first + microbatch_size):
+            o = order(i // len(order(0)))
+            samples.append(dataset[o[i % len(o)]])
+        return collate(samples)
+    return data
+
+
+def reference(spec, build=None, data=None, steps=None, log=None, dump=None, device="cpu", progress=None, dp=1,
+              optimizer=None, lr_scheduler=None, clip_grad_norm=None, grad_scaler=None, on_step=None,
+              track_memory=True):
     """One process, no pipeline (as `bigmac train --reference`): per microbatch every encoder,
     the whole backbone, every generator, backward of (LM + generator losses) / M; then the
-    optimizer. Same log format. Returns the per-step losses."""
+    optimizer. dp=D: the step of D data-parallel replicas, D*M microbatches (as `bigmac train
+    --reference --dp D`). optimizer, lr_scheduler, clip_grad_norm (torch.nn.utils.clip_grad_norm_
+    over every parameter), grad_scaler, on_step and track_memory as train()'s. Same log format.
+    Returns a Result: the per-step losses with .state_dicts (every module whole) and .grad_norms."""
     spec = bigmac.load_spec(spec)
     for path, what in ((log, "log"), (dump, "dump")):
         if path:
             check_output(path, what)
     build, data = _default_parts(spec, build, data, device)
-    M = spec.microbatches or 1
+    M = (spec.microbatches or 1) * (_check_dp(dp) or 1)
     mods = []
     for m in spec.modules:
         L = m.layers if m.role == "backbone" else 0
@@ -369,21 +739,31 @@ def reference(spec, build=None, data=None, steps=None, log=None, dump=None, devi
         mods.append(mod.to(device))
     params = [p for md in mods for p in md.parameters()]
     ptrs = {p.data_ptr() for p in params}
-    tr = spec.train
-    opt = torch.optim.AdamW(params, lr=tr["lr"], betas=(tr["beta1"], tr["beta2"]), eps=tr["eps"],
-                            weight_decay=tr["weight_decay"])
+    opt = _ex.make_optimizer(optimizer, params, spec)
+    sched = _ex.make_scheduler(lr_scheduler, opt)
+    clip = _ex.check_clip(clip_grad_norm)
+    print(_roles(spec), file=progress if progress is not None else sys.stdout)
     enc = [i for i, m in enumerate(spec.modules) if m.role == "encoder"]
     gens = [i for i, m in enumerate(spec.modules) if m.role == "generator"]
     bb = spec.backbone_module
     steps = steps or spec.steps
-    losses = []
+    losses = Result()
+    losses.grad_norms = []
     logf = open(log, "w") if log else None
 
     def run(i, x, b, peak):
         acts = _Acts(ptrs)
+        if not track_memory:
+            return split_result(mods[i](x, b), spec.modules[i].name) + (0,)
         with torch.autograd.graph.saved_tensors_hooks(acts.pack, acts.unpack):
             out, loss = split_result(mods[i](x, b), spec.modules[i].name)
+        if loss is not None and loss.numel() != 1:
+            raise bigmac.Error("module \"%s\" returned a loss of shape %s; the loss must be a scalar (reduce a "
+                               "per-sample loss with .mean() or .sum())" % (spec.modules[i].name, list(loss.shape)))
         return out, loss, acts.bytes
+
+    def scaled(t):
+        return grad_scaler.scale(t) if grad_scaler is not None else t
 
     try:
         for s in range(steps):
@@ -398,7 +778,7 @@ def reference(spec, build=None, data=None, steps=None, log=None, dump=None, devi
                     o, _, nb = run(i, None, b, peak)
                     outs.append(o)
                     eb += nb
-                x = outs[0] if len(outs) == 1 else torch.cat(outs, 0)
+                x = None if not outs else outs[0] if len(outs) == 1 else torch.cat(outs, 0)
                 hid, lm, nb = run(bb, x, b, peak)
                 peak[0], peak[1] = max(peak[0], eb), max(peak[1], nb)
                 total = lm * (1.0 / M) if lm is not None else None
@@ -410,13 +790,30 @@ def reference(spec, build=None, data=None, steps=None, log=None, dump=None, devi
                     total = l * (1.0 / M) if total is None else total + l * (1.0 / M)
                     gl = np.float32(gl + np.float32(float(l)))
                 if total is not None:
-                    total.backward()
+                    scaled(total).backward()
                 lm_sum += float(np.float32(np.float32(float(lm) if lm is not None else 0.0) / np.float32(M)))
                 gen_sum += float(np.float32(gl / np.float32(M)))
-            opt.step()
+            if grad_scaler is not None:
+                grad_scaler.unscale_(opt)
+            norm = None
+            if clip is not None:
+                norm = float(torch.nn.utils.clip_grad_norm_(params, clip))
+                losses.grad_norms.append(norm)
+            lr = opt.param_groups[0]["lr"]
+            if grad_scaler is not None:
+                grad_scaler.step(opt)
+                grad_scaler.update()
+            else:
+                opt.step()
+            if sched is not None:
+                sched.step()
             ms = (time.time() - t0) * 1e3
             loss = lm_sum + gen_sum
             losses.append(loss)
+            if on_step is not None:
+                _user_hook(on_step, 0, s, {
+                    "loss": loss, "lm": lm_sum, "gen": gen_sum, "ms": ms, "lr": lr, "grad_norm": norm, "rank": 0,
+                    "pp_rank": 0, "replica": 0, "peak_act_bytes": peak})
             if logf:
                 logf.write(log_line(s + 1, loss, lm_sum, gen_sum, ms, [peak]) + "\n")
                 logf.flush()
@@ -429,6 +826,8 @@ def reference(spec, build=None, data=None, steps=None, log=None, dump=None, devi
                 v = md.flat() if hasattr(md, "flat") else torch.cat([p.detach().reshape(-1).cpu() for p in md.parameters()])
                 flats.append((i, 0 if i == bb else -1, v.numpy()))
             dump_params(dump, spec, flats)
+        losses.state_dicts = {m.name: {k: v.detach().cpu() for k, v in md.state_dict().items()}
+                              for m, md in zip(spec.modules, mods)}
     finally:
         if logf:
             logf.close()

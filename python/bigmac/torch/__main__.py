@@ -1,6 +1,7 @@
 """python3 -m bigmac.torch train SPEC [plan flags] [--steps N] [--log FILE] [--trace FILE]
                                      [--dump-params FILE] [--nproc P] [--reference] [--device D]
-                                     [--timeout S]
+                                     [--timeout S] [--dp D] [--checkpoint DIR]
+                                     [--checkpoint-every N] [--resume DIR]
 
 Trains SPEC's built-in models (vit, gpt, dit) as their torch twins with the torch executor:
 under torch.distributed.run (one process per pipeline rank), with --nproc P (spawns P local
@@ -9,14 +10,19 @@ JSONL; the trace `bigmac train --trace`'s Chrome trace; --dump-params writes the
 parameters as `bigmac train --dump-params` does; every output path is checked before step 1.
 --timeout S (default 300): how long any one receive, send or collective may wait (and the process
 group's timeout); a rank that stops answering ends the run with a message naming it and the op
-that waited. Exit status: 0 ok, 1 failure, 2 usage."""
+that waited. --dp D: D data-parallel replicas of the pipeline (P*D processes, global rank
+p*D + d; with --nproc N, pp defaults to N/D; with --reference, the step of D*M microbatches).
+--checkpoint DIR writes a checkpoint set every --checkpoint-every N steps and after the last
+(torch.save per pipeline rank, committed as a set; the last complete set is kept); --resume DIR
+continues from DIR's last complete set (same spec, pp and table, else refused with the reason). Exit status: 0 ok, 1 failure, 2 usage."""
 import os
 import sys
 
 USAGE = ("usage: python3 -m bigmac.torch train SPEC [--pp N] [--vpp V] [--microbatches M] [--unit U]\n"
          "         [--backbone gpipe|1f1b|interleaved] [--policy P] [--window W|auto|fit]\n"
          "         [--steps N] [--log FILE] [--trace FILE] [--dump-params FILE] [--nproc P | --reference]\n"
-         "         [--device cpu|cuda] [--timeout S]\n")
+         "         [--device cpu|cuda] [--timeout S] [--dp D] [--checkpoint DIR] [--checkpoint-every N]\n"
+         "         [--resume DIR]\n")
 
 PLAN_FLAGS = {"--pp": "pp", "--vpp": "vpp", "--microbatches": "microbatches", "--unit": "unit",
               "--backbone": "backbone", "--policy": "policy", "--window": "window"}
@@ -30,7 +36,8 @@ def usage_error(msg):
 
 def parse(argv):
     o = {"plan": {}, "steps": None, "log": None, "trace": None, "dump": None, "nproc": None, "reference": False,
-         "device": "cpu", "spec": None, "timeout": None}
+         "device": "cpu", "spec": None, "timeout": None, "dp": None, "checkpoint": None,
+         "checkpoint_every": None, "resume": None}
     i = 0
     while i < len(argv):
         a = argv[i]
@@ -56,14 +63,14 @@ def parse(argv):
                     if v < 1:
                         raise ValueError("%s: expected a positive integer, got %d" % (a, v))
                 o["plan"][k] = v
-            elif a in ("--steps", "--nproc"):
+            elif a in ("--steps", "--nproc", "--dp", "--checkpoint-every"):
                 try:
                     n = int(v)
                 except ValueError:
                     raise ValueError("%s: expected an integer, got '%s'" % (a, v))
                 if n < 1:
                     raise ValueError("%s: expected a positive integer, got %d" % (a, n))
-                o[a[2:]] = n
+                o[a[2:].replace("-", "_")] = n
             elif a == "--timeout":
                 try:
                     t = float(v)
@@ -72,7 +79,7 @@ def parse(argv):
                 if not (0 < t <= 1e7):  # NaN fails too
                     raise ValueError("--timeout: expected a number of seconds in (0, 1e7], got '%s'" % v)
                 o["timeout"] = t
-            elif a in ("--log", "--trace", "--device"):
+            elif a in ("--log", "--trace", "--device", "--checkpoint", "--resume"):
                 o[a[2:]] = v
             elif a == "--dump-params":
                 o["dump"] = v
@@ -87,13 +94,19 @@ def parse(argv):
         raise ValueError("train: missing SPEC")
     if o["reference"] and (o["nproc"] or o["trace"] or o["plan"]):
         raise ValueError("--reference runs one process without a plan: no --nproc, --trace or plan flags")
+    if o["reference"] and (o["checkpoint"] or o["resume"]):
+        raise ValueError("--checkpoint and --resume are for the pipelined run, not --reference")
+    if o["checkpoint_every"] and not o["checkpoint"]:
+        raise ValueError("--checkpoint-every needs --checkpoint DIR")
     return o
 
 
 def _rank_main(rank, o):
     import bigmac.torch as bt
     return bt.train(o["spec"], steps=o["steps"], log=o["log"], trace=o["trace"], dump=o["dump"], device=o["device"],
-                    progress=sys.stdout, timeout=o["timeout"] or bt.DEFAULT_TIMEOUT, **o["plan"])
+                    progress=sys.stdout, timeout=o["timeout"] or bt.DEFAULT_TIMEOUT, dp=o["dp"],
+                    checkpoint=o["checkpoint"], checkpoint_every=o["checkpoint_every"], resume=o["resume"],
+                    **o["plan"])
 
 
 def main(argv):
@@ -114,9 +127,17 @@ def main(argv):
                 bt.check_output(o[flag], "--dump-params" if flag == "dump" else "--" + flag)
         if o["reference"]:
             bt.reference(o["spec"], steps=o["steps"], log=o["log"], dump=o["dump"], device=o["device"],
-                         progress=sys.stdout)
+                         progress=sys.stdout, dp=o["dp"] or 1)
         elif o["nproc"]:
-            o["plan"].setdefault("pp", o["nproc"])
+            D = o["dp"] or 1
+            if "pp" not in o["plan"]:
+                if o["nproc"] % D:
+                    raise bigmac.Error("--nproc %d cannot hold %d data-parallel replicas of one pipeline (not a "
+                                       "multiple)\nhint: --nproc %d" % (o["nproc"], D, max(1, o["nproc"] // D) * D))
+                o["plan"]["pp"] = o["nproc"] // D
+            elif D > 1 and o["plan"]["pp"] * D != o["nproc"]:
+                raise bigmac.Error("the layout pp %d \u00d7 dp %d needs %d ranks but --nproc %d\nhint: --nproc %d"
+                                   % (o["plan"]["pp"], D, o["plan"]["pp"] * D, o["nproc"], o["plan"]["pp"] * D))
             bt.spawn(_rank_main, o["nproc"], (o,), timeout=timeout)
         else:
             distributed = bt.init_from_env(timeout=timeout)[1] > 1

@@ -10,8 +10,10 @@ does, with torch modules from a user factory.
   recv  the header's irecv is posted for every recv of the step before the walk starts (as the
         C executor posts its receives); at the op, the shape is checked against what this rank
         expects, then the payload is received
-After the walk: every replicated module's (encoders, generators) gradients are summed over the
-ranks, then the optimizer (AdamW with the spec's "train" settings) steps. The per-step JSONL log
+After the walk: every replicated module's (encoders, generators) gradients are summed over all
+ranks, with data parallel every backbone chunk's over its replicas; then the grad scaler's
+unscale, the global gradient-norm clip, the optimizer (AdamW with the spec's "train" settings,
+or the user's) and the learning-rate scheduler. The per-step JSONL log
 and the Chrome trace are those of `bigmac train` (the trace is written by the C library).
 
 Every wait (a receive, a send's completion, a collective) has the executor's timeout: one that
@@ -19,7 +21,10 @@ does not complete in time, or whose connection breaks, raises bigmac.Error namin
 op and what it waited for (the peer, the tensor). An exception from a user's module, factory or
 data function is raised as bigmac.Error tagged with the rank, op, step and microbatch.
 """
+import contextlib
 import datetime
+import hashlib
+import inspect
 import math
 import pickle
 import time
@@ -156,12 +161,147 @@ def check_table(spec, table):
                                    "table, %g in %s\nhint: plan the table from this spec" % (m.name, k, tv, v, where))
 
 
+def make_optimizer(optimizer, params, spec):
+    """optimizer(params) -> torch.optim.Optimizer (the user's), else AdamW with the spec's "train"
+    settings."""
+    if optimizer is None:
+        tr = spec.train
+        return torch.optim.AdamW(params, lr=tr["lr"], betas=(tr["beta1"], tr["beta2"]), eps=tr["eps"],
+                                 weight_decay=tr["weight_decay"])
+    if not callable(optimizer):
+        raise bigmac.Error("optimizer: expected a callable params -> torch.optim.Optimizer, got %s"
+                           % type(optimizer).__name__)
+    opt = optimizer(params)
+    if not isinstance(opt, torch.optim.Optimizer):
+        raise bigmac.Error("optimizer: the callable returned %s, not a torch.optim.Optimizer" % type(opt).__name__)
+    return opt
+
+
+def make_scheduler(lr_scheduler, opt):
+    """lr_scheduler(optimizer) -> a scheduler with .step() (stepped after every optimizer step)."""
+    if lr_scheduler is None:
+        return None
+    if not callable(lr_scheduler):
+        raise bigmac.Error("lr_scheduler: expected a callable optimizer -> scheduler, got %s"
+                           % type(lr_scheduler).__name__)
+    sch = lr_scheduler(opt)
+    if not hasattr(sch, "step"):
+        raise bigmac.Error("lr_scheduler: the callable returned %s, which has no step()" % type(sch).__name__)
+    return sch
+
+
+def check_clip(v):
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not (v > 0 and math.isfinite(v)):
+        raise bigmac.Error("clip_grad_norm: expected a finite number > 0 (the largest global gradient norm), got %r"
+                           % (v,))
+    return float(v)
+
+
+def _takes_inputs(fn):
+    """Whether data(step, mb, inputs=...) may be called."""
+    try:
+        ps = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+    return "inputs" in ps or any(p.kind == p.VAR_KEYWORD for p in ps.values())
+
+
+def tensor_hash(obj, h=None, seen=None):
+    """sha1 of every tensor (and number, string) in obj: dicts, lists, tuples, objects' __dict__
+    (each container once: a cycle ends)."""
+    h = h or hashlib.sha1()
+    seen = set() if seen is None else seen
+    if isinstance(obj, (dict, list, tuple)) or (hasattr(obj, "__dict__") and not isinstance(obj, torch.Tensor)):
+        if id(obj) in seen:
+            return h
+        seen.add(id(obj))
+    if isinstance(obj, torch.Tensor):
+        h.update(str((obj.dtype, tuple(obj.shape))).encode())
+        h.update(obj.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy().tobytes()
+                 if obj.numel() else b"")
+    elif isinstance(obj, np.ndarray):
+        h.update(np.ascontiguousarray(obj).tobytes())
+    elif isinstance(obj, dict):
+        for k in sorted(obj, key=str):
+            h.update(str(k).encode())
+            tensor_hash(obj[k], h, seen)
+    elif isinstance(obj, (list, tuple)):
+        for v in obj:
+            tensor_hash(v, h, seen)
+    elif isinstance(obj, (int, float, str, bytes, bool)) or obj is None:
+        h.update(repr(obj).encode())
+    elif hasattr(obj, "__dict__"):
+        tensor_hash(vars(obj), h, seen)
+    return h
+
+
+def layer_list(mod, n, name):
+    """The dotted name of mod's list of layers (an nn.ModuleList or nn.Sequential of n entries):
+    mod.bigmac_layers when set, else the only such list (or the only one named layers, blocks, h
+    or layer)."""
+    explicit = getattr(mod, "bigmac_layers", None)
+    if explicit:
+        return explicit
+    cands = [k for k, m in mod.named_modules() if k and isinstance(m, (torch.nn.ModuleList, torch.nn.Sequential))
+             and len(m) == n]
+    if len(cands) == 1:
+        return cands[0]
+    named = [k for k in cands if k.split(".")[-1] in ("layers", "blocks", "h", "layer")]
+    if len(named) == 1:
+        return named[0]
+    raise bigmac.Error("module \"%s\": cannot tell which list of %d submodules holds its layers (%s)\nhint: set the "
+                       "attribute bigmac_layers = \"name.of.the.ModuleList\" on the module"
+                       % (name, n, ", ".join(cands) if cands else "none has that length"))
+
+
+def chunk_state(mod, a, b, name):
+    """mod.state_dict() with its layers renumbered a..b-1 (the single-process model's keys)."""
+    pre = layer_list(mod, b - a, name) + "."
+    out = {}
+    for k, v in mod.state_dict().items():
+        if k.startswith(pre):
+            i, _, tail = k[len(pre):].partition(".")
+            if i.isdigit():
+                k = "%s%d%s" % (pre, int(i) + a, "." + tail if tail else "")
+        out[k] = v
+    return out
+
+
+def merge_chunks(name, parts):
+    """One state dict from [(chunk, a, b, renumbered state dict)]: every layer once, a key
+    outside the layer list in one chunk (or in several with the same value: a constant buffer)."""
+    out, owner = {}, {}
+    for c, a, b, sd in sorted(parts, key=lambda t: t[0]):
+        for k, v in sd.items():
+            if k in out:
+                a0 = out[k]
+                if isinstance(a0, torch.Tensor) and isinstance(v, torch.Tensor) and a0.shape == v.shape and \
+                        a0.dtype == v.dtype and torch.equal(a0, v):
+                    continue  # the same value in several chunks (a constant buffer, a causal mask): once
+                raise bigmac.Error("module \"%s\": key %s is in chunk %d and chunk %d with different values; a "
+                                   "chunk's state outside its layer list must live in one chunk only (the first "
+                                   "chunk's embedding, the last's head)" % (name, k, owner[k], c))
+            out[k], owner[k] = v, c
+    return out
+
+
 class Executor:
     """Pipeline rank `rank` of table for spec: modules from build(name, layer_begin, layer_end),
-    microbatches from data(step, mb). group: the torch.distributed group of the P ranks (None:
-    the default group; a one-rank table needs none)."""
+    microbatches from data(step, mb). group: the torch.distributed group of the P ranks of this
+    pipeline (None: the default group; a one-rank table needs none).
 
-    def __init__(self, spec, table, build, data, rank, device="cpu", optimizer=None, group=None, timeout=None):
+    Data parallel (dp=D > 1, docs/python.md "Data parallel"): this is pipeline rank `rank` of
+    replica `replica`; group is the replica's pipeline group, dp_group the group of the D ranks
+    holding this rank's backbone chunks (their gradients are summed over it), world_group the
+    group of all P*D ranks (the replicated encoders' and generators' gradients are summed over
+    it). data(step, mb) gets the global microbatch index replica*M + m; the losses are averaged
+    over the D*M microbatches of the step."""
+
+    def __init__(self, spec, table, build, data, rank, device="cpu", optimizer=None, group=None, timeout=None,
+                 dp=1, replica=0, dp_group=None, world_group=None, lr_scheduler=None, clip_grad_norm=None,
+                 grad_scaler=None, track_memory=True):
         self.spec = spec = bigmac.load_spec(spec)
         check_table(spec, table)
         self.t, self.build, self.data, self.rank, self.group = table, build, data, rank, group
@@ -170,15 +310,22 @@ class Executor:
         self.step_no = -1
         self.device = torch.device(device)
         self.P, self.V, self.M = table.pp, table.vpp, table.microbatches
+        self.D, self.replica, self.dp_group = dp, replica, dp_group
+        self.world_group = group if world_group is None and dp == 1 else world_group
         if dist.is_available() and dist.is_initialized():
             ws = dist.get_world_size(group)
             if ws != self.P:
                 raise bigmac.Error("the table has pp %d but %d ranks run it\nhint: --nproc %d (or plan with --pp %d)"
                                    % (self.P, ws, self.P, ws))
             self.comm_cpu = dist.get_backend(group) == "gloo"
+            # the global ranks of this pipeline's ranks (sends, receives and broadcasts name them)
+            self.ranks = list(range(self.P)) if group is None else [int(r) for r in dist.get_process_group_ranks(group)]
         elif self.P != 1:
             raise bigmac.Error("the table has pp %d: initialise torch.distributed with %d ranks first "
                                "(bigmac.torch.spawn or torch.distributed.run)" % (self.P, self.P))
+        else:
+            self.ranks = [0]
+        self.me = self.ranks[rank]  # this process's global rank (messages name global ranks)
         self.ops = table.ops[rank]
         self.bb = spec.backbone_module
         ranges = chunk_ranges(spec, table)
@@ -200,8 +347,15 @@ class Executor:
         self.param_ptrs = {p.data_ptr() for ps in self.params for p in ps}
         tr = spec.train
         allp = [p for ps in self.params for p in ps]
-        self.opt = optimizer(allp) if optimizer else torch.optim.AdamW(
-            allp, lr=tr["lr"], betas=(tr["beta1"], tr["beta2"]), eps=tr["eps"], weight_decay=tr["weight_decay"])
+        self.opt = make_optimizer(optimizer, allp, spec)
+        self.sched = make_scheduler(lr_scheduler, self.opt)
+        self.clip = check_clip(clip_grad_norm)
+        self.scaler, self.track = grad_scaler, bool(track_memory)
+        self.grad_norm = None
+        self.data_inputs = _takes_inputs(data)
+        sd = spec.to_dict()
+        self.inputs = set(sd.get("inputs", []))
+        self.consumes = [m.get("consumes", []) for m in sd.get("modules", [])]
         # static dataflow and use counts (the C executor's uses0)
         self.flow = []
         self.uses0 = {}
@@ -239,24 +393,24 @@ class Executor:
             raise bigmac.Error("module \"%s\": the factory builds no module by that name (%s)" % (m.name, e))
         except Exception as e:
             raise fault("rank %d: module \"%s\"%s: the factory raised %s: %s%s" % (
-                self.rank, m.name, " chunk %d" % chunk if chunk >= 0 else "", type(e).__name__, e, where_raised(e)),
-                self.rank) from e
+                self.me, m.name, " chunk %d" % chunk if chunk >= 0 else "", type(e).__name__, e, where_raised(e)),
+                self.me) from e
         if not isinstance(mod, torch.nn.Module):
             raise bigmac.Error("module \"%s\": the factory returned %s, not a torch.nn.Module" % (m.name, type(mod).__name__))
         return {"module": m.index, "chunk": chunk, "mod": mod.to(self.device), "role": m.role, "name": m.name,
-                "replicated": chunk < 0}
+                "replicated": chunk < 0, "a": a, "b": b}
 
     # ------------------------------------------------------------ helpers
 
     def _fail(self, k, msg, kind="error", peer=None):
-        return fault("rank %d: op #%d %s (step %d): %s" % (self.rank, k, self.ops[k].name, self.step_no + 1, msg),
-                     self.rank, kind, peer)
+        return fault("rank %d: op #%d %s (step %d): %s" % (self.me, k, self.ops[k].name, self.step_no + 1, msg),
+                     self.me, kind, peer)
 
     def _where(self, k):
         """'rank r: op #k NAME (step s)' or, between ops, 'rank r: step s'."""
         if k is None:
-            return "rank %d: step %d" % (self.rank, self.step_no + 1)
-        return "rank %d: op #%d %s (step %d)" % (self.rank, k, self.ops[k].name, self.step_no + 1)
+            return "rank %d: step %d" % (self.me, self.step_no + 1)
+        return "rank %d: op #%d %s (step %d)" % (self.me, k, self.ops[k].name, self.step_no + 1)
 
     def _wait(self, work, k, what, peer=None, phase=""):
         """work.wait() within the timeout (work: a Work, or a function that posts one: posting on a
@@ -264,8 +418,8 @@ class Executor:
         rank p"); peer: the rank it waits on (None: a collective, any rank; with two ranks, the
         other). A timeout or a broken connection raises bigmac.Error naming this rank, the op (or
         phase) and what."""
-        if peer is None and self.P == 2:
-            peer = 1 - self.rank
+        if peer is None and self.P == 2 and self.D == 1:
+            peer = self.ranks[1 - self.rank]
         try:
             if callable(work):
                 work = work()
@@ -284,27 +438,29 @@ class Executor:
                 msg = ("%s: waited %g s for %s: not every rank joined: one is stopped, hung or slower than the "
                        "timeout\nhint: if it is only slow, raise the limit (--timeout S, train(timeout=S))"
                        % (at, self.timeout, what))
-            return fault(msg, self.rank, "timeout", peer)
+            return fault(msg, self.me, "timeout", peer)
         if peer is not None:
             msg = "%s: the connection to rank %d broke while waiting for %s (rank %d ended?): %s" % (
                 at, peer, what, peer, str(e).strip())
         else:
             msg = "%s: a connection broke while waiting for %s (a rank ended?): %s" % (at, what, str(e).strip())
-        return fault(msg, self.rank, "broken", peer)
+        return fault(msg, self.me, "broken", peer)
 
-    def gather(self, obj, what):
-        """Every rank's obj (rank order), like dist.all_gather_object but within the timeout."""
+    def gather(self, obj, what, world=False):
+        """Every rank's obj (rank order), like dist.all_gather_object but within the timeout: over
+        this pipeline's ranks, or over all P*D ranks (world=True; global rank order)."""
+        group, n = (self.world_group, self.P * self.D) if world else (self.group, self.P)
         data = pickle.dumps(obj)
         dev = "cpu" if self.comm_cpu else self.device
-        n = torch.tensor([len(data)], dtype=torch.int64, device=dev)
-        sizes = [torch.zeros(1, dtype=torch.int64, device=dev) for _ in range(self.P)]
-        self._wait(lambda: dist.all_gather(sizes, n, group=self.group, async_op=True), None, what + " (sizes)")
+        ln = torch.tensor([len(data)], dtype=torch.int64, device=dev)
+        sizes = [torch.zeros(1, dtype=torch.int64, device=dev) for _ in range(n)]
+        self._wait(lambda: dist.all_gather(sizes, ln, group=group, async_op=True), None, what + " (sizes)")
         sizes = [int(x.item()) for x in sizes]
         buf = torch.zeros(max(sizes), dtype=torch.uint8)
         buf[:len(data)] = torch.frombuffer(bytearray(data), dtype=torch.uint8)
         buf = buf.to(dev)
-        outs = [torch.zeros(max(sizes), dtype=torch.uint8, device=dev) for _ in range(self.P)]
-        self._wait(lambda: dist.all_gather(outs, buf, group=self.group, async_op=True), None, what)
+        outs = [torch.zeros(max(sizes), dtype=torch.uint8, device=dev) for _ in range(n)]
+        self._wait(lambda: dist.all_gather(outs, buf, group=group, async_op=True), None, what)
         return [pickle.loads(o[:m].cpu().numpy().tobytes()) for o, m in zip(outs, sizes)]
 
     def _now(self):
@@ -320,7 +476,7 @@ class Executor:
         j = self.recv_consumer[k]
         c = self.ops[j]
         inst = self.inst[self.inst_of[(c.module, c.chunk if c.module == self.bb else -1)]]
-        b = self.batches[op.mb]
+        b = self.batches.get(op.mb)
         if c.pass_ == "B":
             ctx = self.ctx.get((self.inst_of[(c.module, c.chunk if c.module == self.bb else -1)], op.mb))
             if ctx is not None and ctx["out"] is not None:
@@ -331,7 +487,7 @@ class Executor:
             enc = self.inst[self.inst_of[(self.tensor_module[op.tensor], -1)]]["mod"]
             return tuple(enc.out_shape(b)) if hasattr(enc, "out_shape") else None
         mod = inst["mod"]
-        return tuple(mod.in_shape(b)) if hasattr(mod, "in_shape") else None
+        return tuple(mod.in_shape(b)) if hasattr(mod, "in_shape") and b is not None else None
 
     # ------------------------------------------------------------ step
 
@@ -341,14 +497,18 @@ class Executor:
         heartbeat(step, -1)
         self.batches = {}
         for op in self.ops:
-            if op.mb not in self.batches:
+            if op.kind == bigmac.OP_COMPUTE and op.pass_ == "F" and op.mb not in self.batches:
                 try:
-                    self.batches[op.mb] = self.data(step, op.mb)
+                    g = self.replica * self.M + op.mb
+                    if self.data_inputs:
+                        self.batches[op.mb] = self.data(step, g, inputs=self.rank_inputs(op.mb))
+                    else:
+                        self.batches[op.mb] = self.data(step, g)
                 except bigmac.Error:
                     raise
                 except Exception as e:
                     raise fault("rank %d: step %d: data(%d, %d) raised %s: %s%s" % (
-                        self.rank, step + 1, step, op.mb, type(e).__name__, e, where_raised(e)), self.rank) from e
+                        self.me, step + 1, step, self.replica * self.M + op.mb, type(e).__name__, e, where_raised(e)), self.me) from e
         self.store = {}
         self.uses = dict(self.uses0)
         self.ctx = {}
@@ -373,7 +533,7 @@ class Executor:
                     self.recv_consumer[k] = j
                     break
             else:
-                raise self._fail(k, "no later compute op on rank %d consumes this tensor" % self.rank)
+                raise self._fail(k, "no later compute op on rank %d consumes this tensor" % self.me)
         # post every recv's header now
         self.hdr = {}
         for k, op in enumerate(self.ops):
@@ -384,17 +544,18 @@ class Executor:
                 if not self.comm_cpu:
                     h = h.to(self.device)
                 try:
-                    req = dist.irecv(h, src=op.peer, group=self.group, tag=2 * (op.tensor * self.M + op.mb))
+                    req = dist.irecv(h, src=self.ranks[op.peer], group=self.group, tag=2 * (op.tensor * self.M + op.mb))
                 except RuntimeError as e:
                     raise self._comm_error(k, "tensor %s of microbatch %d from rank %d (posting its header's receive)"
-                                           % (self.tensor_names[op.tensor], op.mb, op.peer), op.peer, e) from e
+                                           % (self.tensor_names[op.tensor], op.mb, self.ranks[op.peer]), self.ranks[op.peer], e) from e
                 self.hdr[(op.tensor, op.mb)] = (h, req)
         # the shared clock origin: rank 0's
         o = torch.tensor([time.time()], dtype=torch.float64)
         if self.P > 1:
             o = o if self.comm_cpu else o.to(self.device)
-            self._wait(lambda: dist.broadcast(o, src=0, group=self.group, async_op=True), None,
-                       "rank 0's clock (broadcast at the start of the step)", 0 if self.rank else None)
+            self._wait(lambda: dist.broadcast(o, src=self.ranks[0], group=self.group, async_op=True), None,
+                       "rank %d's clock (broadcast at the start of the step)" % self.ranks[0],
+                       self.ranks[0] if self.rank else None)
         self.origin = float(o[0])
         self.opt.zero_grad(set_to_none=False)
         for ps in self.params:
@@ -430,28 +591,95 @@ class Executor:
             except Exception as e:  # not the user's code (that is tagged in _compute): name the op all the same
                 if op.kind != bigmac.OP_COMPUTE and isinstance(e, RuntimeError):
                     raise self._comm_error(k, "tensor %s of microbatch %d (%s rank %d)" % (
-                        self.tensor_names[op.tensor], op.mb, "to" if op.kind == bigmac.OP_SEND else "from", op.peer),
-                        op.peer, e) from e
+                        self.tensor_names[op.tensor], op.mb, "to" if op.kind == bigmac.OP_SEND else "from", self.ranks[op.peer]),
+                        self.ranks[op.peer], e) from e
                 raise self._fail(k, "%s: %s%s" % (type(e).__name__, e, where_raised(e))) from e
         heartbeat(step, len(self.ops))
         for k, reqs in self.sends:
             op = self.ops[k]
             for r in reqs:
                 self._wait(r, k, "rank %d to take tensor %s of microbatch %d (the send's completion at the step's end)"
-                           % (op.peer, self.tensor_names[op.tensor], op.mb), op.peer)
+                           % (self.ranks[op.peer], self.tensor_names[op.tensor], op.mb), self.ranks[op.peer])
         self.sends, self.keep = [], []
         for (i, mb) in self.ctx:
             raise bigmac.Error("rank %d: %s microbatch %d: forward without a backward in the table"
-                               % (self.rank, self.inst[i]["name"], mb))
+                               % (self.me, self.inst[i]["name"], mb))
         for (i, mb) in self.wctx:
             raise bigmac.Error("rank %d: %s microbatch %d: backward (B) without its weight gradient (W) in the table"
-                               % (self.rank, self.inst[i]["name"], mb))
+                               % (self.me, self.inst[i]["name"], mb))
         for (tsr, mb), v in self.store.items():
-            raise bigmac.Error("rank %d: tensor %s of microbatch %d was never used up" % (self.rank, self.tensor_names[tsr], mb))
+            raise bigmac.Error("rank %d: tensor %s of microbatch %d was never used up" % (self.me, self.tensor_names[tsr], mb))
         self.ms = (time.time() - t0) * 1e3
         self._allreduce()
-        self.opt.step()
+        self.grad_norm = None
+        if self.scaler is not None:
+            self._sync_overflow()
+            self.scaler.unscale_(self.opt)
+        if self.clip is not None:
+            self.grad_norm = self._clip_norm()
+        self.lr = self.opt.param_groups[0]["lr"]  # the step's (before the scheduler moves it)
+        if self.scaler is not None:
+            self.scaler.step(self.opt)
+            self.scaler.update()
+        else:
+            self.opt.step()
+        if self.sched is not None:
+            self.sched.step()
         return self.ms
+
+    def rank_inputs(self, mb):
+        """The spec inputs this rank's modules consume for microbatch mb (its F ops' modules)."""
+        names = set()
+        for op in self.ops:
+            if op.kind == bigmac.OP_COMPUTE and op.pass_ == "F" and op.mb == mb:
+                names.update(c for c in self.consumes[op.module] if c in self.inputs)
+        return tuple(sorted(names))
+
+    def _pipe_sum(self, v, what):
+        """v (a float64 tensor) summed over this pipeline's ranks."""
+        if self.P == 1:
+            return v
+        f = v if self.comm_cpu else v.to(self.device)
+        self._wait(lambda: dist.all_reduce(f, op=dist.ReduceOp.SUM, group=self.group, async_op=True), None, what)
+        return f.cpu()
+
+    def _clip_norm(self):
+        """torch.nn.utils.clip_grad_norm_ over the whole model: the global 2-norm of every
+        gradient (replicated modules counted once, on pipeline rank 0; every replica holds the
+        same gradients after the all-reduce), then every gradient scaled by max/(norm + 1e-6)
+        when that is below 1. Returns the norm."""
+        sq = torch.zeros(1, dtype=torch.float64)
+        for i, x in enumerate(self.inst):
+            if x["replicated"] and self.rank != 0:
+                continue
+            for p in self.params[i]:
+                if p.grad is not None:
+                    sq += p.grad.detach().double().pow(2).sum().cpu()
+        norm = float(self._pipe_sum(sq, "the sum of squared gradients over the ranks (clip_grad_norm)")[0].sqrt())
+        coef = self.clip / (norm + 1e-6)
+        if coef < 1.0:
+            for ps in self.params:
+                for p in ps:
+                    if p.grad is not None:
+                        p.grad.mul_(coef)
+        return norm
+
+    def _sync_overflow(self):
+        """A grad scaler skips the step when a gradient overflowed: make every rank see it when
+        any rank does (a non-finite gradient on one rank poisons one gradient on every other, so
+        every rank's scaler skips the step and lowers its scale alike)."""
+        bad = any(p.grad is not None and not torch.isfinite(p.grad).all() for ps in self.params for p in ps)
+        f = torch.tensor([1.0 if bad else 0.0], dtype=torch.float64)
+        if self.P * self.D > 1:
+            f = f if self.comm_cpu else f.to(self.device)
+            self._wait(lambda: dist.all_reduce(f, op=dist.ReduceOp.MAX, group=self.world_group, async_op=True), None,
+                       "every rank's gradient overflow flag (grad_scaler)")
+        if float(f[0]) > 0 and not bad:
+            for ps in self.params:
+                for p in ps:
+                    if p.grad is not None:
+                        p.grad.view(-1)[0:1].fill_(float("inf"))
+                        return
 
     def _release(self, key):
         self.uses[key] = self.uses.get(key, 0) - 1
@@ -461,20 +689,20 @@ class Executor:
     def _recv(self, k, op):
         key = (op.tensor, op.mb)
         h, req = self.hdr.pop(key)
-        what = "tensor %s of microbatch %d from rank %d" % (self.tensor_names[op.tensor], op.mb, op.peer)
-        self._wait(req, k, what + " (its header)", op.peer)
+        what = "tensor %s of microbatch %d from rank %d" % (self.tensor_names[op.tensor], op.mb, self.ranks[op.peer])
+        self._wait(req, k, what + " (its header)", self.ranks[op.peer])
         h = h.cpu().tolist()
         code, nd = h[0], h[1]
         if not (0 <= code < len(_DTYPES)) or not (0 <= nd <= HDR - 2):
-            raise self._fail(k, "malformed tensor header from rank %d" % op.peer)
+            raise self._fail(k, "malformed tensor header from rank %d" % self.ranks[op.peer])
         shape = tuple(h[2:2 + nd])
         exp = self._expected(k)
         if exp is not None and tuple(exp) != shape:
             raise self._fail(k, "tensor %s of microbatch %d from rank %d has shape %s; rank %d expects %s"
-                             % (self.tensor_names[op.tensor], op.mb, op.peer, list(shape), self.rank, list(exp)))
+                             % (self.tensor_names[op.tensor], op.mb, self.ranks[op.peer], list(shape), self.me, list(exp)))
         buf = torch.empty(shape, dtype=_DTYPES[code], device="cpu" if self.comm_cpu else self.device)
-        self._wait(lambda: dist.irecv(buf, src=op.peer, group=self.group, tag=2 * (op.tensor * self.M + op.mb) + 1), k, what,
-                   op.peer)
+        self._wait(lambda: dist.irecv(buf, src=self.ranks[op.peer], group=self.group, tag=2 * (op.tensor * self.M + op.mb) + 1), k, what,
+                   self.ranks[op.peer])
         self.msg_bytes[k] = buf.numel() * buf.element_size()
         self.store[key] = buf.to(self.device)
 
@@ -492,8 +720,8 @@ class Executor:
         if not self.comm_cpu:
             h = h.to(self.device)
         tag = 2 * (op.tensor * self.M + op.mb)
-        self.sends.append((k, (dist.isend(h, dst=op.peer, group=self.group, tag=tag),
-                               dist.isend(x, dst=op.peer, group=self.group, tag=tag + 1))))
+        self.sends.append((k, (dist.isend(h, dst=self.ranks[op.peer], group=self.group, tag=tag),
+                               dist.isend(x, dst=self.ranks[op.peer], group=self.group, tag=tag + 1))))
         self.keep.append((h, x))  # isend's buffers stay alive until the step's end
         self.msg_bytes[k] = x.numel() * x.element_size()
         self._release(key)
@@ -530,14 +758,24 @@ class Executor:
             elif len(leaves) > 1:
                 x = torch.cat(leaves, 0)
             acts = _Acts(self.param_ptrs)
+            hooks = torch.autograd.graph.saved_tensors_hooks(acts.pack, acts.unpack) if self.track else \
+                contextlib.nullcontext()
             try:
-                with torch.autograd.graph.saved_tensors_hooks(acts.pack, acts.unpack), self._user(k, inst, "forward"):
+                with hooks, self._user(k, inst, "forward"):
                     out, loss = split_result(inst["mod"](x, b), inst["name"])
             except bigmac.Error as e:
                 if getattr(e, "rank", None) is not None:
                     raise
                 raise self._fail(k, str(e))
-            if loss is not None and not math.isfinite(float(loss)):
+            if loss is None and inst["chunk"] == self.P * self.V - 1:
+                raise self._fail(k, "module \"%s\" chunk %d (layers %d..%d, the last chunk) returned no loss: the "
+                                 "backbone never reaches its loss\nhint: the last chunk must return (output, loss); "
+                                 "does the spec's \"layers\" (%d) match the model's?" % (
+                                     inst["name"], inst["chunk"], inst["a"], inst["b"] - 1, inst["b"]))
+            if loss is not None and loss.numel() != 1:
+                raise self._fail(k, "module \"%s\" returned a loss of shape %s; the loss must be a scalar (reduce a "
+                                 "per-sample loss with .mean() or .sum())" % (inst["name"], list(loss.shape)))
+            if loss is not None and not math.isfinite(float(loss)) and self.scaler is None:
                 raise self._fail(k, "loss is %s" % ("NaN" if math.isnan(float(loss)) else "Inf"))
             if out is not None and not torch.isfinite(out).all():
                 raise self._fail(k, "output is not finite (NaN or Inf)")
@@ -573,7 +811,8 @@ class Executor:
                 dout = g if dout is None else dout + g
             tensors, grads = [], []
             if loss is not None and loss.requires_grad:
-                tensors.append(loss * (1.0 / self.M))
+                ls = loss * (1.0 / (self.D * self.M))
+                tensors.append(self.scaler.scale(ls) if self.scaler is not None else ls)
                 grads.append(None)
             if out is not None and dout is not None and out.requires_grad:
                 tensors.append(out)
@@ -593,7 +832,7 @@ class Executor:
                     raise self._fail(k, "makes %d gradients for %d inputs" % (len(makes), len(leaves)))
                 for n, leaf in zip(makes, leaves):
                     g = leaf.grad if leaf.grad is not None else torch.zeros_like(leaf)
-                    if not torch.isfinite(g).all():
+                    if self.scaler is None and not torch.isfinite(g).all():
                         raise self._fail(k, "gradient is not finite (NaN or Inf)")
                     self.store[(n, op.mb)] = g
                     if self.uses.get((n, op.mb), 0) == 0:
@@ -620,15 +859,24 @@ class Executor:
         return _Tag()
 
     def _allreduce(self):
-        if self.P == 1:
-            return
+        """Replicated modules' gradients summed over all P*D ranks, backbone chunks' over the D
+        replicas of this pipeline rank (one flat all_reduce per instance)."""
         for i, x in enumerate(self.inst):
-            if not x["replicated"] or not self.params[i]:
+            if not self.params[i]:
                 continue
+            if x["replicated"]:
+                if self.P * self.D == 1:
+                    continue
+                group, over = self.world_group, "the ranks"
+            else:
+                if self.D == 1:
+                    continue
+                group, over = self.dp_group, "the data-parallel replicas"
             flat = torch.cat([p.grad.reshape(-1) for p in self.params[i]])
             f = self._comm(flat)
-            self._wait(lambda: dist.all_reduce(f, op=dist.ReduceOp.SUM, group=self.group, async_op=True), None,
-                       "the sum of module %s's gradients over the ranks (all_reduce)" % x["name"])
+            self._wait(lambda: dist.all_reduce(f, op=dist.ReduceOp.SUM, group=group, async_op=True), None,
+                       "the sum of module %s%s's gradients over %s (all_reduce)"
+                       % (x["name"], " chunk %d" % x["chunk"] if x["chunk"] >= 0 else "", over))
             f = f.to(self.device)
             at = 0
             for p in self.params[i]:
@@ -639,9 +887,48 @@ class Executor:
 
     def record(self):
         """This rank's figures of the last step (gathered to rank 0 by train())."""
-        return {"rank": self.rank, "peak": list(self.peak), "ms": self.ms, "lm": list(self.lm), "gen": list(self.gen),
+        return {"rank": self.rank, "replica": self.replica, "peak": list(self.peak), "ms": self.ms, "lm": list(self.lm), "gen": list(self.gen),
                 "times": [list(t) for t in self.times], "mem": [list(m) for m in self.mem],
                 "bytes": list(self.msg_bytes)}
+
+    def state_dicts(self):
+        """{module name: state dict} of this rank's instances: replicated modules whole, the
+        backbone's local chunks merged with their layers renumbered as in the whole model."""
+        out, parts = {}, []
+        for x in self.inst:
+            if x["replicated"]:
+                out[x["name"]] = {k: v.detach().cpu() for k, v in x["mod"].state_dict().items()}
+            else:
+                sd = chunk_state(x["mod"], x["a"], x["b"], x["name"])
+                parts.append((x["chunk"], x["a"], x["b"], {k: v.detach().cpu() for k, v in sd.items()}))
+        return out, parts
+
+    def param_hashes(self):
+        """{(module, chunk): sha1 of the instance's parameters and buffers}."""
+        return {(x["module"], x["chunk"]): tensor_hash(x["mod"].state_dict()).hexdigest() for x in self.inst}
+
+    def ckpt_state(self):
+        return {"modules": {(x["module"], x["chunk"]): x["mod"].state_dict() for x in self.inst},
+                "opt": self.opt.state_dict(),
+                "sched": self.sched.state_dict() if self.sched is not None and hasattr(self.sched, "state_dict") else None,
+                "scaler": self.scaler.state_dict() if self.scaler is not None and hasattr(self.scaler, "state_dict")
+                else None}
+
+    def load_ckpt_state(self, st, where):
+        have = {(x["module"], x["chunk"]) for x in self.inst}
+        if set(st["modules"]) != have:
+            raise bigmac.Error("%s: holds modules/chunks %s, this rank runs %s" % (where, sorted(st["modules"]),
+                                                                                 sorted(have)))
+        for x in self.inst:
+            try:
+                x["mod"].load_state_dict(st["modules"][(x["module"], x["chunk"])])
+            except RuntimeError as e:
+                raise bigmac.Error("%s: module \"%s\" does not load: %s" % (where, x["name"], str(e).strip())) from e
+        self.opt.load_state_dict(st["opt"])
+        if st.get("sched") is not None and self.sched is not None:
+            self.sched.load_state_dict(st["sched"])
+        if st.get("scaler") is not None and self.scaler is not None:
+            self.scaler.load_state_dict(st["scaler"])
 
     def flat_params(self):
         """[(module, chunk, flat float32 numpy)] of the rank's instances (twins: C layout)."""
@@ -653,23 +940,31 @@ class Executor:
         return out
 
 
-def step_loss(records, M):
-    """Losses summed as the C executor does: per microbatch the ranks' float losses, then / M."""
+def step_loss(records, M, D=1):
+    """Losses summed as the C executor does: per global microbatch d*M + m the float losses of
+    replica d's ranks, then / (D*M). records: every rank's record (replica 0's alone when D = 1)."""
     lm = gen = 0.0
-    for m in range(M):
-        a = np.float32(0)
-        g = np.float32(0)
-        for r in records:
-            a = np.float32(a + np.float32(r["lm"][m]))
-            g = np.float32(g + np.float32(r["gen"][m]))
-        lm += float(np.float32(a / np.float32(M)))
-        gen += float(np.float32(g / np.float32(M)))
+    DM = np.float32(D * M)
+    for d in range(D):
+        rs = [r for r in records if r.get("replica", 0) == d]
+        for m in range(M):
+            a = np.float32(0)
+            g = np.float32(0)
+            for r in rs:
+                a = np.float32(a + np.float32(r["lm"][m]))
+                g = np.float32(g + np.float32(r["gen"][m]))
+            lm += float(np.float32(a / DM))
+            gen += float(np.float32(g / DM))
     return lm + gen, lm, gen
 
 
-def log_line(step, loss, lm, gen, ms, peaks):
-    """One line of `bigmac train --log` (step is 1-based)."""
-    ranks = ", ".join('{"rank": %d, "peak_act_bytes": {"encoder": %.0f, "backbone": %.0f, "generator": %.0f}}'
-                      % (r, p[0], p[1], p[2]) for r, p in enumerate(peaks))
-    return '{"step": %d, "loss": %.6f, "lm": %.6f, "gen": %.6f, "ms": %.3f, "ranks": [%s]}' % (
-        step, loss, lm, gen, ms, ranks)
+def log_line(step, loss, lm, gen, ms, peaks, dp=1):
+    """One line of `bigmac train --log` (step is 1-based; peaks in global rank order; with
+    dp > 1 the layout and every rank's pp/dp, as the C executor writes them)."""
+    P = len(peaks) // dp
+    ranks = ", ".join('{"rank": %d, %s"peak_act_bytes": {"encoder": %.0f, "backbone": %.0f, "generator": %.0f}}'
+                      % (r, '"pp": %d, "dp": %d, ' % (r // dp, r % dp) if dp > 1 else "", p[0], p[1], p[2])
+                      for r, p in enumerate(peaks))
+    layout = '"layout": {"pp": %d, "dp": %d}, ' % (P, dp) if dp > 1 else ""
+    return '{"step": %d, "loss": %.6f, "lm": %.6f, "gen": %.6f, "ms": %.3f, %s"ranks": [%s]}' % (
+        step, loss, lm, gen, ms, layout, ranks)
