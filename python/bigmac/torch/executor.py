@@ -336,8 +336,9 @@ class Executor:
                 continue
             self.inst_of[(i, -1)] = len(self.inst)
             self.inst.append(self._make(m, -1, 0, 0))
-        for j in range(self.V):
-            c = j * self.P + rank
+        # the rank's chunks in global chunk order, from the table's chunk -> rank map (c mod P,
+        # or a V shape's: zb-v and dualpipe-v put the first and the last chunk on rank 0)
+        for c in [c for c, r in enumerate(table.chunk_ranks()) if r == rank]:
             a, b = ranges[c]
             if b <= a:
                 raise bigmac.Error("backbone chunk %d gets no layer\nhint: use fewer chunks (--pp/--vpp) or more layers" % c)
