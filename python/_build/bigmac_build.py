@@ -84,8 +84,12 @@ def _build_native(tmp):
     build = os.path.abspath(os.environ.get("BIGMAC_NATIVE_BUILD") or os.path.join(tmp, "native-build"))
     target = os.path.join(build, "python", "_bigmac.so")
     jobs = str(max(1, min(8, os.cpu_count() or 1)))
-    cmd = ["make", "-C", root, "-j" + jobs, "BUILD=" + build, target]
-    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    # SAN= (no sanitizer: the library is loaded into a plain interpreter), whatever a calling
+    # make exported (`make asan` exports SAN to the tests it runs)
+    cmd = ["make", "-C", root, "-j" + jobs, "BUILD=" + build, "SAN=", target]
+    # a top-level build of its own: a make that runs pip must not hand down its flags
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES")}
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     if r.returncode != 0:
         raise RuntimeError("bigmac: building the C library failed (%s):\n%s" % (" ".join(cmd), r.stdout[-4000:]))
     return target
