@@ -222,7 +222,8 @@ int bm_table_cost_fields(const struct bm_table_module *m, int split, struct bm_f
     out[n++] = (struct bm_field){"act_mib", m->cost.act_mib};
     out[n++] = (struct bm_field){"state_mib", m->cost.state_mib};
     out[n++] = (struct bm_field){"out_mib", m->cost.out_mib};
-    if (split) { /* only tables with a split backward carry the split's costs */
+    if (split || m->frozen) { /* only tables with a split backward (or a frozen module, whose
+                               * input-gradient-only backward costs bwd_ms - w_ms) carry them */
         out[n++] = (struct bm_field){"w_ms", bm_cost_w_ms(&m->cost)};
         out[n++] = (struct bm_field){"act_w_mib", bm_cost_act_w_frac(&m->cost) * m->cost.act_mib};
     }
