@@ -153,7 +153,9 @@ int bm_table_find_module(const struct bm_table *t, const char *name)
 
 int bm_table_splits(const struct bm_table *t, int module)
 {
-    if (bm_backbone_splits(t->backbone) && (module < 0 || module == t->backbone_module)) return 1;
+    if (bm_backbone_splits(t->backbone) && (module < 0 || module == t->backbone_module) &&
+        bm_table_has_pass(t, t->backbone_module, BM_PASS_W)) /* a frozen backbone has no W */
+        return 1;
     for (int r = 0; r < t->pp; r++)
         for (int i = 0; i < t->ranks[r].n_ops; i++) {
             const struct bm_op *op = &t->ranks[r].ops[i];
@@ -165,7 +167,8 @@ int bm_table_splits(const struct bm_table *t, int module)
 
 void bm_table_split_flags(const struct bm_table *t, char *out)
 {
-    for (int m = 0; m < t->n_modules; m++) out[m] = m == t->backbone_module && bm_backbone_splits(t->backbone);
+    for (int m = 0; m < t->n_modules; m++)
+        out[m] = m == t->backbone_module && bm_backbone_splits(t->backbone) && bm_table_has_pass(t, m, BM_PASS_W);
     for (int r = 0; r < t->pp; r++)
         for (int i = 0; i < t->ranks[r].n_ops; i++) {
             const struct bm_op *op = &t->ranks[r].ops[i];
