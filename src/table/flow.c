@@ -274,6 +274,12 @@ static void derive_backward(struct bm_table *t)
     int N = t->n_modules;
     for (int i = 0; i < N; i++)
         t->modules[i].backward = t->modules[i].frozen ? BM_BACKWARD_NONE : BM_BACKWARD_FULL;
+    /* policy none keeps only the backbone: the modules it leaves out may train, so a frozen
+     * backbone keeps its input-gradient backward there (a baseline never faster than the real
+     * pipeline) */
+    if (t->policy == BM_POL_NONE && t->backbone_module >= 0 && t->backbone_module < N &&
+        t->modules[t->backbone_module].frozen)
+        t->modules[t->backbone_module].backward = BM_BACKWARD_INPUT;
     for (int changed = 1, round = 0; changed && round <= N; round++) {
         changed = 0;
         for (int y = 0; y < N; y++) {
