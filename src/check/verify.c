@@ -11,7 +11,9 @@
  *                  rank already, every B follows its own F on the same rank, and every W
  *                  follows the B of the same (module, chunk, microbatch) on the same rank;
  *   5. residency   (policy bigmac, window > 0) live nested microbatches per rank are bounded
- *                  (a microbatch of a split module is live until its W).
+ *                  (a microbatch of a split module is live until its W; one of a frozen module
+ *                  without backward until the rank's last op that uses its output).
+ * A frozen module's passes that do not exist (bm_table_has_pass) are expected absent (1, 3).
  * Messages: first line "invariant N (name) violated: summary", then indented detail lines
  * that name ops by action string and position ("rank 2 op #17 1F3").
  *
