@@ -51,6 +51,26 @@ for pol in bigmac optimus unified ideal; do
 done
 [ $bad = 0 ] && echo "PASS simulated_encoder_activation_zero_every_m" || echo "FAIL simulated_encoder_activation_zero_every_m"
 
+# the frozen examples plan and verify under every policy, on their schedule and 1f1b; the
+# frozen ViT keeps no activation (enc GiB 0) under bigmac, the projector-only LLM keeps B, no W
+for spec in examples/understanding-qwen3-30b-a3b-frozen-vit.json examples/understanding-qwen3-30b-a3b-projector-only.json; do
+    n=$(basename "$spec" .json)
+    for sched in "" "--backbone 1f1b --vpp 1" "--backbone zb-v"; do
+        tag=$n${sched:+-$(echo $sched | cut -d' ' -f2)}
+        for p in bigmac optimus unified unified-balanced ideal none; do
+            # shellcheck disable=SC2086
+            expect_exit "plan_${tag}_$p" 0 "$BIGMAC" plan "$spec" --policy "$p" $sched -o "$T/ex.json"
+            expect_exit "verify_${tag}_$p" 0 "$BIGMAC" verify "$T/ex.json"
+            if grep -q '"module": "vit", "pass": "[BW]"' "$T/ex.json"; then echo "FAIL no_vit_backward_${tag}_$p"
+            else echo "PASS no_vit_backward_${tag}_$p"; fi
+            if grep -q '"module": "llm", "pass": "W"' "$T/ex.json" && [ "$n" != "${n%projector-only}" ]; then
+                echo "FAIL no_llm_w_${tag}_$p"; fi
+        done
+    done
+done
+enc=$("$BIGMAC" simulate examples/understanding-qwen3-30b-a3b-frozen-vit.json | awk '$1 ~ /^[0-9]+$/ && NF == 11 {print $8}' | sort -u)
+[ "$enc" = "0.000" ] && echo "PASS frozen_vit_example_encoder_zero" || echo "FAIL frozen_vit_example_encoder_zero: '$enc'"
+
 if ! command -v mpirun >/dev/null; then
     echo "SKIP frozen_mpi: no mpirun (make deps installs openmpi-bin)"
     exit 0
