@@ -8,6 +8,9 @@
  * activation bytes per rank and role equal to the simulator's. */
 #include <unistd.h>
 
+#include "sim/calibrate.h"
+#include "spec/split.h"
+#include "exec/trace.h"
 #include "exec/comm.h"
 #include "table/table.h"
 #include "exec/exec.h"
@@ -425,6 +428,51 @@ TEST(measured_peaks_equal_simulated)
     check_peaks("vit,gpt");
 }
 
+/* calibrate: a frozen backbone's measured B is its input-gradient pass, bwd_ms - w_ms; the
+ * calibrated cost is a whole backward whose B part is the measured median, with the table's
+ * weight-gradient share. */
+TEST(calibrate_frozen_backbone_input_gradient)
+{
+    struct bm_spec *s = load(variant("cal.json", "gpt"));
+    struct bm_table *t = s ? plan(s, 2, 1, 0, BM_BB_1F1B, BM_POL_BIGMAC) : NULL;
+    CHECK(t != NULL);
+    if (!t) return;
+    struct bm_comm *c = bm_comm_local_new(2);
+    struct bm_exec_opts o = {0};
+    struct bm_exec *x[2] = {NULL, NULL};
+    struct bm_err err;
+    for (int r = 0; r < 2; r++) CHECK(bm_exec_new(s, t, r, c, &o, &x[r], &err) == BM_OK);
+    CHECK(x[0] && x[1] && bm_exec_run_step(x, c, 0, &err) == BM_OK);
+    const double *times[2], *mem[2];
+    int n_mem[2], n;
+    for (int r = 0; r < 2; r++) {
+        times[r] = bm_exec_op_times(x[r], &n);
+        mem[r] = bm_exec_mem_trace(x[r], &n_mem[r]);
+    }
+    struct bm_timeline *tl = NULL;
+    CHECKF(bm_exec_timeline(t, times, NULL, mem, n_mem, &tl, &err) == BM_OK, "%s", err.msg);
+    if (tl) { /* synthetic: backbone chunk F = 1, B = 3 (each chunk; summed over the 2 chunks) */
+        for (int r = 0; r < 2; r++)
+            for (int k = 0; k < t->ranks[r].n_ops; k++) {
+                const struct bm_op *op = &t->ranks[r].ops[k];
+                if (op->kind != BM_OP_COMPUTE) continue;
+                tl->ranks[r].ops[k].end_ms = tl->ranks[r].ops[k].start_ms + (op->pass == BM_PASS_F ? 1 : 3);
+            }
+        struct bm_cost costs[3];
+        CHECKF(bm_calibrate(t, tl, 0, costs, &err) == BM_OK, "%s", err.msg);
+        int bb = t->backbone_module;
+        double wf = bm_cost_w_ms(&t->modules[bb].cost) / t->modules[bb].cost.bwd_ms;
+        CHECK(wf > 0 && wf < 1);
+        CHECK_NEAR(costs[bb].bwd_ms - costs[bb].w_ms, 6, 1e-9); /* 3 + 3 over the chunks */
+        CHECK_NEAR(costs[bb].w_ms / costs[bb].bwd_ms, wf, 1e-9);
+    }
+    bm_timeline_free(tl);
+    for (int r = 0; r < 2; r++) bm_exec_free(x[r]);
+    c->ops->free(c);
+    bm_table_free(t);
+    bm_spec_free(s);
+}
+
 int main(void)
 {
     const char *tmp = getenv("TEST_TMP");
@@ -440,6 +488,7 @@ int main(void)
     RUN(frozen_backbone_passes_gradients_to_the_encoder);
     RUN(frozen_vit_and_backbone_generator_trains);
     RUN(measured_peaks_equal_simulated);
+    RUN(calibrate_frozen_backbone_input_gradient);
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd)) return 1;
     return test_summary();
