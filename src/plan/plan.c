@@ -335,7 +335,19 @@ int bm_plan_build_search(const struct bm_spec *s, const struct bm_plan_opts *opt
          * M = 16P, 1-3 ms slower (understanding 1F1B 6045 -> 6048 ms at W 7 instead of 16);
          * bench_policies unchanged. */
         if (t->policy == BM_POL_IDEAL && best_window(pl, w0, n_units, 0, 1e-9, err)) goto done;
-        if (t->policy == BM_POL_BIGMAC && opts->window == BM_WINDOW_FIT &&
+        /* every encoder frozen without backward (docs/planner.md "Frozen modules"): a window
+         * bounds outputs waiting for chunk 0, which hold no activation, so auto takes the
+         * fastest window that fits, as fit does */
+        int outputs_only = 0;
+        for (int m = 0; m < t->n_modules; m++)
+            if (t->modules[m].role == BM_ROLE_ENCODER) {
+                if (t->modules[m].backward != BM_BACKWARD_NONE) {
+                    outputs_only = 0;
+                    break;
+                }
+                outputs_only = 1;
+            }
+        if (t->policy == BM_POL_BIGMAC && (opts->window == BM_WINDOW_FIT || (opts->window == BM_WINDOW_AUTO && outputs_only)) &&
             best_window(pl, w0, n_units, 1, BM_WINDOW_GAIN, err)) goto done;
     } else {
         t->window = 0;
