@@ -428,6 +428,39 @@ TEST(measured_peaks_equal_simulated)
     check_peaks("vit,gpt");
 }
 
+/* Invariant 5 for a frozen encoder without backward: its outputs waiting on a rank for chunk 0
+ * are bounded by W*ceil(U/P). Rank 0's ViT forwards all moved to the front of its list (still
+ * executable: they need only the image) leave M/P outputs waiting: refused, naming the ViT. */
+TEST(verifier_bounds_frozen_outputs_waiting)
+{
+    struct bm_spec *s = load(variant("res.json", "vit"));
+    if (!s) return;
+    struct bm_plan_opts o;
+    struct bm_err err;
+    struct bm_table *t = NULL;
+    bm_plan_opts_from_spec(&o, s);
+    o.pp = 2, o.vpp = 1, o.microbatches = 16, o.backbone = BM_BB_1F1B, o.policy = BM_POL_BIGMAC, o.window = 3;
+    o.unit = 0;
+    CHECKF(bm_plan_build(s, &o, &t, &err) == BM_OK, "%s", err.msg);
+    if (!t) return;
+    CHECK(t->window <= 3);
+    CHECKF(bm_verify(t, &err) == BM_OK, "%s", err.msg);
+    struct bm_rank_ops *ro = &t->ranks[0];
+    int front = 0;
+    for (int i = 0; i < ro->n_ops; i++)
+        if (ro->ops[i].kind == BM_OP_COMPUTE && ro->ops[i].module == 0) {
+            struct bm_op op = ro->ops[i];
+            memmove(&ro->ops[front + 1], &ro->ops[front], (size_t)(i - front) * sizeof op);
+            ro->ops[front++] = op;
+        }
+    CHECK(front == 8);
+    CHECK(bm_verify(t, &err) == BM_ERR);
+    CHECK_STR_CONTAINS(err.msg, "invariant 5 (residency)");
+    CHECK_STR_CONTAINS(err.msg, "rank 0: encoder vit has");
+    bm_table_free(t);
+    bm_spec_free(s);
+}
+
 /* calibrate: a frozen backbone's measured B is its input-gradient pass, bwd_ms - w_ms; the
  * calibrated cost is a whole backward whose B part is the measured median, with the table's
  * weight-gradient share. */
@@ -489,6 +522,7 @@ int main(void)
     RUN(frozen_vit_and_backbone_generator_trains);
     RUN(measured_peaks_equal_simulated);
     RUN(calibrate_frozen_backbone_input_gradient);
+    RUN(verifier_bounds_frozen_outputs_waiting);
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd)) return 1;
     return test_summary();
