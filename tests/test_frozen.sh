@@ -5,7 +5,7 @@
 # train` with the ViT frozen keeps the ViT's parameters bit for bit and equals `train
 # --reference` trained with the ViT frozen (losses and parameters within 1e-4); with the
 # backbone and the generator frozen the ViT still trains (its gradient goes through both) and
-# the backbone's and generator's parameters stay bit for bit.
+# the backbone's and generator's parameters stay bit for bit; the same over 2 data-parallel replicas.
 cd "$(dirname "$0")/.."
 . tests/lib.sh
 mpi_env
@@ -118,5 +118,26 @@ for bb in 1f1b zb-h1; do
             echo "FAIL frozen_backbone_${bb}_backbone_and_generator_unchanged"
     else
         echo "FAIL frozen_backbone_${bb}_train"; sed 's/^/    /' "$T/bbgen_$bb.out" | head -10
+    fi
+done
+
+# Data parallel (2 pipelines of 2 ranks): frozen modules take no part in the gradient
+# all-reduce and no step; the result equals the reference over D replicas with the same frozen.
+for name in vit bbgen; do
+    "$BIGMAC" train "$T/$name.json" --reference --dp 2 --steps $STEPS --log "$T/ref_dp_$name.log" \
+        --dump-params "$T/ref_dp_$name.bin" >/dev/null 2>&1
+    if timeout 120 mpirun --oversubscribe -np 4 "$BIGMAC" train "$T/$name.json" --pp 2 --vpp 1 --backbone 1f1b --dp 2 \
+           --steps $STEPS --quiet --log "$T/dp_$name.log" --dump-params "$T/dp_$name.bin" >"$T/dp_$name.out" 2>&1; then
+        losses_match "frozen_${name}_dp2_losses_match_reference" "$T/dp_$name.log" "$T/ref_dp_$name.log"
+        params_match "frozen_${name}_dp2_params_match_reference" "$T/dp_$name.bin" "$T/ref_dp_$name.bin"
+        if [ $name = vit ]; then
+            cmp -s -n $VIT_BYTES "$T/dp_$name.bin" "$T/init.bin" && echo "PASS frozen_vit_dp2_vit_unchanged" ||
+                echo "FAIL frozen_vit_dp2_vit_unchanged"
+        else
+            cmp -s -i $VIT_BYTES "$T/dp_$name.bin" "$T/init.bin" && echo "PASS frozen_bbgen_dp2_unchanged" ||
+                echo "FAIL frozen_bbgen_dp2_unchanged"
+        fi
+    else
+        echo "FAIL frozen_${name}_dp2_train"; sed 's/^/    /' "$T/dp_$name.out" | head -10
     fi
 done
