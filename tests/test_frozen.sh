@@ -141,3 +141,8 @@ for name in vit bbgen; do
         echo "FAIL frozen_${name}_dp2_train"; sed 's/^/    /' "$T/dp_$name.out" | head -10
     fi
 done
+
+# the HTML report's legend marks the frozen ViT and has no ViT backward swatch
+"$BIGMAC" render "$T/vit_table.json" --format html -o "$T/vit.html" >/dev/null 2>&1
+if grep -q 'vit forward (frozen)' "$T/vit.html" && ! grep -q 'vit backward' "$T/vit.html" &&
+   grep -q 'gpt backward' "$T/vit.html"; then echo "PASS html_legend_marks_frozen"; else echo "FAIL html_legend_marks_frozen"; fi
