@@ -827,7 +827,11 @@ static int check_residency(struct ctx *c)
                          c->P);
             char a[BM_MAX_NAME + 64];
             act(c, &ro->ops[first[k]], a, sizeof a);
-            if (enc)
+            if (enc && bm_table_backward(t, k) == BM_BACKWARD_NONE)
+                msg_line(&c->msg, "  rank %d: frozen encoder %s (no backward) has %d outputs waiting "
+                         "for their consumer at op #%d %s (peak %d), limit window*ceil(unit/pp) = "
+                         "%d*%d = %d", r, md->name, lim + 1, first[k], a, peak[k], t->window, per, lim);
+            else if (enc)
                 msg_line(&c->msg, "  rank %d: encoder %s has %d live microbatches at op #%d %s "
                          "(peak %d), limit window*ceil(unit/pp) = %d*%d = %d", r, md->name,
                          lim + 1, first[k], a, peak[k], t->window, per, lim);
