@@ -182,6 +182,8 @@ struct bm_module {
                               * rerun its forward at the start of its backward), 0 = "none" */
     double spread;           /* cost.spread: sigma of log op time around the cost (measured by
                               * `bigmac calibrate`; bm_simulate_expected); 0 = none */
+    int frozen;              /* "trainable": false: no weight gradient, no optimizer state, no
+                              * gradient sync (docs/spec.md "Frozen modules"); 0 = trains */
 };
 
 struct bm_device {
@@ -315,7 +317,13 @@ struct bm_table_module {
     struct bm_cost cost;
     int recompute;           /* 1 = full activation recomputation (src/sim/cost.h) */
     double spread;           /* sigma of log op time around the cost (JSON cost.spread); 0 = none */
+    int frozen;              /* 1 = "trainable": false (JSON, written only when false) */
+    /* derived by bm_table_finish from frozen and the graph (docs/spec.md "Frozen modules"):
+     * BM_BACKWARD_FULL, BM_BACKWARD_INPUT (input gradient only: no W, no weight gradient) or
+     * BM_BACKWARD_NONE (no B, no W, nothing kept after the forward) */
+    int backward;
 };
+enum { BM_BACKWARD_FULL = 0, BM_BACKWARD_INPUT = 1, BM_BACKWARD_NONE = 2 };
 
 struct bm_flow; /* the dataflow of a table (private) */
 
@@ -411,6 +419,11 @@ BM_API int bm_table_find_module(const struct bm_table *t, const char *name);
 BM_API int bm_table_splits(const struct bm_table *t, int module);
 /* The same for every module at once, in one pass over the ops: out[0 .. n_modules-1] = 0 / 1. */
 BM_API void bm_table_split_flags(const struct bm_table *t, char *out);
+/* Frozen modules (docs/spec.md "Frozen modules"), after bm_table_finish: the module's
+ * BM_BACKWARD_FULL / _INPUT / _NONE, and whether ops of that pass exist for it at all (F always;
+ * B unless the backward is NONE; W only for a full backward, where the schedule splits it). */
+BM_API int bm_table_backward(const struct bm_table *t, int module);
+BM_API int bm_table_has_pass(const struct bm_table *t, int module, int pass);
 
 /* PyTorch-pipelining style action string for an op: backbone "2F0" (global chunk, pass, mb),
  * nested "vit:F3", comm "SEND_F:vis_emb:3>1" / "RECV_B:grad:llm.c0.out:3<1". Writes at most n bytes. */

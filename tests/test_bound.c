@@ -456,7 +456,7 @@ TEST(sure_stall_windows_do_stall)
                                 if (bm_plan_graph(s, &o, &t, &g, &err)) continue;
                                 for (int W = 1; W <= 5; W++) {
                                     struct bm_order *ord;
-                                    int sure = bm_nest_window_stalls(g, W);
+                                    int sure = bm_nest_window_stalls(g, W, &err);
                                     int rc = bm_nest(g, W, &ord, &err);
                                     if (rc == BM_OK) bm_order_free(ord);
                                     checked++;

@@ -80,6 +80,7 @@ _sig("bmpy_spec_module_name", _S, _P, _I)
 _sig("bmpy_spec_module_impl", _S, _P, _I)
 _sig("bmpy_spec_module_role", _I, _P, _I)
 _sig("bmpy_spec_module_grad_to_backbone", _I, _P, _I)
+_sig("bmpy_spec_module_trainable", _I, _P, _I)
 _sig("bmpy_spec_module_arch", None, _P, _I, _DP)
 _sig("bmpy_spec_module_layers", _I, _P, _I)
 _sig("bmpy_spec_module_cost", None, _P, _I, _DP)
@@ -229,6 +230,7 @@ class Module:
         self.role = ROLES[_lib.bmpy_spec_module_role(h, i)]
         self.impl = _lib.bmpy_spec_module_impl(h, i).decode() or None
         self.grad_to_backbone = bool(_lib.bmpy_spec_module_grad_to_backbone(h, i))
+        self.trainable = bool(_lib.bmpy_spec_module_trainable(h, i))  # "trainable": false = frozen
         self.layers = _lib.bmpy_spec_module_layers(h, i)
         a = (_C.c_double * 12)()
         _lib.bmpy_spec_module_arch(h, i, a)

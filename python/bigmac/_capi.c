@@ -128,6 +128,12 @@ int bmpy_spec_module_grad_to_backbone(const void *sp, int i)
     const struct bm_module *m = spec_module(sp, i);
     return m ? m->grad_to_backbone : 0;
 }
+/* 1 unless the module is frozen ("trainable": false; docs/spec.md "Frozen modules"). */
+int bmpy_spec_module_trainable(const void *sp, int i)
+{
+    const struct bm_module *m = spec_module(sp, i);
+    return m ? !m->frozen : 1;
+}
 /* The module's layer count for the chunk split ("layers", else arch.layers; 0 = none). */
 int bmpy_spec_module_layers(const void *sp, int i)
 {

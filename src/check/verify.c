@@ -11,7 +11,9 @@
  *                  rank already, every B follows its own F on the same rank, and every W
  *                  follows the B of the same (module, chunk, microbatch) on the same rank;
  *   5. residency   (policy bigmac, window > 0) live nested microbatches per rank are bounded
- *                  (a microbatch of a split module is live until its W).
+ *                  (a microbatch of a split module is live until its W; one of a frozen module
+ *                  without backward until the rank's last op that uses its output).
+ * A frozen module's passes that do not exist (bm_table_has_pass) are expected absent (1, 3).
  * Messages: first line "invariant N (name) violated: summary", then indented detail lines
  * that name ops by action string and position ("rank 2 op #17 1F3").
  *
@@ -320,7 +322,7 @@ static int check_counts(struct ctx *c)
     for (size_t k = 0; k < nkeys; k++) c->cpos[k] = c->cpos2[k] = -1;
     if (bm_match_build(t, &c->mt, c->err)) return BM_ERR;
 
-    int cn = 0, missing = 0, dup = 0, unmatched = 0, unexpected = 0;
+    int cn = 0, missing = 0, dup = 0, unmatched = 0, unexpected = 0, frozen = 0;
     for (int r = 0; r < c->P; r++) {
         const struct bm_rank_ops *ro = &t->ranks[r];
         for (int i = 0; i < ro->n_ops; i++) {
@@ -336,6 +338,10 @@ static int check_counts(struct ctx *c)
     for (size_t k = 0; k < nkeys; k++) {
         int u = (int)(k / (size_t)c->M / 3), pass = (int)(k / (size_t)c->M % 3);
         if (u < c->N && (u == c->bb || !c->active[u])) continue;
+        if (pass != BM_PASS_F && !bm_table_has_pass(t, u < c->N ? u : c->bb, pass)) {
+            if (c->cpos[k] >= 0) frozen++; /* a frozen module's pass that does not exist */
+            continue;
+        }
         if (pass == BM_PASS_W && !c->split[u < c->N ? u : c->bb]) {
             if (c->cpos[k] >= 0) unexpected++;
             continue;
@@ -347,10 +353,12 @@ static int check_counts(struct ctx *c)
         const struct bm_msg *e = &c->mt.msgs[k];
         if (e->n_send != 1 || e->n_recv != 1) unmatched++;
     }
-    if (!missing && !dup && !unmatched && !unexpected) return BM_OK;
+    if (!missing && !dup && !unmatched && !unexpected && !frozen) return BM_OK;
 
     msg_line(m, "invariant 1 (counts) violated: %d compute op%s missing, %d duplicated, %d "
              "unmatched send/recv", missing, missing == 1 ? "" : "s", dup, unmatched);
+    if (frozen)
+        msg_line(m, "  %d backward op%s of frozen modules that have none", frozen, frozen == 1 ? "" : "s");
     if (unexpected)
         msg_line(m, "  %d weight-gradient W op%s of the backbone, whose backward the %s schedule "
                  "does not split", unexpected, unexpected == 1 ? "" : "s", bm_backbone_name(t->backbone));
@@ -358,6 +366,16 @@ static int check_counts(struct ctx *c)
     for (size_t k = 0; k < nkeys && cn < 64; k++) {
         int u = (int)(k / (size_t)c->M / 3), pass = (int)(k / (size_t)c->M % 3);
         if (u < c->N && (u == c->bb || !c->active[u])) continue;
+        if (pass != BM_PASS_F && !bm_table_has_pass(t, u < c->N ? u : c->bb, pass)) {
+            if (c->cpos[k] < 0) continue;
+            describe_compute(c, (long long)k, d, sizeof d);
+            msg_line(m, "  unexpected: %s at rank %d op #%d (module \"%s\" is frozen and %s; "
+                     "docs/spec.md \"Frozen modules\")", d, POS_RANK(c->cpos[k]), POS_IDX(c->cpos[k]),
+                     t->modules[u < c->N ? u : c->bb].name,
+                     pass == BM_PASS_W ? "has no weight gradient" : "nothing upstream of it trains");
+            cn++;
+            continue;
+        }
         if (pass == BM_PASS_W && !c->split[u < c->N ? u : c->bb]) {
             if (c->cpos[k] < 0) continue;
             describe_compute(c, (long long)k, d, sizeof d);
@@ -499,20 +517,24 @@ static int check_order(struct ctx *c)
             rc = msg_done(&c->msg);
             break;
         }
+        /* a frozen backbone keeps only the passes it has (docs/spec.md "Frozen modules") */
+        size_t nw = 0;
+        for (size_t j = 0; j < n; j++)
+            if (want[j].pass == BM_PASS_F || bm_table_has_pass(t, c->bb, want[j].pass)) want[nw++] = want[j];
         const struct bm_rank_ops *ro = &t->ranks[r];
         size_t k = 0;
         for (int i = 0; i < ro->n_ops; i++) {
             const struct bm_op *op = &ro->ops[i];
             if (op->kind != BM_OP_COMPUTE || op->module != c->bb) continue;
             /* counts passed: exactly 2·V·M (3·V·M split) backbone ops on this rank */
-            if (k < n && op->pass == want[k].pass && op->chunk == want[k].chunk &&
+            if (k < nw && op->pass == want[k].pass && op->chunk == want[k].chunk &&
                 op->mb == want[k].mb) {
                 k++;
                 continue;
             }
             char a[BM_MAX_NAME + 64], b[BM_MAX_NAME + 64];
             act(c, op, a, sizeof a);
-            if (k < n) {
+            if (k < nw) {
                 struct bm_op w = compute_op(c->bb, want[k].chunk, want[k].pass, want[k].mb);
                 act(c, &w, b, sizeof b);
             } else {
@@ -528,13 +550,13 @@ static int check_order(struct ctx *c)
             char ctxs[512];
             size_t len = 0;
             ctxs[0] = 0;
-            for (size_t j = k; j < n && j < k + 8; j++) {
+            for (size_t j = k; j < nw && j < k + 8; j++) {
                 struct bm_op w = compute_op(c->bb, want[j].chunk, want[j].pass, want[j].mb);
                 act(c, &w, b, sizeof b);
                 len += (size_t)snprintf(ctxs + len, sizeof ctxs - len, " %s", b);
                 if (len >= sizeof ctxs) break;
             }
-            msg_line(&c->msg, "  expected from there:%s%s", ctxs, k + 8 < n ? " ..." : "");
+            msg_line(&c->msg, "  expected from there:%s%s", ctxs, k + 8 < nw ? " ..." : "");
             rc = msg_done(&c->msg);
             break;
         }
@@ -688,6 +710,43 @@ static int check_deps(struct ctx *c)
 
 /* ---------------------------------------------------------------- 5. residency */
 
+/* For a frozen module without backward (docs/planner.md "Frozen encoders"), calls visit(k, mb)
+ * for each (module k, microbatch) whose output op i of rank r uses: its own F, a compute op
+ * needing one of k's tensors, a send of one. */
+static void none_uses(struct ctx *c, const struct bm_op *op, void (*visit)(void *, int, int), void *arg)
+{
+    int pm, pc, pp;
+    if (op->kind == BM_OP_SEND) {
+        if (op->tensor >= 0 && !bm_flow_producer(c->flow, op->tensor, &pm, &pc, &pp) && pm != c->bb &&
+            bm_table_backward(c->t, pm) == BM_BACKWARD_NONE)
+            visit(arg, pm, op->mb);
+        return;
+    }
+    if (op->kind != BM_OP_COMPUTE || op->pass == BM_PASS_W) return;
+    if (op->pass == BM_PASS_F && op->module != c->bb && bm_table_backward(c->t, op->module) == BM_BACKWARD_NONE)
+        visit(arg, op->module, op->mb);
+    const struct bm_flow_op *fo = bm_flow_get(c->flow, op->module, op->chunk, op->pass);
+    for (int k = 0; fo && k < fo->n_needs; k++)
+        if (!bm_flow_producer(c->flow, fo->needs[k], &pm, &pc, &pp) && pm != c->bb && pm != op->module &&
+            bm_table_backward(c->t, pm) == BM_BACKWARD_NONE)
+            visit(arg, pm, op->mb);
+}
+
+struct lastuse { int *last; int M, i; int *live; };
+static void mark_last(void *a, int k, int mb)
+{
+    struct lastuse *u = a;
+    u->last[(size_t)k * u->M + mb] = u->i;
+}
+static void drop_last(void *a, int k, int mb)
+{
+    struct lastuse *u = a;
+    if (u->last[(size_t)k * u->M + mb] == u->i) {
+        u->live[k]--;
+        u->last[(size_t)k * u->M + mb] = -1; /* once, even when op i uses it twice */
+    }
+}
+
 static int check_residency(struct ctx *c)
 {
     const struct bm_table *t = c->t;
@@ -703,14 +762,51 @@ static int check_residency(struct ctx *c)
         bm_free(first);
         return oom(c, "residency check");
     }
+    /* a frozen module without backward: a microbatch is live on a rank from its F until the
+     * rank's last op that uses its output (the send right after it, or its consumer's F) */
+    int any_none = 0;
+    for (int k = 0; k < c->N; k++) any_none |= k != c->bb && bm_table_backward(t, k) == BM_BACKWARD_NONE;
+    struct lastuse lu = {NULL, c->M, 0, live};
+    if (any_none && !(lu.last = bm_malloc((size_t)c->N * (size_t)c->M * sizeof *lu.last))) {
+        bm_free(live);
+        bm_free(peak);
+        bm_free(first);
+        return oom(c, "residency check");
+    }
     int bad = 0;
     for (int r = 0; r < c->P; r++) {
         const struct bm_rank_ops *ro = &t->ranks[r];
         for (int k = 0; k < c->N; k++) live[k] = peak[k] = 0, first[k] = -1;
+        if (any_none) {
+            for (size_t q = 0; q < (size_t)c->N * (size_t)c->M; q++) lu.last[q] = -1;
+            for (lu.i = 0; lu.i < ro->n_ops; lu.i++) none_uses(c, &ro->ops[lu.i], mark_last, &lu);
+        }
         for (int i = 0; i < ro->n_ops; i++) {
             const struct bm_op *op = &ro->ops[i];
-            if (op->kind != BM_OP_COMPUTE || op->module == c->bb) continue;
+            if (any_none && op->kind != BM_OP_COMPUTE) { /* a send may be a last use */
+                lu.i = i;
+                none_uses(c, op, drop_last, &lu);
+            }
+            if (op->kind != BM_OP_COMPUTE || op->module == c->bb) {
+                if (any_none && op->kind == BM_OP_COMPUTE) {
+                    lu.i = i;
+                    none_uses(c, op, drop_last, &lu);
+                }
+                continue;
+            }
             int k = op->module;
+            if (bm_table_backward(t, k) == BM_BACKWARD_NONE) {
+                int lim = t->modules[k].role == BM_ROLE_ENCODER ? t->window * per : per;
+                if (op->pass == BM_PASS_F && ++live[k] > peak[k]) peak[k] = live[k];
+                if (live[k] > lim && first[k] < 0) first[k] = i;
+                lu.i = i;
+                none_uses(c, op, drop_last, &lu);
+                continue;
+            }
+            if (any_none) {
+                lu.i = i;
+                none_uses(c, op, drop_last, &lu);
+            }
             if (op->pass == (c->split[k] ? BM_PASS_W : BM_PASS_B)) {
                 live[k]--;
                 continue;
@@ -731,7 +827,11 @@ static int check_residency(struct ctx *c)
                          c->P);
             char a[BM_MAX_NAME + 64];
             act(c, &ro->ops[first[k]], a, sizeof a);
-            if (enc)
+            if (enc && bm_table_backward(t, k) == BM_BACKWARD_NONE)
+                msg_line(&c->msg, "  rank %d: frozen encoder %s (no backward) has %d outputs waiting "
+                         "for their consumer at op #%d %s (peak %d), limit window*ceil(unit/pp) = "
+                         "%d*%d = %d", r, md->name, lim + 1, first[k], a, peak[k], t->window, per, lim);
+            else if (enc)
                 msg_line(&c->msg, "  rank %d: encoder %s has %d live microbatches at op #%d %s "
                          "(peak %d), limit window*ceil(unit/pp) = %d*%d = %d", r, md->name,
                          lim + 1, first[k], a, peak[k], t->window, per, lim);
@@ -744,6 +844,7 @@ static int check_residency(struct ctx *c)
     if (bad)
         msg_line(&c->msg, "hint: a unit's encoder forwards may start only when the backward of "
                  "the unit W earlier has run (docs/design.md §6); or raise --window");
+    bm_free(lu.last);
     bm_free(live);
     bm_free(peak);
     bm_free(first);
@@ -853,6 +954,8 @@ void bm_table_peak_live(const struct bm_table *t, int *out)
         for (int i = 0; i < ro->n_ops; i++) {
             const struct bm_op *op = &ro->ops[i];
             if (op->kind != BM_OP_COMPUTE || op->module < 0 || op->module >= N) continue;
+            if (op->module != t->backbone_module && t->modules[op->module].backward == BM_BACKWARD_NONE)
+                continue; /* frozen without backward: keeps nothing after its forward */
             if (op->pass == BM_PASS_F) {
                 if (++live[op->module] > peak[op->module]) peak[op->module] = live[op->module];
             } else if (op->pass == (split[op->module] ? BM_PASS_W : BM_PASS_B) && live[op->module] > 0) {

@@ -125,6 +125,7 @@ void bm_exec_inst(const struct bm_exec *x, int i, int *module, int *chunk, int *
     *replicated = x->inst[i].chunk < 0;
 }
 
+int bm_exec_inst_frozen(const struct bm_exec *x, int i) { return x->s->modules[x->inst[i].module].frozen; }
 float *bm_exec_inst_params(struct bm_exec *x, int i, size_t *n) { return x->inst[i].ops->params(x->inst[i].self, n); }
 float *bm_exec_inst_grads(struct bm_exec *x, int i, size_t *n) { return x->inst[i].ops->grads(x->inst[i].self, n); }
 float *bm_exec_inst_moments(struct bm_exec *x, int i, size_t *n)
@@ -709,7 +710,12 @@ static int run_compute(struct bm_exec *x, int k, struct bm_err *err)
         float loss = 0;
         if ((rc = in->ops->forward(in->self, b, input, out, &loss, ctxp, err))) goto done;
         if (faulty(x, k)) fire_fault(x, out, nout, &loss);
-        size_t bytes = in->ops->ctx_bytes(*ctxp);
+        int keeps = x->t->modules[op->module].backward != BM_BACKWARD_NONE;
+        if (!keeps && *ctxp) { /* frozen, nothing upstream trains: no backward, nothing kept */
+            in->ops->ctx_free(*ctxp);
+            *ctxp = NULL;
+        }
+        size_t bytes = keeps ? in->ops->ctx_bytes(*ctxp) : 0;
         x->op_bytes[k] = bytes;
         x->live[role] += bytes;
         if (x->live[role] > x->peak[role]) x->peak[role] = x->live[role];
@@ -723,7 +729,7 @@ static int run_compute(struct bm_exec *x, int k, struct bm_err *err)
         }
         if (role == BM_ROLE_BACKBONE) x->lm[op->mb] = loss;
         else if (role == BM_ROLE_GENERATOR) x->gen[op->mb] += loss;
-        if (x->t->modules[op->module].recompute &&
+        if (keeps && x->t->modules[op->module].recompute &&
             (rc = recompute_keep(x, k, in, (int)(ctxp - x->ctx), role, input, input ? nin : 0, err)))
             goto done;
     } else {
@@ -774,8 +780,13 @@ static int run_compute(struct bm_exec *x, int k, struct bm_err *err)
             x->op_bytes[k] = kept;
             x->live[role] += kept;
             if (x->live[role] > x->peak[role]) x->peak[role] = x->live[role];
+        } else if (x->t->modules[op->module].backward == BM_BACKWARD_INPUT && in->ops->backward_input &&
+                   in->ops->wctx_free) { /* frozen: the input gradient only, no weight gradient */
+            void *w = NULL;
+            if ((rc = in->ops->backward_input(in->self, c, b, dout, x->loss_scale, out, &w, err))) goto done;
+            if (w) in->ops->wctx_free(w);
         } else if ((rc = in->ops->backward(in->self, c, b, dout, x->loss_scale, out, err))) {
-            goto done;
+            goto done; /* (a frozen module without backward_input: its weight gradient is dropped) */
         }
         if (faulty(x, k)) fire_fault(x, out, nout, NULL);
         if (out && !all_finite(out, nout)) {
@@ -909,6 +920,7 @@ void bm_exec_optimizer(struct bm_exec *x, long step)
     const struct bm_train *tr = &x->s->train;
     for (int i = 0; i < x->n_inst; i++) {
         struct inst *in = &x->inst[i];
+        if (x->s->modules[in->module].frozen) continue; /* "trainable": false: no update */
         size_t n;
         float *p = in->ops->params(in->self, &n), *g = in->ops->grads(in->self, &n);
         bm_adamw_update(p, g, in->opt, in->opt + n, n, (float)tr->lr, (float)tr->beta1, (float)tr->beta2,

@@ -96,6 +96,8 @@ int bm_exec_zero(const struct bm_exec *x);
  * non-backbone), replicated (1 = encoder/generator replica, all-reduced). */
 int bm_exec_n_inst(const struct bm_exec *x);
 void bm_exec_inst(const struct bm_exec *x, int i, int *module, int *chunk, int *replicated);
+/* 1 when instance i's module is frozen ("trainable": false): no optimizer step, no gradient sum. */
+int bm_exec_inst_frozen(const struct bm_exec *x, int i);
 /* Parameters / gradients / AdamW moments (m then v, 2n floats) of instance i. */
 float *bm_exec_inst_params(struct bm_exec *x, int i, size_t *n);
 float *bm_exec_inst_grads(struct bm_exec *x, int i, size_t *n);

@@ -147,6 +147,7 @@ static int allreduce_grads(struct bm_exec **x, struct bm_comm *c, struct bm_err 
         int module, chunk, rep;
         bm_exec_inst(x[0], i, &module, &chunk, &rep);
         if (!rep && c->dp <= 1) continue;
+        if (bm_exec_inst_frozen(x[0], i)) continue; /* no optimizer step: nothing to sum */
         size_t n = 0;
         for (int l = 0; l < c->nlocal; l++) bufs[l] = bm_exec_inst_grads(x[l], i, &n);
         rc = c->ops->allreduce_sum(c, bufs, n, rep ? BM_COMM_WORLD : BM_COMM_DP, err);

@@ -123,13 +123,17 @@ static int for_preds(const struct bm_graph *g, int id, struct bm_edge *out)
         return 1;
     }
     const struct bm_flow_op *fo = bm_flow_get(g->flow, x->module, x->chunk, x->pass);
+    /* a pass a frozen module does not have (bm_table_has_pass) stays in the graph as a task of
+     * no time whose edges carry nothing, so the policies' rules keep their shape; bm_lower
+     * leaves it out of the table */
+    int phantom = !bm_table_has_pass(t, x->module, x->pass);
     int n = 0;
     for (int i = 0; i < fo->n_needs; i++) {
         int pm, pc, pp;
         if (bm_flow_producer(g->flow, fo->needs[i], &pm, &pc, &pp)) continue;
         int pid = pm == t->backbone_module ? bm_task_bb(g, pc, pp, x->mb)
                                            : bm_task_nested(g, g->nested_slot[pm], pp, x->mb);
-        float comm = g->task[pid].rank != x->rank
+        float comm = g->task[pid].rank != x->rank && !phantom
                          ? (float)bm_cost_transfer_ms(t, fo->needs[i], g->task[pid].rank, x->rank) : 0.0f;
         int dup = 0;
         for (int j = 0; j < n; j++)

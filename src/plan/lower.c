@@ -35,6 +35,7 @@ int bm_lower(struct bm_table *t, const struct bm_graph *g, const struct bm_order
         memset(have, 0, (size_t)(nbits / 8 + 1));
         for (int i = 0; i < o->n[r] && !rc; i++) {
             const struct bm_task *x = &g->task[o->seq[r][i]];
+            if (!bm_table_has_pass(t, x->module, x->pass)) continue; /* frozen: no such op */
             if (x->pass == BM_PASS_W) { /* weight gradient: needs and makes nothing that travels */
                 rc = push_compute(t, r, x, err);
                 continue;
@@ -61,7 +62,7 @@ int bm_lower(struct bm_table *t, const struct bm_graph *g, const struct bm_order
                 int nd = 0;
                 for (int e = 0; e < x->nsucc; e++) {
                     const struct bm_task *s = &g->task[g->succ[x->succ0 + e].task];
-                    if (s->rank == r) continue;
+                    if (s->rank == r || !bm_table_has_pass(t, s->module, s->pass)) continue;
                     const struct bm_flow_op *so = bm_flow_get(f, s->module, s->chunk, s->pass);
                     int needs = 0;
                     for (int q = 0; q < so->n_needs; q++) needs |= so->needs[q] == tn;

@@ -1008,8 +1008,9 @@ int bm_nest(const struct bm_graph *g, int window, struct bm_order **out, struct 
  * wait for every chunk-0 backward of u'. When one of those backwards comes after that forward in
  * rank 0's order, no schedule of the policy exists and the list scheduler would stall: answered
  * here in O(V·M + P·units) instead of scheduling up to the stall. Only a sure cycle answers 1;
- * anything else (or no memory to look) answers 0 and the window is planned as before. */
-int bm_nest_window_stalls(const struct bm_graph *g, int window)
+ * anything else answers 0 and the window is planned as before; -1 (err set) when memory runs
+ * out, which the planner reports like any allocation failure (never a silent fallback). */
+int bm_nest_window_stalls(const struct bm_graph *g, int window, struct bm_err *err)
 {
     const struct bm_table *t = g->t;
     if (t->policy != BM_POL_BIGMAC && t->policy != BM_POL_IDEAL) return 0;
@@ -1023,9 +1024,16 @@ int bm_nest_window_stalls(const struct bm_graph *g, int window)
     char *work = bm_calloc((size_t)K * (size_t)P * (size_t)n_units, 1); /* [(k*P + r)*units + u] */
     int stalls = 0;
     struct bm_err e2;
-    if (!steps || !last_b || !idx || !list || !work ||
-        bm_backbone_order(t->backbone, P, t->vpp, M, 0, t->warmup_extra, steps, &e2))
+    if (!steps || !last_b || !idx || !list || !work) {
+        stalls = -1;
+        bm_err_set(err, "out of memory checking window %d", window);
         goto done;
+    }
+    if (bm_backbone_order(t->backbone, P, t->vpp, M, 0, t->warmup_extra, steps, &e2)) {
+        stalls = -1;
+        bm_err_set(err, "%s", e2.msg);
+        goto done;
+    }
     for (int k = 0; k < K; k++) {
         if (t->modules[g->nested_module[k]].role != BM_ROLE_ENCODER) continue;
         for (int m = 0; m < M; m++)

@@ -211,7 +211,12 @@ static int best_window(struct planner *pl, int w0, int hi, int must_fit, double 
         return BM_OK;
     }
     for (int w = next_window(w0, w0, hi); w <= hi; w = next_window(w, w0, hi)) {
-        if (bm_nest_window_stalls(pl->g, w)) continue; /* a sure stall: not scheduled */
+        int sure = bm_nest_window_stalls(pl->g, w, err);
+        if (sure < 0) {
+            rc = BM_ERR;
+            goto done;
+        }
+        if (sure) continue; /* a sure stall: not scheduled */
         if (planned == best && snapshot_take(&sn, t, err)) { /* about to be overwritten */
             rc = BM_ERR;
             goto done;
@@ -245,7 +250,9 @@ done:
 static int smallest_window(struct planner *pl, int hi, struct bm_err *err)
 {
     for (int w = 1; w <= hi; w++) {
-        if (bm_nest_window_stalls(pl->g, w)) continue; /* a sure stall: not scheduled */
+        int sure = bm_nest_window_stalls(pl->g, w, err);
+        if (sure < 0) return -1;
+        if (sure) continue; /* a sure stall: not scheduled */
         int rc = plan_with_window(pl, w, err);
         if (rc == BM_OK) return w;
         if (rc != BM_PLAN_STALL) return -1; /* out of memory is not "too small" */
@@ -316,7 +323,11 @@ int bm_plan_build_search(const struct bm_spec *s, const struct bm_plan_opts *opt
         }
         /* the cap's plan is kept aside only when a smaller window may plan over it */
         int below = 0;
-        for (int w = 1; w < cap && !below; w++) below = !bm_nest_window_stalls(pl->g, w);
+        for (int w = 1; w < cap && !below && !wrc; w++) {
+            int sure = bm_nest_window_stalls(pl->g, w, err);
+            if (sure < 0) wrc = BM_ERR;
+            below = !sure;
+        }
         if (wrc || (below && snapshot_take(&pl->cap_plan, t, err))) goto done;
         pl->cap_w = cap;
         /* a stalled window leaves t as it was, so when nothing below the cap plans, t still
@@ -335,7 +346,19 @@ int bm_plan_build_search(const struct bm_spec *s, const struct bm_plan_opts *opt
          * M = 16P, 1-3 ms slower (understanding 1F1B 6045 -> 6048 ms at W 7 instead of 16);
          * bench_policies unchanged. */
         if (t->policy == BM_POL_IDEAL && best_window(pl, w0, n_units, 0, 1e-9, err)) goto done;
-        if (t->policy == BM_POL_BIGMAC && opts->window == BM_WINDOW_FIT &&
+        /* every encoder frozen without backward (docs/planner.md "Frozen modules"): a window
+         * bounds outputs waiting for chunk 0, which hold no activation, so auto takes the
+         * fastest window that fits, as fit does */
+        int outputs_only = 0;
+        for (int m = 0; m < t->n_modules; m++)
+            if (t->modules[m].role == BM_ROLE_ENCODER) {
+                if (t->modules[m].backward != BM_BACKWARD_NONE) {
+                    outputs_only = 0;
+                    break;
+                }
+                outputs_only = 1;
+            }
+        if (t->policy == BM_POL_BIGMAC && (opts->window == BM_WINDOW_FIT || (opts->window == BM_WINDOW_AUTO && outputs_only)) &&
             best_window(pl, w0, n_units, 1, BM_WINDOW_GAIN, err)) goto done;
     } else {
         t->window = 0;

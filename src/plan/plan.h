@@ -95,7 +95,7 @@ int bm_order_times_backbone(const struct bm_graph *g, const struct bm_order *o, 
 int bm_nest(const struct bm_graph *g, int window, struct bm_order **out, struct bm_err *err);
 /* 1 when bigmac/ideal with this window certainly stall (a cycle the window closes through rank
  * 0's chunk-0 ops), so the window search need not schedule it; 0 when it may plan. */
-int bm_nest_window_stalls(const struct bm_graph *g, int window);
+int bm_nest_window_stalls(const struct bm_graph *g, int window, struct bm_err *err);
 
 /* Move single encoder ops into nominal idle gaps they fit entirely: forwards to later gaps
  * (before their consumer needs them), backwards to earlier gaps (after their gradient

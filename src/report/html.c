@@ -250,11 +250,12 @@ static int render_html(const struct bm_table *t, const struct bm_timeline *tl, c
     fprintf(f, "<div id=\"legend\">");
     for (int m = 0; m < t->n_modules; m++)
         for (int p = 0; p < 2; p++) {
+            if (p && !bm_table_has_pass(t, m, BM_PASS_B)) continue; /* frozen: no backward */
             char col[8];
             bm_report_color(t, m, p, col);
             fprintf(f, "<span class=\"sw\" style=\"background:%s\"></span>", col);
             bm_report_xml_escape(f, t->modules[m].name);
-            fprintf(f, " %s", p ? "backward" : "forward");
+            fprintf(f, " %s%s", p ? "backward" : "forward", t->modules[m].frozen ? " (frozen)" : "");
         }
     fprintf(f, "<span class=\"sw\" style=\"background:#e6e6e6\"></span>idle"
                "<span class=\"sw\" style=\"background:#d62728;height:4px\"></span>blocked in recv"

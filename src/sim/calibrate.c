@@ -160,6 +160,16 @@ int bm_calibrate_runs(const struct bm_table *t, const struct bm_timeline *const 
         /* a recomputed backward (B) reran the forward first: the backward proper is the rest */
         if (t->modules[m].recompute && !isnan(med[m * 3 + 1]) && med[m * 3 + 1] > med[m * 3])
             costs[m].bwd_ms -= med[m * 3];
+        /* a frozen module's B was the input gradient only (bwd_ms - w_ms): scale it back up to a
+         * whole backward with the table's weight-gradient share, which it keeps */
+        if (t->modules[m].backward == BM_BACKWARD_INPUT && !isnan(med[m * 3 + 1])) {
+            const struct bm_cost *c0 = &t->modules[m].cost;
+            double wf = c0->bwd_ms > 0 ? bm_cost_w_ms(c0) / c0->bwd_ms : 0.5;
+            if (wf > 0 && wf < 1) {
+                costs[m].bwd_ms /= 1 - wf;
+                costs[m].w_ms = costs[m].bwd_ms * wf;
+            }
+        }
         double share = role_fwd[role] > 0 ? med[m * 3] / role_fwd[role] : 1;
         costs[m].act_mib = role_bytes[role] * share / M / n_runs / 1048576.0;
     }
@@ -177,6 +187,9 @@ int bm_calibrate_runs(const struct bm_table *t, const struct bm_timeline *const 
 static double model_ms(const struct bm_table *t, const struct bm_cost *c, const struct bm_op *op, const char *split)
 {
     int sp = split && split[op->module];
+    if (op->pass != BM_PASS_F && t->modules[op->module].backward == BM_BACKWARD_INPUT) /* frozen */
+        return (op->pass == BM_PASS_B ? c->bwd_ms - bm_cost_w_ms(c) : 0) +
+               (op->pass == BM_PASS_B && t->modules[op->module].recompute ? c->fwd_ms : 0);
     double d = op->pass == BM_PASS_F ? c->fwd_ms
                : !sp ? (op->pass == BM_PASS_W ? 0 : c->bwd_ms)
                : op->pass == BM_PASS_W ? bm_cost_w_ms(c) : c->bwd_ms - bm_cost_w_ms(c);

@@ -24,7 +24,10 @@ double bm_cost_compute_ms(const struct bm_table *t, const struct bm_op *op, int 
     if (op->module < 0 || op->module >= t->n_modules) return 0;
     const struct bm_table_module *m = &t->modules[op->module];
     double d;
+    /* frozen (docs/spec.md "Frozen modules"): no backward at all, or an input-gradient-only B */
+    if (op->pass != BM_PASS_F && !bm_table_has_pass(t, op->module, op->pass)) return 0;
     if (op->pass == BM_PASS_F) d = m->cost.fwd_ms;
+    else if (m->backward == BM_BACKWARD_INPUT) d = m->cost.bwd_ms - bm_cost_w_ms(&m->cost);
     else if (split) { /* B: the input-gradient part, W: the weight-gradient part */
         double w = bm_cost_w_ms(&m->cost);
         d = op->pass == BM_PASS_W ? w : m->cost.bwd_ms - w;
@@ -63,6 +66,7 @@ double bm_cost_comm_ms(const struct bm_table *t, int tensor)
 double bm_cost_act_mib(const struct bm_table *t, const struct bm_op *op)
 {
     if (op->module < 0 || op->module >= t->n_modules) return 0;
+    if (t->modules[op->module].backward == BM_BACKWARD_NONE) return 0; /* frozen: nothing kept */
     if (t->act_bytes && op->mb >= 0 && op->mb < t->microbatches) {
         int C = t->pp * (t->vpp > 0 ? t->vpp : 1), c = op->chunk >= 0 && op->chunk < C ? op->chunk : 0;
         return t->act_bytes[((size_t)op->module * (size_t)C + (size_t)c) * (size_t)t->microbatches +
@@ -71,6 +75,13 @@ double bm_cost_act_mib(const struct bm_table *t, const struct bm_op *op)
     double a = t->modules[op->module].cost.act_mib;
     if (op->module == t->backbone_module) return a * bm_cost_chunk_weight(t, op->chunk);
     return a;
+}
+
+double bm_cost_module_state_mib(const struct bm_table *t, int module)
+{
+    if (module < 0 || module >= t->n_modules) return 0;
+    const struct bm_table_module *m = &t->modules[module];
+    return m->frozen ? (m->cost.param_mib > 0 ? m->cost.param_mib : 0) : m->cost.state_mib;
 }
 
 void bm_cost_state_mib(const struct bm_table *t, double *out)
@@ -89,14 +100,14 @@ void bm_cost_state_mib(const struct bm_table *t, double *out)
         out[r] = 0;
         if (bb >= 0 && bb < t->n_modules)
             for (int c = r; c < C; c += P)
-                out[r] += t->modules[bb].cost.state_mib * bm_cost_chunk_weight(t, c);
+                out[r] += bm_cost_module_state_mib(t, bb) * bm_cost_chunk_weight(t, c);
         /* replicas: a module's state counts once on every rank that computes it */
         for (int m = 0; m < t->n_modules; m++) {
             if (m == bb) continue;
             const struct bm_rank_ops *ro = &t->ranks[r];
             for (int i = 0; i < ro->n_ops; i++)
                 if (ro->ops[i].kind == BM_OP_COMPUTE && ro->ops[i].module == m) {
-                    out[r] += t->modules[m].cost.state_mib;
+                    out[r] += bm_cost_module_state_mib(t, m);
                     break;
                 }
         }
@@ -112,7 +123,8 @@ double bm_cost_memory_cap_mib(const struct bm_table *t)
 
 int bm_cost_recompute(const struct bm_table *t, int module)
 {
-    return module >= 0 && module < t->n_modules && t->modules[module].recompute;
+    return module >= 0 && module < t->n_modules && t->modules[module].recompute &&
+           t->modules[module].backward != BM_BACKWARD_NONE; /* nothing to recompute for */
 }
 
 /* out_mib of the table module producing tensor 'name'; 0 for data (no producer). */

@@ -44,6 +44,16 @@
  *     wctx_bytes) for what a split B keeps until W (more than the forward's bytes is allowed:
  *     B then adds memory).
  *
+ * Frozen modules ("trainable": false; docs/spec.md "Frozen modules"):
+ *   state:  weights only: param_mib (cost.param_mib, default state_mib / 4: the weights part of
+ *           the step's state parts, sim/step.h; no gradient, no optimizer state),
+ *           bm_cost_module_state_mib;
+ *   backward NONE (nothing upstream trains): no B, no W; its F keeps no activation (act 0,
+ *           no recomputation input either);
+ *   backward INPUT (a trainable module upstream): one B of bwd_ms - w_ms (the input gradient,
+ *           with the documented w_ms defaults; + fwd_ms when recomputed), no W, whatever the
+ *           schedule; its F keeps act_mib as any F, freed when that B ends.
+ *
  * Recomputation (module "recompute": "full", Megatron's full activation recomputation): the
  *   forward keeps only the module's input, the backward first reruns the forward.
  *   time:   B costs bwd_ms + fwd_ms (split backward: B = bwd_ms - w_ms + fwd_ms, W = w_ms),
@@ -69,6 +79,9 @@ double bm_cost_mb_scale(const struct bm_table *t, int mb);
 double bm_cost_rank_scale(const struct bm_table *t, int rank);
 /* Duration (ms) of compute op 'op' on a rank with scale 1 (multiply by bm_cost_rank_scale), without jitter. split = 1 when op's module has its
  * backward split into B and W in this table (see above); the planner passes 0. */
+/* state_mib of module on a rank hosting it: the whole of it, or a frozen module's weights
+ * (param_mib, the step's weights part: sim/step.h). */
+double bm_cost_module_state_mib(const struct bm_table *t, int module);
 double bm_cost_compute_ms(const struct bm_table *t, const struct bm_op *op, int split);
 /* Activation MiB that compute op 'op' (its F) keeps alive from its B until its W. */
 double bm_cost_act_w_mib(const struct bm_table *t, const struct bm_op *op);

@@ -57,9 +57,10 @@ static void state_parts(const struct bm_table *t, const char *h, struct bm_step_
         *o = (struct bm_step_mem){0, 0, 0};
         if (bb >= 0 && bb < t->n_modules) {
             const struct bm_table_module *m = &t->modules[bb];
-            for (int c = r; c < C; c += P) {
+            for (int c = r; c < C; c += P) { /* a frozen module: its weights only */
                 double w = bm_cost_chunk_weight(t, c);
                 o->weights_mib += bm_step_param_mib(m) * w;
+                if (m->frozen) continue;
                 o->grads_mib += bm_step_param_mib(m) * w;
                 o->optim_mib += bm_step_optim_mib(m) * w / (t->zero ? D : 1);
             }
@@ -69,6 +70,7 @@ static void state_parts(const struct bm_table *t, const char *h, struct bm_step_
             const struct bm_table_module *mo = &t->modules[m];
             int n = t->zero ? n_hosts_of(t, h, m) * D : 1;
             o->weights_mib += bm_step_param_mib(mo);
+            if (mo->frozen) continue;
             o->grads_mib += bm_step_param_mib(mo);
             o->optim_mib += bm_step_optim_mib(mo) / (n > 0 ? n : 1);
         }
@@ -185,7 +187,8 @@ int bm_step_model_ranks(const struct bm_table *t, const struct bm_timeline *tl, 
     state_parts(t, h, mem);
     int n = 0;
     const struct bm_device *dv = &t->device;
-    if (bb >= 0 && bb < NM && D > 1)
+    /* frozen modules have no gradient to synchronise (and no optimizer state: state_parts) */
+    if (bb >= 0 && bb < NM && D > 1 && !t->modules[bb].frozen)
         for (int c = 0; c < C; c++) {
             double mib = bm_step_param_mib(&t->modules[bb]) * bm_cost_chunk_weight(t, c);
             int x = spans_hosts(t, NULL, c % P);
@@ -194,7 +197,7 @@ int bm_step_model_ranks(const struct bm_table *t, const struct bm_timeline *tl, 
             if (ms > 0) cs[n++] = (struct coll){last_chunk[c], c, c % P, bb, ms};
         }
     for (int m = 0; m < NM; m++) {
-        if (m == bb) continue;
+        if (m == bb || t->modules[m].frozen) continue;
         int k = n_hosts_of(t, h, m) * D, x = spans_hosts(t, h + m, -1);
         double ms = bm_step_ring_ms(k, bm_step_param_mib(&t->modules[m]),
                                     x ? dv->inter_host_gbytes_per_s : dv->link_gbytes_per_s,

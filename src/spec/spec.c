@@ -53,7 +53,7 @@ static const char *const device_keys[] = {"memory_gib", "peak_tflops", "efficien
 static const char *const parallel_keys[] = {"pp", "vpp", "microbatches", "unit", "dp", NULL};
 static const char *const schedule_keys[] = {"backbone", "policy", "window", NULL};
 static const char *const module_keys[] = {"name", "role", "consumes", "produces", "layers", "cost",
-                                          "grad_to_backbone", "impl", "arch", "doc", "recompute", NULL};
+                                          "grad_to_backbone", "impl", "arch", "doc", "recompute", "trainable", NULL};
 static const char *const recompute_names[] = {"none", "full", NULL};
 static const char *const cost_keys[] = {"fwd_ms", "bwd_ms", "act_mib", "state_mib", "out_mib", "spread",
                                         "w_ms", "act_w_mib", "param_mib", NULL};
@@ -775,6 +775,9 @@ static int parse_module(struct ctx *c, int i, json_t *mo)
         get_strdup(c, mo, P, "impl", MAX_NAME, &m->impl) ||
         get_enum(c, mo, P, "recompute", recompute_names, &m->recompute))
         return BM_ERR;
+    int trainable = 1;
+    if (get_bool(c, mo, P, "trainable", &trainable)) return BM_ERR;
+    m->frozen = !trainable;
     const char *doc;
     if (get_str(c, mo, P, "doc", 0, &doc)) return BM_ERR;
 

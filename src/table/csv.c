@@ -83,6 +83,7 @@ int bm_csv_write(const struct bm_table *t, FILE *f)
         if (m->role == BM_ROLE_GENERATOR)
             fprintf(f, " grad_to_backbone=%s", m->grad_to_backbone ? "true" : "false");
         if (m->recompute) fprintf(f, " recompute=full");
+        if (m->frozen) fprintf(f, " trainable=false");
         put_fields(f, fields, bm_table_cost_fields(m, split, fields));
         fprintf(f, "\n");
     }
@@ -624,6 +625,10 @@ static int parse_module(struct cp *P, const struct line *L, struct bm_table *t)
             if (strcmp(v, "none") && strcmp(v, "full"))
                 return at(P, L->no, tk[i].col, "recompute must be none or full");
             m->recompute = v[0] == 'f';
+        } else if (!strcmp(k, "trainable")) {
+            if (strcmp(v, "true") && strcmp(v, "false"))
+                return at(P, L->no, tk[i].col, "trainable must be true or false");
+            m->frozen = v[0] == 'f';
         } else {
             double *dst = !strcmp(k, "fwd_ms") ? &m->cost.fwd_ms
                           : !strcmp(k, "bwd_ms") ? &m->cost.bwd_ms
@@ -632,7 +637,7 @@ static int parse_module(struct cp *P, const struct line *L, struct bm_table *t)
                           : !strcmp(k, "out_mib") ? &m->cost.out_mib
                           : !strcmp(k, "w_ms") ? &m->cost.w_ms
                           : !strcmp(k, "act_w_mib") ? &m->cost.act_w_mib : NULL;
-            if (!dst) return at(P, L->no, tk[i].col, "unknown module key \"%s\" (name, role, consumes, produces, grad_to_backbone, recompute, fwd_ms, bwd_ms, act_mib, state_mib, out_mib, w_ms, act_w_mib)", k);
+            if (!dst) return at(P, L->no, tk[i].col, "unknown module key \"%s\" (name, role, consumes, produces, grad_to_backbone, recompute, trainable, fwd_ms, bwd_ms, act_mib, state_mib, out_mib, w_ms, act_w_mib)", k);
             if (parse_dbl(P, L->no, &tk[i], v, dst)) return BM_ERR;
         }
     }

@@ -264,9 +264,57 @@ int bm_flow_producer(const struct bm_flow *f, int tensor_i, int *module, int *ch
 
 const struct bm_flow *bm_table_flow(const struct bm_table *t) { return t->flow; }
 
+/* Each module's backward from the frozen flags (docs/spec.md "Frozen modules"): a trainable
+ * module has a full backward; a frozen one an input-gradient-only backward when a module it
+ * passes gradients to (a producer of what it consumes, bm_flow_grad_flows) has a backward, so
+ * that module's gradient goes through it; otherwise none. A fixed point over at most
+ * n_modules rounds (the graph is acyclic). */
+static void derive_backward(struct bm_table *t)
+{
+    int N = t->n_modules;
+    for (int i = 0; i < N; i++)
+        t->modules[i].backward = t->modules[i].frozen ? BM_BACKWARD_NONE : BM_BACKWARD_FULL;
+    /* policy none keeps only the backbone: the modules it leaves out may train, so a frozen
+     * backbone keeps its input-gradient backward there (a baseline never faster than the real
+     * pipeline) */
+    if (t->policy == BM_POL_NONE && t->backbone_module >= 0 && t->backbone_module < N &&
+        t->modules[t->backbone_module].frozen)
+        t->modules[t->backbone_module].backward = BM_BACKWARD_INPUT;
+    for (int changed = 1, round = 0; changed && round <= N; round++) {
+        changed = 0;
+        for (int y = 0; y < N; y++) {
+            struct bm_table_module *my = &t->modules[y];
+            if (my->backward != BM_BACKWARD_NONE) continue;
+            for (int k = 0; k < my->n_consumes && my->backward == BM_BACKWARD_NONE; k++) {
+                int x = producer_of(t, my->consumes[k]);
+                if (x < 0 || x == y || t->modules[x].backward == BM_BACKWARD_NONE ||
+                    !bm_flow_grad_flows(t, x, y))
+                    continue;
+                my->backward = BM_BACKWARD_INPUT;
+                changed = 1;
+            }
+        }
+    }
+}
+
+int bm_table_backward(const struct bm_table *t, int module)
+{
+    if (module < 0 || module >= t->n_modules) return BM_BACKWARD_FULL;
+    return t->modules[module].backward;
+}
+
+int bm_table_has_pass(const struct bm_table *t, int module, int pass)
+{
+    int b = bm_table_backward(t, module);
+    if (pass == BM_PASS_F) return 1;
+    if (pass == BM_PASS_B) return b != BM_BACKWARD_NONE;
+    return b == BM_BACKWARD_FULL;
+}
+
 int bm_table_finish(struct bm_table *t, struct bm_err *err)
 {
     struct bm_flow *f;
+    derive_backward(t);
     if (bm_flow_build(t, &f, err)) return BM_ERR;
     /* the graph's tensors the table lacks join it in their flow order, so their indices stay */
     for (int i = f->n_table; i < f->n_tensors; i++) {

@@ -75,6 +75,7 @@ int bm_table_write_json(const struct bm_table *t, FILE *f)
         if (m->role == BM_ROLE_GENERATOR)
             fprintf(f, ", \"grad_to_backbone\": %s", m->grad_to_backbone ? "true" : "false");
         if (m->recompute) fprintf(f, ", \"recompute\": \"full\""); /* absent = "none" */
+        if (m->frozen) fprintf(f, ", \"trainable\": false");        /* absent = true */
         int nf = bm_table_cost_fields(m, split, fields);
         fprintf(f, ",\n   \"cost\": {");
         put_fields(f, fields, 5);
@@ -293,7 +294,7 @@ static int get_strv(struct ld *L, json_t *o, const char *path, const char *key, 
 static int load_modules(struct ld *L, json_t *root, struct bm_table *t)
 {
     static const char *const mkeys[] = {"name", "role", "consumes", "produces", "grad_to_backbone",
-                                        "cost", "recompute", NULL};
+                                        "cost", "recompute", "trainable", NULL};
     static const char *const ckeys[] = {"fwd_ms", "bwd_ms", "act_mib", "state_mib", "out_mib", "spread",
                                         "w_ms", "act_w_mib", "param_mib", NULL};
     json_t *mods = json_object_get(root, "modules");
@@ -346,6 +347,15 @@ static int load_modules(struct ld *L, json_t *root, struct bm_table *t)
                 return fail(L, q, "\"grad_to_backbone\" must be true or false");
             }
             m->grad_to_backbone = json_is_true(g);
+        }
+        json_t *tr = json_object_get(mo, "trainable");
+        if (tr) {
+            if (!json_is_boolean(tr)) {
+                char q[80];
+                snprintf(q, sizeof q, "%s.trainable", p);
+                return fail(L, q, "\"trainable\" must be true or false");
+            }
+            m->frozen = !json_is_true(tr);
         }
         json_t *rc = json_object_get(mo, "recompute");
         if (rc) {

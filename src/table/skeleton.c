@@ -33,6 +33,7 @@ static int copy_modules(struct bm_table *t, const struct bm_spec *s, struct bm_e
         d->grad_to_backbone = m->grad_to_backbone;
         d->cost = m->cost;
         d->recompute = m->recompute;
+        d->frozen = m->frozen;
         d->spread = m->spread;
         d->name = bm_strdup(m->name);
         d->consumes = copy_strv(m->consumes, m->n_consumes);

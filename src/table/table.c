@@ -153,7 +153,9 @@ int bm_table_find_module(const struct bm_table *t, const char *name)
 
 int bm_table_splits(const struct bm_table *t, int module)
 {
-    if (bm_backbone_splits(t->backbone) && (module < 0 || module == t->backbone_module)) return 1;
+    if (bm_backbone_splits(t->backbone) && (module < 0 || module == t->backbone_module) &&
+        bm_table_has_pass(t, t->backbone_module, BM_PASS_W)) /* a frozen backbone has no W */
+        return 1;
     for (int r = 0; r < t->pp; r++)
         for (int i = 0; i < t->ranks[r].n_ops; i++) {
             const struct bm_op *op = &t->ranks[r].ops[i];
@@ -165,7 +167,8 @@ int bm_table_splits(const struct bm_table *t, int module)
 
 void bm_table_split_flags(const struct bm_table *t, char *out)
 {
-    for (int m = 0; m < t->n_modules; m++) out[m] = m == t->backbone_module && bm_backbone_splits(t->backbone);
+    for (int m = 0; m < t->n_modules; m++)
+        out[m] = m == t->backbone_module && bm_backbone_splits(t->backbone) && bm_table_has_pass(t, m, BM_PASS_W);
     for (int r = 0; r < t->pp; r++)
         for (int i = 0; i < t->ranks[r].n_ops; i++) {
             const struct bm_op *op = &t->ranks[r].ops[i];
@@ -222,7 +225,8 @@ int bm_table_cost_fields(const struct bm_table_module *m, int split, struct bm_f
     out[n++] = (struct bm_field){"act_mib", m->cost.act_mib};
     out[n++] = (struct bm_field){"state_mib", m->cost.state_mib};
     out[n++] = (struct bm_field){"out_mib", m->cost.out_mib};
-    if (split) { /* only tables with a split backward carry the split's costs */
+    if (split || m->frozen) { /* only tables with a split backward (or a frozen module, whose
+                               * input-gradient-only backward costs bwd_ms - w_ms) carry them */
         out[n++] = (struct bm_field){"w_ms", bm_cost_w_ms(&m->cost)};
         out[n++] = (struct bm_field){"act_w_mib", bm_cost_act_w_frac(&m->cost) * m->cost.act_mib};
     }

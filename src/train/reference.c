@@ -295,6 +295,7 @@ int bm_ref_step(struct bm_ref *r, long step, struct bm_step_stats *st, struct bm
             return not_finite(r, step, i, "backward", -1, "parameter gradient (summed over the microbatches)", err);
     }
     for (int i = 0; i < r->n; i++) {
+        if (s->modules[i].frozen) continue; /* "trainable": false: its parameters stay */
         size_t np;
         float *p = r->ops[i]->params(r->self[i], &np), *gr = r->ops[i]->grads(r->self[i], &np);
         bm_adamw_update(p, gr, r->opt[i], r->opt[i] + np, np, (float)t->lr, (float)t->beta1,
