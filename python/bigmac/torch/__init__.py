@@ -737,8 +737,12 @@ def reference(spec, build=None, data=None, steps=None, log=None, dump=None, devi
         if not isinstance(mod, torch.nn.Module):
             raise bigmac.Error("module \"%s\": the factory returned %s, not a torch.nn.Module" % (m.name, type(mod).__name__))
         mods.append(mod.to(device))
-    params = [p for md in mods for p in md.parameters()]
-    ptrs = {p.data_ptr() for p in params}
+    for m, md in zip(spec.modules, mods):  # frozen modules: no gradient, not optimized
+        if not m.trainable:
+            for p in md.parameters():
+                p.requires_grad_(False)
+    params = [p for md in mods for p in md.parameters() if p.requires_grad]
+    ptrs = {p.data_ptr() for md in mods for p in md.parameters()}
     opt = _ex.make_optimizer(optimizer, params, spec)
     sched = _ex.make_scheduler(lr_scheduler, opt)
     clip = _ex.check_clip(clip_grad_norm)

@@ -344,8 +344,19 @@ class Executor:
                 raise bigmac.Error("backbone chunk %d gets no layer\nhint: use fewer chunks (--pp/--vpp) or more layers" % c)
             self.inst_of[(self.bb, c)] = len(self.inst)
             self.inst.append(self._make(spec.modules[self.bb], c, a, b))
-        self.params = [list(x["mod"].parameters()) for x in self.inst]
-        self.param_ptrs = {p.data_ptr() for ps in self.params for p in ps}
+        # frozen modules ("trainable": false, docs/spec.md "Frozen modules"): no gradient, no
+        # optimizer state, no gradient all-reduce; a module the table gives no backward at all
+        # runs its forward under no_grad and keeps nothing (self.no_bwd)
+        bwd = {o.module for ops in table.ops for o in ops if o.kind == bigmac.OP_COMPUTE and o.pass_ == "B"}
+        self.no_bwd = set()
+        for i, x in enumerate(self.inst):
+            if not spec.modules[x["module"]].trainable:
+                for p in x["mod"].parameters():
+                    p.requires_grad_(False)
+                if x["module"] not in bwd:
+                    self.no_bwd.add(i)
+        self.params = [[p for p in x["mod"].parameters() if p.requires_grad] for x in self.inst]
+        self.param_ptrs = {p.data_ptr() for x in self.inst for p in x["mod"].parameters()}
         tr = spec.train
         allp = [p for ps in self.params for p in ps]
         self.opt = make_optimizer(optimizer, allp, spec)
@@ -761,8 +772,9 @@ class Executor:
             acts = _Acts(self.param_ptrs)
             hooks = torch.autograd.graph.saved_tensors_hooks(acts.pack, acts.unpack) if self.track else \
                 contextlib.nullcontext()
+            nograd = torch.no_grad() if ik in self.no_bwd else contextlib.nullcontext()
             try:
-                with hooks, self._user(k, inst, "forward"):
+                with hooks, nograd, self._user(k, inst, "forward"):
                     out, loss = split_result(inst["mod"](x, b), inst["name"])
             except bigmac.Error as e:
                 if getattr(e, "rank", None) is not None:
@@ -780,7 +792,10 @@ class Executor:
                 raise self._fail(k, "loss is %s" % ("NaN" if math.isnan(float(loss)) else "Inf"))
             if out is not None and not torch.isfinite(out).all():
                 raise self._fail(k, "output is not finite (NaN or Inf)")
-            self.ctx[(ik, op.mb)] = {"in": leaves, "out": out, "loss": loss, "bytes": acts.bytes}
+            if ik in self.no_bwd:  # frozen, no backward in the table: nothing is kept
+                acts.bytes = 0
+            else:
+                self.ctx[(ik, op.mb)] = {"in": leaves, "out": out, "loss": loss, "bytes": acts.bytes}
             self.op_bytes[k] = acts.bytes
             self.live[role] += acts.bytes
             self.peak[role] = max(self.peak[role], self.live[role])
