@@ -3,9 +3,7 @@
 # pipelined under mpirun (through bm_train_main) with the same losses as the reference trainer.
 cd "$(dirname "$0")/.."
 . tests/lib.sh
-export OPENBLAS_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_rmaps_base_oversubscribe=1
-export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+mpi_env
 EX="${TEST_BUILD:-build}/examples/custom_encoder"
 SPEC=examples/custom-encoder.json
 if ! command -v mpirun >/dev/null; then echo "SKIP custom_encoder: no mpirun (make deps installs openmpi-bin)"; exit 0; fi

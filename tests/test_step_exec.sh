@@ -7,9 +7,7 @@
 # AdamW state: more than the simulator's memory model counts for unified; docs/simulator.md.)
 cd "$(dirname "$0")/.."
 . tests/lib.sh
-export OPENBLAS_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_rmaps_base_oversubscribe=1
-export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+mpi_env
 SPEC=examples/tiny-mllm.json
 PY=/usr/bin/python3
 T=$TEST_TMP/step_exec

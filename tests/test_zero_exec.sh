@@ -7,9 +7,7 @@
 # checkpoints under ZeRO-1 are refused.
 cd "$(dirname "$0")/.."
 . tests/lib.sh
-export OPENBLAS_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_rmaps_base_oversubscribe=1
-export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+mpi_env
 SPEC=examples/tiny-mllm.json
 PY=/usr/bin/python3
 T=$TEST_TMP/zero_exec
