@@ -379,20 +379,50 @@ TEST(bigmac_encoder_peak_flat_in_M_optimus_grows)
     bm_spec_free(s);
 }
 
+/* The test spec planned at P = 2 (1F1B, bigmac) and one step of it run over comm_local: the
+ * measured times and memory traces of x[0..1] are the tests' input. 1 (nothing to free) when the
+ * spec or the plan does not load. */
+struct stepped {
+    struct bm_spec *s;
+    struct bm_table *t;
+    struct bm_comm *c;
+    struct bm_exec **x;
+};
+
+static int step_once(struct stepped *st)
+{
+    *st = (struct stepped){NULL, NULL, NULL, NULL};
+    if (!(st->s = load_spec())) return 1;
+    if (!(st->t = plan(st->s, 2, 1, BM_BB_1F1B, BM_POL_BIGMAC))) {
+        bm_spec_free(st->s);
+        return 1;
+    }
+    st->c = bm_comm_local_new(2);
+    struct bm_exec_opts o = {0};
+    st->x = build(st->s, st->t, st->c, &o);
+    struct bm_err err;
+    CHECK(bm_exec_run_step(st->x, st->c, 0, &err) == BM_OK);
+    return 0;
+}
+
+static void stepped_free(struct stepped *st)
+{
+    unbuild(st->x, 2);
+    st->c->ops->free(st->c);
+    bm_table_free(st->t);
+    bm_spec_free(st->s);
+}
+
 /* A measured step whose clock-offset estimate puts one rank's first events before rank 0's
  * origin (seen under load: -0.42 ms): the timeline starts at its earliest event instead, every
  * time moved by the same amount, so the trace is written (its loader refuses negative times). */
 TEST(measured_times_before_the_origin_move_together)
 {
-    struct bm_spec *s = load_spec();
-    if (!s) return;
-    struct bm_table *t = plan(s, 2, 1, BM_BB_1F1B, BM_POL_BIGMAC);
-    if (!t) return;
-    struct bm_comm *c = bm_comm_local_new(2);
-    struct bm_exec_opts o = {0};
-    struct bm_exec **x = build(s, t, c, &o);
+    struct stepped st;
+    if (step_once(&st)) return;
+    struct bm_table *t = st.t;
+    struct bm_exec **x = st.x;
     struct bm_err err;
-    CHECK(bm_exec_run_step(x, c, 0, &err) == BM_OK);
     const double *times[2], *mem[2];
     double *early[2] = {NULL, NULL}, *mem_early[2] = {NULL, NULL};
     int n_mem[2], n;
@@ -441,25 +471,18 @@ TEST(measured_times_before_the_origin_move_together)
     bm_timeline_free(tl);
 out:
     for (int r = 0; r < 2; r++) bm_free(early[r]), bm_free(mem_early[r]);
-    unbuild(x, 2);
-    c->ops->free(c);
-    bm_table_free(t);
-    bm_spec_free(s);
+    stepped_free(&st);
 }
 
 /* calibrate: medians of the op durations (backbone: summed over chunks), act_mib from the memory
  * trace's increases == the measured ctx bytes per microbatch. */
 TEST(calibrate_from_measured_timeline)
 {
-    struct bm_spec *s = load_spec();
-    if (!s) return;
-    struct bm_table *t = plan(s, 2, 1, BM_BB_1F1B, BM_POL_BIGMAC);
-    if (!t) return;
-    struct bm_comm *c = bm_comm_local_new(2);
-    struct bm_exec_opts o = {0};
-    struct bm_exec **x = build(s, t, c, &o);
+    struct stepped st;
+    if (step_once(&st)) return;
+    struct bm_table *t = st.t;
+    struct bm_exec **x = st.x;
     struct bm_err err;
-    CHECK(bm_exec_run_step(x, c, 0, &err) == BM_OK);
     const double *times[2], *mem[2];
     int n_mem[2], n;
     double bytes[BM_N_ROLES] = {0};
@@ -524,10 +547,7 @@ TEST(calibrate_from_measured_timeline)
         bm_timeline_free(tl2);
     }
     bm_timeline_free(tl);
-    unbuild(x, 2);
-    c->ops->free(c);
-    bm_table_free(t);
-    bm_spec_free(s);
+    stepped_free(&st);
 }
 
 /* Ranks that run at different speeds: a table planned with device.rank_time_scale [1, 2] and
