@@ -147,6 +147,13 @@ fault nan "${op:-0}:nan" "bigmac: error: rank 2: op #${op:-0} "
 expect_contains fault_nan_says_not_finite "not finite"
 fault crash "5:crash" ""
 fault exit "5:exit" ""
+# mpirun ends the others with SIGTERM (SIGKILL a second later): a rank waiting then says in which
+# op, like a rank whose wait timed out, instead of vanishing without a word
+if printf '%s\n' "$OUT_TXT" | grep -Eq "^bigmac: error: rank [013]: op #[0-9]+ .*the job was ended \(signal 15"; then
+    echo "PASS fault_exit_others_name_their_op"; else
+    echo "FAIL fault_exit_others_name_their_op"; printf '%s\n' "$OUT_TXT" | head -12 | sed 's/^/    /'; fi
+if printf '%s\n' "$OUT_TXT" | grep -q "MPI_ABORT was invoked"; then
+    echo "FAIL fault_exit_others_do_not_abort_again"; else echo "PASS fault_exit_others_do_not_abort_again"; fi
 fault hang "5:hang" "no message after"
 # a rank that hangs after its last op: the others wait in the gradient all-reduce, not forever
 last=$("$BIGMAC" plan $SPEC -o - 2>/dev/null | awk '/"rank": 2/{r=1} r&&/"rank": 3/{print n-1; exit} r&&/"op":/{n++}')

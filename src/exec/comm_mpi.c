@@ -11,7 +11,9 @@
  * runs stay fast) and fails after comm->timeout_s, so a peer that hangs turns into an error
  * instead of a hang. Collectives are the non-blocking MPI-3 ones (MPI_Iallreduce, MPI_Igatherv, MPI_Ibcast) waited the same way. Errors
  * abort the whole job with MPI_Abort (a dead peer makes mpirun end every process), under a
- * watchdog that ends this process when MPI_Abort hangs (a dead link between hosts). */
+ * watchdog that ends this process when MPI_Abort hangs (a dead link between hosts). When the
+ * launcher ends the job (SIGTERM, because another rank failed), a rank that is waiting says
+ * which op it waited in before it goes, like a rank whose wait timed out. */
 #include <mpi.h>
 #include <sched.h>
 #include <signal.h>
@@ -264,6 +266,28 @@ static int timed_out(struct bm_comm *c, const char *what, int peer, const char *
  * millisecond of a wait this rank answers the probes of ranks that wait for it; in the last
  * quarter of the timeout (at most 5 s) it asks the ranks it waits for (explain), so that the
  * message is ready when the timeout comes and a rank ends as soon as it did before. */
+/* SIGTERM (mpirun ends the job when a rank failed, sending SIGTERM and SIGKILL a second later;
+ * or a user's kill): the signal's number, so that a wait in progress (poll_req) fails at once
+ * with a message naming its op instead of dying silently. A process that does not wait again
+ * ends TERM_GRACE_S seconds later all the same (SIGALRM's default action, or the abort watchdog). */
+static volatile sig_atomic_t ended_by;
+enum { TERM_GRACE_S = 3 };
+
+static void on_term(int sig)
+{
+    if (!ended_by) alarm(TERM_GRACE_S);
+    ended_by = sig;
+}
+
+static void term_install(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_term;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
 static int poll_req(struct bm_comm *c, MPI_Request *r, int block, int *done, const char *what, int peer,
                     struct bm_err *err)
 {
@@ -300,6 +324,9 @@ static int poll_req(struct bm_comm *c, MPI_Request *r, int block, int *done, con
             }
             if (T > 0 && waited > T) return timed_out(c, what, peer, why, err);
         }
+        if (ended_by)
+            return bm_err_set(err, "%s after %.1f s: the job was ended (signal %d, from its launcher when another "
+                                   "rank failed: that rank says why)", what, bm_now() - t0, (int)ended_by);
     }
 }
 
@@ -448,6 +475,7 @@ static void m_abort(struct bm_comm *c, int code)
     (void)c;
     fflush(stdout);
     fflush(stderr);
+    if (ended_by) _exit(code ? code : 1); /* the launcher is ending the job already */
     abort_code = code ? code : 1;
     signal(SIGALRM, abort_watchdog);
     alarm(ABORT_WATCHDOG_S);
@@ -660,6 +688,7 @@ struct bm_comm *bm_comm_mpi_new(int *argc, char ***argv, const struct bm_comm_mp
     }
     /* Errors come back as codes; the executor turns them into messages and MPI_Abort. */
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    term_install();
     struct bm_comm *c = bm_calloc(1, sizeof *c);
     struct mpi *m = bm_calloc(1, sizeof *m);
     if (!c || !m) {
