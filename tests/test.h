@@ -12,6 +12,29 @@
 static int t_checks_failed_now;
 static int t_passed, t_failed;
 
+/* TEST_SANITIZED is 1 in a sanitizer build (make asan). The exhaustive grids of the property
+ * tests (every P, V, M, policy, window ...) then run a deterministic sample of their cases,
+ * every TEST_SAMPLE_STRIDE-th in loop order (a stride coprime to the small inner loops, so the
+ * sample still meets every inner combination): make test runs every case, and what the
+ * sanitizers add is a check of each code path, which the sample exercises at a third of the
+ * cost (the suite's time budget, README "Tests"). */
+#if defined(__SANITIZE_ADDRESS__)
+#define TEST_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TEST_SANITIZED 1
+#endif
+#endif
+#ifndef TEST_SANITIZED
+#define TEST_SANITIZED 0
+#endif
+#define TEST_SAMPLE_STRIDE 3
+/* Whether case number *i (counted by the caller from 0, incremented here) runs. */
+static inline int test_sample(long *i)
+{
+    return !TEST_SANITIZED || (*i)++ % TEST_SAMPLE_STRIDE == 0;
+}
+
 #define CHECK(cond)                                                                 \
     do {                                                                            \
         if (!(cond)) {                                                              \
