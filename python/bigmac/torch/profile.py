@@ -1,27 +1,60 @@
-"""bigmac.torch.profile: measure a torch model's modules on this machine and return the spec with
-those costs, so `bigmac simulate` (or bigmac.simulate) predicts the torch run.
+"""bigmac.torch.profile: measure a torch model's modules and the torch executor's own costs on
+this machine and return the spec with them, so `bigmac simulate` (or bigmac.simulate) predicts
+the torch run (docs/python.md "bigmac.torch.profile").
 
-For each of `repeats` microbatches (data(0, 0), data(0, 1), ...) every module runs forward and
-backward on its own autograd graph (tensors between modules are detached leaves), so each
-module's time is its own:
-  fwd_ms, bwd_ms  median wall time of its forward / its backward
-  act_mib         median bytes its forward saves for backward (saved-tensor hooks, parameters
-                  excluded), as the executor counts them
-  state_mib       parameters + gradients + AdamW's two moments: 4 x parameter bytes (the whole
-                  module; the planner splits the backbone's by layers)
-  out_mib         median bytes of its output (what travels to the next module)
-The backbone is built whole (layers 0..L).
+Modules, each alone (tensors between modules are detached leaves), over `repeats` microbatches
+data(0, 0), data(0, 1), ...:
+  act_mib    median bytes its forward saves for backward (saved-tensor hooks, parameters
+             excluded), as the executor counts them
+  state_mib  parameters + gradients + AdamW's two moments: 4 x parameter bytes (the whole
+             module; the planner splits the backbone's by layers)
+  out_mib    median bytes of its output (what travels to the next module)
+  the saved-tensor accounting's cost: its forward with the executor's hooks against without
+  (0, not measured, with track_memory=False)
+
+The executor, with these modules (the backbone whole), on a one-rank table of the spec (the
+executor's own walk, Executor.step, no process group):
+  fwd_ms, bwd_ms  median duration of the module's F / B ops as the executor runs them (its work
+                  around the module's call: leaves, hooks, checks, the stored outputs)
+  w_ms            the backbone's weight-gradient share of its backward, from a one-rank zb-h1
+                  table (its split B and W ops)
+  per-op dispatch the mean gap between an op's start and the end of the previous op
+  step setup      data(step, mb) per microbatch and the step's start before the first op
+  optimizer       the optimizer's step per GiB of optimizer state
+
+The executor's transfers, on two ranks of a process group: the process group in use (ranks 0
+and 1 of `group` or of the default group, when it is initialised with two ranks or more:
+profile() is then a collective, every rank of the group calls it and gets rank 0's figures) or,
+when none is initialised, a 2-process gloo group on loopback that profile() starts itself
+(bigmac.torch.spawn). Executor._send and Executor._recv themselves move tensors of a few sizes
+(the header and the payload, the header's receive posted ahead as Executor.step does):
+  a ping-pong while the receiver waits: one-way latency and bandwidth (a line through the sizes)
+  a receive whose message was sent before the receiver reached it: its duration
+  the sender's time in _send (posting the header's and the payload's isend)
+  posting a header's receive and the step's start broadcast
+
+Into the spec's device (the keys `bigmac calibrate` fits from a trace, with the same meaning to
+the simulator, docs/simulator.md): op_overhead_us (dispatch, plus the sends' posting spread over
+the ops of a table's mix), recv_overhead_us, link_latency_us, link_gbytes_per_s, step_lead_us,
+optimizer_ms_per_gib. The returned Spec's .overheads holds every measured figure.
 """
 import copy
+import datetime
+import math
 import statistics
 import time
+import types
 
 import torch
+import torch.distributed as dist
 
 import bigmac
-from bigmac.torch.executor import _Acts, split_result
+from bigmac.torch.executor import _Acts, split_result, Executor, HDR, check_timeout, _takes_inputs
 
 MIB = 1048576.0
+GIB = 1073741824.0
+# the payload sizes (float32 elements) the transfers are measured at: 64 B to 1 MiB
+SIZES = (16, 4096, 65536, 262144)
 
 
 def _sync(dev):
@@ -29,11 +62,279 @@ def _sync(dev):
         torch.cuda.synchronize(dev)
 
 
-def profile(spec, build, data, repeats=5, warmup=1, device="cpu"):
+def _median(v, default=0.0):
+    return statistics.median(v) if v else default
+
+
+def _line(points):
+    """Least-squares a + b*x through [(x, y)]; b >= 0 (a falling line: the mean, b = 0)."""
+    n = len(points)
+    mx = sum(x for x, _ in points) / n
+    my = sum(y for _, y in points) / n
+    sxx = sum((x - mx) ** 2 for x, _ in points)
+    b = sum((x - mx) * (y - my) for x, y in points) / sxx if sxx > 0 else 0.0
+    if b <= 0:
+        return my, 0.0
+    return my - b * mx, b
+
+
+# ---------------------------------------------------------------- transfers
+
+class _Link:
+    """Executor._send / Executor._recv over two ranks of group, on an Executor made without its
+    constructor: the attributes those two methods (and _wait, _fail, _release) read."""
+
+    def __init__(self, group, rank, ranks, comm_cpu, device, timeout):
+        x = object.__new__(Executor)
+        x.group, x.rank, x.ranks, x.me = group, rank, ranks, ranks[rank]
+        x.P, x.D, x.M, x.step_no = 2, 1, 1, 0
+        x.comm_cpu, x.device = comm_cpu, torch.device(device)
+        x.timeout = check_timeout(timeout)
+        x.td = datetime.timedelta(seconds=x.timeout)
+        x.store, x.uses, x.hdr, x.sends, x.keep = {}, {}, {}, [], []
+        x.tensor_names, x.ops, x.msg_bytes = [], [], []
+        x._expected = lambda k: None  # the shape check: no consumer module here
+        self.x, self.n = x, 0
+
+    def _op(self, kind, tensor):
+        x = self.x
+        while len(x.tensor_names) <= tensor:
+            x.tensor_names.append("profile%d" % len(x.tensor_names))
+        x.ops.append(types.SimpleNamespace(kind=kind, tensor=tensor, mb=0, peer=1 - x.rank,
+                                           name="%s:profile%d" % ("SEND" if kind == bigmac.OP_SEND else "RECV", tensor)))
+        x.msg_bytes.append(0)
+        return len(x.ops) - 1, x.ops[-1]
+
+    def post(self, tensor):
+        """The header's receive of tensor, posted ahead as Executor.step posts them; seconds."""
+        x = self.x
+        t0 = time.perf_counter()
+        h = torch.zeros(HDR, dtype=torch.int64)
+        if not x.comm_cpu:
+            h = h.to(x.device)
+        req = dist.irecv(h, src=x.ranks[1 - x.rank], group=x.group, tag=2 * tensor)
+        x.hdr[(tensor, 0)] = (h, req)
+        return time.perf_counter() - t0
+
+    def send(self, tensor, t):
+        x = self.x
+        k, op = self._op(bigmac.OP_SEND, tensor)
+        x.store[(tensor, 0)] = t
+        x.uses[(tensor, 0)] = 1
+        x._send(k, op)
+
+    def recv(self, tensor):
+        x = self.x
+        k, op = self._op(bigmac.OP_RECV, tensor)
+        x._recv(k, op)
+        x.uses[(tensor, 0)] = 1
+        x._release((tensor, 0))
+
+    def finish(self):
+        """The sends' completion (as at the end of Executor.step)."""
+        x = self.x
+        for k, reqs in x.sends:
+            for r in reqs:
+                x._wait(r, k, "the profile's send")
+        x.sends, x.keep = [], []
+
+    def barrier(self):
+        self.x._wait(lambda: dist.barrier(group=self.x.group, async_op=True), None, "the profile's barrier")
+
+
+def _transfers(group, rank, ranks, comm_cpu, device, timeout, repeats):
+    """Rank 0 and 1's side of the transfer measurements (every figure in microseconds, per size
+    in bytes); rank 0's dict is the result."""
+    ln = _Link(group, rank, ranks, comm_cpu, device, timeout)
+    dev = torch.device("cpu" if comm_cpu else device)
+    tid = 0
+    lat, arrived, send, posts = {}, {}, {}, []
+    for n in SIZES:
+        x = torch.randn(n, device=dev)
+        nbytes = n * 4
+        rtt, rcv, snd = [], [], []
+        for i in range(repeats + 1):
+            # the receiver waits: rank 0 sends, rank 1 answers with the same tensor
+            a, b = tid, tid + 1
+            tid += 2
+            posts.append(ln.post(b if rank == 0 else a))
+            ln.barrier()
+            if rank == 0:
+                time.sleep(0.002)  # rank 1 is in its receive by now
+                t0 = time.perf_counter()
+                ln.send(a, x)
+                t1 = time.perf_counter()
+                ln.recv(b)
+                t2 = time.perf_counter()
+                if i:
+                    rtt.append(t2 - t0)
+                    snd.append(t1 - t0)
+            else:
+                ln.recv(a)
+                ln.send(b, ln.x.store.pop((a, 0), x))
+            ln.finish()
+            # the message is there before the receive starts: rank 1 times its receive
+            c = tid
+            tid += 1
+            if rank == 1:
+                ln.post(c)
+            ln.barrier()
+            if rank == 0:
+                ln.send(c, x)
+            ln.barrier()
+            if rank == 1:
+                time.sleep(0.002)  # the header has arrived by now
+                t0 = time.perf_counter()
+                ln.recv(c)
+                if i:
+                    rcv.append(time.perf_counter() - t0)
+                ln.x.store.pop((c, 0), None)
+            ln.finish()
+            ln.x.ops, ln.x.msg_bytes = [], []
+        lat[nbytes] = _median(rtt) / 2 * 1e6
+        send[nbytes] = _median(snd) * 1e6
+        arrived[nbytes] = rcv
+    # rank 1's arrived receives to rank 0
+    mine = {k: _median(v) * 1e6 for k, v in arrived.items()} if rank == 1 else None
+    obj = [mine]
+    dist.broadcast_object_list(obj, src=ranks[1], group=group)
+    arrived = obj[0]
+    # the step's start broadcast (Executor.step: rank 0's clock)
+    bc = []
+    for i in range(repeats + 1):
+        o = torch.tensor([time.time()], dtype=torch.float64)
+        o = o if comm_cpu else o.to(device)
+        t0 = time.perf_counter()
+        ln.x._wait(lambda: dist.broadcast(o, src=ranks[0], group=group, async_op=True), None, "the profile's broadcast")
+        if i:
+            bc.append(time.perf_counter() - t0)
+    return {"latency_us": lat, "send_us": send, "arrived_recv_us": arrived, "post_us": _median(posts) * 1e6,
+            "broadcast_us": _median(bc) * 1e6}
+
+
+def _transfers_spawned(rank, device, timeout, repeats):
+    return _transfers(None, rank, [0, 1], True, "cpu", timeout, repeats)
+
+
+def _measure_transfers(group, device, timeout, repeats):
+    """(figures, where): on ranks 0 and 1 of the group in use, or of a 2-process gloo group
+    started here."""
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size(group) >= 2:
+        ranks = [0, 1] if group is None else [int(r) for r in dist.get_process_group_ranks(group)[:2]]
+        me = dist.get_rank(group)
+        backend = dist.get_backend(group)
+        res = None
+        if me < 2:
+            res = _transfers(group, me, ranks, backend == "gloo", device, timeout, repeats)
+        obj = [res]
+        dist.broadcast_object_list(obj, src=ranks[0], group=group)
+        return obj[0], "the process group in use (%s, ranks %d and %d)" % (backend, ranks[0], ranks[1])
+    from bigmac.torch import spawn
+    res = spawn(_transfers_spawned, 2, (device, timeout, repeats), timeout=timeout)[0]
+    return res, "a 2-process gloo group on loopback started by profile()"
+
+
+# ---------------------------------------------------------------- the executor's walk
+
+def _walk(spec, mods, data, backbone, M, steps, device, track_memory, group):
+    """A one-rank Executor on mods (the modules profile() built; the backbone whole): per-op
+    durations (module, pass) -> [ms], the gaps between ops (us), each step's first op's start
+    (us), data() per call (us) and the optimizer's step (ms)."""
+    table = bigmac.plan(spec, pp=1, vpp=1, backbone=backbone, microbatches=M)
+    names = [m.name for m in spec.modules]
+    calls = []
+
+    def build(name, a, b):
+        return mods[names.index(name)]
+
+    if _takes_inputs(data):
+        def timed_data(step, mb, inputs=None):
+            t0 = time.perf_counter()
+            r = data(step, mb, inputs=inputs)
+            calls.append(time.perf_counter() - t0)
+            return r
+    else:
+        def timed_data(step, mb):
+            t0 = time.perf_counter()
+            r = data(step, mb)
+            calls.append(time.perf_counter() - t0)
+            return r
+    x = Executor(spec, table, build, timed_data, 0, device=device, group=group, track_memory=track_memory)
+    opt_ms = []
+    step_fn = x.opt.step
+
+    def opt_step(*a, **k):
+        t0 = time.perf_counter()
+        r = step_fn(*a, **k)
+        opt_ms.append((time.perf_counter() - t0) * 1e3)
+        return r
+    x.opt.step = opt_step
+    dur, gaps, first = {}, [], []
+    warm = 1
+    for s in range(warm + steps):
+        del calls[:]
+        x.step(s)
+        if s < warm:
+            del opt_ms[:]
+            continue
+        prev = None
+        for op, t in zip(x.ops, x.times):
+            if op.kind != bigmac.OP_COMPUTE:
+                continue
+            dur.setdefault((op.module, op.pass_), []).append(t[1] - t[0])
+            if prev is None:
+                first.append(t[0] * 1e3)
+            else:
+                gaps.append((t[0] - prev) * 1e3)
+            prev = t[1]
+    return dur, gaps, first, [c * 1e6 for c in calls], opt_ms
+
+
+def _single_group():
+    """A one-rank group of this process when a larger group is initialised (every rank makes
+    every one-rank group, in order, as torch.distributed.new_group requires); None otherwise."""
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return None
+    gs = [dist.new_group([r]) for r in range(dist.get_world_size())]
+    return gs[dist.get_rank()]
+
+
+def _mix(table):
+    """(compute, send, recv ops, F microbatches) of rank 0 of table."""
+    ops = table.ops[0]
+    return (sum(o.kind == bigmac.OP_COMPUTE for o in ops), sum(o.kind == bigmac.OP_SEND for o in ops),
+            sum(o.kind == bigmac.OP_RECV for o in ops),
+            len({o.mb for o in ops if o.kind == bigmac.OP_COMPUTE and o.pass_ == "F"}))
+
+
+# ---------------------------------------------------------------- profile
+
+def profile(spec, build, data, repeats=5, warmup=1, device="cpu", track_memory=True, executor=True, table=None,
+            group=None, timeout=None):
     """Measure every module of spec (built by build(name, layer_begin, layer_end), fed by
-    data(step, mb)) and return a new bigmac.Spec whose modules carry the measured "cost"."""
+    data(step, mb)) and, with executor=True, the torch executor's own costs, and return a new
+    bigmac.Spec whose modules carry the measured "cost" and whose "device" the executor's
+    figures (the keys `bigmac calibrate` writes). track_memory: as train(track_memory=), whether
+    the saved-tensor accounting is measured into the op times. table: the op mix the sends'
+    posting is spread over (default: the spec planned with its own settings, at least 2 ranks).
+    group: the process group whose ranks 0 and 1 the transfers are measured on (default: the
+    default group when initialised; else profile() starts a 2-process gloo group). The Spec's
+    .overheads holds every measured figure (docs/python.md)."""
     spec = bigmac.load_spec(spec)
+    for name, v, lo in (("repeats", repeats, 1), ("warmup", warmup, 0)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+            raise bigmac.Error("profile: %s: expected an integer >= %d, got %r" % (name, lo, v))
+    if not isinstance(track_memory, bool):
+        raise bigmac.Error("profile: track_memory: expected True or False, got %r" % (track_memory,))
+    if table is not None and not isinstance(table, bigmac.Table):
+        raise bigmac.Error("profile: table: expected a bigmac.Table, got %s" % type(table).__name__)
+    timeout = check_timeout(timeout)
     dev = torch.device(device)
+    over = {"track_memory": track_memory}
+    # the transfers first: the spawned group forks this process before it has run any module
+    if executor:
+        tr, where = _measure_transfers(group, device, timeout, max(repeats, 5))
+        over["transfers_on"] = where
     mods = []
     for m in spec.modules:
         L = m.layers if m.role == "backbone" else 0
@@ -44,17 +345,20 @@ def profile(spec, build, data, repeats=5, warmup=1, device="cpu"):
         mods.append(mod.to(dev))
     ptrs = {p.data_ptr() for md in mods for p in md.parameters()}
     n = len(spec.modules)
-    fwd, bwd, act, out = ([[] for _ in range(n)] for _ in range(4))
+    fwd, bwd, act, out, bare = ([[] for _ in range(n)] for _ in range(5))
     enc = [i for i, m in enumerate(spec.modules) if m.role == "encoder"]
     gens = [i for i, m in enumerate(spec.modules) if m.role == "generator"]
     bb = spec.backbone_module
     M = spec.microbatches or 1
 
-    def fw(i, x, b):
+    def fw(i, x, b, hooks=True):
         acts = _Acts(ptrs)
         _sync(dev)
         t0 = time.perf_counter()
-        with torch.autograd.graph.saved_tensors_hooks(acts.pack, acts.unpack):
+        if hooks:
+            with torch.autograd.graph.saved_tensors_hooks(acts.pack, acts.unpack):
+                o, loss = split_result(mods[i](x, b), spec.modules[i].name)
+        else:
             o, loss = split_result(mods[i](x, b), spec.modules[i].name)
         _sync(dev)
         return o, loss, (time.perf_counter() - t0) * 1e3, acts.bytes
@@ -75,22 +379,28 @@ def profile(spec, build, data, repeats=5, warmup=1, device="cpu"):
         rec = {}
         eouts = []
         for i in enc:
+            if track_memory:  # the same forward without the hooks: what the accounting costs
+                rec.setdefault("bare", {})[i] = fw(i, None, b, hooks=False)[2]
             o, _, ms, nb = fw(i, None, b)
             rec[i] = (ms, nb, o.numel() * o.element_size())
             eouts.append(o)
         leaves = [o.detach().requires_grad_() for o in eouts]
-        x = leaves[0] if len(leaves) == 1 else torch.cat(leaves, 0)
+        x = leaves[0] if len(leaves) == 1 else torch.cat(leaves, 0) if leaves else None
+        if track_memory:
+            rec.setdefault("bare", {})[bb] = fw(bb, x, b, hooks=False)[2]
         hid, lm, ms, nb = fw(bb, x, b)
         rec[bb] = (ms, nb, hid.numel() * hid.element_size() if hid is not None else 0)
         hleaf = hid.detach().requires_grad_() if hid is not None else None
         gl = []
         for g in gens:
+            if track_memory:
+                rec.setdefault("bare", {})[g] = fw(g, hleaf, b, hooks=False)[2]
             _, l, ms, nb = fw(g, hleaf, b)
             rec[g] = (ms, nb, 0)
             gl.append(l)
         bt = {}
         for g, l in zip(gens, gl):
-            bt[g] = bw([l * (1.0 / M)], [None])
+            bt[g] = bw([l * (1.0 / M) if l is not None else None], [None])
         dh = hleaf.grad if hleaf is not None and hleaf.grad is not None else None
         bt[bb] = bw([lm * (1.0 / M) if lm is not None else None, hid], [None, dh])
         for k, i in enumerate(enc):
@@ -104,10 +414,69 @@ def profile(spec, build, data, repeats=5, warmup=1, device="cpu"):
                 act[i].append(rec[i][1])
                 out[i].append(rec[i][2])
                 bwd[i].append(bt[i])
+                bare[i].append(rec.get("bare", {}).get(i, rec[i][0]))
     d = copy.deepcopy(spec.to_dict())
+    over["module_ms"] = {}
+    over["hooks_us"] = {}
+    outs = []
     for i, m in enumerate(d["modules"]):
         pbytes = sum(p.numel() * p.element_size() for p in mods[i].parameters())
-        m["cost"] = {"fwd_ms": round(statistics.median(fwd[i]), 6), "bwd_ms": round(statistics.median(bwd[i]), 6),
-                     "act_mib": round(statistics.median(act[i]) / MIB, 9), "state_mib": round(4 * pbytes / MIB, 9),
-                     "out_mib": round(statistics.median(out[i]) / MIB, 9)}
-    return bigmac.load_spec(d, name=(spec.path or spec.name) + " (profiled)")
+        m["cost"] = {"fwd_ms": round(_median(fwd[i]), 6), "bwd_ms": round(_median(bwd[i]), 6),
+                     "act_mib": round(_median(act[i]) / MIB, 9), "state_mib": round(4 * pbytes / MIB, 9),
+                     "out_mib": round(_median(out[i]) / MIB, 9)}
+        over["module_ms"][m["name"]] = (m["cost"]["fwd_ms"], m["cost"]["bwd_ms"])
+        over["hooks_us"][m["name"]] = max(0.0, (_median(fwd[i]) - _median(bare[i])) * 1e3) if track_memory else 0.0
+        if _median(out[i]) > 0:
+            outs.append(_median(out[i]))
+    if not executor:
+        s = bigmac.load_spec(d, name=(spec.path or spec.name) + " (profiled)")
+        s.overheads = over
+        return s
+    # the executor's walk: op times, dispatch, step setup, optimizer
+    base = bigmac.load_spec(d)
+    one = _single_group()
+    dur, gaps, first, calls, opt_ms = _walk(base, mods, data, "1f1b", max(1, min(M, max(repeats, 4))), 2, device,
+                                            track_memory, one)
+    for i, m in enumerate(d["modules"]):
+        for p, key in (("F", "fwd_ms"), ("B", "bwd_ms")):
+            if dur.get((i, p)):
+                m["cost"][key] = round(_median(dur[(i, p)]), 6)
+    bbm = d["modules"][bb]
+    if spec.modules[bb].trainable:
+        try:
+            zdur = _walk(bigmac.load_spec(d), mods, data, "zb-h1", max(1, min(M, max(repeats, 4))), 2, device,
+                         track_memory, one)[0]
+        except bigmac.Error:
+            zdur = {}
+        bs, ws = _median(zdur.get((bb, "B"), [])), _median(zdur.get((bb, "W"), []))
+        if bs > 0 and ws > 0:
+            bbm["cost"]["w_ms"] = round(bbm["cost"]["bwd_ms"] * ws / (bs + ws), 6)
+            over["w_share"] = ws / (bs + ws)
+    dispatch = sum(gaps) / len(gaps) if gaps else 0.0
+    mix = table if table is not None else bigmac.plan(spec, pp=max(2, spec.pp))
+    nc, ns, nr, nf = _mix(mix)
+    typ = _median(outs, 4.0)
+    lat0, lat1 = _line(sorted(tr["latency_us"].items()))
+    snd0, snd1 = _line(sorted(tr["send_us"].items()))
+    rcv0, rcv1 = _line(sorted(tr["arrived_recv_us"].items()))
+    send_us = snd0 + snd1 * typ
+    nops = max(1, nc + ns + nr)
+    optim_gib = sum(2 * sum(p.numel() * p.element_size() for p in md.parameters() if p.requires_grad)
+                    for md in mods) / GIB
+    setup_us = max(0.0, _median(first) - dispatch)  # zeroing the gradients, the walk's start
+    dv = d.setdefault("device", {})
+    dv["op_overhead_us"] = round(dispatch + send_us * ns / nops, 3)
+    dv["recv_overhead_us"] = round(max(0.0, rcv0 + rcv1 * typ), 3)
+    dv["link_latency_us"] = round(max(0.0, lat0), 3)
+    dv["link_gbytes_per_s"] = round(min(1e6, 1e-3 / lat1), 6) if lat1 > 0 else 1e6
+    dv["step_lead_us"] = round(nf * _median(calls) + nr * tr["post_us"] + tr["broadcast_us"] + setup_us, 3)
+    dv["optimizer_ms_per_gib"] = round(_median(opt_ms) / optim_gib, 6) if optim_gib > 0 and opt_ms else 0.0
+    over.update({
+        "dispatch_us": dispatch, "send_us": send_us, "data_us": _median(calls), "setup_us": setup_us,
+        "header_post_us": tr["post_us"], "broadcast_us": tr["broadcast_us"], "optimizer_ms": _median(opt_ms),
+        "latency_us": tr["latency_us"], "arrived_recv_us": tr["arrived_recv_us"], "send_us_by_size": tr["send_us"],
+        "mix": {"compute": nc, "send": ns, "recv": nr, "forward_microbatches": nf},
+        "message_bytes": typ})
+    s = bigmac.load_spec(d, name=(spec.path or spec.name) + " (profiled)")
+    s.overheads = over
+    return s
