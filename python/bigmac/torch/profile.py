@@ -40,7 +40,6 @@ optimizer_ms_per_gib. The returned Spec's .overheads holds every measured figure
 """
 import copy
 import datetime
-import math
 import statistics
 import time
 import types
@@ -49,7 +48,7 @@ import torch
 import torch.distributed as dist
 
 import bigmac
-from bigmac.torch.executor import _Acts, split_result, Executor, HDR, check_timeout, _takes_inputs
+from bigmac.torch.executor import _Acts, split_result, Executor, HDR, check_timeout, check_table, _takes_inputs
 
 MIB = 1048576.0
 GIB = 1073741824.0
@@ -64,6 +63,14 @@ def _sync(dev):
 
 def _median(v, default=0.0):
     return statistics.median(v) if v else default
+
+
+def _spin(seconds):
+    """Wait without sleeping (a sleeping thread wakes on a cold core: the timed call after it
+    would pay that, which the executor's ops, one after the other, do not)."""
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
 
 
 def _line(points):
@@ -160,7 +167,7 @@ def _transfers(group, rank, ranks, comm_cpu, device, timeout, repeats):
             posts.append(ln.post(b if rank == 0 else a))
             ln.barrier()
             if rank == 0:
-                time.sleep(0.002)  # rank 1 is in its receive by now
+                _spin(0.002)  # rank 1 is in its receive by now
                 t0 = time.perf_counter()
                 ln.send(a, x)
                 t1 = time.perf_counter()
@@ -183,7 +190,7 @@ def _transfers(group, rank, ranks, comm_cpu, device, timeout, repeats):
                 ln.send(c, x)
             ln.barrier()
             if rank == 1:
-                time.sleep(0.002)  # the header has arrived by now
+                _spin(0.002)  # the header has arrived by now
                 t0 = time.perf_counter()
                 ln.recv(c)
                 if i:
@@ -210,28 +217,6 @@ def _transfers(group, rank, ranks, comm_cpu, device, timeout, repeats):
             bc.append(time.perf_counter() - t0)
     return {"latency_us": lat, "send_us": send, "arrived_recv_us": arrived, "post_us": _median(posts) * 1e6,
             "broadcast_us": _median(bc) * 1e6}
-
-
-def _transfers_spawned(rank, device, timeout, repeats):
-    return _transfers(None, rank, [0, 1], True, "cpu", timeout, repeats)
-
-
-def _measure_transfers(group, device, timeout, repeats):
-    """(figures, where): on ranks 0 and 1 of the group in use, or of a 2-process gloo group
-    started here."""
-    if dist.is_available() and dist.is_initialized() and dist.get_world_size(group) >= 2:
-        ranks = [0, 1] if group is None else [int(r) for r in dist.get_process_group_ranks(group)[:2]]
-        me = dist.get_rank(group)
-        backend = dist.get_backend(group)
-        res = None
-        if me < 2:
-            res = _transfers(group, me, ranks, backend == "gloo", device, timeout, repeats)
-        obj = [res]
-        dist.broadcast_object_list(obj, src=ranks[0], group=group)
-        return obj[0], "the process group in use (%s, ranks %d and %d)" % (backend, ranks[0], ranks[1])
-    from bigmac.torch import spawn
-    res = spawn(_transfers_spawned, 2, (device, timeout, repeats), timeout=timeout)[0]
-    return res, "a 2-process gloo group on loopback started by profile()"
 
 
 # ---------------------------------------------------------------- the executor's walk
@@ -291,10 +276,8 @@ def _walk(spec, mods, data, backbone, M, steps, device, track_memory, group):
 
 
 def _single_group():
-    """A one-rank group of this process when a larger group is initialised (every rank makes
-    every one-rank group, in order, as torch.distributed.new_group requires); None otherwise."""
-    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
-        return None
+    """A one-rank group of this process, for the one-rank walk (every rank of the default group
+    makes every one-rank group, in order, as torch.distributed.new_group requires)."""
     gs = [dist.new_group([r]) for r in range(dist.get_world_size())]
     return gs[dist.get_rank()]
 
@@ -307,34 +290,11 @@ def _mix(table):
             len({o.mb for o in ops if o.kind == bigmac.OP_COMPUTE and o.pass_ == "F"}))
 
 
-# ---------------------------------------------------------------- profile
+# ---------------------------------------------------------------- the modules alone
 
-def profile(spec, build, data, repeats=5, warmup=1, device="cpu", track_memory=True, executor=True, table=None,
-            group=None, timeout=None):
-    """Measure every module of spec (built by build(name, layer_begin, layer_end), fed by
-    data(step, mb)) and, with executor=True, the torch executor's own costs, and return a new
-    bigmac.Spec whose modules carry the measured "cost" and whose "device" the executor's
-    figures (the keys `bigmac calibrate` writes). track_memory: as train(track_memory=), whether
-    the saved-tensor accounting is measured into the op times. table: the op mix the sends'
-    posting is spread over (default: the spec planned with its own settings, at least 2 ranks).
-    group: the process group whose ranks 0 and 1 the transfers are measured on (default: the
-    default group when initialised; else profile() starts a 2-process gloo group). The Spec's
-    .overheads holds every measured figure (docs/python.md)."""
-    spec = bigmac.load_spec(spec)
-    for name, v, lo in (("repeats", repeats, 1), ("warmup", warmup, 0)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < lo:
-            raise bigmac.Error("profile: %s: expected an integer >= %d, got %r" % (name, lo, v))
-    if not isinstance(track_memory, bool):
-        raise bigmac.Error("profile: track_memory: expected True or False, got %r" % (track_memory,))
-    if table is not None and not isinstance(table, bigmac.Table):
-        raise bigmac.Error("profile: table: expected a bigmac.Table, got %s" % type(table).__name__)
-    timeout = check_timeout(timeout)
-    dev = torch.device(device)
-    over = {"track_memory": track_memory}
-    # the transfers first: the spawned group forks this process before it has run any module
-    if executor:
-        tr, where = _measure_transfers(group, device, timeout, max(repeats, 5))
-        over["transfers_on"] = where
+def _modules(spec, build, data, repeats, warmup, dev, track_memory):
+    """Build every module (the backbone whole) and run each alone on `repeats` microbatches:
+    (modules, {name: fwd_ms, bwd_ms, act bytes, out bytes, hook us}) (medians)."""
     mods = []
     for m in spec.modules:
         L = m.layers if m.role == "backbone" else 0
@@ -373,29 +333,27 @@ def profile(spec, build, data, repeats=5, warmup=1, device="cpu", track_memory=T
         _sync(dev)
         return (time.perf_counter() - t0) * 1e3
 
+    def run(i, x, b, rec):
+        if track_memory:  # the same forward without the hooks: what the accounting costs
+            rec.setdefault("bare", {})[i] = fw(i, x, b, hooks=False)[2]
+        return fw(i, x, b)
+
     for r in range(warmup + repeats):
         b = data(0, r % M)
-        keep = r >= warmup
         rec = {}
         eouts = []
         for i in enc:
-            if track_memory:  # the same forward without the hooks: what the accounting costs
-                rec.setdefault("bare", {})[i] = fw(i, None, b, hooks=False)[2]
-            o, _, ms, nb = fw(i, None, b)
+            o, _, ms, nb = run(i, None, b, rec)
             rec[i] = (ms, nb, o.numel() * o.element_size())
             eouts.append(o)
         leaves = [o.detach().requires_grad_() for o in eouts]
         x = leaves[0] if len(leaves) == 1 else torch.cat(leaves, 0) if leaves else None
-        if track_memory:
-            rec.setdefault("bare", {})[bb] = fw(bb, x, b, hooks=False)[2]
-        hid, lm, ms, nb = fw(bb, x, b)
+        hid, lm, ms, nb = run(bb, x, b, rec)
         rec[bb] = (ms, nb, hid.numel() * hid.element_size() if hid is not None else 0)
         hleaf = hid.detach().requires_grad_() if hid is not None else None
         gl = []
         for g in gens:
-            if track_memory:
-                rec.setdefault("bare", {})[g] = fw(g, hleaf, b, hooks=False)[2]
-            _, l, ms, nb = fw(g, hleaf, b)
+            _, l, ms, nb = run(g, hleaf, b, rec)
             rec[g] = (ms, nb, 0)
             gl.append(l)
         bt = {}
@@ -408,75 +366,178 @@ def profile(spec, build, data, repeats=5, warmup=1, device="cpu", track_memory=T
             bt[i] = bw([eouts[k]], [g if g is not None else torch.zeros_like(eouts[k])])
         for md in mods:
             md.zero_grad(set_to_none=True)
-        if keep:
+        if r >= warmup:
             for i in range(n):
                 fwd[i].append(rec[i][0])
                 act[i].append(rec[i][1])
                 out[i].append(rec[i][2])
                 bwd[i].append(bt[i])
                 bare[i].append(rec.get("bare", {}).get(i, rec[i][0]))
-    d = copy.deepcopy(spec.to_dict())
-    over["module_ms"] = {}
-    over["hooks_us"] = {}
-    outs = []
-    for i, m in enumerate(d["modules"]):
-        pbytes = sum(p.numel() * p.element_size() for p in mods[i].parameters())
-        m["cost"] = {"fwd_ms": round(_median(fwd[i]), 6), "bwd_ms": round(_median(bwd[i]), 6),
-                     "act_mib": round(_median(act[i]) / MIB, 9), "state_mib": round(4 * pbytes / MIB, 9),
-                     "out_mib": round(_median(out[i]) / MIB, 9)}
-        over["module_ms"][m["name"]] = (m["cost"]["fwd_ms"], m["cost"]["bwd_ms"])
-        over["hooks_us"][m["name"]] = max(0.0, (_median(fwd[i]) - _median(bare[i])) * 1e3) if track_memory else 0.0
-        if _median(out[i]) > 0:
-            outs.append(_median(out[i]))
-    if not executor:
-        s = bigmac.load_spec(d, name=(spec.path or spec.name) + " (profiled)")
-        s.overheads = over
-        return s
-    # the executor's walk: op times, dispatch, step setup, optimizer
-    base = bigmac.load_spec(d)
+    res = {}
+    for i, m in enumerate(spec.modules):
+        res[m.name] = {"fwd_ms": max(1e-6, _median(fwd[i])), "bwd_ms": max(1e-6, _median(bwd[i])), "act": _median(act[i]),
+                       "out": _median(out[i]), "params": sum(p.numel() * p.element_size() for p in mods[i].parameters()),
+                       "hooks_us": max(0.0, (_median(fwd[i]) - _median(bare[i])) * 1e3) if track_memory else 0.0}
+    return mods, res
+
+
+# ---------------------------------------------------------------- every measurement, on one rank
+
+def _measure(rank, group, ranks, comm_cpu, spec, build, data, repeats, warmup, device, track_memory, split, walk_mb,
+             timeout):
+    """Rank `rank` (0 or 1 measure, every rank of group runs the modules and the walk at once,
+    as a pipeline keeps every rank busy) of group: the modules alone, the one-rank walk, the
+    transfers. Rank 0 returns the figures, compute figures averaged over ranks 0 and 1."""
+    dev = torch.device(device)
     one = _single_group()
-    dur, gaps, first, calls, opt_ms = _walk(base, mods, data, "1f1b", max(1, min(M, max(repeats, 4))), 2, device,
+    dist.barrier(group=group)
+    mods, alone = _modules(spec, build, data, repeats, warmup, dev, track_memory)
+    dur, gaps, first, calls, opt_ms = _walk(spec, mods, data, "zb-h1" if split else "1f1b", walk_mb, 2, device,
                                             track_memory, one)
+    optim = sum(2 * sum(p.numel() * p.element_size() for p in md.parameters() if p.requires_grad) for md in mods)
+    del mods
+    mine = {"alone": alone, "ops": {k: _median(v) for k, v in dur.items()},
+            "dispatch_us": sum(gaps) / len(gaps) if gaps else 0.0, "first_us": _median(first),
+            "data_us": _median(calls), "optimizer_ms": _median(opt_ms), "optim_bytes": optim}
+    dist.barrier(group=group)
+    tr = _transfers(group, rank, ranks, comm_cpu, device, timeout, max(repeats, 5)) if rank < 2 else None
+    obj = [mine if rank == 1 else None]
+    dist.broadcast_object_list(obj, src=ranks[1], group=group)
+    if rank != 0:
+        return None
+    other = obj[0]
+
+    def avg(a, b):  # the two ranks' figures, averaged (dicts: key by key)
+        if isinstance(a, dict):
+            return {k: avg(a[k], b[k]) if k in b else a[k] for k in a}
+        return (a + b) / 2.0 if isinstance(a, float) else a
+    out = avg(mine, other)
+    out["transfers"] = tr
+    return out
+
+
+def _measure_spawned(rank, *args):
+    return _measure(rank, None, [0, 1], True, *args)
+
+
+# ---------------------------------------------------------------- profile
+
+def profile(spec, build, data, repeats=5, warmup=1, device="cpu", track_memory=True, executor=True, table=None,
+            timeout=None):
+    """Measure every module of spec (built by build(name, layer_begin, layer_end), fed by
+    data(step, mb)) and, with executor=True (the default), the torch executor's own costs, and
+    return a new bigmac.Spec whose modules carry the measured "cost" and whose "device" the
+    executor's figures (the keys `bigmac calibrate` writes); .overheads holds every figure.
+
+    track_memory: as train(track_memory=): whether the saved-tensor accounting runs in the
+    measured ops. table: the table the prediction is for (default: the spec planned with its
+    own settings at pp >= 2): its ops' mix spreads the sends' cost over the per-op dispatch, and
+    a split backward in it (zb-h1, ...) has the backbone's B and W measured as split. The
+    process group: the default group when one is initialised (of two ranks or more: every rank
+    calls profile(), ranks 0 and 1 measure the transfers, every rank gets the same spec);
+    without one, profile() starts a 2-process gloo group on loopback (bigmac.torch.spawn: build
+    and data run in the forked processes). timeout: seconds any wait may take (train's).
+    executor=False: the modules alone in this process (compute only), no group."""
+    spec = bigmac.load_spec(spec)
+    for name, v, lo in (("repeats", repeats, 1), ("warmup", warmup, 0)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+            raise bigmac.Error("profile: %s: expected an integer >= %d, got %r" % (name, lo, v))
+    for name, v in (("track_memory", track_memory), ("executor", executor)):
+        if not isinstance(v, bool):
+            raise bigmac.Error("profile: %s: expected True or False, got %r" % (name, v))
+    if table is not None and not isinstance(table, bigmac.Table):
+        raise bigmac.Error("profile: table: expected a bigmac.Table, got %s" % type(table).__name__)
+    timeout = check_timeout(timeout)
+    names = [m.name for m in spec.modules]
+    d = copy.deepcopy(spec.to_dict())
+    over = {"track_memory": track_memory, "executor": executor}
+    if not executor:
+        _, alone = _modules(spec, build, data, repeats, warmup, torch.device(device), track_memory)
+        _costs(d, alone)
+        over["module_ms"] = {k: (v["fwd_ms"], v["bwd_ms"]) for k, v in alone.items()}
+        over["hooks_us"] = {k: v["hooks_us"] for k, v in alone.items()}
+        return _spec(d, spec, over)
+    if table is None:
+        try:
+            table = bigmac.plan(spec, pp=max(2, spec.pp))
+        except bigmac.Error as e:
+            raise bigmac.Error("profile: planning %s at pp %d for the op mix: %s\nhint: pass table= (the table you "
+                               "will run)" % (spec.path or spec.name, max(2, spec.pp), e)) from e
+    else:
+        try:
+            check_table(spec, table)
+        except bigmac.Error as e:
+            raise bigmac.Error("profile: table: %s" % e) from e
+    split = any(o.kind == bigmac.OP_COMPUTE and o.pass_ == "W" for ops in table.ops for o in ops)
+    M = spec.microbatches or 1
+    args = (spec, build, data, repeats, warmup, device, track_memory, split, max(1, min(M, max(repeats, 4))), timeout)
+    if dist.is_available() and dist.is_initialized():
+        group = None
+        n = dist.get_world_size(group)
+        if n < 2:
+            raise bigmac.Error("profile: the process group in use has %d rank; the transfers need two\nhint: call "
+                               "profile() on every rank of a group of two or more, before initialising one (profile() "
+                               "then starts its own), or with executor=False (the modules alone)" % n)
+        ranks = list(range(n))
+        backend = dist.get_backend(group)
+        res = _measure(dist.get_rank(group), group, ranks[:2], backend == "gloo", *args)
+        obj = [res]
+        dist.broadcast_object_list(obj, src=ranks[0], group=group)
+        res = obj[0]
+        over["transfers_on"] = "the process group in use (%s, ranks %d and %d of %d)" % (backend, ranks[0], ranks[1], n)
+    else:
+        from bigmac.torch import spawn
+        res = spawn(_measure_spawned, 2, args, timeout=timeout)[0]
+        over["transfers_on"] = "a 2-process gloo group on loopback started by profile()"
+    alone, tr = res["alone"], res["transfers"]
+    _costs(d, alone)
+    over["module_ms"] = {k: (v["fwd_ms"], v["bwd_ms"]) for k, v in alone.items()}
+    over["hooks_us"] = {k: v["hooks_us"] for k, v in alone.items()}
+    # the modules' ops as the executor's walk ran them
+    bb = spec.backbone_module
     for i, m in enumerate(d["modules"]):
         for p, key in (("F", "fwd_ms"), ("B", "bwd_ms")):
-            if dur.get((i, p)):
-                m["cost"][key] = round(_median(dur[(i, p)]), 6)
-    bbm = d["modules"][bb]
-    if spec.modules[bb].trainable:
-        try:
-            zdur = _walk(bigmac.load_spec(d), mods, data, "zb-h1", max(1, min(M, max(repeats, 4))), 2, device,
-                         track_memory, one)[0]
-        except bigmac.Error:
-            zdur = {}
-        bs, ws = _median(zdur.get((bb, "B"), [])), _median(zdur.get((bb, "W"), []))
-        if bs > 0 and ws > 0:
-            bbm["cost"]["w_ms"] = round(bbm["cost"]["bwd_ms"] * ws / (bs + ws), 6)
-            over["w_share"] = ws / (bs + ws)
-    dispatch = sum(gaps) / len(gaps) if gaps else 0.0
-    mix = table if table is not None else bigmac.plan(spec, pp=max(2, spec.pp))
-    nc, ns, nr, nf = _mix(mix)
+            if res["ops"].get((i, p)):
+                m["cost"][key] = round(max(1e-6, res["ops"][(i, p)]), 6)
+    bs, ws = res["ops"].get((bb, "B"), 0.0), res["ops"].get((bb, "W"), 0.0)
+    over["split_backward"] = split
+    if split and bs > 0 and ws > 0:  # the split B takes bwd_ms - w_ms, W w_ms (docs/spec.md)
+        d["modules"][bb]["cost"]["bwd_ms"] = round(bs + ws, 6)
+        d["modules"][bb]["cost"]["w_ms"] = round(ws, 6)
+    nc, ns, nr, nf = _mix(table)
+    outs = [v["out"] for v in alone.values() if v["out"] > 0]
     typ = _median(outs, 4.0)
     lat0, lat1 = _line(sorted(tr["latency_us"].items()))
     snd0, snd1 = _line(sorted(tr["send_us"].items()))
     rcv0, rcv1 = _line(sorted(tr["arrived_recv_us"].items()))
     send_us = snd0 + snd1 * typ
-    nops = max(1, nc + ns + nr)
-    optim_gib = sum(2 * sum(p.numel() * p.element_size() for p in md.parameters() if p.requires_grad)
-                    for md in mods) / GIB
-    setup_us = max(0.0, _median(first) - dispatch)  # zeroing the gradients, the walk's start
+    dispatch = res["dispatch_us"]
+    setup_us = max(0.0, res["first_us"] - dispatch)  # zeroing the gradients, the walk's start
+    gib = res["optim_bytes"] / GIB
     dv = d.setdefault("device", {})
-    dv["op_overhead_us"] = round(dispatch + send_us * ns / nops, 3)
+    dv["op_overhead_us"] = round(dispatch + send_us * ns / max(1, nc + ns + nr), 3)
     dv["recv_overhead_us"] = round(max(0.0, rcv0 + rcv1 * typ), 3)
     dv["link_latency_us"] = round(max(0.0, lat0), 3)
     dv["link_gbytes_per_s"] = round(min(1e6, 1e-3 / lat1), 6) if lat1 > 0 else 1e6
-    dv["step_lead_us"] = round(nf * _median(calls) + nr * tr["post_us"] + tr["broadcast_us"] + setup_us, 3)
-    dv["optimizer_ms_per_gib"] = round(_median(opt_ms) / optim_gib, 6) if optim_gib > 0 and opt_ms else 0.0
+    dv["step_lead_us"] = round(nf * res["data_us"] + nr * tr["post_us"] + tr["broadcast_us"] + setup_us, 3)
+    dv["optimizer_ms_per_gib"] = round(res["optimizer_ms"] / gib, 6) if gib > 0 else 0.0
     over.update({
-        "dispatch_us": dispatch, "send_us": send_us, "data_us": _median(calls), "setup_us": setup_us,
-        "header_post_us": tr["post_us"], "broadcast_us": tr["broadcast_us"], "optimizer_ms": _median(opt_ms),
+        "dispatch_us": dispatch, "send_us": send_us, "data_us": res["data_us"], "setup_us": setup_us,
+        "header_post_us": tr["post_us"], "broadcast_us": tr["broadcast_us"], "optimizer_ms": res["optimizer_ms"],
         "latency_us": tr["latency_us"], "arrived_recv_us": tr["arrived_recv_us"], "send_us_by_size": tr["send_us"],
-        "mix": {"compute": nc, "send": ns, "recv": nr, "forward_microbatches": nf},
-        "message_bytes": typ})
+        "mix": {"compute": nc, "send": ns, "recv": nr, "forward_microbatches": nf}, "message_bytes": typ})
+    return _spec(d, spec, over)
+
+
+def _costs(d, alone):
+    for m in d["modules"]:
+        a = alone[m["name"]]
+        m["cost"] = {"fwd_ms": round(a["fwd_ms"], 6), "bwd_ms": round(a["bwd_ms"], 6),
+                     "act_mib": round(a["act"] / MIB, 9), "state_mib": round(4 * a["params"] / MIB, 9),
+                     "out_mib": round(a["out"] / MIB, 9)}
+
+
+def _spec(d, spec, over):
     s = bigmac.load_spec(d, name=(spec.path or spec.name) + " (profiled)")
     s.overheads = over
     return s
