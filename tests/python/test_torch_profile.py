@@ -7,8 +7,6 @@ the table's op mix (counted here from the table), the spec simulates (and the ex
 lengthen the prediction), a split-backward table gets w_ms, track_memory=False costs no hooks,
 the byte figures are deterministic, bad arguments are refused. No wall-clock figure is
 asserted."""
-import os
-
 from check import check, raises, done
 import bigmac
 import bigmac.torch as bt
@@ -44,6 +42,9 @@ n = mix["compute"] + mix["send"] + mix["recv"]
 want = o["dispatch_us"] + o["send_us"] * mix["send"] / n
 check("profile_op_overhead_is_dispatch_plus_sends", abs(dv["op_overhead_us"] - want) <= 1e-3 + 1e-9 * want,
       "%g vs %g" % (dv["op_overhead_us"], want))
+ar = list(o["arrived_recv_us"].values())
+check("profile_recv_overhead_within_measured", min(ar) - 1e-3 <= dv["recv_overhead_us"] <= max(ar) + 1e-3,
+      "%g vs %s" % (dv["recv_overhead_us"], ar))
 lead = mix["forward_microbatches"] * o["data_us"] + mix["recv"] * o["header_post_us"] + o["broadcast_us"] + o["setup_us"]
 check("profile_step_lead_is_the_setup", abs(dv["step_lead_us"] - lead) <= 1e-3 + 1e-9 * lead,
       "%g vs %g" % (dv["step_lead_us"], lead))

@@ -73,6 +73,16 @@ def _spin(seconds):
         pass
 
 
+def _at(points, x):
+    """The piecewise-linear interpolation of [(x, y)] (sorted by x) at x, the end values beyond."""
+    if x <= points[0][0]:
+        return points[0][1]
+    for (x0, y0), (x1, y1) in zip(points, points[1:]):
+        if x <= x1:
+            return y0 + (y1 - y0) * (x - x0) / (x1 - x0)
+    return points[-1][1]
+
+
 def _line(points):
     """Least-squares a + b*x through [(x, y)]; b >= 0 (a falling line: the mean, b = 0)."""
     n = len(points)
@@ -448,7 +458,6 @@ def profile(spec, build, data, repeats=5, warmup=1, device="cpu", track_memory=T
     if table is not None and not isinstance(table, bigmac.Table):
         raise bigmac.Error("profile: table: expected a bigmac.Table, got %s" % type(table).__name__)
     timeout = check_timeout(timeout)
-    names = [m.name for m in spec.modules]
     d = copy.deepcopy(spec.to_dict())
     over = {"track_memory": track_memory, "executor": executor}
     if not executor:
@@ -508,15 +517,13 @@ def profile(spec, build, data, repeats=5, warmup=1, device="cpu", track_memory=T
     outs = [v["out"] for v in alone.values() if v["out"] > 0]
     typ = _median(outs, 4.0)
     lat0, lat1 = _line(sorted(tr["latency_us"].items()))
-    snd0, snd1 = _line(sorted(tr["send_us"].items()))
-    rcv0, rcv1 = _line(sorted(tr["arrived_recv_us"].items()))
-    send_us = snd0 + snd1 * typ
+    send_us = _at(sorted(tr["send_us"].items()), typ)
     dispatch = res["dispatch_us"]
     setup_us = max(0.0, res["first_us"] - dispatch)  # zeroing the gradients, the walk's start
     gib = res["optim_bytes"] / GIB
     dv = d.setdefault("device", {})
     dv["op_overhead_us"] = round(dispatch + send_us * ns / max(1, nc + ns + nr), 3)
-    dv["recv_overhead_us"] = round(max(0.0, rcv0 + rcv1 * typ), 3)
+    dv["recv_overhead_us"] = round(_at(sorted(tr["arrived_recv_us"].items()), typ), 3)
     dv["link_latency_us"] = round(max(0.0, lat0), 3)
     dv["link_gbytes_per_s"] = round(min(1e6, 1e-3 / lat1), 6) if lat1 > 0 else 1e6
     dv["step_lead_us"] = round(nf * res["data_us"] + nr * tr["post_us"] + tr["broadcast_us"] + setup_us, 3)
