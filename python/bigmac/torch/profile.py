@@ -1,41 +1,46 @@
 """bigmac.torch.profile: measure a torch model's modules and the torch executor's own costs on
 this machine and return the spec with them, so `bigmac simulate` (or bigmac.simulate) predicts
-the torch run (docs/python.md "bigmac.torch.profile").
+the torch run's step (docs/python.md "bigmac.torch.profile").
 
-Modules, each alone (tensors between modules are detached leaves), over `repeats` microbatches
-data(0, 0), data(0, 1), ...:
+Every measurement runs on two ranks of a process group at once (both busy, as in a pipeline):
+the default group when torch.distributed is initialised (every rank calls profile(); ranks 0
+and 1 measure the transfers; every rank gets rank 0's spec), else a 2-process gloo group on
+loopback that profile() starts (bigmac.torch.spawn; build and data run in the forked processes).
+On each rank:
+
+The modules, each alone (tensors between modules are detached leaves), over `repeats`
+microbatches data(0, 0), data(0, 1), ...:
   act_mib    median bytes its forward saves for backward (saved-tensor hooks, parameters
              excluded), as the executor counts them
   state_mib  parameters + gradients + AdamW's two moments: 4 x parameter bytes (the whole
              module; the planner splits the backbone's by layers)
   out_mib    median bytes of its output (what travels to the next module)
-  the saved-tensor accounting's cost: its forward with the executor's hooks against without
-  (0, not measured, with track_memory=False)
+  hooks_us   its forward with the executor's saved-tensor hooks against without (0, not
+             measured, with track_memory=False)
 
-The executor, with these modules (the backbone whole), on a one-rank table of the spec (the
-executor's own walk, Executor.step, no process group):
-  fwd_ms, bwd_ms  median duration of the module's F / B ops as the executor runs them (its work
-                  around the module's call: leaves, hooks, checks, the stored outputs)
-  w_ms            the backbone's weight-gradient share of its backward, from a one-rank zb-h1
-                  table (its split B and W ops)
-  per-op dispatch the mean gap between an op's start and the end of the previous op
-  step setup      data(step, mb) per microbatch and the step's start before the first op
-  optimizer       the optimizer's step per GiB of optimizer state
+The executor's own walk (Executor.step) of a one-rank table of the spec over those modules (the
+backbone whole; a one-rank process group):
+  fwd_ms, bwd_ms  the median F / B op of each module as the executor runs it (its work around
+                  the module's call: leaves, hooks, checks, the stored outputs)
+  w_ms            when the table the prediction is for splits the backward: the walk is a
+                  zb-h1 table's, the backbone's bwd_ms its B + W and w_ms its W
+  dispatch        the mean gap between an op's end and the next op's start
+  setup           data(step, mb) per call, the walk's first op's start less one dispatch
+  optimizer       its step() per GiB of optimizer state
 
-The executor's transfers, on two ranks of a process group: the process group in use (ranks 0
-and 1 of `group` or of the default group, when it is initialised with two ranks or more:
-profile() is then a collective, every rank of the group calls it and gets rank 0's figures) or,
-when none is initialised, a 2-process gloo group on loopback that profile() starts itself
-(bigmac.torch.spawn). Executor._send and Executor._recv themselves move tensors of a few sizes
-(the header and the payload, the header's receive posted ahead as Executor.step does):
-  a ping-pong while the receiver waits: one-way latency and bandwidth (a line through the sizes)
-  a receive whose message was sent before the receiver reached it: its duration
-  the sender's time in _send (posting the header's and the payload's isend)
-  posting a header's receive and the step's start broadcast
+The executor's transfers between ranks 0 and 1: Executor._send and Executor._recv themselves
+(on an Executor made without its constructor), the header's receive posted ahead as
+Executor.step does, at 64 B .. 1 MiB payloads:
+  latency   a ping-pong while the receiver waits: half the round trip; a line through the sizes
+  arrived   a receive started after its message was sent (gloo sends the payload only once the
+            receive is posted: a round trip)
+  send      the sender's time in _send (the header's and the payload's isend)
+  posting a header's receive, the step's start broadcast
 
 Into the spec's device (the keys `bigmac calibrate` fits from a trace, with the same meaning to
-the simulator, docs/simulator.md): op_overhead_us (dispatch, plus the sends' posting spread over
-the ops of a table's mix), recv_overhead_us, link_latency_us, link_gbytes_per_s, step_lead_us,
+the simulator, docs/simulator.md): op_overhead_us (dispatch, plus the sends spread over the ops
+of the table's rank 0), recv_overhead_us, link_latency_us, link_gbytes_per_s, step_lead_us
+(data x forward microbatches + header posts x receives + broadcast + setup),
 optimizer_ms_per_gib. The returned Spec's .overheads holds every measured figure.
 """
 import copy
@@ -48,7 +53,8 @@ import torch
 import torch.distributed as dist
 
 import bigmac
-from bigmac.torch.executor import _Acts, split_result, Executor, HDR, check_timeout, check_table, _takes_inputs
+from bigmac.torch.executor import _Acts, split_result, Executor, HDR, check_timeout, check_table, _takes_inputs, \
+    DEFAULT_TIMEOUT
 
 MIB = 1048576.0
 GIB = 1073741824.0
@@ -433,7 +439,7 @@ def _measure_spawned(rank, *args):
 # ---------------------------------------------------------------- profile
 
 def profile(spec, build, data, repeats=5, warmup=1, device="cpu", track_memory=True, executor=True, table=None,
-            timeout=None):
+            timeout=DEFAULT_TIMEOUT):
     """Measure every module of spec (built by build(name, layer_begin, layer_end), fed by
     data(step, mb)) and, with executor=True (the default), the torch executor's own costs, and
     return a new bigmac.Spec whose modules carry the measured "cost" and whose "device" the
