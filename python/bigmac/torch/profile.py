@@ -416,7 +416,7 @@ def _measure(rank, group, ranks, comm_cpu, spec, build, data, repeats, warmup, d
             "dispatch_us": sum(gaps) / len(gaps) if gaps else 0.0, "first_us": _median(first),
             "data_us": _median(calls), "optimizer_ms": _median(opt_ms), "optim_bytes": optim}
     dist.barrier(group=group)
-    tr = _transfers(group, rank, ranks, comm_cpu, device, timeout, max(repeats, 5)) if rank < 2 else None
+    tr = _transfers(group, rank, ranks, comm_cpu, device, timeout, max(2 * repeats, 10)) if rank < 2 else None
     obj = [mine if rank == 1 else None]
     dist.broadcast_object_list(obj, src=ranks[1], group=group)
     if rank != 0:
