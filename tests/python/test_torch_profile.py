@@ -36,11 +36,15 @@ check("profile_transfers_own_group", o["transfers_on"] == "a 2-process gloo grou
 ops = t1f1b.ops[0]
 mix = {"compute": sum(x.kind == bigmac.OP_COMPUTE for x in ops), "send": sum(x.kind == bigmac.OP_SEND for x in ops),
        "recv": sum(x.kind == bigmac.OP_RECV for x in ops),
-       "forward_microbatches": len({x.mb for x in ops if x.kind == bigmac.OP_COMPUTE and x.pass_ == "F"})}
+       "forward_microbatches": len({x.mb for x in ops if x.kind == bigmac.OP_COMPUTE and x.pass_ == "F"}),
+       "backbone": {q: sum(x.kind == bigmac.OP_COMPUTE and x.module == t1f1b.backbone_module and x.pass_ == q for x in ops)
+                    for q in ("F", "B", "W")}}
 check("profile_mix_is_the_tables", o["mix"] == mix and mix["send"] > 0 and mix["recv"] > 0, "%s vs %s" % (o["mix"], mix))
 n = mix["compute"] + mix["send"] + mix["recv"]
-want = o["dispatch_us"] + o["send_us"] * mix["send"] / n
-check("profile_op_overhead_is_dispatch_plus_sends", abs(dv["op_overhead_us"] - want) <= 1e-3 + 1e-9 * want,
+fixed = o["chunk_fixed_ms"]
+check("profile_chunk_fixed_measured", sorted(fixed) == ["B", "F"] and all(0 <= v for v in fixed.values()), str(fixed))
+want = o["dispatch_us"] + (o["send_us"] * mix["send"] + 1e3 * sum(fixed[q] * mix["backbone"][q] for q in fixed)) / n
+check("profile_op_overhead_is_dispatch_sends_chunks", abs(dv["op_overhead_us"] - want) <= 1e-3 + 1e-9 * want,
       "%g vs %g" % (dv["op_overhead_us"], want))
 ar = list(o["arrived_recv_us"].values())
 check("profile_recv_overhead_within_measured", min(ar) - 1e-3 <= dv["recv_overhead_us"] <= max(ar) + 1e-3,
@@ -71,7 +75,8 @@ check("profile_overheads_lengthen_the_step", sims["1f1b"]["step_ms"] > bare["ste
 # a split backward: the backbone's B and W measured as the executor splits them
 pz = bt.profile(SPEC, build, data, repeats=2, table=tzb)
 bbc = pz.to_dict()["modules"][pz.backbone_module]["cost"]
-check("profile_split_gets_w", pz.overheads["split_backward"] and 0 < bbc["w_ms"] < bbc["bwd_ms"], str(bbc))
+check("profile_split_gets_w", pz.overheads["split_backward"] and 0 < bbc["w_ms"] < bbc["bwd_ms"]
+      and sorted(pz.overheads["chunk_fixed_ms"]) == ["B", "F", "W"] and pz.overheads["mix"]["backbone"]["W"] > 0, str(bbc))
 check("profile_split_simulates", bigmac.simulate(pz, pp=2, vpp=1, backbone="zb-h1")["makespan_ms"] > 0)
 
 # accounting off: no hook cost; the byte figures do not depend on it and repeat exactly

@@ -24,6 +24,9 @@ backbone whole; a one-rank process group):
                   the module's call: leaves, hooks, checks, the stored outputs)
   w_ms            when the table the prediction is for splits the backward: the walk is a
                   zb-h1 table's, the backbone's bwd_ms its B + W and w_ms its W
+  chunk cost      the same walk with the backbone in two chunks: the two chunks' op less the
+                  whole's is what a chunk costs whatever its layers (taken out of the
+                  backbone's costs, put on each backbone op of the table through the dispatch)
   dispatch        the mean gap between an op's end and the next op's start
   setup           data(step, mb) per call, the walk's first op's start less one dispatch
   optimizer       its step() per GiB of optimizer state
@@ -38,8 +41,8 @@ Executor.step does, at 64 B .. 1 MiB payloads:
   posting a header's receive, the step's start broadcast
 
 Into the spec's device (the keys `bigmac calibrate` fits from a trace, with the same meaning to
-the simulator, docs/simulator.md): op_overhead_us (dispatch, plus the sends spread over the ops
-of the table's rank 0), recv_overhead_us, link_latency_us, link_gbytes_per_s, step_lead_us
+the simulator, docs/simulator.md): op_overhead_us (dispatch, plus the sends and the backbone
+chunks' own cost spread over the ops of the table's rank 0), recv_overhead_us, link_latency_us, link_gbytes_per_s, step_lead_us
 (data x forward microbatches + header posts x receives + broadcast + setup),
 optimizer_ms_per_gib. The returned Spec's .overheads holds every measured figure.
 """
@@ -237,16 +240,20 @@ def _transfers(group, rank, ranks, comm_cpu, device, timeout, repeats):
 
 # ---------------------------------------------------------------- the executor's walk
 
-def _walk(spec, mods, data, backbone, M, steps, device, track_memory, group):
-    """A one-rank Executor on mods (the modules profile() built; the backbone whole): per-op
-    durations (module, pass) -> [ms], the gaps between ops (us), each step's first op's start
-    (us), data() per call (us) and the optimizer's step (ms)."""
-    table = bigmac.plan(spec, pp=1, vpp=1, backbone=backbone, microbatches=M)
+def _walk(spec, mods, user_build, data, backbone, vpp, M, steps, device, track_memory, group):
+    """A one-rank Executor of a table of vpp backbone chunks on mods (the modules profile()
+    built; with vpp > 1 the chunks built by user_build): per-op durations (module, chunk, pass)
+    -> [ms] (chunk -1 but for the backbone), the gaps between ops (us), each step's first op's
+    start (us), data() per call (us) and the optimizer's step (ms)."""
+    table = bigmac.plan(spec, pp=1, vpp=vpp, backbone=backbone, microbatches=M)
     names = [m.name for m in spec.modules]
     calls = []
 
     def build(name, a, b):
-        return mods[names.index(name)]
+        i = names.index(name)
+        if vpp > 1 and i == spec.backbone_module:
+            return user_build(name, a, b)
+        return mods[i]
 
     if _takes_inputs(data):
         def timed_data(step, mb, inputs=None):
@@ -282,7 +289,8 @@ def _walk(spec, mods, data, backbone, M, steps, device, track_memory, group):
         for op, t in zip(x.ops, x.times):
             if op.kind != bigmac.OP_COMPUTE:
                 continue
-            dur.setdefault((op.module, op.pass_), []).append(t[1] - t[0])
+            c = op.chunk if op.module == spec.backbone_module else -1
+            dur.setdefault((op.module, c, op.pass_), []).append(t[1] - t[0])
             if prev is None:
                 first.append(t[0] * 1e3)
             else:
@@ -408,11 +416,18 @@ def _measure(rank, group, ranks, comm_cpu, spec, build, data, repeats, warmup, d
     one = _single_group()
     dist.barrier(group=group)
     mods, alone = _modules(spec, build, data, repeats, warmup, dev, track_memory)
-    dur, gaps, first, calls, opt_ms = _walk(spec, mods, data, "zb-h1" if split else "1f1b", walk_mb, 2, device,
-                                            track_memory, one)
+    dur, gaps, first, calls, opt_ms = _walk(spec, mods, build, data, "zb-h1" if split else "1f1b", 1, walk_mb, 2,
+                                            device, track_memory, one)
+    # the backbone in two chunks: what a chunk costs whatever its layers (its call, the
+    # executor's work around it) is the two chunks' sum less the whole
+    halves = {}
+    if (spec.modules[spec.backbone_module].layers or 0) >= 2:
+        halves = _walk(spec, mods, build, data, "zb-interleaved" if split else "interleaved", 2, walk_mb, 2, device,
+                       track_memory, one)[0]
     optim = sum(2 * sum(p.numel() * p.element_size() for p in md.parameters() if p.requires_grad) for md in mods)
     del mods
     mine = {"alone": alone, "ops": {k: _median(v) for k, v in dur.items()},
+            "halves": {k: _median(v) for k, v in halves.items()},
             "dispatch_us": sum(gaps) / len(gaps) if gaps else 0.0, "first_us": _median(first),
             "data_us": _median(calls), "optimizer_ms": _median(opt_ms), "optim_bytes": optim}
     dist.barrier(group=group)
@@ -510,15 +525,30 @@ def profile(spec, build, data, repeats=5, warmup=1, device="cpu", track_memory=T
     over["hooks_us"] = {k: v["hooks_us"] for k, v in alone.items()}
     # the modules' ops as the executor's walk ran them
     bb = spec.backbone_module
+    ops = res["ops"]
     for i, m in enumerate(d["modules"]):
+        c = 0 if i == bb else -1
         for p, key in (("F", "fwd_ms"), ("B", "bwd_ms")):
-            if res["ops"].get((i, p)):
-                m["cost"][key] = round(max(1e-6, res["ops"][(i, p)]), 6)
-    bs, ws = res["ops"].get((bb, "B"), 0.0), res["ops"].get((bb, "W"), 0.0)
+            if ops.get((i, c, p)):
+                m["cost"][key] = round(max(1e-6, ops[(i, c, p)]), 6)
+    # the backbone's cost per chunk whatever its layers: on every backbone op of the table
+    # (through the dispatch, below), out of the layers' share
+    fixed = {}
+    for p in ("F", "B", "W"):
+        w, h0, h1 = ops.get((bb, 0, p), 0.0), res["halves"].get((bb, 0, p), 0.0), res["halves"].get((bb, 1, p), 0.0)
+        if w > 0 and h0 > 0 and h1 > 0:
+            fixed[p] = min(max(0.0, h0 + h1 - w), 0.9 * w)
+    over["chunk_fixed_ms"] = fixed
+    bbc = d["modules"][bb]["cost"]
+    if "F" in fixed:
+        bbc["fwd_ms"] = round(max(1e-6, ops[(bb, 0, "F")] - fixed["F"]), 6)
+    bs, ws = ops.get((bb, 0, "B"), 0.0) - fixed.get("B", 0.0), ops.get((bb, 0, "W"), 0.0) - fixed.get("W", 0.0)
     over["split_backward"] = split
     if split and bs > 0 and ws > 0:  # the split B takes bwd_ms - w_ms, W w_ms (docs/spec.md)
-        d["modules"][bb]["cost"]["bwd_ms"] = round(bs + ws, 6)
-        d["modules"][bb]["cost"]["w_ms"] = round(ws, 6)
+        bbc["bwd_ms"] = round(bs + ws, 6)
+        bbc["w_ms"] = round(ws, 6)
+    elif bs > 0:
+        bbc["bwd_ms"] = round(bs, 6)
     nc, ns, nr, nf = _mix(table)
     outs = [v["out"] for v in alone.values() if v["out"] > 0]
     typ = _median(outs, 4.0)
@@ -528,7 +558,10 @@ def profile(spec, build, data, repeats=5, warmup=1, device="cpu", track_memory=T
     setup_us = max(0.0, res["first_us"] - dispatch)  # zeroing the gradients, the walk's start
     gib = res["optim_bytes"] / GIB
     dv = d.setdefault("device", {})
-    dv["op_overhead_us"] = round(dispatch + send_us * ns / max(1, nc + ns + nr), 3)
+    nbb = {p: sum(o.kind == bigmac.OP_COMPUTE and o.module == bb and o.pass_ == p for o in table.ops[0])
+           for p in ("F", "B", "W")}
+    chunk_us = sum(fixed.get(p, 0.0) * 1e3 * n for p, n in nbb.items())
+    dv["op_overhead_us"] = round(dispatch + (send_us * ns + chunk_us) / max(1, nc + ns + nr), 3)
     dv["recv_overhead_us"] = round(_at(sorted(tr["arrived_recv_us"].items()), typ), 3)
     dv["link_latency_us"] = round(max(0.0, lat0), 3)
     dv["link_gbytes_per_s"] = round(min(1e6, 1e-3 / lat1), 6) if lat1 > 0 else 1e6
@@ -538,7 +571,8 @@ def profile(spec, build, data, repeats=5, warmup=1, device="cpu", track_memory=T
         "dispatch_us": dispatch, "send_us": send_us, "data_us": res["data_us"], "setup_us": setup_us,
         "header_post_us": tr["post_us"], "broadcast_us": tr["broadcast_us"], "optimizer_ms": res["optimizer_ms"],
         "latency_us": tr["latency_us"], "arrived_recv_us": tr["arrived_recv_us"], "send_us_by_size": tr["send_us"],
-        "mix": {"compute": nc, "send": ns, "recv": nr, "forward_microbatches": nf}, "message_bytes": typ})
+        "mix": {"compute": nc, "send": ns, "recv": nr, "forward_microbatches": nf, "backbone": nbb},
+        "message_bytes": typ})
     return _spec(d, spec, over)
 
 
