@@ -63,6 +63,7 @@ MIB = 1048576.0
 GIB = 1073741824.0
 # the payload sizes (float32 elements) the transfers are measured at: 64 B to 1 MiB
 SIZES = (16, 4096, 65536, 262144)
+WALK_STEPS = 3  # measured steps of each one-rank walk (after one warm-up step)
 
 
 def _sync(dev):
@@ -240,63 +241,71 @@ def _transfers(group, rank, ranks, comm_cpu, device, timeout, repeats):
 
 # ---------------------------------------------------------------- the executor's walk
 
-def _walk(spec, mods, user_build, data, backbone, vpp, M, steps, device, track_memory, group):
+class _Walk:
     """A one-rank Executor of a table of vpp backbone chunks on mods (the modules profile()
-    built; with vpp > 1 the chunks built by user_build): per-op durations (module, chunk, pass)
-    -> [ms] (chunk -1 but for the backbone), the gaps between ops (us), each step's first op's
-    start (us), data() per call (us) and the optimizer's step (ms)."""
-    table = bigmac.plan(spec, pp=1, vpp=vpp, backbone=backbone, microbatches=M)
-    names = [m.name for m in spec.modules]
-    calls = []
+    built; with vpp > 1 the chunks built by user_build). step(s, keep) runs one step; kept
+    steps add to .dur (module, chunk, pass) -> [ms] (chunk -1 but for the backbone), .steps
+    (per step: the same key -> median ms), .gaps (us between ops), .first (the first op's start,
+    us), .calls (data() per call, us) and .opt_ms (the optimizer's step)."""
 
-    def build(name, a, b):
-        i = names.index(name)
-        if vpp > 1 and i == spec.backbone_module:
-            return user_build(name, a, b)
-        return mods[i]
+    def __init__(self, spec, mods, user_build, data, backbone, vpp, M, device, track_memory, group):
+        table = bigmac.plan(spec, pp=1, vpp=vpp, backbone=backbone, microbatches=M)
+        names = [m.name for m in spec.modules]
+        self.bb = spec.backbone_module
+        self.dur, self.steps, self.gaps, self.first, self.calls, self.opt_ms = {}, [], [], [], [], []
+        calls = self._calls = []
 
-    if _takes_inputs(data):
-        def timed_data(step, mb, inputs=None):
+        def build(name, a, b):
+            i = names.index(name)
+            if vpp > 1 and i == spec.backbone_module:
+                return user_build(name, a, b)
+            return mods[i]
+
+        if _takes_inputs(data):
+            def timed_data(step, mb, inputs=None):
+                t0 = time.perf_counter()
+                r = data(step, mb, inputs=inputs)
+                calls.append(time.perf_counter() - t0)
+                return r
+        else:
+            def timed_data(step, mb):
+                t0 = time.perf_counter()
+                r = data(step, mb)
+                calls.append(time.perf_counter() - t0)
+                return r
+        self.x = x = Executor(spec, table, build, timed_data, 0, device=device, group=group, track_memory=track_memory)
+        step_fn = x.opt.step
+        self._opt = []
+
+        def opt_step(*a, **k):
             t0 = time.perf_counter()
-            r = data(step, mb, inputs=inputs)
-            calls.append(time.perf_counter() - t0)
+            r = step_fn(*a, **k)
+            self._opt.append((time.perf_counter() - t0) * 1e3)
             return r
-    else:
-        def timed_data(step, mb):
-            t0 = time.perf_counter()
-            r = data(step, mb)
-            calls.append(time.perf_counter() - t0)
-            return r
-    x = Executor(spec, table, build, timed_data, 0, device=device, group=group, track_memory=track_memory)
-    opt_ms = []
-    step_fn = x.opt.step
+        x.opt.step = opt_step
 
-    def opt_step(*a, **k):
-        t0 = time.perf_counter()
-        r = step_fn(*a, **k)
-        opt_ms.append((time.perf_counter() - t0) * 1e3)
-        return r
-    x.opt.step = opt_step
-    dur, gaps, first = {}, [], []
-    warm = 1
-    for s in range(warm + steps):
-        del calls[:]
+    def step(self, s, keep):
+        del self._calls[:], self._opt[:]
+        x = self.x
         x.step(s)
-        if s < warm:
-            del opt_ms[:]
-            continue
+        if not keep:
+            return
+        self.calls += [c * 1e6 for c in self._calls]
+        self.opt_ms += self._opt
         prev = None
+        mine = {}
         for op, t in zip(x.ops, x.times):
             if op.kind != bigmac.OP_COMPUTE:
                 continue
-            c = op.chunk if op.module == spec.backbone_module else -1
-            dur.setdefault((op.module, c, op.pass_), []).append(t[1] - t[0])
+            c = op.chunk if op.module == self.bb else -1
+            self.dur.setdefault((op.module, c, op.pass_), []).append(t[1] - t[0])
+            mine.setdefault((op.module, c, op.pass_), []).append(t[1] - t[0])
             if prev is None:
-                first.append(t[0] * 1e3)
+                self.first.append(t[0] * 1e3)
             else:
-                gaps.append((t[0] - prev) * 1e3)
+                self.gaps.append((t[0] - prev) * 1e3)
             prev = t[1]
-    return dur, gaps, first, [c * 1e6 for c in calls], opt_ms
+        self.steps.append({k: _median(v) for k, v in mine.items()})
 
 
 def _single_group():
@@ -416,20 +425,30 @@ def _measure(rank, group, ranks, comm_cpu, spec, build, data, repeats, warmup, d
     one = _single_group()
     dist.barrier(group=group)
     mods, alone = _modules(spec, build, data, repeats, warmup, dev, track_memory)
-    dur, gaps, first, calls, opt_ms = _walk(spec, mods, build, data, "zb-h1" if split else "1f1b", 1, walk_mb, 2,
-                                            device, track_memory, one)
+    whole = _Walk(spec, mods, build, data, "zb-h1" if split else "1f1b", 1, walk_mb, device, track_memory, one)
     # the backbone in two chunks: what a chunk costs whatever its layers (its call, the
-    # executor's work around it) is the two chunks' sum less the whole
-    halves = {}
+    # executor's work around it) is the two chunks' sum less the whole, step by step, the two
+    # walks' steps taking turns (the machine the same for both)
+    halves = None
     if (spec.modules[spec.backbone_module].layers or 0) >= 2:
-        halves = _walk(spec, mods, build, data, "zb-interleaved" if split else "interleaved", 2, walk_mb, 2, device,
-                       track_memory, one)[0]
+        halves = _Walk(spec, mods, build, data, "zb-interleaved" if split else "interleaved", 2, walk_mb, device,
+                       track_memory, one)
+    for s in range(1 + WALK_STEPS):
+        whole.step(s, s >= 1)
+        if halves is not None:
+            halves.step(s, s >= 1)
+    bb = spec.backbone_module
+    fixed = {}
+    for p in ("F", "B", "W"):
+        v = [h[(bb, 0, p)] + h[(bb, 1, p)] - w[(bb, 0, p)] for w, h in zip(whole.steps, halves.steps if halves else [])
+             if (bb, 0, p) in w and (bb, 0, p) in h and (bb, 1, p) in h]
+        if v:
+            fixed[p] = min(max(0.0, _median(v)), 0.9 * _median(whole.dur[(bb, 0, p)]))
     optim = sum(2 * sum(p.numel() * p.element_size() for p in md.parameters() if p.requires_grad) for md in mods)
     del mods
-    mine = {"alone": alone, "ops": {k: _median(v) for k, v in dur.items()},
-            "halves": {k: _median(v) for k, v in halves.items()},
-            "dispatch_us": sum(gaps) / len(gaps) if gaps else 0.0, "first_us": _median(first),
-            "data_us": _median(calls), "optimizer_ms": _median(opt_ms), "optim_bytes": optim}
+    mine = {"alone": alone, "ops": {k: _median(v) for k, v in whole.dur.items()}, "fixed": fixed,
+            "dispatch_us": sum(whole.gaps) / len(whole.gaps) if whole.gaps else 0.0, "first_us": _median(whole.first),
+            "data_us": _median(whole.calls), "optimizer_ms": _median(whole.opt_ms), "optim_bytes": optim}
     dist.barrier(group=group)
     tr = _transfers(group, rank, ranks, comm_cpu, device, timeout, max(2 * repeats, 10)) if rank < 2 else None
     obj = [mine if rank == 1 else None]
@@ -533,11 +552,7 @@ def profile(spec, build, data, repeats=5, warmup=1, device="cpu", track_memory=T
                 m["cost"][key] = round(max(1e-6, ops[(i, c, p)]), 6)
     # the backbone's cost per chunk whatever its layers: on every backbone op of the table
     # (through the dispatch, below), out of the layers' share
-    fixed = {}
-    for p in ("F", "B", "W"):
-        w, h0, h1 = ops.get((bb, 0, p), 0.0), res["halves"].get((bb, 0, p), 0.0), res["halves"].get((bb, 1, p), 0.0)
-        if w > 0 and h0 > 0 and h1 > 0:
-            fixed[p] = min(max(0.0, h0 + h1 - w), 0.9 * w)
+    fixed = res["fixed"]
     over["chunk_fixed_ms"] = fixed
     bbc = d["modules"][bb]["cost"]
     if "F" in fixed:
