@@ -111,6 +111,10 @@ r = bt.spawn(in_group, 2, timeout=240)
 check("profile_group_in_use", r[0] == r[1] and r[0][1].startswith("the process group in use (gloo, ranks 0 and 1 of 2)")
       and all(k in r[0][0]["device"] for k in KEYS), r[0][1])
 
+# three ranks: ranks 0 and 1 measure the transfers on their own, rank 2 waits for them
+r = bt.spawn(in_group, 3, timeout=240)
+check("profile_group_of_three", r[0] == r[1] == r[2] and "ranks 0 and 1 of 3" in r[0][1], r[0][1])
+
 raises("profile_rejects_repeats", lambda: bt.profile(SPEC, build, data, repeats=0), bigmac.Error, ("repeats",))
 raises("profile_rejects_track_memory", lambda: bt.profile(SPEC, build, data, track_memory="no"), bigmac.Error,
        ("track_memory",))

@@ -423,6 +423,8 @@ def _measure(rank, group, ranks, comm_cpu, spec, build, data, repeats, warmup, d
     transfers. Rank 0 returns the figures, compute figures averaged over ranks 0 and 1."""
     dev = torch.device(device)
     one = _single_group()
+    # ranks 0 and 1's own group: the transfers' barriers and broadcasts involve them only
+    pair = group if dist.get_world_size(group) == 2 else dist.new_group(ranks)
     dist.barrier(group=group)
     mods, alone = _modules(spec, build, data, repeats, warmup, dev, track_memory)
     whole = _Walk(spec, mods, build, data, "zb-h1" if split else "1f1b", 1, walk_mb, device, track_memory, one)
@@ -450,7 +452,7 @@ def _measure(rank, group, ranks, comm_cpu, spec, build, data, repeats, warmup, d
             "dispatch_us": sum(whole.gaps) / len(whole.gaps) if whole.gaps else 0.0, "first_us": _median(whole.first),
             "data_us": _median(whole.calls), "optimizer_ms": _median(whole.opt_ms), "optim_bytes": optim}
     dist.barrier(group=group)
-    tr = _transfers(group, rank, ranks, comm_cpu, device, timeout, max(2 * repeats, 10)) if rank < 2 else None
+    tr = _transfers(pair, rank, ranks, comm_cpu, device, timeout, max(2 * repeats, 10)) if rank < 2 else None
     obj = [mine if rank == 1 else None]
     dist.broadcast_object_list(obj, src=ranks[1], group=group)
     if rank != 0:
