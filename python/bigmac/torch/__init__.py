@@ -325,6 +325,18 @@ def _layout(spec, table, dp, world, group, plan_args):
     return P, D
 
 
+def _measured(res, table, recs, spec):
+    """res.table, .act_bytes, .act_w_bytes, .peak_act_bytes from one pipeline's records of a step."""
+    names = [m.name for m in spec.modules]
+    res.table = table
+    res.act_bytes, res.act_w_bytes = {}, {}
+    for r in recs:
+        for src, dst in ((r["act_bytes"], res.act_bytes), (r["act_w_bytes"], res.act_w_bytes)):
+            for (m, c, mb), v in src.items():
+                dst[(names[m], c, mb)] = v
+    res.peak_act_bytes = [{role: r["peak"][i] for i, role in enumerate(bigmac.ROLES)} for r in recs]
+
+
 class Result(list):
     """What train() and reference() return: the per-step losses (a list; train(): rank 0's, the
     other ranks' is empty; on_step gets every step's loss on every rank) with
@@ -338,11 +350,28 @@ class Result(list):
       .state_dicts_error  why .state_dicts is None (a backbone whose chunks cannot be merged:
                     name its layer list with bigmac_layers); gather=True raises it instead
       .grad_norms   the global gradient norm of every step (clip_grad_norm given), else []
-      .start_step   the first step this call ran (after resume=, the checkpoint's step)"""
+      .start_step   the first step this call ran (after resume=, the checkpoint's step)
+      .act_bytes    train() only, every rank, the last step of replica 0's pipeline: what each
+                    forward kept {(module name, chunk or -1, microbatch): bytes} (its saved
+                    tensors, docs/python.md "Measured activation bytes"); .act_w_bytes: what each
+                    split backward kept from B to W; .peak_act_bytes: every pipeline rank's
+                    measured peak {role: bytes}; .table: the table it ran
+      .simulate()   bigmac.simulate(.table, act_bytes=.act_bytes, act_w_bytes=.act_w_bytes): the
+                    simulation of this run's own bytes, whose ranks' "peak_act_bytes" are the
+                    peaks the run should measure"""
     state_dicts = None
     state_dicts_error = None
     grad_norms = None
     start_step = 0
+    table = None
+    act_bytes = None
+    act_w_bytes = None
+    peak_act_bytes = None
+
+    def simulate(self, **kw):
+        if self.table is None or self.act_bytes is None:
+            raise bigmac.Error("Result.simulate: no measured run (train() fills .table and .act_bytes after a step)")
+        return bigmac.simulate(self.table, act_bytes=self.act_bytes, act_w_bytes=self.act_w_bytes, **kw)
 
 
 _CKPT_FORMAT = "bigmac-torch-checkpoint"
@@ -606,6 +635,7 @@ def train(spec, build=None, data=None, table=None, steps=None, log=None, trace=N
                          "rank: no rank-dependent order, seed or augmentation" % (s + 1, r0, r1, k[0]),
                          [r["data"] for r in recs], "data")
             loss, lm, gen = step_loss(recs, table.microbatches, D)
+            _measured(res, table, [recs[p * D] for p in range(P)], spec)
             if not math.isfinite(loss) and grad_scaler is None:
                 raise bigmac.Error("step %d: loss is not finite" % (s + 1))
             if x.grad_norm is not None:
@@ -742,7 +772,7 @@ def reference(spec, build=None, data=None, steps=None, log=None, dump=None, devi
             for p in md.parameters():
                 p.requires_grad_(False)
     params = [p for md in mods for p in md.parameters() if p.requires_grad]
-    ptrs = {p.data_ptr() for md in mods for p in md.parameters()}
+    ptrs = _ex.state_ptrs(mods)
     opt = _ex.make_optimizer(optimizer, params, spec)
     sched = _ex.make_scheduler(lr_scheduler, opt)
     clip = _ex.check_clip(clip_grad_norm)
@@ -756,7 +786,7 @@ def reference(spec, build=None, data=None, steps=None, log=None, dump=None, devi
     logf = open(log, "w") if log else None
 
     def run(i, x, b, peak):
-        acts = _Acts(ptrs)
+        acts = _Acts(ptrs, _ex.data_ptrs(b) if track_memory else ())
         if not track_memory:
             return split_result(mods[i](x, b), spec.modules[i].name) + (0,)
         with torch.autograd.graph.saved_tensors_hooks(acts.pack, acts.unpack):

@@ -88,20 +88,57 @@ def _is_timeout(e):
 
 
 class _Acts:
-    """Saved-tensor hooks: bytes of every distinct non-parameter storage saved for backward."""
+    """Saved-tensor hooks: the bytes a forward keeps for its backward (docs/python.md "Measured
+    activation bytes"): every distinct storage (counted once, whole, by its address, however many
+    saved tensors view it) of a tensor autograd saves, except the modules' state (params: the
+    storage addresses of parameters and buffers, which live anyway) and the step's input data
+    (data: the batch's tensors' storages, which the executor holds for the whole step)."""
 
-    def __init__(self, params):
-        self.params = params
+    def __init__(self, params, data=()):
+        self.params, self.data = params, data
         self.seen = set()
         self.bytes = 0
 
     def pack(self, t):
         st = t.storage()
         key = (st.data_ptr(), t.device)
-        if st.data_ptr() not in self.params and key not in self.seen:
+        if st.data_ptr() not in self.params and st.data_ptr() not in self.data and key not in self.seen:
             self.seen.add(key)
             self.bytes += st.nbytes()
         return t
+
+    @staticmethod
+    def unpack(t):
+        return t
+
+
+def state_ptrs(mods):
+    """The storage addresses of the modules' parameters and buffers (a parameter may view a
+    larger storage: a flat buffer of all of them)."""
+    return {t.storage().data_ptr() for md in mods for t in list(md.parameters()) + list(md.buffers())}
+
+
+def data_ptrs(obj, out=None, seen=None):
+    """The storage addresses of every tensor in obj (a batch: dicts, lists, tuples, objects'
+    __dict__, each container once)."""
+    out = set() if out is None else out
+    seen = set() if seen is None else seen
+    if isinstance(obj, torch.Tensor):
+        out.add(obj.storage().data_ptr())
+        return out
+    if isinstance(obj, (dict, list, tuple)) or hasattr(obj, "__dict__"):
+        if id(obj) in seen:
+            return out
+        seen.add(id(obj))
+    if isinstance(obj, dict):
+        for v in obj.values():
+            data_ptrs(v, out, seen)
+    elif isinstance(obj, (list, tuple)):
+        for v in obj:
+            data_ptrs(v, out, seen)
+    elif hasattr(obj, "__dict__") and not isinstance(obj, type):
+        data_ptrs(vars(obj), out, seen)
+    return out
 
     @staticmethod
     def unpack(t):
@@ -356,7 +393,7 @@ class Executor:
                 if x["module"] not in bwd:
                     self.no_bwd.add(i)
         self.params = [[p for p in x["mod"].parameters() if p.requires_grad] for x in self.inst]
-        self.param_ptrs = {p.data_ptr() for x in self.inst for p in x["mod"].parameters()}
+        self.param_ptrs = state_ptrs([x["mod"] for x in self.inst])
         tr = spec.train
         allp = [p for ps in self.params for p in ps]
         self.opt = make_optimizer(optimizer, allp, spec)
@@ -521,6 +558,8 @@ class Executor:
                 except Exception as e:
                     raise fault("rank %d: step %d: data(%d, %d) raised %s: %s%s" % (
                         self.me, step + 1, step, self.replica * self.M + op.mb, type(e).__name__, e, where_raised(e)), self.me) from e
+        # the batches' own storages: a forward that saves its input data keeps nothing extra
+        self.batch_ptrs = {mb: data_ptrs(b) for mb, b in self.batches.items()} if self.track else {}
         self.store = {}
         self.uses = dict(self.uses0)
         self.ctx = {}
@@ -533,6 +572,10 @@ class Executor:
         self.times = [[0.0, 0.0, 0.0] for _ in self.ops]
         self.msg_bytes = [0] * len(self.ops)  # a send's or recv's message bytes (the trace's "bytes")
         self.op_bytes = [0] * len(self.ops)
+        # what each forward keeps (table key (module, chunk, mb), chunk -1 off the backbone): its
+        # saved tensors' bytes from F to B; a split backward's, kept from B to W (torch retains the
+        # whole graph for W, so all of them); given to bigmac.simulate(act_bytes=, act_w_bytes=)
+        self.act_bytes, self.act_w_bytes = {}, {}
         self.sends, self.keep = [], []
         # which local compute op consumes each recv
         self.recv_consumer = {}
@@ -769,7 +812,7 @@ class Executor:
                 x = leaves[0]
             elif len(leaves) > 1:
                 x = torch.cat(leaves, 0)
-            acts = _Acts(self.param_ptrs)
+            acts = _Acts(self.param_ptrs, self.batch_ptrs[op.mb] if self.track else ())
             hooks = torch.autograd.graph.saved_tensors_hooks(acts.pack, acts.unpack) if self.track else \
                 contextlib.nullcontext()
             nograd = torch.no_grad() if ik in self.no_bwd else contextlib.nullcontext()
@@ -797,6 +840,7 @@ class Executor:
             else:
                 self.ctx[(ik, op.mb)] = {"in": leaves, "out": out, "loss": loss, "bytes": acts.bytes}
             self.op_bytes[k] = acts.bytes
+            self.act_bytes[(op.module, inst["chunk"], op.mb)] = acts.bytes
             self.live[role] += acts.bytes
             self.peak[role] = max(self.peak[role], self.live[role])
             if loss is not None:
@@ -840,6 +884,7 @@ class Executor:
                     with self._user(k, inst, "backward"):
                         torch.autograd.backward(tensors, grads, inputs=need, retain_graph=True)
                 self.wctx[(ik, op.mb)] = (tensors, grads, ctx["bytes"])
+                self.act_w_bytes[(op.module, inst["chunk"], op.mb)] = ctx["bytes"]
             elif tensors:
                 with self._user(k, inst, "backward"):
                     torch.autograd.backward(tensors, grads)
@@ -905,7 +950,7 @@ class Executor:
         """This rank's figures of the last step (gathered to rank 0 by train())."""
         return {"rank": self.rank, "replica": self.replica, "peak": list(self.peak), "ms": self.ms, "lm": list(self.lm), "gen": list(self.gen),
                 "times": [list(t) for t in self.times], "mem": [list(m) for m in self.mem],
-                "bytes": list(self.msg_bytes)}
+                "bytes": list(self.msg_bytes), "act_bytes": dict(self.act_bytes), "act_w_bytes": dict(self.act_w_bytes)}
 
     def state_dicts(self):
         """{module name: state dict} of this rank's instances: replicated modules whole, the
