@@ -1,0 +1,189 @@
+"""Measured activation peaks of the torch executor equal the simulator's (issues 25 and 30).
+
+The executor measures what every forward keeps for its backward (the distinct storages of the
+tensors autograd saves, less parameters, buffers and the batch's own tensors) and, for a split
+backward, what stays from B to W; bigmac.simulate(table, act_bytes=, act_w_bytes=) simulates the
+same table with those bytes in place of the spec's act_mib. Checked here, per pipeline rank and
+role, measured peak == simulated peak exactly (integers of bytes, no tolerance):
+
+- P = 2: 1f1b, interleaved, zb-h1, zb-interleaved, zb-v, dualpipe-v x bigmac, optimus, unified
+  (tiny-mllm: a ViT encoder, the GPT backbone, a DiT generator; M = 4, 2 steps, the last step's
+  bytes and peaks);
+- P = 4: four of them (M = 8: past the warm-up, where zb-h1 defers its W);
+- frozen modules (docs/spec.md "Frozen modules"): the ViT frozen (its forwards keep 0 bytes, its
+  peak is 0 on every rank), the backbone frozen with the ViT training through it, and ViT + GPT
+  frozen, under 1f1b, zb-h1 and zb-v;
+- the accounting counts storages once: with every saved tensor held alive (so no address is
+  reused), no storage counted by one forward is counted by another forward of the same step on
+  that rank (so the sum over live forwards is the bytes actually held), and every counted
+  storage is neither a parameter's or buffer's nor the batch's;
+- bigmac.simulate's measured bytes on hand-computed figures (1000 bytes per forward over a table
+  whose op order is written below) and its refusals (a missing, unknown or repeated key, a
+  negative or fractional size, a spec instead of a table).
+"""
+import collections
+import io
+import json
+import os
+import tempfile
+
+from check import check, raises, done
+import bigmac
+import bigmac.torch as bt
+from bigmac.torch import executor as ex
+
+SPEC = "examples/tiny-mllm.json"
+STEPS = 2
+tmp = tempfile.mkdtemp()
+V2 = ("interleaved", "zb-interleaved", "zb-v", "dualpipe-v")
+
+
+def variant(name, frozen):
+    sd = json.load(open(SPEC))
+    for m in sd["modules"]:
+        if m["name"] in frozen:
+            m["trainable"] = False
+    path = os.path.join(tmp, name + ".json")
+    json.dump(sd, open(path, "w"))
+    return path
+
+
+FROZEN = {"vit": variant("frozen-vit", {"vit"}), "gpt": variant("frozen-gpt", {"gpt"}),
+          "vitgpt": variant("frozen-vitgpt", {"vit", "gpt"})}
+
+
+# ---- bigmac.simulate with measured bytes, by hand (no executor)
+t = bigmac.plan(SPEC, pp=2, vpp=1, microbatches=4, backbone="1f1b", policy="bigmac")
+order = [[o.name for o in ops if o.kind == bigmac.OP_COMPUTE] for ops in t.ops]
+# rank 0: vit:F0 0F0 0F1 vit:F2 0F2 dit:F0 dit:B0 0F3 dit:F2 dit:B2 0B0 vit:B0 0B1 0B2 0B3 vit:B2
+#   ViT: F0, F2 live together (2000); GPT: F0..F3 before B0 (4 x 10000); DiT: one at a time (100)
+# rank 1: vit:F3 vit:F1 1F0 1F1 dit:F1 dit:B1 1F2 1B0 1F3 dit:F3 dit:B3 1B1 1B2 1B3 vit:B1 vit:B3
+#   ViT: F3, F1 (2000); GPT: F0, F1, F2 before B0 (30000); DiT: 100
+check("torch_peaks_hand_table_order", order == [
+    "vit:F0 0F0 0F1 vit:F2 0F2 dit:F0 dit:B0 0F3 dit:F2 dit:B2 0B0 vit:B0 0B1 0B2 0B3 vit:B2".split(),
+    "vit:F3 vit:F1 1F0 1F1 dit:F1 dit:B1 1F2 1B0 1F3 dit:F3 dit:B3 1B1 1B2 1B3 vit:B1 vit:B3".split()], str(order))
+size = {"vit": 1000, "gpt": 10000, "dit": 100}
+fwd = {(n, -1 if n != "gpt" else o.chunk, o.mb): size[n] for ops in t.ops for o in ops
+       if o.kind == bigmac.OP_COMPUTE and o.pass_ == "F" for n in [t.module_names[o.module]]}
+sim = bigmac.simulate(t, act_bytes=fwd)
+check("torch_peaks_hand_simulate", [r["peak_act_bytes"] for r in sim["ranks"]] == [
+    {"encoder": 2000, "backbone": 40000, "generator": 100}, {"encoder": 2000, "backbone": 30000, "generator": 100}],
+    str([r["peak_act_bytes"] for r in sim["ranks"]]))
+plain = bigmac.simulate(t)
+check("torch_peaks_simulate_plain_unchanged", "peak_act_bytes" not in plain["ranks"][0] and
+      plain == bigmac.simulate(t) and sim["makespan_ms"] == plain["makespan_ms"])
+# module indices are as good as names; chunk None is -1
+by_index = {(t.module_names.index(m), None if c < 0 else c, mb): v for (m, c, mb), v in fwd.items()}
+check("torch_peaks_simulate_index_keys", bigmac.simulate(t, act_bytes=by_index)["ranks"] == sim["ranks"])
+# split: zb-h1 with W keeping 400 of a GPT forward's 10000: the same peaks order-wise only if B frees 9600
+tz = bigmac.plan(SPEC, pp=2, vpp=1, microbatches=4, backbone="zb-h1", policy="bigmac")
+fz = {(n, -1 if n != "gpt" else o.chunk, o.mb): size[n] for ops in tz.ops for o in ops
+      if o.kind == bigmac.OP_COMPUTE and o.pass_ == "F" for n in [tz.module_names[o.module]]}
+wz = {(tz.module_names[o.module], o.chunk if o.module == tz.backbone_module else -1, o.mb): 400
+      for ops in tz.ops for o in ops if o.kind == bigmac.OP_COMPUTE and o.pass_ == "W"}
+full = bigmac.simulate(tz, act_bytes=fz, act_w_bytes={k: fz[k] for k in wz})  # W keeps all: nothing freed at B
+part = bigmac.simulate(tz, act_bytes=fz, act_w_bytes=wz)
+gp = [r["peak_act_bytes"]["backbone"] for r in full["ranks"]], [r["peak_act_bytes"]["backbone"] for r in part["ranks"]]
+check("torch_peaks_simulate_act_w_bytes", all(a >= b for a, b in zip(*gp)) and gp[0] != gp[1] and
+      all(v % 400 == 0 for v in gp[1]), str(gp))
+
+bad = dict(fwd)
+k0 = next(iter(bad))
+raises("torch_peaks_simulate_missing_key", lambda: bigmac.simulate(t, act_bytes={k: v for k, v in fwd.items() if k != k0}),
+       bigmac.Error, ["act_bytes", "no bytes for module", "1 of"])
+raises("torch_peaks_simulate_unknown_key", lambda: bigmac.simulate(t, act_bytes=dict(fwd) | {("gpt", 5, 0): 5}),
+       bigmac.Error, ["act_bytes", "chunk = 5"])
+raises("torch_peaks_simulate_encoder_chunk", lambda: bigmac.simulate(t, act_bytes=dict(fwd) | {("vit", 0, 0): 5}),
+       bigmac.Error, ["no such forward"])
+raises("torch_peaks_simulate_twice", lambda: bigmac.simulate(t, act_bytes=dict(fwd) | {(0, -1, 0): 5}),
+       bigmac.Error, ["given twice"])
+raises("torch_peaks_simulate_negative", lambda: bigmac.simulate(t, act_bytes=dict(fwd) | {k0: -1}),
+       bigmac.Error, ["whole number of bytes"])
+raises("torch_peaks_simulate_fraction", lambda: bigmac.simulate(t, act_bytes=dict(fwd) | {k0: 0.5}),
+       bigmac.Error, ["whole number of bytes"])
+raises("torch_peaks_simulate_not_dict", lambda: bigmac.simulate(t, act_bytes=[1, 2]), bigmac.Error, ["expected a dict"])
+raises("torch_peaks_simulate_w_not_split", lambda: bigmac.simulate(t, act_bytes=fwd, act_w_bytes={("gpt", 0, 0): 1}),
+       bigmac.Error, ["act_w_bytes", "split backward"])
+raises("torch_peaks_simulate_spec", lambda: bigmac.simulate(SPEC, act_bytes=fwd), bigmac.Error, ["need a Table"])
+raises("torch_peaks_simulate_in_bytes_no_recompute", lambda: bigmac.simulate(t, in_bytes={k0: 1}), bigmac.Error,
+       ["in_bytes", "no such forward"])
+
+
+# ---- the executor: measured == simulated
+class Audit(ex._Acts):
+    """The executor's saved-tensor hooks, keeping every saved tensor alive (so no storage address
+    is reused within a step) and what each forward counted."""
+    forwards = []
+
+    def __init__(self, params, data=()):
+        super().__init__(params, data)
+        self.kept = []
+        self.state = params
+        Audit.forwards.append(self)
+
+    def pack(self, t):
+        self.kept.append(t)
+        return super().pack(t)
+
+
+def audit():
+    """(storages counted by two forwards of the step, counted storages that are state or data)."""
+    owner = collections.defaultdict(set)
+    wrong = 0
+    for i, a in enumerate(Audit.forwards):
+        for p, _ in a.seen:
+            owner[p].add(i)
+            wrong += p in a.state or p in a.data
+    return sum(1 for v in owner.values() if len(v) > 1), wrong
+
+
+def configs(P):
+    if P == 2:
+        run = [(SPEC, "", bb, pol) for bb in ("1f1b", "interleaved", "zb-h1", "zb-interleaved", "zb-v", "dualpipe-v")
+               for pol in ("bigmac", "optimus", "unified")]
+        run += [(FROZEN[k], "frozen_%s_" % k, bb, "bigmac") for k in FROZEN for bb in ("1f1b", "zb-h1", "zb-v")]
+        return run
+    return [(SPEC, "", "1f1b", "optimus"), (SPEC, "", "zb-h1", "bigmac"), (SPEC, "", "zb-v", "bigmac"),
+            (SPEC, "", "dualpipe-v", "unified")]
+
+
+def run(rank, P):
+    ex._Acts = Audit
+    out = []
+    for spec, tag, bb, pol in configs(P):
+        M = 2 * P if bb == "dualpipe-v" or P == 4 else 4
+        table = bigmac.plan(spec, pp=P, vpp=2 if bb in V2 else 1, microbatches=M, backbone=bb, policy=pol)
+        steps = []
+
+        def on_step(s, info):
+            steps.append(audit())
+            Audit.forwards = []
+        Audit.forwards = []
+        res = bt.train(spec, table=table, steps=STEPS, progress=io.StringIO(), on_step=on_step)
+        sim = res.simulate()
+        out.append(("%s%s_%s_p%d" % (tag, bb, pol, P), res.peak_act_bytes, [r["peak_act_bytes"] for r in sim["ranks"]],
+                    dict(res.act_bytes), steps, spec))
+    return out
+
+
+for P in (2, 4):
+    by_rank = bt.spawn(run, P, (P,), timeout=200)
+    for i, (tag, meas, sim, acts, _, spec) in enumerate(by_rank[0]):
+        check("torch_peaks_equal_%s" % tag, meas == sim and len(meas) == P, "measured %s, simulated %s" % (meas, sim))
+        # what must keep bytes: the ViT unless frozen, the GPT unless nothing before it trains (the
+        # ViT frozen too: no backward at all), the DiT always
+        kind = tag.split("_")[1] if tag.startswith("frozen_") else ""
+        role_sum = {ro: sum(m[ro] for m in meas) for ro in bigmac.ROLES}
+        check("torch_peaks_nonzero_%s" % tag, role_sum["generator"] > 0 and
+              (role_sum["encoder"] == 0) == (kind in ("vit", "vitgpt")) and
+              (role_sum["backbone"] == 0) == (kind == "vitgpt") and
+              (kind == "vitgpt" or all(m["backbone"] > 0 for m in meas)), str(meas))
+        # every forward of the table measured (the simulator refuses fewer), on every rank alike
+        check("torch_peaks_same_on_every_rank_%s" % tag, all(r[i][3] == acts for r in by_rank))
+        # no storage in two forwards, no state or data counted: per rank and step
+        au = [s for r in by_rank for s in r[i][4]]
+        check("torch_peaks_storages_counted_once_%s" % tag, len(au) == P * STEPS and all(a == (0, 0) for a in au), str(au))
+        if kind in ("vit", "vitgpt"):  # a frozen ViT without backward keeps nothing, yet is measured
+            check("torch_peaks_frozen_vit_keeps_nothing_%s" % tag,
+                  all(v == 0 for (m, c, mb), v in acts.items() if m == "vit") and any(m == "vit" for m, c, mb in acts))
+done()
