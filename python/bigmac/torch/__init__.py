@@ -337,6 +337,22 @@ def _measured(res, table, recs, spec):
     res.peak_act_bytes = [{role: r["peak"][i] for i, role in enumerate(bigmac.ROLES)} for r in recs]
 
 
+def _print_peaks(res, step, D, out):
+    """The last step's activation peaks per pipeline rank and role: measured, simulated from the
+    measured bytes (equal unless the executor and the simulator disagree on the schedule's
+    memory), and simulated from the spec's act_mib (what plan and simulate assume)."""
+    meas = res.simulate()
+    model = bigmac.simulate(res.table)
+    print("activation peaks, step %d%s, bytes: measured / simulated from the measured bytes / from the spec's "
+          "act_mib" % (step, " (replica 0)" if D > 1 else ""), file=out)
+    for r, got in enumerate(res.peak_act_bytes):
+        sim = meas["ranks"][r]["peak_act_bytes"]
+        spec = model["ranks"][r]["peak_act_gib"]
+        print("  rank %d: %s  (%s)" % (r, "  ".join("%s %d / %d / %.0f" % (ro, got[ro], sim[ro], spec[ro] * 2 ** 30)
+                                                 for ro in bigmac.ROLES),
+                                     "equal" if got == sim else "measured and simulated DIFFER"), file=out)
+
+
 class Result(list):
     """What train() and reference() return: the per-step losses (a list; train(): rank 0's, the
     other ranks' is empty; on_step gets every step's loss on every rank) with
@@ -655,6 +671,8 @@ def train(spec, build=None, data=None, table=None, steps=None, log=None, trace=N
                 _user_hook(on_step, grank, s, {
                     "loss": loss, "lm": lm, "gen": gen, "ms": ms, "lr": x.lr, "grad_norm": x.grad_norm, "rank": grank,
                     "pp_rank": x.rank, "replica": x.replica, "peak_act_bytes": list(x.peak)})
+        if progress and grank == 0 and track_memory and res.act_bytes is not None:
+            _print_peaks(res, steps, D, progress)
         if dump:  # before the trace: a failing trace write loses nothing else
             flats = x.flat_params()
             allf = x.gather(flats, "every rank's final parameters") if P > 1 else [flats]
