@@ -213,6 +213,10 @@ class _Owned:
     def __exit__(self, *exc):
         self.close()
 
+    def __reduce__(self):
+        # its handle is an address in this process: unpickled elsewhere it would be freed twice
+        raise Error("a bigmac %s holds a C object and cannot be pickled as it is" % self._what)
+
 
 # ---------------------------------------------------------------- spec
 
@@ -411,6 +415,10 @@ class Table(_Owned):
         if not rc:
             raise Error("table: no dataflow for module %d chunk %d pass %s" % (module, chunk, pass_))
         return list(needs[:nn.value]), list(makes[:nk.value])
+
+    def __reduce__(self):
+        """Pickled as its JSON text (another process loads it with load_table; .spec is not kept)."""
+        return (load_table, (self.to_json(),))
 
     def to_json(self):
         """The table as the JSON text `bigmac plan` writes (docs/table.md)."""

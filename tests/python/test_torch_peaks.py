@@ -17,15 +17,27 @@ role, measured peak == simulated peak exactly (integers of bytes, no tolerance):
   reused), no storage counted by one forward is counted by another forward of the same step on
   that rank (so the sum over live forwards is the bytes actually held), and every counted
   storage is neither a parameter's or buffer's nor the batch's;
+- recomputation (tests/specs/exec-recompute.json, every module "recompute": "full"): the losses
+  equal the C reference trainer's, the peaks equal the simulator's given the measured forward and
+  kept-input bytes (in_bytes), and no tensor the first forward saved outlives its F op but the
+  input it keeps (and parameters, buffers and batch tensors, which live anyway);
+- a Result returned through spawn (pickled: its table as JSON) still simulates; a Spec refuses to
+  be pickled (its C handle would be freed twice); `python3 -m bigmac.torch train` prints the
+  measured and simulated peaks and exits 0;
 - bigmac.simulate's measured bytes on hand-computed figures (1000 bytes per forward over a table
   whose op order is written below) and its refusals (a missing, unknown or repeated key, a
   negative or fractional size, a spec instead of a table).
 """
 import collections
+import gc
 import io
 import json
 import os
+import pickle
+import subprocess
+import sys
 import tempfile
+import weakref
 
 from check import check, raises, done
 import bigmac
@@ -186,4 +198,88 @@ for P in (2, 4):
         if kind in ("vit", "vitgpt"):  # a frozen ViT without backward keeps nothing, yet is measured
             check("torch_peaks_frozen_vit_keeps_nothing_%s" % tag,
                   all(v == 0 for (m, c, mb), v in acts.items() if m == "vit") and any(m == "vit" for m, c, mb in acts))
+
+# ---- a Result travels between processes (spawn pickles it): its table as JSON, so the parent
+# simulates it too; the command line prints measured and simulated peaks, and exits 0
+def one(rank):
+    return bt.train(FROZEN["vit"], pp=2, vpp=1, microbatches=4, backbone="zb-h1", steps=1, progress=io.StringIO())
+
+
+res0 = bt.spawn(one, 2, (), timeout=200)[0]
+sim0 = res0.simulate()
+check("torch_peaks_result_pickled", res0.table is not None and res0.table.to_json() == bigmac.plan(
+    FROZEN["vit"], pp=2, vpp=1, microbatches=4, backbone="zb-h1").to_json() and
+    res0.peak_act_bytes == [r["peak_act_bytes"] for r in sim0["ranks"]], str(res0.peak_act_bytes))
+raises("torch_peaks_spec_not_pickled", lambda: pickle.dumps(bigmac.load_spec(SPEC)), bigmac.Error, ["cannot be pickled"])
+cli = subprocess.run([sys.executable, "-m", "bigmac.torch", "train", FROZEN["vit"], "--nproc", "2", "--pp", "2",
+                      "--steps", "2"], capture_output=True, text=True, timeout=200)
+lines = [l for l in cli.stdout.splitlines() if l.startswith("  rank ")]
+check("torch_peaks_cli_prints_peaks", cli.returncode == 0 and "activation peaks, step 2, bytes: measured / simulated"
+      in cli.stdout and len(lines) == 2 and all(l.endswith("(equal)") and "encoder 0 / 0 / 0 " in l for l in lines),
+      "rc %d: %s %s" % (cli.returncode, cli.stdout[-600:], cli.stderr[-600:]))
+
+# ---- recomputation ("recompute": "full" on every module): F keeps only its input, B reruns it
+RC = "tests/specs/exec-recompute.json"
+rc_log = os.path.join(tmp, "rc-c.jsonl")
+subprocess.run([os.environ.get("BIGMAC", "bin/bigmac"), "train", RC, "--reference", "--steps", str(STEPS), "--log",
+                rc_log], check=True, capture_output=True)
+rc_ref = [json.loads(l)["loss"] for l in open(rc_log)]
+
+
+class Weak(ex._Acts):
+    """The executor's hooks, keeping a weak reference to every saved tensor."""
+    made = []
+
+    def __init__(self, params, data=()):
+        super().__init__(params, data)
+        self.refs = []
+        Weak.made.append(self)
+
+    def pack(self, t):
+        self.refs.append(weakref.ref(t))
+        return super().pack(t)
+
+
+def run_rc(rank):
+    ex._Acts = Weak
+    orig = ex.Executor._compute
+    outlived = []
+
+    def compute(self, k, op):  # after a recomputed F: which of its saved tensors are still alive
+        n0 = len(Weak.made)
+        orig(self, k, op)
+        if op.pass_ == "F":
+            ik = self.inst_of[(op.module, op.chunk if op.module == self.bb else -1)]
+            gc.collect()
+            ins = self.ctx[(ik, op.mb)]["in"]
+            fw = Weak.made[n0]
+            alive = [r() for r in fw.refs]
+            outlived.append(sum(1 for t in alive if t is not None and not any(t is x for x in ins) and
+                                t.storage().data_ptr() not in fw.params and t.storage().data_ptr() not in fw.data))
+        Weak.made = []
+    ex.Executor._compute = compute
+    out = []
+    for bb, pol in (("1f1b", "bigmac"), ("zb-h1", "optimus"), ("zb-v", "unified"), ("interleaved", "bigmac")):
+        table = bigmac.plan(RC, pp=2, vpp=2 if bb in V2 else 1, microbatches=4, backbone=bb, policy=pol)
+        outlived.clear()
+        res = bt.train(RC, table=table, steps=STEPS, progress=io.StringIO())
+        sim = res.simulate()
+        out.append(("%s_%s_p2" % (bb, pol), list(res), res.peak_act_bytes, [r["peak_act_bytes"] for r in sim["ranks"]],
+                    dict(res.in_bytes), dict(res.act_bytes), list(outlived)))
+    return out
+
+
+for r, per_rank in enumerate(bt.spawn(run_rc, 2, (), timeout=200)):
+    for tag, losses, meas, sim, inb, act, outlived in per_rank:
+        check("torch_peaks_recompute_outlived_r%d_%s" % (r, tag), len(outlived) > 0 and sum(outlived) == 0, str(outlived))
+        if r:
+            continue
+        check("torch_peaks_recompute_losses_%s" % tag, len(losses) == STEPS and all(
+            abs(a - b) <= 1e-4 * max(abs(a), abs(b)) for a, b in zip(rc_ref, losses)), "%s vs %s" % (losses, rc_ref))
+        check("torch_peaks_recompute_equal_%s" % tag, meas == sim, "measured %s, simulated %s" % (meas, sim))
+        # the kept input: 0 for the encoder (it reads data), the received hidden states elsewhere,
+        # always less than what the forward's graph held
+        check("torch_peaks_recompute_in_bytes_%s" % tag, set(inb) == set(act) and
+              all(v == 0 for (m, c, mb), v in inb.items() if m == "vit") and
+              all(0 < v < act[key] for key, v in inb.items() if key[0] != "vit"), str(sorted(inb.items())[:4]))
 done()

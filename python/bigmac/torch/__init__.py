@@ -329,9 +329,10 @@ def _measured(res, table, recs, spec):
     """res.table, .act_bytes, .act_w_bytes, .peak_act_bytes from one pipeline's records of a step."""
     names = [m.name for m in spec.modules]
     res.table = table
-    res.act_bytes, res.act_w_bytes = {}, {}
+    res.act_bytes, res.act_w_bytes, res.in_bytes = {}, {}, {}
     for r in recs:
-        for src, dst in ((r["act_bytes"], res.act_bytes), (r["act_w_bytes"], res.act_w_bytes)):
+        for src, dst in ((r["act_bytes"], res.act_bytes), (r["act_w_bytes"], res.act_w_bytes),
+                         (r["in_bytes"], res.in_bytes)):
             for (m, c, mb), v in src.items():
                 dst[(names[m], c, mb)] = v
     res.peak_act_bytes = [{role: r["peak"][i] for i, role in enumerate(bigmac.ROLES)} for r in recs]
@@ -370,11 +371,12 @@ class Result(list):
       .act_bytes    train() only, every rank, the last step of replica 0's pipeline: what each
                     forward kept {(module name, chunk or -1, microbatch): bytes} (its saved
                     tensors, docs/python.md "Measured activation bytes"); .act_w_bytes: what each
-                    split backward kept from B to W; .peak_act_bytes: every pipeline rank's
-                    measured peak {role: bytes}; .table: the table it ran
-      .simulate()   bigmac.simulate(.table, act_bytes=.act_bytes, act_w_bytes=.act_w_bytes): the
-                    simulation of this run's own bytes, whose ranks' "peak_act_bytes" are the
-                    peaks the run should measure"""
+                    split backward kept from B to W; .in_bytes: what each recomputed forward
+                    kept (its input); .peak_act_bytes: every pipeline rank's measured peak
+                    {role: bytes}; .table: the table it ran
+      .simulate()   bigmac.simulate(.table, act_bytes=.act_bytes, act_w_bytes=.act_w_bytes,
+                    in_bytes=.in_bytes): the simulation of this run's own bytes, whose ranks'
+                    "peak_act_bytes" are the peaks the run should measure"""
     state_dicts = None
     state_dicts_error = None
     grad_norms = None
@@ -382,12 +384,14 @@ class Result(list):
     table = None
     act_bytes = None
     act_w_bytes = None
+    in_bytes = None
     peak_act_bytes = None
 
     def simulate(self, **kw):
         if self.table is None or self.act_bytes is None:
             raise bigmac.Error("Result.simulate: no measured run (train() fills .table and .act_bytes after a step)")
-        return bigmac.simulate(self.table, act_bytes=self.act_bytes, act_w_bytes=self.act_w_bytes, **kw)
+        return bigmac.simulate(self.table, act_bytes=self.act_bytes, act_w_bytes=self.act_w_bytes,
+                               in_bytes=self.in_bytes if self.in_bytes else None, **kw)
 
 
 _CKPT_FORMAT = "bigmac-torch-checkpoint"
