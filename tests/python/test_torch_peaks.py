@@ -21,6 +21,9 @@ role, measured peak == simulated peak exactly (integers of bytes, no tolerance):
   equal the C reference trainer's, the peaks equal the simulator's given the measured forward and
   kept-input bytes (in_bytes), and no tensor the first forward saved outlives its F op but the
   input it keeps (and parameters, buffers and batch tensors, which live anyway);
+- what the executor stops counting is released then: after every B that is not split and every
+  W, no tensor the forward's graph saved is alive any more (weak references, no gc.collect()), in
+  recomputed, plain, split and frozen-backbone runs;
 - a Result returned through spawn (pickled: its table as JSON) still simulates; a Spec refuses to
   be pickled (its C handle would be freed twice); `python3 -m bigmac.torch train` prints the
   measured and simulated peaks and exits 0;
@@ -29,7 +32,6 @@ role, measured peak == simulated peak exactly (integers of bytes, no tolerance):
   negative or fractional size, a spec instead of a table).
 """
 import collections
-import gc
 import io
 import json
 import os
@@ -240,46 +242,66 @@ class Weak(ex._Acts):
         return super().pack(t)
 
 
-def run_rc(rank):
+def alive(w, but=()):
+    """How many tensors w (a Weak) saw saved are still alive, but for the objects in but and
+    tensors of the modules' state or the batch (which live anyway)."""
+    return sum(1 for t in (r() for r in w.refs) if t is not None and not any(t is x for x in but) and
+               t.storage().data_ptr() not in w.params and t.storage().data_ptr() not in w.data)
+
+
+def run_freed(rank):
+    """After a recomputed F, which of its saved tensors are alive (must be only its input); after
+    a B that is not split, or a W, which of the graph's saved tensors are alive (must be none):
+    the bytes the executor stops counting are released then, by reference counting alone (no
+    gc.collect())."""
     ex._Acts = Weak
     orig = ex.Executor._compute
-    outlived = []
+    outlived, unfreed, graphs = [], [], {}
 
-    def compute(self, k, op):  # after a recomputed F: which of its saved tensors are still alive
+    def compute(self, k, op):
         n0 = len(Weak.made)
+        ik = self.inst_of[(op.module, op.chunk if op.module == self.bb else -1)]
         orig(self, k, op)
-        if op.pass_ == "F":
-            ik = self.inst_of[(op.module, op.chunk if op.module == self.bb else -1)]
-            gc.collect()
-            ins = self.ctx[(ik, op.mb)]["in"]
-            fw = Weak.made[n0]
-            alive = [r() for r in fw.refs]
-            outlived.append(sum(1 for t in alive if t is not None and not any(t is x for x in ins) and
-                                t.storage().data_ptr() not in fw.params and t.storage().data_ptr() not in fw.data))
+        key = (ik, op.mb)
+        if op.pass_ == "F" and ik not in self.no_bwd:
+            graphs[key] = Weak.made[n0]
+            if ik in self.rc:
+                outlived.append(alive(Weak.made[n0], self.ctx[key]["in"]))
+        elif op.pass_ == "B" and ik in self.rc:
+            graphs[key] = Weak.made[n0]  # the rerun's graph
+        if (op.pass_ == "B" and key not in self.split) or op.pass_ == "W":
+            unfreed.append(alive(graphs.pop(key)))
         Weak.made = []
     ex.Executor._compute = compute
     out = []
-    for bb, pol in (("1f1b", "bigmac"), ("zb-h1", "optimus"), ("zb-v", "unified"), ("interleaved", "bigmac")):
-        table = bigmac.plan(RC, pp=2, vpp=2 if bb in V2 else 1, microbatches=4, backbone=bb, policy=pol)
+    for spec, bb, pol in ((RC, "1f1b", "bigmac"), (RC, "zb-h1", "optimus"), (RC, "zb-v", "unified"),
+                          (RC, "interleaved", "bigmac"), (SPEC, "zb-h1", "bigmac"), (SPEC, "dualpipe-v", "unified"),
+                          (FROZEN["gpt"], "1f1b", "bigmac")):
+        table = bigmac.plan(spec, pp=2, vpp=2 if bb in V2 else 1, microbatches=4, backbone=bb, policy=pol)
         outlived.clear()
-        res = bt.train(RC, table=table, steps=STEPS, progress=io.StringIO())
+        unfreed.clear()
+        res = bt.train(spec, table=table, steps=STEPS, progress=io.StringIO())
         sim = res.simulate()
-        out.append(("%s_%s_p2" % (bb, pol), list(res), res.peak_act_bytes, [r["peak_act_bytes"] for r in sim["ranks"]],
-                    dict(res.in_bytes), dict(res.act_bytes), list(outlived)))
+        out.append(("%s%s_%s_p2" % ("recompute_" if spec == RC else "frozen_gpt_" if spec != SPEC else "", bb, pol),
+                    list(res), res.peak_act_bytes, [r["peak_act_bytes"] for r in sim["ranks"]], dict(res.in_bytes),
+                    dict(res.act_bytes), list(outlived), list(unfreed), graphs == {}))
     return out
 
 
-for r, per_rank in enumerate(bt.spawn(run_rc, 2, (), timeout=200)):
-    for tag, losses, meas, sim, inb, act, outlived in per_rank:
-        check("torch_peaks_recompute_outlived_r%d_%s" % (r, tag), len(outlived) > 0 and sum(outlived) == 0, str(outlived))
-        if r:
+for r, per_rank in enumerate(bt.spawn(run_freed, 2, (), timeout=200)):
+    for tag, losses, meas, sim, inb, act, outlived, unfreed, none_left in per_rank:
+        rc = tag.startswith("recompute_")
+        if rc:
+            check("torch_peaks_%s_outlived_r%d" % (tag, r), len(outlived) > 0 and sum(outlived) == 0, str(outlived))
+        check("torch_peaks_freed_%s_r%d" % (tag, r), len(unfreed) > 0 and sum(unfreed) == 0 and none_left, str(unfreed))
+        if r or not rc:
             continue
-        check("torch_peaks_recompute_losses_%s" % tag, len(losses) == STEPS and all(
+        check("torch_peaks_%s_losses" % tag, len(losses) == STEPS and all(
             abs(a - b) <= 1e-4 * max(abs(a), abs(b)) for a, b in zip(rc_ref, losses)), "%s vs %s" % (losses, rc_ref))
-        check("torch_peaks_recompute_equal_%s" % tag, meas == sim, "measured %s, simulated %s" % (meas, sim))
+        check("torch_peaks_%s_equal" % tag, meas == sim, "measured %s, simulated %s" % (meas, sim))
         # the kept input: 0 for the encoder (it reads data), the received hidden states elsewhere,
         # always less than what the forward's graph held
-        check("torch_peaks_recompute_in_bytes_%s" % tag, set(inb) == set(act) and
+        check("torch_peaks_%s_in_bytes" % tag, set(inb) == set(act) and
               all(v == 0 for (m, c, mb), v in inb.items() if m == "vit") and
               all(0 < v < act[key] for key, v in inb.items() if key[0] != "vit"), str(sorted(inb.items())[:4]))
 done()
