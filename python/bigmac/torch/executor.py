@@ -143,10 +143,6 @@ def data_ptrs(obj, out=None, seen=None):
         data_ptrs(vars(obj), out, seen)
     return out
 
-    @staticmethod
-    def unpack(t):
-        return t
-
 
 def split_result(res, name):
     """module(...) returns output, or (output or None, loss)."""
