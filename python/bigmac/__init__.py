@@ -104,6 +104,7 @@ _sig("bmpy_table_chunk_layers", _I, _P, _IP)
 _sig("bmpy_verify", _I, _P, _S, _Z)
 _sig("bmpy_flow_get", _I, _P, _I, _I, _I, _IP, _IP, _IP, _IP, _I)
 _sig("bmpy_simulate_json", _P, _P, _D, _C.c_ulonglong, _I, _S, _Z)
+_sig("bmpy_simulate_measured", _P, _P, _DP, _DP, _DP, _D, _C.c_ulonglong, _I, _DP, _S, _Z)
 _sig("bmpy_simulate_compare", _P, _P, _I, _I, _I, _I, _I, _I, _D, _C.c_ulonglong, _S, _Z)
 _sig("bmpy_plan_dp", _P, _P, _I, _I, _I, _I, _I, _I, _I, _I, _S, _Z)
 _sig("bmpy_simulate_compare_dp", _P, _P, _I, _I, _I, _I, _I, _I, _I, _D, _C.c_ulonglong, _S, _Z)
@@ -211,6 +212,10 @@ class _Owned:
 
     def __exit__(self, *exc):
         self.close()
+
+    def __reduce__(self):
+        # its handle is an address in this process: unpickled elsewhere it would be freed twice
+        raise Error("a bigmac %s holds a C object and cannot be pickled as it is" % self._what)
 
 
 # ---------------------------------------------------------------- spec
@@ -411,6 +416,10 @@ class Table(_Owned):
             raise Error("table: no dataflow for module %d chunk %d pass %s" % (module, chunk, pass_))
         return list(needs[:nn.value]), list(makes[:nk.value])
 
+    def __reduce__(self):
+        """Pickled as its JSON text (another process loads it with load_table; .spec is not kept)."""
+        return (load_table, (self.to_json(),))
+
     def to_json(self):
         """The table as the JSON text `bigmac plan` writes (docs/table.md)."""
         p = _lib.bmpy_table_json(self._h)
@@ -570,10 +579,88 @@ def verify(table):
     return True
 
 
-def simulate(src, compare=False, jitter=0.0, seed=1, **plan_args):
+def _measured(table, what, given, keys):
+    """The flat C array [(module * pp*vpp + chunk) * M + mb] of bytes given as {(module name or
+    index, chunk or -1/None off the backbone, mb): bytes}, which must hold exactly keys (the
+    table's (module, chunk, mb) this measure is used for; chunk -1 off the backbone)."""
+    if not isinstance(given, dict):
+        raise Error("simulate: %s: expected a dict {(module, chunk, microbatch): bytes}, got %s"
+                    % (what, type(given).__name__))
+    C, M, names = table.pp * table.vpp, table.microbatches, table.module_names
+    arr = (_C.c_double * (len(names) * C * M + 1))()
+    seen = set()
+    for key, v in given.items():
+        if not (isinstance(key, tuple) and len(key) == 3):
+            raise Error("simulate: %s: key %r: expected (module, chunk, microbatch)" % (what, key))
+        m, c, mb = key
+        if isinstance(m, str):
+            if m not in names:
+                raise Error("simulate: %s: key %r: no module %r in the table (%s)" % (what, key, m, ", ".join(names)))
+            m = names.index(m)
+        m = _index("%s: key %r: module" % (what, key), m, len(names), "the table's modules")
+        c = -1 if c is None else _int("%s: key %r: chunk" % (what, key), c, -1, C - 1)
+        mb = _int("%s: key %r: microbatch" % (what, key), mb, 0, M - 1)
+        k = (m, c, mb)
+        if k not in keys:
+            raise Error("simulate: %s: key %r: the table has no such %s" % (
+                what, key, "forward" if what != "act_w_bytes" else "split backward (a B with its W)"))
+        if k in seen:
+            raise Error("simulate: %s: key %r: given twice" % (what, key))
+        seen.add(k)
+        if isinstance(v, bool) or not isinstance(v, _numbers.Real) or not (0 <= v < 2 ** 53) or v != int(v):
+            raise Error("simulate: %s: key %r: expected a whole number of bytes >= 0, got %r" % (what, key, v))
+        arr[(m * C + max(c, 0)) * M + mb] = float(v)
+    missing = sorted(keys - seen)
+    if missing:
+        m, c, mb = missing[0]
+        raise Error("simulate: %s: no bytes for module %s%s microbatch %d (%d of %d missing): every one of the "
+                    "table's %s needs its measured bytes" % (
+                        what, names[m], " chunk %d" % c if c >= 0 else "", mb, len(missing), len(keys),
+                        "split backwards" if what == "act_w_bytes" else "forwards"))
+    return arr
+
+
+def _simulate_measured(t, jitter, seed, spm, act_bytes, act_w_bytes, in_bytes):
+    """simulate() of table t with measured bytes (docs/python.md "Measured activation bytes")."""
+    fwd, split = set(), set()
+    for ops in t.ops:
+        for o in ops:
+            if o.kind == OP_COMPUTE:
+                k = (o.module, o.chunk if o.module == t.backbone_module else -1, o.mb)
+                if o.pass_ == "F":
+                    fwd.add(k)
+                elif o.pass_ == "W":
+                    split.add(k)
+    rc = {i for i, m in enumerate(t.to_dict()["modules"]) if m.get("recompute", "none") != "none"}
+    arrs = [None if v is None else _measured(t, w, v, ks) for w, v, ks in (
+        ("act_bytes", act_bytes, fwd), ("act_w_bytes", act_w_bytes, split),
+        ("in_bytes", in_bytes, {k for k in fwd if k[0] in rc}))]
+    peaks = (_C.c_double * (t.pp * len(ROLES)))()
+    err = _errbuf()
+    p = _lib.bmpy_simulate_measured(t._h, arrs[0], arrs[1], arrs[2], _num("jitter", jitter, 0, 1e300),
+                                    _int("seed", seed, 0, 2 ** 64 - 1), spm, peaks, err, _ERRN)
+    if not p:
+        _raise(err)
+    out = _json.loads(_take_str(p))
+    for r, rk in enumerate(out["ranks"]):
+        rk["peak_act_bytes"] = {role: int(peaks[r * len(ROLES) + i]) for i, role in enumerate(ROLES)}
+    return out
+
+
+def simulate(src, compare=False, jitter=0.0, seed=1, act_bytes=None, act_w_bytes=None, in_bytes=None, **plan_args):
     """The dict `bigmac simulate --json` prints: of a Table, or of a spec (planned with
     plan_args). compare=True (spec only): every policy and the zero-bubble bound, exactly as
-    `bigmac simulate SPEC --compare --json`."""
+    `bigmac simulate SPEC --compare --json`.
+
+    act_bytes, act_w_bytes, in_bytes (a Table only): an executor's measured bytes
+    {(module, chunk, microbatch): bytes} (chunk -1 off the backbone) of every forward (what it
+    keeps until its backward), of every split backward (what its B keeps until its W) and of
+    every recomputed forward (the input it keeps), in place of the spec's act_mib model; each
+    rank of the result then also has "peak_act_bytes" {role: bytes}, exact (docs/python.md
+    "Measured activation bytes"; bigmac.torch.train's Result.act_bytes are such bytes)."""
+    measured = not (act_bytes is None and act_w_bytes is None and in_bytes is None)
+    if measured and not isinstance(src, Table):
+        raise Error("simulate: act_bytes, act_w_bytes and in_bytes need a Table (the measured run's)")
     if isinstance(src, Table):
         if compare:
             raise Error("simulate: compare=True needs a spec (it plans every policy)")
@@ -581,6 +668,8 @@ def simulate(src, compare=False, jitter=0.0, seed=1, **plan_args):
             raise Error("simulate: plan arguments (%s) need a spec, not a table" % ", ".join(plan_args))
         verify(src)  # only valid tables are simulated (the CLI's rule; docs/hardening.md)
         spm = src.spec.samples_per_microbatch if src.spec else 1
+        if measured:
+            return _simulate_measured(src, jitter, seed, spm, act_bytes, act_w_bytes, in_bytes)
         err = _errbuf()
         p = _lib.bmpy_simulate_json(src._h, _num("jitter", jitter, 0, 1e300), _int("seed", seed, 0, 2 ** 64 - 1),
                                     spm, err, _ERRN)

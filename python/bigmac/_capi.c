@@ -409,6 +409,37 @@ char *bmpy_simulate_json(const void *t, double jitter, unsigned long long seed, 
     return s;
 }
 
+/* `simulate --json` of table t with an executor's measured bytes (bigmac.simulate(act_bytes=),
+ * docs/python.md "Measured activation bytes"): act (what each forward keeps until its backward),
+ * act_w (what a split backward keeps from B to W) and in_b (what a recomputed forward keeps), each
+ * NULL or [(module * pp*vpp + chunk) * M + mb] bytes (chunk 0 for modules other than the
+ * backbone), replace the modelled sizes for this one simulation, as the C tests set the table's
+ * act_bytes / act_w_bytes / in_bytes. The table is left as it was (the caller keeps the arrays).
+ * peaks[r * BM_N_ROLES + role] gets rank r's peak activation bytes of each role, exactly (the
+ * JSON's GiB are rounded to 10 digits). This is the one place the binding sets measured bytes. */
+char *bmpy_simulate_measured(void *tv, const double *act, const double *act_w, const double *in_b, double jitter,
+                             unsigned long long seed, int spm, double *peaks, char *err, size_t n)
+{
+    struct bm_table *t = tv;
+    if (!(jitter >= 0) || jitter > 1e300) return fail_msg(err, n, "jitter: expected a number >= 0"), NULL;
+    double *act0 = t->act_bytes, *w0 = t->act_w_bytes, *in0 = t->in_bytes;
+    t->act_bytes = (double *)act, t->act_w_bytes = (double *)act_w, t->in_bytes = (double *)in_b;
+    struct bm_sim_opts so = {jitter, seed, spm};
+    struct bm_timeline *tl = NULL;
+    struct bm_err e;
+    char *s = NULL;
+    if (bm_simulate(t, &so, &tl, &e)) fail(err, n, &e);
+    else {
+        for (int r = 0; r < t->pp; r++)
+            for (int k = 0; k < BM_N_ROLES; k++) peaks[r * BM_N_ROLES + k] = tl->ranks[r].peak_act_mib[k] * 1048576.0;
+        s = json_text(bm_study_sim_json(t, tl));
+        if (!s) fail_msg(err, n, "out of memory");
+    }
+    bm_timeline_free(tl);
+    t->act_bytes = act0, t->act_w_bytes = w0, t->in_bytes = in0;
+    return s;
+}
+
 /* `simulate SPEC --compare --json` of spec sp with the plan arguments of bmpy_plan (policy:
  * every one): the object bm_study_compare_json builds, as the command prints it. NULL with the
  * message when no policy plans. */

@@ -325,6 +325,35 @@ def _layout(spec, table, dp, world, group, plan_args):
     return P, D
 
 
+def _measured(res, table, recs, spec):
+    """res.table, .act_bytes, .act_w_bytes, .peak_act_bytes from one pipeline's records of a step."""
+    names = [m.name for m in spec.modules]
+    res.table = table
+    res.act_bytes, res.act_w_bytes, res.in_bytes = {}, {}, {}
+    for r in recs:
+        for src, dst in ((r["act_bytes"], res.act_bytes), (r["act_w_bytes"], res.act_w_bytes),
+                         (r["in_bytes"], res.in_bytes)):
+            for (m, c, mb), v in src.items():
+                dst[(names[m], c, mb)] = v
+    res.peak_act_bytes = [{role: r["peak"][i] for i, role in enumerate(bigmac.ROLES)} for r in recs]
+
+
+def _print_peaks(res, step, D, out):
+    """The last step's activation peaks per pipeline rank and role: measured, simulated from the
+    measured bytes (equal unless the executor and the simulator disagree on the schedule's
+    memory), and simulated from the spec's act_mib (what plan and simulate assume)."""
+    meas = res.simulate()
+    model = bigmac.simulate(res.table)
+    print("activation peaks, step %d%s, bytes: measured / simulated from the measured bytes / from the spec's "
+          "act_mib" % (step, " (replica 0)" if D > 1 else ""), file=out)
+    for r, got in enumerate(res.peak_act_bytes):
+        sim = meas["ranks"][r]["peak_act_bytes"]
+        spec = model["ranks"][r]["peak_act_gib"]
+        print("  rank %d: %s  (%s)" % (r, "  ".join("%s %d / %d / %.0f" % (ro, got[ro], sim[ro], spec[ro] * 2 ** 30)
+                                                 for ro in bigmac.ROLES),
+                                     "equal" if got == sim else "measured and simulated DIFFER"), file=out)
+
+
 class Result(list):
     """What train() and reference() return: the per-step losses (a list; train(): rank 0's, the
     other ranks' is empty; on_step gets every step's loss on every rank) with
@@ -338,11 +367,31 @@ class Result(list):
       .state_dicts_error  why .state_dicts is None (a backbone whose chunks cannot be merged:
                     name its layer list with bigmac_layers); gather=True raises it instead
       .grad_norms   the global gradient norm of every step (clip_grad_norm given), else []
-      .start_step   the first step this call ran (after resume=, the checkpoint's step)"""
+      .start_step   the first step this call ran (after resume=, the checkpoint's step)
+      .act_bytes    train() only, every rank, the last step of replica 0's pipeline: what each
+                    forward kept {(module name, chunk or -1, microbatch): bytes} (its saved
+                    tensors, docs/python.md "Measured activation bytes"); .act_w_bytes: what each
+                    split backward kept from B to W; .in_bytes: what each recomputed forward
+                    kept (its input); .peak_act_bytes: every pipeline rank's measured peak
+                    {role: bytes}; .table: the table it ran
+      .simulate()   bigmac.simulate(.table, act_bytes=.act_bytes, act_w_bytes=.act_w_bytes,
+                    in_bytes=.in_bytes): the simulation of this run's own bytes, whose ranks'
+                    "peak_act_bytes" are the peaks the run should measure"""
     state_dicts = None
     state_dicts_error = None
     grad_norms = None
     start_step = 0
+    table = None
+    act_bytes = None
+    act_w_bytes = None
+    in_bytes = None
+    peak_act_bytes = None
+
+    def simulate(self, **kw):
+        if self.table is None or self.act_bytes is None:
+            raise bigmac.Error("Result.simulate: no measured run (train() fills .table and .act_bytes after a step)")
+        return bigmac.simulate(self.table, act_bytes=self.act_bytes, act_w_bytes=self.act_w_bytes,
+                               in_bytes=self.in_bytes if self.in_bytes else None, **kw)
 
 
 _CKPT_FORMAT = "bigmac-torch-checkpoint"
@@ -606,6 +655,7 @@ def train(spec, build=None, data=None, table=None, steps=None, log=None, trace=N
                          "rank: no rank-dependent order, seed or augmentation" % (s + 1, r0, r1, k[0]),
                          [r["data"] for r in recs], "data")
             loss, lm, gen = step_loss(recs, table.microbatches, D)
+            _measured(res, table, [recs[p * D] for p in range(P)], spec)
             if not math.isfinite(loss) and grad_scaler is None:
                 raise bigmac.Error("step %d: loss is not finite" % (s + 1))
             if x.grad_norm is not None:
@@ -625,6 +675,8 @@ def train(spec, build=None, data=None, table=None, steps=None, log=None, trace=N
                 _user_hook(on_step, grank, s, {
                     "loss": loss, "lm": lm, "gen": gen, "ms": ms, "lr": x.lr, "grad_norm": x.grad_norm, "rank": grank,
                     "pp_rank": x.rank, "replica": x.replica, "peak_act_bytes": list(x.peak)})
+        if progress and grank == 0 and track_memory and res.act_bytes is not None:
+            _print_peaks(res, steps, D, progress)
         if dump:  # before the trace: a failing trace write loses nothing else
             flats = x.flat_params()
             allf = x.gather(flats, "every rank's final parameters") if P > 1 else [flats]
@@ -742,7 +794,7 @@ def reference(spec, build=None, data=None, steps=None, log=None, dump=None, devi
             for p in md.parameters():
                 p.requires_grad_(False)
     params = [p for md in mods for p in md.parameters() if p.requires_grad]
-    ptrs = {p.data_ptr() for md in mods for p in md.parameters()}
+    ptrs = _ex.state_ptrs(mods)
     opt = _ex.make_optimizer(optimizer, params, spec)
     sched = _ex.make_scheduler(lr_scheduler, opt)
     clip = _ex.check_clip(clip_grad_norm)
@@ -756,7 +808,7 @@ def reference(spec, build=None, data=None, steps=None, log=None, dump=None, devi
     logf = open(log, "w") if log else None
 
     def run(i, x, b, peak):
-        acts = _Acts(ptrs)
+        acts = _Acts(ptrs, _ex.data_ptrs(b) if track_memory else ())
         if not track_memory:
             return split_result(mods[i](x, b), spec.modules[i].name) + (0,)
         with torch.autograd.graph.saved_tensors_hooks(acts.pack, acts.unpack):

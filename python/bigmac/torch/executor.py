@@ -88,24 +88,60 @@ def _is_timeout(e):
 
 
 class _Acts:
-    """Saved-tensor hooks: bytes of every distinct non-parameter storage saved for backward."""
+    """Saved-tensor hooks: the bytes a forward keeps for its backward (docs/python.md "Measured
+    activation bytes"): every distinct storage (counted once, whole, by its address, however many
+    saved tensors view it) of a tensor autograd saves, except the modules' state (params: the
+    storage addresses of parameters and buffers, which live anyway) and the step's input data
+    (data: the batch's tensors' storages, which the executor holds for the whole step)."""
 
-    def __init__(self, params):
-        self.params = params
+    def __init__(self, params, data=()):
+        self.params, self.data = params, data
         self.seen = set()
         self.bytes = 0
 
     def pack(self, t):
         st = t.storage()
         key = (st.data_ptr(), t.device)
-        if st.data_ptr() not in self.params and key not in self.seen:
+        if st.data_ptr() not in self.params and st.data_ptr() not in self.data and key not in self.seen:
             self.seen.add(key)
             self.bytes += st.nbytes()
-        return t
+        # detached: a saved output returned as itself would hold its own grad_fn, a cycle through
+        # C++ that Python's collector cannot see (torch 1.13): a graph never run backward (a
+        # recomputed forward's first pass) would then never be freed
+        return t.detach()
 
     @staticmethod
     def unpack(t):
         return t
+
+
+def state_ptrs(mods):
+    """The storage addresses of the modules' parameters and buffers (a parameter may view a
+    larger storage: a flat buffer of all of them)."""
+    return {t.storage().data_ptr() for md in mods for t in list(md.parameters()) + list(md.buffers())}
+
+
+def data_ptrs(obj, out=None, seen=None):
+    """The storage addresses of every tensor in obj (a batch: dicts, lists, tuples, objects'
+    __dict__, each container once)."""
+    out = set() if out is None else out
+    seen = set() if seen is None else seen
+    if isinstance(obj, torch.Tensor):
+        out.add(obj.storage().data_ptr())
+        return out
+    if isinstance(obj, (dict, list, tuple)) or hasattr(obj, "__dict__"):
+        if id(obj) in seen:
+            return out
+        seen.add(id(obj))
+    if isinstance(obj, dict):
+        for v in obj.values():
+            data_ptrs(v, out, seen)
+    elif isinstance(obj, (list, tuple)):
+        for v in obj:
+            data_ptrs(v, out, seen)
+    elif hasattr(obj, "__dict__") and not isinstance(obj, type):
+        data_ptrs(vars(obj), out, seen)
+    return out
 
 
 def split_result(res, name):
@@ -141,17 +177,16 @@ def chunk_ranges(spec, table):
 
 def check_table(spec, table):
     """A table planned from another spec is refused: its modules (names, roles, costs) must be
-    the spec's. So is a table with a recomputed module (not implemented here: no silent default)."""
+    the spec's. A recomputed module ("recompute": "full") is recomputed (Executor._compute)."""
     names = [m.name for m in spec.modules]
     where = spec.path or spec.name
     if table.module_names != names or table.backbone_module != spec.backbone_module:
         raise bigmac.Error("the table's modules %s are not the spec's %s (%s)\nhint: plan the table from "
                            "this spec" % (table.module_names, names, where))
     for m, tm in zip(spec.modules, table.to_dict()["modules"]):
-        if tm.get("recompute", "none") != "none":
-            raise bigmac.Error("table module \"%s\" is recomputed (\"recompute\": \"%s\"), which the torch executor "
-                               "does not do yet (%s)\nhint: plan without recompute for torch, or train this table "
-                               "with bigmac train" % (m.name, tm["recompute"], where))
+        if tm.get("recompute", "none") not in ("none", "full"):
+            raise bigmac.Error("table module \"%s\" has \"recompute\": \"%s\", which the torch executor does not know "
+                               "(%s)\nhint: \"none\" or \"full\"" % (m.name, tm["recompute"], where))
         if m.role != tm["role"]:
             raise bigmac.Error("table module \"%s\" is a %s, the spec's (%s) a %s" % (m.name, tm["role"], where, m.role))
         for k, v in m.cost.items():
@@ -355,8 +390,12 @@ class Executor:
                     p.requires_grad_(False)
                 if x["module"] not in bwd:
                     self.no_bwd.add(i)
+        # recomputed instances ("recompute": "full", docs/spec.md): F keeps only its input, B reruns
+        # the forward first (as the C executor does); a module without backward keeps nothing anyway
+        rc = {i for i, m in enumerate(table.to_dict()["modules"]) if m.get("recompute", "none") == "full"}
+        self.rc = {i for i, x in enumerate(self.inst) if x["module"] in rc and i not in self.no_bwd}
         self.params = [[p for p in x["mod"].parameters() if p.requires_grad] for x in self.inst]
-        self.param_ptrs = {p.data_ptr() for x in self.inst for p in x["mod"].parameters()}
+        self.param_ptrs = state_ptrs([x["mod"] for x in self.inst])
         tr = spec.train
         allp = [p for ps in self.params for p in ps]
         self.opt = make_optimizer(optimizer, allp, spec)
@@ -491,9 +530,7 @@ class Executor:
         b = self.batches.get(op.mb)
         if c.pass_ == "B":
             ctx = self.ctx.get((self.inst_of[(c.module, c.chunk if c.module == self.bb else -1)], op.mb))
-            if ctx is not None and ctx["out"] is not None:
-                return tuple(ctx["out"].shape)
-            return None
+            return ctx.get("out_shape") if ctx is not None else None
         needs = self.flow[j][0]
         if len(needs) > 1:  # chunk 0: one encoder's part
             enc = self.inst[self.inst_of[(self.tensor_module[op.tensor], -1)]]["mod"]
@@ -521,6 +558,8 @@ class Executor:
                 except Exception as e:
                     raise fault("rank %d: step %d: data(%d, %d) raised %s: %s%s" % (
                         self.me, step + 1, step, self.replica * self.M + op.mb, type(e).__name__, e, where_raised(e)), self.me) from e
+        # the batches' own storages: a forward that saves its input data keeps nothing extra
+        self.batch_ptrs = {mb: data_ptrs(b) for mb, b in self.batches.items()} if self.track else {}
         self.store = {}
         self.uses = dict(self.uses0)
         self.ctx = {}
@@ -533,6 +572,11 @@ class Executor:
         self.times = [[0.0, 0.0, 0.0] for _ in self.ops]
         self.msg_bytes = [0] * len(self.ops)  # a send's or recv's message bytes (the trace's "bytes")
         self.op_bytes = [0] * len(self.ops)
+        # what each forward keeps (table key (module, chunk, mb), chunk -1 off the backbone): its
+        # saved tensors' bytes from F to B; a split backward's, kept from B to W (torch retains the
+        # whole graph for W, so all of them); given to bigmac.simulate(act_bytes=, act_w_bytes=)
+        self.act_bytes, self.act_w_bytes = {}, {}
+        self.in_bytes = {}  # a recomputed forward's: the input it keeps (bigmac.simulate(in_bytes=))
         self.sends, self.keep = [], []
         # which local compute op consumes each recv
         self.recv_consumer = {}
@@ -764,22 +808,8 @@ class Executor:
                 raise self._fail(k, "forward run twice")
             leaves = [self.store[(n, op.mb)].detach().requires_grad_(self.store[(n, op.mb)].is_floating_point())
                       for n in needs]
-            x = None
-            if len(leaves) == 1:
-                x = leaves[0]
-            elif len(leaves) > 1:
-                x = torch.cat(leaves, 0)
-            acts = _Acts(self.param_ptrs)
-            hooks = torch.autograd.graph.saved_tensors_hooks(acts.pack, acts.unpack) if self.track else \
-                contextlib.nullcontext()
-            nograd = torch.no_grad() if ik in self.no_bwd else contextlib.nullcontext()
-            try:
-                with hooks, nograd, self._user(k, inst, "forward"):
-                    out, loss = split_result(inst["mod"](x, b), inst["name"])
-            except bigmac.Error as e:
-                if getattr(e, "rank", None) is not None:
-                    raise
-                raise self._fail(k, str(e))
+            rng = self._rng_state() if ik in self.rc else None  # the rerun draws the same numbers
+            out, loss, acts = self._forward(k, op, inst, ik, leaves, b, "forward")
             if loss is None and inst["chunk"] == self.P * self.V - 1:
                 raise self._fail(k, "module \"%s\" chunk %d (layers %d..%d, the last chunk) returned no loss: the "
                                  "backbone never reaches its loss\nhint: the last chunk must return (output, loss); "
@@ -792,13 +822,23 @@ class Executor:
                 raise self._fail(k, "loss is %s" % ("NaN" if math.isnan(float(loss)) else "Inf"))
             if out is not None and not torch.isfinite(out).all():
                 raise self._fail(k, "output is not finite (NaN or Inf)")
+            shape = tuple(out.shape) if out is not None else None
+            keep = acts.bytes  # live for the role from the end of F until B (W when split)
             if ik in self.no_bwd:  # frozen, no backward in the table: nothing is kept
-                acts.bytes = 0
+                acts.bytes = keep = 0
+            elif ik in self.rc:  # recomputed: the graph's bytes while F ran, then only its input
+                kin = _Acts(self.param_ptrs, self.batch_ptrs[op.mb] if self.track else ())
+                for t in leaves:
+                    kin.pack(t)
+                keep = kin.bytes
+                self.ctx[(ik, op.mb)] = {"in": leaves, "bytes": keep, "rc": rng, "out_shape": shape}
+                self.in_bytes[(op.module, inst["chunk"], op.mb)] = keep
             else:
-                self.ctx[(ik, op.mb)] = {"in": leaves, "out": out, "loss": loss, "bytes": acts.bytes}
+                self.ctx[(ik, op.mb)] = {"in": leaves, "out": out, "loss": loss, "bytes": keep, "out_shape": shape}
             self.op_bytes[k] = acts.bytes
-            self.live[role] += acts.bytes
-            self.peak[role] = max(self.peak[role], self.live[role])
+            self.act_bytes[(op.module, inst["chunk"], op.mb)] = acts.bytes
+            self.peak[role] = max(self.peak[role], self.live[role] + acts.bytes)
+            self.live[role] += keep
             if loss is not None:
                 if role == 1:
                     self.lm[op.mb] = float(loss)
@@ -814,6 +854,14 @@ class Executor:
             ctx = self.ctx.pop((ik, op.mb), None)
             if ctx is None:
                 raise self._fail(k, "backward without its forward on this rank")
+            if "rc" in ctx:  # recomputed: the kept input goes, the rerun forward's graph comes
+                self.live[role] -= ctx["bytes"]
+                with torch.random.fork_rng(devices=[self.device] if self.device.type == "cuda" else []):
+                    self._set_rng_state(ctx["rc"])
+                    out, loss, acts = self._forward(k, op, inst, ik, ctx["in"], b, "recomputed forward")
+                ctx = {"in": ctx["in"], "out": out, "loss": loss, "bytes": acts.bytes}
+                self.live[role] += acts.bytes
+                self.peak[role] = max(self.peak[role], self.live[role])
             split = (ik, op.mb) in self.split
             if not split:  # a split backward's graph, and so its activations, lives until W
                 self.live[role] -= ctx["bytes"]
@@ -840,6 +888,7 @@ class Executor:
                     with self._user(k, inst, "backward"):
                         torch.autograd.backward(tensors, grads, inputs=need, retain_graph=True)
                 self.wctx[(ik, op.mb)] = (tensors, grads, ctx["bytes"])
+                self.act_w_bytes[(op.module, inst["chunk"], op.mb)] = ctx["bytes"]
             elif tensors:
                 with self._user(k, inst, "backward"):
                     torch.autograd.backward(tensors, grads)
@@ -855,6 +904,37 @@ class Executor:
                         self.store.pop((n, op.mb))
         for n in needs:
             self._release((n, op.mb))
+
+    def _forward(self, k, op, inst, ik, leaves, b, what):
+        """inst's module called on leaves (one: itself; several: concatenated along dim 0) and
+        batch b under the saved-tensor hooks (no_grad for a module without backward): (output,
+        loss, the _Acts that counted what it saved)."""
+        x = None
+        if len(leaves) == 1:
+            x = leaves[0]
+        elif len(leaves) > 1:
+            x = torch.cat(leaves, 0)
+        acts = _Acts(self.param_ptrs, self.batch_ptrs[op.mb] if self.track else ())
+        hooks = torch.autograd.graph.saved_tensors_hooks(acts.pack, acts.unpack) if self.track else \
+            contextlib.nullcontext()
+        nograd = torch.no_grad() if ik in self.no_bwd else contextlib.nullcontext()
+        try:
+            with hooks, nograd, self._user(k, inst, what):
+                out, loss = split_result(inst["mod"](x, b), inst["name"])
+        except bigmac.Error as e:
+            if getattr(e, "rank", None) is not None:
+                raise
+            raise self._fail(k, str(e))
+        return out, loss, acts
+
+    def _rng_state(self):
+        """The RNG states a forward draws from (CPU, and the device's on CUDA), for its rerun."""
+        return (torch.get_rng_state(), torch.cuda.get_rng_state(self.device) if self.device.type == "cuda" else None)
+
+    def _set_rng_state(self, st):
+        torch.set_rng_state(st[0])
+        if st[1] is not None:
+            torch.cuda.set_rng_state(st[1], self.device)
 
     def _user(self, k, inst, what):
         """A context in which an exception from the user's module becomes bigmac.Error tagged with
@@ -905,7 +985,8 @@ class Executor:
         """This rank's figures of the last step (gathered to rank 0 by train())."""
         return {"rank": self.rank, "replica": self.replica, "peak": list(self.peak), "ms": self.ms, "lm": list(self.lm), "gen": list(self.gen),
                 "times": [list(t) for t in self.times], "mem": [list(m) for m in self.mem],
-                "bytes": list(self.msg_bytes)}
+                "bytes": list(self.msg_bytes), "act_bytes": dict(self.act_bytes), "act_w_bytes": dict(self.act_w_bytes),
+                "in_bytes": dict(self.in_bytes)}
 
     def state_dicts(self):
         """{module name: state dict} of this rank's instances: replicated modules whole, the
