@@ -56,7 +56,7 @@ import torch
 import torch.distributed as dist
 
 import bigmac
-from bigmac.torch.executor import _Acts, split_result, Executor, HDR, check_timeout, check_table, _takes_inputs, \
+from bigmac.torch.executor import _Acts, state_ptrs, data_ptrs, split_result, Executor, HDR, check_timeout, check_table, _takes_inputs, \
     DEFAULT_TIMEOUT
 
 MIB = 1048576.0
@@ -336,7 +336,7 @@ def _modules(spec, build, data, repeats, warmup, dev, track_memory):
             raise bigmac.Error("profile: module \"%s\": the factory returned %s, not a torch.nn.Module"
                                % (m.name, type(mod).__name__))
         mods.append(mod.to(dev))
-    ptrs = {p.data_ptr() for md in mods for p in md.parameters()}
+    ptrs = state_ptrs(mods)  # the executor's rules: state and the batch's own tensors are not activations
     n = len(spec.modules)
     fwd, bwd, act, out, bare = ([[] for _ in range(n)] for _ in range(5))
     enc = [i for i, m in enumerate(spec.modules) if m.role == "encoder"]
@@ -345,7 +345,7 @@ def _modules(spec, build, data, repeats, warmup, dev, track_memory):
     M = spec.microbatches or 1
 
     def fw(i, x, b, hooks=True):
-        acts = _Acts(ptrs)
+        acts = _Acts(ptrs, data_ptrs(b))
         _sync(dev)
         t0 = time.perf_counter()
         if hooks:
