@@ -233,8 +233,8 @@ TEST(table_round_trip_and_verifier_refuses_frozen_backward)
     CHECK(bm_csv_write(t, f) == BM_OK);
     fclose(f);
     u = NULL;
-    struct bm_csv_opts co;
-    memset(&co, 0, sizeof co);
+    struct bm_plan_opts co;
+    bm_plan_opts_unset(&co);
     CHECKF(bm_csv_load(cs, NULL, &co, &u, &err) == BM_OK, "%s", err.msg);
     CHECK(u && u->modules[0].frozen && bm_table_backward(u, 0) == BM_BACKWARD_NONE);
     bm_table_free(u);

@@ -49,7 +49,7 @@ static struct bm_spec *make_spec(int encoders, int generator, int grad_to_backbo
 
 static struct bm_plan_opts opts(int P, int V, int M, enum bm_backbone bb, enum bm_policy pol, int W)
 {
-    struct bm_plan_opts o = {P, V, M, 0, W, bb, pol};
+    struct bm_plan_opts o = {.pp = P, .vpp = V, .microbatches = M, .window = W, .backbone = bb, .policy = pol};
     return o;
 }
 

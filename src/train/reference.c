@@ -37,6 +37,42 @@ uint64_t bm_train_module_seed(const struct bm_spec *s, int module)
     return s->train.seed * 0x100000001B3ULL + (uint64_t)(module + 1) * 0x9E3779B97F4A7C15ULL;
 }
 
+/* ---------------------------------------------------------------- the public dataset handle */
+
+struct bm_dataset {
+    struct bm_data_cfg cfg;
+};
+
+int bm_dataset_new(const struct bm_spec *s, struct bm_dataset **out, struct bm_err *err)
+{
+    *out = NULL;
+    struct bm_dataset *d = bm_malloc(sizeof *d);
+    if (!d) return bm_err_set(err, "out of memory");
+    if (bm_train_data_cfg(s, &d->cfg, err)) {
+        bm_free(d);
+        return BM_ERR;
+    }
+    *out = d;
+    return BM_OK;
+}
+
+void bm_dataset_free(struct bm_dataset *d) { bm_free(d); }
+
+int bm_dataset_batch(const struct bm_dataset *d, long step, int mb, struct bm_batch **out, struct bm_err *err)
+{
+    *out = NULL;
+    if (step < 0 || mb < 0) return bm_err_set(err, "dataset: step %ld, microbatch %d: both must be >= 0", step, mb);
+    struct bm_data_batch *b;
+    if (bm_data_batch(&d->cfg, step, mb, &b, err)) return BM_ERR;
+    *out = &b->b; /* the first member: bm_batch_free finds the whole draw from it */
+    return BM_OK;
+}
+
+void bm_batch_free(struct bm_batch *b)
+{
+    bm_data_batch_free((struct bm_data_batch *)(void *)b);
+}
+
 void bm_ref_free(struct bm_ref *r)
 {
     if (!r) return;

@@ -23,8 +23,8 @@
  * image/channels of the encoders; seq of the backbone). */
 int bm_train_data_cfg(const struct bm_spec *s, struct bm_data_cfg *cfg, struct bm_err *err);
 
-/* Init seed of module i: train.seed mixed with i (every rank and chunk uses the same). */
-uint64_t bm_train_module_seed(const struct bm_spec *s, int module);
+/* bm_train_module_seed (module i's init seed) and the dataset handle (bm_dataset_new, over
+ * bm_train_data_cfg and bm_data_batch) are public: include/bigmac_module.h. */
 
 struct bm_step_stats {
     double loss, lm, gen;          /* means over the step's microbatches */
