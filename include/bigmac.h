@@ -690,7 +690,8 @@ BM_API int bm_train_main(int argc, char **argv);
 /* bm_train's run mode: one pipeline rank per MPI process (under mpirun), every rank in this
  * process (no MPI; debugging), or the single-process reference trainer (no pipeline). */
 enum bm_train_mode { BM_TRAIN_MPI = 0, BM_TRAIN_LOCAL, BM_TRAIN_REFERENCE };
-/* A fault to inject for testing failure handling (`--inject-fault RANK:OP:KIND[:STEP]`). */
+/* A fault to inject for testing failure handling (`--inject-fault RANK:OP:KIND[:STEP]`); the
+ * one fault type of the executor, its MPI start-up and the tests. */
 enum bm_train_fault { BM_TRAIN_FAULT_NONE = 0, BM_TRAIN_FAULT_NAN, BM_TRAIN_FAULT_CRASH, BM_TRAIN_FAULT_EXIT,
                       BM_TRAIN_FAULT_HANG };
 /* fault_op values that name a place instead of an op (`--inject-fault RANK:PLACE:KIND[:STEP]`):
@@ -698,8 +699,9 @@ enum bm_train_fault { BM_TRAIN_FAULT_NONE = 0, BM_TRAIN_FAULT_NAN, BM_TRAIN_FAUL
  * MPI_Init; start-up after MPI_Init, before the ranks exchange their host names. */
 enum { BM_TRAIN_FAULT_AT_CHECKPOINT = -1, BM_TRAIN_FAULT_AT_INIT = -2, BM_TRAIN_FAULT_AT_HOSTS = -3 };
 
-/* Options of bm_train; zero-initialised means: MPI, the spec's steps, no files, 60 s timeout,
- * progress on stdout. Each field is one `bigmac train` flag. */
+/* Options of bm_train, the one training-options type (`bigmac train`, the executor, the reference
+ * trainer, the tests); zero-initialised means: MPI, the spec's steps, no files, 60 s timeout,
+ * progress on stdout. Each field is one `bigmac train` flag, but the outputs at the end. */
 struct bm_train_opts {
     enum bm_train_mode mode;
     const struct bm_plan_opts *plan; /* NULL: the spec's settings; pp 0: the number of ranks
@@ -734,6 +736,11 @@ struct bm_train_opts {
                                       * table's (given) or the plan's (opts->plan, the spec) */
     int resume_force;                /* --resume-force: resume although the checkpoint's training
                                       * settings (lr, seeds, ...) differ from the spec's */
+    /* What a program (a test) reads back, in the process of pipeline rank 0 (reference: the
+     * process): NULL = not wanted. loss_out[steps] each step's loss; ms_out[steps] each step's
+     * wall time (ms); peak_out[pp * BM_N_ROLES] the last step's peak live activation bytes per
+     * rank and role (pipelined only). */
+    double *loss_out, *ms_out, *peak_out;
 };
 
 /* Train the model of 'spec' pipelined (MPI or BM_TRAIN_LOCAL) or with the reference trainer,
