@@ -7,7 +7,7 @@
  *     struct bm_table *table;
  *     if (bm_spec_load("examples/tiny-mllm.json", &spec, &err) != BM_OK) { puts(err.msg); return 1; }
  *     struct bm_plan_opts o;
- *     bm_plan_opts_from_spec(&o, spec);          // flags would override fields of o here
+ *     bm_plan_opts_from_spec(&o, spec);          // bm_plan_opts_merge(&o, &flags) would lay flags over o
  *     o.policy = BM_POL_BIGMAC;
  *     if (bm_plan_build(spec, &o, &table, &err) != BM_OK) { puts(err.msg); return 1; }
  *     if (bm_verify(table, &err) != BM_OK) { puts(err.msg); return 1; }
