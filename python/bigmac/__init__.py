@@ -275,9 +275,9 @@ def load_spec(src, name=None):
 class Op:
     __slots__ = ("kind", "pass_", "module", "chunk", "mb", "peer", "tensor", "name")
 
-    def __init__(self, d):
-        self.kind, self.pass_, self.module, self.chunk = d["kind"], d["pass"], d["module"], d["chunk"]
-        self.mb, self.peer, self.tensor, self.name = d["mb"], d["peer"], d["tensor"], d["name"]
+    def __init__(self, kind, pass_, module, chunk, mb, peer, tensor, name):
+        self.kind, self.pass_, self.module, self.chunk = kind, pass_, module, chunk
+        self.mb, self.peer, self.tensor, self.name = mb, peer, tensor, name
 
     @property
     def kind_name(self):
@@ -330,8 +330,10 @@ class Table(_Owned):
         return self._ops
 
     def _rank_ops(self, r):
-        """One foreign call per rank (every op's fields and name as one JSON array), none per op."""
-        return [Op(d) for d in _take_json(_lib.bmpy_table_rank_ops(self._h, r), "table")]
+        """One foreign call per rank (the rank's ops as one JSON object of columns), none per op."""
+        d = _take_json(_lib.bmpy_table_rank_ops(self._h, r), "table")
+        return list(map(Op, d["kind"], d["pass"], d["module"], d["chunk"], d["mb"], d["peer"], d["tensor"],
+                        d["name"]))
 
     def chunk_ranks(self):
         """The rank of each global backbone chunk (pp*vpp): c mod P, or under zb-v / dualpipe-v

@@ -396,9 +396,11 @@ char *bmpy_table_info(const void *tp)
     return jw_close(&w, 0);
 }
 
-/* Rank 'rank's ops as one JSON array, in order: {"kind", "pass" (compute: "F"/"B"/"W", else
- * null), "module", "chunk", "mb", "peer", "tensor", "name" (bm_op_format)} each: one foreign
- * call per rank (Table.ops). NULL for a rank out of range or when memory runs out. */
+/* Rank 'rank's ops as one JSON object of columns, each a list in op order: "kind", "pass"
+ * (compute: "F"/"B"/"W", else null), "module", "chunk", "mb", "peer", "tensor" (struct bm_op) and
+ * "name" (bm_op_format): one foreign call per rank (Table.ops), and columns, which Python reads
+ * several times faster than one object per op. NULL for a rank out of range or when memory runs
+ * out. */
 char *bmpy_table_rank_ops(const void *tp, int rank)
 {
     const struct bm_table *t = tp;
@@ -407,23 +409,36 @@ char *bmpy_table_rank_ops(const void *tp, int rank)
     struct jw w;
     if (jw_open(&w)) return NULL;
     FILE *f = w.f;
-    char name[BM_MAX_NAME + 64];
+    static const char *const cols[] = {"kind", "module", "chunk", "mb", "peer", "tensor"};
+    fputc('{', f);
+    for (int c = 0; c < 6; c++) {
+        put_key(f, cols[c], c == 0);
+        fputc('[', f);
+        for (int k = 0; k < ro->n_ops; k++) {
+            const struct bm_op *op = &ro->ops[k];
+            long v = c == 0 ? op->kind : c == 1 ? op->module : c == 2 ? op->chunk : c == 3 ? op->mb
+                     : c == 4 ? op->peer : op->tensor;
+            fprintf(f, k ? ",%ld" : "%ld", v);
+        }
+        fputc(']', f);
+    }
+    put_key(f, "pass", 0);
     fputc('[', f);
     for (int k = 0; k < ro->n_ops; k++) {
         const struct bm_op *op = &ro->ops[k];
-        bm_op_format(t, op, name, sizeof name);
-        fputs(k ? ",\n{" : "{", f);
-        put_int(f, "kind", op->kind, 1);
-        put_name(f, "pass", op->kind == BM_OP_COMPUTE ? bm_pass_name((enum bm_pass)op->pass) : NULL, 0);
-        put_int(f, "module", op->module, 0);
-        put_int(f, "chunk", op->chunk, 0);
-        put_int(f, "mb", op->mb, 0);
-        put_int(f, "peer", op->peer, 0);
-        put_int(f, "tensor", op->tensor, 0);
-        put_name(f, "name", name, 0);
-        fputc('}', f);
+        if (k) fputc(',', f);
+        put_str(f, op->kind == BM_OP_COMPUTE ? bm_pass_name((enum bm_pass)op->pass) : NULL);
     }
     fputc(']', f);
+    put_key(f, "name", 0);
+    fputc('[', f);
+    char name[BM_MAX_NAME + 64];
+    for (int k = 0; k < ro->n_ops; k++) {
+        bm_op_format(t, &ro->ops[k], name, sizeof name);
+        if (k) fputc(',', f);
+        put_str(f, name);
+    }
+    fputs("]}", f);
     return jw_close(&w, 0);
 }
 
