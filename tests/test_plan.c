@@ -485,6 +485,10 @@ TEST(plan_opts_layers_merge)
     struct bm_plan_opts same = o;
     bm_plan_opts_merge(&same, &none);
     CHECK(!memcmp(&same, &o, sizeof o)); /* a layer that gives nothing changes nothing */
+    struct bm_table *u = NULL;
+    struct bm_err uerr;
+    CHECK(bm_plan_build(s, &none, &u, &uerr) == BM_ERR && !u); /* the planner wants every plan field */
+    CHECK_STR_CONTAINS(uerr.msg, "plan options: pp is not set (BM_UNSET)");
     bm_plan_opts_unset(&hdr);
     hdr.microbatches = 16, hdr.backbone = BM_BB_GPIPE;
     bm_plan_opts_unset(&flags);

@@ -56,6 +56,12 @@ void bm_plan_opts_to_spec(const struct bm_plan_opts *o, struct bm_spec *s)
 
 static int check_opts(const struct bm_plan_opts *o, struct bm_err *err)
 {
+    const char *unset = o->pp == BM_UNSET ? "pp" : o->vpp == BM_UNSET ? "vpp" : o->microbatches == BM_UNSET ? "microbatches"
+                        : o->unit == BM_UNSET ? "unit" : o->window == BM_UNSET ? "window"
+                        : (int)o->backbone == BM_UNSET ? "backbone" : (int)o->policy == BM_UNSET ? "policy" : NULL;
+    if (unset)
+        return bm_err_set(err, "plan options: %s is not set (BM_UNSET)\nhint: lay the options given over the spec's: "
+                               "bm_plan_opts_from_spec, then bm_plan_opts_merge", unset);
     if (o->pp < 1 || o->pp > 4096) return bm_err_set(err, "pp = %d: must be in 1..4096", o->pp);
     if (o->vpp < 1 || o->vpp > 64) return bm_err_set(err, "vpp = %d: must be in 1..64", o->vpp);
     if (o->microbatches < 1 || o->microbatches > 1000000)
