@@ -64,8 +64,8 @@ BENCHES  := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 EXAMPLES := $(EXAMPLE_SRC:examples/%.c=$(BUILD)/examples/%)
 FUZZERS  := $(FUZZ_SRC:fuzz/%.c=$(BUILD)/fuzz/%)
 # The Python package's native half (python/bigmac, docs/python.md): the library's objects
-# without MPI, bm_train and bm_train_main (src/study/ builds the simulate --json objects that
-# the Python API matches) and the flat C interface python/bigmac/_capi.c, as one shared object that
+# without MPI, bm_train and bm_train_main, and the flat C interface python/bigmac/_capi.c (on the
+# public API only: bm_timeline_write_json is the simulate --json the Python API matches), as one shared object that
 # python/bigmac/__init__.py loads with ctypes. PYTHONPATH=python finds it from the repository.
 PYTHON   ?= /usr/bin/python3
 PYLIB    := $(BUILD)/python/_bigmac.so
@@ -169,10 +169,13 @@ $(BUILD)/bench/%: bench/%.c $(wildcard bench/*.h) $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(LIB) $(LDFLAGS) $(LDLIBS)
 
+# _capi.c sees the public headers only (no -Isrc): the binding is a user of the public API
+# (tests/test_python_capi.sh also checks that it calls nothing the shared library does not export).
+PY_CFLAGS := $(filter-out -Isrc -I$(BUILD)/gen,$(CFLAGS))
 $(PYLIB): python/bigmac/_capi.c $(PYLIB_OBJ)
 	@mkdir -p $(dir $@)
 	@echo "  PYLIB   $@"
-	@$(CC) $(CFLAGS) -fvisibility=default -shared -Wl,--no-undefined -o $@ python/bigmac/_capi.c $(PYLIB_OBJ) $(LDFLAGS) $(LDLIBS)
+	@$(CC) $(PY_CFLAGS) -fvisibility=default -shared -Wl,--no-undefined -o $@ python/bigmac/_capi.c $(PYLIB_OBJ) $(LDFLAGS) $(LDLIBS)
 
 # The recorded public ABI (tests/test_abi.sh compares the build against it): rerun after a change
 # that bumps BM_SOVERSION (a public struct's layout, a removed function), and commit abi/.

@@ -33,7 +33,7 @@ static void table_part(struct bm_spec *s, int P, int V, int M)
     printf("%-22s %10s %10s %10s %12s %12s %8s\n", "policy", "plan s", "verify s", "write s",
            "ops", "JSON MiB", "window");
     for (int variant = 0; variant < 4; variant++) {
-        struct bm_plan_opts o = {P, V, M, 0, 0, BM_BB_INTERLEAVED, BM_POL_BIGMAC};
+        struct bm_plan_opts o = {.pp = P, .vpp = V, .microbatches = M, .backbone = BM_BB_INTERLEAVED, .policy = BM_POL_BIGMAC};
         const char *label = "bigmac (window auto)";
         if (variant == 1) o.window = 3, label = "bigmac (window 3)";
         if (variant == 2) o.policy = BM_POL_OPTIMUS, label = "optimus";

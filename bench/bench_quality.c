@@ -99,7 +99,7 @@ static void speed(void)
     char *argv0[] = {NULL};
     struct bm_spec *s = bench_spec_load(0, argv0, &P, &V, &M);
     if (!s) return;
-    struct bm_plan_opts o = {P, V, M, 64, 3, BM_BB_INTERLEAVED, BM_POL_BIGMAC};
+    struct bm_plan_opts o = {.pp = P, .vpp = V, .microbatches = M, .unit = 64, .window = 3, .backbone = BM_BB_INTERLEAVED, .policy = BM_POL_BIGMAC};
     struct bm_plan_prof best = {0};
     double best_total = -1, best_sim = 0, ms = 0;
     int window = 0;

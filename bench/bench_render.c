@@ -19,7 +19,7 @@ int main(int argc, char **argv)
     struct bm_spec *s = bench_spec_load(argc, argv, &P, &V, &M);
     if (!s) return 1;
     struct bm_err err;
-    struct bm_plan_opts o = {P, V, M, 0, 3, BM_BB_INTERLEAVED, BM_POL_BIGMAC};
+    struct bm_plan_opts o = {.pp = P, .vpp = V, .microbatches = M, .window = 3, .backbone = BM_BB_INTERLEAVED, .policy = BM_POL_BIGMAC};
     struct bm_table *t;
     struct bm_timeline *tl;
     double t0 = bm_now();

@@ -7,7 +7,7 @@
  *     struct bm_table *table;
  *     if (bm_spec_load("examples/tiny-mllm.json", &spec, &err) != BM_OK) { puts(err.msg); return 1; }
  *     struct bm_plan_opts o;
- *     bm_plan_opts_from_spec(&o, spec);          // flags would override fields of o here
+ *     bm_plan_opts_from_spec(&o, spec);          // bm_plan_opts_merge(&o, &flags) would lay flags over o
  *     o.policy = BM_POL_BIGMAC;
  *     if (bm_plan_build(spec, &o, &table, &err) != BM_OK) { puts(err.msg); return 1; }
  *     if (bm_verify(table, &err) != BM_OK) { puts(err.msg); return 1; }
@@ -32,6 +32,7 @@
 #ifndef BIGMAC_H
 #define BIGMAC_H
 
+#include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -424,6 +425,14 @@ BM_API void bm_table_split_flags(const struct bm_table *t, char *out);
  * B unless the backward is NONE; W only for a full backward, where the schedule splits it). */
 BM_API int bm_table_backward(const struct bm_table *t, int module);
 BM_API int bm_table_has_pass(const struct bm_table *t, int module, int pass);
+/* The dataflow of t's compute op (module, chunk: a global backbone chunk, -1 for other modules,
+ * pass) after bm_table_finish: *needs the tensors it needs on its rank, *makes the ones it
+ * makes (indices into t->tensors, *n_needs and *n_makes of them; the arrays belong to t and last
+ * until it changes or is freed). Backbone chunk 0's encoder parts come in spec module order, as
+ * the executors concatenate several encoders' outputs (bigmac_module.h). Returns 1; 0 when t has
+ * no such op; -1 when t has no dataflow (not finished). */
+BM_API int bm_table_op_flow(const struct bm_table *t, int module, int chunk, int pass, const int **needs,
+                            int *n_needs, const int **makes, int *n_makes);
 
 /* PyTorch-pipelining style action string for an op: backbone "2F0" (global chunk, pass, mb),
  * nested "vit:F3", comm "SEND_F:vis_emb:3>1" / "RECV_B:grad:llm.c0.out:3<1". Writes at most n bytes. */
@@ -479,6 +488,14 @@ BM_API int bm_backbone_order(enum bm_backbone bb, int P, int V, int M, int rank,
  * 1.5 ms in a 3 s step; `ideal` (the unlimited-memory reference) keeps the strictly fastest. */
 #define BM_WINDOW_GAIN 5e-4
 
+/* A plan option that was not given: any field of struct bm_plan_opts may hold it
+ * (bm_plan_opts_unset), and bm_plan_opts_merge then keeps the value underneath. */
+#define BM_UNSET INT_MIN
+
+/* Plan options: the one type for the spec's parallel/schedule settings, a file's header, the
+ * command line's plan flags and the Python binding's keyword arguments. Layers of them are laid
+ * over each other with bm_plan_opts_merge (spec defaults <- a file's header <- flags <- keyword
+ * arguments); bm_plan_build takes the result, every plan field given. */
 struct bm_plan_opts {
     int pp, vpp, microbatches;
     int unit;                 /* 0 = pp */
@@ -487,10 +504,24 @@ struct bm_plan_opts {
                                * or BM_WINDOW_FIT */
     enum bm_backbone backbone;
     enum bm_policy policy;
+    /* Settings the spec keeps outside "parallel"/"schedule" that the plan flags also set (--dp,
+     * --ranks-per-host, --zero): parallel.dp, device.ranks_per_host, train.zero. The planner
+     * reads them from the spec: bm_plan_opts_to_spec writes the given ones there first. */
+    int dp;                   /* data-parallel replicas (>= 1) */
+    int ranks_per_host;       /* pipeline ranks per host (0 = one host) */
+    int zero;                 /* 0, or 1 for ZeRO-1 */
 };
 
-/* Copy the spec's parallel/schedule settings into o (command-line flags then override). */
+/* Every field BM_UNSET: a layer that gives nothing yet. */
+BM_API void bm_plan_opts_unset(struct bm_plan_opts *o);
+/* Copy the spec's settings into o (every field; command-line flags then override). */
 BM_API void bm_plan_opts_from_spec(struct bm_plan_opts *o, const struct bm_spec *s);
+/* Lay 'over' on o: each field 'over' gives (not BM_UNSET) replaces o's; the others keep o's
+ * value. One rule beside the fields: when 'over' gives pp but no unit, a unit of o's equal to
+ * o's pp (a spec's default unit, written out) follows the new pp (o->unit becomes 0 = pp). */
+BM_API void bm_plan_opts_merge(struct bm_plan_opts *o, const struct bm_plan_opts *over);
+/* Write the spec settings o gives (dp, ranks_per_host, zero; not BM_UNSET) into s. */
+BM_API void bm_plan_opts_to_spec(const struct bm_plan_opts *o, struct bm_spec *s);
 /* Build the lowered operator table. Caller owns *out. On failure (bad options, window too
  * small, ...) *out is NULL and err says why. */
 BM_API int bm_plan_build(const struct bm_spec *s, const struct bm_plan_opts *o, struct bm_table **out,
@@ -631,6 +662,11 @@ struct bm_sim_opts {
 BM_API int bm_simulate(const struct bm_table *t, const struct bm_sim_opts *o, struct bm_timeline **out,
                        struct bm_err *err);
 BM_API void bm_timeline_free(struct bm_timeline *tl);
+/* Write the JSON object `bigmac simulate --json` prints for table t and its timeline tl
+ * (docs/simulator.md "JSON output": policy, settings, makespan, bubble, samples/s, memory,
+ * per-rank figures, the step, "hosts" for a table placed over hosts), indented, then a newline.
+ * BM_ERR when memory runs out or the write fails. */
+BM_API int bm_timeline_write_json(const struct bm_table *t, const struct bm_timeline *tl, FILE *f);
 
 /* For loaders of measured traces: a timeline shaped like t (ops zeroed, wait = -1, no memory
  * points, state_mib from the memory model). NULL on allocation failure. */
@@ -654,7 +690,8 @@ BM_API int bm_train_main(int argc, char **argv);
 /* bm_train's run mode: one pipeline rank per MPI process (under mpirun), every rank in this
  * process (no MPI; debugging), or the single-process reference trainer (no pipeline). */
 enum bm_train_mode { BM_TRAIN_MPI = 0, BM_TRAIN_LOCAL, BM_TRAIN_REFERENCE };
-/* A fault to inject for testing failure handling (`--inject-fault RANK:OP:KIND[:STEP]`). */
+/* A fault to inject for testing failure handling (`--inject-fault RANK:OP:KIND[:STEP]`); the
+ * one fault type of the executor, its MPI start-up and the tests. */
 enum bm_train_fault { BM_TRAIN_FAULT_NONE = 0, BM_TRAIN_FAULT_NAN, BM_TRAIN_FAULT_CRASH, BM_TRAIN_FAULT_EXIT,
                       BM_TRAIN_FAULT_HANG };
 /* fault_op values that name a place instead of an op (`--inject-fault RANK:PLACE:KIND[:STEP]`):
@@ -662,8 +699,9 @@ enum bm_train_fault { BM_TRAIN_FAULT_NONE = 0, BM_TRAIN_FAULT_NAN, BM_TRAIN_FAUL
  * MPI_Init; start-up after MPI_Init, before the ranks exchange their host names. */
 enum { BM_TRAIN_FAULT_AT_CHECKPOINT = -1, BM_TRAIN_FAULT_AT_INIT = -2, BM_TRAIN_FAULT_AT_HOSTS = -3 };
 
-/* Options of bm_train; zero-initialised means: MPI, the spec's steps, no files, 60 s timeout,
- * progress on stdout. Each field is one `bigmac train` flag. */
+/* Options of bm_train, the one training-options type (`bigmac train`, the executor, the reference
+ * trainer, the tests); zero-initialised means: MPI, the spec's steps, no files, 60 s timeout,
+ * progress on stdout. Each field is one `bigmac train` flag, but the outputs at the end. */
 struct bm_train_opts {
     enum bm_train_mode mode;
     const struct bm_plan_opts *plan; /* NULL: the spec's settings; pp 0: the number of ranks
@@ -698,6 +736,11 @@ struct bm_train_opts {
                                       * table's (given) or the plan's (opts->plan, the spec) */
     int resume_force;                /* --resume-force: resume although the checkpoint's training
                                       * settings (lr, seeds, ...) differ from the spec's */
+    /* What a program (a test) reads back, in the process of pipeline rank 0 (reference: the
+     * process): NULL = not wanted. loss_out[steps] each step's loss; ms_out[steps] each step's
+     * wall time (ms); peak_out[pp * BM_N_ROLES] the last step's peak live activation bytes per
+     * rank and role (pipelined only). */
+    double *loss_out, *ms_out, *peak_out;
 };
 
 /* Train the model of 'spec' pipelined (MPI or BM_TRAIN_LOCAL) or with the reference trainer,
@@ -777,6 +820,14 @@ BM_API int bm_compare(struct bm_spec *s, const struct bm_plan_opts *o, const str
 BM_API void bm_compare_free(struct bm_compare *c);
 /* "optimus+recompute" for that row, else the policy's name. */
 BM_API const char *bm_compare_row_name(const struct bm_compare_row *row);
+/* bm_compare of s (opts->keep is not used) written as the JSON object `bigmac simulate --compare
+ * --json` prints: {"results": [bm_timeline_write_json's object per row, or {"policy", "error"}
+ * for a row that failed, optimus+recompute after optimus], "zero_bubble_bound_ms",
+ * "lower_bound_ms"}, then a newline. *n_failed (may be NULL): the policy rows that failed (all
+ * BM_N_POLICIES: nothing planned; the object still says why). BM_ERR only when memory runs out
+ * or the write fails. */
+BM_API int bm_compare_write_json(struct bm_spec *s, const struct bm_plan_opts *o, const struct bm_compare_opts *opts,
+                                 FILE *f, int *n_failed, struct bm_err *err);
 
 #define BM_SWEEP_MAX_VALUES 64
 

@@ -146,6 +146,29 @@ BM_API int bm_module_register(const struct bm_module_ops *ops, struct bm_err *er
 /* The ops registered under 'name', or NULL. */
 BM_API const struct bm_module_ops *bm_module_find(const char *name);
 
+/* ---------------------------------------------------------------- the built-in dataset */
+
+/* The dataset both trainers draw from (docs/executor.md "The data"): a program that trains the
+ * same modules its own way (the torch binding) draws the same microbatches and starts from the
+ * same parameters. */
+struct bm_dataset; /* opaque */
+
+/* The dataset spec s implies (data.seed, samples_per_microbatch, max_images; the image and
+ * channels of its encoders, the seq of its backbone). BM_ERR when s has no image encoder. Caller
+ * owns *out (bm_dataset_free). */
+BM_API int bm_dataset_new(const struct bm_spec *s, struct bm_dataset **out, struct bm_err *err);
+BM_API void bm_dataset_free(struct bm_dataset *d);
+/* Draw microbatch mb (>= 0) of training step step (>= 0): the same (dataset, step, mb) always
+ * gives the same bytes. Caller owns *out (bm_batch_free, which frees its arrays too). */
+BM_API int bm_dataset_batch(const struct bm_dataset *d, long step, int mb, struct bm_batch **out,
+                            struct bm_err *err);
+BM_API void bm_batch_free(struct bm_batch *b);
+/* Word of vocabulary id ("<pad>", "<bos>", "<eos>", "a", ...); NULL when out of range. */
+BM_API const char *bm_vocab_word(int id);
+/* The seed the trainers create module i of s with (ops->create's seed): train.seed mixed with i,
+ * the same on every rank and chunk. */
+BM_API uint64_t bm_train_module_seed(const struct bm_spec *s, int module);
+
 #ifdef __cplusplus
 }
 #endif

@@ -5,6 +5,7 @@
  *   bm_render_svg     standalone SVG timeline with memory curves
  *   bm_render_html    self-contained HTML report: canvas timeline, hover, zoom
  *   bm_render_trace   Chrome Trace Event JSON with the table embedded (Perfetto, chrome://tracing)
+ *   bm_csv_write      the table as CSV (docs/csv.md), bm_csv_write_torch in PyTorch's grammar
  *   bm_trace_load     such a trace (or one a run of the executors wrote) back into a table and a
  *                     timeline, so it can be drawn, compared or calibrated from
  *   bm_exec_timeline  a measured timeline from per-op times a program recorded itself (what the
@@ -47,6 +48,18 @@ BM_API int bm_render_svg(const struct bm_table *t, const struct bm_timeline *tl,
  * may be NULL. */
 BM_API int bm_render_html(const struct bm_table *t, const struct bm_timeline *tl,
                           const struct bm_report_compare *cmp, const char *title, FILE *f);
+
+/* The table as CSV (docs/csv.md): '#' header lines, then one row per rank. BM_ERR (nothing
+ * written) when a name cannot be written as CSV; bm_csv_check_names says which. */
+BM_API int bm_csv_write(const struct bm_table *t, FILE *f);
+BM_API int bm_csv_check_names(const struct bm_table *t, struct bm_err *err);
+/* The table in PyTorch's grammar (docs/csv.md "Writing PyTorch's files"): one row per rank,
+ * backbone cells only ("0F3", "0I3" for a split backward's B, "0W3", "0B3" for a whole one),
+ * no '#' lines; with comms also its SEND_F/RECV_F/SEND_B/RECV_B cells (an I right before its
+ * own W merged into B, as PyTorch's lowering does). Encoder and generator ops and their
+ * transfers have no cell: note (note_n bytes) gets one line saying what was left out ("" when
+ * nothing was). Rows end in "\n" (PyTorch's csv.reader takes "\n" and "\r\n"). */
+BM_API int bm_csv_write_torch(const struct bm_table *t, int comms, FILE *f, char *note, size_t note_n);
 
 /* Load a Chrome trace written by bm_render_trace (or by an executor in that shape,
  * docs/trace.md): the embedded table and the op times/memory of its events. *t and *tl are new

@@ -7,10 +7,11 @@
  *
  * Paths: spec load -> plan, for every policy (interleaved backbone, a generator sending
  * gradient into the backbone, window auto, fit and explicit, 1f1b/gpipe); the simulator on a
- * planned table; table load -> verify. */
+ * planned table; table load -> verify; the dataset (bm_dataset_new, bm_dataset_batch). */
 #include "test.h"
 
 #include "bigmac.h"
+#include "bigmac_module.h"
 #include "util/util.h"
 
 #define SPEC "examples/tiny-mllm.json"
@@ -318,6 +319,33 @@ TEST(table_load_and_verify_deadlocked)
     CHECK(n > 10);
 }
 
+/* ---------------------------------------------------------------- the public dataset */
+
+/* bm_dataset_new then one bm_dataset_batch (the Python binding's data_batch): every failure a
+ * clean BM_ERR, nothing handed out, nothing leaked. */
+static int step_dataset(void *ctx, struct bm_err *err, int *made, int *fired)
+{
+    (void)fired;
+    struct bm_dataset *d;
+    struct bm_batch *b = NULL;
+    if (bm_dataset_new(ctx, &d, err)) return BM_ERR;
+    int rc = bm_dataset_batch(d, 3, 1, &b, err);
+    *made = rc == BM_OK && b != NULL;
+    bm_batch_free(b);
+    bm_dataset_free(d);
+    return rc;
+}
+
+TEST(dataset_batch)
+{
+    struct bm_spec *s;
+    struct bm_err err;
+    CHECKF(bm_spec_load(SPEC, &s, &err) == BM_OK, "%s", err.msg);
+    if (!s) return;
+    CHECK(sweep("dataset batch", step_dataset, s, 100000, 0) > 1);
+    bm_spec_free(s);
+}
+
 int main(void)
 {
     RUN(plan_bigmac_interleaved_window_auto);
@@ -334,5 +362,6 @@ int main(void)
     RUN(simulate_planned_tables);
     RUN(table_load_and_verify);
     RUN(table_load_and_verify_deadlocked);
+    RUN(dataset_batch);
     return test_summary();
 }

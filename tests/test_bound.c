@@ -209,7 +209,7 @@ TEST(bound_never_above_exhaustive_optimum)
         struct bm_spec *s = tiny_spec(c->gen, c->ef, c->eb);
         CHECK(s != NULL);
         if (!s) continue;
-        struct bm_plan_opts o = {c->P, c->V, c->M, 0, 0, c->bb, c->pol};
+        struct bm_plan_opts o = {.pp = c->P, .vpp = c->V, .microbatches = c->M, .backbone = c->bb, .policy = c->pol};
         struct bm_table *t;
         struct bm_graph *g;
         struct bm_err err;
@@ -275,7 +275,7 @@ TEST(bound_never_above_any_policy_on_grid)
                     int n = 0;
                     for (size_t pi = 0; pi < sizeof pols / sizeof pols[0]; pi++)
                         for (int W = 2; W <= (pols[pi] == BM_POL_BIGMAC ? 3 : 2); W++) {
-                            struct bm_plan_opts o = {P, V, M, 0, pols[pi] == BM_POL_BIGMAC ? W : 0, bb, pols[pi]};
+                            struct bm_plan_opts o = {.pp = P, .vpp = V, .microbatches = M, .window = pols[pi] == BM_POL_BIGMAC ? W : 0, .backbone = bb, .policy = pols[pi]};
                             struct bm_table *t;
                             struct bm_timeline *tl;
                             struct bm_err err;
@@ -315,7 +315,7 @@ TEST(search_never_slower_and_verifies)
             for (int V = 1; V <= 2; V++)
                 for (int W = 1; W <= 3; W++) {
                     int M = 4 * P;
-                    struct bm_plan_opts o = {P, V, M, 0, W, V > 1 ? BM_BB_INTERLEAVED : BM_BB_1F1B, BM_POL_BIGMAC};
+                    struct bm_plan_opts o = {.pp = P, .vpp = V, .microbatches = M, .window = W, .backbone = V > 1 ? BM_BB_INTERLEAVED : BM_BB_1F1B, .policy = BM_POL_BIGMAC};
                     struct bm_table *a, *b;
                     struct bm_err err;
                     if (bm_plan_build_search(s, &o, BM_SEARCH_OFF, &a, NULL, &err)) continue;
@@ -345,7 +345,7 @@ TEST(search_never_slower_and_verifies)
 TEST(search_is_deterministic)
 {
     struct bm_spec *s = tiny_spec(1, 3, 6);
-    struct bm_plan_opts o = {4, 2, 16, 0, 3, BM_BB_INTERLEAVED, BM_POL_BIGMAC};
+    struct bm_plan_opts o = {.pp = 4, .vpp = 2, .microbatches = 16, .window = 3, .backbone = BM_BB_INTERLEAVED, .policy = BM_POL_BIGMAC};
     struct bm_table *a, *b;
     struct bm_err err;
     CHECK(bm_plan_build(s, &o, &a, &err) == BM_OK);
@@ -373,8 +373,8 @@ TEST(understanding_window3_at_or_under_optimus)
         for (int M = 16; M <= 128; M *= 2) {
             double ms[2], lb[2];
             for (int k = 0; k < 2; k++) {
-                struct bm_plan_opts o = {8, V, M, 0, k ? 0 : 3, V > 1 ? BM_BB_INTERLEAVED : BM_BB_1F1B,
-                                         k ? BM_POL_OPTIMUS : BM_POL_BIGMAC};
+                struct bm_plan_opts o = {.pp = 8, .vpp = V, .microbatches = M, .window = k ? 0 : 3, .backbone = V > 1 ? BM_BB_INTERLEAVED : BM_BB_1F1B,
+                                         .policy = k ? BM_POL_OPTIMUS : BM_POL_BIGMAC};
                 struct bm_table *t;
                 struct bm_timeline *tl;
                 ms[k] = lb[k] = -1;
@@ -400,7 +400,7 @@ TEST(graph_repair_equals_rebuild)
     CHECK(s != NULL);
     if (!s) return;
     for (int zb = 0; zb <= 1; zb++) { /* zb-h1: W tasks shift the nested tasks' ids */
-    struct bm_plan_opts o = {4, 1, 32, 0, 3, zb ? BM_BB_ZB_H1 : BM_BB_1F1B, BM_POL_BIGMAC};
+    struct bm_plan_opts o = {.pp = 4, .vpp = 1, .microbatches = 32, .window = 3, .backbone = zb ? BM_BB_ZB_H1 : BM_BB_1F1B, .policy = BM_POL_BIGMAC};
     struct bm_table *t;
     struct bm_graph *g, *h;
     struct bm_err err;
@@ -449,7 +449,7 @@ TEST(sure_stall_windows_do_stall)
                     for (int M = P; M <= 4 * P; M += P)
                         for (int U = 1; U <= 2 * P; U += P > 1 ? P - 1 : 1)
                             for (int pol = 0; pol < 2; pol++) {
-                                struct bm_plan_opts o = {P, V, M, U, 1, bbs[b], pol ? BM_POL_IDEAL : BM_POL_BIGMAC};
+                                struct bm_plan_opts o = {.pp = P, .vpp = V, .microbatches = M, .unit = U, .window = 1, .backbone = bbs[b], .policy = pol ? BM_POL_IDEAL : BM_POL_BIGMAC};
                                 struct bm_table *t;
                                 struct bm_graph *g;
                                 struct bm_err err;

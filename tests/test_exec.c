@@ -91,7 +91,7 @@ static float *read_floats(const char *path, size_t *n)
     return (float *)(void *)b;
 }
 
-static int train_local(const struct bm_spec *s, struct bm_table *t, struct bm_exec_opts *o, struct bm_err *err)
+static int train_local(const struct bm_spec *s, struct bm_table *t, struct bm_train_opts *o, struct bm_err *err)
 {
     struct bm_comm *c = bm_comm_local_new(t->pp);
     int rc = bm_exec_train(s, t, c, o, err);
@@ -123,7 +123,7 @@ static void check_matches_reference(const char *path, const struct pcfg *cfg, si
             CHECKF(t != NULL, "%s P=%d %s %s", path, cfg[ci].P, bm_backbone_name(cfg[ci].bb), bm_policy_name(pols[pi]));
             if (!t) continue;
             double loss[STEPS] = {0};
-            struct bm_exec_opts o = {.steps = STEPS, .dump_params = tmp_path("params.bin"), .loss_out = loss};
+            struct bm_train_opts o = {.quiet = 1, .steps = STEPS, .dump_params = tmp_path("params.bin"), .loss_out = loss};
             struct bm_err err;
             int rc = train_local(s, t, &o, &err);
             CHECKF(rc == BM_OK, "%s", err.msg);
@@ -206,7 +206,7 @@ TEST(w_of_a_module_that_cannot_split_is_refused)
         }
     struct bm_err err;
     CHECK(bm_verify(t, &err) == BM_OK); /* a valid table; only the executor cannot run it */
-    struct bm_exec_opts o = {.steps = 1};
+    struct bm_train_opts o = {.quiet = 1, .steps = 1};
     CHECK(train_local(s, t, &o, &err) == BM_ERR);
     CHECK_STR_CONTAINS(err.msg, "module \"vit\" (impl \"vit\") cannot split its backward into B and W");
     CHECK_STR_CONTAINS(err.msg, "vit:B mb");
@@ -234,7 +234,7 @@ TEST(three_generators_match_reference)
 }
 
 /* Build the P local ranks of t. */
-static struct bm_exec **build(const struct bm_spec *s, struct bm_table *t, struct bm_comm *c, const struct bm_exec_opts *o)
+static struct bm_exec **build(const struct bm_spec *s, struct bm_table *t, struct bm_comm *c, const struct bm_train_opts *o)
 {
     struct bm_exec **x = bm_calloc((size_t)t->pp, sizeof *x);
     struct bm_err err;
@@ -265,7 +265,7 @@ static void check_peaks_equal_simulated(const char *path)
             struct bm_table *t = plan(s, 2, V, bbs[bi], pols[pi]);
             if (!t) continue;
             struct bm_comm *c = bm_comm_local_new(2);
-            struct bm_exec_opts o = {0};
+            struct bm_train_opts o = {.quiet = 1};
             struct bm_exec **x = build(s, t, c, &o);
             struct bm_err err;
             int rc = bm_exec_run_step(x, c, 0, &err);
@@ -343,7 +343,7 @@ TEST(recompute_measured_peaks_fall)
         if (!s) return;
         s->microbatches = 8;
         struct bm_table *t = plan(s, 2, 1, BM_BB_1F1B, BM_POL_OPTIMUS);
-        struct bm_exec_opts o = {.steps = 1, .peak_out = pk[k]};
+        struct bm_train_opts o = {.quiet = 1, .steps = 1, .peak_out = pk[k]};
         struct bm_err err;
         CHECKF(t && train_local(s, t, &o, &err) == BM_OK, "%s", err.msg);
         bm_table_free(t);
@@ -366,7 +366,7 @@ TEST(bigmac_encoder_peak_flat_in_M_optimus_grows)
             struct bm_table *t = plan(s, 2, 1, BM_BB_1F1B, pi ? BM_POL_OPTIMUS : BM_POL_BIGMAC);
             if (!t) continue;
             double pk[2 * BM_N_ROLES] = {0};
-            struct bm_exec_opts o = {.steps = 1, .peak_out = pk};
+            struct bm_train_opts o = {.quiet = 1, .steps = 1, .peak_out = pk};
             struct bm_err err;
             CHECKF(train_local(s, t, &o, &err) == BM_OK, "%s", err.msg);
             peak[pi][mi] = BM_MAX(pk[BM_ROLE_ENCODER], pk[BM_N_ROLES + BM_ROLE_ENCODER]);
@@ -398,7 +398,7 @@ static int step_once(struct stepped *st)
         return 1;
     }
     st->c = bm_comm_local_new(2);
-    struct bm_exec_opts o = {0};
+    struct bm_train_opts o = {.quiet = 1};
     st->x = build(st->s, st->t, st->c, &o);
     struct bm_err err;
     CHECK(bm_exec_run_step(st->x, st->c, 0, &err) == BM_OK);
@@ -612,7 +612,7 @@ TEST(malformed_table_is_an_error_not_a_crash)
     if (!s) return;
     struct bm_table *t = plan(s, 2, 1, BM_BB_1F1B, BM_POL_BIGMAC);
     if (!t) return;
-    struct bm_exec_opts o = {.steps = 1};
+    struct bm_train_opts o = {.quiet = 1, .steps = 1};
     struct bm_err err;
     struct { int field, value; const char *want; } cases[] = {
         {0, 99, "its chunk must be -1 (got 99)"}, {0, -5, "its chunk must be -1 (got -5)"},
@@ -654,7 +654,7 @@ TEST(deadlock_is_reported_not_hung)
             ro->n_ops--;
             break;
         }
-    struct bm_exec_opts o = {.steps = 1};
+    struct bm_train_opts o = {.quiet = 1, .steps = 1};
     struct bm_err err;
     err.msg[0] = 0;
     CHECK(train_local(s, t, &o, &err) == BM_ERR);
@@ -671,7 +671,7 @@ TEST(nan_fault_names_rank_and_op)
     if (!t) return;
     int k = 0; /* rank 1's first compute op */
     while (t->ranks[1].ops[k].kind != BM_OP_COMPUTE) k++;
-    struct bm_exec_opts o = {.steps = 2, .fault = BM_FAULT_NAN, .fault_rank = 1, .fault_op = k, .fault_step = 1};
+    struct bm_train_opts o = {.quiet = 1, .steps = 2, .fault = BM_TRAIN_FAULT_NAN, .fault_rank = 1, .fault_op = k, .fault_step = 1};
     struct bm_err err;
     CHECK(train_local(s, t, &o, &err) == BM_ERR);
     char want[64];
@@ -692,11 +692,11 @@ TEST(checkpoint_resume_equals_uninterrupted)
     if (!t) return;
     double full[4] = {0}, part[4] = {0};
     struct bm_err err;
-    struct bm_exec_opts o = {.steps = 4, .loss_out = full};
+    struct bm_train_opts o = {.quiet = 1, .steps = 4, .loss_out = full};
     CHECK(train_local(s, t, &o, &err) == BM_OK);
-    struct bm_exec_opts a = {.steps = 2, .loss_out = part, .ckpt_dir = tmp_path("ckpt"), .ckpt_every = 1};
+    struct bm_train_opts a = {.quiet = 1, .steps = 2, .loss_out = part, .ckpt_dir = tmp_path("ckpt"), .ckpt_every = 1};
     CHECKF(train_local(s, t, &a, &err) == BM_OK, "%s", err.msg);
-    struct bm_exec_opts b = {.steps = 4, .loss_out = part, .resume_dir = tmp_path("ckpt")};
+    struct bm_train_opts b = {.quiet = 1, .steps = 4, .loss_out = part, .resume_dir = tmp_path("ckpt")};
     CHECKF(train_local(s, t, &b, &err) == BM_OK, "%s", err.msg);
     for (int k = 0; k < 4; k++) CHECKF(part[k] == full[k], "step %d: %.9g vs %.9g", k + 1, part[k], full[k]);
     /* a corrupt checkpoint is refused */
@@ -722,7 +722,7 @@ static void check_allocation_failures_bb(const char *path, enum bm_backbone bb)
     if (!s) return;
     struct bm_table *t = plan(s, 2, 1, bb, BM_POL_BIGMAC);
     if (!t) return;
-    struct bm_exec_opts o = {.steps = 1};
+    struct bm_train_opts o = {.quiet = 1, .steps = 1};
     struct bm_err err;
     bm_alloc_fail_at(0);
     CHECK(train_local(s, t, &o, &err) == BM_OK);

@@ -233,8 +233,8 @@ TEST(table_round_trip_and_verifier_refuses_frozen_backward)
     CHECK(bm_csv_write(t, f) == BM_OK);
     fclose(f);
     u = NULL;
-    struct bm_csv_opts co;
-    memset(&co, 0, sizeof co);
+    struct bm_plan_opts co;
+    bm_plan_opts_unset(&co);
     CHECKF(bm_csv_load(cs, NULL, &co, &u, &err) == BM_OK, "%s", err.msg);
     CHECK(u && u->modules[0].frozen && bm_table_backward(u, 0) == BM_BACKWARD_NONE);
     bm_table_free(u);
@@ -313,7 +313,7 @@ static void check_training(const char *frozen)
             CHECK(t != NULL);
             if (!t) continue;
             double loss[STEPS] = {0};
-            struct bm_exec_opts o = {.steps = STEPS, .dump_params = tmp_path("params.bin"), .loss_out = loss};
+            struct bm_train_opts o = {.quiet = 1, .steps = STEPS, .dump_params = tmp_path("params.bin"), .loss_out = loss};
             struct bm_comm *c = bm_comm_local_new(t->pp);
             int rc = bm_exec_train(s, t, c, &o, &err);
             c->ops->free(c);
@@ -377,7 +377,7 @@ static void check_peaks(const char *frozen)
             struct bm_table *t = plan(s, 2, bi % 2 ? 2 : 1, 0, bbs[bi], pols[pi]);
             if (!t) continue;
             struct bm_comm *c = bm_comm_local_new(2);
-            struct bm_exec_opts o = {0};
+            struct bm_train_opts o = {.quiet = 1};
             struct bm_exec *x[2] = {NULL, NULL};
             struct bm_err err;
             for (int r = 0; r < 2; r++) CHECK(bm_exec_new(s, t, r, c, &o, &x[r], &err) == BM_OK);
@@ -471,7 +471,7 @@ TEST(calibrate_frozen_backbone_input_gradient)
     CHECK(t != NULL);
     if (!t) return;
     struct bm_comm *c = bm_comm_local_new(2);
-    struct bm_exec_opts o = {0};
+    struct bm_train_opts o = {.quiet = 1};
     struct bm_exec *x[2] = {NULL, NULL};
     struct bm_err err;
     for (int r = 0; r < 2; r++) CHECK(bm_exec_new(s, t, r, c, &o, &x[r], &err) == BM_OK);

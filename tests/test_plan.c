@@ -49,7 +49,7 @@ static struct bm_spec *make_spec(int encoders, int generator, int grad_to_backbo
 
 static struct bm_plan_opts opts(int P, int V, int M, enum bm_backbone bb, enum bm_policy pol, int W)
 {
-    struct bm_plan_opts o = {P, V, M, 0, W, bb, pol};
+    struct bm_plan_opts o = {.pp = P, .vpp = V, .microbatches = M, .window = W, .backbone = bb, .policy = pol};
     return o;
 }
 
@@ -466,6 +466,71 @@ TEST(layers_split_and_balanced_split)
     bm_spec_free(s);
 }
 
+/* Plan options in layers (bm_plan_opts_merge, the CLI's flags and Python's keyword arguments):
+ * each layer's given fields replace the ones under it and BM_UNSET keeps them; a unit equal to
+ * pp follows a new pp unless the layer gives a unit; bm_plan_opts_to_spec writes only the spec
+ * settings given; the merged options plan the table they say. */
+TEST(plan_opts_layers_merge)
+{
+    struct bm_spec *s = make_spec(1, 1, 1, 0);
+    CHECK(s != NULL);
+    if (!s) return;
+    s->pp = 4, s->unit = 4, s->vpp = 1, s->microbatches = 8, s->window = 0;
+    s->backbone = BM_BB_1F1B, s->policy = BM_POL_BIGMAC;
+    struct bm_plan_opts o, hdr, flags, kw, none;
+    bm_plan_opts_from_spec(&o, s);
+    CHECK(o.pp == 4 && o.unit == 4 && o.microbatches == 8 && o.dp == s->dp && o.zero == 0 &&
+          o.ranks_per_host == s->device.ranks_per_host);
+    bm_plan_opts_unset(&none);
+    CHECK(none.pp == BM_UNSET && none.window == BM_UNSET && (int)none.policy == BM_UNSET && none.zero == BM_UNSET);
+    struct bm_plan_opts same = o;
+    bm_plan_opts_merge(&same, &none);
+    CHECK(!memcmp(&same, &o, sizeof o)); /* a layer that gives nothing changes nothing */
+    struct bm_table *u = NULL;
+    struct bm_err uerr;
+    CHECK(bm_plan_build(s, &none, &u, &uerr) == BM_ERR && !u); /* the planner wants every plan field */
+    CHECK_STR_CONTAINS(uerr.msg, "plan options: pp is not set (BM_UNSET)");
+    bm_plan_opts_unset(&hdr);
+    hdr.microbatches = 16, hdr.backbone = BM_BB_GPIPE;
+    bm_plan_opts_unset(&flags);
+    flags.pp = 2, flags.window = BM_WINDOW_FIT, flags.microbatches = 12, flags.dp = 3;
+    bm_plan_opts_unset(&kw);
+    kw.policy = BM_POL_OPTIMUS, kw.backbone = BM_BB_ZB_H1;
+    bm_plan_opts_merge(&o, &hdr);
+    CHECK(o.microbatches == 16 && o.backbone == BM_BB_GPIPE && o.pp == 4 && o.unit == 4);
+    bm_plan_opts_merge(&o, &flags);
+    bm_plan_opts_merge(&o, &kw);
+    CHECK(o.pp == 2 && o.unit == 0 && o.vpp == 1 && o.microbatches == 12 && o.window == BM_WINDOW_FIT &&
+          o.backbone == BM_BB_ZB_H1 && o.policy == BM_POL_OPTIMUS && o.dp == 3 && o.zero == 0);
+    /* a unit other than pp, or one the layer gives, stays */
+    struct bm_plan_opts a, pp8;
+    bm_plan_opts_unset(&pp8);
+    pp8.pp = 8;
+    bm_plan_opts_from_spec(&a, s);
+    a.unit = 2;
+    bm_plan_opts_merge(&a, &pp8);
+    CHECK(a.pp == 8 && a.unit == 2);
+    pp8.unit = 4;
+    bm_plan_opts_from_spec(&a, s);
+    bm_plan_opts_merge(&a, &pp8);
+    CHECK(a.pp == 8 && a.unit == 4);
+    /* the spec settings: only the given ones reach the spec */
+    int rph = s->device.ranks_per_host, zero = s->train.zero;
+    bm_plan_opts_to_spec(&flags, s);
+    CHECK(s->dp == 3 && s->device.ranks_per_host == rph && s->train.zero == zero);
+    o.window = BM_WINDOW_AUTO, o.policy = BM_POL_BIGMAC;
+    struct bm_table *t = NULL;
+    struct bm_err err;
+    CHECKF(bm_plan_build(s, &o, &t, &err) == BM_OK, "%s", err.msg);
+    if (t) {
+        CHECK(t->pp == 2 && t->unit == 2 && t->microbatches == 12 && t->backbone == BM_BB_ZB_H1 &&
+              t->policy == BM_POL_BIGMAC && t->dp == 3);
+        CHECK(bm_verify(t, &err) == BM_OK);
+    }
+    bm_table_free(t);
+    bm_spec_free(s);
+}
+
 TEST(bad_options_are_refused)
 {
     struct bm_spec *s = make_spec(1, 0, 0, 0);
@@ -766,5 +831,6 @@ int main(void)
     RUN(two_generators_send_one_gradient_each);
     RUN(bigmac_balances_encoder_work_within_units);
     RUN(bigmac_pairs_heavy_backwards_with_light_forwards);
+    RUN(plan_opts_layers_merge);
     return test_summary();
 }

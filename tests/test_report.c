@@ -645,7 +645,8 @@ TEST(csv_errors_are_positioned)
      * PyTorch's, whose files carry their shape: tests/test_torch_csv.sh) */
     CHECK(bm_csv_parse("vit:F0,0F0,0B0,vit:B0\n", "bare.csv", NULL, NULL, &t, &err) == BM_ERR);
     CHECK_STR_CONTAINS(err.msg, "bare.csv:1:1: how many microbatches?");
-    struct bm_csv_opts o = {0};
+    struct bm_plan_opts o;
+    bm_plan_opts_unset(&o);
     o.microbatches = 1;
     CHECK(bm_csv_parse("vit:F0,0F0,0B0,vit:B0\n", "bare.csv", NULL, &o, &t, &err) == BM_ERR);
     CHECK_STR_CONTAINS(err.msg, "no \"# module\" lines");
@@ -667,13 +668,12 @@ TEST(csv_hand_edit_with_spec)
     struct bm_spec *s;
     struct bm_err err;
     CHECK(bm_spec_load(SPEC, &s, &err) == BM_OK);
-    struct bm_csv_opts o = {0};
+    struct bm_plan_opts o;
+    bm_plan_opts_unset(&o);
     o.pp = 1;
     o.vpp = 1;
     o.microbatches = 2;
-    o.backbone_set = 1;
     o.backbone = BM_BB_GPIPE;  /* all F then all B, whatever the policy's warm-up */
-    o.policy_set = 1;
     o.policy = BM_POL_OPTIMUS;
     struct bm_table *t;
     int rc = bm_csv_parse("vit:F0, vit:F1,,0F0 ,0F1,dit:F0,dit:B0,dit:F1,dit:B1,0B0,0B1,vit:B0,vit:B1\n",

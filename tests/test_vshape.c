@@ -155,7 +155,7 @@ TEST(properties_over_p_and_m)
                     }
                 }
                 CHECKF(!bad, "%s P=%d M=%d: order breaks a property", bm_backbone_name(bb), P, M);
-                struct bm_plan_opts o = {P, 2, M, 0, 0, bb, BM_POL_NONE};
+                struct bm_plan_opts o = {.pp = P, .vpp = 2, .microbatches = M, .backbone = bb, .policy = BM_POL_NONE};
                 struct bm_table *t;
                 struct bm_err err;
                 if (bm_plan_build(s, &o, &t, &err)) {
@@ -203,7 +203,7 @@ TEST(every_policy_plans_over_v_shapes)
                     for (size_t pi = 0; pi < sizeof pols / sizeof pols[0]; pi++)
                         for (int W = 0; W <= (pols[pi] == BM_POL_BIGMAC ? 3 : 0); W += W ? 1 : 2) {
                             enum bm_backbone bb = k ? BM_BB_DUALPIPE_V : BM_BB_ZB_V;
-                            struct bm_plan_opts o = {P, 2, M, 0, W, bb, pols[pi]};
+                            struct bm_plan_opts o = {.pp = P, .vpp = 2, .microbatches = M, .window = W, .backbone = bb, .policy = pols[pi]};
                             struct bm_table *t;
                             struct bm_err err;
                             if (bm_plan_build_search(s, &o, 32, &t, NULL, &err)) {
@@ -246,7 +246,7 @@ TEST(planner_timeline_equals_simulator)
     for (int k = 0; k < 2 && s; k++)
         for (size_t pi = 0; pi < 4; pi++) {
             enum bm_backbone bb = k ? BM_BB_DUALPIPE_V : BM_BB_ZB_V;
-            struct bm_plan_opts o = {4, 2, 16, 0, 0, bb, pols[pi]};
+            struct bm_plan_opts o = {.pp = 4, .vpp = 2, .microbatches = 16, .backbone = bb, .policy = pols[pi]};
             struct bm_table *t;
             struct bm_err err;
             if (bm_plan_build(s, &o, &t, &err)) {
@@ -297,7 +297,7 @@ static char *capture_json(const struct bm_table *t, int csv)
 TEST(chunk_rank_in_json_and_csv)
 {
     struct bm_spec *s = make_spec(1);
-    struct bm_plan_opts o = {4, 2, 8, 0, 0, BM_BB_ZB_V, BM_POL_OPTIMUS};
+    struct bm_plan_opts o = {.pp = 4, .vpp = 2, .microbatches = 8, .backbone = BM_BB_ZB_V, .policy = BM_POL_OPTIMUS};
     struct bm_table *t, *t2;
     struct bm_err err;
     CHECK(s && bm_plan_build(s, &o, &t, &err) == BM_OK);
@@ -321,7 +321,7 @@ TEST(chunk_rank_in_json_and_csv)
     bm_table_free(t2);
     bm_table_free(t);
     /* a table on c mod P writes no chunk_rank (outputs of before stay byte-identical) */
-    struct bm_plan_opts q = {4, 2, 8, 0, 0, BM_BB_INTERLEAVED, BM_POL_OPTIMUS};
+    struct bm_plan_opts q = {.pp = 4, .vpp = 2, .microbatches = 8, .backbone = BM_BB_INTERLEAVED, .policy = BM_POL_OPTIMUS};
     CHECK(bm_plan_build(s, &q, &t, &err) == BM_OK);
     js = capture_json(t, 0);
     csv = capture_json(t, 1);

@@ -65,7 +65,7 @@ TEST(v_shapes_train_like_the_reference_and_peaks_match_the_simulator)
                 const char *what = bm_backbone_name(bbs[bi]), *pol = bm_policy_name(pols[pi]);
                 /* training: every step's loss and the final parameters */
                 double loss[STEPS] = {0};
-                struct bm_exec_opts to = {.steps = STEPS, .dump_params = params, .loss_out = loss};
+                struct bm_train_opts to = {.quiet = 1, .steps = STEPS, .dump_params = params, .loss_out = loss};
                 struct bm_comm *c = bm_comm_local_new(P);
                 int ok = bm_exec_train(s, t, c, &to, &err) == BM_OK;
                 c->ops->free(c);
@@ -88,7 +88,7 @@ TEST(v_shapes_train_like_the_reference_and_peaks_match_the_simulator)
                 bm_free(pb);
                 /* one step more, ranks built here, to read each op's measured bytes */
                 c = bm_comm_local_new(P);
-                struct bm_exec_opts o = {0};
+                struct bm_train_opts o = {.quiet = 1};
                 struct bm_exec **x = bm_calloc((size_t)P, sizeof *x);
                 for (int r = 0; r < P && ok; r++)
                     if (bm_exec_new(s, t, r, c, &o, &x[r], &err)) {

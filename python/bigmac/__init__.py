@@ -72,54 +72,32 @@ POLICIES = _names("bm_policy_name")     # enum bm_policy order
 _sig("bmpy_free", None, _P)
 _sig("bmpy_spec_load", _P, _S, _S, _Z)
 _sig("bmpy_spec_parse", _P, _S, _S, _S, _Z)
-_sig("bmpy_spec_free", None, _P)
-_sig("bmpy_spec_name", _S, _P)
-_sig("bmpy_spec_info", None, _P, _IP)
-_sig("bmpy_spec_train", None, _P, _DP)
-_sig("bmpy_spec_module_name", _S, _P, _I)
-_sig("bmpy_spec_module_impl", _S, _P, _I)
-_sig("bmpy_spec_module_role", _I, _P, _I)
-_sig("bmpy_spec_module_grad_to_backbone", _I, _P, _I)
-_sig("bmpy_spec_module_trainable", _I, _P, _I)
-_sig("bmpy_spec_module_arch", None, _P, _I, _DP)
-_sig("bmpy_spec_module_layers", _I, _P, _I)
-_sig("bmpy_spec_module_cost", None, _P, _I, _DP)
-_sig("bmpy_plan", _P, _P, _I, _I, _I, _I, _I, _I, _I, _S, _Z)
-_sig("bmpy_table_free", None, _P)
+_sig("bm_spec_free", None, _P)
+_sig("bmpy_spec_json", _P, _P)
+_sig("bmpy_plan", _P, _P, _S, _S, _Z)
+_sig("bm_table_free", None, _P)
 _sig("bmpy_table_json", _P, _P)
 _sig("bmpy_table_parse", _P, _S, _S, _S, _Z)
 _sig("bmpy_table_load", _P, _S, _S, _Z)
 _sig("bmpy_table_save", _I, _P, _S, _S, _Z)
-_sig("bmpy_table_info", None, _P, _IP)
-_sig("bmpy_table_n_ops", _I, _P, _I)
-_sig("bmpy_table_ops", None, _P, _I, _IP)
-_sig("bmpy_table_op_names", _Z, _P, _I, _C.c_char_p, _Z)
-_sig("bmpy_op_format", None, _P, _I, _I, _S, _Z)
-_sig("bmpy_table_module_name", _S, _P, _I)
-_sig("bmpy_table_module_role", _I, _P, _I)
-_sig("bmpy_table_tensor_name", _S, _P, _I)
-_sig("bmpy_table_tensor_module", _I, _P, _I)
-_sig("bmpy_table_tensor_grad", _I, _P, _I)
-_sig("bmpy_table_chunk_layers", _I, _P, _IP)
+_sig("bmpy_table_info", _P, _P)
+_sig("bmpy_table_rank_ops", _P, _P, _I)
+_sig("bmpy_table_op_flow", _P, _P, _I, _I, _I)
 _sig("bmpy_verify", _I, _P, _S, _Z)
-_sig("bmpy_flow_get", _I, _P, _I, _I, _I, _IP, _IP, _IP, _IP, _I)
 _sig("bmpy_simulate_json", _P, _P, _D, _C.c_ulonglong, _I, _S, _Z)
 _sig("bmpy_simulate_measured", _P, _P, _DP, _DP, _DP, _D, _C.c_ulonglong, _I, _DP, _S, _Z)
-_sig("bmpy_simulate_compare", _P, _P, _I, _I, _I, _I, _I, _I, _D, _C.c_ulonglong, _S, _Z)
-_sig("bmpy_plan_dp", _P, _P, _I, _I, _I, _I, _I, _I, _I, _I, _S, _Z)
-_sig("bmpy_simulate_compare_dp", _P, _P, _I, _I, _I, _I, _I, _I, _I, _D, _C.c_ulonglong, _S, _Z)
+_sig("bmpy_simulate_compare", _P, _P, _S, _D, _C.c_ulonglong, _IP, _S, _Z)
 _sig("bmpy_render", _I, _P, _S, _S, _I, _S, _S, _Z)
 _sig("bmpy_table_torch_csv", _P, _P, _I, _S, _Z)
-_sig("bmpy_table_chunk_ranks", None, _P, _IP)
 _sig("bmpy_trace_write", _I, _P, _C.POINTER(_DP), _C.POINTER(_DP), _C.POINTER(_DP), _IP, _S, _S, _Z)
-_sig("bmpy_data_cfg", _P, _P, _S, _Z)
-_sig("bmpy_data_cfg_free", None, _P)
-_sig("bmpy_data_batch", _P, _P, _C.c_long, _I, _S, _Z)
-_sig("bmpy_data_batch_free", None, _P)
-_sig("bmpy_batch_info", None, _P, _IP)
+_sig("bmpy_dataset_new", _P, _P, _S, _Z)
+_sig("bm_dataset_free", None, _P)
+_sig("bmpy_dataset_batch", _P, _P, _C.c_long, _I, _S, _Z)
+_sig("bm_batch_free", None, _P)
+_sig("bmpy_batch_info", _P, _P)
 _sig("bmpy_batch_copy", None, _P, _IP, _FP, _IP, _FP, _FP, _FP)
 _sig("bmpy_module_init", _FP, _P, _I, _I, _I, _C.POINTER(_Z), _S, _Z)
-_sig("bmpy_vocab_word", _S, _I)
+_sig("bm_vocab_word", _S, _I)
 
 _ERRN = 4096
 
@@ -142,6 +120,13 @@ def _take_str(ptr):
 
 def _b(s):
     return s.encode("utf-8") if isinstance(s, str) else s
+
+
+def _take_json(ptr, what):
+    """A malloc'd JSON text from the C interface as Python objects (freed)."""
+    if not ptr:
+        raise Error("%s: out of memory" % what)
+    return _json.loads(_take_str(ptr))
 
 
 # ---------------------------------------------------------------- argument checks
@@ -224,25 +209,16 @@ class Module:
     """One module of a spec (read-only view): name, role, impl, arch (dict), cost (dict), layers
     (the backbone's layer count for the chunk split: "layers", else arch.layers; 0 = none)."""
 
-    _ARCH = ("params", "layers", "hidden", "heads", "ffn", "vocab", "seq", "tokens", "image", "patch",
-             "channels", "cond")
-    _COST = ("fwd_ms", "bwd_ms", "act_mib", "state_mib", "out_mib")
-
-    def __init__(self, spec, i):
-        h = spec._h
+    def __init__(self, i, d):
         self.index = i
-        self.name = _lib.bmpy_spec_module_name(h, i).decode()
-        self.role = ROLES[_lib.bmpy_spec_module_role(h, i)]
-        self.impl = _lib.bmpy_spec_module_impl(h, i).decode() or None
-        self.grad_to_backbone = bool(_lib.bmpy_spec_module_grad_to_backbone(h, i))
-        self.trainable = bool(_lib.bmpy_spec_module_trainable(h, i))  # "trainable": false = frozen
-        self.layers = _lib.bmpy_spec_module_layers(h, i)
-        a = (_C.c_double * 12)()
-        _lib.bmpy_spec_module_arch(h, i, a)
-        self.arch = {k: (int(v) if k != "params" else v) for k, v in zip(self._ARCH, a)}
-        c = (_C.c_double * 5)()
-        _lib.bmpy_spec_module_cost(h, i, c)
-        self.cost = dict(zip(self._COST, list(c)))
+        self.name = d["name"]
+        self.role = d["role"]
+        self.impl = d["impl"]
+        self.grad_to_backbone = bool(d["grad_to_backbone"])
+        self.trainable = bool(d["trainable"])  # "trainable": false = frozen
+        self.layers = d["layers"]
+        self.arch = d["arch"]
+        self.cost = d["cost"]
 
     def __repr__(self):
         return "Module(%r, %s)" % (self.name, self.role)
@@ -251,21 +227,16 @@ class Module:
 class Spec(_Owned):
     """A parsed, checked spec (bigmac.load_spec). .text is the JSON it was parsed from, .path
     the file (or None), .modules the modules in spec order. close() frees it at once."""
-    _free = "bmpy_spec_free"
+    _free = "bm_spec_free"
 
     def __init__(self, handle, text, path):
         self._handle, self.text, self.path = handle, text, path
         self._what = "spec %s" % (path or "<dict>")
-        info = (_C.c_int * 12)()
-        _lib.bmpy_spec_info(handle, info)
-        (self.pp, self.vpp, self.microbatches, self.unit, self.window, bb, pol, n, self.backbone_module,
-         self.steps, self.samples_per_microbatch, self.max_images) = list(info)
-        self.backbone, self.policy = BACKBONES[bb], POLICIES[pol]
-        self.name = _lib.bmpy_spec_name(handle).decode()
-        self.modules = [Module(self, i) for i in range(n)]
-        tr = (_C.c_double * 5)()
-        _lib.bmpy_spec_train(handle, tr)
-        self.train = dict(zip(("lr", "weight_decay", "beta1", "beta2", "eps"), list(tr)))
+        d = _take_json(_lib.bmpy_spec_json(handle), self._what)
+        for k in ("name", "pp", "vpp", "microbatches", "unit", "window", "backbone", "policy", "backbone_module",
+                  "steps", "samples_per_microbatch", "max_images", "train"):
+            setattr(self, k, d[k])
+        self.modules = [Module(i, m) for i, m in enumerate(d["modules"])]
 
     def module(self, name):
         for m in self.modules:
@@ -309,10 +280,9 @@ def load_spec(src, name=None):
 class Op:
     __slots__ = ("kind", "pass_", "module", "chunk", "mb", "peer", "tensor", "name")
 
-    def __init__(self, q, name):
-        self.kind, p, self.module, self.chunk, self.mb, self.peer, self.tensor = q
-        self.pass_ = PASSES[p] if self.kind == OP_COMPUTE else None
-        self.name = name
+    def __init__(self, kind, pass_, module, chunk, mb, peer, tensor, name):
+        self.kind, self.pass_, self.module, self.chunk = kind, pass_, module, chunk
+        self.mb, self.peer, self.tensor, self.name = mb, peer, tensor, name
 
     @property
     def kind_name(self):
@@ -326,37 +296,36 @@ class Table(_Owned):
     """An operator table: per-rank op lists (.ops[rank] -> [Op]), .to_json(), .write(path).
     .spec is the Spec it was planned from (None when loaded from a file), kept alive with it.
     close() frees it at once."""
-    _free = "bmpy_table_free"
+    _free = "bm_table_free"
     _what = "table"
 
     def __init__(self, handle, spec=None):
         self._handle, self.spec = handle, spec
-        info = (_C.c_int * 10)()
-        _lib.bmpy_table_info(handle, info)
-        (self.pp, self.vpp, self.microbatches, self.unit, self.window, bb, pol, nm, self.backbone_module,
-         _) = list(info)
-        self.backbone, self.policy = BACKBONES[bb], POLICIES[pol]
-        self.module_names = [_lib.bmpy_table_module_name(handle, i).decode() for i in range(nm)]
-        self.module_roles = [ROLES[_lib.bmpy_table_module_role(handle, i)] for i in range(nm)]
+        d = _take_json(_lib.bmpy_table_info(handle), "table")
+        for k in ("pp", "vpp", "microbatches", "unit", "window", "backbone", "policy", "backbone_module"):
+            setattr(self, k, d[k])
+        self.module_names = [m["name"] for m in d["modules"]]
+        self.module_roles = [m["role"] for m in d["modules"]]
+        self._tensors = d["tensors"]
+        self._chunk_ranks, self._chunk_layers = d["chunk_ranks"], d["chunk_layers"]
         self._ops = None
 
     @property
     def n_tensors(self):
-        info = (_C.c_int * 10)()
-        _lib.bmpy_table_info(self._h, info)
-        return info[9]
+        return len(self._tensors)
 
     def _tensor(self, i):
-        return _index("tensor", i, self.n_tensors, "the table's tensors")
+        self._h  # a closed table raises
+        return self._tensors[_index("tensor", i, self.n_tensors, "the table's tensors")]
 
     def tensor_name(self, i):
-        return _lib.bmpy_table_tensor_name(self._h, self._tensor(i)).decode()
+        return self._tensor(i)["name"]
 
     def tensor_module(self, i):
-        return _lib.bmpy_table_tensor_module(self._h, self._tensor(i))
+        return self._tensor(i)["module"]
 
     def tensor_is_grad(self, i):
-        return bool(_lib.bmpy_table_tensor_grad(self._h, self._tensor(i)))
+        return bool(self._tensor(i)["grad"])
 
     @property
     def ops(self):
@@ -366,29 +335,19 @@ class Table(_Owned):
         return self._ops
 
     def _rank_ops(self, r):
-        """Three foreign calls per rank (count, fields, names), none per op."""
-        h = self._h
-        n = _lib.bmpy_table_n_ops(h, r)
-        a = (_C.c_int * (7 * n + 1))()
-        _lib.bmpy_table_ops(h, r, a)
-        need = _lib.bmpy_table_op_names(h, r, None, 0)
-        buf = _C.create_string_buffer(need)
-        _lib.bmpy_table_op_names(h, r, buf, need)
-        names = buf.value.decode().split("\n")
-        q = list(a)
-        return [Op(q[7 * k:7 * k + 7], names[k]) for k in range(n)]
+        """One foreign call per rank (the rank's ops as one JSON object of columns), none per op."""
+        d = _take_json(_lib.bmpy_table_rank_ops(self._h, r), "table")
+        return list(map(Op, d["kind"], d["pass"], d["module"], d["chunk"], d["mb"], d["peer"], d["tensor"],
+                        d["name"]))
 
     def chunk_ranks(self):
         """The rank of each global backbone chunk (pp*vpp): c mod P, or under zb-v / dualpipe-v
         the V (c for c < P, 2P-1-c after), or a loaded table's own map (docs/table.md)."""
-        a = (_C.c_int * (self.pp * self.vpp))()
-        _lib.bmpy_table_chunk_ranks(self._h, a)
-        return list(a)
+        return list(self._chunk_ranks)
 
     def chunk_layers(self):
         """Layers of each global backbone chunk (pp*vpp), or None when the table has none."""
-        a = (_C.c_int * (self.pp * self.vpp))()
-        return list(a) if _lib.bmpy_table_chunk_layers(self._h, a) else None
+        return list(self._chunk_layers) if self._chunk_layers is not None else None
 
     def flow(self, module, chunk, pass_):
         """(needs, makes): tensor indices the compute op (module, chunk or -1, "F"/"B") needs
@@ -402,19 +361,12 @@ class Table(_Owned):
         chunk = _int("chunk", chunk, -1, self.pp * self.vpp - 1)
         if pass_ not in PASSES:
             raise Error("flow: pass_ must be one of %s, got %r" % (", ".join(repr(p) for p in PASSES), pass_))
-        cap = 64
-        while True:
-            needs, makes, nn, nk = (_C.c_int * cap)(), (_C.c_int * cap)(), _C.c_int(), _C.c_int()
-            rc = _lib.bmpy_flow_get(self._h, module, chunk, PASSES.index(pass_), needs, _C.byref(nn), makes,
-                                    _C.byref(nk), cap)
-            if rc <= 0 or max(nn.value, nk.value) <= cap:
-                break
-            cap = max(nn.value, nk.value)
-        if rc < 0:
+        d = _take_json(_lib.bmpy_table_op_flow(self._h, module, chunk, PASSES.index(pass_)), "table")
+        if d["found"] < 0:
             raise Error("table: it has no dataflow (not planned or loaded by the library)")
-        if not rc:
+        if not d["found"]:
             raise Error("table: no dataflow for module %d chunk %d pass %s" % (module, chunk, pass_))
-        return list(needs[:nn.value]), list(makes[:nk.value])
+        return d["needs"], d["makes"]
 
     def __reduce__(self):
         """Pickled as its JSON text (another process loads it with load_table; .spec is not kept)."""
@@ -524,20 +476,14 @@ def load_table(src):
 
 
 def _enum(val, names, what):
-    if val is None:
-        return -1
-    if val not in names:
+    if val is not None and val not in names:
         raise Error("%s: unknown %s %r (%s)" % (what, what, val, ", ".join(names)))
-    return names.index(val)
+    return val
 
 
 def _window(w):
-    if w is None:
-        return 0
-    if w == "auto":
-        return -1
-    if w == "fit":
-        return -2
+    if w is None or w in ("auto", "fit"):
+        return w
     if isinstance(w, _numbers.Integral) and not isinstance(w, bool) and 1 <= w <= _INT_MAX:
         return int(w)
     raise Error("window: expected an int in 1..%d, 'auto' or 'fit', got %r" % (_INT_MAX, w))
@@ -545,10 +491,20 @@ def _window(w):
 
 def _posint(name, v):
     if v is None:
-        return 0
+        return None
     if not isinstance(v, _numbers.Integral) or isinstance(v, bool) or not 1 <= v <= _INT_MAX:
         raise Error("%s: expected a positive int (1..%d), got %r" % (name, _INT_MAX, v))
     return int(v)
+
+
+def _plan_kwargs(pp=None, vpp=None, microbatches=None, policy=None, backbone=None, window=None, unit=None,
+                 dp=None):
+    """The keyword arguments given (checked) as the JSON object of plan options the C interface
+    lays over the spec's (bm_plan_opts_merge); an argument left None is not given."""
+    kw = {"pp": _posint("pp", pp), "vpp": _posint("vpp", vpp), "microbatches": _posint("microbatches", microbatches),
+          "unit": _posint("unit", unit), "dp": _posint("dp", dp), "window": _window(window),
+          "backbone": _enum(backbone, BACKBONES, "backbone"), "policy": _enum(policy, POLICIES, "policy")}
+    return _b(_json.dumps({k: v for k, v in kw.items() if v is not None}))
 
 
 def plan(spec, pp=None, vpp=None, microbatches=None, policy=None, backbone=None, window=None, unit=None, dp=None):
@@ -556,10 +512,7 @@ def plan(spec, pp=None, vpp=None, microbatches=None, policy=None, backbone=None,
     plan flags of `bigmac plan` do (dp: data-parallel replicas, `--dp`). Returns a Table."""
     spec = load_spec(spec)
     err = _errbuf()
-    h = _lib.bmpy_plan_dp(spec._h, _posint("dp", dp), _posint("pp", pp), _posint("vpp", vpp),
-                       _posint("microbatches", microbatches),
-                       _posint("unit", unit), _window(window), _enum(backbone, BACKBONES, "backbone"),
-                       _enum(policy, POLICIES, "policy"), err, _ERRN)
+    h = _lib.bmpy_plan(spec._h, _plan_kwargs(pp, vpp, microbatches, policy, backbone, window, unit, dp), err, _ERRN)
     if not h:
         _raise(err)
     return Table(h, spec)
@@ -687,15 +640,17 @@ def _simulate_compare(spec, jitter, seed, plan_args):
     for k in plan_args:
         if k not in allowed:
             raise Error("simulate: unknown plan argument %r (compare plans every policy)" % k)
-    a = plan_args.get
+    kw = _plan_kwargs(**plan_args)
+    jitter, seed = _num("jitter", jitter, 0, 1e300), _int("seed", seed, 0, 2 ** 64 - 1)
     err = _errbuf()
-    p = _lib.bmpy_simulate_compare_dp(spec._h, _posint("dp", a("dp")), _posint("pp", a("pp")), _posint("vpp", a("vpp")),
-                                   _posint("microbatches", a("microbatches")), _posint("unit", a("unit")),
-                                   _window(a("window")), _enum(a("backbone"), BACKBONES, "backbone"),
-                                   _num("jitter", jitter, 0, 1e300), _int("seed", seed, 0, 2 ** 64 - 1), err, _ERRN)
+    n_failed = _C.c_int()
+    p = _lib.bmpy_simulate_compare(spec._h, kw, jitter, seed, _C.byref(n_failed), err, _ERRN)
     if not p:
         _raise(err)
-    return _json.loads(_take_str(p))
+    d = _json.loads(_take_str(p))
+    if n_failed.value == len(POLICIES):
+        raise Error("simulate --compare: no policy planned (bigmac: %s)" % d["results"][0].get("error", "?"))
+    return d
 
 
 def render(table, format, path="-", width=120, title=None):
@@ -723,16 +678,16 @@ class Batch:
         self.__dict__.update(kw)
 
 
-class _DataCfg:
+class _Dataset:
     def __init__(self, spec):
         err = _errbuf()
-        self._h = _lib.bmpy_data_cfg(spec._h, err, _ERRN)
+        self._h = _lib.bmpy_dataset_new(spec._h, err, _ERRN)
         if not self._h:
             _raise(err)
 
     def __del__(self):
         if getattr(self, "_h", None):
-            _lib.bmpy_data_cfg_free(self._h)
+            _lib.bm_dataset_free(self._h)
 
 
 _cfg_cache = {}
@@ -744,15 +699,14 @@ def data_batch(spec, step, mb):
     spec = load_spec(spec)
     cfg = _cfg_cache.get(id(spec))
     if cfg is None or cfg[0] is not spec:
-        cfg = _cfg_cache[id(spec)] = (spec, _DataCfg(spec))
+        cfg = _cfg_cache[id(spec)] = (spec, _Dataset(spec))
     err = _errbuf()
-    d = _lib.bmpy_data_batch(cfg[1]._h, _int("step", step, 0, 2 ** 63 - 1), _int("mb", mb), err, _ERRN)
+    d = _lib.bmpy_dataset_batch(cfg[1]._h, _int("step", step, 0, 2 ** 63 - 1), _int("mb", mb), err, _ERRN)
     if not d:
         _raise(err)
     try:
-        info = (_C.c_int * 5)()
-        _lib.bmpy_batch_info(d, info)
-        S, I, ch, H, seq = list(info)
+        info = _take_json(_lib.bmpy_batch_info(d), "data_batch")
+        S, I, ch, H, seq = (info[k] for k in ("n_samples", "n_images_total", "channels", "image", "seq"))
         n_images = np.zeros(S, np.int32)
         images = np.zeros((I, ch, H, H), np.float32)
         text = np.zeros((S, seq), np.int32)
@@ -763,7 +717,7 @@ def data_batch(spec, step, mb):
         fp = lambda a: a.ctypes.data_as(_FP)
         _lib.bmpy_batch_copy(d, ip(n_images), fp(images), ip(text), fp(target), fp(noise), fp(timestep))
     finally:
-        _lib.bmpy_data_batch_free(d)
+        _lib.bm_batch_free(d)
     return Batch(step=step, mb=mb, n_samples=S, n_images=n_images, images=images, text=text, target=target,
                  noise=noise, timestep=timestep, seq=seq, image=H, channels=ch)
 
@@ -793,5 +747,5 @@ def module_init(spec, module, layer_begin=0, layer_end=0):
 
 def vocab_word(i):
     i = _int("i", i, -_INT_MAX - 1)
-    w = _lib.bmpy_vocab_word(i)
+    w = _lib.bm_vocab_word(i)
     return w.decode() if w else None

@@ -1,33 +1,29 @@
-/* _capi.c — the flat C interface the Python package (python/bigmac/__init__.py, ctypes) calls.
- * It is built into build/python/_bigmac.so together with the C library's objects (the JSON of
- * `simulate --json` and `--compare --json` comes from src/study/, the same builder the CLI
- * prints), so Python never re-implements the planner, verifier, simulator, renderers, dataset
- * or initialisation.
+/* _capi.c — the flat C interface the Python package (python/bigmac/__init__.py, ctypes) calls,
+ * on the library's public API only: it includes the headers of include/ and none of src/, calls
+ * only functions the shared library exports (BM_API; tests/test_python_capi.sh checks both). It
+ * is built into build/python/_bigmac.so together with the C library's objects, so Python never
+ * re-implements the planner, verifier, simulator, renderers, dataset or initialisation: the JSON
+ * of `simulate --json` and `--compare --json` is the library's own writer, the plan options are
+ * merged by the library's bm_plan_opts_merge.
  *
  * Conventions: handles are opaque pointers owned by Python (freed with the matching *_free);
- * functions returning int return BM_OK / BM_ERR and on failure write the C library's message
- * into err[0 .. errn-1]; strings returned as char * are malloc'd (bmpy_free). Every index is
- * range-checked here as well as in Python (which names the argument): an accessor given one out
- * of range returns "" / -1 / zeros, never reads outside the object. */
-#include <fcntl.h>
+ * whole objects cross as JSON text (a spec's settings and modules, a table's shape, a rank's ops,
+ * plan options), never as positional arrays. Functions returning int return BM_OK / BM_ERR and
+ * on failure write the C library's message into err[0 .. errn-1]; strings returned as char * are
+ * malloc'd (bmpy_free). Every index is range-checked here as well as in Python (which names the
+ * argument): an accessor given one out of range returns NULL / 0, never reads outside the
+ * object. */
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <jansson.h>
 
 #include "bigmac.h"
 #include "bigmac_module.h"
-#include "cli/cli.h"
-#include "data/data.h"
-#include "exec/trace.h"
-#include "table/flow.h"
-#include "report/report.h"
-#include "study/study.h"
-#include "train/train.h"
-#include "util/util.h"
+#include "bigmac_report.h"
 
 static int fail(char *err, size_t n, const struct bm_err *e)
 {
@@ -43,22 +39,81 @@ static int fail_msg(char *err, size_t n, const char *msg)
 
 void bmpy_free(void *p) { free(p); }
 
-static const struct bm_module *spec_module(const void *sp, int i)
+/* ---------------------------------------------------------------- JSON text out */
+
+/* A JSON text written into a memory stream: jw_open, then the put_* calls, then jw_close
+ * returns the malloc'd text (NULL when memory ran out). */
+struct jw {
+    FILE *f;
+    char *buf;
+    size_t len;
+};
+
+static int jw_open(struct jw *w)
 {
-    const struct bm_spec *s = sp;
-    return i >= 0 && i < s->n_modules ? &s->modules[i] : NULL;
+    w->buf = NULL;
+    w->len = 0;
+    w->f = open_memstream(&w->buf, &w->len);
+    return w->f ? BM_OK : BM_ERR;
 }
 
-static const struct bm_rank_ops *table_rank(const void *tp, int rank)
+static char *jw_close(struct jw *w, int rc)
 {
-    const struct bm_table *t = tp;
-    return rank >= 0 && rank < t->pp ? &t->ranks[rank] : NULL;
+    if (fclose(w->f) || rc) {
+        free(w->buf);
+        return NULL;
+    }
+    return w->buf;
 }
 
-static const struct bm_tensor *table_tensor(const void *tp, int i)
+/* s as a JSON string (NULL: null). */
+static void put_str(FILE *f, const char *s)
 {
-    const struct bm_table *t = tp;
-    return i >= 0 && i < t->n_tensors ? &t->tensors[i] : NULL;
+    if (!s) {
+        fputs("null", f);
+        return;
+    }
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
+        else if (*p < 0x20) fprintf(f, "\\u%04x", *p);
+        else fputc(*p, f);
+    }
+    fputc('"', f);
+}
+
+/* "key": first at the object's start, else ", key": */
+static void put_key(FILE *f, const char *key, int first)
+{
+    if (!first) fputs(", ", f);
+    put_str(f, key);
+    fputs(": ", f);
+}
+
+static void put_int(FILE *f, const char *key, long v, int first)
+{
+    put_key(f, key, first);
+    fprintf(f, "%ld", v);
+}
+
+/* Doubles with 17 significant digits and always a '.' or an exponent: Python reads back the
+ * very same number, as a float. */
+static void put_num(FILE *f, const char *key, double v, int first)
+{
+    put_key(f, key, first);
+    if (!isfinite(v)) {
+        fputs("null", f);
+        return;
+    }
+    char buf[64];
+    snprintf(buf, sizeof buf, "%.17g", v);
+    fprintf(f, strpbrk(buf, ".e") ? "%s" : "%s.0", buf);
+}
+
+static void put_name(FILE *f, const char *key, const char *v, int first)
+{
+    put_key(f, key, first);
+    put_str(f, v);
 }
 
 /* ---------------------------------------------------------------- spec */
@@ -79,147 +134,187 @@ void *bmpy_spec_parse(const char *text, const char *name, char *err, size_t n)
     return s;
 }
 
-void bmpy_spec_free(void *s) { bm_spec_free(s); }
-
-const char *bmpy_spec_name(const void *sp)
-{
-    const struct bm_spec *s = sp;
-    return s->name ? s->name : "";
-}
-
-/* out[0..]: pp vpp microbatches unit window backbone policy n_modules backbone_module steps
- * samples_per_microbatch max_images */
-void bmpy_spec_info(const void *sp, int *out)
+/* What Python's Spec shows of spec sp, as one JSON object: its name, its plan options
+ * (bm_plan_opts_from_spec: pp vpp microbatches unit window backbone policy dp), backbone_module,
+ * steps, samples_per_microbatch and max_images (at least 1), "train" (lr weight_decay beta1
+ * beta2 eps) and "modules" in spec order (name role impl grad_to_backbone trainable layers arch
+ * cost). NULL when memory runs out. */
+char *bmpy_spec_json(const void *sp)
 {
     const struct bm_spec *s = sp;
     struct bm_plan_opts o;
     bm_plan_opts_from_spec(&o, s);
-    int v[] = {o.pp, o.vpp, o.microbatches, o.unit, o.window, (int)o.backbone, (int)o.policy, s->n_modules,
-               s->backbone_module, s->train.steps, s->data.samples_per_microbatch > 0 ? s->data.samples_per_microbatch : 1,
-               s->data.max_images > 0 ? s->data.max_images : 1};
-    memcpy(out, v, sizeof v);
-}
-
-/* out: lr weight_decay beta1 beta2 eps */
-void bmpy_spec_train(const void *sp, double *out)
-{
-    const struct bm_spec *s = sp;
-    out[0] = s->train.lr, out[1] = s->train.weight_decay, out[2] = s->train.beta1, out[3] = s->train.beta2;
-    out[4] = s->train.eps;
-}
-
-const char *bmpy_spec_module_name(const void *sp, int i)
-{
-    const struct bm_module *m = spec_module(sp, i);
-    return m && m->name ? m->name : "";
-}
-const char *bmpy_spec_module_impl(const void *sp, int i)
-{
-    const struct bm_module *m = spec_module(sp, i);
-    return m && m->impl ? m->impl : "";
-}
-int bmpy_spec_module_role(const void *sp, int i)
-{
-    const struct bm_module *m = spec_module(sp, i);
-    return m ? (int)m->role : -1;
-}
-int bmpy_spec_module_grad_to_backbone(const void *sp, int i)
-{
-    const struct bm_module *m = spec_module(sp, i);
-    return m ? m->grad_to_backbone : 0;
-}
-/* 1 unless the module is frozen ("trainable": false; docs/spec.md "Frozen modules"). */
-int bmpy_spec_module_trainable(const void *sp, int i)
-{
-    const struct bm_module *m = spec_module(sp, i);
-    return m ? !m->frozen : 1;
-}
-/* The module's layer count for the chunk split ("layers", else arch.layers; 0 = none). */
-int bmpy_spec_module_layers(const void *sp, int i)
-{
-    const struct bm_module *m = spec_module(sp, i);
-    if (!m) return 0;
-    return m->layers > 0 ? m->layers : m->arch.layers;
-}
-
-/* arch: params layers hidden heads ffn vocab seq tokens image patch channels cond (as doubles) */
-void bmpy_spec_module_arch(const void *sp, int i, double *out)
-{
-    const struct bm_module *m = spec_module(sp, i);
-    if (!m) {
-        memset(out, 0, 12 * sizeof *out);
-        return;
+    struct jw w;
+    if (jw_open(&w)) return NULL;
+    FILE *f = w.f;
+    fputc('{', f);
+    put_name(f, "name", s->name ? s->name : "", 1);
+    put_int(f, "pp", o.pp, 0);
+    put_int(f, "vpp", o.vpp, 0);
+    put_int(f, "microbatches", o.microbatches, 0);
+    put_int(f, "unit", o.unit, 0);
+    put_int(f, "window", o.window, 0);
+    put_name(f, "backbone", bm_backbone_name(o.backbone), 0);
+    put_name(f, "policy", bm_policy_name(o.policy), 0);
+    put_int(f, "dp", o.dp, 0);
+    put_int(f, "backbone_module", s->backbone_module, 0);
+    put_int(f, "steps", s->train.steps, 0);
+    put_int(f, "samples_per_microbatch", s->data.samples_per_microbatch > 0 ? s->data.samples_per_microbatch : 1, 0);
+    put_int(f, "max_images", s->data.max_images > 0 ? s->data.max_images : 1, 0);
+    put_key(f, "train", 0);
+    fputc('{', f);
+    put_num(f, "lr", s->train.lr, 1);
+    put_num(f, "weight_decay", s->train.weight_decay, 0);
+    put_num(f, "beta1", s->train.beta1, 0);
+    put_num(f, "beta2", s->train.beta2, 0);
+    put_num(f, "eps", s->train.eps, 0);
+    fputc('}', f);
+    put_key(f, "modules", 0);
+    fputc('[', f);
+    for (int i = 0; i < s->n_modules; i++) {
+        const struct bm_module *m = &s->modules[i];
+        const struct bm_arch *a = &m->arch;
+        const struct bm_cost *c = &m->cost;
+        fputs(i ? ", {" : "{", f);
+        put_name(f, "name", m->name ? m->name : "", 1);
+        put_name(f, "role", bm_role_name(m->role), 0);
+        put_name(f, "impl", m->impl, 0);
+        put_int(f, "grad_to_backbone", m->grad_to_backbone, 0);
+        put_int(f, "trainable", !m->frozen, 0);
+        /* the layer count for the chunk split: "layers", else arch.layers (0 = none) */
+        put_int(f, "layers", m->layers > 0 ? m->layers : a->layers, 0);
+        put_key(f, "arch", 0);
+        fputc('{', f);
+        put_num(f, "params", a->params, 1);
+        put_int(f, "layers", a->layers, 0);
+        put_int(f, "hidden", a->hidden, 0);
+        put_int(f, "heads", a->heads, 0);
+        put_int(f, "ffn", a->ffn, 0);
+        put_int(f, "vocab", a->vocab, 0);
+        put_int(f, "seq", a->seq, 0);
+        put_int(f, "tokens", a->tokens, 0);
+        put_int(f, "image", a->image, 0);
+        put_int(f, "patch", a->patch, 0);
+        put_int(f, "channels", a->channels, 0);
+        put_int(f, "cond", a->cond, 0);
+        fputc('}', f);
+        put_key(f, "cost", 0);
+        fputc('{', f);
+        put_num(f, "fwd_ms", c->fwd_ms, 1);
+        put_num(f, "bwd_ms", c->bwd_ms, 0);
+        put_num(f, "act_mib", c->act_mib, 0);
+        put_num(f, "state_mib", c->state_mib, 0);
+        put_num(f, "out_mib", c->out_mib, 0);
+        fputs("}}", f);
     }
-    const struct bm_arch *a = &m->arch;
-    double v[] = {a->params, a->layers, a->hidden, a->heads, a->ffn, a->vocab, a->seq, a->tokens,
-                  a->image, a->patch, a->channels, a->cond};
-    memcpy(out, v, sizeof v);
+    fputs("]}", f);
+    return jw_close(&w, 0);
 }
-/* cost: fwd_ms bwd_ms act_mib state_mib out_mib */
-void bmpy_spec_module_cost(const void *sp, int i, double *out)
+
+/* ---------------------------------------------------------------- plan options */
+
+/* Python's keyword arguments (a JSON object: pp vpp microbatches unit dp, integers >= 1; window
+ * >= 1, "auto" or "fit"; backbone and policy by name; a key left out is not given) as a layer
+ * of plan options: BM_UNSET where not given. */
+static int kwargs_opts(const char *text, struct bm_plan_opts *o, char *err, size_t n)
 {
-    const struct bm_module *m = spec_module(sp, i);
-    if (!m) {
-        memset(out, 0, 5 * sizeof *out);
-        return;
+    bm_plan_opts_unset(o);
+    json_error_t je;
+    json_t *j = json_loads(text, 0, &je);
+    if (!json_is_object(j)) {
+        json_decref(j);
+        return fail_msg(err, n, "plan options: expected a JSON object");
     }
-    const struct bm_cost *c = &m->cost;
-    out[0] = c->fwd_ms, out[1] = c->bwd_ms, out[2] = c->act_mib, out[3] = c->state_mib, out[4] = c->out_mib;
+    static const char *const ints[] = {"pp", "vpp", "microbatches", "unit", "dp"};
+    int *slots[] = {&o->pp, &o->vpp, &o->microbatches, &o->unit, &o->dp};
+    const char *key;
+    json_t *v;
+    char msg[512];
+    int rc = BM_OK;
+    json_object_foreach(j, key, v) {
+        int k = -1;
+        for (int i = 0; i < 5; i++)
+            if (!strcmp(key, ints[i])) k = i;
+        json_int_t x = json_is_integer(v) ? json_integer_value(v) : 0;
+        if (k >= 0) {
+            if (!json_is_integer(v) || x < 1 || x > INT_MAX) {
+                snprintf(msg, sizeof msg, "plan options: %s: expected an integer in 1..%d", key, INT_MAX);
+                rc = fail_msg(err, n, msg);
+                break;
+            }
+            *slots[k] = (int)x;
+        } else if (!strcmp(key, "window")) {
+            const char *w = json_string_value(v);
+            if (w && !strcmp(w, "auto")) o->window = BM_WINDOW_AUTO;
+            else if (w && !strcmp(w, "fit")) o->window = BM_WINDOW_FIT;
+            else if (json_is_integer(v) && x >= 1 && x <= INT_MAX) o->window = (int)x;
+            else {
+                rc = fail_msg(err, n, "plan options: window: expected an integer >= 1, \"auto\" or \"fit\"");
+                break;
+            }
+        } else if (!strcmp(key, "backbone") || !strcmp(key, "policy")) {
+            const char *name = json_string_value(v);
+            int bad = !name || (key[0] == 'b' ? bm_backbone_parse(name, &o->backbone)
+                                               : bm_policy_parse(name, &o->policy));
+            if (bad) {
+                snprintf(msg, sizeof msg, "plan options: %s: unknown %s", key, key);
+                rc = fail_msg(err, n, msg);
+                break;
+            }
+        } else {
+            snprintf(msg, sizeof msg, "plan options: unknown key \"%.200s\"", key);
+            rc = fail_msg(err, n, msg);
+            break;
+        }
+    }
+    json_decref(j);
+    return rc;
+}
+
+/* The plan options of s with the keyword arguments kw laid over them (bm_plan_opts_merge), and
+ * *sc a shallow copy of s with kw's spec settings (dp) written in (bm_plan_opts_to_spec): what
+ * the planner takes, s itself unchanged. */
+static void resolve(const struct bm_spec *s, const struct bm_plan_opts *kw, struct bm_spec *sc,
+                    struct bm_plan_opts *o)
+{
+    *sc = *s;
+    bm_plan_opts_to_spec(kw, sc);
+    bm_plan_opts_from_spec(o, sc);
+    bm_plan_opts_merge(o, kw);
 }
 
 /* ---------------------------------------------------------------- plan, table */
 
-/* Plan s. Arguments of 0 take the spec's value (window: 0 = spec's, -1 auto, -2 fit; backbone
- * and policy: -1 = spec's), with the CLI's rule that a spec whose unit is its pp follows --pp. */
-void *bmpy_plan(const void *sp, int pp, int vpp, int M, int unit, int window, int backbone, int policy,
-                char *err, size_t n)
+/* Plan s with the keyword arguments kwargs (JSON, see kwargs_opts). */
+void *bmpy_plan(const void *sp, const char *kwargs, char *err, size_t n)
 {
-    const struct bm_spec *s = sp;
-    struct bm_plan_opts o;
-    bm_plan_opts_from_spec(&o, s);
-    struct bm_cli_plan_flags f = {.pp = pp, .vpp = vpp, .microbatches = M, .unit = unit, .window = window,
-                                  .backbone_set = backbone >= 0, .policy_set = policy >= 0,
-                                  .backbone = backbone >= 0 ? (enum bm_backbone)backbone : BM_BB_1F1B,
-                                  .policy = policy >= 0 ? (enum bm_policy)policy : BM_POL_BIGMAC};
-    bm_cli_plan_apply(&f, &o);
+    struct bm_plan_opts kw, o;
+    struct bm_spec sc;
+    if (kwargs_opts(kwargs, &kw, err, n)) return NULL;
+    resolve(sp, &kw, &sc, &o);
     struct bm_err e;
     struct bm_table *t;
-    if (bm_plan_build(s, &o, &t, &e)) return fail(err, n, &e), NULL;
+    if (bm_plan_build(&sc, &o, &t, &e)) return fail(err, n, &e), NULL;
     return t;
 }
 
-void bmpy_table_free(void *t) { bm_table_free(t); }
+/* What a writer (f) writes, as a malloc'd string; NULL when the writer fails. */
+#define WRITE_TEXT(call)                         \
+    do {                                         \
+        struct jw w_;                            \
+        if (jw_open(&w_)) return NULL;           \
+        FILE *f = w_.f;                          \
+        int rc_ = (call);                        \
+        return jw_close(&w_, rc_);               \
+    } while (0)
 
-static char *table_text(const struct bm_table *t)
-{
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    if (!f) return NULL;
-    int rc = bm_table_write_json(t, f);
-    if (fclose(f) || rc) {
-        free(buf);
-        return NULL;
-    }
-    return buf;
-}
-
-char *bmpy_table_json(const void *t) { return table_text(t); }
+char *bmpy_table_json(const void *t) { WRITE_TEXT(bm_table_write_json(t, f)); }
 
 /* The table's backbone in PyTorch's schedule grammar (bm_csv_write_torch; comms: with its
  * SEND/RECV cells); note (n bytes) says what was left out. NULL when out of memory. */
 char *bmpy_table_torch_csv(const void *t, int comms, char *note, size_t n)
 {
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    if (!f) return NULL;
-    int rc = bm_csv_write_torch(t, comms, f, note, n);
-    if (fclose(f) || rc) {
-        free(buf);
-        return NULL;
-    }
-    return buf;
+    WRITE_TEXT(bm_csv_write_torch(t, comms, f, note, n));
 }
 
 void *bmpy_table_parse(const char *text, const char *name, char *err, size_t n)
@@ -245,110 +340,106 @@ int bmpy_table_save(const void *t, const char *path, char *err, size_t n)
     return BM_OK;
 }
 
-/* out: pp vpp microbatches unit window backbone policy n_modules backbone_module n_tensors */
-void bmpy_table_info(const void *tp, int *out)
+/* What Python's Table shows of table tp, as one JSON object: pp vpp microbatches unit window
+ * backbone policy backbone_module dp, "modules" (name, role), "tensors" (name, module, grad),
+ * "chunk_ranks" (the rank of each global backbone chunk, bm_table_chunk_rank) and
+ * "chunk_layers" (null when the table has none). NULL when memory runs out. */
+char *bmpy_table_info(const void *tp)
 {
     const struct bm_table *t = tp;
-    int v[] = {t->pp, t->vpp, t->microbatches, t->unit, t->window, (int)t->backbone, (int)t->policy,
-               t->n_modules, t->backbone_module, t->n_tensors};
-    memcpy(out, v, sizeof v);
+    struct jw w;
+    if (jw_open(&w)) return NULL;
+    FILE *f = w.f;
+    fputc('{', f);
+    put_int(f, "pp", t->pp, 1);
+    put_int(f, "vpp", t->vpp, 0);
+    put_int(f, "microbatches", t->microbatches, 0);
+    put_int(f, "unit", t->unit, 0);
+    put_int(f, "window", t->window, 0);
+    put_name(f, "backbone", bm_backbone_name(t->backbone), 0);
+    put_name(f, "policy", bm_policy_name(t->policy), 0);
+    put_int(f, "backbone_module", t->backbone_module, 0);
+    put_int(f, "dp", t->dp > 1 ? t->dp : 1, 0);
+    put_key(f, "modules", 0);
+    fputc('[', f);
+    for (int i = 0; i < t->n_modules; i++) {
+        fputs(i ? ", {" : "{", f);
+        put_name(f, "name", t->modules[i].name ? t->modules[i].name : "", 1);
+        put_name(f, "role", bm_role_name(t->modules[i].role), 0);
+        fputc('}', f);
+    }
+    fputc(']', f);
+    put_key(f, "tensors", 0);
+    fputc('[', f);
+    for (int i = 0; i < t->n_tensors; i++) {
+        fputs(i ? ", {" : "{", f);
+        put_name(f, "name", t->tensors[i].name ? t->tensors[i].name : "", 1);
+        put_int(f, "module", t->tensors[i].module, 0);
+        put_int(f, "grad", t->tensors[i].grad, 0);
+        fputc('}', f);
+    }
+    fputc(']', f);
+    int C = t->pp * t->vpp;
+    put_key(f, "chunk_ranks", 0);
+    fputc('[', f);
+    for (int c = 0; c < C; c++) fprintf(f, c ? ", %d" : "%d", bm_table_chunk_rank(t, c));
+    fputc(']', f);
+    put_key(f, "chunk_layers", 0);
+    if (t->chunk_layers) {
+        fputc('[', f);
+        for (int c = 0; c < C; c++) fprintf(f, c ? ", %d" : "%d", t->chunk_layers[c]);
+        fputc(']', f);
+    } else {
+        fputs("null", f);
+    }
+    fputc('}', f);
+    return jw_close(&w, 0);
 }
 
-int bmpy_table_n_ops(const void *tp, int rank)
+/* Rank 'rank's ops as one JSON object of columns, each a list in op order: "kind", "pass"
+ * (compute: "F"/"B"/"W", else null), "module", "chunk", "mb", "peer", "tensor" (struct bm_op) and
+ * "name" (bm_op_format): one foreign call per rank (Table.ops), and columns, which Python reads
+ * several times faster than one object per op. NULL for a rank out of range or when memory runs
+ * out. */
+char *bmpy_table_rank_ops(const void *tp, int rank)
 {
-    const struct bm_rank_ops *ro = table_rank(tp, rank);
-    return ro ? ro->n_ops : 0;
-}
-
-/* 7 ints per op: kind pass module chunk mb peer tensor */
-void bmpy_table_ops(const void *tp, int rank, int *out)
-{
-    const struct bm_rank_ops *ro = table_rank(tp, rank);
-    if (!ro) return;
+    const struct bm_table *t = tp;
+    if (rank < 0 || rank >= t->pp) return NULL;
+    const struct bm_rank_ops *ro = &t->ranks[rank];
+    struct jw w;
+    if (jw_open(&w)) return NULL;
+    FILE *f = w.f;
+    static const char *const cols[] = {"kind", "module", "chunk", "mb", "peer", "tensor"};
+    fputc('{', f);
+    for (int c = 0; c < 6; c++) {
+        put_key(f, cols[c], c == 0);
+        fputc('[', f);
+        for (int k = 0; k < ro->n_ops; k++) {
+            const struct bm_op *op = &ro->ops[k];
+            long v = c == 0 ? op->kind : c == 1 ? op->module : c == 2 ? op->chunk : c == 3 ? op->mb
+                     : c == 4 ? op->peer : op->tensor;
+            fprintf(f, k ? ",%ld" : "%ld", v);
+        }
+        fputc(']', f);
+    }
+    put_key(f, "pass", 0);
+    fputc('[', f);
     for (int k = 0; k < ro->n_ops; k++) {
         const struct bm_op *op = &ro->ops[k];
-        int *q = out + 7 * k;
-        q[0] = op->kind, q[1] = op->pass, q[2] = op->module, q[3] = op->chunk, q[4] = op->mb, q[5] = op->peer;
-        q[6] = op->tensor;
+        if (k) fputc(',', f);
+        put_str(f, op->kind == BM_OP_COMPUTE ? bm_pass_name((enum bm_pass)op->pass) : NULL);
     }
-}
-
-/* Every op name of the rank (bm_op_format), each followed by a '\n', into buf (n bytes): the
- * bytes needed (with the final NUL); nothing is written unless they fit. One call per rank
- * instead of one per op (Table.ops). */
-size_t bmpy_table_op_names(const void *tp, int rank, char *buf, size_t n)
-{
-    const struct bm_rank_ops *ro = table_rank(tp, rank);
-    if (!ro) {
-        if (n) buf[0] = 0;
-        return 1;
-    }
+    fputc(']', f);
+    put_key(f, "name", 0);
+    fputc('[', f);
     char name[BM_MAX_NAME + 64];
-    size_t need = 1;
     for (int k = 0; k < ro->n_ops; k++) {
-        bm_op_format(tp, &ro->ops[k], name, sizeof name);
-        size_t len = strlen(name);
-        if (buf && need + len + 1 <= n) {
-            memcpy(buf + need - 1, name, len);
-            buf[need - 1 + len] = '\n';
-        }
-        need += len + 1;
+        bm_op_format(t, &ro->ops[k], name, sizeof name);
+        if (k) fputc(',', f);
+        put_str(f, name);
     }
-    if (buf && need <= n) buf[need - 1] = 0;
-    else if (buf && n) buf[0] = 0;
-    return need;
-}
-
-void bmpy_op_format(const void *t, int rank, int k, char *buf, size_t n)
-{
-    const struct bm_rank_ops *ro = table_rank(t, rank);
-    if (!ro || k < 0 || k >= ro->n_ops) {
-        if (n) buf[0] = 0;
-        return;
-    }
-    bm_op_format(t, &ro->ops[k], buf, n);
-}
-
-const char *bmpy_table_module_name(const void *tp, int i)
-{
-    const struct bm_table *t = tp;
-    return i >= 0 && i < t->n_modules && t->modules[i].name ? t->modules[i].name : "";
-}
-int bmpy_table_module_role(const void *tp, int i)
-{
-    const struct bm_table *t = tp;
-    return i >= 0 && i < t->n_modules ? (int)t->modules[i].role : -1;
-}
-const char *bmpy_table_tensor_name(const void *t, int i)
-{
-    const struct bm_tensor *x = table_tensor(t, i);
-    return x && x->name ? x->name : "";
-}
-int bmpy_table_tensor_module(const void *t, int i)
-{
-    const struct bm_tensor *x = table_tensor(t, i);
-    return x ? x->module : -1;
-}
-int bmpy_table_tensor_grad(const void *t, int i)
-{
-    const struct bm_tensor *x = table_tensor(t, i);
-    return x ? x->grad : 0;
-}
-
-/* Layers per global chunk (pp*vpp ints); 0 when the table carries none. */
-int bmpy_table_chunk_layers(const void *tp, int *out)
-{
-    const struct bm_table *t = tp;
-    if (!t->chunk_layers) return 0;
-    memcpy(out, t->chunk_layers, (size_t)t->pp * t->vpp * sizeof(int));
-    return 1;
-}
-
-/* out[c] = the rank of global backbone chunk c (pp*vpp entries; c mod P, or the V shapes'). */
-void bmpy_table_chunk_ranks(const void *tp, int *out)
-{
-    const struct bm_table *t = tp;
-    for (int c = 0; c < t->pp * t->vpp; c++) out[c] = bm_table_chunk_rank(t, c);
+    fputs("]}", f);
+    return jw_close(&w, 0);
 }
 
 int bmpy_verify(const void *t, char *err, size_t n)
@@ -360,50 +451,52 @@ int bmpy_verify(const void *t, char *err, size_t n)
 
 /* ---------------------------------------------------------------- dataflow */
 
-/* needs/makes of op (module, chunk, pass) in the table's dataflow (bm_table_finish; every table
- * the library plans or loads has one): counts into n_needs/n_makes, indices into the arrays (at
- * most cap each). Chunk 0's encoder parts come in spec module order, as the C executor takes
- * them (include/bigmac_module.h). 0 when there is no such op; -1 when the table has no flow. */
-int bmpy_flow_get(const void *tp, int module, int chunk, int pass, int *needs, int *n_needs, int *makes,
-                  int *n_makes, int cap)
+/* The dataflow of compute op (module, chunk, pass) of table tp (bm_table_op_flow) as a JSON
+ * object: {"found": 1, "needs": [tensor indices], "makes": [...]}; {"found": 0} when there is
+ * no such op, {"found": -1} when the table has no dataflow. NULL when memory runs out. */
+char *bmpy_table_op_flow(const void *tp, int module, int chunk, int pass)
 {
-    const struct bm_table *t = tp;
-    const struct bm_flow *f = bm_table_flow(t);
-    if (!f) return -1;
-    const struct bm_flow_op *o = bm_flow_get(f, module, chunk, pass);
-    if (!o) return 0;
-    const int *nv = o->needs, *mv = o->makes;
-    if (module == t->backbone_module && chunk == 0) {
-        if (pass == BM_PASS_F) nv = f->parts[0];
-        else mv = f->parts[1];
+    const int *needs = NULL, *makes = NULL;
+    int nn = 0, nk = 0;
+    int found = bm_table_op_flow(tp, module, chunk, pass, &needs, &nn, &makes, &nk);
+    struct jw w;
+    if (jw_open(&w)) return NULL;
+    FILE *f = w.f;
+    fputc('{', f);
+    put_int(f, "found", found, 1);
+    if (found == 1) {
+        put_key(f, "needs", 0);
+        fputc('[', f);
+        for (int i = 0; i < nn; i++) fprintf(f, i ? ", %d" : "%d", needs[i]);
+        fputc(']', f);
+        put_key(f, "makes", 0);
+        fputc('[', f);
+        for (int i = 0; i < nk; i++) fprintf(f, i ? ", %d" : "%d", makes[i]);
+        fputc(']', f);
     }
-    *n_needs = o->n_needs, *n_makes = o->n_makes;
-    for (int i = 0; i < o->n_needs && i < cap; i++) needs[i] = nv[i];
-    for (int i = 0; i < o->n_makes && i < cap; i++) makes[i] = mv[i];
-    return 1;
+    fputc('}', f);
+    return jw_close(&w, 0);
 }
 
 /* ---------------------------------------------------------------- simulate, render */
 
-static char *json_text(json_t *j)
+static int bad_jitter(double jitter, char *err, size_t n)
 {
-    char *s = json_dumps(j, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
-    json_decref(j);
-    if (!s) return NULL;
-    char *c = strdup(s); /* jansson's allocator may differ from free() */
-    free(s);
-    return c;
+    if (!(jitter >= 0) || jitter > 1e300) return fail_msg(err, n, "jitter: expected a number >= 0");
+    return BM_OK;
 }
 
-/* `simulate --json` of table t (one policy). */
+/* `simulate --json` of table t (one policy): bm_timeline_write_json's object. */
 char *bmpy_simulate_json(const void *t, double jitter, unsigned long long seed, int spm, char *err, size_t n)
 {
-    if (!(jitter >= 0) || jitter > 1e300) return fail_msg(err, n, "jitter: expected a number >= 0"), NULL;
+    if (bad_jitter(jitter, err, n)) return NULL;
     struct bm_sim_opts so = {jitter, seed, spm};
     struct bm_timeline *tl;
     struct bm_err e;
     if (bm_simulate(t, &so, &tl, &e)) return fail(err, n, &e), NULL;
-    char *s = json_text(bm_study_sim_json(t, tl));
+    struct jw w;
+    char *s = NULL;
+    if (!jw_open(&w)) s = jw_close(&w, bm_timeline_write_json(t, tl, w.f));
     bm_timeline_free(tl);
     if (!s) fail_msg(err, n, "out of memory");
     return s;
@@ -421,7 +514,7 @@ char *bmpy_simulate_measured(void *tv, const double *act, const double *act_w, c
                              unsigned long long seed, int spm, double *peaks, char *err, size_t n)
 {
     struct bm_table *t = tv;
-    if (!(jitter >= 0) || jitter > 1e300) return fail_msg(err, n, "jitter: expected a number >= 0"), NULL;
+    if (bad_jitter(jitter, err, n)) return NULL;
     double *act0 = t->act_bytes, *w0 = t->act_w_bytes, *in0 = t->in_bytes;
     t->act_bytes = (double *)act, t->act_w_bytes = (double *)act_w, t->in_bytes = (double *)in_b;
     struct bm_sim_opts so = {jitter, seed, spm};
@@ -432,7 +525,8 @@ char *bmpy_simulate_measured(void *tv, const double *act, const double *act_w, c
     else {
         for (int r = 0; r < t->pp; r++)
             for (int k = 0; k < BM_N_ROLES; k++) peaks[r * BM_N_ROLES + k] = tl->ranks[r].peak_act_mib[k] * 1048576.0;
-        s = json_text(bm_study_sim_json(t, tl));
+        struct jw w;
+        if (!jw_open(&w)) s = jw_close(&w, bm_timeline_write_json(t, tl, w.f));
         if (!s) fail_msg(err, n, "out of memory");
     }
     bm_timeline_free(tl);
@@ -440,34 +534,26 @@ char *bmpy_simulate_measured(void *tv, const double *act, const double *act_w, c
     return s;
 }
 
-/* `simulate SPEC --compare --json` of spec sp with the plan arguments of bmpy_plan (policy:
- * every one): the object bm_study_compare_json builds, as the command prints it. NULL with the
- * message when no policy plans. */
-char *bmpy_simulate_compare(void *sp, int pp, int vpp, int M, int unit, int window, int backbone, double jitter,
-                            unsigned long long seed, char *err, size_t n)
+/* `simulate SPEC --compare --json` of spec sp with the keyword arguments kwargs (JSON, see
+ * kwargs_opts; the policy is every one): bm_compare_write_json's object, and in *n_failed the
+ * policy rows that did not plan (Python raises when none did). */
+char *bmpy_simulate_compare(const void *sp, const char *kwargs, double jitter, unsigned long long seed, int *n_failed,
+                            char *err, size_t n)
 {
-    struct bm_spec *s = sp; /* its recompute settings change while one row plans, then return */
-    if (!(jitter >= 0) || jitter > 1e300) return fail_msg(err, n, "jitter: expected a number >= 0"), NULL;
-    struct bm_plan_opts o;
-    bm_plan_opts_from_spec(&o, s);
-    struct bm_cli_plan_flags f = {.pp = pp, .vpp = vpp, .microbatches = M, .unit = unit, .window = window,
-                                  .backbone_set = backbone >= 0,
-                                  .backbone = backbone >= 0 ? (enum bm_backbone)backbone : BM_BB_1F1B};
-    bm_cli_plan_apply(&f, &o);
-    struct bm_sim_opts so = {jitter, seed, s->data.samples_per_microbatch};
+    if (bad_jitter(jitter, err, n)) return NULL;
+    struct bm_plan_opts kw, o;
+    struct bm_spec sc; /* its modules' recompute settings change while one row plans, then return */
+    if (kwargs_opts(kwargs, &kw, err, n)) return NULL;
+    resolve(sp, &kw, &sc, &o);
+    struct bm_sim_opts so = {jitter, seed, sc.data.samples_per_microbatch};
     struct bm_compare_opts co = {.sim = &so};
     struct bm_err e;
-    json_t *j;
-    int n_failed = 0;
-    if (bm_study_compare_json(s, &o, &co, &j, &n_failed, &e)) return fail(err, n, &e), NULL;
-    if (n_failed == BM_N_POLICIES) {
-        const char *first = json_string_value(json_object_get(json_array_get(json_object_get(j, "results"), 0), "error"));
-        snprintf(err, n, "simulate --compare: no policy planned (bigmac: %s)", first ? first : "?");
-        json_decref(j);
-        return NULL;
-    }
-    char *text = json_text(j);
-    if (!text) fail_msg(err, n, "out of memory");
+    struct jw w;
+    if (jw_open(&w)) return fail_msg(err, n, "out of memory"), NULL;
+    int rc = bm_compare_write_json(&sc, &o, &co, w.f, n_failed, &e);
+    char *text = jw_close(&w, rc);
+    if (rc) fail(err, n, &e);
+    else if (!text) fail_msg(err, n, "out of memory");
     return text;
 }
 
@@ -477,35 +563,29 @@ int bmpy_render(const void *tp, const char *format, const char *path, int width,
                 size_t n)
 {
     const struct bm_table *t = tp;
-    struct bm_timeline *tl = NULL;
     struct bm_err e;
+    static const char *const formats[] = {"ascii", "svg", "html", "trace", "csv"};
+    int fm = -1;
+    for (int i = 0; i < 5; i++)
+        if (!strcmp(format, formats[i])) fm = i;
+    if (fm < 0) {
+        bm_err_set(&e, "render: unknown format '%s' (ascii, svg, html, trace, csv)", format);
+        return fail(err, n, &e);
+    }
+    if (fm == 4 && bm_csv_check_names(t, &e)) return fail(err, n, &e);
+    struct bm_timeline *tl = NULL;
     if (bm_simulate(t, NULL, &tl, &e)) return fail(err, n, &e);
     FILE *f = strcmp(path, "-") ? fopen(path, "w") : stdout;
-    int rc;
     if (!f) {
         bm_timeline_free(tl);
         bm_err_set(&e, "%s: cannot open for writing", path);
         return fail(err, n, &e);
     }
-    if (!strcmp(format, "ascii")) rc = bm_render_ascii(t, tl, width, f);
-    else if (!strcmp(format, "svg")) rc = bm_render_svg(t, tl, title, 0, f);
-    else if (!strcmp(format, "html")) rc = bm_render_html(t, tl, NULL, title, f);
-    else if (!strcmp(format, "trace")) rc = bm_render_trace(t, tl, f);
-    else if (!strcmp(format, "csv")) {
-        rc = bm_csv_check_names(t, &e);
-        if (rc == BM_OK) rc = bm_csv_write(t, f);
-        else {
-            if (f != stdout) fclose(f);
-            bm_timeline_free(tl);
-            return fail(err, n, &e);
-        }
-    } else {
-        rc = BM_ERR;
-        bm_err_set(&e, "render: unknown format '%s' (ascii, svg, html, trace, csv)", format);
-        if (f != stdout) fclose(f);
-        bm_timeline_free(tl);
-        return fail(err, n, &e);
-    }
+    int rc = fm == 0 ? bm_render_ascii(t, tl, width, f)
+             : fm == 1 ? bm_render_svg(t, tl, title, 0, f)
+             : fm == 2 ? bm_render_html(t, tl, NULL, title, f)
+             : fm == 3 ? bm_render_trace(t, tl, f)
+                       : bm_csv_write(t, f);
     if (f != stdout ? fclose(f) : fflush(f)) rc = BM_ERR;
     bm_timeline_free(tl);
     if (rc) {
@@ -517,7 +597,8 @@ int bmpy_render(const void *tp, const char *format, const char *path, int width,
 
 /* A measured Chrome trace: times[r] 3 doubles per op of rank r, msg_bytes[r] one per op (a
  * send's or recv's message bytes; msg_bytes NULL: not measured), mem[r] n_mem[r] points of 4
- * doubles (t_ms, encoder, backbone, generator live bytes), as the C executor records them. */
+ * doubles (t_ms, encoder, backbone, generator live bytes), as the C executor records them
+ * (bm_exec_timeline, bm_exec_trace_write). */
 int bmpy_trace_write(const void *t, const double *const *times, const double *const *msg_bytes,
                      const double *const *mem, const int *n_mem, const char *path, char *err, size_t n)
 {
@@ -551,42 +632,44 @@ int bmpy_trace_write(const void *t, const double *const *times, const double *co
 
 /* ---------------------------------------------------------------- data, models */
 
-void *bmpy_data_cfg(const void *s, char *err, size_t n)
+void *bmpy_dataset_new(const void *s, char *err, size_t n)
 {
     struct bm_err e;
-    struct bm_data_cfg *c = malloc(sizeof *c);
-    if (!c) return fail_msg(err, n, "out of memory"), NULL;
-    if (bm_train_data_cfg(s, c, &e)) {
-        free(c);
-        return fail(err, n, &e), NULL;
-    }
-    return c;
-}
-
-void bmpy_data_cfg_free(void *c) { free(c); }
-
-void *bmpy_data_batch(const void *cfg, long step, int mb, char *err, size_t n)
-{
-    struct bm_err e;
-    struct bm_data_batch *d;
-    if (bm_data_batch(cfg, step, mb, &d, &e)) return fail(err, n, &e), NULL;
+    struct bm_dataset *d;
+    if (bm_dataset_new(s, &d, &e)) return fail(err, n, &e), NULL;
     return d;
 }
 
-void bmpy_data_batch_free(void *d) { bm_data_batch_free(d); }
-
-/* out: n_samples n_images_total channels image seq */
-void bmpy_batch_info(const void *dp, int *out)
+void *bmpy_dataset_batch(const void *d, long step, int mb, char *err, size_t n)
 {
-    const struct bm_batch *b = &((const struct bm_data_batch *)dp)->b;
-    out[0] = b->n_samples, out[1] = b->n_images_total, out[2] = b->channels, out[3] = b->image, out[4] = b->seq;
+    struct bm_err e;
+    struct bm_batch *b;
+    if (bm_dataset_batch(d, step, mb, &b, &e)) return fail(err, n, &e), NULL;
+    return b;
 }
 
-/* The batch's arrays (see struct bm_batch): sizes from bmpy_batch_info. */
-void bmpy_batch_copy(const void *dp, int *n_images, float *images, int *text, float *target, float *noise,
+/* The shape of batch bp as one JSON object: n_samples n_images_total channels image seq. */
+char *bmpy_batch_info(const void *bp)
+{
+    const struct bm_batch *b = bp;
+    struct jw w;
+    if (jw_open(&w)) return NULL;
+    FILE *f = w.f;
+    fputc('{', f);
+    put_int(f, "n_samples", b->n_samples, 1);
+    put_int(f, "n_images_total", b->n_images_total, 0);
+    put_int(f, "channels", b->channels, 0);
+    put_int(f, "image", b->image, 0);
+    put_int(f, "seq", b->seq, 0);
+    fputc('}', f);
+    return jw_close(&w, 0);
+}
+
+/* The batch's arrays (struct bm_batch) into buffers of the sizes bmpy_batch_info gives. */
+void bmpy_batch_copy(const void *bp, int *n_images, float *images, int *text, float *target, float *noise,
                      float *timestep)
 {
-    const struct bm_batch *b = &((const struct bm_data_batch *)dp)->b;
+    const struct bm_batch *b = bp;
     size_t img = (size_t)b->channels * b->image * b->image;
     memcpy(n_images, b->n_images, (size_t)b->n_samples * sizeof(int));
     memcpy(images, b->images, img * b->n_images_total * sizeof(float));
@@ -597,17 +680,17 @@ void bmpy_batch_copy(const void *dp, int *n_images, float *images, int *text, fl
 }
 
 /* The initial flat parameters of module i of s (layers [a, b) for the backbone; 0, 0 else),
- * created by its registered implementation with the trainers' seed: *n floats into a new
- * buffer (bmpy_free). NULL with err on failure. */
+ * created by its registered implementation (bm_module_find) with the trainers' seed
+ * (bm_train_module_seed): *n floats into a new buffer (bmpy_free). NULL with err on failure. */
 float *bmpy_module_init(const void *sp, int i, int a, int b, size_t *n, char *err, size_t errn)
 {
     const struct bm_spec *s = sp;
     struct bm_err e;
-    const struct bm_module *m = spec_module(sp, i);
-    if (!m) {
+    if (i < 0 || i >= s->n_modules) {
         bm_err_set(&e, "module index %d: the spec has %d modules (0..%d)", i, s->n_modules, s->n_modules - 1);
         return fail(err, errn, &e), NULL;
     }
+    const struct bm_module *m = &s->modules[i];
     if (!m->impl) {
         bm_err_set(&e, "module \"%s\" has no \"impl\"", m->name);
         return fail(err, errn, &e), NULL;
@@ -625,33 +708,4 @@ float *bmpy_module_init(const void *sp, int i, int a, int b, size_t *n, char *er
     ops->free(self);
     if (!c) fail_msg(err, errn, "out of memory");
     return c;
-}
-
-const char *bmpy_vocab_word(int id) { return bm_vocab_word(id); }
-
-/* ---------------------------------------------------------------- data parallel (issue 23) */
-
-/* bmpy_plan and bmpy_simulate_compare with D = dp data-parallel replicas (0: the spec's
- * parallel.dp), as `--dp D` on the command line: the spec's dp is set for the call (the planner
- * places global ranks p*D + d on hosts) and put back. */
-void *bmpy_plan_dp(void *sp, int dp, int pp, int vpp, int M, int unit, int window, int backbone, int policy, char *err,
-                   size_t n)
-{
-    struct bm_spec *s = sp;
-    int keep = s->dp;
-    if (dp > 0) s->dp = dp;
-    void *t = bmpy_plan(s, pp, vpp, M, unit, window, backbone, policy, err, n);
-    s->dp = keep;
-    return t;
-}
-
-char *bmpy_simulate_compare_dp(void *sp, int dp, int pp, int vpp, int M, int unit, int window, int backbone,
-                               double jitter, unsigned long long seed, char *err, size_t n)
-{
-    struct bm_spec *s = sp;
-    int keep = s->dp;
-    if (dp > 0) s->dp = dp;
-    char *j = bmpy_simulate_compare(s, pp, vpp, M, unit, window, backbone, jitter, seed, err, n);
-    s->dp = keep;
-    return j;
 }

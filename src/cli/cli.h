@@ -18,30 +18,18 @@ int bm_cmd_render(int argc, char **argv);
 int bm_cmd_calibrate(int argc, char **argv);
 
 /* Plan flags shared by plan/simulate/sweep/render/train: --pp --vpp --microbatches --unit
- * --backbone --policy --window --ranks-per-host --dp --zero. Values are "set" only when the flag was given. */
-struct bm_cli_plan_flags {
-    int pp, vpp, microbatches, unit, window;  /* 0 = not given (window: -1 auto, -2 fit) */
-    int backbone_set, policy_set;
-    enum bm_backbone backbone;
-    enum bm_policy policy;
-    int ranks_per_host;  /* --ranks-per-host: device.ranks_per_host (0 = not given) */
-    int dp;              /* --dp: parallel.dp, data-parallel replicas (0 = not given) */
-    int zero_set, zero;  /* --zero 0|1: train.zero (ZeRO-1 shards the optimizer state) */
-};
+ * --backbone --policy --window --ranks-per-host --dp --zero, into a struct bm_plan_opts whose
+ * fields the caller set to BM_UNSET (bm_plan_opts_unset): a field stays BM_UNSET unless its flag
+ * was given (--window auto: BM_WINDOW_AUTO, fit: BM_WINDOW_FIT). If argv[*i] is a plan flag,
+ * parse it (and its value, advancing *i) and return 1; return 0 when it is not a plan flag;
+ * print an error and return -1 on a bad value. */
+int bm_cli_plan_flag(int argc, char **argv, int *i, struct bm_plan_opts *f);
 
-/* If argv[*i] is a plan flag, parse it (and its value, advancing *i) and return 1; return 0
- * when it is not a plan flag; print an error and return -1 on a bad value. */
-int bm_cli_plan_flag(int argc, char **argv, int *i, struct bm_cli_plan_flags *f);
-/* Override o's fields with the flags that were given. */
-void bm_cli_plan_apply(const struct bm_cli_plan_flags *f, struct bm_plan_opts *o);
-/* Override the spec's fields that plan flags set (--ranks-per-host: device.ranks_per_host;
- * --dp: parallel.dp; --zero: train.zero). */
-void bm_cli_spec_apply(const struct bm_cli_plan_flags *f, struct bm_spec *s);
-
-/* Load the spec at 'path' (NULL: "missing SPEC" + usage, BM_USAGE) and its plan options with
- * the given flags applied. Prints the error and returns BM_USAGE or BM_ERR on failure; on
+/* Load the spec at 'path' (NULL: "missing SPEC" + usage, BM_USAGE), write the spec settings of
+ * the flags f into it (bm_plan_opts_to_spec) and fill o with its plan options, f merged over
+ * them (bm_plan_opts_merge). Prints the error and returns BM_USAGE or BM_ERR on failure; on
  * success *spec is the caller's (bm_spec_free). */
-int bm_cli_load_spec(const char *cmd, const char *path, const struct bm_cli_plan_flags *f,
+int bm_cli_load_spec(const char *cmd, const char *path, const struct bm_plan_opts *f,
                      void (*usage)(FILE *), struct bm_spec **spec, struct bm_plan_opts *o);
 
 /* Print "bigmac: error: <msg>" (each line of a multi-line message; lines starting with

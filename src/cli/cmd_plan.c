@@ -87,7 +87,8 @@ static int summary(const char *name, const struct bm_table *t, int cap, FILE *f)
 
 int bm_cmd_plan(int argc, char **argv)
 {
-    struct bm_cli_plan_flags flags = {0};
+    struct bm_plan_opts flags; /* the plan flags given (the others BM_UNSET) */
+    bm_plan_opts_unset(&flags);
     const char *spec_path = NULL, *out_path = NULL, *csv_out = NULL, *csv_in = NULL;
     int ascii = 0, no_verify = 0;
     for (int i = 1; i < argc; i++) {
@@ -139,11 +140,8 @@ int bm_cmd_plan(int argc, char **argv)
     struct bm_plan_opts o;
     struct bm_table *t;
     if (csv_in) {
-        struct bm_csv_opts co = {flags.pp, flags.vpp, flags.microbatches, flags.unit,
-                                 flags.window > 0 ? flags.window : 0, flags.backbone_set, flags.policy_set,
-                                 flags.backbone, flags.policy};
         int lowered = 0;
-        if (bm_csv_load(csv_in, spec, &co, &t, &err) || bm_plan_lower_loaded(t, &lowered, &err)) {
+        if (bm_csv_load(csv_in, spec, &flags, &t, &err) || bm_plan_lower_loaded(t, &lowered, &err)) {
             char msg[sizeof err.msg + 300];
             snprintf(msg, sizeof msg, "%s%s%s", strncmp(err.msg, csv_in, strlen(csv_in)) ? csv_in : "",
                      strncmp(err.msg, csv_in, strlen(csv_in)) ? ": " : "", err.msg);
@@ -162,9 +160,9 @@ int bm_cmd_plan(int argc, char **argv)
             fprintf(out_path && !strcmp(out_path, "-") ? stderr : stdout,
                     "%s: compute ops only: added the sends and receives bigmac's planner would (docs/csv.md)\n", csv_in);
     } else {
-        bm_cli_spec_apply(&flags, spec);
+        bm_plan_opts_to_spec(&flags, spec);
         bm_plan_opts_from_spec(&o, spec);
-        bm_cli_plan_apply(&flags, &o);
+        bm_plan_opts_merge(&o, &flags);
         if (bm_plan_build(spec, &o, &t, &err)) {
             char msg[sizeof err.msg + 300];
             snprintf(msg, sizeof msg, "%s: cannot plan: %s", spec_path, err.msg);

@@ -186,7 +186,7 @@ static int render_vs(const char *in, const char *vs_table, int is_trace, const s
 
 /* What the command line says. */
 struct args {
-    struct bm_cli_plan_flags flags;
+    struct bm_plan_opts flags;  /* the plan flags (BM_UNSET: not given) */
     const char *in, *out, *title, *vs_table;
     int fm, width, any_plan_flag, no_verify, comms;
     double span;
@@ -269,6 +269,7 @@ static int parse_args(int argc, char **argv, struct args *g)
 int bm_cmd_render(int argc, char **argv)
 {
     struct args g = {.out = "-", .fm = F_NONE};
+    bm_plan_opts_unset(&g.flags);
     int prc = parse_args(argc, argv, &g);
     if (prc >= 0) return prc;
     const char *in = g.in, *out = g.out, *title = g.title, *vs_table = g.vs_table;
@@ -292,9 +293,9 @@ int bm_cmd_render(int argc, char **argv)
         fprintf(stderr, "bigmac: warning: plan flags apply to a SPEC only; %s is already planned\n", in);
     if (spec) {
         struct bm_plan_opts o;
-        bm_cli_spec_apply(&g.flags, spec);
+        bm_plan_opts_to_spec(&g.flags, spec);
         bm_plan_opts_from_spec(&o, spec);
-        bm_cli_plan_apply(&g.flags, &o);
+        bm_plan_opts_merge(&o, &g.flags);
         if (bm_plan_build(spec, &o, &t, &err)) {
             char msg[sizeof err.msg + 300];
             snprintf(msg, sizeof msg, "%s: cannot plan: %s", in, err.msg);

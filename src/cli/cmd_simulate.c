@@ -180,7 +180,7 @@ static void print_row(const struct bm_compare_row *row, double lower, int step)
 }
 
 /* `simulate --compare`: every policy (bm_compare), printed as a table with the recompute row
- * under optimus, then the two bounds; --json: bm_study_compare_json's object. Exit 1 when
+ * under optimus, then the two bounds; --json: bm_compare_write_json's object. Exit 1 when
  * no policy planned. */
 static int run_compare(struct bm_spec *s, const struct bm_plan_opts *o, const struct bm_sim_opts *so, int json,
                        int search)
@@ -188,14 +188,11 @@ static int run_compare(struct bm_spec *s, const struct bm_plan_opts *o, const st
     struct bm_compare_opts co = {.sim = so, .search = search};
     struct bm_err err;
     if (json) {
-        json_t *j;
         int n_failed = 0;
-        if (bm_study_compare_json(s, o, &co, &j, &n_failed, &err)) {
+        if (bm_compare_write_json(s, o, &co, stdout, &n_failed, &err)) {
             bm_cli_error(err.msg);
             return 1;
         }
-        bm_cli_json_print(j);
-        json_decref(j);
         return n_failed == BM_N_POLICIES ? 1 : 0;
     }
     struct bm_compare c;
@@ -226,7 +223,7 @@ static int run_compare(struct bm_spec *s, const struct bm_plan_opts *o, const st
 
 /* What the command line says. */
 struct args {
-    struct bm_cli_plan_flags f;
+    struct bm_plan_opts f;  /* the plan flags (BM_UNSET: not given) */
     const char *path, *table_path;
     int compare, json, search, no_verify;
     struct bm_sim_opts so;
@@ -298,9 +295,10 @@ static int parse_args(int argc, char **argv, struct args *g)
             g->path = a;
         }
     }
-    const struct bm_cli_plan_flags *f = &g->f;
-    if (g->table_path && (g->compare || f->pp || f->vpp || f->microbatches || f->unit || f->window ||
-                          f->backbone_set || f->policy_set || g->search)) {
+    const struct bm_plan_opts *f = &g->f;
+    if (g->table_path && (g->compare || f->pp != BM_UNSET || f->vpp != BM_UNSET || f->microbatches != BM_UNSET ||
+                          f->unit != BM_UNSET || f->window != BM_UNSET || (int)f->backbone != BM_UNSET ||
+                          (int)f->policy != BM_UNSET || g->search)) {
         fprintf(stderr, "bigmac: error: simulate: --table simulates the table as it is: no --compare, --search or "
                         "plan flags with it\n");
         return BM_USAGE;
@@ -369,6 +367,7 @@ static int run_one(const struct bm_spec *s, const struct bm_plan_opts *po, const
 int bm_cmd_simulate(int argc, char **argv)
 {
     struct args g = {.so = {0, 1, 0}};
+    bm_plan_opts_unset(&g.f);
     int prc = parse_args(argc, argv, &g);
     if (prc >= 0) return prc;
     struct bm_spec *s;

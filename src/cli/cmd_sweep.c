@@ -267,7 +267,7 @@ static void print_human(const struct bm_spec *s, const char *path, const struct 
 /* What the command line says. */
 struct args {
     struct bm_sweep_opts so;
-    struct bm_cli_plan_flags f;
+    struct bm_plan_opts f;  /* the plan flags (BM_UNSET: not given) */
     struct bm_sim_opts sim;
     double cap_gib;
     int json, frontier;
@@ -350,7 +350,7 @@ static int frontier_cmd(struct args *g, struct bm_spec *s, struct bm_plan_opts b
     if (so->n_vpp) base.vpp = so->vpp[0];
     if (so->n_microbatches) base.microbatches = so->microbatches[0];
     if (base.vpp > 1) base.backbone = BM_BB_INTERLEAVED;
-    else if (!g->f.backbone_set && base.backbone == BM_BB_INTERLEAVED) base.backbone = BM_BB_1F1B;
+    else if ((int)g->f.backbone == BM_UNSET && base.backbone == BM_BB_INTERLEAVED) base.backbone = BM_BB_1F1B;
     double fcap = s->device.memory_gib * 1024.0;
     if (g->cap_gib > 0 && (fcap <= 0 || g->cap_gib * 1024.0 < fcap)) fcap = g->cap_gib * 1024.0;
     return run_frontier(s, &base, fcap, g->json);
@@ -362,6 +362,7 @@ int bm_cmd_sweep(int argc, char **argv)
         if (!strcmp(argv[i], "--gpus") || !strcmp(argv[i], "--global-batch")) return bm_cmd_sweep_cluster(argc, argv);
     struct args g;
     memset(&g, 0, sizeof g);
+    bm_plan_opts_unset(&g.f);
     g.sim = (struct bm_sim_opts){0, 1, 0};
     int prc = parse_args(argc, argv, &g);
     if (prc >= 0) return prc;
@@ -371,13 +372,13 @@ int bm_cmd_sweep(int argc, char **argv)
     int lrc = bm_cli_load_spec("sweep", g.path, &g.f, usage, &s, &base);
     if (lrc) return lrc;
     g.sim.samples_per_microbatch = s->data.samples_per_microbatch;
-    if (!g.f.unit && base.unit == s->pp) base.unit = 0; /* the spec's default unit follows pp */
+    if (g.f.unit == BM_UNSET && base.unit == s->pp) base.unit = 0; /* the spec's default unit follows pp */
     if (g.frontier) {
         int frc = frontier_cmd(&g, s, base);
         bm_spec_free(s);
         return frc;
     }
-    g.so.backbone_fixed = g.f.backbone_set;
+    g.so.backbone_fixed = (int)g.f.backbone != BM_UNSET;
     g.so.mem_cap_mib = g.cap_gib * 1024.0;
     g.so.sim = &g.sim;
     g.so.progress = stderr;

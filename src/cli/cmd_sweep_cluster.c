@@ -83,8 +83,8 @@ static void print_why(const struct bm_cluster *c)
 
 int bm_cmd_sweep_cluster(int argc, char **argv)
 {
-    struct bm_cli_plan_flags f;
-    memset(&f, 0, sizeof f);
+    struct bm_plan_opts f; /* the plan flags (BM_UNSET: not given) */
+    bm_plan_opts_unset(&f);
     struct bm_cluster_opts co = {0};
     double cap_gib = 0;
     int json = 0, frontier = 0, top = 15;
@@ -121,7 +121,8 @@ int bm_cmd_sweep_cluster(int argc, char **argv)
             int k = bm_cli_plan_flag(argc, argv, &i, &f);
             if (k < 0) return BM_USAGE;
             if (k > 0) {
-                if (f.pp || f.vpp || f.microbatches || f.dp || f.zero_set || f.policy_set || f.window || f.unit) {
+                if (f.pp != BM_UNSET || f.vpp != BM_UNSET || f.microbatches != BM_UNSET || f.dp != BM_UNSET ||
+                    f.zero != BM_UNSET || (int)f.policy != BM_UNSET || f.window != BM_UNSET || f.unit != BM_UNSET) {
                     fprintf(stderr, "bigmac: error: sweep --gpus: %s is not allowed: the sweep tries every pp x dp, "
                                     "vpp, microbatch count, policy, window and ZeRO stage\n", a);
                     return BM_USAGE;

@@ -61,7 +61,7 @@ static const char *need_value(int argc, char **argv, int *i)
     return argv[++*i];
 }
 
-int bm_cli_plan_flag(int argc, char **argv, int *i, struct bm_cli_plan_flags *f)
+int bm_cli_plan_flag(int argc, char **argv, int *i, struct bm_plan_opts *f)
 {
     const char *a = argv[*i], *v;
     int *intp = NULL;
@@ -82,18 +82,17 @@ int bm_cli_plan_flag(int argc, char **argv, int *i, struct bm_cli_plan_flags *f)
                             "or 1 (ZeRO-1: sharded), got '%s'\n", v);
             return -1;
         }
-        f->zero_set = 1;
         f->zero = v[0] - '0';
         return 1;
     }
     if (!strcmp(a, "--window")) {
         if (!(v = need_value(argc, argv, i))) return -1;
         if (!strcmp(v, "auto")) {
-            f->window = -1;
+            f->window = BM_WINDOW_AUTO;
             return 1;
         }
         if (!strcmp(v, "fit")) {
-            f->window = -2;
+            f->window = BM_WINDOW_FIT;
             return 1;
         }
         return bm_cli_int(a, v, &f->window) ? -1 : 1;
@@ -104,7 +103,6 @@ int bm_cli_plan_flag(int argc, char **argv, int *i, struct bm_cli_plan_flags *f)
             fprintf(stderr, "bigmac: error: --backbone: unknown schedule '%s' (gpipe, 1f1b, interleaved, zb-h1, zb-interleaved, zb-v, dualpipe-v)\n", v);
             return -1;
         }
-        f->backbone_set = 1;
         return 1;
     }
     if (!strcmp(a, "--policy")) {
@@ -115,36 +113,12 @@ int bm_cli_plan_flag(int argc, char **argv, int *i, struct bm_cli_plan_flags *f)
                     "unified-balanced, ideal, none)\n", v);
             return -1;
         }
-        f->policy_set = 1;
         return 1;
     }
     return 0;
 }
 
-void bm_cli_plan_apply(const struct bm_cli_plan_flags *f, struct bm_plan_opts *o)
-{
-    /* a spec whose unit is its pp (the default, written out) keeps following pp under --pp:
-     * a unit smaller than pp covers only part of the pipeline */
-    if (f->pp && !f->unit && o->unit == o->pp) o->unit = 0;
-    if (f->pp) o->pp = f->pp;
-    if (f->vpp) o->vpp = f->vpp;
-    if (f->microbatches) o->microbatches = f->microbatches;
-    if (f->unit) o->unit = f->unit;
-    if (f->window == -1) o->window = BM_WINDOW_AUTO;
-    else if (f->window == -2) o->window = BM_WINDOW_FIT;
-    else if (f->window) o->window = f->window;
-    if (f->backbone_set) o->backbone = f->backbone;
-    if (f->policy_set) o->policy = f->policy;
-}
-
-void bm_cli_spec_apply(const struct bm_cli_plan_flags *f, struct bm_spec *s)
-{
-    if (f->ranks_per_host) s->device.ranks_per_host = f->ranks_per_host;
-    if (f->dp) s->dp = f->dp;
-    if (f->zero_set) s->train.zero = f->zero;
-}
-
-int bm_cli_load_spec(const char *cmd, const char *path, const struct bm_cli_plan_flags *f,
+int bm_cli_load_spec(const char *cmd, const char *path, const struct bm_plan_opts *f,
                      void (*usage)(FILE *), struct bm_spec **spec, struct bm_plan_opts *o)
 {
     *spec = NULL;
@@ -158,8 +132,8 @@ int bm_cli_load_spec(const char *cmd, const char *path, const struct bm_cli_plan
         bm_cli_error(err.msg);
         return BM_ERR;
     }
-    bm_cli_spec_apply(f, *spec);
+    bm_plan_opts_to_spec(f, *spec);
     bm_plan_opts_from_spec(o, *spec);
-    bm_cli_plan_apply(f, o);
+    bm_plan_opts_merge(o, f);
     return BM_OK;
 }

@@ -134,7 +134,7 @@ struct args {
     struct bm_train_opts o;
     const char *path, *table_path;
     int reference, local;
-    struct bm_cli_plan_flags pf;
+    struct bm_plan_opts pf;           /* the plan flags (BM_UNSET: not given) */
 };
 
 /* The command line into *g. Returns -1 to go on, else the exit status (--help: 0; a usage
@@ -200,7 +200,7 @@ static int parse_args(int argc, char **argv, struct args *g)
                         "runs under mpirun (mpirun -np P*%d bigmac train SPEC --dp %d)\n", g->pf.dp, g->pf.dp, g->pf.dp);
         return BM_USAGE;
     }
-    g->o.dp = g->pf.dp;
+    g->o.dp = g->pf.dp != BM_UNSET ? g->pf.dp : 0;
     g->o.mode = g->reference ? BM_TRAIN_REFERENCE : g->local ? BM_TRAIN_LOCAL : BM_TRAIN_MPI;
     return -1;
 }
@@ -211,9 +211,9 @@ static void plan_opts(struct args *g, struct bm_spec *spec, struct bm_plan_opts 
 {
     bm_plan_opts_from_spec(po, spec);
     /* a unit the spec tied to its own pp follows the pp actually used (docs/design.md §2: U = P) */
-    if (!g->pf.unit && po->unit == po->pp) po->unit = 0;
-    bm_cli_plan_apply(&g->pf, po);
-    if (!g->pf.pp && g->o.mode == BM_TRAIN_MPI) po->pp = 0;
+    if (g->pf.unit == BM_UNSET && po->unit == po->pp) po->unit = 0;
+    bm_plan_opts_merge(po, &g->pf);
+    if (g->pf.pp == BM_UNSET && g->o.mode == BM_TRAIN_MPI) po->pp = 0;
     spec->microbatches = po->microbatches;
 }
 
@@ -240,6 +240,7 @@ int bm_train_main(int argc, char **argv)
 {
     struct args g;
     memset(&g, 0, sizeof g);
+    bm_plan_opts_unset(&g.pf);
     int prc = parse_args(argc, argv, &g);
     if (prc >= 0) return prc;
     struct bm_err err;
@@ -253,9 +254,9 @@ int bm_train_main(int argc, char **argv)
         goto out;
     }
     if (g.reference) {
-        if (g.pf.microbatches) spec->microbatches = g.pf.microbatches;
+        if (g.pf.microbatches != BM_UNSET) spec->microbatches = g.pf.microbatches;
     } else {
-        bm_cli_spec_apply(&g.pf, spec);
+        bm_plan_opts_to_spec(&g.pf, spec);
         if (g.table_path) {
             if (bm_table_load(g.table_path, &t, &err) || bm_cli_verify_table(t, g.table_path, -1, &err)) {
                 bm_train_fail(&g.o, &argc, &argv, err.msg);

@@ -53,8 +53,7 @@ int bm_data_batch(const struct bm_data_cfg *cfg, long step, int mb, struct bm_da
                   struct bm_err *err);
 void bm_data_batch_free(struct bm_data_batch *d);
 
-/* Vocabulary: id -> word ("<pad>", "<bos>", "<eos>", "a", ...); NULL when out of range. */
-const char *bm_vocab_word(int id);
+/* Vocabulary: bm_vocab_word (id -> word) is public (include/bigmac_module.h). */
 /* word -> id, or -1. */
 int bm_vocab_id(const char *word);
 /* Space-separated words -> ids[0..max-1]; returns the count, or -1 on an unknown word. */

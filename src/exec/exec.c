@@ -45,7 +45,7 @@ struct bm_exec {
     struct bm_flow_op c0[2];    /* backbone chunk 0's F and B with the encoder parts in spec
                                  * module order (flow->parts), as the module takes them */
     struct bm_comm *comm;
-    struct bm_exec_opts o;
+    struct bm_train_opts o;
     int rank, P, V, M, n_ops;
     int mb0;             /* this replica's first global microbatch: replica * M (docs/design.md §2) */
     float loss_scale;    /* 1 / (D * M): the step's loss is the mean over every replica's microbatches */
@@ -284,7 +284,7 @@ static size_t part_count(const struct bm_exec *x, int tensor, const struct bm_ba
 }
 
 int bm_exec_new(const struct bm_spec *s, const struct bm_table *t, int rank, struct bm_comm *comm,
-                const struct bm_exec_opts *o, struct bm_exec **out, struct bm_err *err)
+                const struct bm_train_opts *o, struct bm_exec **out, struct bm_err *err)
 {
     *out = NULL;
     struct bm_exec *x = bm_calloc(1, sizeof *x);
@@ -553,23 +553,23 @@ static int all_finite(const float *p, size_t n)
 
 static void fire_fault(struct bm_exec *x, float *out, size_t n, float *loss)
 {
-    if (x->o.fault == BM_FAULT_NAN) {
+    if (x->o.fault == BM_TRAIN_FAULT_NAN) {
         for (size_t i = 0; i < n; i++) out[i] = NAN;
         if (loss && !n) *loss = NAN; /* no output to poison: the loss */
-    } else if (x->o.fault == BM_FAULT_CRASH) {
+    } else if (x->o.fault == BM_TRAIN_FAULT_CRASH) {
         fflush(stdout), fflush(stderr);
         raise(SIGSEGV);
-    } else if (x->o.fault == BM_FAULT_EXIT) {
+    } else if (x->o.fault == BM_TRAIN_FAULT_EXIT) {
         fflush(stdout), fflush(stderr);
         _exit(3);
-    } else if (x->o.fault == BM_FAULT_HANG) {
+    } else if (x->o.fault == BM_TRAIN_FAULT_HANG) {
         for (;;) pause();
     }
 }
 
 static int faulty(const struct bm_exec *x, int k)
 {
-    return x->o.fault != BM_FAULT_NONE && x->o.fault_rank == bm_comm_global(x->comm, x->rank) && x->o.fault_op == k &&
+    return x->o.fault != BM_TRAIN_FAULT_NONE && x->o.fault_rank == bm_comm_global(x->comm, x->rank) && x->o.fault_op == k &&
            x->o.fault_step == x->step;
 }
 

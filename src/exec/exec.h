@@ -27,27 +27,9 @@
 #include "bigmac_module.h"
 #include "exec/comm.h"
 
-enum bm_fault { BM_FAULT_NONE = 0, BM_FAULT_NAN, BM_FAULT_CRASH, BM_FAULT_EXIT, BM_FAULT_HANG };
-
-struct bm_exec_opts {
-    int steps;                 /* 0 = spec's train.steps */
-    const char *log_path;      /* JSON line per step (rank 0) */
-    const char *trace_path;    /* Chrome trace of the last step (rank 0) */
-    int trace_from;            /* > 0: also every step from this one (1-based) to STEM.step<K>.json */
-    const char *dump_params;   /* final parameters, raw little-endian floats in spec module order */
-    const char *ckpt_dir;      /* write checkpoints here ... */
-    int ckpt_every;            /* ... every N steps (0 = only after the last step) */
-    const char *resume_dir;    /* resume from the checkpoint in this directory */
-    FILE *progress;            /* progress lines (rank 0 only); NULL = quiet */
-    int fault_rank, fault_op;  /* --inject-fault RANK:OP:KIND (op index in the rank's list, or
-                                * BM_TRAIN_FAULT_AT_CHECKPOINT: rank's checkpoint file, half written) */
-    int fault_step;            /* the step (0-based) the fault fires in */
-    enum bm_fault fault;
-    double *loss_out;          /* optional [steps]: each step's loss (process of rank 0) */
-    double *peak_out;          /* optional [P * 3]: last step's peak act bytes per rank and role */
-    double *ms_out;            /* optional [steps]: each step's wall time, ms (rank 0) */
-    int resume_force;          /* resume although the checkpoint's settings differ (--resume-force) */
-};
+/* The executor's options are bm_train's (struct bm_train_opts, include/bigmac.h): one type for
+ * `bigmac train`, bm_train, the reference trainer and the tests; faults are enum bm_train_fault.
+ * Progress lines go to stdout on rank 0 unless o->quiet. */
 
 /* Per-step figures of one rank (gathered to rank 0). */
 struct bm_exec_rank_stats {
@@ -63,7 +45,7 @@ struct bm_exec;
 /* Build pipeline rank 'rank' of table t for spec s. The table must carry chunk_layers (or the
  * backbone arch.layers must split evenly). Caller owns *out (bm_exec_free). */
 int bm_exec_new(const struct bm_spec *s, const struct bm_table *t, int rank, struct bm_comm *comm,
-                const struct bm_exec_opts *o, struct bm_exec **out, struct bm_err *err);
+                const struct bm_train_opts *o, struct bm_exec **out, struct bm_err *err);
 void bm_exec_free(struct bm_exec *x);
 /* Offset (seconds) that turns this process's bm_now() into rank 0's clock (comm clock_offset). */
 void bm_exec_set_clock_offset(struct bm_exec *x, double offset);
@@ -137,6 +119,6 @@ int bm_exec_run_step(struct bm_exec **x, struct bm_comm *c, long step, struct bm
  * in the failing rank's process and empty in the others. Rank 0's process writes the log and
  * trace. */
 int bm_exec_train(const struct bm_spec *s, const struct bm_table *t, struct bm_comm *comm,
-                  const struct bm_exec_opts *o, struct bm_err *err);
+                  const struct bm_train_opts *o, struct bm_err *err);
 
 #endif

@@ -503,7 +503,7 @@ static int same_dir(const char *a, const char *b)
 }
 
 /* --resume, rank 0's part: the newest complete set in dir, checked against this run (*step). */
-static int resume_choose(const struct bm_spec *s, const struct bm_table *t, int dp, const struct bm_exec_opts *o,
+static int resume_choose(const struct bm_spec *s, const struct bm_table *t, int dp, const struct bm_train_opts *o,
                          int steps, FILE *pr, long *step, struct bm_err *err)
 {
     struct bm_ckpt_meta m, now;
@@ -533,7 +533,7 @@ static int resume_choose(const struct bm_spec *s, const struct bm_table *t, int 
 
 /* --checkpoint DIR without resuming from it: DIR must not hold another run's complete set, which
  * this run's first commit would delete (rank 0). */
-static int ckpt_dir_free(const struct bm_exec_opts *o, struct bm_err *err)
+static int ckpt_dir_free(const struct bm_train_opts *o, struct bm_err *err)
 {
     struct bm_ckpt_meta m;
     int found;
@@ -606,7 +606,7 @@ static FILE *open_resumed_log(const char *path, long start, struct bm_err *err)
 
 /* --inject-fault RANK:checkpoint:KIND[:STEP]: this rank's file of the set is half written. */
 struct ckpt_fault {
-    const struct bm_exec_opts *o;
+    const struct bm_train_opts *o;
     int rank;
     long step;
 };
@@ -614,12 +614,12 @@ struct ckpt_fault {
 static void ckpt_midway(void *ctx)
 {
     const struct ckpt_fault *f = ctx;
-    const struct bm_exec_opts *o = f->o;
+    const struct bm_train_opts *o = f->o;
     if (o->fault_op != BM_TRAIN_FAULT_AT_CHECKPOINT || o->fault_rank != f->rank || o->fault_step != f->step) return;
     fflush(stdout), fflush(stderr);
-    if (o->fault == BM_FAULT_CRASH) raise(SIGSEGV);
-    else if (o->fault == BM_FAULT_EXIT) _exit(3);
-    else if (o->fault == BM_FAULT_HANG)
+    if (o->fault == BM_TRAIN_FAULT_CRASH) raise(SIGSEGV);
+    else if (o->fault == BM_TRAIN_FAULT_EXIT) _exit(3);
+    else if (o->fault == BM_TRAIN_FAULT_HANG)
         for (;;) pause();
 }
 
@@ -668,7 +668,7 @@ static int gather_step(struct bm_exec **x, struct bm_comm *c, int M, double ms, 
  * D*M microbatches (float loss / (D*M) in global microbatch order d*M + m), the caller's
  * outputs, the progress line and the log line. all: world = P*D records in global rank order.
  * BM_ERR when the loss is not finite. */
-static int report_step(const struct bm_exec_opts *o, FILE *pr, FILE *log, const double *all, int P, int D, int M,
+static int report_step(const struct bm_train_opts *o, FILE *pr, FILE *log, const double *all, int P, int D, int M,
                        int nrec, long step, int steps, double ms, struct bm_err *err)
 {
     double lm = 0, gen = 0;
@@ -728,12 +728,12 @@ static int report_step(const struct bm_exec_opts *o, FILE *pr, FILE *log, const 
 }
 
 int bm_exec_train(const struct bm_spec *s, const struct bm_table *t, struct bm_comm *c,
-                  const struct bm_exec_opts *o, struct bm_err *err)
+                  const struct bm_train_opts *o, struct bm_err *err)
 {
     int P = t->pp, M = t->microbatches, nl = c->nlocal, D = c->dp, rc = BM_OK;
     int rank0 = c->first_rank == 0 && c->replica == 0, agreed = 0; /* global rank 0; agreed: every process knows of the failure */
     int writer = c->replica == 0; /* replica 0 writes the checkpoints (every replica holds the same state) */
-    FILE *log = NULL, *pr = rank0 ? o->progress : NULL;
+    FILE *log = NULL, *pr = rank0 && !o->quiet ? stdout : NULL;
     if (c->size != P) {
         if (D > 1)
             bm_err_set(err, "the table has pp %d but the layout pp %d x dp %d has %d ranks per pipeline\nhint: mpirun -np %d",

@@ -38,37 +38,6 @@ static void keep_freed_memory(void)
 
 /* ------------------------------------------------------------------ reference trainer */
 
-/* The reference trainer step by step, writing the parameters to 'dump' at the end. */
-static int reference_dump(const struct bm_spec *s, int steps, FILE *log, const char *dump, struct bm_err *err)
-{
-    struct bm_ref *r;
-    if (bm_ref_new(s, &r, err)) return BM_ERR;
-    int rc = BM_OK;
-    for (long k = 0; k < steps && rc == BM_OK; k++) {
-        struct bm_step_stats st;
-        if ((rc = bm_ref_step(r, k, &st, err))) break;
-        printf("step %4ld/%d  loss %.4f  (lm %.4f  gen %.4f)  %7.1f ms\n", k + 1, steps, st.loss, st.lm, st.gen, st.ms);
-        if (log)
-            fprintf(log, "{\"step\": %ld, \"loss\": %.6f, \"lm\": %.6f, \"gen\": %.6f, \"ms\": %.3f, "
-                         "\"ranks\": [{\"rank\": 0, \"peak_act_bytes\": {\"encoder\": %zu, "
-                         "\"backbone\": %zu, \"generator\": %zu}}]}\n",
-                    k + 1, st.loss, st.lm, st.gen, st.ms, st.peak_act[BM_ROLE_ENCODER], st.peak_act[BM_ROLE_BACKBONE],
-                    st.peak_act[BM_ROLE_GENERATOR]);
-    }
-    if (rc == BM_OK) {
-        FILE *f = fopen(dump, "wb");
-        if (!f) rc = bm_err_set(err, "%s: cannot open for writing", dump);
-        for (int i = 0; f && i < s->n_modules; i++) {
-            size_t n;
-            float *p = bm_ref_params(r, i, &n);
-            fwrite(p, sizeof(float), n, f);
-        }
-        if (f && fclose(f)) rc = bm_err_set(err, "%s: write failed", dump);
-    }
-    bm_ref_free(r);
-    return rc;
-}
-
 /* The reference trainer over a whole step's microbatches: D replicas of M are D * M
  * (docs/design.md §2: replica d's microbatch m is the step's d*M + m). */
 static int train_reference(const struct bm_spec *spec, const struct bm_train_opts *o, struct bm_err *err)
@@ -81,13 +50,7 @@ static int train_reference(const struct bm_spec *spec, const struct bm_train_opt
     sc.microbatches *= D;
     if (o->trace_path || o->ckpt_dir || o->resume_dir || o->fault)
         return bm_err_set(err, "the reference trainer takes only steps, a log and a parameter dump");
-    int steps = o->steps ? o->steps : s->train.steps;
-    FILE *log = NULL;
-    if (o->log_path && !(log = fopen(o->log_path, "w"))) return bm_err_set(err, "%s: cannot open for writing", o->log_path);
-    int rc = o->dump_params ? reference_dump(s, steps, log, o->dump_params, err)
-                            : bm_ref_train(s, steps, o->quiet ? NULL : stdout, log, NULL, NULL, err);
-    if (log) fclose(log);
-    return rc;
+    return bm_ref_train(s, o, err);
 }
 
 /* ------------------------------------------------------------------ pipelined */
@@ -152,26 +115,6 @@ static int table_for(const struct bm_spec *s, const struct bm_table *given, cons
     return BM_OK;
 }
 
-static void exec_opts_from(const struct bm_train_opts *o, struct bm_exec_opts *x)
-{
-    static const enum bm_fault kinds[] = {[BM_TRAIN_FAULT_NONE] = BM_FAULT_NONE, [BM_TRAIN_FAULT_NAN] = BM_FAULT_NAN,
-                                          [BM_TRAIN_FAULT_CRASH] = BM_FAULT_CRASH, [BM_TRAIN_FAULT_EXIT] = BM_FAULT_EXIT,
-                                          [BM_TRAIN_FAULT_HANG] = BM_FAULT_HANG};
-    memset(x, 0, sizeof *x);
-    x->steps = o->steps;
-    x->log_path = o->log_path;
-    x->trace_path = o->trace_path;
-    x->trace_from = o->trace_from;
-    x->dump_params = o->dump_params;
-    x->ckpt_dir = o->ckpt_dir;
-    x->ckpt_every = o->ckpt_every;
-    x->resume_dir = o->resume_dir;
-    x->progress = o->quiet ? NULL : stdout;
-    x->fault_rank = o->fault_rank, x->fault_op = o->fault_op, x->fault_step = o->fault_step;
-    x->resume_force = o->resume_force;
-    x->fault = (unsigned)o->fault <= BM_TRAIN_FAULT_HANG ? kinds[o->fault] : BM_FAULT_NONE;
-}
-
 /* The MPI transport's start-up settings from o: the timeout (0: 60 s, < 0: never) and a
  * start-up fault. */
 static const struct bm_comm_mpi_start *mpi_start(const struct bm_train_opts *o, struct bm_comm_mpi_start *st)
@@ -219,10 +162,8 @@ int bm_train(const struct bm_spec *spec, const struct bm_table *table, const str
             if (!comm && !(comm = bm_comm_local_new(t->pp))) {
                 bm_err_set(err, "out of memory");
             } else if (comm->ops->split(comm, D, err) == BM_OK) {
-                struct bm_exec_opts xo;
-                exec_opts_from(o, &xo);
                 setup = 0, report = 1;
-                rc = bm_exec_train(spec, t, comm, &xo, err);
+                rc = bm_exec_train(spec, t, comm, o, err);
             }
         }
     }

@@ -8,6 +8,14 @@
 #include "plan/plan.h"
 #include "util/util.h"
 
+void bm_plan_opts_unset(struct bm_plan_opts *o)
+{
+    o->pp = o->vpp = o->microbatches = o->unit = o->window = BM_UNSET;
+    o->backbone = (enum bm_backbone)BM_UNSET;
+    o->policy = (enum bm_policy)BM_UNSET;
+    o->dp = o->ranks_per_host = o->zero = BM_UNSET;
+}
+
 void bm_plan_opts_from_spec(struct bm_plan_opts *o, const struct bm_spec *s)
 {
     o->pp = s->pp;
@@ -17,10 +25,43 @@ void bm_plan_opts_from_spec(struct bm_plan_opts *o, const struct bm_spec *s)
     o->window = s->window;
     o->backbone = s->backbone;
     o->policy = s->policy;
+    o->dp = s->dp;
+    o->ranks_per_host = s->device.ranks_per_host;
+    o->zero = s->train.zero;
+}
+
+void bm_plan_opts_merge(struct bm_plan_opts *o, const struct bm_plan_opts *v)
+{
+    /* a unit equal to pp (the default, written out) keeps following pp: a unit smaller than pp
+     * covers only part of the pipeline */
+    if (v->pp != BM_UNSET && v->unit == BM_UNSET && o->unit == o->pp) o->unit = 0;
+    if (v->pp != BM_UNSET) o->pp = v->pp;
+    if (v->vpp != BM_UNSET) o->vpp = v->vpp;
+    if (v->microbatches != BM_UNSET) o->microbatches = v->microbatches;
+    if (v->unit != BM_UNSET) o->unit = v->unit;
+    if (v->window != BM_UNSET) o->window = v->window;
+    if ((int)v->backbone != BM_UNSET) o->backbone = v->backbone;
+    if ((int)v->policy != BM_UNSET) o->policy = v->policy;
+    if (v->dp != BM_UNSET) o->dp = v->dp;
+    if (v->ranks_per_host != BM_UNSET) o->ranks_per_host = v->ranks_per_host;
+    if (v->zero != BM_UNSET) o->zero = v->zero;
+}
+
+void bm_plan_opts_to_spec(const struct bm_plan_opts *o, struct bm_spec *s)
+{
+    if (o->dp != BM_UNSET) s->dp = o->dp;
+    if (o->ranks_per_host != BM_UNSET) s->device.ranks_per_host = o->ranks_per_host;
+    if (o->zero != BM_UNSET) s->train.zero = o->zero;
 }
 
 static int check_opts(const struct bm_plan_opts *o, struct bm_err *err)
 {
+    const char *unset = o->pp == BM_UNSET ? "pp" : o->vpp == BM_UNSET ? "vpp" : o->microbatches == BM_UNSET ? "microbatches"
+                        : o->unit == BM_UNSET ? "unit" : o->window == BM_UNSET ? "window"
+                        : (int)o->backbone == BM_UNSET ? "backbone" : (int)o->policy == BM_UNSET ? "policy" : NULL;
+    if (unset)
+        return bm_err_set(err, "plan options: %s is not set (BM_UNSET)\nhint: lay the options given over the spec's: "
+                               "bm_plan_opts_from_spec, then bm_plan_opts_merge", unset);
     if (o->pp < 1 || o->pp > 4096) return bm_err_set(err, "pp = %d: must be in 1..4096", o->pp);
     if (o->vpp < 1 || o->vpp > 64) return bm_err_set(err, "vpp = %d: must be in 1..64", o->vpp);
     if (o->microbatches < 1 || o->microbatches > 1000000)

@@ -115,3 +115,29 @@ int bm_study_compare_json(struct bm_spec *s, const struct bm_plan_opts *o, const
     if (!*out) return bm_err_set(err, "out of memory");
     return BM_OK;
 }
+
+/* ---------------------------------------------------------------- the public writers */
+
+/* j (a new reference, NULL when memory ran out) to f as the CLI prints JSON: indented by 2,
+ * 10 significant digits, then a newline. Takes j. */
+static int write_json(json_t *j, FILE *f)
+{
+    if (!j) return BM_ERR;
+    int rc = json_dumpf(j, f, JSON_INDENT(2) | JSON_REAL_PRECISION(10)) || fputc('\n', f) == EOF ? BM_ERR : BM_OK;
+    json_decref(j);
+    return rc;
+}
+
+int bm_timeline_write_json(const struct bm_table *t, const struct bm_timeline *tl, FILE *f)
+{
+    return write_json(bm_study_sim_json(t, tl), f);
+}
+
+int bm_compare_write_json(struct bm_spec *s, const struct bm_plan_opts *o, const struct bm_compare_opts *opts,
+                          FILE *f, int *n_failed, struct bm_err *err)
+{
+    json_t *j;
+    if (bm_study_compare_json(s, o, opts, &j, n_failed, err)) return BM_ERR;
+    if (write_json(j, f)) return bm_err_set(err, "simulate --compare: cannot write the JSON (out of memory or a write error)");
+    return BM_OK;
+}

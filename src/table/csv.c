@@ -1088,7 +1088,10 @@ static int infer_backbone(const struct bm_table *t)
     return -1;
 }
 
-static int build(struct cp *P, const struct bm_spec *spec, const struct bm_csv_opts *o,
+/* A field the plan flags o give (o may be NULL). */
+#define SET(o, field) ((o) && (int)(o)->field != BM_UNSET)
+
+static int build(struct cp *P, const struct bm_spec *spec, const struct bm_plan_opts *o,
                  struct bm_table **out)
 {
     struct hdr h = {0};
@@ -1152,22 +1155,22 @@ static int build(struct cp *P, const struct bm_spec *spec, const struct bm_csv_o
      * (what PyTorch's _dump_csv writes); such a file holds the backbone alone */
     P->torch = fl_cell[2] || (!fl_cell[1] && !h.line);
     P->split = P->torch && has_w;
-    if (P->torch && o && o->policy_set && o->policy != BM_POL_NONE)
+    if (P->torch && SET(o, policy) && o->policy != BM_POL_NONE)
         return at(P, fl_cell[2] ? fl_line[2] : 1, fl_cell[2] ? fl_col[2] : 1,
                   "a PyTorch schedule file holds backbone work only; it is read as policy none (got --policy %s)",
                   bm_policy_name(o->policy));
     /* resolve the header: flags > "# bigmac-table" > spec > defaults; a PyTorch file's own
      * stages and microbatches come before the spec's */
-    int pp = o && o->pp ? o->pp : h.pp ? h.pp : spec && !P->torch ? spec->pp : n_rows;
-    int vpp = o && o->vpp ? o->vpp : h.vpp ? h.vpp : spec && !P->torch ? spec->vpp : 1;
-    int M = o && o->microbatches ? o->microbatches : h.microbatches ? h.microbatches : spec && !P->torch ? spec->microbatches : 0;
-    if (P->torch && pp >= 1 && !(o && o->vpp) && !h.vpp && max_stage >= 0) {
+    int pp = SET(o, pp) ? o->pp : h.pp ? h.pp : spec && !P->torch ? spec->pp : n_rows;
+    int vpp = SET(o, vpp) ? o->vpp : h.vpp ? h.vpp : spec && !P->torch ? spec->vpp : 1;
+    int M = SET(o, microbatches) ? o->microbatches : h.microbatches ? h.microbatches : spec && !P->torch ? spec->microbatches : 0;
+    if (P->torch && pp >= 1 && !SET(o, vpp) && !h.vpp && max_stage >= 0) {
         if ((max_stage + 1) % pp)
             return at(P, 1, 1, "%ld stages over %d ranks: bigmac places the same number of stages on every rank\nhint: pass --pp and --vpp",
                       max_stage + 1, pp);
         vpp = (int)BM_MIN((max_stage + 1) / pp, 1000000L);
     }
-    if (P->torch && !(o && o->microbatches) && !h.microbatches && max_mb >= 0) M = (int)BM_MIN(max_mb + 1, 2000000L);
+    if (P->torch && !SET(o, microbatches) && !h.microbatches && max_mb >= 0) M = (int)BM_MIN(max_mb + 1, 2000000L);
     if (M < 1)
         return at(P, 1, 1, "how many microbatches? the CSV has no \"# bigmac-table ... microbatches=N\" line\nhint: add that line, pass --microbatches N, or give the SPEC");
     if (pp < 1) return at(P, 1, 1, "the CSV has no rank rows");
@@ -1177,14 +1180,16 @@ static int build(struct cp *P, const struct bm_spec *spec, const struct bm_csv_o
     if (n_rows != pp)
         return at(P, last_row_line ? last_row_line : 1, 1, "expected %d rank rows (pp = %d), found %d",
                   pp, pp, n_rows);
-    int bb_given = (o && o->backbone_set) || h.has_backbone || (spec && !P->torch);
+    int bb_given = SET(o, backbone) || h.has_backbone || (spec && !P->torch);
     struct bm_plan_opts shape = {
-        pp, vpp, M, o && o->unit ? o->unit : h.unit ? h.unit : spec && spec->unit ? spec->unit : pp, 0,
-        o && o->backbone_set ? o->backbone : h.has_backbone ? h.backbone
-        : spec && !P->torch ? spec->backbone
-        : vpp > 1 ? (P->torch && has_w ? BM_BB_ZB_INTERLEAVED : BM_BB_INTERLEAVED)
-                  : (P->torch && has_w ? BM_BB_ZB_H1 : BM_BB_1F1B),
-        P->torch ? BM_POL_NONE : o && o->policy_set ? o->policy : h.has_policy ? h.policy : spec ? spec->policy : BM_POL_BIGMAC};
+        .pp = pp, .vpp = vpp, .microbatches = M,
+        .unit = SET(o, unit) ? o->unit : h.unit ? h.unit : spec && spec->unit ? spec->unit : pp,
+        .backbone = SET(o, backbone) ? o->backbone : h.has_backbone ? h.backbone
+                    : spec && !P->torch ? spec->backbone
+                    : vpp > 1 ? (P->torch && has_w ? BM_BB_ZB_INTERLEAVED : BM_BB_INTERLEAVED)
+                              : (P->torch && has_w ? BM_BB_ZB_H1 : BM_BB_1F1B),
+        .policy = P->torch ? BM_POL_NONE : SET(o, policy) ? o->policy : h.has_policy ? h.policy
+                  : spec ? spec->policy : BM_POL_BIGMAC};
     int C = pp * vpp;
     if ((long)C * M > BM_MAX_BACKBONE_OPS)
         return at(P, 1, 1, "table too large (pp*vpp*microbatches = %ld, the limit is %ld)",
@@ -1226,7 +1231,7 @@ static int build(struct cp *P, const struct bm_spec *spec, const struct bm_csv_o
         if ((t->warmup_extra = bm_table_default_warmup(t)) < 0) return bm_err_set(P->err, "out of memory");
         if (bm_table_finish(t, P->err)) return BM_ERR;
     }
-    t->window = o && o->window ? (o->window < 0 ? 0 : o->window) : h.has_window ? h.window : spec ? spec->window : 0;
+    t->window = o && o->window >= 1 ? o->window : h.has_window ? h.window : spec ? spec->window : 0;
     if (P->torch) t->window = 0;
     if (cr_line) { /* "# chunk_rank": bigmac's own map */
         double *tmp = bm_malloc((size_t)C * sizeof(double));
@@ -1256,7 +1261,7 @@ static int build(struct cp *P, const struct bm_spec *spec, const struct bm_csv_o
                                    : v ? bm_backbone_chunk_rank(BM_BB_ZB_V, pp, c) : c % pp;
         }
     }
-    if (h.has_warmup && !(o && (o->policy_set || o->unit))) t->warmup_extra = h.warmup_extra;
+    if (h.has_warmup && !SET(o, policy) && !SET(o, unit)) t->warmup_extra = h.warmup_extra;
     int r = 0;
     for (int i = 0; i < P->n_lines; i++) {
         const struct line *L = &P->lines[i];
@@ -1289,7 +1294,7 @@ static int build(struct cp *P, const struct bm_spec *spec, const struct bm_csv_o
 }
 
 int bm_csv_parse(const char *text, const char *name, const struct bm_spec *spec,
-                 const struct bm_csv_opts *o, struct bm_table **out, struct bm_err *err)
+                 const struct bm_plan_opts *o, struct bm_table **out, struct bm_err *err)
 {
     *out = NULL;
     struct cp P = {name, err, NULL, 0, 0, 0};
@@ -1321,7 +1326,7 @@ int bm_csv_parse(const char *text, const char *name, const struct bm_spec *spec,
     return BM_OK;
 }
 
-int bm_csv_load(const char *path, const struct bm_spec *spec, const struct bm_csv_opts *o,
+int bm_csv_load(const char *path, const struct bm_spec *spec, const struct bm_plan_opts *o,
                 struct bm_table **out, struct bm_err *err)
 {
     *out = NULL;

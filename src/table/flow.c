@@ -264,6 +264,22 @@ int bm_flow_producer(const struct bm_flow *f, int tensor_i, int *module, int *ch
 
 const struct bm_flow *bm_table_flow(const struct bm_table *t) { return t->flow; }
 
+int bm_table_op_flow(const struct bm_table *t, int module, int chunk, int pass, const int **needs, int *n_needs,
+                     const int **makes, int *n_makes)
+{
+    const struct bm_flow *f = t->flow;
+    if (!f) return -1;
+    const struct bm_flow_op *o = bm_flow_get(f, module, chunk, pass);
+    if (!o) return 0;
+    *needs = o->needs, *n_needs = o->n_needs;
+    *makes = o->makes, *n_makes = o->n_makes;
+    if (module == f->backbone && chunk == 0) { /* the encoder parts in spec module order */
+        if (pass == BM_PASS_F) *needs = f->parts[0], *n_needs = f->n_parts[0];
+        else *makes = f->parts[1], *n_makes = f->n_parts[1];
+    }
+    return 1;
+}
+
 /* Each module's backward from the frozen flags (docs/spec.md "Frozen modules"): a trainable
  * module has a full backward; a frozen one an input-gradient-only backward when a module it
  * passes gradients to (a producer of what it consumes, bm_flow_grad_flows) has a backward, so

@@ -19,6 +19,7 @@
 #include <stdio.h>
 
 #include "bigmac.h"
+#include "bigmac_report.h"
 
 /* ---------------------------------------------------------------- skeleton */
 
@@ -135,35 +136,18 @@ int bm_table_check_ops(const struct bm_table *t, const char *what, struct bm_err
 
 /* ---------------------------------------------------------------- CSV (csv.c, docs/csv.md) */
 
-/* CSV of the table (docs/csv.md): '#' header lines, then one row per rank. BM_ERR (nothing
- * written) when a name cannot be written as CSV; bm_csv_check_names says which. */
-int bm_csv_write(const struct bm_table *t, FILE *f);
-int bm_csv_check_names(const struct bm_table *t, struct bm_err *err);
-
-/* The table in PyTorch's grammar (docs/csv.md "Writing PyTorch's files"): one row per rank,
- * backbone cells only ("0F3", "0I3" for a split backward's B, "0W3", "0B3" for a whole one),
- * no '#' lines; with comms also its SEND_F/RECV_F/SEND_B/RECV_B cells (an I right before its
- * own W merged into B, as PyTorch's lowering does). Encoder and generator ops and their
- * transfers have no cell: note (note_n bytes) gets one line saying what was left out ("" when
- * nothing was). Rows end in "\n" (PyTorch's csv.reader takes "\n" and "\r\n"). */
-int bm_csv_write_torch(const struct bm_table *t, int comms, FILE *f, char *note, size_t note_n);
-
-/* Header values that override the CSV's "# bigmac-table" line (0 / -1 = not given). */
-struct bm_csv_opts {
-    int pp, vpp, microbatches, unit, window;  /* 0 = not given; window -1 = 0 ("none") */
-    int backbone_set, policy_set;
-    enum bm_backbone backbone;
-    enum bm_policy policy;
-};
+/* bm_csv_write, bm_csv_check_names and bm_csv_write_torch are public: include/bigmac_report.h. */
 
 /* Load a CSV schedule (docs/csv.md) into a new table (*out, caller frees). With spec != NULL
  * the modules, costs, device, chunk split and microbatch scales come from the spec (the CSV's
  * "# module"/"# device"/... lines are then ignored); otherwise from the CSV's '#' lines.
- * Header values come from the "# bigmac-table" line, overridden by o (may be NULL). Errors read
+ * Header values come from the "# bigmac-table" line, overridden by the fields o gives (the plan
+ * flags: not BM_UNSET; o may be NULL): pp, vpp, microbatches, unit, backbone, policy, and a window
+ * >= 1 (auto and fit are ways to plan, not a window a file can have). Errors read
  * "path:line:col: what (in cell \"...\")". */
-int bm_csv_load(const char *path, const struct bm_spec *spec, const struct bm_csv_opts *o,
+int bm_csv_load(const char *path, const struct bm_spec *spec, const struct bm_plan_opts *o,
                 struct bm_table **out, struct bm_err *err);
 int bm_csv_parse(const char *text, const char *name, const struct bm_spec *spec,
-                 const struct bm_csv_opts *o, struct bm_table **out, struct bm_err *err);
+                 const struct bm_plan_opts *o, struct bm_table **out, struct bm_err *err);
 
 #endif

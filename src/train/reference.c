@@ -37,6 +37,42 @@ uint64_t bm_train_module_seed(const struct bm_spec *s, int module)
     return s->train.seed * 0x100000001B3ULL + (uint64_t)(module + 1) * 0x9E3779B97F4A7C15ULL;
 }
 
+/* ---------------------------------------------------------------- the public dataset handle */
+
+struct bm_dataset {
+    struct bm_data_cfg cfg;
+};
+
+int bm_dataset_new(const struct bm_spec *s, struct bm_dataset **out, struct bm_err *err)
+{
+    *out = NULL;
+    struct bm_dataset *d = bm_malloc(sizeof *d);
+    if (!d) return bm_err_set(err, "out of memory");
+    if (bm_train_data_cfg(s, &d->cfg, err)) {
+        bm_free(d);
+        return BM_ERR;
+    }
+    *out = d;
+    return BM_OK;
+}
+
+void bm_dataset_free(struct bm_dataset *d) { bm_free(d); }
+
+int bm_dataset_batch(const struct bm_dataset *d, long step, int mb, struct bm_batch **out, struct bm_err *err)
+{
+    *out = NULL;
+    if (step < 0 || mb < 0) return bm_err_set(err, "dataset: step %ld, microbatch %d: both must be >= 0", step, mb);
+    struct bm_data_batch *b;
+    if (bm_data_batch(&d->cfg, step, mb, &b, err)) return BM_ERR;
+    *out = &b->b; /* the first member: bm_batch_free finds the whole draw from it */
+    return BM_OK;
+}
+
+void bm_batch_free(struct bm_batch *b)
+{
+    bm_data_batch_free((struct bm_data_batch *)(void *)b);
+}
+
 void bm_ref_free(struct bm_ref *r)
 {
     if (!r) return;
@@ -310,11 +346,32 @@ int bm_ref_step(struct bm_ref *r, long step, struct bm_step_stats *st, struct bm
     return BM_OK;
 }
 
-int bm_ref_train(const struct bm_spec *s, int steps, FILE *progress, FILE *log,
-                 double *first_loss, double *last_loss, struct bm_err *err)
+/* Its parameters in spec module order, raw floats, to path. */
+static int dump_params(struct bm_ref *r, const char *path, struct bm_err *err)
 {
+    FILE *f = fopen(path, "wb");
+    if (!f) return bm_err_set(err, "%s: cannot open for writing", path);
+    for (int i = 0; i < r->n; i++) {
+        size_t n;
+        float *p = bm_ref_params(r, i, &n);
+        fwrite(p, sizeof(float), n, f);
+    }
+    if (fclose(f)) return bm_err_set(err, "%s: write failed", path);
+    return BM_OK;
+}
+
+int bm_ref_train(const struct bm_spec *s, const struct bm_train_opts *o, struct bm_err *err)
+{
+    int steps = o->steps ? o->steps : s->train.steps;
+    /* progress lines: the parameter counts, then each step with its GFLOP/s; under --dump-params
+     * (the runs compared with the pipelined ones) the short step lines only, always */
+    FILE *progress = o->quiet || o->dump_params ? NULL : stdout, *log = NULL;
+    if (o->log_path && !(log = fopen(o->log_path, "w"))) return bm_err_set(err, "%s: cannot open for writing", o->log_path);
     struct bm_ref *r;
-    if (bm_ref_new(s, &r, err)) return BM_ERR;
+    if (bm_ref_new(s, &r, err)) {
+        if (log) fclose(log);
+        return BM_ERR;
+    }
     if (progress) {
         size_t total = 0, np;
         for (int i = 0; i < r->n; i++) {
@@ -326,18 +383,19 @@ int bm_ref_train(const struct bm_spec *s, int steps, FILE *progress, FILE *log,
         fprintf(progress, " (%.2fM total); %d microbatches/step, reference (single process)\n",
                 total / 1e6, s->microbatches > 0 ? s->microbatches : 1);
     }
+    int rc = BM_OK;
     for (long k = 0; k < steps; k++) {
         struct bm_step_stats st;
-        if (bm_ref_step(r, k, &st, err)) {
-            bm_ref_free(r);
-            return BM_ERR;
-        }
-        if (k == 0 && first_loss) *first_loss = st.loss;
-        if (last_loss) *last_loss = st.loss;
+        if ((rc = bm_ref_step(r, k, &st, err))) break;
+        if (o->loss_out) o->loss_out[k] = st.loss;
+        if (o->ms_out) o->ms_out[k] = st.ms;
         if (progress) {
             fprintf(progress, "step %4ld/%d  loss %.4f  (lm %.4f  gen %.4f)  %7.1f ms  %.2f GFLOP/s\n",
                     k + 1, steps, st.loss, st.lm, st.gen, st.ms, st.flops / (st.ms * 1e6));
             fflush(progress);
+        } else if (o->dump_params) {
+            printf("step %4ld/%d  loss %.4f  (lm %.4f  gen %.4f)  %7.1f ms\n", k + 1, steps, st.loss, st.lm, st.gen,
+                   st.ms);
         }
         if (log) {
             fprintf(log, "{\"step\": %ld, \"loss\": %.6f, \"lm\": %.6f, \"gen\": %.6f, \"ms\": %.3f, "
@@ -348,6 +406,8 @@ int bm_ref_train(const struct bm_spec *s, int steps, FILE *progress, FILE *log,
             fflush(log);
         }
     }
+    if (rc == BM_OK && o->dump_params) rc = dump_params(r, o->dump_params, err);
     bm_ref_free(r);
-    return BM_OK;
+    if (log) fclose(log);
+    return rc;
 }

@@ -23,8 +23,8 @@
  * image/channels of the encoders; seq of the backbone). */
 int bm_train_data_cfg(const struct bm_spec *s, struct bm_data_cfg *cfg, struct bm_err *err);
 
-/* Init seed of module i: train.seed mixed with i (every rank and chunk uses the same). */
-uint64_t bm_train_module_seed(const struct bm_spec *s, int module);
+/* bm_train_module_seed (module i's init seed) and the dataset handle (bm_dataset_new, over
+ * bm_train_data_cfg and bm_data_batch) are public: include/bigmac_module.h. */
 
 struct bm_step_stats {
     double loss, lm, gen;          /* means over the step's microbatches */
@@ -47,10 +47,12 @@ float *bm_ref_params(struct bm_ref *r, int module, size_t *n);
 /* Its gradients: after bm_ref_step, the step's accumulated gradient of the mean loss. */
 float *bm_ref_grads(struct bm_ref *r, int module, size_t *n);
 
-/* Train `steps` steps: progress lines to `progress` (may be NULL), one JSON object per step
- * to `log` (may be NULL). *first_loss / *last_loss (may be NULL) get the first and last step's
- * loss. */
-int bm_ref_train(const struct bm_spec *s, int steps, FILE *progress, FILE *log,
-                 double *first_loss, double *last_loss, struct bm_err *err);
+/* Train o->steps steps (0: the spec's train.steps) of the whole step's microbatches, with the
+ * options `bigmac train --reference` takes (struct bm_train_opts): progress lines on stdout
+ * unless o->quiet, one JSON object per step to o->log_path, the final parameters to
+ * o->dump_params (raw floats, spec module order), each step's loss and time into o->loss_out
+ * and o->ms_out. The other options (a table, checkpoints, traces, faults) are the pipelined
+ * executor's; the caller refuses them (bm_train). */
+int bm_ref_train(const struct bm_spec *s, const struct bm_train_opts *o, struct bm_err *err);
 
 #endif

@@ -101,11 +101,11 @@ raises("py_verify_refuses_broken", lambda: bigmac.verify(broken), bigmac.Error, 
 raises("py_render_bad_format", lambda: bigmac.render(t, "png", os.path.join(tmp, "x")), bigmac.Error,
        ("unknown format",))
 
-# Table.ops: the CLI's ops (every rank, every field, every name), three foreign calls per rank
+# Table.ops: the CLI's ops (every rank, every field, every name), one foreign call per rank
 t = bigmac.plan(spec, pp=2, vpp=2, policy="bigmac", backbone="interleaved")
 js = json.loads(t.to_json())
-calls = {"names": 0, "format": 0}
-real_names, real_format = bigmac._lib.bmpy_table_op_names, bigmac._lib.bmpy_op_format
+calls = {"rank_ops": 0}
+real_rank_ops = bigmac._lib.bmpy_table_rank_ops
 
 
 class Counting:
@@ -117,12 +117,12 @@ class Counting:
         return self.f(*a)
 
 
-bigmac._lib.bmpy_table_op_names, bigmac._lib.bmpy_op_format = Counting("names", real_names), Counting("format", real_format)
+bigmac._lib.bmpy_table_rank_ops = Counting("rank_ops", real_rank_ops)
 try:
     ops = t.ops
 finally:
-    bigmac._lib.bmpy_table_op_names, bigmac._lib.bmpy_op_format = real_names, real_format
-check("py_table_ops_calls_per_rank", calls == {"names": 2 * t.pp, "format": 0})
+    bigmac._lib.bmpy_table_rank_ops = real_rank_ops
+check("py_table_ops_calls_per_rank", calls == {"rank_ops": t.pp})
 t.write(os.path.join(tmp, "ops.json"))
 csv_rows = cli("render", os.path.join(tmp, "ops.json"), "--format", "csv").splitlines()
 csv_names = [row.split(",") for row in csv_rows if row and not row.startswith("#")]

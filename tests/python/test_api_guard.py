@@ -64,11 +64,13 @@ case("py_guard_flow_bad_pass", "t.flow(0, -1, 'X')", ("pass_", "'F', 'B', 'W'", 
 case("py_guard_flow_module_range", "t.flow(99, -1, 'F')", ("module = 99",))
 case("py_guard_flow_module_name", "t.flow('vit', -1, 'F') == t.flow(0, -1, 'F')", value="True")
 case("py_guard_flow_chunk_range", "t.flow(1, 2**32, 'F')", ("chunk",))
-# the C accessors check their indices too (a caller of the flat interface gets "" / -1, no read)
+# the C accessors check their indices too (a caller of the flat interface gets NULL or "no such
+# op", no read)
 case("py_guard_capi_checks_indices",
-     "(bigmac._lib.bmpy_table_tensor_name(t._h, -1), bigmac._lib.bmpy_table_tensor_module(t._h, 10**6), "
-     "bigmac._lib.bmpy_spec_module_name(spec._h, 7), bigmac._lib.bmpy_table_n_ops(t._h, 5))",
-     value="(b'', -1, b'', 0)")
+     "(bigmac._lib.bmpy_table_rank_ops(t._h, -1), bigmac._lib.bmpy_table_rank_ops(t._h, 5), "
+     "bigmac._take_json(bigmac._lib.bmpy_table_op_flow(t._h, 10**6, -1, 0), 'x'), "
+     "bigmac._take_json(bigmac._lib.bmpy_table_op_flow(t._h, 0, 0, 7), 'x'))",
+     value="(None, None, {'found': 0}, {'found': 0})")
 
 # integers beyond C's range are refused, not wrapped modulo 2^32
 case("py_guard_pp_2_32_plus_2", "bigmac.plan(spec, pp=2**32 + 2).pp", ("pp", "4294967298"))
