@@ -20,8 +20,11 @@ struct inst {
     int module, chunk;               /* chunk: global, -1 for non-backbone */
     const struct bm_module_ops *ops;
     void *self;
-    float *opt;                      /* AdamW m then v: 2 * n floats */
-    size_t n;
+    float *opt;                      /* AdamW m then v of the shard [lo, hi): 2 * (hi - lo) floats
+                                      * (NULL for a frozen module: no optimizer state at all) */
+    size_t n;                        /* parameters */
+    size_t lo, hi;                   /* the shard this rank updates: [0, n) unless ZeRO-1 */
+    int parts;                       /* ZeRO-1: the ranks the state is sharded over (1: whole) */
 };
 
 /* A tensor of one microbatch on this rank: produced locally or received. */
@@ -130,8 +133,14 @@ float *bm_exec_inst_params(struct bm_exec *x, int i, size_t *n) { return x->inst
 float *bm_exec_inst_grads(struct bm_exec *x, int i, size_t *n) { return x->inst[i].ops->grads(x->inst[i].self, n); }
 float *bm_exec_inst_moments(struct bm_exec *x, int i, size_t *n)
 {
-    *n = x->inst[i].n;
+    *n = x->inst[i].hi - x->inst[i].lo;
     return x->inst[i].opt;
+}
+
+int bm_exec_inst_shard(const struct bm_exec *x, int i, size_t *lo, size_t *hi)
+{
+    *lo = x->inst[i].lo, *hi = x->inst[i].hi;
+    return x->inst[i].parts;
 }
 const double *bm_exec_losses_lm(const struct bm_exec *x) { return x->lm; }
 const double *bm_exec_losses_gen(const struct bm_exec *x) { return x->gen; }
@@ -198,8 +207,25 @@ static int make_inst(struct bm_exec *x, int module, int chunk, struct bm_err *er
     if (in->ops->create(m, x->s, a, b, bm_train_module_seed(x->s, module), &in->self, err)) return BM_ERR;
     x->n_inst++;
     in->ops->params(in->self, &in->n);
-    in->opt = bm_calloc(2 * in->n + 1, sizeof(float));
-    if (!in->opt) return bm_err_set(err, "out of memory for the optimizer state of \"%s\"", m->name);
+    /* The optimizer state this rank keeps (docs/simulator.md "The step"): none for a frozen
+     * module; under ZeRO-1 the k-th of 'parts' slices [n*k/parts, n*(k+1)/parts) of the copies'
+     * group (a replicated module: every rank of the job, k the global rank; a backbone chunk:
+     * its D replicas, k the replica); else the whole. */
+    in->parts = 1, in->lo = 0, in->hi = in->n;
+    if (m->frozen) {
+        in->hi = 0;
+    } else if (x->t->zero) {
+        int parts = chunk < 0 ? x->comm->world : x->comm->dp;
+        int k = chunk < 0 ? bm_comm_global(x->comm, x->rank) : x->comm->replica;
+        if (parts > 1) {
+            in->parts = parts;
+            in->lo = in->n * (size_t)k / (size_t)parts, in->hi = in->n * (size_t)(k + 1) / (size_t)parts;
+        }
+    }
+    if (in->hi > in->lo) {
+        in->opt = bm_calloc(2 * (in->hi - in->lo), sizeof(float));
+        if (!in->opt) return bm_err_set(err, "out of memory for the optimizer state of \"%s\"", m->name);
+    }
     return BM_OK;
 }
 
@@ -903,27 +929,18 @@ int bm_exec_step_finish(struct bm_exec *x, struct bm_err *err)
 
 int bm_exec_zero(const struct bm_exec *x) { return x->t->zero; }
 
-void bm_exec_optimizer_range(struct bm_exec *x, int i, size_t lo, size_t hi, long step)
+void bm_exec_optimizer_inst(struct bm_exec *x, int i, long step)
 {
     const struct bm_train *tr = &x->s->train;
     struct inst *in = &x->inst[i];
-    size_t n;
+    if (x->s->modules[in->module].frozen || in->hi <= in->lo) return; /* "trainable": false: no update */
+    size_t n, k = in->hi - in->lo;
     float *p = in->ops->params(in->self, &n), *g = in->ops->grads(in->self, &n);
-    if (hi > n) hi = n;
-    if (lo >= hi) return;
-    bm_adamw_update(p + lo, g + lo, in->opt + lo, in->opt + n + lo, hi - lo, (float)tr->lr, (float)tr->beta1,
+    bm_adamw_update(p + in->lo, g + in->lo, in->opt, in->opt + k, k, (float)tr->lr, (float)tr->beta1,
                     (float)tr->beta2, (float)tr->eps, (float)tr->weight_decay, (int)step + 1);
 }
 
 void bm_exec_optimizer(struct bm_exec *x, long step)
 {
-    const struct bm_train *tr = &x->s->train;
-    for (int i = 0; i < x->n_inst; i++) {
-        struct inst *in = &x->inst[i];
-        if (x->s->modules[in->module].frozen) continue; /* "trainable": false: no update */
-        size_t n;
-        float *p = in->ops->params(in->self, &n), *g = in->ops->grads(in->self, &n);
-        bm_adamw_update(p, g, in->opt, in->opt + n, n, (float)tr->lr, (float)tr->beta1, (float)tr->beta2,
-                        (float)tr->eps, (float)tr->weight_decay, (int)step + 1);
-    }
+    for (int i = 0; i < x->n_inst; i++) bm_exec_optimizer_inst(x, i, step);
 }

@@ -156,22 +156,11 @@ static int allreduce_grads(struct bm_exec **x, struct bm_comm *c, struct bm_err 
     return rc;
 }
 
-/* ZeRO-1 (table "zero": 1, docs/simulator.md "The step"): instance i's group (a replicated
- * module: every rank of the job; a backbone chunk: its D replicas), this rank's index in it and
- * its shard [lo, hi) of the n elements: the k-th of parts equal slices. */
-static int zero_shard(const struct bm_comm *c, int l, int rep, size_t n, size_t *lo, size_t *hi)
-{
-    int parts = rep ? c->world : c->dp;
-    int k = rep ? bm_comm_global(c, c->first_rank + l) : c->replica;
-    *lo = n * (size_t)k / (size_t)parts, *hi = n * (size_t)(k + 1) / (size_t)parts;
-    return parts;
-}
-
 /* The optimizer under ZeRO-1: each rank updates its shard of every instance (the gradients are
- * already summed over the group: the same numbers as a reduce-scatter's), then the updated
- * weights are gathered: each rank puts its shard into the (spent) gradient buffer, zero
- * elsewhere, and the group sums it, which is exact (x + 0 = x). The moments stay allocated
- * whole (checkpoints keep their format); a rank only updates its shard of them. */
+ * already summed over the group: the same numbers as a reduce-scatter's) with the moments of
+ * that shard, all it holds (exec.c make_inst), then the updated weights are gathered: each rank
+ * puts its shard into the (spent) gradient buffer, zero elsewhere, and the group sums it, which
+ * is exact (x + 0 = x). */
 static int zero_optimizer(struct bm_exec **x, struct bm_comm *c, long step, struct bm_err *err)
 {
     float **bufs = bm_calloc((size_t)c->nlocal, sizeof *bufs);
@@ -181,11 +170,11 @@ static int zero_optimizer(struct bm_exec **x, struct bm_comm *c, long step, stru
         int module, chunk, rep;
         bm_exec_inst(x[0], i, &module, &chunk, &rep);
         int parts = 1;
+        if (bm_exec_inst_frozen(x[0], i)) continue; /* no update, nothing to gather */
         for (int l = 0; l < c->nlocal; l++) {
             size_t n = 0, lo, hi;
-            bm_exec_inst_params(x[l], i, &n);
-            parts = zero_shard(c, l, rep, n, &lo, &hi);
-            bm_exec_optimizer_range(x[l], i, parts > 1 ? lo : 0, parts > 1 ? hi : n, step);
+            parts = bm_exec_inst_shard(x[l], i, &lo, &hi);
+            bm_exec_optimizer_inst(x[l], i, step);
             if (parts <= 1) continue;
             float *p = bm_exec_inst_params(x[l], i, &n), *g = bm_exec_inst_grads(x[l], i, &n);
             memset(g, 0, n * sizeof *g);
@@ -504,16 +493,24 @@ static int same_dir(const char *a, const char *b)
 
 /* --resume, rank 0's part: the newest complete set in dir, checked against this run (*step). */
 static int resume_choose(const struct bm_spec *s, const struct bm_table *t, int dp, const struct bm_exec_opts *o,
-                         int steps, FILE *pr, long *step, struct bm_err *err)
+                         int steps, FILE *pr, long *step, int *sharded, struct bm_err *err)
 {
     struct bm_ckpt_meta m, now;
     int found;
     char diff[2048];
     if (bm_ckpt_newest(o->resume_dir, 0, &m, &found, err)) return BM_ERR;
     bm_ckpt_meta_of(s, t, dp, m.step, &now);
-    if (m.pp != t->pp || m.vpp != t->vpp || m.files != t->pp)
+    if (m.pp != t->pp || m.vpp != t->vpp || m.files != (m.zero && m.dp > 1 ? t->pp * m.dp : t->pp))
         return bm_err_set(err, "%s/step-%08ld: a checkpoint of pp %d vpp %d (%d rank files); this run has pp %d vpp %d",
                           o->resume_dir, m.step, m.pp, m.vpp, m.files, t->pp, t->vpp);
+    /* a ZeRO-1 set holds each rank's shard of the optimizer state: only the same shards load (a
+     * ZeRO-0 set holds every moment whole, so any run takes its shard from it) */
+    if (m.zero && (!t->zero || m.dp != now.dp))
+        return bm_err_set(err, "%s/step-%08ld: a ZeRO-1 checkpoint of pp %d x dp %d (each rank file holds its rank's "
+                               "shard of the optimizer state); this run has %s pp %d x dp %d\n"
+                               "hint: resume with --zero 1 --dp %d", o->resume_dir, m.step, m.pp, m.dp,
+                          t->zero ? "ZeRO-1," : "ZeRO-0,", t->pp, now.dp, m.dp);
+    *sharded = m.zero && m.dp > 1;
     if (bm_ckpt_meta_diff(&m, &now, diff, sizeof diff)) {
         if (!o->resume_force)
             return bm_err_set(err, "%s/step-%08ld: the checkpoint was trained with other settings: %s\n"
@@ -648,14 +645,10 @@ static int gather_step(struct bm_exec **x, struct bm_comm *c, int M, double ms, 
         memcpy(q + 6 + M, bm_exec_losses_gen(x[l]), (size_t)M * sizeof(double));
         size_t ob = 0; /* the step's tail and the optimizer state this rank updates (AdamW's m and v;
                         * its shard under ZeRO-1) */
-        for (int i = 0; i < bm_exec_n_inst(x[l]); i++) {
-            size_t n = 0, lo = 0, hi;
-            int module, chunk, rep;
+        for (int i = 0; i < bm_exec_n_inst(x[l]); i++) { /* what the rank holds, allocated */
+            size_t n = 0;
             bm_exec_inst_moments(x[l], i, &n);
-            bm_exec_inst(x[l], i, &module, &chunk, &rep);
-            hi = n;
-            if (bm_exec_zero(x[l])) zero_shard(c, l, rep, n, &lo, &hi);
-            ob += 2 * (hi - lo) * sizeof(float);
+            ob += 2 * n * sizeof(float);
         }
         q[6 + 2 * M] = st.sync_start_ms, q[7 + 2 * M] = st.sync_end_ms, q[8 + 2 * M] = st.optimizer_ms;
         q[9 + 2 * M] = (double)ob;
@@ -732,7 +725,10 @@ int bm_exec_train(const struct bm_spec *s, const struct bm_table *t, struct bm_c
 {
     int P = t->pp, M = t->microbatches, nl = c->nlocal, D = c->dp, rc = BM_OK;
     int rank0 = c->first_rank == 0 && c->replica == 0, agreed = 0; /* global rank 0; agreed: every process knows of the failure */
-    int writer = c->replica == 0; /* replica 0 writes the checkpoints (every replica holds the same state) */
+    /* replica 0 writes the checkpoints (every replica holds the same state), except under ZeRO-1
+     * with dp > 1, where every replica holds its own shard of the optimizer state and writes it
+     * (ckpt.h); file_replica: the replica its file is named by (-1: rank-R.ckpt) */
+    int writer = c->replica == 0 || (t->zero && D > 1), file_replica = t->zero && D > 1 ? c->replica : -1;
     FILE *log = NULL, *pr = rank0 ? o->progress : NULL;
     if (c->size != P) {
         if (D > 1)
@@ -767,7 +763,8 @@ int bm_exec_train(const struct bm_spec *s, const struct bm_table *t, struct bm_c
      * the checkpoint to resume from, every output path. Each rank checks its part; then they
      * agree (agree), so a failure ends every process the same way. */
     int st = BM_OK;
-    if (rank0 && o->resume_dir) st = resume_choose(s, t, D, o, steps, pr, &start, err);
+    int sharded = 0; /* the set to resume has a file per replica (ZeRO-1, dp > 1) */
+    if (rank0 && o->resume_dir) st = resume_choose(s, t, D, o, steps, pr, &start, &sharded, err);
     if (rank0 && st == BM_OK && o->ckpt_dir) st = ckpt_dir_free(o, err);
     if (st == BM_OK && o->trace_path && o->trace_from > steps)
         st = bm_err_set(err, "--trace-from %d is after the last step (%d)", o->trace_from, steps);
@@ -786,11 +783,12 @@ int bm_exec_train(const struct bm_spec *s, const struct bm_table *t, struct bm_c
         st = bm_ckpt_check_dir(o->ckpt_dir, c->first_rank + l, err);
     if ((rc = agree(c, st, "start: checking the outputs", &hard, err))) goto agreed_out;
     if (o->resume_dir) {
-        long long s64 = start; /* rank 0's choice, to every rank */
-        if ((rc = c->ops->bcast(c, &s64, sizeof s64, err))) goto out;
-        start = (long)s64;
+        long long s64[2] = {start, sharded}; /* rank 0's choice, to every rank */
+        if ((rc = c->ops->bcast(c, s64, sizeof s64, err))) goto out;
+        start = (long)s64[0], sharded = (int)s64[1];
         st = BM_OK;
-        for (int l = 0; l < nl && st == BM_OK; l++) st = bm_ckpt_load(x[l], t, c->first_rank + l, o->resume_dir, start, err);
+        for (int l = 0; l < nl && st == BM_OK; l++)
+            st = bm_ckpt_load(x[l], t, c->first_rank + l, sharded ? c->replica : -1, o->resume_dir, start, err);
         if ((rc = agree(c, st, "start: loading the checkpoint", &hard, err))) goto agreed_out;
         if (pr) fprintf(pr, "resumed from %s/step-%08ld after step %ld\n", o->resume_dir, start, start);
     }
@@ -864,14 +862,14 @@ int bm_exec_train(const struct bm_spec *s, const struct bm_table *t, struct bm_c
             st = BM_OK;
             for (int l = 0; l < nl && st == BM_OK && writer; l++) {
                 struct ckpt_fault cf = {o, c->first_rank + l, step};
-                st = bm_ckpt_save(x[l], t, c->first_rank + l, o->ckpt_dir, step + 1, ckpt_midway, &cf, err);
+                st = bm_ckpt_save(x[l], t, c->first_rank + l, file_replica, o->ckpt_dir, step + 1, ckpt_midway, &cf, err);
             }
             char what[64];
             snprintf(what, sizeof what, "the checkpoint of step %ld", step + 1);
             if ((rc = agree(c, st, what, &hard, err))) goto agreed_out;
             bm_ckpt_meta_of(s, t, D, step + 1, &meta);
             if ((rc = agree(c, rank0 ? bm_ckpt_commit(o->ckpt_dir, &meta, err) : BM_OK, what, &hard, err))) goto agreed_out;
-            for (int l = 0; l < nl && writer; l++) bm_ckpt_prune(o->ckpt_dir, c->first_rank + l, step + 1);
+            for (int l = 0; l < nl && writer; l++) bm_ckpt_prune(o->ckpt_dir, c->first_rank + l, file_replica, step + 1);
         }
     }
     if (rank0 && n_traced && soft == BM_OK && write_traced_steps(t, c->dp, o->trace_path, traced, n_traced, &soft_err))
