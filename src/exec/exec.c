@@ -89,6 +89,8 @@ struct bm_exec {
     uint8_t *rc_held;    /* [n_inst * M] 1 between a recomputed forward and its backward */
     double ms;
     double tail[3];      /* the step after the walk: sync start, sync end, optimizer ms (run.c) */
+    struct bm_exec_coll *colls; /* [2 * n_inst] this step's collectives (run.c) */
+    int n_colls;
 };
 
 static int role_of(const struct bm_exec *x, int module) { return (int)x->t->modules[module].role; }
@@ -256,7 +258,7 @@ void bm_exec_free(struct bm_exec *x)
         for (int m = 0; m < x->M; m++) bm_data_batch_free(x->data[m]);
     bm_free(x->data);
     bm_free(x->inst), bm_free(x->inst_of), bm_free(x->uses0), bm_free(x->recv_consumer);
-    bm_free(x->sends), bm_free(x->lm), bm_free(x->gen), bm_free(x->times), bm_free(x->mem);
+    bm_free(x->sends), bm_free(x->lm), bm_free(x->gen), bm_free(x->times), bm_free(x->mem), bm_free(x->colls);
     bm_free(x->op_bytes), bm_free(x->mb_pend), bm_free(x->mb_last);
     bm_free(x);
 }
@@ -380,7 +382,9 @@ int bm_exec_new(const struct bm_spec *s, const struct bm_table *t, int rank, str
     x->msg_bytes = bm_calloc((size_t)x->n_ops + 1, sizeof *x->msg_bytes);
     x->wctx = bm_calloc((size_t)x->n_inst * M + 1, sizeof *x->wctx);
     x->split = bm_calloc((size_t)nm + 1, 1);
-    if (!x->ctx || !x->rc_in || !x->rc_n || !x->rc_held || !x->op_in_bytes || !x->msg_bytes || !x->wctx || !x->split) {
+    x->colls = bm_calloc((size_t)x->n_inst * 2 + 1, sizeof *x->colls);
+    if (!x->ctx || !x->rc_in || !x->rc_n || !x->rc_held || !x->op_in_bytes || !x->msg_bytes || !x->wctx || !x->split ||
+        !x->colls) {
         bm_err_set(err, "out of memory");
         goto fail;
     }
@@ -476,6 +480,19 @@ void bm_exec_set_clock_offset(struct bm_exec *x, double offset) { x->clock_offse
 
 double bm_exec_now_ms(const struct bm_exec *x) { return now_ms(x); }
 
+int bm_exec_note_coll(struct bm_exec *x, const struct bm_exec_coll *e)
+{
+    if (!x->colls || x->n_colls >= 2 * x->n_inst) return BM_ERR;
+    x->colls[x->n_colls++] = *e;
+    return BM_OK;
+}
+
+const struct bm_exec_coll *bm_exec_colls(const struct bm_exec *x, int *n)
+{
+    *n = x->n_colls;
+    return x->colls;
+}
+
 void bm_exec_note_tail(struct bm_exec *x, double sync_start_ms, double sync_end_ms, double optimizer_ms)
 {
     x->tail[0] = sync_start_ms, x->tail[1] = sync_end_ms, x->tail[2] = optimizer_ms;
@@ -528,7 +545,7 @@ int bm_exec_step_prepare(struct bm_exec *x, long step, struct bm_err *err)
 int bm_exec_step_begin(struct bm_exec *x, double origin, struct bm_err *err)
 {
     x->pc = 0, x->origin = origin, x->t_begin = bm_now();
-    x->n_mem = 0;
+    x->n_mem = 0, x->n_colls = 0;
     memset(x->live, 0, sizeof x->live);
     memset(x->peak, 0, sizeof x->peak);
     memset(x->lm, 0, (size_t)x->M * sizeof *x->lm);

@@ -58,6 +58,20 @@ struct bm_exec_rank_stats {
     double sync_start_ms, sync_end_ms, optimizer_ms;
 };
 
+/* One gradient or weight collective of a step on one rank (run.c; the step log's
+ * "collectives", docs/executor.md "The step log"). */
+enum bm_exec_coll_op { BM_COLL_ALL_REDUCE = 0, BM_COLL_REDUCE_SCATTER = 1, BM_COLL_ALL_GATHER = 2 };
+struct bm_exec_coll {
+    int inst;              /* the instance (bm_exec_inst) */
+    int op;                /* enum bm_exec_coll_op: what the transport ran */
+    int weights;           /* 0: the gradients' sum; 1: ZeRO-1's gather of the updated weights */
+    int group;             /* BM_COMM_WORLD or BM_COMM_DP */
+    int ranks;             /* ranks in the group */
+    int inter;             /* 1: the group spans hosts */
+    double bytes;          /* the buffer's bytes (each rank's whole buffer) */
+    double start_ms, end_ms; /* on the step's clock (bm_exec_now_ms) */
+};
+
 struct bm_exec;
 
 /* Build pipeline rank 'rank' of table t for spec s. The table must carry chunk_layers (or the
@@ -69,6 +83,10 @@ void bm_exec_free(struct bm_exec *x);
 void bm_exec_set_clock_offset(struct bm_exec *x, double offset);
 /* Now, in ms from the current step's origin on rank 0's clock (what op times are measured in). */
 double bm_exec_now_ms(const struct bm_exec *x);
+/* The step's collectives on this rank: forget the last step's (bm_exec_step_begin does), add
+ * one (at most 2 per instance a step; BM_ERR beyond), and read them (valid until the next step). */
+int bm_exec_note_coll(struct bm_exec *x, const struct bm_exec_coll *e);
+const struct bm_exec_coll *bm_exec_colls(const struct bm_exec *x, int *n);
 /* Record the step's tail after the walk for bm_exec_stats (run.c measures it). */
 void bm_exec_note_tail(struct bm_exec *x, double sync_start_ms, double sync_end_ms, double optimizer_ms);
 /* Prepare step 'step' (0-based): draw the microbatches the rank touches and post every recv of

@@ -133,6 +133,31 @@ out:
     return rc;
 }
 
+/* 1 when the ranks of group (BM_COMM_WORLD, or BM_COMM_DP of this process's pipeline rank
+ * first_rank) run on more than one host (c->hosts; one host when unknown). */
+static int group_inter(const struct bm_comm *c, int group)
+{
+    if (!c->hosts) return 0;
+    int g0 = group == BM_COMM_WORLD ? 0 : c->first_rank * c->dp, n = group == BM_COMM_WORLD ? c->world : c->dp;
+    for (int g = g0 + 1; g < g0 + n; g++)
+        if (strcmp(c->hosts[g], c->hosts[g0])) return 1;
+    return 0;
+}
+
+/* One collective of instance i over group: sum bufs[l] (n floats on each local rank) and note
+ * its start and end on every local rank's step clock (the step log's "collectives"). */
+static int collective(struct bm_exec **x, struct bm_comm *c, int i, int weights, float **bufs, size_t n, int group,
+                      struct bm_err *err)
+{
+    double t0 = bm_exec_now_ms(x[0]);
+    int rc = c->ops->allreduce_sum(c, bufs, n, group, err);
+    double t1 = bm_exec_now_ms(x[0]);
+    struct bm_exec_coll e = {i, BM_COLL_ALL_REDUCE, weights, group, group == BM_COMM_WORLD ? c->world : c->dp,
+                             group_inter(c, group), (double)n * sizeof(float), t0, t1};
+    for (int l = 0; l < c->nlocal && rc == BM_OK; l++) bm_exec_note_coll(x[l], &e);
+    return rc;
+}
+
 /* Sum the gradients over the ranks that hold the same instance: a replicated encoder's or
  * generator's over every rank of the job, a backbone chunk's over its data-parallel group (the D
  * replicas of this pipeline rank; nothing to do with one pipeline). Instances are created in the
@@ -150,7 +175,7 @@ static int allreduce_grads(struct bm_exec **x, struct bm_comm *c, struct bm_err 
         if (bm_exec_inst_frozen(x[0], i)) continue; /* no optimizer step: nothing to sum */
         size_t n = 0;
         for (int l = 0; l < c->nlocal; l++) bufs[l] = bm_exec_inst_grads(x[l], i, &n);
-        rc = c->ops->allreduce_sum(c, bufs, n, rep ? BM_COMM_WORLD : BM_COMM_DP, err);
+        rc = collective(x, c, i, 0, bufs, n, rep ? BM_COMM_WORLD : BM_COMM_DP, err);
     }
     bm_free(bufs);
     return rc;
@@ -158,23 +183,28 @@ static int allreduce_grads(struct bm_exec **x, struct bm_comm *c, struct bm_err 
 
 /* The optimizer under ZeRO-1: each rank updates its shard of every instance (the gradients are
  * already summed over the group: the same numbers as a reduce-scatter's) with the moments of
- * that shard, all it holds (exec.c make_inst), then the updated weights are gathered: each rank
- * puts its shard into the (spent) gradient buffer, zero elsewhere, and the group sums it, which
- * is exact (x + 0 = x). */
-static int zero_optimizer(struct bm_exec **x, struct bm_comm *c, long step, struct bm_err *err)
+ * that shard, all it holds (exec.c make_inst); its time into opt_ms[l]. Then the updated weights
+ * are gathered: each rank puts its shard into the (spent) gradient buffer, zero elsewhere, and
+ * the group sums it, which is exact (x + 0 = x). (The transport has no reduce-scatter or
+ * all-gather: both halves run as all-reduces, twice the ring's bytes the simulator counts for
+ * ZeRO-1; the log says what ran.) */
+static int zero_optimizer(struct bm_exec **x, struct bm_comm *c, long step, double *opt_ms, struct bm_err *err)
 {
     float **bufs = bm_calloc((size_t)c->nlocal, sizeof *bufs);
     if (!bufs) return bm_err_set(err, "out of memory");
     int rc = BM_OK;
+    for (int l = 0; l < c->nlocal; l++) { /* every shard's update first (the optimizer's time) */
+        double o0 = bm_exec_now_ms(x[l]);
+        bm_exec_optimizer(x[l], step);
+        opt_ms[l] = bm_exec_now_ms(x[l]) - o0;
+    }
     for (int i = 0; i < bm_exec_n_inst(x[0]) && rc == BM_OK; i++) {
-        int module, chunk, rep;
-        bm_exec_inst(x[0], i, &module, &chunk, &rep);
-        int parts = 1;
         if (bm_exec_inst_frozen(x[0], i)) continue; /* no update, nothing to gather */
+        int module, chunk, rep, parts = 1;
+        bm_exec_inst(x[0], i, &module, &chunk, &rep);
         for (int l = 0; l < c->nlocal; l++) {
             size_t n = 0, lo, hi;
             parts = bm_exec_inst_shard(x[l], i, &lo, &hi);
-            bm_exec_optimizer_inst(x[l], i, step);
             if (parts <= 1) continue;
             float *p = bm_exec_inst_params(x[l], i, &n), *g = bm_exec_inst_grads(x[l], i, &n);
             memset(g, 0, n * sizeof *g);
@@ -184,7 +214,7 @@ static int zero_optimizer(struct bm_exec **x, struct bm_comm *c, long step, stru
         if (parts <= 1) continue;
         size_t n = 0;
         bm_exec_inst_params(x[0], i, &n);
-        rc = c->ops->allreduce_sum(c, bufs, n, rep ? BM_COMM_WORLD : BM_COMM_DP, err);
+        rc = collective(x, c, i, 1, bufs, n, rep ? BM_COMM_WORLD : BM_COMM_DP, err);
         for (int l = 0; l < c->nlocal && rc == BM_OK; l++) {
             float *p = bm_exec_inst_params(x[l], i, &n);
             memcpy(p, bufs[l], n * sizeof *p);
@@ -314,11 +344,13 @@ int bm_exec_run_step(struct bm_exec **x, struct bm_comm *c, long step, struct bm
     double s0 = bm_exec_now_ms(x[0]); /* the step's tail, for the log (docs/simulator.md "The step") */
     if (allreduce_grads(x, c, err)) return step_fail(step, err);
     double s1 = bm_exec_now_ms(x[0]);
-    if (bm_exec_zero(x[0])) { /* ZeRO-1: shards and the weights' gather (the optimizer's time then
-                               * includes the gather) */
-        if (zero_optimizer(x, c, step, err)) return step_fail(step, err);
-        for (int l = 0; l < c->nlocal; l++) bm_exec_note_tail(x[l], s0, s1, bm_exec_now_ms(x[l]) - s1);
-        return BM_OK;
+    if (bm_exec_zero(x[0])) { /* ZeRO-1: the shards' update, then the weights' gather */
+        double *opt = bm_calloc((size_t)c->nlocal, sizeof *opt);
+        if (!opt) return bm_err_set(err, "out of memory");
+        int rc = zero_optimizer(x, c, step, opt, err);
+        for (int l = 0; l < c->nlocal; l++) bm_exec_note_tail(x[l], s0, s1, opt[l]);
+        bm_free(opt);
+        return rc ? step_fail(step, err) : BM_OK;
     }
     for (int l = 0; l < c->nlocal; l++) {
         double o0 = bm_exec_now_ms(x[l]);
@@ -652,6 +684,16 @@ static int gather_step(struct bm_exec **x, struct bm_comm *c, int M, double ms, 
         }
         q[6 + 2 * M] = st.sync_start_ms, q[7 + 2 * M] = st.sync_end_ms, q[8 + 2 * M] = st.optimizer_ms;
         q[9 + 2 * M] = (double)ob;
+        int nc; /* the collectives: a count, then 8 numbers each, then their starts (report_step) */
+        const struct bm_exec_coll *cl = bm_exec_colls(x[l], &nc);
+        double *e = q + 10 + 2 * M;
+        e[0] = nc;
+        for (int k = 0; k < nc; k++) {
+            double *f = e + 1 + 8 * k;
+            f[0] = cl[k].inst, f[1] = cl[k].op, f[2] = cl[k].weights, f[3] = cl[k].group, f[4] = cl[k].ranks;
+            f[5] = cl[k].inter, f[6] = cl[k].bytes, f[7] = cl[k].end_ms - cl[k].start_ms;
+            e[1 + 8 * nc + k] = cl[k].start_ms;
+        }
         sr->items[l] = q, sr->bytes[l] = (size_t)sr->nrec * sizeof(double);
     }
     return c->ops->gather(c, sr->items, sr->bytes, allv, sr->ob, err);
@@ -662,7 +704,8 @@ static int gather_step(struct bm_exec **x, struct bm_comm *c, int M, double ms, 
  * outputs, the progress line and the log line. all: world = P*D records in global rank order.
  * BM_ERR when the loss is not finite. */
 static int report_step(const struct bm_exec_opts *o, FILE *pr, FILE *log, const double *all, int P, int D, int M,
-                       int nrec, long step, int steps, double ms, struct bm_err *err)
+                       int nrec, const struct bm_exec *x0, const struct bm_table *t, long step, int steps, double ms,
+                       struct bm_err *err)
 {
     double lm = 0, gen = 0;
     int W = P * D, DM = D * M;
@@ -711,7 +754,30 @@ static int report_step(const struct bm_exec_opts *o, FILE *pr, FILE *log, const 
             fprintf(log, "\"peak_act_bytes\": {\"encoder\": %.0f, \"backbone\": %.0f, \"generator\": %.0f}, ", q[0],
                     q[1], q[2]);
             fprintf(log, "\"walk_ms\": %.3f, \"sync_start_ms\": %.3f, \"sync_end_ms\": %.3f, \"optimizer_ms\": %.3f, "
-                         "\"optimizer_state_bytes\": %.0f}", q[5], q[6 + 2 * M], q[7 + 2 * M], q[8 + 2 * M], q[9 + 2 * M]);
+                         "\"optimizer_state_bytes\": %.0f, \"collectives\": [", q[5], q[6 + 2 * M], q[7 + 2 * M],
+                    q[8 + 2 * M], q[9 + 2 * M]);
+            const double *e = q + 10 + 2 * M;
+            int nc = (int)e[0];
+            for (int k = 0; k < nc; k++) { /* instance i is the same module on every rank (run.c) */
+                static const char *const ops[] = {"all_reduce", "reduce_scatter", "all_gather"};
+                const double *f = e + 1 + 8 * k;
+                int module, chunk, rep, inst = (int)f[0];
+                bm_exec_inst(x0, inst, &module, &chunk, &rep);
+                fprintf(log, "%s{\"op\": \"%s\", \"of\": \"%s\", \"module\": ", k ? ", " : "", ops[(int)f[1]],
+                        f[2] ? "weights" : "grads");
+                bm_put_jstr(log, t->modules[module].name);
+                if (!rep) { /* rank r's j-th chunk (instances: the replicas, then the chunks in order) */
+                    int p = r / D, j = inst - (bm_exec_n_inst(x0) - t->vpp), c2 = -1, seen = 0;
+                    for (int cc = 0; cc < P * t->vpp && c2 < 0; cc++)
+                        if (bm_table_chunk_rank(t, cc) == p && seen++ == j) c2 = cc;
+                    fprintf(log, ", \"chunk\": %d", c2);
+                }
+                fprintf(log, ", \"group\": \"%s\", \"ranks\": %d, \"link\": \"%s\", \"bytes\": %.0f, "
+                             "\"start_ms\": %.3f, \"end_ms\": %.3f}",
+                        (int)f[3] == BM_COMM_WORLD ? "world" : "dp", (int)f[4], f[5] ? "inter" : "intra", f[6],
+                        e[1 + 8 * nc + k], e[1 + 8 * nc + k] + f[7]);
+            }
+            fprintf(log, "]}");
         }
         fprintf(log, "]}\n");
         fflush(log);
@@ -742,8 +808,10 @@ int bm_exec_train(const struct bm_spec *s, const struct bm_table *t, struct bm_c
     struct bm_exec **x = bm_calloc((size_t)nl, sizeof *x);
     struct traced_step *traced = NULL; /* --trace-from: the gathered steps, n_traced of them */
     int n_traced = 0;
-    struct step_records sr = {.nrec = 10 + 2 * M}; /* peak[3], ms, cpu_ms, walk_ms, lm[M], gen[M], sync start,
-                                                  * sync end, optimizer ms, optimizer state bytes */
+    /* peak[3], ms, cpu_ms, walk_ms, lm[M], gen[M], sync start, sync end, optimizer ms, optimizer
+     * state bytes, then the collectives: a count, 8 numbers and a start each, at most 2 per
+     * instance (the replicas of every module but the backbone, and vpp chunks) */
+    struct step_records sr = {.nrec = 10 + 2 * M + 1 + 9 * 2 * (t->n_modules - 1 + t->vpp)};
     sr.rec = bm_calloc((size_t)nl * sr.nrec, sizeof *sr.rec);
     sr.items = bm_calloc((size_t)nl, sizeof *sr.items);
     sr.bytes = bm_calloc((size_t)nl, sizeof *sr.bytes), sr.ob = bm_calloc((size_t)c->world, sizeof *sr.ob);
@@ -839,7 +907,7 @@ int bm_exec_train(const struct bm_spec *s, const struct bm_table *t, struct bm_c
             goto out;
         }
         if (rank0) {
-            rc = report_step(o, pr, log, allv, P, D, M, sr.nrec, step, steps, ms, err);
+            rc = report_step(o, pr, log, allv, P, D, M, sr.nrec, x[0], t, step, steps, ms, err);
             bm_free(allv);
             if (rc) goto out;
         }
