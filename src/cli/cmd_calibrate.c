@@ -57,7 +57,10 @@ static void usage(FILE *f)
             "multiplier per rank, so the spec then plans only at the trace's pp.\n"
             "--step-log LOG.json (`bigmac train --log`) also fits device.optimizer_ms_per_gib: the\n"
             "median over steps and ranks of each rank's optimizer time per GiB of the optimizer\n"
-            "state it updated (docs/simulator.md \"The step\").\n"
+            "state it updated (docs/simulator.md \"The step\"); and, from the log's \"collectives\", the\n"
+            "ring's device.coll_gbytes_per_s and coll_latency_us (inter_host_coll_* for collectives\n"
+            "whose group spans hosts): a least-squares fit of each collective's median time (that of\n"
+            "its last member to start) to f(n-1)/n * bytes / bw + f(n-1) * latency.\n"
             "-o - (the default) writes to stdout.\n");
 }
 
@@ -121,6 +124,24 @@ int bm_cmd_calibrate(int argc, char **argv)
         int nv;
         rc = bm_calibrate_optimizer(step_log, &c.cal.optimizer_ms_per_gib, &nv, &err);
         c.cal.have_optimizer = rc == BM_OK;
+    }
+    if (rc == BM_OK && step_log) { /* the collectives' ring, where the log has collectives of > 1 rank */
+        struct bm_coll_fit cf;
+        struct bm_err e2;
+        if (bm_calibrate_collectives(step_log, &cf, &e2) == BM_OK) {
+            const struct bm_coll_link *L[2] = {&cf.intra, &cf.inter};
+            for (int k = 0; k < 2; k++) {
+                c.cal.have_coll_lat[k] = L[k]->n > 0, c.cal.coll_latency_us[k] = L[k]->latency_us;
+                c.cal.have_coll_bw[k] = L[k]->n > 0 && L[k]->have_bw, c.cal.coll_gbytes_per_s[k] = L[k]->gbytes_per_s;
+                if (L[k]->n > 0 && !L[k]->have_bw)
+                    fprintf(stderr, "bigmac: warning: calibrate: the %s-host collectives of %s do not tell bandwidth "
+                                    "from latency (one size, or a fit below zero): %s written alone\n",
+                            k ? "inter" : "intra", step_log, k ? "inter_host_coll_latency_us" : "coll_latency_us");
+            }
+        } else {
+            fprintf(stderr, "bigmac: warning: calibrate: %s\nbigmac: hint: the collectives' ring keeps the spec's "
+                            "figures\n", e2.msg);
+        }
     }
     if (rc == BM_OK)
         rc = spec ? bm_spec_write_calibrated(spec, &c.cal, out, &err)
