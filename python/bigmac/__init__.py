@@ -106,6 +106,7 @@ _sig("bmpy_flow_get", _I, _P, _I, _I, _I, _IP, _IP, _IP, _IP, _I)
 _sig("bmpy_simulate_json", _P, _P, _D, _C.c_ulonglong, _I, _S, _Z)
 _sig("bmpy_simulate_compare", _P, _P, _I, _I, _I, _I, _I, _I, _D, _C.c_ulonglong, _S, _Z)
 _sig("bmpy_plan_dp", _P, _P, _I, _I, _I, _I, _I, _I, _I, _I, _S, _Z)
+_sig("bmpy_spec_zero", _I, _P, _I)
 _sig("bmpy_simulate_compare_dp", _P, _P, _I, _I, _I, _I, _I, _I, _I, _D, _C.c_ulonglong, _S, _Z)
 _sig("bmpy_render", _I, _P, _S, _S, _I, _S, _S, _Z)
 _sig("bmpy_table_torch_csv", _P, _P, _I, _S, _Z)
@@ -542,15 +543,31 @@ def _posint(name, v):
     return int(v)
 
 
-def plan(spec, pp=None, vpp=None, microbatches=None, policy=None, backbone=None, window=None, unit=None, dp=None):
+def _zero(v):
+    """zero= (train.zero, `--zero`): None (the spec's), 0 or 1; -1 for None."""
+    if v is None:
+        return -1
+    if isinstance(v, bool) or not isinstance(v, _numbers.Integral) or v not in (0, 1):
+        raise Error("zero: expected 0 or 1 (train.zero: 1 = ZeRO-1), got %r" % (v,))
+    return int(v)
+
+
+def plan(spec, pp=None, vpp=None, microbatches=None, policy=None, backbone=None, window=None, unit=None, dp=None,
+         zero=None):
     """Plan spec (a Spec, path or dict); arguments left None take the spec's values, as the
-    plan flags of `bigmac plan` do (dp: data-parallel replicas, `--dp`). Returns a Table."""
+    plan flags of `bigmac plan` do (dp: data-parallel replicas, `--dp`; zero: train.zero,
+    `--zero`, 1 = ZeRO-1). Returns a Table."""
     spec = load_spec(spec)
     err = _errbuf()
-    h = _lib.bmpy_plan_dp(spec._h, _posint("dp", dp), _posint("pp", pp), _posint("vpp", vpp),
-                       _posint("microbatches", microbatches),
-                       _posint("unit", unit), _window(window), _enum(backbone, BACKBONES, "backbone"),
-                       _enum(policy, POLICIES, "policy"), err, _ERRN)
+    z = _zero(zero)
+    keep = _lib.bmpy_spec_zero(spec._h, z)
+    try:
+        h = _lib.bmpy_plan_dp(spec._h, _posint("dp", dp), _posint("pp", pp), _posint("vpp", vpp),
+                              _posint("microbatches", microbatches),
+                              _posint("unit", unit), _window(window), _enum(backbone, BACKBONES, "backbone"),
+                              _enum(policy, POLICIES, "policy"), err, _ERRN)
+    finally:
+        _lib.bmpy_spec_zero(spec._h, keep)
     if not h:
         _raise(err)
     return Table(h, spec)
@@ -594,16 +611,21 @@ def simulate(src, compare=False, jitter=0.0, seed=1, **plan_args):
 
 
 def _simulate_compare(spec, jitter, seed, plan_args):
-    allowed = ("pp", "vpp", "microbatches", "unit", "backbone", "window", "dp")
+    allowed = ("pp", "vpp", "microbatches", "unit", "backbone", "window", "dp", "zero")
     for k in plan_args:
         if k not in allowed:
             raise Error("simulate: unknown plan argument %r (compare plans every policy)" % k)
     a = plan_args.get
     err = _errbuf()
-    p = _lib.bmpy_simulate_compare_dp(spec._h, _posint("dp", a("dp")), _posint("pp", a("pp")), _posint("vpp", a("vpp")),
-                                   _posint("microbatches", a("microbatches")), _posint("unit", a("unit")),
-                                   _window(a("window")), _enum(a("backbone"), BACKBONES, "backbone"),
-                                   _num("jitter", jitter, 0, 1e300), _int("seed", seed, 0, 2 ** 64 - 1), err, _ERRN)
+    keep = _lib.bmpy_spec_zero(spec._h, _zero(a("zero")))
+    try:
+        p = _lib.bmpy_simulate_compare_dp(spec._h, _posint("dp", a("dp")), _posint("pp", a("pp")),
+                                          _posint("vpp", a("vpp")), _posint("microbatches", a("microbatches")),
+                                          _posint("unit", a("unit")), _window(a("window")),
+                                          _enum(a("backbone"), BACKBONES, "backbone"), _num("jitter", jitter, 0, 1e300),
+                                          _int("seed", seed, 0, 2 ** 64 - 1), err, _ERRN)
+    finally:
+        _lib.bmpy_spec_zero(spec._h, keep)
     if not p:
         _raise(err)
     return _json.loads(_take_str(p))

@@ -614,6 +614,15 @@ void *bmpy_plan_dp(void *sp, int dp, int pp, int vpp, int M, int unit, int windo
     return t;
 }
 
+/* train.zero of spec sp set to zero (0 or 1; -1: left as it is); returns the value before. */
+int bmpy_spec_zero(void *sp, int zero)
+{
+    struct bm_spec *s = sp;
+    int keep = s->train.zero;
+    if (zero >= 0) s->train.zero = zero;
+    return keep;
+}
+
 char *bmpy_simulate_compare_dp(void *sp, int dp, int pp, int vpp, int M, int unit, int window, int backbone,
                                double jitter, unsigned long long seed, char *err, size_t n)
 {
