@@ -144,15 +144,18 @@ static int group_inter(const struct bm_comm *c, int group)
     return 0;
 }
 
-/* One collective of instance i over group: sum bufs[l] (n floats on each local rank) and note
- * its start and end on every local rank's step clock (the step log's "collectives"). */
-static int collective(struct bm_exec **x, struct bm_comm *c, int i, int weights, float **bufs, size_t n, int group,
-                      struct bm_err *err)
+/* One collective (op: BM_COLL_*) of instance i over group on bufs[l] (n floats on each local
+ * rank), its start and end noted on every local rank's step clock (the step log's
+ * "collectives"). */
+static int collective(struct bm_exec **x, struct bm_comm *c, int i, int op, int weights, float **bufs, size_t n,
+                      int group, struct bm_err *err)
 {
     double t0 = bm_exec_now_ms(x[0]);
-    int rc = c->ops->allreduce_sum(c, bufs, n, group, err);
+    int rc = op == BM_COLL_REDUCE_SCATTER ? c->ops->reduce_scatter_sum(c, bufs, n, group, err)
+           : op == BM_COLL_ALL_GATHER     ? c->ops->allgather(c, bufs, n, group, err)
+                                          : c->ops->allreduce_sum(c, bufs, n, group, err);
     double t1 = bm_exec_now_ms(x[0]);
-    struct bm_exec_coll e = {i, BM_COLL_ALL_REDUCE, weights, group, group == BM_COMM_WORLD ? c->world : c->dp,
+    struct bm_exec_coll e = {i, op, weights, group, group == BM_COMM_WORLD ? c->world : c->dp,
                              group_inter(c, group), (double)n * sizeof(float), t0, t1};
     for (int l = 0; l < c->nlocal && rc == BM_OK; l++) bm_exec_note_coll(x[l], &e);
     return rc;
@@ -162,63 +165,44 @@ static int collective(struct bm_exec **x, struct bm_comm *c, int i, int weights,
  * generator's over every rank of the job, a backbone chunk's over its data-parallel group (the D
  * replicas of this pipeline rank; nothing to do with one pipeline). Instances are created in the
  * same order on every rank (replicas first, spec order, then the local chunks), so instance i
- * is the same module everywhere and the same chunk across a data-parallel group. */
-static int allreduce_grads(struct bm_exec **x, struct bm_comm *c, struct bm_err *err)
+ * is the same module everywhere and the same chunk across a data-parallel group. Under ZeRO-1
+ * (table "zero": 1) a reduce-scatter instead: each rank gets the sum of its own shard only
+ * (bm_exec_inst_shard), all its optimizer step reads. */
+static int reduce_grads(struct bm_exec **x, struct bm_comm *c, struct bm_err *err)
 {
     float **bufs = bm_calloc((size_t)c->nlocal, sizeof *bufs);
     if (!bufs) return bm_err_set(err, "out of memory");
     int rc = BM_OK;
     for (int i = 0; i < bm_exec_n_inst(x[0]) && rc == BM_OK; i++) {
         int module, chunk, rep;
+        size_t n = 0, lo, hi;
         bm_exec_inst(x[0], i, &module, &chunk, &rep);
         if (!rep && c->dp <= 1) continue;
         if (bm_exec_inst_frozen(x[0], i)) continue; /* no optimizer step: nothing to sum */
-        size_t n = 0;
+        int shard = bm_exec_inst_shard(x[0], i, &lo, &hi) > 1;
         for (int l = 0; l < c->nlocal; l++) bufs[l] = bm_exec_inst_grads(x[l], i, &n);
-        rc = collective(x, c, i, 0, bufs, n, rep ? BM_COMM_WORLD : BM_COMM_DP, err);
+        rc = collective(x, c, i, shard ? BM_COLL_REDUCE_SCATTER : BM_COLL_ALL_REDUCE, 0, bufs, n,
+                        rep ? BM_COMM_WORLD : BM_COMM_DP, err);
     }
     bm_free(bufs);
     return rc;
 }
 
-/* The optimizer under ZeRO-1: each rank updates its shard of every instance (the gradients are
- * already summed over the group: the same numbers as a reduce-scatter's) with the moments of
- * that shard, all it holds (exec.c make_inst); its time into opt_ms[l]. Then the updated weights
- * are gathered: each rank puts its shard into the (spent) gradient buffer, zero elsewhere, and
- * the group sums it, which is exact (x + 0 = x). (The transport has no reduce-scatter or
- * all-gather: both halves run as all-reduces, twice the ring's bytes the simulator counts for
- * ZeRO-1; the log says what ran.) */
-static int zero_optimizer(struct bm_exec **x, struct bm_comm *c, long step, double *opt_ms, struct bm_err *err)
+/* ZeRO-1 after the optimizer: each rank updated its shard of every instance (with the moments of
+ * that shard, all it holds: exec.c make_inst) from its reduce-scattered gradients; the group
+ * all-gathers the updated weights. */
+static int gather_weights(struct bm_exec **x, struct bm_comm *c, struct bm_err *err)
 {
     float **bufs = bm_calloc((size_t)c->nlocal, sizeof *bufs);
     if (!bufs) return bm_err_set(err, "out of memory");
     int rc = BM_OK;
-    for (int l = 0; l < c->nlocal; l++) { /* every shard's update first (the optimizer's time) */
-        double o0 = bm_exec_now_ms(x[l]);
-        bm_exec_optimizer(x[l], step);
-        opt_ms[l] = bm_exec_now_ms(x[l]) - o0;
-    }
     for (int i = 0; i < bm_exec_n_inst(x[0]) && rc == BM_OK; i++) {
-        if (bm_exec_inst_frozen(x[0], i)) continue; /* no update, nothing to gather */
-        int module, chunk, rep, parts = 1;
+        int module, chunk, rep;
+        size_t n = 0, lo, hi;
         bm_exec_inst(x[0], i, &module, &chunk, &rep);
-        for (int l = 0; l < c->nlocal; l++) {
-            size_t n = 0, lo, hi;
-            parts = bm_exec_inst_shard(x[l], i, &lo, &hi);
-            if (parts <= 1) continue;
-            float *p = bm_exec_inst_params(x[l], i, &n), *g = bm_exec_inst_grads(x[l], i, &n);
-            memset(g, 0, n * sizeof *g);
-            memcpy(g + lo, p + lo, (hi - lo) * sizeof *g);
-            bufs[l] = g;
-        }
-        if (parts <= 1) continue;
-        size_t n = 0;
-        bm_exec_inst_params(x[0], i, &n);
-        rc = collective(x, c, i, 1, bufs, n, rep ? BM_COMM_WORLD : BM_COMM_DP, err);
-        for (int l = 0; l < c->nlocal && rc == BM_OK; l++) {
-            float *p = bm_exec_inst_params(x[l], i, &n);
-            memcpy(p, bufs[l], n * sizeof *p);
-        }
+        if (bm_exec_inst_frozen(x[0], i) || bm_exec_inst_shard(x[0], i, &lo, &hi) <= 1) continue;
+        for (int l = 0; l < c->nlocal; l++) bufs[l] = bm_exec_inst_params(x[l], i, &n);
+        rc = collective(x, c, i, BM_COLL_ALL_GATHER, 1, bufs, n, rep ? BM_COMM_WORLD : BM_COMM_DP, err);
     }
     bm_free(bufs);
     return rc;
@@ -342,21 +326,14 @@ int bm_exec_run_step(struct bm_exec **x, struct bm_comm *c, long step, struct bm
     for (int l = 0; l < c->nlocal; l++)
         if (bm_exec_step_finish(x[l], err)) return BM_ERR;
     double s0 = bm_exec_now_ms(x[0]); /* the step's tail, for the log (docs/simulator.md "The step") */
-    if (allreduce_grads(x, c, err)) return step_fail(step, err);
+    if (reduce_grads(x, c, err)) return step_fail(step, err);
     double s1 = bm_exec_now_ms(x[0]);
-    if (bm_exec_zero(x[0])) { /* ZeRO-1: the shards' update, then the weights' gather */
-        double *opt = bm_calloc((size_t)c->nlocal, sizeof *opt);
-        if (!opt) return bm_err_set(err, "out of memory");
-        int rc = zero_optimizer(x, c, step, opt, err);
-        for (int l = 0; l < c->nlocal; l++) bm_exec_note_tail(x[l], s0, s1, opt[l]);
-        bm_free(opt);
-        return rc ? step_fail(step, err) : BM_OK;
-    }
     for (int l = 0; l < c->nlocal; l++) {
         double o0 = bm_exec_now_ms(x[l]);
-        bm_exec_optimizer(x[l], step);
+        bm_exec_optimizer(x[l], step); /* each instance's shard: the whole unless ZeRO-1 */
         bm_exec_note_tail(x[l], s0, s1, bm_exec_now_ms(x[l]) - o0);
     }
+    if (bm_exec_zero(x[0]) && gather_weights(x, c, err)) return step_fail(step, err);
     return BM_OK;
 }
 
