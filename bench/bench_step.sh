@@ -17,6 +17,10 @@
 # sync, optimizer), the measured tail (median over steps and ranks of sync_end - walk and of
 # optimizer_ms), and the machine's load average. Nothing is asserted. REPS runs of each kind
 # (default 1) pool their steps. Rerun on a quiet machine for the figures that count.
+# As bench_exec.sh, the ranks run at real-time priority (SCHED_FIFO via chrt, root only; RT=0
+# turns it off) to emulate dedicated cores on a shared machine, except the oversubscribed 2 x 2
+# (4 FIFO ranks on 2 cores would not share a core: it runs at normal priority, which is what
+# oversubscription is).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 : "${BIGMAC:=bin/bigmac}"
@@ -25,6 +29,8 @@ cd "$(dirname "$0")/.."
 : "${PYTHON:=/usr/bin/python3}"
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 PYTHONPATH=python${PYTHONPATH:+:$PYTHONPATH}
 if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
+PRIO=""
+if [ "${RT:-1}" = 1 ] && [ "$(id -u)" = 0 ] && command -v chrt >/dev/null; then PRIO="chrt -f 10"; fi
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 SPEC=examples/tiny-mllm.json
@@ -32,17 +38,18 @@ SPEC=examples/tiny-mllm.json
 # train KIND P D OUT ARGS...: one run (KIND c or torch) writing OUT.log and OUT.json
 train() {
     local kind=$1 p=$2 d=$3 out=$4; shift 4
-    local np=$((p * d)) over=""
-    [ "$np" -gt 2 ] && over=--oversubscribe
+    local np=$((p * d)) over="" prio=$PRIO
+    [ "$np" -gt 2 ] && over=--oversubscribe prio=""
     if [ "$kind" = c ]; then
-        timeout 600 mpirun $over -np $np "$BIGMAC" train $SPEC --pp $p --dp $d --steps $STEPS --quiet \
+        timeout 600 mpirun $over -np $np $prio "$BIGMAC" train $SPEC --pp $p --dp $d --steps $STEPS --quiet \
             --log "$out.log" --trace "$out.json" "$@" >"$out.out" 2>&1
     else
-        timeout 600 "$PYTHON" -m bigmac.torch train $SPEC --nproc $np --pp $p --dp $d --steps $STEPS \
+        timeout 600 $prio "$PYTHON" -m bigmac.torch train $SPEC --nproc $np --pp $p --dp $d --steps $STEPS \
             --log "$out.log" --trace "$out.json" "$@" >"$out.out" 2>&1
     fi
 }
 
+echo "priority: ${PRIO:-normal} (2 x 2: normal)"
 echo "| executor | P x D | predicted step ms | measured step ms (median) | ratio | error | predicted walk / exposed sync / optimizer ms | measured sync+optimizer ms | load |"
 echo "|---|---|---|---|---|---|---|---|---|"
 for cfg in "c 2 1" "c 1 2" "torch 2 1" "c 2 2"; do
