@@ -4,14 +4,19 @@
 # (one rank per core) and 2 x 2 (4 ranks on 2 cores: oversubscribed), and of the torch executor
 # at 2 x 1, on examples/tiny-mllm.json (vpp 2, M 8), from a calibration of a SEPARATE run.
 # Per configuration:
-#   calibration run:  train ... --steps $STEPS --log cal.log --trace cal.json
-#                     bigmac calibrate cal.json --spec SPEC --mean --rank-scale --step-log cal.log -o CAL
+#   calibration run:  train ... --steps $STEPS --log cal.log --trace cal.json [--trace-from 2]
+#                     bigmac calibrate cal.step*.json --spec SPEC --mean --rank-scale --step-log cal.log -o CAL
+#                     (the C executor traces every step from 2 and all are pooled; the torch
+#                     executor traces its last step, so it has CAL_REPS_TORCH runs, default 3)
 #                     (module costs, each rank's speed, dispatch, link latency from the trace;
 #                     optimizer_ms_per_gib and the collectives' ring from the step log)
 #   the table:        bigmac plan SPEC --pp P --dp D -o T      (the table `train` runs)
 #   prediction:       bigmac simulate CAL --table T --json     -> step_ms (and its parts)
-#   measured run:     train ... --steps $STEPS --log meas.log  -> the median over steps 2.. of
-#                     the log's "ms" (each step's wall time: data, walk, all-reduces, AdamW)
+#   measured run:     train ... --steps $STEPS --log meas.log  -> over steps 2.., the median of
+#                     the step from its origin to the last rank's end (max over ranks of
+#                     sync_end_ms + optimizer_ms: walk, collectives, AdamW; what step_ms
+#                     predicts), and of the log's "ms" (rank 0's wall time of the step, which also
+#                     draws the step's data before the origin: a prefetching loader's work)
 # Printed: a Markdown row per configuration with predicted and measured step, their ratio and
 # the error with its sign (predicted / measured - 1), the prediction's parts (walk, exposed
 # sync, optimizer), the measured tail (median over steps and ranks of sync_end - walk and of
@@ -42,7 +47,7 @@ train() {
     [ "$np" -gt 2 ] && over=--oversubscribe prio=""
     if [ "$kind" = c ]; then
         timeout 600 mpirun $over -np $np $prio "$BIGMAC" train $SPEC --pp $p --dp $d --steps $STEPS --quiet \
-            --log "$out.log" --trace "$out.json" "$@" >"$out.out" 2>&1
+            --log "$out.log" --trace "$out.json" --trace-from 2 "$@" >"$out.out" 2>&1
     else
         timeout 600 $prio "$PYTHON" -m bigmac.torch train $SPEC --nproc $np --pp $p --dp $d --steps $STEPS \
             --log "$out.log" --trace "$out.json" "$@" >"$out.out" 2>&1
@@ -50,17 +55,23 @@ train() {
 }
 
 echo "priority: ${PRIO:-normal} (2 x 2: normal)"
-echo "| executor | P x D | predicted step ms | measured step ms (median) | ratio | error | predicted walk / exposed sync / optimizer ms | measured sync+optimizer ms | load |"
-echo "|---|---|---|---|---|---|---|---|---|"
+echo "| executor | P x D | predicted step ms | measured step ms (median) | ratio | error | measured wall ms (median) | predicted walk / exposed sync / optimizer ms | measured sync+optimizer ms | load |"
+echo "|---|---|---|---|---|---|---|---|---|---|"
 for cfg in "c 2 1" "c 1 2" "torch 2 1" "c 2 2"; do
     set -- $cfg
     kind=$1 p=$2 d=$3 tag="$1_$2x$3"
     logs=() ; traces=() ; steps=()
     ok=1
-    for r in $(seq 1 "$REPS"); do
+    ncal=$REPS
+    [ "$kind" = torch ] && ncal=${CAL_REPS_TORCH:-3}
+    for r in $(seq 1 "$ncal"); do
         train $kind $p $d "$T/$tag.cal$r" || { ok=0; echo "bench_step: $tag calibration run failed" >&2; tail -3 "$T/$tag.cal$r.out" >&2; }
+        logs+=("$T/$tag.cal$r.log")
+        if [ "$kind" = c ]; then traces+=("$T/$tag.cal$r".step*.json); else traces+=("$T/$tag.cal$r.json"); fi
+    done
+    for r in $(seq 1 "$REPS"); do
         train $kind $p $d "$T/$tag.meas$r" || { ok=0; echo "bench_step: $tag measured run failed" >&2; tail -3 "$T/$tag.meas$r.out" >&2; }
-        traces+=("$T/$tag.cal$r.json"); logs+=("$T/$tag.cal$r.log"); steps+=("$T/$tag.meas$r.log")
+        steps+=("$T/$tag.meas$r.log")
     done
     [ $ok = 1 ] || continue
     cat "${logs[@]}" >"$T/$tag.cal.log"
@@ -72,20 +83,20 @@ for cfg in "c 2 1" "c 1 2" "torch 2 1" "c 2 2"; do
 import json, statistics, sys
 sim = json.load(open(sys.argv[1]))
 kind, layout, load, logs = sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5:]
-ms, tail = [], []
+ms, wall, tail = [], [], []
 for path in logs:
     for l in open(path):
         j = json.loads(l)
         if j["step"] == 1:
             continue
-        ms.append(j["ms"])
+        wall.append(j["ms"])
+        ms.append(max(r["sync_end_ms"] + r["optimizer_ms"] for r in j["ranks"]))
         for r in j["ranks"]:
-            if "sync_end_ms" in r:
-                tail.append(r["sync_end_ms"] - r["walk_ms"] + r["optimizer_ms"])
+            tail.append(r["sync_end_ms"] - r["walk_ms"] + r["optimizer_ms"])
 meas = statistics.median(ms)
 pred = sim["step_ms"]
-print("| %s | %s | %.2f | %.2f | %.3f | %+.1f%% | %.2f / %.2f / %.2f | %s | %s |" % (
-    "C" if kind == "c" else "torch", layout, pred, meas, pred / meas, (pred / meas - 1) * 100, sim["makespan_ms"],
-    sim["sync_exposed_ms"], sim["optimizer_ms"], "%.2f" % statistics.median(tail) if tail else "-", load))
+print("| %s | %s | %.2f | %.2f | %.3f | %+.1f%% | %.2f | %.2f / %.2f / %.2f | %.2f | %s |" % (
+    "C" if kind == "c" else "torch", layout, pred, meas, pred / meas, (pred / meas - 1) * 100, statistics.median(wall),
+    sim["makespan_ms"], sim["sync_exposed_ms"], sim["optimizer_ms"], statistics.median(tail), load))
 PY
 done
