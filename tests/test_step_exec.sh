@@ -97,3 +97,18 @@ print(("PASS" if ok else "FAIL") + " calibrate_step_log_collectives" +
       ("" if ok else ": got bw %r lat %r, recomputed bw %r lat %r over %d" % (got_bw, got_lat, want_bw, b * 1e3, len(rows))))
 EOF3
 else echo "FAIL calibrate_step_log_collectives: the run or calibrate failed"; cat "$T/c2.out" "$T/c2cal.err" | head | sed 's/^/    /'; fi
+
+# calibrate --step-log also writes each module's real size: state_mib = 4 x its weights (weights,
+# gradients, AdamW's two moments), the weights from the log's "params", against bigmac.module_init
+if [ -f "$T/c2cal.json" ]; then
+    PYTHONPATH=python $PY - $SPEC "$T/c2cal.json" <<'EOF4'
+import json, sys
+import bigmac
+spec, cal = sys.argv[1], json.load(open(sys.argv[2]))
+got = {m["name"]: m["cost"]["state_mib"] for m in cal["modules"]}
+want = {m: 16 * len(bigmac.module_init(spec, m)) / 2**20 for m in ("vit", "gpt", "dit")}
+ok = all(abs(got[m] - want[m]) <= 1e-5 * want[m] for m in want) and \
+     all("param_mib" not in m["cost"] for m in cal["modules"])  # = state_mib / 4: the default, not written
+print(("PASS" if ok else "FAIL") + " calibrate_step_log_state_sizes" + ("" if ok else ": %s vs %s" % (got, want)))
+EOF4
+else echo "FAIL calibrate_step_log_state_sizes: no calibrated spec"; fi

@@ -638,7 +638,8 @@ struct step_records {
     double *rec;          /* [nlocal * nrec]: this process's ranks */
     const void **items;   /* [nlocal] */
     size_t *bytes;        /* [nlocal] */
-    size_t *ob;           /* [world] */
+    size_t *ob;
+    int ni;               /* instances per rank: the last ni numbers of a record are their weights' bytes */           /* [world] */
 };
 
 static int gather_step(struct bm_exec **x, struct bm_comm *c, int M, double ms, double cpu_ms,
@@ -670,6 +671,12 @@ static int gather_step(struct bm_exec **x, struct bm_comm *c, int M, double ms, 
             f[0] = cl[k].inst, f[1] = cl[k].op, f[2] = cl[k].weights, f[3] = cl[k].group, f[4] = cl[k].ranks;
             f[5] = cl[k].inter, f[6] = cl[k].bytes, f[7] = cl[k].end_ms - cl[k].start_ms;
             e[1 + 8 * nc + k] = cl[k].start_ms;
+        }
+        double *pb = q + sr->nrec - sr->ni; /* each instance's weights (bytes), for calibrate */
+        for (int i = 0; i < bm_exec_n_inst(x[l]) && i < sr->ni; i++) {
+            size_t n = 0;
+            bm_exec_inst_params(x[l], i, &n);
+            pb[i] = (double)n * sizeof(float);
         }
         sr->items[l] = q, sr->bytes[l] = (size_t)sr->nrec * sizeof(double);
     }
@@ -754,6 +761,20 @@ static int report_step(const struct bm_exec_opts *o, FILE *pr, FILE *log, const 
                         (int)f[3] == BM_COMM_WORLD ? "world" : "dp", (int)f[4], f[5] ? "inter" : "intra", f[6],
                         e[1 + 8 * nc + k], e[1 + 8 * nc + k] + f[7]);
             }
+            fprintf(log, "], \"params\": [");
+            for (int i = 0; i < bm_exec_n_inst(x0); i++) { /* the weights of each instance the rank holds */
+                int module, chunk, rep;
+                bm_exec_inst(x0, i, &module, &chunk, &rep);
+                fprintf(log, "%s{\"module\": ", i ? ", " : "");
+                bm_put_jstr(log, t->modules[module].name);
+                if (!rep) {
+                    int p = r / D, j = i - (bm_exec_n_inst(x0) - t->vpp), c2 = -1, seen = 0;
+                    for (int cc = 0; cc < P * t->vpp && c2 < 0; cc++)
+                        if (bm_table_chunk_rank(t, cc) == p && seen++ == j) c2 = cc;
+                    fprintf(log, ", \"chunk\": %d", c2);
+                }
+                fprintf(log, ", \"bytes\": %.0f}", q[nrec - bm_exec_n_inst(x0) + i]);
+            }
             fprintf(log, "]}");
         }
         fprintf(log, "]}\n");
@@ -787,8 +808,10 @@ int bm_exec_train(const struct bm_spec *s, const struct bm_table *t, struct bm_c
     int n_traced = 0;
     /* peak[3], ms, cpu_ms, walk_ms, lm[M], gen[M], sync start, sync end, optimizer ms, optimizer
      * state bytes, then the collectives: a count, 8 numbers and a start each, at most 2 per
-     * instance (the replicas of every module but the backbone, and vpp chunks) */
-    struct step_records sr = {.nrec = 10 + 2 * M + 1 + 9 * 2 * (t->n_modules - 1 + t->vpp)};
+     * instance (the replicas of every module but the backbone, and vpp chunks), then each
+     * instance's weights in bytes (the log's "params") */
+    int ni = t->n_modules - 1 + t->vpp; /* instances per rank: the replicas and vpp chunks */
+    struct step_records sr = {.nrec = 10 + 2 * M + 1 + 9 * 2 * ni + ni, .ni = ni};
     sr.rec = bm_calloc((size_t)nl * sr.nrec, sizeof *sr.rec);
     sr.items = bm_calloc((size_t)nl, sizeof *sr.items);
     sr.bytes = bm_calloc((size_t)nl, sizeof *sr.bytes), sr.ob = bm_calloc((size_t)c->world, sizeof *sr.ob);

@@ -243,3 +243,62 @@ done:
     bm_free(v), bm_free(x1), bm_free(x2), bm_free(tt), bm_free(med);
     return rc;
 }
+
+/* ---------------------------------------------------------------- the model's sizes */
+
+int bm_calibrate_param_sizes(const char *path, int n_modules, const char *const *names, double *param_mib,
+                             struct bm_err *err)
+{
+    for (int m = 0; m < n_modules; m++) param_mib[m] = -1;
+    FILE *f = fopen(path, "r");
+    if (!f) return bm_err_set(err, "%s: cannot read the step log", path);
+    char buf[1 << 16];
+    int rc = BM_OK, line = 0, found = 0;
+    /* the first step: every rank's instances; a chunk counted once (its replicas hold the same) */
+    long *seen = bm_calloc((size_t)n_modules * 4096 + 1, sizeof *seen);
+    if (!seen) {
+        fclose(f);
+        return bm_err_set(err, "out of memory");
+    }
+    while (!found && fgets(buf, sizeof buf, f)) {
+        line++;
+        if (buf[strspn(buf, " \t\r\n")] == 0) continue;
+        json_error_t je;
+        json_t *j = json_loads(buf, 0, &je), *ranks = j ? json_object_get(j, "ranks") : NULL;
+        if (!json_is_array(ranks)) {
+            json_decref(j);
+            rc = bm_err_set(err, "%s:%d: not a step of `bigmac train --log` (an object with \"step\" and \"ranks\")",
+                            path, line);
+            break;
+        }
+        size_t i, k;
+        json_t *r, *e;
+        json_array_foreach(ranks, i, r) {
+            json_t *ps = json_object_get(r, "params");
+            if (!json_is_array(ps)) continue;
+            found = 1;
+            json_array_foreach(ps, k, e) {
+                json_t *mod = json_object_get(e, "module"), *ch = json_object_get(e, "chunk"), *by = json_object_get(e, "bytes");
+                if (!json_is_string(mod) || !json_is_number(by)) continue;
+                int m = 0;
+                while (m < n_modules && strcmp(names[m], json_string_value(mod))) m++;
+                if (m == n_modules) continue; /* a module the trace's table does not have */
+                long c = json_is_integer(ch) ? (long)json_integer_value(ch) : -1;
+                if (c >= 4095 || c < -1) continue;
+                long *s = &seen[(size_t)m * 4096 + (size_t)(c + 1)];
+                if (*s) continue;
+                *s = 1;
+                if (param_mib[m] < 0) param_mib[m] = 0;
+                param_mib[m] += json_number_value(by) / 1048576.0;
+                if (c < 0) seen[(size_t)m * 4096] = 1; /* a replica: once */
+            }
+        }
+        json_decref(j);
+    }
+    fclose(f);
+    bm_free(seen);
+    if (rc == BM_OK && !found)
+        rc = bm_err_set(err, "%s: no rank has \"params\"\nhint: a log of `bigmac train --log` (or bigmac.torch's log) "
+                             "from this version records them", path);
+    return rc;
+}

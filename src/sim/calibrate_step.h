@@ -31,4 +31,11 @@ struct bm_coll_fit {
 };
 int bm_calibrate_collectives(const char *path, struct bm_coll_fit *out, struct bm_err *err);
 
+/* The model's real weights from a step log's first step: param_mib[m] for the module names[m]
+ * (0 .. n_modules-1) = the bytes of the weights of every copy's "params" entry (a replicated
+ * module once, each backbone chunk once) / 2^20; -1 where the log has none of it. BM_ERR when the
+ * log cannot be read or has no "params". */
+int bm_calibrate_param_sizes(const char *path, int n_modules, const char *const *names, double *param_mib,
+                             struct bm_err *err);
+
 #endif

@@ -62,6 +62,8 @@ for j in lines:
             ok = False
             why.append("step %d rank %d: %s" % (j["step"], r["rank"], {k: r[k] for k in r if k != "peak_act_bytes"}))
 check("torch_step_records_match_model_sizes", ok and len(lines) == 3, "; ".join(why[:2]))
+params = [{(e["module"], e.get("chunk")): e["bytes"] for e in r["params"]} for j in lines for r in j["ranks"]]
+check("torch_step_records_params", all(p == want_bytes for p in params), str(params[:1]))
 # the C executor records the same optimizer state for the same layout
 c_log = os.path.join(tmp, "c.jsonl")
 env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
@@ -69,6 +71,8 @@ rc = subprocess.run(["timeout", "120", "mpirun", "-np", "2", BIGMAC, "train", SP
                      "--steps", "1", "--quiet", "--log", c_log], env=env, capture_output=True).returncode
 if rc == 0:
     cr = json.loads(open(c_log).readline())["ranks"][0]
+    check("c_step_records_params", {(e["module"], e.get("chunk")): e["bytes"] for e in cr["params"]} == want_bytes,
+          str(cr["params"]))
     check("torch_step_records_state_equals_c", cr["optimizer_state_bytes"] == want_state and
           sorted((c["module"], c.get("chunk"), c["bytes"]) for c in cr["collectives"]) ==
           sorted((m, ch, b) for (m, ch), b in want_bytes.items()), str(cr))

@@ -928,11 +928,15 @@ class Executor:
     def tail(self):
         """The step after the walk, as the C executor's log has it per rank: walk_ms,
         sync_start_ms / sync_end_ms (the gradient all-reduces, from the step's origin),
-        optimizer_ms, optimizer_state_bytes and each collective (op, of, module, chunk, group,
-        ranks, link, bytes, start_ms, end_ms)."""
+        optimizer_ms, optimizer_state_bytes, each collective (op, of, module, chunk, group,
+        ranks, link, bytes, start_ms, end_ms) and each instance's weights (params: module,
+        chunk, bytes)."""
         return {"walk_ms": round(self.ms, 3), "sync_start_ms": round(self.sync_start_ms, 3),
                 "sync_end_ms": round(self.sync_end_ms, 3), "optimizer_ms": round(self.optimizer_ms, 3),
-                "optimizer_state_bytes": self.optimizer_state_bytes, "collectives": list(self.colls)}
+                "optimizer_state_bytes": self.optimizer_state_bytes, "collectives": list(self.colls),
+                "params": [dict([("module", x["name"])] + ([("chunk", x["chunk"])] if not x["replicated"] else []) +
+                                [("bytes", sum(p.numel() * p.element_size() for p in x["mod"].parameters()))])
+                           for x in self.inst]}
 
     def state_dicts(self):
         """{module name: state dict} of this rank's instances: replicated modules whole, the
