@@ -50,7 +50,7 @@ int main(int argc, char **argv)
     T->unit = P;
     T->backbone = BM_BB_INTERLEAVED;
     T->policy = BM_POL_OPTIMUS;
-    T->device = (struct bm_device){80, 989, 0.4, 25, 10, 0, 12.5, 20, 0};
+    T->device = (struct bm_device){80, 989, 0.4, 25, 10, 0, 12.5, 20, 0, 0, 0, 0, 0};
     add_module("vit", BM_ROLE_ENCODER, 4, 8, 300, 2600);
     add_module("llm", BM_ROLE_BACKBONE, 40, 80, 6000, 60000);
     T->backbone_module = 1;

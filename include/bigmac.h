@@ -202,6 +202,12 @@ struct bm_device {
     /* device.optimizer_ms_per_gib: time of the optimizer step per GiB of optimizer state a rank
      * updates (src/sim/step.h); 0 = none (default) */
     double optimizer_ms_per_gib;
+    /* The gradient collectives' ring (src/sim/step.h), when they differ from the point-to-point
+     * links above (a library's all-reduce is not a send): device.coll_gbytes_per_s,
+     * coll_latency_us within a host, inter_host_coll_* across hosts; 0 = the link's figure
+     * (default). `bigmac calibrate --step-log` fits them from the executors' step logs. */
+    double coll_gbytes_per_s, coll_latency_us;
+    double inter_host_coll_gbytes_per_s, inter_host_coll_latency_us;
 };
 
 enum bm_dist { BM_DIST_NONE = 0, BM_DIST_UNIFORM, BM_DIST_LOGNORMAL };

@@ -22,7 +22,7 @@ static struct bm_table *new_table(enum bm_backbone bb, int P, int M, double fwd,
     t->modules[0].role = BM_ROLE_BACKBONE;
     t->modules[0].cost = (struct bm_cost){fwd, bwd, 0, 0, out_mib, 0, 0, 0};
     t->n_modules = 1, t->backbone_module = 0;
-    t->device = (struct bm_device){0, 989, 0.4, 0, lat_us, 0, 12.5, 20, 0};
+    t->device = (struct bm_device){0, 989, 0.4, 0, lat_us, 0, 12.5, 20, 0, 0, 0, 0, 0};
     return t;
 }
 

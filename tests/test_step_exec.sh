@@ -57,3 +57,58 @@ expect_exit calibrate_step_log_not_a_log 1 "$BIGMAC" calibrate "$T/p2.json" --st
 expect_contains calibrate_step_log_not_a_log_says "p2.json:1: not a step of \`bigmac train --log\`"
 expect_exit calibrate_step_log_missing 1 "$BIGMAC" calibrate "$T/p2.json" --step-log "$T/none.log"
 expect_contains calibrate_step_log_missing_says "cannot read the step log"
+
+# the collectives' ring from a real 2-rank run (pp 1 x dp 2: every module all-reduced over both
+# ranks, four sizes): calibrate --step-log writes device.coll_latency_us (and coll_gbytes_per_s
+# when the sizes tell bandwidth from latency), equal to the fit recomputed here from the log:
+# each collective's time is the duration of the member that started last, its median over the
+# steps after the first, least squares through the origin of t = (n-1)/n*2*B*a + 2(n-1)*b (the
+# spec keeps 6 significant digits: compared within 1e-5)
+if timeout 120 mpirun -np 2 "$BIGMAC" train $SPEC --pp 1 --dp 2 --steps 5 --quiet --log "$T/c2.log" --trace "$T/c2.json" \
+        >"$T/c2.out" 2>&1 &&
+   "$BIGMAC" calibrate "$T/c2.json" --spec $SPEC --step-log "$T/c2.log" -o "$T/c2cal.json" 2>"$T/c2cal.err"; then
+    $PY - "$T/c2.log" "$T/c2cal.json" <<'EOF3'
+import json, statistics, sys
+pts = {}
+for l in open(sys.argv[1]):
+    j = json.loads(l)
+    if j["step"] == 1: continue
+    last = {}
+    for r in j["ranks"]:
+        for c in r["collectives"]:
+            k = (c["group"], c["module"], c.get("chunk"), c["of"])
+            if k not in last or c["start_ms"] > last[k][0]:
+                last[k] = (c["start_ms"], c["end_ms"] - c["start_ms"], c["bytes"], c["ranks"])
+    for k, (s, d, b, n) in last.items():
+        pts.setdefault(k, []).append((d, 2 * (n - 1) / n * b, 2 * (n - 1)))
+rows = [(statistics.median(d for d, _, _ in v), v[0][1], v[0][2]) for v in pts.values()]
+s11 = sum(x1 * x1 for _, x1, _ in rows); s12 = sum(x1 * x2 for _, x1, x2 in rows); s22 = sum(x2 * x2 for _, _, x2 in rows)
+s1t = sum(x1 * t for t, x1, _ in rows); s2t = sum(x2 * t for t, _, x2 in rows)
+det = s11 * s22 - s12 * s12
+a = (s1t * s22 - s2t * s12) / det; b = (s2t * s11 - s1t * s12) / det
+if not (a > 0) or b < 0:
+    a, b = 0, max(0, s2t / s22)
+dev = json.load(open(sys.argv[2]))["device"]
+got_lat, got_bw = dev.get("coll_latency_us"), dev.get("coll_gbytes_per_s")
+want_bw = 1 / a / 1e6 if a > 0 else None
+ok = len(rows) == 4 and got_lat is not None and abs(got_lat - b * 1e3) <= 1e-5 * max(1, b * 1e3) and \
+     ((want_bw is None and got_bw is None) or (got_bw is not None and abs(got_bw - want_bw) <= 1e-5 * want_bw))
+print(("PASS" if ok else "FAIL") + " calibrate_step_log_collectives" +
+      ("" if ok else ": got bw %r lat %r, recomputed bw %r lat %r over %d" % (got_bw, got_lat, want_bw, b * 1e3, len(rows))))
+EOF3
+else echo "FAIL calibrate_step_log_collectives: the run or calibrate failed"; cat "$T/c2.out" "$T/c2cal.err" | head | sed 's/^/    /'; fi
+
+# calibrate --step-log also writes each module's real size: state_mib = 4 x its weights (weights,
+# gradients, AdamW's two moments), the weights from the log's "params", against bigmac.module_init
+if [ -f "$T/c2cal.json" ]; then
+    PYTHONPATH=python $PY - $SPEC "$T/c2cal.json" <<'EOF4'
+import json, sys
+import bigmac
+spec, cal = sys.argv[1], json.load(open(sys.argv[2]))
+got = {m["name"]: m["cost"]["state_mib"] for m in cal["modules"]}
+want = {m: 16 * len(bigmac.module_init(spec, m)) / 2**20 for m in ("vit", "gpt", "dit")}
+ok = all(abs(got[m] - want[m]) <= 1e-5 * want[m] for m in want) and \
+     all("param_mib" not in m["cost"] for m in cal["modules"])  # = state_mib / 4: the default, not written
+print(("PASS" if ok else "FAIL") + " calibrate_step_log_state_sizes" + ("" if ok else ": %s vs %s" % (got, want)))
+EOF4
+else echo "FAIL calibrate_step_log_state_sizes: no calibrated spec"; fi

@@ -497,22 +497,33 @@ def _posint(name, v):
     return int(v)
 
 
+def _zero(v):
+    """zero= (train.zero, `--zero`): None (the spec's), 0 or 1."""
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, _numbers.Integral) or v not in (0, 1):
+        raise Error("zero: expected 0 or 1 (train.zero: 1 = ZeRO-1), got %r" % (v,))
+    return int(v)
+
+
 def _plan_kwargs(pp=None, vpp=None, microbatches=None, policy=None, backbone=None, window=None, unit=None,
-                 dp=None):
+                 dp=None, zero=None):
     """The keyword arguments given (checked) as the JSON object of plan options the C interface
     lays over the spec's (bm_plan_opts_merge); an argument left None is not given."""
     kw = {"pp": _posint("pp", pp), "vpp": _posint("vpp", vpp), "microbatches": _posint("microbatches", microbatches),
-          "unit": _posint("unit", unit), "dp": _posint("dp", dp), "window": _window(window),
+          "unit": _posint("unit", unit), "dp": _posint("dp", dp), "zero": _zero(zero), "window": _window(window),
           "backbone": _enum(backbone, BACKBONES, "backbone"), "policy": _enum(policy, POLICIES, "policy")}
     return _b(_json.dumps({k: v for k, v in kw.items() if v is not None}))
 
 
-def plan(spec, pp=None, vpp=None, microbatches=None, policy=None, backbone=None, window=None, unit=None, dp=None):
+def plan(spec, pp=None, vpp=None, microbatches=None, policy=None, backbone=None, window=None, unit=None, dp=None,
+         zero=None):
     """Plan spec (a Spec, path or dict); arguments left None take the spec's values, as the
-    plan flags of `bigmac plan` do (dp: data-parallel replicas, `--dp`). Returns a Table."""
+    plan flags of `bigmac plan` do (dp: data-parallel replicas, `--dp`; zero: train.zero,
+    `--zero`, 1 = ZeRO-1). Returns a Table."""
     spec = load_spec(spec)
     err = _errbuf()
-    h = _lib.bmpy_plan(spec._h, _plan_kwargs(pp, vpp, microbatches, policy, backbone, window, unit, dp), err, _ERRN)
+    h = _lib.bmpy_plan(spec._h, _plan_kwargs(pp, vpp, microbatches, policy, backbone, window, unit, dp, zero), err, _ERRN)
     if not h:
         _raise(err)
     return Table(h, spec)
@@ -636,7 +647,7 @@ def simulate(src, compare=False, jitter=0.0, seed=1, act_bytes=None, act_w_bytes
 
 
 def _simulate_compare(spec, jitter, seed, plan_args):
-    allowed = ("pp", "vpp", "microbatches", "unit", "backbone", "window", "dp")
+    allowed = ("pp", "vpp", "microbatches", "unit", "backbone", "window", "dp", "zero")
     for k in plan_args:
         if k not in allowed:
             raise Error("simulate: unknown plan argument %r (compare plans every policy)" % k)

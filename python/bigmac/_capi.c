@@ -213,7 +213,7 @@ char *bmpy_spec_json(const void *sp)
 
 /* ---------------------------------------------------------------- plan options */
 
-/* Python's keyword arguments (a JSON object: pp vpp microbatches unit dp, integers >= 1; window
+/* Python's keyword arguments (a JSON object: pp vpp microbatches unit dp, integers >= 1; zero 0 or 1; window
  * >= 1, "auto" or "fit"; backbone and policy by name; a key left out is not given) as a layer
  * of plan options: BM_UNSET where not given. */
 static int kwargs_opts(const char *text, struct bm_plan_opts *o, char *err, size_t n)
@@ -243,6 +243,12 @@ static int kwargs_opts(const char *text, struct bm_plan_opts *o, char *err, size
                 break;
             }
             *slots[k] = (int)x;
+        } else if (!strcmp(key, "zero")) {
+            if (!json_is_integer(v) || (x != 0 && x != 1)) {
+                rc = fail_msg(err, n, "plan options: zero: expected 0 or 1 (train.zero: 1 = ZeRO-1)");
+                break;
+            }
+            o->zero = (int)x;
         } else if (!strcmp(key, "window")) {
             const char *w = json_string_value(v);
             if (w && !strcmp(w, "auto")) o->window = BM_WINDOW_AUTO;

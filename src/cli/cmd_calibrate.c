@@ -10,6 +10,7 @@
 #include "report/calibration.h"
 #include "sim/calibrate_step.h"
 #include "spec/calibrated.h"
+#include "util/util.h"
 
 static void usage(FILE *f)
 {
@@ -57,7 +58,12 @@ static void usage(FILE *f)
             "multiplier per rank, so the spec then plans only at the trace's pp.\n"
             "--step-log LOG.json (`bigmac train --log`) also fits device.optimizer_ms_per_gib: the\n"
             "median over steps and ranks of each rank's optimizer time per GiB of the optimizer\n"
-            "state it updated (docs/simulator.md \"The step\").\n"
+            "state it updated (docs/simulator.md \"The step\"); and, from the log's \"collectives\", the\n"
+            "ring's device.coll_gbytes_per_s and coll_latency_us (inter_host_coll_* for collectives\n"
+            "whose group spans hosts): a least-squares fit of each collective's median time (that of\n"
+            "its last member to start) to f(n-1)/n * bytes / bw + f(n-1) * latency; and each\n"
+            "module's cost.param_mib from the weights the ranks hold (the log's \"params\") with\n"
+            "state_mib = 4 x param_mib (weights, gradients, AdamW's two moments).\n"
             "-o - (the default) writes to stdout.\n");
 }
 
@@ -122,10 +128,47 @@ int bm_cmd_calibrate(int argc, char **argv)
         rc = bm_calibrate_optimizer(step_log, &c.cal.optimizer_ms_per_gib, &nv, &err);
         c.cal.have_optimizer = rc == BM_OK;
     }
+    struct bm_cost *sized = NULL; /* the costs with the model's real sizes from the step log */
+    double *pm = NULL;
+    if (rc == BM_OK && step_log && c.cal.n_modules > 0) {
+        sized = bm_malloc((size_t)c.cal.n_modules * sizeof *sized);
+        pm = bm_malloc((size_t)c.cal.n_modules * sizeof *pm);
+        if (!sized || !pm) rc = bm_err_set(&err, "out of memory");
+        else if (bm_calibrate_param_sizes(step_log, c.cal.n_modules, c.cal.names, pm, &err) == BM_OK) {
+            /* param_mib: each module's weights as the executor holds them (every chunk, every
+             * replica once); state_mib: AdamW's resident state, weights + gradients + two moments */
+            memcpy(sized, c.cal.costs, (size_t)c.cal.n_modules * sizeof *sized);
+            for (int m = 0; m < c.cal.n_modules; m++)
+                if (pm[m] > 0) sized[m].param_mib = pm[m], sized[m].state_mib = 4 * pm[m];
+            c.cal.costs = sized;
+        } else {
+            fprintf(stderr, "bigmac: warning: calibrate: %s\nbigmac: hint: param_mib and state_mib keep the spec's "
+                            "figures\n", err.msg);
+        }
+    }
+    if (rc == BM_OK && step_log) { /* the collectives' ring, where the log has collectives of > 1 rank */
+        struct bm_coll_fit cf;
+        struct bm_err e2;
+        if (bm_calibrate_collectives(step_log, &cf, &e2) == BM_OK) {
+            const struct bm_coll_link *L[2] = {&cf.intra, &cf.inter};
+            for (int k = 0; k < 2; k++) {
+                c.cal.have_coll_lat[k] = L[k]->n > 0, c.cal.coll_latency_us[k] = L[k]->latency_us;
+                c.cal.have_coll_bw[k] = L[k]->n > 0 && L[k]->have_bw, c.cal.coll_gbytes_per_s[k] = L[k]->gbytes_per_s;
+                if (L[k]->n > 0 && !L[k]->have_bw)
+                    fprintf(stderr, "bigmac: warning: calibrate: the %s-host collectives of %s do not tell bandwidth "
+                                    "from latency (one size, or a fit below zero): %s written alone\n",
+                            k ? "inter" : "intra", step_log, k ? "inter_host_coll_latency_us" : "coll_latency_us");
+            }
+        } else {
+            fprintf(stderr, "bigmac: warning: calibrate: %s\nbigmac: hint: the collectives' ring keeps the spec's "
+                            "figures\n", e2.msg);
+        }
+    }
     if (rc == BM_OK)
         rc = spec ? bm_spec_write_calibrated(spec, &c.cal, out, &err)
                   : bm_spec_write_costs(&c.cal, traces, n_traces, out, &err);
     if (rc) bm_cli_error(err.msg);
+    bm_free(sized), bm_free(pm);
     bm_calibration_free(&c);
     return rc ? 1 : 0;
 }

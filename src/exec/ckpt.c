@@ -12,7 +12,8 @@
 #include "exec/ckpt.h"
 #include "util/util.h"
 
-#define MAGIC "BMCKPT02"
+#define MAGIC "BMCKPT03"
+#define MAGIC_02 "BMCKPT02" /* before the shards: every instance's moments whole; still read */
 #define MARKER "COMPLETE"
 #define MARKER_HEAD "bigmac-checkpoint 2"
 
@@ -20,6 +21,14 @@
 static void set_dir(char *out, size_t n, const char *dir, long step)
 {
     snprintf(out, n, "%s/step-%08ld", dir, step);
+}
+
+/* The rank file's name in a set directory: rank-<R>.ckpt, or under ZeRO-1 with replica >= 0
+ * (every replica keeps another shard) rank-<R>.dp-<d>.ckpt. */
+static void rank_file(char *out, size_t n, const char *sdir, int rank, int replica)
+{
+    if (replica >= 0) snprintf(out, n, "%s/rank-%d.dp-%d.ckpt", sdir, rank, replica);
+    else snprintf(out, n, "%s/rank-%d.ckpt", sdir, rank);
 }
 
 /* fsync a directory, so that a rename or unlink in it is on disk. */
@@ -36,6 +45,8 @@ void bm_ckpt_meta_of(const struct bm_spec *s, const struct bm_table *t, int dp, 
     memset(m, 0, sizeof *m);
     m->step = step;
     m->pp = t->pp, m->vpp = t->vpp, m->microbatches = t->microbatches * (dp > 1 ? dp : 1), m->files = t->pp;
+    m->zero = t->zero, m->dp = dp > 1 ? dp : 1;
+    if (t->zero && dp > 1) m->files = t->pp * dp; /* every replica keeps its own shard */
     m->train = s->train;
     m->train.steps = 0;
     m->data_seed = s->data.seed;
@@ -100,6 +111,10 @@ int bm_ckpt_commit(const char *dir, const struct bm_ckpt_meta *m, struct bm_err 
              "train.seed %" PRIu64 "\ndata.seed %" PRIu64 "\ndata.samples_per_microbatch %d\ndata.max_images %d\n",
              m->step, m->pp, m->vpp, m->microbatches, m->files, m->train.lr, m->train.weight_decay, m->train.beta1,
              m->train.beta2, m->train.eps, m->train.seed, m->data_seed, m->samples_per_microbatch, m->max_images);
+    if (m->zero) { /* written only under ZeRO-1, so a ZeRO-0 marker reads as before */
+        size_t len = strlen(text);
+        snprintf(text + len, sizeof text - len, "zero %d\ndp %d\n", m->zero, m->dp);
+    }
     if (write_atomic(path, sdir, text, err)) return BM_ERR;
     sync_dir(dir);
     return BM_OK;
@@ -113,7 +128,7 @@ static int read_marker(const char *path, struct bm_ckpt_meta *m, struct bm_err *
     char line[512];
     int seen = 0, head = 0;
     memset(m, 0, sizeof *m);
-    m->step = -1;
+    m->step = -1, m->dp = 1;
     while (fgets(line, sizeof line, f)) {
         char key[64];
         int off = 0;
@@ -139,6 +154,8 @@ static int read_marker(const char *path, struct bm_ckpt_meta *m, struct bm_err *
         else if (!strcmp(key, "data.seed")) ok = sscanf(v, "%" SCNu64, &m->data_seed) == 1;
         else if (!strcmp(key, "data.samples_per_microbatch")) ok = sscanf(v, "%d", &m->samples_per_microbatch) == 1;
         else if (!strcmp(key, "data.max_images")) ok = sscanf(v, "%d", &m->max_images) == 1;
+        else if (!strcmp(key, "zero")) ok = sscanf(v, "%d", &m->zero) == 1 && (m->zero == 0 || m->zero == 1);
+        else if (!strcmp(key, "dp")) ok = sscanf(v, "%d", &m->dp) == 1 && m->dp >= 1;
         if (!ok) {
             fclose(f);
             return bm_err_set(err, "%s: bad value of %s", path, key);
@@ -212,7 +229,7 @@ int bm_ckpt_newest(const char *dir, int missing_ok, struct bm_ckpt_meta *m, int 
     return rc;
 }
 
-void bm_ckpt_prune(const char *dir, int rank, long keep)
+void bm_ckpt_prune(const char *dir, int rank, int replica, long keep)
 {
     long *steps;
     int n = list_sets(dir, &steps);
@@ -226,9 +243,9 @@ void bm_ckpt_prune(const char *dir, int rank, long keep)
             snprintf(path, sizeof path, "%s/" MARKER ".tmp", sdir);
             unlink(path);
         }
-        snprintf(path, sizeof path, "%s/rank-%d.ckpt", sdir, rank);
+        rank_file(path, sizeof path, sdir, rank, replica);
         unlink(path);
-        snprintf(path, sizeof path, "%s/rank-%d.ckpt.tmp", sdir, rank);
+        strcat(path, ".tmp");
         unlink(path);
         rmdir(sdir); /* the last rank to leave it removes it; the others fail quietly */
     }
@@ -274,7 +291,7 @@ static int hr_get(struct hw *w, void *p, size_t n)
     return 0;
 }
 
-int bm_ckpt_save(struct bm_exec *x, const struct bm_table *t, int rank, const char *dir, long steps_done,
+int bm_ckpt_save(struct bm_exec *x, const struct bm_table *t, int rank, int replica, const char *dir, long steps_done,
                  void (*midway)(void *ctx), void *ctx, struct bm_err *err)
 {
     char sdir[4096], path[4200], tmp[4300];
@@ -282,7 +299,7 @@ int bm_ckpt_save(struct bm_exec *x, const struct bm_table *t, int rank, const ch
     set_dir(sdir, sizeof sdir, dir, steps_done);
     if (mkdir(sdir, 0777) && errno != EEXIST)
         return bm_err_set(err, "%s: cannot create directory: %s", sdir, strerror(errno));
-    snprintf(path, sizeof path, "%s/rank-%d.ckpt", sdir, rank);
+    rank_file(path, sizeof path, sdir, rank, replica);
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     struct hw w = {fopen(tmp, "wb"), 0xcbf29ce484222325ULL, 0};
     if (!w.f) return bm_err_set(err, "%s: cannot open for writing: %s", tmp, strerror(errno));
@@ -294,15 +311,16 @@ int bm_ckpt_save(struct bm_exec *x, const struct bm_table *t, int rank, const ch
     hw_put(&w, &sd, sizeof sd);
     for (int i = 0; i < n_inst; i++) {
         int module, chunk, rep;
-        size_t n, n2;
+        size_t n, n2, lo, hi;
         bm_exec_inst(x, i, &module, &chunk, &rep);
+        bm_exec_inst_shard(x, i, &lo, &hi);
         float *p = bm_exec_inst_params(x, i, &n), *mv = bm_exec_inst_moments(x, i, &n2);
         int32_t id[2] = {module, chunk};
-        uint64_t nn = n;
+        uint64_t nn[3] = {n, lo, hi};
         hw_put(&w, id, sizeof id);
-        hw_put(&w, &nn, sizeof nn);
+        hw_put(&w, nn, sizeof nn);
         hw_put(&w, p, n * sizeof(float));
-        hw_put(&w, mv, 2 * n * sizeof(float));
+        hw_put(&w, mv, 2 * n2 * sizeof(float));
         if (midway && i == n_inst / 2) fflush(w.f), midway(ctx);
     }
     uint64_t h = w.h;
@@ -319,18 +337,37 @@ int bm_ckpt_save(struct bm_exec *x, const struct bm_table *t, int rank, const ch
     return BM_OK;
 }
 
-int bm_ckpt_load(struct bm_exec *x, const struct bm_table *t, int rank, const char *dir, long step,
+/* Read k floats of the file into out[0 .. k) keeping only those of [want_lo, want_hi) shifted
+ * to want_lo = out[0] (the file holds [lo, lo + k)); the rest is read and dropped. */
+static int read_part(struct hw *r, size_t lo, size_t k, float *out, size_t want_lo, size_t want_hi)
+{
+    float buf[1024];
+    for (size_t at = 0; at < k;) {
+        size_t step = k - at < 1024 ? k - at : 1024;
+        if (hr_get(r, buf, step * sizeof(float))) return -1;
+        for (size_t j = 0; j < step; j++) {
+            size_t e = lo + at + j;
+            if (e >= want_lo && e < want_hi) out[e - want_lo] = buf[j];
+        }
+        at += step;
+    }
+    return 0;
+}
+
+int bm_ckpt_load(struct bm_exec *x, const struct bm_table *t, int rank, int replica, const char *dir, long step,
                  struct bm_err *err)
 {
     char sdir[4096], path[4200], magic[8];
     set_dir(sdir, sizeof sdir, dir, step);
-    snprintf(path, sizeof path, "%s/rank-%d.ckpt", sdir, rank);
+    rank_file(path, sizeof path, sdir, rank, replica);
     struct hw r = {fopen(path, "rb"), 0xcbf29ce484222325ULL, 0};
     if (!r.f) return bm_err_set(err, "%s: cannot open: %s", path, strerror(errno));
     int32_t hdr[4];
     int64_t sd;
-    if (hr_get(&r, magic, 8) || memcmp(magic, MAGIC, 8) || hr_get(&r, hdr, sizeof hdr) || hr_get(&r, &sd, sizeof sd))
+    if (hr_get(&r, magic, 8) || (memcmp(magic, MAGIC, 8) && memcmp(magic, MAGIC_02, 8)) ||
+        hr_get(&r, hdr, sizeof hdr) || hr_get(&r, &sd, sizeof sd))
         goto bad;
+    int v2 = !memcmp(magic, MAGIC_02, 8);
     if (hdr[0] != rank || hdr[1] != t->pp || hdr[2] != t->vpp || hdr[3] != bm_exec_n_inst(x)) {
         fclose(r.f);
         return bm_err_set(err, "%s: written by rank %d of pp %d vpp %d (%d modules); this is rank %d of pp %d vpp %d",
@@ -342,18 +379,31 @@ int bm_ckpt_load(struct bm_exec *x, const struct bm_table *t, int rank, const ch
     }
     for (int i = 0; i < bm_exec_n_inst(x); i++) {
         int module, chunk, rep;
-        size_t n, n2;
+        size_t n, n2, lo, hi;
         bm_exec_inst(x, i, &module, &chunk, &rep);
+        bm_exec_inst_shard(x, i, &lo, &hi);
         float *p = bm_exec_inst_params(x, i, &n), *mv = bm_exec_inst_moments(x, i, &n2);
         int32_t id[2];
-        uint64_t nn;
-        if (hr_get(&r, id, sizeof id) || hr_get(&r, &nn, sizeof nn)) goto bad;
-        if (id[0] != module || id[1] != chunk || nn != n) {
+        uint64_t nn[3];
+        if (hr_get(&r, id, sizeof id) || hr_get(&r, nn, (v2 ? 1 : 3) * sizeof(uint64_t))) goto bad;
+        if (v2) nn[1] = 0, nn[2] = nn[0]; /* every moment whole */
+        if (id[0] != module || id[1] != chunk || nn[0] != n || nn[1] > nn[2] || nn[2] > n) {
             fclose(r.f);
             return bm_err_set(err, "%s: instance %d is module %d chunk %d of %llu floats; expected module %d chunk %d of %zu",
-                              path, i, id[0], id[1], (unsigned long long)nn, module, chunk, n);
+                              path, i, id[0], id[1], (unsigned long long)nn[0], module, chunk, n);
         }
-        if (hr_get(&r, p, n * sizeof(float)) || hr_get(&r, mv, 2 * n * sizeof(float))) goto bad;
+        /* the moments this rank keeps must be in the file's part (a whole instance holds every
+         * shard; a frozen module keeps none) */
+        if (hi > lo && (lo < nn[1] || hi > nn[2])) {
+            fclose(r.f);
+            return bm_err_set(err, "%s: instance %d (module %d chunk %d) holds the optimizer state of elements "
+                                   "[%llu, %llu); this rank keeps [%zu, %zu)", path, i, module, chunk,
+                              (unsigned long long)nn[1], (unsigned long long)nn[2], lo, hi);
+        }
+        size_t k = (size_t)(nn[2] - nn[1]);
+        if (hr_get(&r, p, n * sizeof(float)) || read_part(&r, nn[1], k, mv, lo, hi) ||
+            read_part(&r, nn[1], k, mv ? mv + n2 : NULL, lo, hi))
+            goto bad;
     }
     uint64_t want = r.h, got;
     if (fread(&got, 1, sizeof got, r.f) != sizeof got || got != want) goto bad;

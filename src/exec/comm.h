@@ -51,6 +51,15 @@ struct bm_comm_ops {
     /* bufs[i][0..n-1] summed over the ranks of group; every rank of it gets the sum. */
     int (*allreduce_sum)(struct bm_comm *c, float **bufs, size_t n, enum bm_comm_group group,
                          struct bm_err *err);
+    /* ZeRO-1's halves (docs/simulator.md "The step"): the group's n ranks own the slices
+     * [N*k/n, N*(k+1)/n) of the N = 'count' floats, k the rank's index in the group (its global
+     * rank for BM_COMM_WORLD, its replica for BM_COMM_DP; bm_comm_group_index).
+     * reduce_scatter_sum: each rank's own slice of bufs[i] becomes the group's sum of it (the
+     * rest of the buffer is undefined afterwards). allgather: every rank's slice of its buffer
+     * into every rank's buffer. */
+    int (*reduce_scatter_sum)(struct bm_comm *c, float **bufs, size_t count, enum bm_comm_group group,
+                              struct bm_err *err);
+    int (*allgather)(struct bm_comm *c, float **bufs, size_t count, enum bm_comm_group group, struct bm_err *err);
     /* Max of one int per local rank over all ranks (agreement on a status). */
     int (*allreduce_max)(struct bm_comm *c, const int *vals, int *out, struct bm_err *err);
     /* Variable-size gather to global rank 0: items[i] of bytes[i] from each local rank.

@@ -123,6 +123,37 @@ static int l_allreduce_sum(struct bm_comm *c, float **bufs, size_t n, enum bm_co
     return BM_OK;
 }
 
+/* One pipeline (D = 1): the world group is the local ranks 0 .. P-1, rank r owning slice r. */
+static int l_reduce_scatter_sum(struct bm_comm *c, float **bufs, size_t count, enum bm_comm_group group,
+                                struct bm_err *err)
+{
+    (void)err;
+    int n = c->nlocal;
+    if (group == BM_COMM_DP || n <= 1) return BM_OK;
+    for (int k = 0; k < n; k++) { /* slice k summed in rank order, as the all-reduce above sums */
+        size_t lo = count * (size_t)k / (size_t)n, hi = count * (size_t)(k + 1) / (size_t)n;
+        for (size_t i = lo; i < hi; i++) {
+            float s = bufs[0][i];
+            for (int r = 1; r < n; r++) s += bufs[r][i];
+            bufs[k][i] = s;
+        }
+    }
+    return BM_OK;
+}
+
+static int l_allgather(struct bm_comm *c, float **bufs, size_t count, enum bm_comm_group group, struct bm_err *err)
+{
+    (void)err;
+    int n = c->nlocal;
+    if (group == BM_COMM_DP || n <= 1) return BM_OK;
+    for (int k = 0; k < n; k++) {
+        size_t lo = count * (size_t)k / (size_t)n, hi = count * (size_t)(k + 1) / (size_t)n;
+        for (int r = 0; r < n; r++)
+            if (r != k) memcpy(bufs[r] + lo, bufs[k] + lo, (hi - lo) * sizeof(float));
+    }
+    return BM_OK;
+}
+
 static int l_allreduce_max(struct bm_comm *c, const int *vals, int *out, struct bm_err *err)
 {
     (void)err;
@@ -197,6 +228,7 @@ static void l_free(struct bm_comm *c)
 
 static const struct bm_comm_ops local_ops = {
     .isend = l_isend, .irecv = l_irecv, .wait = l_wait, .allreduce_sum = l_allreduce_sum,
+    .reduce_scatter_sum = l_reduce_scatter_sum, .allgather = l_allgather,
     .allreduce_max = l_allreduce_max, .gather = l_gather, .bcast = l_bcast, .clock_offset = l_clock_offset, .split = l_split, .abort = l_abort,
     .free = l_free,
 };

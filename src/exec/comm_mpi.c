@@ -364,6 +364,60 @@ static int m_allreduce_sum(struct bm_comm *c, float **bufs, size_t n, enum bm_co
     return BM_OK;
 }
 
+/* The slices of count floats over the n ranks of a group as MPI counts and displacements
+ * (bm_malloc'ed, caller frees); BM_ERR beyond MPI's int counts. */
+static int slices(size_t count, int n, int **counts, int **displs, struct bm_err *err)
+{
+    *counts = NULL, *displs = NULL;
+    if (count > (size_t)0x7fffffff) return bm_err_set(err, "a ZeRO-1 collective of %zu floats is too large", count);
+    *counts = bm_malloc((size_t)n * sizeof **counts), *displs = bm_malloc((size_t)n * sizeof **displs);
+    if (!*counts || !*displs) {
+        bm_free(*counts), bm_free(*displs);
+        return bm_err_set(err, "out of memory");
+    }
+    for (int k = 0; k < n; k++) {
+        size_t lo = count * (size_t)k / (size_t)n, hi = count * (size_t)(k + 1) / (size_t)n;
+        (*displs)[k] = (int)lo, (*counts)[k] = (int)(hi - lo);
+    }
+    return BM_OK;
+}
+
+static int m_reduce_scatter_sum(struct bm_comm *c, float **bufs, size_t count, enum bm_comm_group group,
+                                struct bm_err *err)
+{
+    const struct mpi *m = c->impl;
+    MPI_Comm comm = group == BM_COMM_DP ? m->dpc : MPI_COMM_WORLD;
+    int n = group == BM_COMM_DP ? c->dp : c->world, k = group == BM_COMM_DP ? c->replica : m->world_rank;
+    if (n <= 1) return BM_OK;
+    int *counts, *displs;
+    if (slices(count, n, &counts, &displs, err)) return BM_ERR;
+    MPI_Request r;
+    /* in place: the input is the whole buffer, the rank's sum lands at its start; then moved to
+     * the rank's own slice */
+    int rc = check(MPI_Ireduce_scatter(MPI_IN_PLACE, bufs[0], counts, MPI_FLOAT, MPI_SUM, comm, &r),
+                   "MPI_Ireduce_scatter", err) ||
+             coll_wait(c, &r, "no gradient reduce-scatter result", err);
+    if (!rc) memmove(bufs[0] + displs[k], bufs[0], (size_t)counts[k] * sizeof(float));
+    bm_free(counts), bm_free(displs);
+    return rc ? BM_ERR : BM_OK;
+}
+
+static int m_allgather(struct bm_comm *c, float **bufs, size_t count, enum bm_comm_group group, struct bm_err *err)
+{
+    const struct mpi *m = c->impl;
+    MPI_Comm comm = group == BM_COMM_DP ? m->dpc : MPI_COMM_WORLD;
+    int n = group == BM_COMM_DP ? c->dp : c->world;
+    if (n <= 1) return BM_OK;
+    int *counts, *displs;
+    if (slices(count, n, &counts, &displs, err)) return BM_ERR;
+    MPI_Request r;
+    int rc = check(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, bufs[0], counts, displs, MPI_FLOAT, comm, &r),
+                   "MPI_Iallgatherv", err) ||
+             coll_wait(c, &r, "no weight all-gather result", err);
+    bm_free(counts), bm_free(displs);
+    return rc ? BM_ERR : BM_OK;
+}
+
 static int m_allreduce_max(struct bm_comm *c, const int *vals, int *out, struct bm_err *err)
 {
     MPI_Request r;
@@ -520,6 +574,7 @@ static void m_free(struct bm_comm *c)
 
 static const struct bm_comm_ops mpi_ops = {
     .isend = m_isend, .irecv = m_irecv, .wait = m_wait, .allreduce_sum = m_allreduce_sum,
+    .reduce_scatter_sum = m_reduce_scatter_sum, .allgather = m_allgather,
     .allreduce_max = m_allreduce_max, .gather = m_gather, .bcast = m_bcast, .clock_offset = m_clock_offset, .split = m_split, .abort = m_abort,
     .free = m_free,
 };

@@ -20,8 +20,11 @@ struct inst {
     int module, chunk;               /* chunk: global, -1 for non-backbone */
     const struct bm_module_ops *ops;
     void *self;
-    float *opt;                      /* AdamW m then v: 2 * n floats */
-    size_t n;
+    float *opt;                      /* AdamW m then v of the shard [lo, hi): 2 * (hi - lo) floats
+                                      * (NULL for a frozen module: no optimizer state at all) */
+    size_t n;                        /* parameters */
+    size_t lo, hi;                   /* the shard this rank updates: [0, n) unless ZeRO-1 */
+    int parts;                       /* ZeRO-1: the ranks the state is sharded over (1: whole) */
 };
 
 /* A tensor of one microbatch on this rank: produced locally or received. */
@@ -86,6 +89,8 @@ struct bm_exec {
     uint8_t *rc_held;    /* [n_inst * M] 1 between a recomputed forward and its backward */
     double ms;
     double tail[3];      /* the step after the walk: sync start, sync end, optimizer ms (run.c) */
+    struct bm_exec_coll *colls; /* [2 * n_inst] this step's collectives (run.c) */
+    int n_colls;
 };
 
 static int role_of(const struct bm_exec *x, int module) { return (int)x->t->modules[module].role; }
@@ -130,8 +135,14 @@ float *bm_exec_inst_params(struct bm_exec *x, int i, size_t *n) { return x->inst
 float *bm_exec_inst_grads(struct bm_exec *x, int i, size_t *n) { return x->inst[i].ops->grads(x->inst[i].self, n); }
 float *bm_exec_inst_moments(struct bm_exec *x, int i, size_t *n)
 {
-    *n = x->inst[i].n;
+    *n = x->inst[i].hi - x->inst[i].lo;
     return x->inst[i].opt;
+}
+
+int bm_exec_inst_shard(const struct bm_exec *x, int i, size_t *lo, size_t *hi)
+{
+    *lo = x->inst[i].lo, *hi = x->inst[i].hi;
+    return x->inst[i].parts;
 }
 const double *bm_exec_losses_lm(const struct bm_exec *x) { return x->lm; }
 const double *bm_exec_losses_gen(const struct bm_exec *x) { return x->gen; }
@@ -198,8 +209,25 @@ static int make_inst(struct bm_exec *x, int module, int chunk, struct bm_err *er
     if (in->ops->create(m, x->s, a, b, bm_train_module_seed(x->s, module), &in->self, err)) return BM_ERR;
     x->n_inst++;
     in->ops->params(in->self, &in->n);
-    in->opt = bm_calloc(2 * in->n + 1, sizeof(float));
-    if (!in->opt) return bm_err_set(err, "out of memory for the optimizer state of \"%s\"", m->name);
+    /* The optimizer state this rank keeps (docs/simulator.md "The step"): none for a frozen
+     * module; under ZeRO-1 the k-th of 'parts' slices [n*k/parts, n*(k+1)/parts) of the copies'
+     * group (a replicated module: every rank of the job, k the global rank; a backbone chunk:
+     * its D replicas, k the replica); else the whole. */
+    in->parts = 1, in->lo = 0, in->hi = in->n;
+    if (m->frozen) {
+        in->hi = 0;
+    } else if (x->t->zero) {
+        int parts = chunk < 0 ? x->comm->world : x->comm->dp;
+        int k = chunk < 0 ? bm_comm_global(x->comm, x->rank) : x->comm->replica;
+        if (parts > 1) {
+            in->parts = parts;
+            in->lo = in->n * (size_t)k / (size_t)parts, in->hi = in->n * (size_t)(k + 1) / (size_t)parts;
+        }
+    }
+    if (in->hi > in->lo) {
+        in->opt = bm_calloc(2 * (in->hi - in->lo), sizeof(float));
+        if (!in->opt) return bm_err_set(err, "out of memory for the optimizer state of \"%s\"", m->name);
+    }
     return BM_OK;
 }
 
@@ -230,7 +258,7 @@ void bm_exec_free(struct bm_exec *x)
         for (int m = 0; m < x->M; m++) bm_data_batch_free(x->data[m]);
     bm_free(x->data);
     bm_free(x->inst), bm_free(x->inst_of), bm_free(x->uses0), bm_free(x->recv_consumer);
-    bm_free(x->sends), bm_free(x->lm), bm_free(x->gen), bm_free(x->times), bm_free(x->mem);
+    bm_free(x->sends), bm_free(x->lm), bm_free(x->gen), bm_free(x->times), bm_free(x->mem), bm_free(x->colls);
     bm_free(x->op_bytes), bm_free(x->mb_pend), bm_free(x->mb_last);
     bm_free(x);
 }
@@ -354,7 +382,9 @@ int bm_exec_new(const struct bm_spec *s, const struct bm_table *t, int rank, str
     x->msg_bytes = bm_calloc((size_t)x->n_ops + 1, sizeof *x->msg_bytes);
     x->wctx = bm_calloc((size_t)x->n_inst * M + 1, sizeof *x->wctx);
     x->split = bm_calloc((size_t)nm + 1, 1);
-    if (!x->ctx || !x->rc_in || !x->rc_n || !x->rc_held || !x->op_in_bytes || !x->msg_bytes || !x->wctx || !x->split) {
+    x->colls = bm_calloc((size_t)x->n_inst * 2 + 1, sizeof *x->colls);
+    if (!x->ctx || !x->rc_in || !x->rc_n || !x->rc_held || !x->op_in_bytes || !x->msg_bytes || !x->wctx || !x->split ||
+        !x->colls) {
         bm_err_set(err, "out of memory");
         goto fail;
     }
@@ -450,6 +480,19 @@ void bm_exec_set_clock_offset(struct bm_exec *x, double offset) { x->clock_offse
 
 double bm_exec_now_ms(const struct bm_exec *x) { return now_ms(x); }
 
+int bm_exec_note_coll(struct bm_exec *x, const struct bm_exec_coll *e)
+{
+    if (!x->colls || x->n_colls >= 2 * x->n_inst) return BM_ERR;
+    x->colls[x->n_colls++] = *e;
+    return BM_OK;
+}
+
+const struct bm_exec_coll *bm_exec_colls(const struct bm_exec *x, int *n)
+{
+    *n = x->n_colls;
+    return x->colls;
+}
+
 void bm_exec_note_tail(struct bm_exec *x, double sync_start_ms, double sync_end_ms, double optimizer_ms)
 {
     x->tail[0] = sync_start_ms, x->tail[1] = sync_end_ms, x->tail[2] = optimizer_ms;
@@ -502,7 +545,7 @@ int bm_exec_step_prepare(struct bm_exec *x, long step, struct bm_err *err)
 int bm_exec_step_begin(struct bm_exec *x, double origin, struct bm_err *err)
 {
     x->pc = 0, x->origin = origin, x->t_begin = bm_now();
-    x->n_mem = 0;
+    x->n_mem = 0, x->n_colls = 0;
     memset(x->live, 0, sizeof x->live);
     memset(x->peak, 0, sizeof x->peak);
     memset(x->lm, 0, (size_t)x->M * sizeof *x->lm);
@@ -903,27 +946,18 @@ int bm_exec_step_finish(struct bm_exec *x, struct bm_err *err)
 
 int bm_exec_zero(const struct bm_exec *x) { return x->t->zero; }
 
-void bm_exec_optimizer_range(struct bm_exec *x, int i, size_t lo, size_t hi, long step)
+void bm_exec_optimizer_inst(struct bm_exec *x, int i, long step)
 {
     const struct bm_train *tr = &x->s->train;
     struct inst *in = &x->inst[i];
-    size_t n;
+    if (x->s->modules[in->module].frozen || in->hi <= in->lo) return; /* "trainable": false: no update */
+    size_t n, k = in->hi - in->lo;
     float *p = in->ops->params(in->self, &n), *g = in->ops->grads(in->self, &n);
-    if (hi > n) hi = n;
-    if (lo >= hi) return;
-    bm_adamw_update(p + lo, g + lo, in->opt + lo, in->opt + n + lo, hi - lo, (float)tr->lr, (float)tr->beta1,
+    bm_adamw_update(p + in->lo, g + in->lo, in->opt, in->opt + k, k, (float)tr->lr, (float)tr->beta1,
                     (float)tr->beta2, (float)tr->eps, (float)tr->weight_decay, (int)step + 1);
 }
 
 void bm_exec_optimizer(struct bm_exec *x, long step)
 {
-    const struct bm_train *tr = &x->s->train;
-    for (int i = 0; i < x->n_inst; i++) {
-        struct inst *in = &x->inst[i];
-        if (x->s->modules[in->module].frozen) continue; /* "trainable": false: no update */
-        size_t n;
-        float *p = in->ops->params(in->self, &n), *g = in->ops->grads(in->self, &n);
-        bm_adamw_update(p, g, in->opt, in->opt + n, n, (float)tr->lr, (float)tr->beta1, (float)tr->beta2,
-                        (float)tr->eps, (float)tr->weight_decay, (int)step + 1);
-    }
+    for (int i = 0; i < x->n_inst; i++) bm_exec_optimizer_inst(x, i, step);
 }

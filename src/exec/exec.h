@@ -40,6 +40,20 @@ struct bm_exec_rank_stats {
     double sync_start_ms, sync_end_ms, optimizer_ms;
 };
 
+/* One gradient or weight collective of a step on one rank (run.c; the step log's
+ * "collectives", docs/executor.md "The step log"). */
+enum bm_exec_coll_op { BM_COLL_ALL_REDUCE = 0, BM_COLL_REDUCE_SCATTER = 1, BM_COLL_ALL_GATHER = 2 };
+struct bm_exec_coll {
+    int inst;              /* the instance (bm_exec_inst) */
+    int op;                /* enum bm_exec_coll_op: what the transport ran */
+    int weights;           /* 0: the gradients' sum; 1: ZeRO-1's gather of the updated weights */
+    int group;             /* BM_COMM_WORLD or BM_COMM_DP */
+    int ranks;             /* ranks in the group */
+    int inter;             /* 1: the group spans hosts */
+    double bytes;          /* the buffer's bytes (each rank's whole buffer) */
+    double start_ms, end_ms; /* on the step's clock (bm_exec_now_ms) */
+};
+
 struct bm_exec;
 
 /* Build pipeline rank 'rank' of table t for spec s. The table must carry chunk_layers (or the
@@ -51,6 +65,10 @@ void bm_exec_free(struct bm_exec *x);
 void bm_exec_set_clock_offset(struct bm_exec *x, double offset);
 /* Now, in ms from the current step's origin on rank 0's clock (what op times are measured in). */
 double bm_exec_now_ms(const struct bm_exec *x);
+/* The step's collectives on this rank: forget the last step's (bm_exec_step_begin does), add
+ * one (at most 2 per instance a step; BM_ERR beyond), and read them (valid until the next step). */
+int bm_exec_note_coll(struct bm_exec *x, const struct bm_exec_coll *e);
+const struct bm_exec_coll *bm_exec_colls(const struct bm_exec *x, int *n);
 /* Record the step's tail after the walk for bm_exec_stats (run.c measures it). */
 void bm_exec_note_tail(struct bm_exec *x, double sync_start_ms, double sync_end_ms, double optimizer_ms);
 /* Prepare step 'step' (0-based): draw the microbatches the rank touches and post every recv of
@@ -67,10 +85,11 @@ int bm_exec_advance(struct bm_exec *x, int block, int *done, int *progress, stru
 /* Complete outstanding sends and check that the step left no context or tensor behind. */
 int bm_exec_step_finish(struct bm_exec *x, struct bm_err *err);
 /* AdamW on every module instance of the rank (the gradients are final: call after the
- * replicated modules' all-reduce). step is 0-based. */
+ * replicated modules' all-reduce): on each instance's shard (bm_exec_inst_shard), the whole
+ * instance unless ZeRO-1. step is 0-based. */
 void bm_exec_optimizer(struct bm_exec *x, long step);
-/* AdamW on elements [lo, hi) of instance i only (ZeRO-1: this rank's shard; run.c). */
-void bm_exec_optimizer_range(struct bm_exec *x, int i, size_t lo, size_t hi, long step);
+/* AdamW on instance i's shard only (nothing for a frozen module). */
+void bm_exec_optimizer_inst(struct bm_exec *x, int i, long step);
 /* 1 when the rank's table asks for ZeRO-1 (table->zero). */
 int bm_exec_zero(const struct bm_exec *x);
 
@@ -80,10 +99,17 @@ int bm_exec_n_inst(const struct bm_exec *x);
 void bm_exec_inst(const struct bm_exec *x, int i, int *module, int *chunk, int *replicated);
 /* 1 when instance i's module is frozen ("trainable": false): no optimizer step, no gradient sum. */
 int bm_exec_inst_frozen(const struct bm_exec *x, int i);
-/* Parameters / gradients / AdamW moments (m then v, 2n floats) of instance i. */
+/* Parameters / gradients of instance i (n floats each); its AdamW moments: m then v of the
+ * shard the rank keeps, *n = hi - lo floats each (bm_exec_inst_shard; 0 and NULL for a frozen
+ * module, which has no optimizer state). */
 float *bm_exec_inst_params(struct bm_exec *x, int i, size_t *n);
 float *bm_exec_inst_grads(struct bm_exec *x, int i, size_t *n);
 float *bm_exec_inst_moments(struct bm_exec *x, int i, size_t *n);
+/* The elements [*lo, *hi) of instance i whose optimizer state this rank keeps and updates:
+ * under ZeRO-1 (table "zero": 1) the k-th of 'parts' equal slices over the copies' group (a
+ * replicated module: every rank of the job, k its global rank; a backbone chunk: its D
+ * replicas, k the replica), else [0, n); empty for a frozen module. Returns parts (1: whole). */
+int bm_exec_inst_shard(const struct bm_exec *x, int i, size_t *lo, size_t *hi);
 
 /* Losses of the last step's microbatches computed on this rank (0 elsewhere): lm[M], gen[M]. */
 const double *bm_exec_losses_lm(const struct bm_exec *x);

@@ -133,73 +133,76 @@ out:
     return rc;
 }
 
+/* 1 when the ranks of group (BM_COMM_WORLD, or BM_COMM_DP of this process's pipeline rank
+ * first_rank) run on more than one host (c->hosts; one host when unknown). */
+static int group_inter(const struct bm_comm *c, int group)
+{
+    if (!c->hosts) return 0;
+    int g0 = group == BM_COMM_WORLD ? 0 : c->first_rank * c->dp, n = group == BM_COMM_WORLD ? c->world : c->dp;
+    for (int g = g0 + 1; g < g0 + n; g++)
+        if (strcmp(c->hosts[g], c->hosts[g0])) return 1;
+    return 0;
+}
+
+/* One collective (op: BM_COLL_*) of instance i over group on bufs[l] (n floats on each local
+ * rank), its start and end noted on every local rank's step clock (the step log's
+ * "collectives"). */
+static int collective(struct bm_exec **x, struct bm_comm *c, int i, int op, int weights, float **bufs, size_t n,
+                      int group, struct bm_err *err)
+{
+    double t0 = bm_exec_now_ms(x[0]);
+    int rc = op == BM_COLL_REDUCE_SCATTER ? c->ops->reduce_scatter_sum(c, bufs, n, group, err)
+           : op == BM_COLL_ALL_GATHER     ? c->ops->allgather(c, bufs, n, group, err)
+                                          : c->ops->allreduce_sum(c, bufs, n, group, err);
+    double t1 = bm_exec_now_ms(x[0]);
+    struct bm_exec_coll e = {i, op, weights, group, group == BM_COMM_WORLD ? c->world : c->dp,
+                             group_inter(c, group), (double)n * sizeof(float), t0, t1};
+    for (int l = 0; l < c->nlocal && rc == BM_OK; l++) bm_exec_note_coll(x[l], &e);
+    return rc;
+}
+
 /* Sum the gradients over the ranks that hold the same instance: a replicated encoder's or
  * generator's over every rank of the job, a backbone chunk's over its data-parallel group (the D
  * replicas of this pipeline rank; nothing to do with one pipeline). Instances are created in the
  * same order on every rank (replicas first, spec order, then the local chunks), so instance i
- * is the same module everywhere and the same chunk across a data-parallel group. */
-static int allreduce_grads(struct bm_exec **x, struct bm_comm *c, struct bm_err *err)
+ * is the same module everywhere and the same chunk across a data-parallel group. Under ZeRO-1
+ * (table "zero": 1) a reduce-scatter instead: each rank gets the sum of its own shard only
+ * (bm_exec_inst_shard), all its optimizer step reads. */
+static int reduce_grads(struct bm_exec **x, struct bm_comm *c, struct bm_err *err)
 {
     float **bufs = bm_calloc((size_t)c->nlocal, sizeof *bufs);
     if (!bufs) return bm_err_set(err, "out of memory");
     int rc = BM_OK;
     for (int i = 0; i < bm_exec_n_inst(x[0]) && rc == BM_OK; i++) {
         int module, chunk, rep;
+        size_t n = 0, lo, hi;
         bm_exec_inst(x[0], i, &module, &chunk, &rep);
         if (!rep && c->dp <= 1) continue;
         if (bm_exec_inst_frozen(x[0], i)) continue; /* no optimizer step: nothing to sum */
-        size_t n = 0;
+        int shard = bm_exec_inst_shard(x[0], i, &lo, &hi) > 1;
         for (int l = 0; l < c->nlocal; l++) bufs[l] = bm_exec_inst_grads(x[l], i, &n);
-        rc = c->ops->allreduce_sum(c, bufs, n, rep ? BM_COMM_WORLD : BM_COMM_DP, err);
+        rc = collective(x, c, i, shard ? BM_COLL_REDUCE_SCATTER : BM_COLL_ALL_REDUCE, 0, bufs, n,
+                        rep ? BM_COMM_WORLD : BM_COMM_DP, err);
     }
     bm_free(bufs);
     return rc;
 }
 
-/* ZeRO-1 (table "zero": 1, docs/simulator.md "The step"): instance i's group (a replicated
- * module: every rank of the job; a backbone chunk: its D replicas), this rank's index in it and
- * its shard [lo, hi) of the n elements: the k-th of parts equal slices. */
-static int zero_shard(const struct bm_comm *c, int l, int rep, size_t n, size_t *lo, size_t *hi)
-{
-    int parts = rep ? c->world : c->dp;
-    int k = rep ? bm_comm_global(c, c->first_rank + l) : c->replica;
-    *lo = n * (size_t)k / (size_t)parts, *hi = n * (size_t)(k + 1) / (size_t)parts;
-    return parts;
-}
-
-/* The optimizer under ZeRO-1: each rank updates its shard of every instance (the gradients are
- * already summed over the group: the same numbers as a reduce-scatter's), then the updated
- * weights are gathered: each rank puts its shard into the (spent) gradient buffer, zero
- * elsewhere, and the group sums it, which is exact (x + 0 = x). The moments stay allocated
- * whole (checkpoints keep their format); a rank only updates its shard of them. */
-static int zero_optimizer(struct bm_exec **x, struct bm_comm *c, long step, struct bm_err *err)
+/* ZeRO-1 after the optimizer: each rank updated its shard of every instance (with the moments of
+ * that shard, all it holds: exec.c make_inst) from its reduce-scattered gradients; the group
+ * all-gathers the updated weights. */
+static int gather_weights(struct bm_exec **x, struct bm_comm *c, struct bm_err *err)
 {
     float **bufs = bm_calloc((size_t)c->nlocal, sizeof *bufs);
     if (!bufs) return bm_err_set(err, "out of memory");
     int rc = BM_OK;
     for (int i = 0; i < bm_exec_n_inst(x[0]) && rc == BM_OK; i++) {
         int module, chunk, rep;
+        size_t n = 0, lo, hi;
         bm_exec_inst(x[0], i, &module, &chunk, &rep);
-        int parts = 1;
-        for (int l = 0; l < c->nlocal; l++) {
-            size_t n = 0, lo, hi;
-            bm_exec_inst_params(x[l], i, &n);
-            parts = zero_shard(c, l, rep, n, &lo, &hi);
-            bm_exec_optimizer_range(x[l], i, parts > 1 ? lo : 0, parts > 1 ? hi : n, step);
-            if (parts <= 1) continue;
-            float *p = bm_exec_inst_params(x[l], i, &n), *g = bm_exec_inst_grads(x[l], i, &n);
-            memset(g, 0, n * sizeof *g);
-            memcpy(g + lo, p + lo, (hi - lo) * sizeof *g);
-            bufs[l] = g;
-        }
-        if (parts <= 1) continue;
-        size_t n = 0;
-        bm_exec_inst_params(x[0], i, &n);
-        rc = c->ops->allreduce_sum(c, bufs, n, rep ? BM_COMM_WORLD : BM_COMM_DP, err);
-        for (int l = 0; l < c->nlocal && rc == BM_OK; l++) {
-            float *p = bm_exec_inst_params(x[l], i, &n);
-            memcpy(p, bufs[l], n * sizeof *p);
-        }
+        if (bm_exec_inst_frozen(x[0], i) || bm_exec_inst_shard(x[0], i, &lo, &hi) <= 1) continue;
+        for (int l = 0; l < c->nlocal; l++) bufs[l] = bm_exec_inst_params(x[l], i, &n);
+        rc = collective(x, c, i, BM_COLL_ALL_GATHER, 1, bufs, n, rep ? BM_COMM_WORLD : BM_COMM_DP, err);
     }
     bm_free(bufs);
     return rc;
@@ -323,19 +326,14 @@ int bm_exec_run_step(struct bm_exec **x, struct bm_comm *c, long step, struct bm
     for (int l = 0; l < c->nlocal; l++)
         if (bm_exec_step_finish(x[l], err)) return BM_ERR;
     double s0 = bm_exec_now_ms(x[0]); /* the step's tail, for the log (docs/simulator.md "The step") */
-    if (allreduce_grads(x, c, err)) return step_fail(step, err);
+    if (reduce_grads(x, c, err)) return step_fail(step, err);
     double s1 = bm_exec_now_ms(x[0]);
-    if (bm_exec_zero(x[0])) { /* ZeRO-1: shards and the weights' gather (the optimizer's time then
-                               * includes the gather) */
-        if (zero_optimizer(x, c, step, err)) return step_fail(step, err);
-        for (int l = 0; l < c->nlocal; l++) bm_exec_note_tail(x[l], s0, s1, bm_exec_now_ms(x[l]) - s1);
-        return BM_OK;
-    }
     for (int l = 0; l < c->nlocal; l++) {
         double o0 = bm_exec_now_ms(x[l]);
-        bm_exec_optimizer(x[l], step);
+        bm_exec_optimizer(x[l], step); /* each instance's shard: the whole unless ZeRO-1 */
         bm_exec_note_tail(x[l], s0, s1, bm_exec_now_ms(x[l]) - o0);
     }
+    if (bm_exec_zero(x[0]) && gather_weights(x, c, err)) return step_fail(step, err);
     return BM_OK;
 }
 
@@ -504,16 +502,24 @@ static int same_dir(const char *a, const char *b)
 
 /* --resume, rank 0's part: the newest complete set in dir, checked against this run (*step). */
 static int resume_choose(const struct bm_spec *s, const struct bm_table *t, int dp, const struct bm_train_opts *o,
-                         int steps, FILE *pr, long *step, struct bm_err *err)
+                         int steps, FILE *pr, long *step, int *sharded, struct bm_err *err)
 {
     struct bm_ckpt_meta m, now;
     int found;
     char diff[2048];
     if (bm_ckpt_newest(o->resume_dir, 0, &m, &found, err)) return BM_ERR;
     bm_ckpt_meta_of(s, t, dp, m.step, &now);
-    if (m.pp != t->pp || m.vpp != t->vpp || m.files != t->pp)
+    if (m.pp != t->pp || m.vpp != t->vpp || m.files != (m.zero && m.dp > 1 ? t->pp * m.dp : t->pp))
         return bm_err_set(err, "%s/step-%08ld: a checkpoint of pp %d vpp %d (%d rank files); this run has pp %d vpp %d",
                           o->resume_dir, m.step, m.pp, m.vpp, m.files, t->pp, t->vpp);
+    /* a ZeRO-1 set holds each rank's shard of the optimizer state: only the same shards load (a
+     * ZeRO-0 set holds every moment whole, so any run takes its shard from it) */
+    if (m.zero && (!t->zero || m.dp != now.dp))
+        return bm_err_set(err, "%s/step-%08ld: a ZeRO-1 checkpoint of pp %d x dp %d (each rank file holds its rank's "
+                               "shard of the optimizer state); this run has %s pp %d x dp %d\n"
+                               "hint: resume with --zero 1 --dp %d", o->resume_dir, m.step, m.pp, m.dp,
+                          t->zero ? "ZeRO-1," : "ZeRO-0,", t->pp, now.dp, m.dp);
+    *sharded = m.zero && m.dp > 1;
     if (bm_ckpt_meta_diff(&m, &now, diff, sizeof diff)) {
         if (!o->resume_force)
             return bm_err_set(err, "%s/step-%08ld: the checkpoint was trained with other settings: %s\n"
@@ -632,7 +638,8 @@ struct step_records {
     double *rec;          /* [nlocal * nrec]: this process's ranks */
     const void **items;   /* [nlocal] */
     size_t *bytes;        /* [nlocal] */
-    size_t *ob;           /* [world] */
+    size_t *ob;
+    int ni;               /* instances per rank: the last ni numbers of a record are their weights' bytes */           /* [world] */
 };
 
 static int gather_step(struct bm_exec **x, struct bm_comm *c, int M, double ms, double cpu_ms,
@@ -648,17 +655,29 @@ static int gather_step(struct bm_exec **x, struct bm_comm *c, int M, double ms, 
         memcpy(q + 6 + M, bm_exec_losses_gen(x[l]), (size_t)M * sizeof(double));
         size_t ob = 0; /* the step's tail and the optimizer state this rank updates (AdamW's m and v;
                         * its shard under ZeRO-1) */
-        for (int i = 0; i < bm_exec_n_inst(x[l]); i++) {
-            size_t n = 0, lo = 0, hi;
-            int module, chunk, rep;
+        for (int i = 0; i < bm_exec_n_inst(x[l]); i++) { /* what the rank holds, allocated */
+            size_t n = 0;
             bm_exec_inst_moments(x[l], i, &n);
-            bm_exec_inst(x[l], i, &module, &chunk, &rep);
-            hi = n;
-            if (bm_exec_zero(x[l])) zero_shard(c, l, rep, n, &lo, &hi);
-            ob += 2 * (hi - lo) * sizeof(float);
+            ob += 2 * n * sizeof(float);
         }
         q[6 + 2 * M] = st.sync_start_ms, q[7 + 2 * M] = st.sync_end_ms, q[8 + 2 * M] = st.optimizer_ms;
         q[9 + 2 * M] = (double)ob;
+        int nc; /* the collectives: a count, then 8 numbers each, then their starts (report_step) */
+        const struct bm_exec_coll *cl = bm_exec_colls(x[l], &nc);
+        double *e = q + 10 + 2 * M;
+        e[0] = nc;
+        for (int k = 0; k < nc; k++) {
+            double *f = e + 1 + 8 * k;
+            f[0] = cl[k].inst, f[1] = cl[k].op, f[2] = cl[k].weights, f[3] = cl[k].group, f[4] = cl[k].ranks;
+            f[5] = cl[k].inter, f[6] = cl[k].bytes, f[7] = cl[k].end_ms - cl[k].start_ms;
+            e[1 + 8 * nc + k] = cl[k].start_ms;
+        }
+        double *pb = q + sr->nrec - sr->ni; /* each instance's weights (bytes), for calibrate */
+        for (int i = 0; i < bm_exec_n_inst(x[l]) && i < sr->ni; i++) {
+            size_t n = 0;
+            bm_exec_inst_params(x[l], i, &n);
+            pb[i] = (double)n * sizeof(float);
+        }
         sr->items[l] = q, sr->bytes[l] = (size_t)sr->nrec * sizeof(double);
     }
     return c->ops->gather(c, sr->items, sr->bytes, allv, sr->ob, err);
@@ -669,7 +688,8 @@ static int gather_step(struct bm_exec **x, struct bm_comm *c, int M, double ms, 
  * outputs, the progress line and the log line. all: world = P*D records in global rank order.
  * BM_ERR when the loss is not finite. */
 static int report_step(const struct bm_train_opts *o, FILE *pr, FILE *log, const double *all, int P, int D, int M,
-                       int nrec, long step, int steps, double ms, struct bm_err *err)
+                       int nrec, const struct bm_exec *x0, const struct bm_table *t, long step, int steps, double ms,
+                       struct bm_err *err)
 {
     double lm = 0, gen = 0;
     int W = P * D, DM = D * M;
@@ -718,7 +738,44 @@ static int report_step(const struct bm_train_opts *o, FILE *pr, FILE *log, const
             fprintf(log, "\"peak_act_bytes\": {\"encoder\": %.0f, \"backbone\": %.0f, \"generator\": %.0f}, ", q[0],
                     q[1], q[2]);
             fprintf(log, "\"walk_ms\": %.3f, \"sync_start_ms\": %.3f, \"sync_end_ms\": %.3f, \"optimizer_ms\": %.3f, "
-                         "\"optimizer_state_bytes\": %.0f}", q[5], q[6 + 2 * M], q[7 + 2 * M], q[8 + 2 * M], q[9 + 2 * M]);
+                         "\"optimizer_state_bytes\": %.0f, \"collectives\": [", q[5], q[6 + 2 * M], q[7 + 2 * M],
+                    q[8 + 2 * M], q[9 + 2 * M]);
+            const double *e = q + 10 + 2 * M;
+            int nc = (int)e[0];
+            for (int k = 0; k < nc; k++) { /* instance i is the same module on every rank (run.c) */
+                static const char *const ops[] = {"all_reduce", "reduce_scatter", "all_gather"};
+                const double *f = e + 1 + 8 * k;
+                int module, chunk, rep, inst = (int)f[0];
+                bm_exec_inst(x0, inst, &module, &chunk, &rep);
+                fprintf(log, "%s{\"op\": \"%s\", \"of\": \"%s\", \"module\": ", k ? ", " : "", ops[(int)f[1]],
+                        f[2] ? "weights" : "grads");
+                bm_put_jstr(log, t->modules[module].name);
+                if (!rep) { /* rank r's j-th chunk (instances: the replicas, then the chunks in order) */
+                    int p = r / D, j = inst - (bm_exec_n_inst(x0) - t->vpp), c2 = -1, seen = 0;
+                    for (int cc = 0; cc < P * t->vpp && c2 < 0; cc++)
+                        if (bm_table_chunk_rank(t, cc) == p && seen++ == j) c2 = cc;
+                    fprintf(log, ", \"chunk\": %d", c2);
+                }
+                fprintf(log, ", \"group\": \"%s\", \"ranks\": %d, \"link\": \"%s\", \"bytes\": %.0f, "
+                             "\"start_ms\": %.3f, \"end_ms\": %.3f}",
+                        (int)f[3] == BM_COMM_WORLD ? "world" : "dp", (int)f[4], f[5] ? "inter" : "intra", f[6],
+                        e[1 + 8 * nc + k], e[1 + 8 * nc + k] + f[7]);
+            }
+            fprintf(log, "], \"params\": [");
+            for (int i = 0; i < bm_exec_n_inst(x0); i++) { /* the weights of each instance the rank holds */
+                int module, chunk, rep;
+                bm_exec_inst(x0, i, &module, &chunk, &rep);
+                fprintf(log, "%s{\"module\": ", i ? ", " : "");
+                bm_put_jstr(log, t->modules[module].name);
+                if (!rep) {
+                    int p = r / D, j = i - (bm_exec_n_inst(x0) - t->vpp), c2 = -1, seen = 0;
+                    for (int cc = 0; cc < P * t->vpp && c2 < 0; cc++)
+                        if (bm_table_chunk_rank(t, cc) == p && seen++ == j) c2 = cc;
+                    fprintf(log, ", \"chunk\": %d", c2);
+                }
+                fprintf(log, ", \"bytes\": %.0f}", q[nrec - bm_exec_n_inst(x0) + i]);
+            }
+            fprintf(log, "]}");
         }
         fprintf(log, "]}\n");
         fflush(log);
@@ -732,7 +789,10 @@ int bm_exec_train(const struct bm_spec *s, const struct bm_table *t, struct bm_c
 {
     int P = t->pp, M = t->microbatches, nl = c->nlocal, D = c->dp, rc = BM_OK;
     int rank0 = c->first_rank == 0 && c->replica == 0, agreed = 0; /* global rank 0; agreed: every process knows of the failure */
-    int writer = c->replica == 0; /* replica 0 writes the checkpoints (every replica holds the same state) */
+    /* replica 0 writes the checkpoints (every replica holds the same state), except under ZeRO-1
+     * with dp > 1, where every replica holds its own shard of the optimizer state and writes it
+     * (ckpt.h); file_replica: the replica its file is named by (-1: rank-R.ckpt) */
+    int writer = c->replica == 0 || (t->zero && D > 1), file_replica = t->zero && D > 1 ? c->replica : -1;
     FILE *log = NULL, *pr = rank0 && !o->quiet ? stdout : NULL;
     if (c->size != P) {
         if (D > 1)
@@ -746,8 +806,12 @@ int bm_exec_train(const struct bm_spec *s, const struct bm_table *t, struct bm_c
     struct bm_exec **x = bm_calloc((size_t)nl, sizeof *x);
     struct traced_step *traced = NULL; /* --trace-from: the gathered steps, n_traced of them */
     int n_traced = 0;
-    struct step_records sr = {.nrec = 10 + 2 * M}; /* peak[3], ms, cpu_ms, walk_ms, lm[M], gen[M], sync start,
-                                                  * sync end, optimizer ms, optimizer state bytes */
+    /* peak[3], ms, cpu_ms, walk_ms, lm[M], gen[M], sync start, sync end, optimizer ms, optimizer
+     * state bytes, then the collectives: a count, 8 numbers and a start each, at most 2 per
+     * instance (the replicas of every module but the backbone, and vpp chunks), then each
+     * instance's weights in bytes (the log's "params") */
+    int ni = t->n_modules - 1 + t->vpp; /* instances per rank: the replicas and vpp chunks */
+    struct step_records sr = {.nrec = 10 + 2 * M + 1 + 9 * 2 * ni + ni, .ni = ni};
     sr.rec = bm_calloc((size_t)nl * sr.nrec, sizeof *sr.rec);
     sr.items = bm_calloc((size_t)nl, sizeof *sr.items);
     sr.bytes = bm_calloc((size_t)nl, sizeof *sr.bytes), sr.ob = bm_calloc((size_t)c->world, sizeof *sr.ob);
@@ -767,7 +831,8 @@ int bm_exec_train(const struct bm_spec *s, const struct bm_table *t, struct bm_c
      * the checkpoint to resume from, every output path. Each rank checks its part; then they
      * agree (agree), so a failure ends every process the same way. */
     int st = BM_OK;
-    if (rank0 && o->resume_dir) st = resume_choose(s, t, D, o, steps, pr, &start, err);
+    int sharded = 0; /* the set to resume has a file per replica (ZeRO-1, dp > 1) */
+    if (rank0 && o->resume_dir) st = resume_choose(s, t, D, o, steps, pr, &start, &sharded, err);
     if (rank0 && st == BM_OK && o->ckpt_dir) st = ckpt_dir_free(o, err);
     if (st == BM_OK && o->trace_path && o->trace_from > steps)
         st = bm_err_set(err, "--trace-from %d is after the last step (%d)", o->trace_from, steps);
@@ -786,11 +851,12 @@ int bm_exec_train(const struct bm_spec *s, const struct bm_table *t, struct bm_c
         st = bm_ckpt_check_dir(o->ckpt_dir, c->first_rank + l, err);
     if ((rc = agree(c, st, "start: checking the outputs", &hard, err))) goto agreed_out;
     if (o->resume_dir) {
-        long long s64 = start; /* rank 0's choice, to every rank */
-        if ((rc = c->ops->bcast(c, &s64, sizeof s64, err))) goto out;
-        start = (long)s64;
+        long long s64[2] = {start, sharded}; /* rank 0's choice, to every rank */
+        if ((rc = c->ops->bcast(c, s64, sizeof s64, err))) goto out;
+        start = (long)s64[0], sharded = (int)s64[1];
         st = BM_OK;
-        for (int l = 0; l < nl && st == BM_OK; l++) st = bm_ckpt_load(x[l], t, c->first_rank + l, o->resume_dir, start, err);
+        for (int l = 0; l < nl && st == BM_OK; l++)
+            st = bm_ckpt_load(x[l], t, c->first_rank + l, sharded ? c->replica : -1, o->resume_dir, start, err);
         if ((rc = agree(c, st, "start: loading the checkpoint", &hard, err))) goto agreed_out;
         if (pr) fprintf(pr, "resumed from %s/step-%08ld after step %ld\n", o->resume_dir, start, start);
     }
@@ -841,7 +907,7 @@ int bm_exec_train(const struct bm_spec *s, const struct bm_table *t, struct bm_c
             goto out;
         }
         if (rank0) {
-            rc = report_step(o, pr, log, allv, P, D, M, sr.nrec, step, steps, ms, err);
+            rc = report_step(o, pr, log, allv, P, D, M, sr.nrec, x[0], t, step, steps, ms, err);
             bm_free(allv);
             if (rc) goto out;
         }
@@ -864,14 +930,14 @@ int bm_exec_train(const struct bm_spec *s, const struct bm_table *t, struct bm_c
             st = BM_OK;
             for (int l = 0; l < nl && st == BM_OK && writer; l++) {
                 struct ckpt_fault cf = {o, c->first_rank + l, step};
-                st = bm_ckpt_save(x[l], t, c->first_rank + l, o->ckpt_dir, step + 1, ckpt_midway, &cf, err);
+                st = bm_ckpt_save(x[l], t, c->first_rank + l, file_replica, o->ckpt_dir, step + 1, ckpt_midway, &cf, err);
             }
             char what[64];
             snprintf(what, sizeof what, "the checkpoint of step %ld", step + 1);
             if ((rc = agree(c, st, what, &hard, err))) goto agreed_out;
             bm_ckpt_meta_of(s, t, D, step + 1, &meta);
             if ((rc = agree(c, rank0 ? bm_ckpt_commit(o->ckpt_dir, &meta, err) : BM_OK, what, &hard, err))) goto agreed_out;
-            for (int l = 0; l < nl && writer; l++) bm_ckpt_prune(o->ckpt_dir, c->first_rank + l, step + 1);
+            for (int l = 0; l < nl && writer; l++) bm_ckpt_prune(o->ckpt_dir, c->first_rank + l, file_replica, step + 1);
         }
     }
     if (rank0 && n_traced && soft == BM_OK && write_traced_steps(t, c->dp, o->trace_path, traced, n_traced, &soft_err))

@@ -142,9 +142,6 @@ int bm_train(const struct bm_spec *spec, const struct bm_table *table, const str
     else if (o->fault && o->mode != BM_TRAIN_MPI &&
              (o->fault_op == BM_TRAIN_FAULT_AT_INIT || o->fault_op == BM_TRAIN_FAULT_AT_HOSTS))
         bm_err_set(err, "--inject-fault at start-up (init, hosts) needs MPI (mpirun), not --local");
-    else if ((spec->train.zero || (table && table->zero)) && o->mode != BM_TRAIN_REFERENCE && (o->ckpt_dir || o->resume_dir))
-        bm_err_set(err, "train.zero 1 (ZeRO-1) with checkpoints: not supported yet (each rank updates only its shard "
-                        "of the optimizer state, and a checkpoint holds replica 0's)\nhint: checkpoint with --zero 0");
     else if (o->mode == BM_TRAIN_REFERENCE) rc = train_reference(spec, o, err), setup = 0;
     else if (o->mode != BM_TRAIN_MPI && o->mode != BM_TRAIN_LOCAL) bm_err_set(err, "unknown train mode %d", (int)o->mode);
     else if (o->mode == BM_TRAIN_MPI && !(comm = bm_comm_mpi_new(argc, argv, mpi_start(o, &start), err))) {

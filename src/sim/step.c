@@ -90,6 +90,16 @@ void bm_step_state(const struct bm_table *t, struct bm_step_mem *out)
 
 /* ---------------------------------------------------------------- collectives */
 
+/* The ring's link: device.coll_* (inter_host_coll_* when the group spans hosts), each 0 falling
+ * back to the point-to-point link's figure. */
+static void coll_link(const struct bm_device *dv, int inter, double *gbps, double *lat_us)
+{
+    double g = inter ? dv->inter_host_coll_gbytes_per_s : dv->coll_gbytes_per_s;
+    double l = inter ? dv->inter_host_coll_latency_us : dv->coll_latency_us;
+    *gbps = g > 0 ? g : inter ? dv->inter_host_gbytes_per_s : dv->link_gbytes_per_s;
+    *lat_us = l > 0 ? l : inter ? dv->inter_host_latency_us : dv->link_latency_us;
+}
+
 struct coll {
     double ready;     /* when it may start */
     int order;        /* tie-break: backbone chunks first (by chunk), then modules */
@@ -192,16 +202,17 @@ int bm_step_model_ranks(const struct bm_table *t, const struct bm_timeline *tl, 
         for (int c = 0; c < C; c++) {
             double mib = bm_step_param_mib(&t->modules[bb]) * bm_cost_chunk_weight(t, c);
             int x = spans_hosts(t, NULL, c % P);
-            double ms = bm_step_ring_ms(D, mib, x ? dv->inter_host_gbytes_per_s : dv->link_gbytes_per_s,
-                                        x ? dv->inter_host_latency_us : dv->link_latency_us, !t->zero);
+            double gbps, lat;
+            coll_link(dv, x, &gbps, &lat);
+            double ms = bm_step_ring_ms(D, mib, gbps, lat, !t->zero);
             if (ms > 0) cs[n++] = (struct coll){last_chunk[c], c, c % P, bb, ms};
         }
     for (int m = 0; m < NM; m++) {
         if (m == bb || t->modules[m].frozen) continue;
         int k = n_hosts_of(t, h, m) * D, x = spans_hosts(t, h + m, -1);
-        double ms = bm_step_ring_ms(k, bm_step_param_mib(&t->modules[m]),
-                                    x ? dv->inter_host_gbytes_per_s : dv->link_gbytes_per_s,
-                                    x ? dv->inter_host_latency_us : dv->link_latency_us, !t->zero);
+        double gbps, lat;
+        coll_link(dv, x, &gbps, &lat);
+        double ms = bm_step_ring_ms(k, bm_step_param_mib(&t->modules[m]), gbps, lat, !t->zero);
         if (ms > 0) cs[n++] = (struct coll){last_mod[m], C + m, -1, m, ms};
     }
     out->n_collectives = n;

@@ -13,7 +13,8 @@
  * ZeRO-1 (t->zero) shards each copy's optimizer state over its group: a rank keeps 1/n.
  *
  * Collectives: a ring over the group's n ranks, with the link class of its slowest hop (inter-host
- * when the group spans hosts, src/sim/hosts.h; else the intra-host link):
+ * when the group spans hosts, src/sim/hosts.h; else the intra-host link; device.coll_* and
+ * inter_host_coll_* when set, else the point-to-point link figures):
  *   all-reduce                  2(n-1)/n * bytes / bw + 2(n-1) * latency
  *   reduce-scatter, all-gather   (n-1)/n * bytes / bw +  (n-1) * latency
  * n = 1 or 0 bytes: none. ZeRO 0 all-reduces the gradients; ZeRO 1 reduce-scatters them and,

@@ -61,6 +61,12 @@ static void set_measured_device(json_t *o, const struct bm_spec_calibration *c)
     if (c->have_link_latency) json_object_set_new(o, "link_latency_us", json_real(c->link_latency_us));
     if (c->rank_scale) json_object_set_new(o, "rank_time_scale", reals(c->rank_scale, c->pp));
     if (c->have_optimizer) json_object_set_new(o, "optimizer_ms_per_gib", json_real(c->optimizer_ms_per_gib));
+    static const char *const bw[2] = {"coll_gbytes_per_s", "inter_host_coll_gbytes_per_s"};
+    static const char *const lat[2] = {"coll_latency_us", "inter_host_coll_latency_us"};
+    for (int k = 0; k < 2; k++) { /* the collectives' ring (calibrate --step-log) */
+        if (c->have_coll_bw[k]) json_object_set_new(o, bw[k], json_real(c->coll_gbytes_per_s[k]));
+        if (c->have_coll_lat[k]) json_object_set_new(o, lat[k], json_real(c->coll_latency_us[k]));
+    }
 }
 
 /* The figures a spec takes, as the spec loader bounds them (fwd_ms and bwd_ms in (0, 1e9] ms,

@@ -28,6 +28,10 @@ struct bm_spec_calibration {
     double link_latency_us;
     int have_optimizer;           /* 1: device.optimizer_ms_per_gib is written (calibrate --step-log) */
     double optimizer_ms_per_gib;
+    /* calibrate --step-log: the collectives' ring (device.coll_*, inter_host_coll_*); [0] within
+     * a host, [1] across hosts; have_coll_bw / have_coll_lat: written */
+    int have_coll_bw[2], have_coll_lat[2];
+    double coll_gbytes_per_s[2], coll_latency_us[2];
 };
 
 /* Write the spec at spec_path with c's figures in place to out ("-" = stdout, then a newline):

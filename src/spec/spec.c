@@ -49,7 +49,9 @@ static const char *const device_keys[] = {"memory_gib", "peak_tflops", "efficien
                                           "link_gbytes_per_s", "link_latency_us", "rank_time_scale",
                                           "ranks_per_host", "inter_host_gbytes_per_s",
                                           "inter_host_latency_us", "op_overhead_us", "op_overhead_sd_us",
-                                          "recv_overhead_us", "step_lead_us", "optimizer_ms_per_gib", NULL};
+                                          "recv_overhead_us", "step_lead_us", "optimizer_ms_per_gib",
+                                          "coll_gbytes_per_s", "coll_latency_us", "inter_host_coll_gbytes_per_s",
+                                          "inter_host_coll_latency_us", NULL};
 static const char *const parallel_keys[] = {"pp", "vpp", "microbatches", "unit", "dp", NULL};
 static const char *const schedule_keys[] = {"backbone", "policy", "window", NULL};
 static const char *const module_keys[] = {"name", "role", "consumes", "produces", "layers", "cost",
@@ -549,7 +551,11 @@ static int parse_device(struct ctx *c, json_t *root)
         get_num(c, o, P, "op_overhead_sd_us", 0, GE, MAX_MS * 1e3, &c->s->op_overhead_sd_us, NULL) ||
         get_num(c, o, P, "recv_overhead_us", 0, GE, MAX_MS * 1e3, &c->s->recv_overhead_us, NULL) ||
         get_num(c, o, P, "step_lead_us", 0, GE, MAX_MS * 1e3, &c->s->step_lead_us, NULL) ||
-        get_num(c, o, P, "optimizer_ms_per_gib", 0, GE, MAX_MS, &d->optimizer_ms_per_gib, NULL))
+        get_num(c, o, P, "optimizer_ms_per_gib", 0, GE, MAX_MS, &d->optimizer_ms_per_gib, NULL) ||
+        get_num(c, o, P, "coll_gbytes_per_s", 0, GE, MAX_RATE, &d->coll_gbytes_per_s, NULL) ||
+        get_num(c, o, P, "coll_latency_us", 0, GE, MAX_MS * 1e3, &d->coll_latency_us, NULL) ||
+        get_num(c, o, P, "inter_host_coll_gbytes_per_s", 0, GE, MAX_RATE, &d->inter_host_coll_gbytes_per_s, NULL) ||
+        get_num(c, o, P, "inter_host_coll_latency_us", 0, GE, MAX_MS * 1e3, &d->inter_host_coll_latency_us, NULL))
         return BM_ERR;
     if (d->link_gbytes_per_s < MIN_LINK)
         return fail(c, "device.link_gbytes_per_s",
@@ -1247,7 +1253,7 @@ static int parse_modules(struct ctx *c, json_t *root)
 
 static void set_defaults(struct bm_spec *s)
 {
-    s->device = (struct bm_device){80, 989, 0.4, 25, 10, 0, 12.5, 20, 0};
+    s->device = (struct bm_device){80, 989, 0.4, 25, 10, 0, 12.5, 20, 0, 0, 0, 0, 0};
     s->pp = 1;
     s->vpp = 1;
     s->dp = 1;

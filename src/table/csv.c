@@ -995,7 +995,7 @@ static int parse_shell(struct cp *P, struct bm_table *t, const struct line *dev_
                        const struct line *ms_line, const struct line *rs_line, const struct line *cl_line)
 {
     int pp = t->pp, C = t->pp * t->vpp, M = t->microbatches;
-    t->device = (struct bm_device){80, 989, 0.4, 25, 10, 0, 12.5, 20, 0};
+    t->device = (struct bm_device){80, 989, 0.4, 25, 10, 0, 12.5, 20, 0, 0, 0, 0, 0};
     if (dev_line && parse_device(P, dev_line, &t->device)) return BM_ERR;
     for (int i = 0; i < P->n_lines; i++)
         if (P->lines[i].len && P->lines[i].s[0] == '#' && first_word(&P->lines[i], "module") &&

@@ -62,6 +62,15 @@ int bm_table_write_json(const struct bm_table *t, FILE *f)
         fprintf(f, ", \"optimizer_ms_per_gib\": ");
         bm_put_num(f, t->device.optimizer_ms_per_gib);
     }
+    const char *coll_names[4] = {"coll_gbytes_per_s", "coll_latency_us", "inter_host_coll_gbytes_per_s",
+                                 "inter_host_coll_latency_us"}; /* absent = 0: the link's (sim/step.h) */
+    const double coll[4] = {t->device.coll_gbytes_per_s, t->device.coll_latency_us,
+                            t->device.inter_host_coll_gbytes_per_s, t->device.inter_host_coll_latency_us};
+    for (int k = 0; k < 4; k++)
+        if (coll[k] > 0) {
+            fprintf(f, ", \"%s\": ", coll_names[k]);
+            bm_put_num(f, coll[k]);
+        }
     fprintf(f, "},\n \"modules\": [\n");
     int split = bm_table_splits(t, -1);
     for (int i = 0; i < t->n_modules; i++) {
@@ -843,7 +852,8 @@ static int load_root(struct ld *L, json_t *root, struct bm_table **out)
     static const char *const dkeys[] = {"memory_gib", "peak_tflops", "efficiency",
                                         "link_gbytes_per_s", "link_latency_us", "ranks_per_host",
                                         "inter_host_gbytes_per_s", "inter_host_latency_us",
-                                        "optimizer_ms_per_gib", NULL};
+                                        "optimizer_ms_per_gib", "coll_gbytes_per_s", "coll_latency_us",
+                                        "inter_host_coll_gbytes_per_s", "inter_host_coll_latency_us", NULL};
     if (!json_is_object(root)) return fail(L, "", "a table must be a JSON object");
     if (check_keys(L, root, "", keys)) return BM_ERR;
     const char *fmt, *bbs, *pols;
@@ -880,7 +890,7 @@ static int load_root(struct ld *L, json_t *root, struct bm_table **out)
         return fail(L, "backbone", "unknown backbone schedule \"%s\" (gpipe, 1f1b, interleaved, zb-h1, zb-interleaved, zb-v, dualpipe-v)", bbs);
     if (bm_policy_parse(pols, &t->policy))
         return fail(L, "policy", "unknown policy \"%s\"", pols);
-    t->device = (struct bm_device){80, 989, 0.4, 25, 10, 0, 12.5, 20, 0};
+    t->device = (struct bm_device){80, 989, 0.4, 25, 10, 0, 12.5, 20, 0, 0, 0, 0, 0};
     json_t *d = json_object_get(root, "device");
     if (d) {
         if (!json_is_object(d)) return fail(L, "device", "\"device\" must be an object");
@@ -890,7 +900,11 @@ static int load_root(struct ld *L, json_t *root, struct bm_table **out)
             get_num(L, d, "device", "efficiency", &t->device.efficiency) ||
             get_num(L, d, "device", "link_gbytes_per_s", &t->device.link_gbytes_per_s) ||
             get_num(L, d, "device", "link_latency_us", &t->device.link_latency_us) || load_hosts(L, d, &t->device) ||
-            get_num(L, d, "device", "optimizer_ms_per_gib", &t->device.optimizer_ms_per_gib))
+            get_num(L, d, "device", "optimizer_ms_per_gib", &t->device.optimizer_ms_per_gib) ||
+            get_num(L, d, "device", "coll_gbytes_per_s", &t->device.coll_gbytes_per_s) ||
+            get_num(L, d, "device", "coll_latency_us", &t->device.coll_latency_us) ||
+            get_num(L, d, "device", "inter_host_coll_gbytes_per_s", &t->device.inter_host_coll_gbytes_per_s) ||
+            get_num(L, d, "device", "inter_host_coll_latency_us", &t->device.inter_host_coll_latency_us))
             return BM_ERR;
         if (t->device.link_gbytes_per_s > 0 && t->device.link_gbytes_per_s < 1e-6)
             return fail(L, "device.link_gbytes_per_s",

@@ -663,7 +663,8 @@ def train(spec, build=None, data=None, table=None, steps=None, log=None, trace=N
             if grank == 0:
                 res.append(loss)
                 if logf:
-                    logf.write(log_line(s + 1, loss, lm, gen, ms, [r["peak"] for r in recs], D) + "\n")
+                    logf.write(log_line(s + 1, loss, lm, gen, ms, [r["peak"] for r in recs], D,
+                                        [r.get("tail") for r in recs]) + "\n")
                     logf.flush()
                 if progress:
                     print("step %4d/%d  loss %.4f  (lm %.4f  gen %.4f)  %.1f ms" % (s + 1, steps, loss, lm, gen, ms),

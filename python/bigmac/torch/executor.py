@@ -27,6 +27,7 @@ import hashlib
 import inspect
 import math
 import pickle
+import json as _json
 import time
 import traceback
 
@@ -666,7 +667,9 @@ class Executor:
         for (tsr, mb), v in self.store.items():
             raise bigmac.Error("rank %d: tensor %s of microbatch %d was never used up" % (self.me, self.tensor_names[tsr], mb))
         self.ms = (time.time() - t0) * 1e3
+        self.sync_start_ms = self._now()  # the step after the walk, for the log (docs/simulator.md "The step")
         self._allreduce()
+        self.sync_end_ms = self._now()
         self.grad_norm = None
         if self.scaler is not None:
             self._sync_overflow()
@@ -674,11 +677,16 @@ class Executor:
         if self.clip is not None:
             self.grad_norm = self._clip_norm()
         self.lr = self.opt.param_groups[0]["lr"]  # the step's (before the scheduler moves it)
+        o0 = self._now()
         if self.scaler is not None:
             self.scaler.step(self.opt)
             self.scaler.update()
         else:
             self.opt.step()
+        self.optimizer_ms = self._now() - o0
+        # the optimizer state the rank holds (AdamW's exp_avg and exp_avg_sq; not the scalar step)
+        self.optimizer_state_bytes = sum(v.numel() * v.element_size() for st in self.opt.state.values()
+                                         for v in st.values() if torch.is_tensor(v) and v.dim() > 0)
         if self.sched is not None:
             self.sched.step()
         return self.ms
@@ -956,7 +964,9 @@ class Executor:
 
     def _allreduce(self):
         """Replicated modules' gradients summed over all P*D ranks, backbone chunks' over the D
-        replicas of this pipeline rank (one flat all_reduce per instance)."""
+        replicas of this pipeline rank (one flat all_reduce per instance); each one's start, end
+        and bytes into self.colls (the step log's "collectives", as the C executor's)."""
+        self.colls = []
         for i, x in enumerate(self.inst):
             if not self.params[i]:
                 continue
@@ -970,9 +980,17 @@ class Executor:
                 group, over = self.dp_group, "the data-parallel replicas"
             flat = torch.cat([p.grad.reshape(-1) for p in self.params[i]])
             f = self._comm(flat)
+            c0 = self._now()
             self._wait(lambda: dist.all_reduce(f, op=dist.ReduceOp.SUM, group=group, async_op=True), None,
                        "the sum of module %s%s's gradients over %s (all_reduce)"
                        % (x["name"], " chunk %d" % x["chunk"] if x["chunk"] >= 0 else "", over))
+            c = {"op": "all_reduce", "of": "grads", "module": x["name"]}
+            if not x["replicated"]:
+                c["chunk"] = x["chunk"]
+            c.update({"group": "world" if x["replicated"] else "dp", "ranks": self.P * self.D if x["replicated"] else self.D,
+                      "link": "intra", "bytes": f.numel() * f.element_size(), "start_ms": round(c0, 3),
+                      "end_ms": round(self._now(), 3)})
+            self.colls.append(c)
             f = f.to(self.device)
             at = 0
             for p in self.params[i]:
@@ -986,7 +1004,20 @@ class Executor:
         return {"rank": self.rank, "replica": self.replica, "peak": list(self.peak), "ms": self.ms, "lm": list(self.lm), "gen": list(self.gen),
                 "times": [list(t) for t in self.times], "mem": [list(m) for m in self.mem],
                 "bytes": list(self.msg_bytes), "act_bytes": dict(self.act_bytes), "act_w_bytes": dict(self.act_w_bytes),
-                "in_bytes": dict(self.in_bytes)}
+                "in_bytes": dict(self.in_bytes), "tail": self.tail()}
+
+    def tail(self):
+        """The step after the walk, as the C executor's log has it per rank: walk_ms,
+        sync_start_ms / sync_end_ms (the gradient all-reduces, from the step's origin),
+        optimizer_ms, optimizer_state_bytes, each collective (op, of, module, chunk, group,
+        ranks, link, bytes, start_ms, end_ms) and each instance's weights (params: module,
+        chunk, bytes)."""
+        return {"walk_ms": round(self.ms, 3), "sync_start_ms": round(self.sync_start_ms, 3),
+                "sync_end_ms": round(self.sync_end_ms, 3), "optimizer_ms": round(self.optimizer_ms, 3),
+                "optimizer_state_bytes": self.optimizer_state_bytes, "collectives": list(self.colls),
+                "params": [dict([("module", x["name"])] + ([("chunk", x["chunk"])] if not x["replicated"] else []) +
+                                [("bytes", sum(p.numel() * p.element_size() for p in x["mod"].parameters()))])
+                           for x in self.inst]}
 
     def state_dicts(self):
         """{module name: state dict} of this rank's instances: replicated modules whole, the
@@ -1055,12 +1086,18 @@ def step_loss(records, M, D=1):
     return lm + gen, lm, gen
 
 
-def log_line(step, loss, lm, gen, ms, peaks, dp=1):
+def log_line(step, loss, lm, gen, ms, peaks, dp=1, tails=None):
     """One line of `bigmac train --log` (step is 1-based; peaks in global rank order; with
-    dp > 1 the layout and every rank's pp/dp, as the C executor writes them)."""
+    dp > 1 the layout and every rank's pp/dp, as the C executor writes them; tails: each rank's
+    Executor.tail(), the step after the walk, in the same order)."""
     P = len(peaks) // dp
-    ranks = ", ".join('{"rank": %d, %s"peak_act_bytes": {"encoder": %.0f, "backbone": %.0f, "generator": %.0f}}'
-                      % (r, '"pp": %d, "dp": %d, ' % (r // dp, r % dp) if dp > 1 else "", p[0], p[1], p[2])
+
+    def tail(r):
+        if not tails or tails[r] is None:
+            return ""
+        return ", " + _json.dumps(tails[r])[1:-1]
+    ranks = ", ".join('{"rank": %d, %s"peak_act_bytes": {"encoder": %.0f, "backbone": %.0f, "generator": %.0f}%s}'
+                      % (r, '"pp": %d, "dp": %d, ' % (r // dp, r % dp) if dp > 1 else "", p[0], p[1], p[2], tail(r))
                       for r, p in enumerate(peaks))
     layout = '"layout": {"pp": %d, "dp": %d}, ' % (P, dp) if dp > 1 else ""
     return '{"step": %d, "loss": %.6f, "lm": %.6f, "gen": %.6f, "ms": %.3f, %s"ranks": [%s]}' % (

@@ -1,0 +1,143 @@
+/* test_calibrate_step.c — src/sim/calibrate_step.c's fit of the collectives' ring on synthetic
+ * step logs whose times are computed here by hand from a known bandwidth and latency:
+ *   intra-host  all-reduce, 2 GB/s, 30 us:   t = 2(n-1)/n * B / 2e6 ms + 2(n-1) * 0.030 ms
+ *     n = 2, B = 1e6: 0.5 + 0.06 = 0.56 ms;  n = 2, B = 4e6: 2.0 + 0.06 = 2.06 ms;
+ *     n = 4, B = 2e6: 1.5 + 0.18 = 1.68 ms
+ *   inter-host  all-gather, 0.5 GB/s, 100 us: t = (n-1)/n * B / 5e5 ms + (n-1) * 0.1 ms
+ *     n = 2, B = 1e6: 1.0 + 0.1 = 1.1 ms;    n = 2, B = 3e6: 3.0 + 0.1 = 3.1 ms
+ * Each collective's members start at different times; the first-started members' durations
+ * include their wait (+0.5 ms), the last-started one's is the figure above, which is what the fit
+ * must take. Step 1 carries absurd times: left out. Also: one size only (latency alone), a log
+ * without collectives, a line that is not a step. */
+#include <math.h>
+
+#include "test.h"
+#include "sim/calibrate_step.h"
+#include "util/util.h"
+
+static const char *tmp(const char *name)
+{
+    static char buf[4][512];
+    static int k;
+    const char *dir = getenv("TEST_TMP");
+    char *b = buf[k++ % 4];
+    snprintf(b, sizeof buf[0], "%s/calibrate_step_%s", dir && *dir ? dir : "/tmp", name);
+    return b;
+}
+
+/* One member's record of a collective: ", "-separated JSON into f. */
+static void coll(FILE *f, int first, const char *op, const char *group, int n, const char *mod, int chunk,
+                 const char *link, double bytes, double start, double dur)
+{
+    fprintf(f, "%s{\"op\": \"%s\", \"of\": \"grads\", \"module\": \"%s\"", first ? "" : ", ", op, mod);
+    if (chunk >= 0) fprintf(f, ", \"chunk\": %d", chunk);
+    fprintf(f, ", \"group\": \"%s\", \"ranks\": %d, \"link\": \"%s\", \"bytes\": %.0f, \"start_ms\": %.6f, "
+               "\"end_ms\": %.6f}", group, n, link, bytes, start, start + dur);
+}
+
+/* A 4-rank log (pp 2 x dp 2, rank = p*2 + d): a world all-reduce of "vit" (B = 2e6), each
+ * pipeline rank's dp all-reduce of its chunk (rank 0's chunk B = 1e6, rank 1's B = 4e6), and, when
+ * inter, a dp all-gather across hosts of "dit" per pipeline rank (B = 1e6 on p 0, 3e6 on p 1). */
+static void write_log(const char *path, int inter, int one_size)
+{
+    FILE *f = fopen(path, "w");
+    for (int step = 1; step <= 3; step++) {
+        double junk = step == 1 ? 50 : 0; /* step 1: left out by the fit */
+        fprintf(f, "{\"step\": %d, \"loss\": 1, \"ms\": 10, \"layout\": {\"pp\": 2, \"dp\": 2}, \"ranks\": [", step);
+        for (int g = 0; g < 4; g++) {
+            int p = g / 2, d = g % 2;
+            fprintf(f, "%s{\"rank\": %d, \"pp\": %d, \"dp\": %d, \"collectives\": [", g ? ", " : "", g, p, d);
+            /* world: rank 3 starts last; the others waited 0.5 ms more */
+            double B = one_size ? 1e6 : 2e6, t = one_size ? 0.5 * 3 / 2 + 0.18 : 1.68;
+            coll(f, 1, "all_reduce", "world", 4, "vit", -1, "intra", B, 10 + 0.1 * g, t + 0.1 * (3 - g) + junk);
+            double Bc = one_size ? 1e6 : (p ? 4e6 : 1e6), tc = one_size ? 0.56 : (p ? 2.06 : 0.56);
+            coll(f, 0, "all_reduce", "dp", 2, "gpt", p, "intra", Bc, 20 + 0.5 * d, tc + 0.5 * (1 - d) + junk);
+            if (inter) {
+                double Bi = p ? 3e6 : 1e6, ti = p ? 3.1 : 1.1;
+                coll(f, 0, "all_gather", "dp", 2, "dit", -1, "inter", Bi, 30 + 0.5 * (1 - d), ti + 0.5 * d + junk);
+            }
+            fprintf(f, "]}");
+        }
+        fprintf(f, "]}\n");
+    }
+    fclose(f);
+}
+
+TEST(collectives_fit_by_hand_intra_and_inter)
+{
+    const char *path = tmp("both.log");
+    write_log(path, 1, 0);
+    struct bm_coll_fit cf;
+    struct bm_err err;
+    CHECKF(bm_calibrate_collectives(path, &cf, &err) == BM_OK, "%s", err.msg);
+    CHECK(cf.intra.n == 3 && cf.inter.n == 2); /* world vit; dp gpt on p 0 and p 1 / dit on p 0 and p 1 */
+    CHECK(cf.intra.have_bw && cf.inter.have_bw);
+    CHECK_NEAR(cf.intra.gbytes_per_s, 2.0, 1e-6);
+    CHECK_NEAR(cf.intra.latency_us, 30.0, 1e-4);
+    CHECK_NEAR(cf.inter.gbytes_per_s, 0.5, 1e-6);
+    CHECK_NEAR(cf.inter.latency_us, 100.0, 1e-4);
+}
+
+TEST(collectives_fit_intra_only)
+{
+    const char *path = tmp("intra.log");
+    write_log(path, 0, 0);
+    struct bm_coll_fit cf;
+    struct bm_err err;
+    CHECKF(bm_calibrate_collectives(path, &cf, &err) == BM_OK, "%s", err.msg);
+    CHECK(cf.intra.n == 3 && cf.inter.n == 0);
+    CHECK_NEAR(cf.intra.gbytes_per_s, 2.0, 1e-6);
+    CHECK_NEAR(cf.intra.latency_us, 30.0, 1e-4);
+    CHECK(cf.inter.gbytes_per_s == 0 && cf.inter.latency_us == 0);
+}
+
+/* every collective of the same bytes per hop: x1 / x2 is the same for all (B = 1e6 over n = 2 and
+ * n = 4: (n-1)/n * B / (n-1) = B / n differs... so one size over n = 2 only is used below) */
+TEST(collectives_one_size_fits_latency_alone)
+{
+    const char *path = tmp("one.log");
+    FILE *f = fopen(path, "w");
+    for (int step = 1; step <= 3; step++) { /* two ranks, one 1e6-byte all-reduce a step: 0.56 ms */
+        fprintf(f, "{\"step\": %d, \"ranks\": [", step);
+        for (int g = 0; g < 2; g++) {
+            fprintf(f, "%s{\"rank\": %d, \"collectives\": [", g ? ", " : "", g);
+            coll(f, 1, "all_reduce", "world", 2, "vit", -1, "intra", 1e6, 5 + g, 0.56 + (1 - g));
+            fprintf(f, "]}");
+        }
+        fprintf(f, "]}\n");
+    }
+    fclose(f);
+    struct bm_coll_fit cf;
+    struct bm_err err;
+    CHECKF(bm_calibrate_collectives(path, &cf, &err) == BM_OK, "%s", err.msg);
+    CHECK(cf.intra.n == 1 && !cf.intra.have_bw);
+    CHECK_NEAR(cf.intra.latency_us, 0.56 / 2 * 1e3, 1e-6); /* all of it as latency: x2 = 2(n-1) = 2 */
+}
+
+TEST(collectives_log_without_them_fails)
+{
+    const char *path = tmp("none.log");
+    FILE *f = fopen(path, "w");
+    fprintf(f, "{\"step\": 1, \"ranks\": [{\"rank\": 0, \"optimizer_ms\": 1}]}\n");
+    fclose(f);
+    struct bm_coll_fit cf;
+    struct bm_err err;
+    CHECK(bm_calibrate_collectives(path, &cf, &err) == BM_ERR);
+    CHECK(strstr(err.msg, "no rank has \"collectives\"") != NULL);
+    f = fopen(path, "w");
+    fprintf(f, "{\"step\": 1, \"ranks\": []}\n[1, 2]\n");
+    fclose(f);
+    CHECK(bm_calibrate_collectives(path, &cf, &err) == BM_ERR);
+    CHECKF(strstr(err.msg, "none.log:2: not a step") != NULL, "%s", err.msg);
+    CHECK(bm_calibrate_collectives(tmp("missing.log"), &cf, &err) == BM_ERR);
+    CHECK(strstr(err.msg, "cannot read the step log") != NULL);
+}
+
+int main(void)
+{
+    RUN(collectives_fit_by_hand_intra_and_inter);
+    RUN(collectives_fit_intra_only);
+    RUN(collectives_one_size_fits_latency_alone);
+    RUN(collectives_log_without_them_fails);
+    return test_summary();
+}
