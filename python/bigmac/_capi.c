@@ -43,21 +43,40 @@ static int fail_msg(char *err, size_t n, const char *msg)
 
 void bmpy_free(void *p) { free(p); }
 
+/* A table handle as Python holds it: the schedule and its cost model (include/bigmac_cost.h),
+ * which the C API keeps apart (every function that simulates, draws or writes takes both). */
+struct bmpy_table {
+    struct bm_table *t;
+    struct bm_costs *c; /* NULL: none (every cost 0) */
+};
+#define TBL(h) (((const struct bmpy_table *)(h))->t)
+#define CST(h) (((const struct bmpy_table *)(h))->c)
+
+/* A new handle owning t and c (both freed on failure). NULL when out of memory. */
+static void *table_handle(struct bm_table *t, struct bm_costs *c)
+{
+    struct bmpy_table *h = malloc(sizeof *h);
+    if (!h) {
+        bm_table_free(t), bm_costs_free(c);
+        return NULL;
+    }
+    h->t = t, h->c = c;
+    return h;
+}
+
 static const struct bm_module *spec_module(const void *sp, int i)
 {
     const struct bm_spec *s = sp;
     return i >= 0 && i < s->n_modules ? &s->modules[i] : NULL;
 }
 
-static const struct bm_rank_ops *table_rank(const void *tp, int rank)
+static const struct bm_rank_ops *table_rank(const struct bm_table *t, int rank)
 {
-    const struct bm_table *t = tp;
     return rank >= 0 && rank < t->pp ? &t->ranks[rank] : NULL;
 }
 
-static const struct bm_tensor *table_tensor(const void *tp, int i)
+static const struct bm_tensor *table_tensor(const struct bm_table *t, int i)
 {
-    const struct bm_table *t = tp;
     return i >= 0 && i < t->n_tensors ? &t->tensors[i] : NULL;
 }
 
@@ -184,19 +203,28 @@ void *bmpy_plan(const void *sp, int pp, int vpp, int M, int unit, int window, in
     bm_cli_plan_apply(&f, &o);
     struct bm_err e;
     struct bm_table *t;
-    if (bm_plan_build(s, &o, &t, &e)) return fail(err, n, &e), NULL;
-    return t;
+    struct bm_costs *c;
+    if (bm_plan_build(s, &o, &t, &c, &e)) return fail(err, n, &e), NULL;
+    void *h = table_handle(t, c);
+    if (!h) fail_msg(err, n, "out of memory");
+    return h;
 }
 
-void bmpy_table_free(void *t) { bm_table_free(t); }
+void bmpy_table_free(void *h)
+{
+    if (!h) return;
+    bm_table_free(((struct bmpy_table *)h)->t);
+    bm_costs_free(((struct bmpy_table *)h)->c);
+    free(h);
+}
 
-static char *table_text(const struct bm_table *t)
+static char *table_text(const struct bm_table *t, const struct bm_costs *c)
 {
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
     if (!f) return NULL;
-    int rc = bm_table_write_json(t, f);
+    int rc = bm_table_write_json(t, c, f);
     if (fclose(f) || rc) {
         free(buf);
         return NULL;
@@ -204,12 +232,13 @@ static char *table_text(const struct bm_table *t)
     return buf;
 }
 
-char *bmpy_table_json(const void *t) { return table_text(t); }
+char *bmpy_table_json(const void *h) { return table_text(TBL(h), CST(h)); }
 
 /* The table's backbone in PyTorch's schedule grammar (bm_csv_write_torch; comms: with its
  * SEND/RECV cells); note (n bytes) says what was left out. NULL when out of memory. */
-char *bmpy_table_torch_csv(const void *t, int comms, char *note, size_t n)
+char *bmpy_table_torch_csv(const void *th, int comms, char *note, size_t n)
 {
+    const struct bm_table *t = TBL(th);
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
@@ -226,29 +255,36 @@ void *bmpy_table_parse(const char *text, const char *name, char *err, size_t n)
 {
     struct bm_err e;
     struct bm_table *t;
-    if (bm_table_parse(text, name, &t, &e)) return fail(err, n, &e), NULL;
-    return t;
+    struct bm_costs *c;
+    if (bm_table_parse(text, name, &t, &c, &e)) return fail(err, n, &e), NULL;
+    void *h = table_handle(t, c);
+    if (!h) fail_msg(err, n, "out of memory");
+    return h;
 }
 
 void *bmpy_table_load(const char *path, char *err, size_t n)
 {
     struct bm_err e;
     struct bm_table *t;
-    if (bm_table_load(path, &t, &e)) return fail(err, n, &e), NULL;
-    return t;
+    struct bm_costs *c;
+    if (bm_table_load(path, &t, &c, &e)) return fail(err, n, &e), NULL;
+    void *h = table_handle(t, c);
+    if (!h) fail_msg(err, n, "out of memory");
+    return h;
 }
 
-int bmpy_table_save(const void *t, const char *path, char *err, size_t n)
+int bmpy_table_save(const void *th, const char *path, char *err, size_t n)
 {
+    const struct bm_table *t = TBL(th);
     struct bm_err e;
-    if (bm_table_save(t, path, &e)) return fail(err, n, &e);
+    if (bm_table_save(t, CST(th), path, &e)) return fail(err, n, &e);
     return BM_OK;
 }
 
 /* out: pp vpp microbatches unit window backbone policy n_modules backbone_module n_tensors */
 void bmpy_table_info(const void *tp, int *out)
 {
-    const struct bm_table *t = tp;
+    const struct bm_table *t = TBL(tp);
     int v[] = {t->pp, t->vpp, t->microbatches, t->unit, t->window, (int)t->backbone, (int)t->policy,
                t->n_modules, t->backbone_module, t->n_tensors};
     memcpy(out, v, sizeof v);
@@ -256,14 +292,14 @@ void bmpy_table_info(const void *tp, int *out)
 
 int bmpy_table_n_ops(const void *tp, int rank)
 {
-    const struct bm_rank_ops *ro = table_rank(tp, rank);
+    const struct bm_rank_ops *ro = table_rank(TBL(tp), rank);
     return ro ? ro->n_ops : 0;
 }
 
 /* 7 ints per op: kind pass module chunk mb peer tensor */
 void bmpy_table_ops(const void *tp, int rank, int *out)
 {
-    const struct bm_rank_ops *ro = table_rank(tp, rank);
+    const struct bm_rank_ops *ro = table_rank(TBL(tp), rank);
     if (!ro) return;
     for (int k = 0; k < ro->n_ops; k++) {
         const struct bm_op *op = &ro->ops[k];
@@ -278,7 +314,7 @@ void bmpy_table_ops(const void *tp, int rank, int *out)
  * instead of one per op (Table.ops). */
 size_t bmpy_table_op_names(const void *tp, int rank, char *buf, size_t n)
 {
-    const struct bm_rank_ops *ro = table_rank(tp, rank);
+    const struct bm_rank_ops *ro = table_rank(TBL(tp), rank);
     if (!ro) {
         if (n) buf[0] = 0;
         return 1;
@@ -286,7 +322,7 @@ size_t bmpy_table_op_names(const void *tp, int rank, char *buf, size_t n)
     char name[BM_MAX_NAME + 64];
     size_t need = 1;
     for (int k = 0; k < ro->n_ops; k++) {
-        bm_op_format(tp, &ro->ops[k], name, sizeof name);
+        bm_op_format(TBL(tp), &ro->ops[k], name, sizeof name);
         size_t len = strlen(name);
         if (buf && need + len + 1 <= n) {
             memcpy(buf + need - 1, name, len);
@@ -299,8 +335,9 @@ size_t bmpy_table_op_names(const void *tp, int rank, char *buf, size_t n)
     return need;
 }
 
-void bmpy_op_format(const void *t, int rank, int k, char *buf, size_t n)
+void bmpy_op_format(const void *th, int rank, int k, char *buf, size_t n)
 {
+    const struct bm_table *t = TBL(th);
     const struct bm_rank_ops *ro = table_rank(t, rank);
     if (!ro || k < 0 || k >= ro->n_ops) {
         if (n) buf[0] = 0;
@@ -311,26 +348,29 @@ void bmpy_op_format(const void *t, int rank, int k, char *buf, size_t n)
 
 const char *bmpy_table_module_name(const void *tp, int i)
 {
-    const struct bm_table *t = tp;
+    const struct bm_table *t = TBL(tp);
     return i >= 0 && i < t->n_modules && t->modules[i].name ? t->modules[i].name : "";
 }
 int bmpy_table_module_role(const void *tp, int i)
 {
-    const struct bm_table *t = tp;
+    const struct bm_table *t = TBL(tp);
     return i >= 0 && i < t->n_modules ? (int)t->modules[i].role : -1;
 }
-const char *bmpy_table_tensor_name(const void *t, int i)
+const char *bmpy_table_tensor_name(const void *th, int i)
 {
+    const struct bm_table *t = TBL(th);
     const struct bm_tensor *x = table_tensor(t, i);
     return x && x->name ? x->name : "";
 }
-int bmpy_table_tensor_module(const void *t, int i)
+int bmpy_table_tensor_module(const void *th, int i)
 {
+    const struct bm_table *t = TBL(th);
     const struct bm_tensor *x = table_tensor(t, i);
     return x ? x->module : -1;
 }
-int bmpy_table_tensor_grad(const void *t, int i)
+int bmpy_table_tensor_grad(const void *th, int i)
 {
+    const struct bm_table *t = TBL(th);
     const struct bm_tensor *x = table_tensor(t, i);
     return x ? x->grad : 0;
 }
@@ -338,7 +378,7 @@ int bmpy_table_tensor_grad(const void *t, int i)
 /* Layers per global chunk (pp*vpp ints); 0 when the table carries none. */
 int bmpy_table_chunk_layers(const void *tp, int *out)
 {
-    const struct bm_table *t = tp;
+    const struct bm_table *t = TBL(tp);
     if (!t->chunk_layers) return 0;
     memcpy(out, t->chunk_layers, (size_t)t->pp * t->vpp * sizeof(int));
     return 1;
@@ -347,12 +387,13 @@ int bmpy_table_chunk_layers(const void *tp, int *out)
 /* out[c] = the rank of global backbone chunk c (pp*vpp entries; c mod P, or the V shapes'). */
 void bmpy_table_chunk_ranks(const void *tp, int *out)
 {
-    const struct bm_table *t = tp;
+    const struct bm_table *t = TBL(tp);
     for (int c = 0; c < t->pp * t->vpp; c++) out[c] = bm_table_chunk_rank(t, c);
 }
 
-int bmpy_verify(const void *t, char *err, size_t n)
+int bmpy_verify(const void *th, char *err, size_t n)
 {
+    const struct bm_table *t = TBL(th);
     struct bm_err e;
     if (bm_verify(t, &e)) return fail(err, n, &e);
     return BM_OK;
@@ -367,7 +408,7 @@ int bmpy_verify(const void *t, char *err, size_t n)
 int bmpy_flow_get(const void *tp, int module, int chunk, int pass, int *needs, int *n_needs, int *makes,
                   int *n_makes, int cap)
 {
-    const struct bm_table *t = tp;
+    const struct bm_table *t = TBL(tp);
     const struct bm_flow *f = bm_table_flow(t);
     if (!f) return -1;
     const struct bm_flow_op *o = bm_flow_get(f, module, chunk, pass);
@@ -396,14 +437,15 @@ static char *json_text(json_t *j)
 }
 
 /* `simulate --json` of table t (one policy). */
-char *bmpy_simulate_json(const void *t, double jitter, unsigned long long seed, int spm, char *err, size_t n)
+char *bmpy_simulate_json(const void *th, double jitter, unsigned long long seed, int spm, char *err, size_t n)
 {
+    const struct bm_table *t = TBL(th);
     if (!(jitter >= 0) || jitter > 1e300) return fail_msg(err, n, "jitter: expected a number >= 0"), NULL;
     struct bm_sim_opts so = {jitter, seed, spm};
     struct bm_timeline *tl;
     struct bm_err e;
-    if (bm_simulate(t, &so, &tl, &e)) return fail(err, n, &e), NULL;
-    char *s = json_text(bm_study_sim_json(t, tl));
+    if (bm_simulate(t, CST(th), &so, &tl, &e)) return fail(err, n, &e), NULL;
+    char *s = json_text(bm_study_sim_json(t, CST(th), tl));
     bm_timeline_free(tl);
     if (!s) fail_msg(err, n, "out of memory");
     return s;
@@ -445,10 +487,11 @@ char *bmpy_simulate_compare(void *sp, int pp, int vpp, int M, int unit, int wind
 int bmpy_render(const void *tp, const char *format, const char *path, int width, const char *title, char *err,
                 size_t n)
 {
-    const struct bm_table *t = tp;
+    const struct bm_table *t = TBL(tp);
     struct bm_timeline *tl = NULL;
     struct bm_err e;
-    if (bm_simulate(t, NULL, &tl, &e)) return fail(err, n, &e);
+    const struct bm_costs *c = CST(tp);
+    if (bm_simulate(t, c, NULL, &tl, &e)) return fail(err, n, &e);
     FILE *f = strcmp(path, "-") ? fopen(path, "w") : stdout;
     int rc;
     if (!f) {
@@ -458,11 +501,11 @@ int bmpy_render(const void *tp, const char *format, const char *path, int width,
     }
     if (!strcmp(format, "ascii")) rc = bm_render_ascii(t, tl, width, f);
     else if (!strcmp(format, "svg")) rc = bm_render_svg(t, tl, title, 0, f);
-    else if (!strcmp(format, "html")) rc = bm_render_html(t, tl, NULL, title, f);
-    else if (!strcmp(format, "trace")) rc = bm_render_trace(t, tl, f);
+    else if (!strcmp(format, "html")) rc = bm_render_html(t, c, tl, NULL, title, f);
+    else if (!strcmp(format, "trace")) rc = bm_render_trace(t, c, tl, f);
     else if (!strcmp(format, "csv")) {
         rc = bm_csv_check_names(t, &e);
-        if (rc == BM_OK) rc = bm_csv_write(t, f);
+        if (rc == BM_OK) rc = bm_csv_write(t, c, f);
         else {
             if (f != stdout) fclose(f);
             bm_timeline_free(tl);
@@ -487,10 +530,10 @@ int bmpy_render(const void *tp, const char *format, const char *path, int width,
 /* A measured Chrome trace: times[r] 3 doubles per op of rank r, msg_bytes[r] one per op (a
  * send's or recv's message bytes; msg_bytes NULL: not measured), mem[r] n_mem[r] points of 4
  * doubles (t_ms, encoder, backbone, generator live bytes), as the C executor records them. */
-int bmpy_trace_write(const void *t, const double *const *times, const double *const *msg_bytes,
+int bmpy_trace_write(const void *th, const double *const *times, const double *const *msg_bytes,
                      const double *const *mem, const int *n_mem, const char *path, char *err, size_t n)
 {
-    const struct bm_table *tt = t;
+    const struct bm_table *t = TBL(th), *tt = t;
     struct bm_timeline *tl;
     struct bm_err e;
     for (int r = 0; r < tt->pp; r++) { /* Python checked the shapes; a non-finite figure is refused here too */
@@ -512,8 +555,8 @@ int bmpy_trace_write(const void *t, const double *const *times, const double *co
                 return fail(err, n, &e);
             }
     }
-    if (bm_exec_timeline(t, times, msg_bytes, mem, n_mem, &tl, &e)) return fail(err, n, &e);
-    int rc = bm_exec_trace_write(t, tl, path, &e);
+    if (bm_exec_timeline(t, CST(th), times, msg_bytes, mem, n_mem, &tl, &e)) return fail(err, n, &e);
+    int rc = bm_exec_trace_write(t, CST(th), tl, path, &e);
     bm_timeline_free(tl);
     return rc ? fail(err, n, &e) : BM_OK;
 }

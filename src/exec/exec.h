@@ -47,6 +47,9 @@ struct bm_exec_opts {
     double *peak_out;          /* optional [P * 3]: last step's peak act bytes per rank and role */
     double *ms_out;            /* optional [steps]: each step's wall time, ms (rank 0) */
     int resume_force;          /* resume although the checkpoint's settings differ (--resume-force) */
+    /* The table's cost model, never read here: only handed to the trace writer, which embeds it
+     * with the table (the executor does not include include/bigmac_cost.h). NULL: none. */
+    const struct bm_costs *costs;
 };
 
 /* Per-step figures of one rank (gathered to rank 0). */
