@@ -4,7 +4,7 @@
  * gamma distribution by the expected makespan); `bigmac calibrate`'s fit of all of them
  * (bm_calibrate_dispatch); their spec and table keys. Timelines worked out by hand in the
  * comments. */
-#include "sim/calibrate.h"
+#include "calib/calib.h"
 #include "sim/expect.h"
 #include "test.h"
 #include "util/util.h"
@@ -35,6 +35,7 @@ static struct bm_table *table_of(const char *text, const char *name, struct bm_e
     struct bm_plan_opts o;
     bm_plan_opts_from_spec(&o, s);
     struct bm_table *t = NULL;
+    struct bm_costs *t_c = NULL;
     if (bm_plan_build(s, &o, &t, err)) t = NULL;
     bm_spec_free(s);
     return t;
@@ -57,7 +58,7 @@ TEST(lead_and_recv_overhead_by_hand)
     CHECK_NEAR(t->recv_overhead_ms, 0.25, 1e-15);
     CHECK(!bm_table_has_spread(t)); /* no spread: the expected makespan is the plain one */
     struct bm_timeline *tl = NULL;
-    CHECKF(bm_simulate(t, NULL, &tl, &err) == BM_OK, "%s", err.msg);
+    CHECKF(bm_simulate(t, t_c, NULL, &tl, &err) == BM_OK, "%s", err.msg);
     if (tl) {
         static const double r0[8][2] = {{1.1, 2.1},   {2.2, 2.2},     {2.3, 3.3},     {3.4, 3.4},
                                          {3.5, 10.95}, {11.05, 13.05}, {13.15, 15.15}, {15.25, 17.25}};
@@ -91,10 +92,10 @@ TEST(lead_and_recv_overhead_by_hand)
      * earlier: makespan 16.0 */
     t->step_lead_ms = 0, t->recv_overhead_ms = 0;
     tl = NULL;
-    CHECKF(bm_simulate(t, NULL, &tl, &err) == BM_OK, "%s", err.msg);
+    CHECKF(bm_simulate(t, t_c, NULL, &tl, &err) == BM_OK, "%s", err.msg);
     if (tl) CHECK_NEAR(tl->makespan_ms, 16.0, 1e-9);
     bm_timeline_free(tl);
-    bm_table_free(t);
+    bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
 }
 
 /* Gamma draws of a given mean and standard deviation, for shape < 1 (the executor's gaps: many
@@ -143,7 +144,7 @@ TEST(dispatch_spread_in_expected_makespan_and_fitted)
         struct bm_table *t = table_of(text, "d.json", &err);
         struct bm_timeline *tl = NULL;
         CHECKF(t != NULL, "%s", err.msg);
-        if (!t || bm_simulate(t, NULL, &tl, &err)) goto next;
+        if (!t || bm_simulate(t, t_c, NULL, &tl, &err)) goto next;
         CHECK_NEAR(t->op_overhead_sd_ms, 1.0, 1e-15);
         CHECK(bm_table_has_spread(t));
         double ex = 0, sd = 0;
@@ -188,7 +189,7 @@ TEST(dispatch_spread_in_expected_makespan_and_fitted)
         CHECK(ex == tl->makespan_ms && sd == 0);
     next:
         bm_timeline_free(tl);
-        bm_table_free(t);
+        bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
     }
 }
 
@@ -198,7 +199,7 @@ static char *table_json(const struct bm_table *t)
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
-    if (f) bm_table_write_json(t, f), fclose(f);
+    if (f) bm_table_write_json(t, t_c, f), fclose(f);
     return buf;
 }
 
@@ -216,19 +217,20 @@ TEST(keys_in_spec_and_table)
     CHECK_STR_CONTAINS(buf, "\"recv_overhead_us\": 250,\n");
     CHECK_STR_CONTAINS(buf, "\"step_lead_us\": 1000,\n");
     struct bm_table *u = NULL;
-    CHECKF(bm_table_parse(buf, "t.json", &u, &err) == BM_OK, "%s", err.msg);
+    struct bm_costs *u_c = NULL;
+    CHECKF(bm_table_parse(buf, "t.json", &u, &u_c, &err) == BM_OK, "%s", err.msg);
     if (u) {
         CHECK_NEAR(u->op_overhead_sd_ms, 0.04, 1e-15);
         CHECK_NEAR(u->recv_overhead_ms, 0.25, 1e-15);
         CHECK_NEAR(u->step_lead_ms, 1.0, 1e-15);
     }
-    bm_table_free(u);
+    bm_table_free(u), bm_costs_free(u_c), u_c = NULL;
     /* a negative value in the table: named */
     char *bad = strstr(buf, "\"recv_overhead_us\": 250");
     if (bad) {
         memcpy(bad + strlen("\"recv_overhead_us\": "), "-25", 3);
         u = NULL;
-        CHECK(bm_table_parse(buf, "t.json", &u, &err) == BM_ERR && !u);
+        CHECK(bm_table_parse(buf, "t.json", &u, &u_c, &err) == BM_ERR && !u);
         CHECK_STR_CONTAINS(err.msg, "t.json");
         CHECK_STR_CONTAINS(err.msg, "\"recv_overhead_us\" must be a number >= 0");
     }

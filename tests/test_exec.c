@@ -7,7 +7,7 @@
 #include <math.h>
 #include <unistd.h>
 
-#include "sim/calibrate.h"
+#include "calib/calib.h"
 #include "exec/ckpt.h"
 #include "exec/trace.h"
 #include "exec/comm.h"
@@ -47,9 +47,10 @@ static struct bm_table *plan(const struct bm_spec *s, int P, int V, enum bm_back
     struct bm_plan_opts o;
     struct bm_err err;
     struct bm_table *t = NULL;
+    struct bm_costs *t_c = NULL;
     bm_plan_opts_from_spec(&o, s);
     o.pp = P, o.vpp = V, o.backbone = bb, o.policy = pol, o.unit = 0;
-    if (bm_plan_build(s, &o, &t, &err)) fprintf(stderr, "plan: %s\n", err.msg);
+    if (bm_plan_build(s, &o, &t, &t_c, &err)) fprintf(stderr, "plan: %s\n", err.msg);
     return t;
 }
 
@@ -295,7 +296,7 @@ static void check_peaks_equal_simulated(const char *path)
                 }
             }
             struct bm_timeline *tl = NULL;
-            rc = bm_simulate(t, NULL, &tl, &err);
+            rc = bm_simulate(t, t_c, NULL, &tl, &err);
             CHECKF(rc == BM_OK, "%s", err.msg);
             for (int r = 0; tl && r < 2; r++) {
                 struct bm_exec_rank_stats st;
@@ -309,7 +310,7 @@ static void check_peaks_equal_simulated(const char *path)
             bm_timeline_free(tl);
             unbuild(x, 2);
             c->ops->free(c);
-            bm_table_free(t);
+            bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
         }
     bm_spec_free(s);
 }
@@ -385,6 +386,7 @@ TEST(bigmac_encoder_peak_flat_in_M_optimus_grows)
 struct stepped {
     struct bm_spec *s;
     struct bm_table *t;
+    struct bm_costs *t_c = NULL;
     struct bm_comm *c;
     struct bm_exec **x;
 };
@@ -464,7 +466,7 @@ TEST(measured_times_before_the_origin_move_together)
         char *buf = NULL;
         size_t len = 0;
         FILE *f = open_memstream(&buf, &len);
-        CHECK(f && bm_render_trace(t, tl, f) == BM_OK);
+        CHECK(f && bm_render_trace(t, t_c, tl, f) == BM_OK);
         if (f) fclose(f);
         free(buf);
     }
@@ -574,9 +576,10 @@ TEST(calibrated_rank_scale_reproduces_uneven_ranks)
     struct bm_plan_opts o;
     bm_plan_opts_from_spec(&o, s);
     struct bm_table *t = NULL;
+    struct bm_costs *t_c = NULL;
     struct bm_timeline *run = NULL, *mean_only = NULL, *scaled = NULL;
-    CHECKF(bm_plan_build(s, &o, &t, &err) == BM_OK, "%s", err.msg);
-    if (t) CHECK(bm_simulate(t, NULL, &run, &err) == BM_OK);
+    CHECKF(bm_plan_build(s, &o, &t, &t_c, &err) == BM_OK, "%s", err.msg);
+    if (t) CHECK(bm_simulate(t, t_c, NULL, &run, &err) == BM_OK);
     if (run) {
         struct bm_cost costs[2];
         double rs[2];
@@ -587,9 +590,9 @@ TEST(calibrated_rank_scale_reproduces_uneven_ranks)
         for (int m = 0; m < 2; m++) t->modules[m].cost = costs[m];
         double *keep = t->rank_time_scale;
         t->rank_time_scale = NULL; /* module means alone */
-        CHECK(bm_simulate(t, NULL, &mean_only, &err) == BM_OK);
+        CHECK(bm_simulate(t, t_c, NULL, &mean_only, &err) == BM_OK);
         t->rank_time_scale = rs;
-        CHECK(bm_simulate(t, NULL, &scaled, &err) == BM_OK);
+        CHECK(bm_simulate(t, t_c, NULL, &scaled, &err) == BM_OK);
         t->rank_time_scale = keep;
         if (mean_only && scaled) {
             printf("  makespan %.3f ms; from mean costs %.3f, with the rank scale (%.3f, %.3f) %.3f\n",
@@ -602,7 +605,7 @@ TEST(calibrated_rank_scale_reproduces_uneven_ranks)
     bm_timeline_free(run);
     bm_timeline_free(mean_only);
     bm_timeline_free(scaled);
-    bm_table_free(t);
+    bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
     bm_spec_free(s);
 }
 

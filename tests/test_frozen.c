@@ -8,7 +8,7 @@
  * activation bytes per rank and role equal to the simulator's. */
 #include <unistd.h>
 
-#include "sim/calibrate.h"
+#include "calib/calib.h"
 #include "spec/split.h"
 #include "exec/trace.h"
 #include "exec/comm.h"
@@ -80,10 +80,11 @@ static struct bm_table *plan(const struct bm_spec *s, int P, int V, int M, enum 
     struct bm_plan_opts o;
     struct bm_err err;
     struct bm_table *t = NULL;
+    struct bm_costs *t_c = NULL;
     bm_plan_opts_from_spec(&o, s);
     o.pp = P, o.vpp = V, o.backbone = bb, o.policy = pol, o.unit = 0;
     if (M) o.microbatches = M;
-    if (bm_plan_build(s, &o, &t, &err)) fprintf(stderr, "plan: %s\n", err.msg);
+    if (bm_plan_build(s, &o, &t, &t_c, &err)) fprintf(stderr, "plan: %s\n", err.msg);
     return t;
 }
 
@@ -188,19 +189,19 @@ TEST(every_policy_and_backbone_plans_frozen_work)
                     CHECKF(bm_verify(t, &err) == BM_OK, "%s", err.msg);
                     CHECK(count(t, 0, BM_PASS_F) == M && count(t, 0, BM_PASS_B) == 0 && count(t, 0, BM_PASS_W) == 0);
                     struct bm_timeline *tl = NULL;
-                    CHECK(bm_simulate(t, NULL, &tl, &err) == BM_OK);
+                    CHECK(bm_simulate(t, t_c, NULL, &tl, &err) == BM_OK);
                     if (tl) CHECKF(tl->peak_act_mib[BM_ROLE_ENCODER] == 0, "%s %s P=%d M=%d: encoder %g MiB",
                                    bm_backbone_name(bbs[b].bb), bm_policy_name(pols[p]), P, M,
                                    tl->peak_act_mib[BM_ROLE_ENCODER]);
                     bm_timeline_free(tl);
-                    bm_table_free(t);
+                    bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
                     t = plan(sg, P, bbs[b].V, M, bbs[b].bb, pols[p]);
                     CHECK(t != NULL);
                     if (!t) continue;
                     CHECKF(bm_verify(t, &err) == BM_OK, "%s", err.msg);
                     CHECK(count(t, 1, BM_PASS_B) == P * bbs[b].V * M && count(t, 1, BM_PASS_W) == 0);
                     CHECK(count(t, 0, BM_PASS_B) == M);
-                    bm_table_free(t);
+                    bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
                 }
     CHECK(planned == 3 * 5 * 2 * 3 + 4 * 5 * 1 * 3);
     bm_spec_free(sv);
@@ -218,33 +219,34 @@ TEST(table_round_trip_and_verifier_refuses_frozen_backward)
     struct bm_err err;
     const char *js = tmp_path("t.json"), *cs = tmp_path("t.csv");
     FILE *f = fopen(js, "w");
-    bm_table_write_json(t, f);
+    bm_table_write_json(t, t_c, f);
     fclose(f);
     size_t len;
     char *text = bm_read_file(js, &len, &err);
     CHECK(text && strstr(text, "\"trainable\": false") && !strstr(strstr(text, "\"trainable\": false") + 1, "\"trainable\""));
     bm_free(text);
     struct bm_table *u = NULL;
-    CHECK(bm_table_load(js, &u, &err) == BM_OK);
+    struct bm_costs *u_c = NULL;
+    CHECK(bm_table_load(js, &u, &u_c, &err) == BM_OK);
     CHECK(u && u->modules[0].frozen && !u->modules[1].frozen && bm_table_backward(u, 0) == BM_BACKWARD_NONE);
     CHECK(u && bm_verify(u, &err) == BM_OK);
-    bm_table_free(u);
+    bm_table_free(u), bm_costs_free(u_c), u_c = NULL;
     f = fopen(cs, "w");
-    CHECK(bm_csv_write(t, f) == BM_OK);
+    CHECK(bm_csv_write(t, t_c, f) == BM_OK);
     fclose(f);
     u = NULL;
     struct bm_csv_opts co;
     memset(&co, 0, sizeof co);
     CHECKF(bm_csv_load(cs, NULL, &co, &u, &err) == BM_OK, "%s", err.msg);
     CHECK(u && u->modules[0].frozen && bm_table_backward(u, 0) == BM_BACKWARD_NONE);
-    bm_table_free(u);
+    bm_table_free(u), bm_costs_free(u_c), u_c = NULL;
     /* the same graph, trainable: the verifier now wants the ViT's B; and the other way round */
     struct bm_spec *s2 = load(SPEC);
     struct bm_table *full = s2 ? plan(s2, 2, 1, 0, BM_BB_1F1B, BM_POL_BIGMAC) : NULL;
     CHECK(full != NULL);
     if (full) {
         f = fopen(js, "w");
-        bm_table_write_json(full, f);
+        bm_table_write_json(full, full_c, f);
         fclose(f);
         text = bm_read_file(js, &len, &err);
         CHECK(text && !strstr(text, "trainable"));
@@ -255,9 +257,9 @@ TEST(table_round_trip_and_verifier_refuses_frozen_backward)
         CHECK_STR_CONTAINS(err.msg, "invariant 1 (counts)");
         CHECK_STR_CONTAINS(err.msg, "module \"vit\" is frozen");
     }
-    bm_table_free(full);
+    bm_table_free(full), bm_costs_free(full_c), full_c = NULL;
     bm_spec_free(s2);
-    bm_table_free(t);
+    bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
     bm_spec_free(s);
 }
 
@@ -402,7 +404,7 @@ static void check_peaks(const char *frozen)
                 }
             }
             struct bm_timeline *tl = NULL;
-            CHECKF(bm_simulate(t, NULL, &tl, &err) == BM_OK, "%s", err.msg);
+            CHECKF(bm_simulate(t, t_c, NULL, &tl, &err) == BM_OK, "%s", err.msg);
             for (int r = 0; tl && r < 2 && x[r]; r++) {
                 struct bm_exec_rank_stats st;
                 bm_exec_stats(x[r], &st);
@@ -416,7 +418,7 @@ static void check_peaks(const char *frozen)
             bm_timeline_free(tl);
             for (int r = 0; r < 2; r++) bm_exec_free(x[r]);
             c->ops->free(c);
-            bm_table_free(t);
+            bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
         }
     bm_spec_free(s);
 }
@@ -438,10 +440,11 @@ TEST(verifier_bounds_frozen_outputs_waiting)
     struct bm_plan_opts o;
     struct bm_err err;
     struct bm_table *t = NULL;
+    struct bm_costs *t_c = NULL;
     bm_plan_opts_from_spec(&o, s);
     o.pp = 2, o.vpp = 1, o.microbatches = 16, o.backbone = BM_BB_1F1B, o.policy = BM_POL_BIGMAC, o.window = 3;
     o.unit = 0;
-    CHECKF(bm_plan_build(s, &o, &t, &err) == BM_OK, "%s", err.msg);
+    CHECKF(bm_plan_build(s, &o, &t, &t_c, &err) == BM_OK, "%s", err.msg);
     if (!t) return;
     CHECK(t->window <= 3);
     CHECKF(bm_verify(t, &err) == BM_OK, "%s", err.msg);
@@ -457,7 +460,7 @@ TEST(verifier_bounds_frozen_outputs_waiting)
     CHECK(bm_verify(t, &err) == BM_ERR);
     CHECK_STR_CONTAINS(err.msg, "invariant 5 (residency)");
     CHECK_STR_CONTAINS(err.msg, "rank 0: frozen encoder vit (no backward) has 4 outputs waiting for their consumer");
-    bm_table_free(t);
+    bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
     bm_spec_free(s);
 }
 

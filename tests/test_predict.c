@@ -3,7 +3,7 @@
  * so a calibration of it must give back the spec's numbers); copies of it are the repeated
  * runs, one of them disturbed by hand (one backbone op 50 ms longer, as a preempted op on a
  * shared machine). Expected values are worked out by hand in the comments. */
-#include "sim/calibrate.h"
+#include "calib/calib.h"
 #include "table/table.h"
 #include "test.h"
 #include "util/util.h"
@@ -55,9 +55,10 @@ TEST(median_over_runs_ignores_a_disturbed_run)
     struct bm_plan_opts o;
     bm_plan_opts_from_spec(&o, s);
     struct bm_table *t = NULL;
+    struct bm_costs *t_c = NULL;
     struct bm_timeline *a = NULL, *b = NULL, *c = NULL, *again = NULL;
-    CHECKF(bm_plan_build(s, &o, &t, &err) == BM_OK, "%s", err.msg);
-    if (t) CHECKF(bm_simulate(t, NULL, &a, &err) == BM_OK, "%s", err.msg);
+    CHECKF(bm_plan_build(s, &o, &t, &t_c, &err) == BM_OK, "%s", err.msg);
+    if (t) CHECKF(bm_simulate(t, t_c, NULL, &a, &err) == BM_OK, "%s", err.msg);
     if (!a) goto out;
     b = copy_of(t, a), c = copy_of(t, a);
     int k = first_chunk0_forward(t), vit = bm_table_find_module(t, "vit"), llm = t->backbone_module;
@@ -110,13 +111,13 @@ TEST(median_over_runs_ignores_a_disturbed_run)
     for (int r = 0; r < 2; r++) t->rank_time_scale[r] = rs[r];
     for (int m = 0; m < 4; m++) t->mb_scale[m] = ms[m];
     t->op_overhead_ms = oh.op_ms;
-    CHECKF(bm_simulate(t, NULL, &again, &err) == BM_OK, "%s", err.msg);
+    CHECKF(bm_simulate(t, t_c, NULL, &again, &err) == BM_OK, "%s", err.msg);
     if (again) CHECK_NEAR(again->makespan_ms, a->makespan_ms, 1e-9);
     /* 5. no run: an error, not a crash */
     CHECK(bm_calibrate_median_runs(t, three, 0, 1, costs, ms, rs, sp, &oh, &err) == BM_ERR);
 out:
     bm_timeline_free(a), bm_timeline_free(b), bm_timeline_free(c), bm_timeline_free(again);
-    bm_table_free(t);
+    bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
     bm_spec_free(s);
 }
 
@@ -144,9 +145,10 @@ TEST(link_latency_from_waiting_recvs)
     struct bm_plan_opts o;
     bm_plan_opts_from_spec(&o, s);
     struct bm_table *t = NULL;
+    struct bm_costs *t_c = NULL;
     struct bm_timeline *a = NULL, *b = NULL, *fast = NULL;
-    CHECKF(bm_plan_build(s, &o, &t, &err) == BM_OK, "%s", err.msg);
-    if (t) CHECKF(bm_simulate(t, NULL, &a, &err) == BM_OK, "%s", err.msg);
+    CHECKF(bm_plan_build(s, &o, &t, &t_c, &err) == BM_OK, "%s", err.msg);
+    if (t) CHECKF(bm_simulate(t, t_c, NULL, &a, &err) == BM_OK, "%s", err.msg);
     if (!a) goto out;
     double lat = -1;
     const struct bm_timeline *one[1] = {a};
@@ -162,7 +164,7 @@ TEST(link_latency_from_waiting_recvs)
     /* a run on a 50 GB/s link, calibrated against a table that says 5 GB/s: 10 us + 0.1 MiB at
      * 50 GB/s measured, 0.1 MiB at 5 GB/s charged: 10 + 2.097152 - 20.97152 us */
     t->device.link_latency_us = 10, t->device.link_gbytes_per_s = 50;
-    CHECKF(bm_simulate(t, NULL, &fast, &err) == BM_OK, "%s", err.msg);
+    CHECKF(bm_simulate(t, t_c, NULL, &fast, &err) == BM_OK, "%s", err.msg);
     t->device.link_gbytes_per_s = 5;
     if (fast) {
         const struct bm_timeline *f1[1] = {fast};
@@ -196,7 +198,7 @@ TEST(link_latency_from_waiting_recvs)
     }
 out:
     bm_timeline_free(a), bm_timeline_free(b), bm_timeline_free(fast);
-    bm_table_free(t);
+    bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
     bm_spec_free(s);
 }
 
@@ -216,19 +218,20 @@ TEST(spec_costs_set_the_tensor_sizes)
     struct bm_spec *sa = NULL, *sb = NULL;
     struct bm_err err;
     struct bm_table *t = NULL;
+    struct bm_costs *t_c = NULL;
     CHECKF(bm_spec_parse(a, "a.json", &sa, &err) == BM_OK, "%s", err.msg);
     CHECKF(bm_spec_parse(b, "b.json", &sb, &err) == BM_OK, "%s", err.msg);
     if (!sa || !sb) goto out;
     struct bm_plan_opts o;
     bm_plan_opts_from_spec(&o, sa);
-    CHECKF(bm_plan_build(sa, &o, &t, &err) == BM_OK, "%s", err.msg);
+    CHECKF(bm_plan_build(sa, &o, &t, &t_c, &err) == BM_OK, "%s", err.msg);
     if (!t) goto out;
     CHECK(t->n_tensors > 0);
     for (int i = 0; i < t->n_tensors; i++) CHECK_NEAR(t->tensors[i].mib, 0.1, 1e-15);
     CHECKF(bm_table_use_spec_costs(t, sb, "t.json", &err) == BM_OK, "%s", err.msg);
     for (int i = 0; i < t->n_tensors; i++) CHECK_NEAR(t->tensors[i].mib, 0.025, 1e-15);
 out:
-    bm_table_free(t);
+    bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
     bm_spec_free(sa), bm_spec_free(sb);
 }
 

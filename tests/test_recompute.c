@@ -58,7 +58,7 @@ static struct bm_timeline *sim(const struct bm_table *t)
 {
     struct bm_timeline *tl = NULL;
     struct bm_err err;
-    if (bm_simulate(t, NULL, &tl, &err)) fprintf(stderr, "  simulate failed: %s\n", err.msg);
+    if (bm_simulate(t, t_c, NULL, &tl, &err)) fprintf(stderr, "  simulate failed: %s\n", err.msg);
     return tl;
 }
 
@@ -250,28 +250,30 @@ TEST(spec_and_table_carry_recompute)
     struct bm_plan_opts o;
     bm_plan_opts_from_spec(&o, s);
     struct bm_table *t = NULL;
-    CHECKF(bm_plan_build(s, &o, &t, &err) == BM_OK, "%s", err.msg);
+    struct bm_costs *t_c = NULL;
+    CHECKF(bm_plan_build(s, &o, &t, &t_c, &err) == BM_OK, "%s", err.msg);
     if (t) {
         CHECK(t->modules[0].recompute == 1 && t->modules[1].recompute == 0);
         char *buf = NULL;
         size_t len = 0;
         FILE *f = open_memstream(&buf, &len);
-        bm_table_write_json(t, f);
+        bm_table_write_json(t, t_c, f);
         fclose(f);
         CHECK_STR_CONTAINS(buf, "\"recompute\": \"full\"");
         CHECK(strstr(buf, "\"recompute\"") == strstr(buf, "\"recompute\": \"full\"")); /* once */
         CHECK(strstr(strstr(buf, "\"recompute\"") + 1, "\"recompute\"") == NULL);
         struct bm_table *u = NULL;
-        CHECKF(bm_table_parse(buf, "t.json", &u, &err) == BM_OK, "%s", err.msg);
+        struct bm_costs *u_c = NULL;
+        CHECKF(bm_table_parse(buf, "t.json", &u, &u_c, &err) == BM_OK, "%s", err.msg);
         if (u) CHECK(u->modules[0].recompute == 1 && u->modules[1].recompute == 0);
-        bm_table_free(u);
+        bm_table_free(u), bm_costs_free(u_c), u_c = NULL;
         /* a bad value in a table */
         char *bad = strstr(buf, "\"full\"");
         memcpy(bad, "\"fuli\"", 6);
-        CHECK(bm_table_parse(buf, "t.json", &u, &err) == BM_ERR);
+        CHECK(bm_table_parse(buf, "t.json", &u, &u_c, &err) == BM_ERR);
         CHECK_STR_CONTAINS(err.msg, "recompute");
         free(buf);
-        bm_table_free(t);
+        bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
     }
     bm_spec_free(s);
     /* a bad value in a spec: positioned, names the field */
@@ -304,13 +306,14 @@ TEST(planned_recompute_trades_time_for_memory)
         struct bm_plan_opts o;
         bm_plan_opts_from_spec(&o, s);
         struct bm_table *t = NULL;
+        struct bm_costs *t_c = NULL;
         struct bm_timeline *tl = NULL;
-        CHECKF(bm_plan_build(s, &o, &t, &err) == BM_OK, "%s", err.msg);
-        if (t) CHECK(bm_simulate(t, NULL, &tl, &err) == BM_OK);
+        CHECKF(bm_plan_build(s, &o, &t, &t_c, &err) == BM_OK, "%s", err.msg);
+        if (t) CHECK(bm_simulate(t, t_c, NULL, &tl, &err) == BM_OK);
         ms[k] = tl ? tl->makespan_ms : 0;
         peak[k] = tl ? tl->peak_act_mib[BM_ROLE_BACKBONE] : 0;
         bm_timeline_free(tl);
-        bm_table_free(t);
+        bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
     }
     /* 1f1b P=2 M=8, per stage F 4 B 8: (M + P - 1) * (4 + 8) = 108; recompute B = 12: 144 */
     CHECK_NEAR(ms[0], 108, 1e-9);

@@ -3,7 +3,7 @@
  * recovering the multipliers a timeline was made with, and bm_report_vs_simulate reproducing a
  * timeline exactly from its own calibrated costs (so every deviation the report shows for a
  * real run is the run's, not the method's). */
-#include "sim/calibrate.h"
+#include "calib/calib.h"
 #include "report/report.h"
 #include "sim/expect.h"
 #include "test.h"
@@ -72,10 +72,11 @@ TEST(calibrate_recovers_mb_scale_and_vs_reproduces)
         struct bm_plan_opts o;
         bm_plan_opts_from_spec(&o, s);
         struct bm_table *t = NULL, *u = NULL;
+        struct bm_costs *t_c = NULL, *u_c = NULL;
         struct bm_timeline *tl = NULL, *vs = NULL;
-        CHECKF(bm_plan_build(s, &o, &t, &err) == BM_OK, "%s", err.msg);
-        CHECKF(bm_plan_build(s, &o, &u, &err) == BM_OK, "%s", err.msg);
-        if (t) CHECK(bm_simulate(t, NULL, &tl, &err) == BM_OK);
+        CHECKF(bm_plan_build(s, &o, &t, &t_c, &err) == BM_OK, "%s", err.msg);
+        CHECKF(bm_plan_build(s, &o, &u, &u_c, &err) == BM_OK, "%s", err.msg);
+        if (t) CHECK(bm_simulate(t, t_c, NULL, &tl, &err) == BM_OK);
         if (!tl || !u) goto next;
         /* with the true costs: exactly the multipliers */
         double ms[8];
@@ -100,18 +101,19 @@ TEST(calibrate_recovers_mb_scale_and_vs_reproduces)
         bm_timeline_free(vs);
         vs = NULL;
         struct bm_table *w = NULL;
+        struct bm_costs *w_c = NULL;
         o.microbatches = 4;
-        CHECK(bm_plan_build(s, &o, &w, &err) == BM_OK);
+        CHECK(bm_plan_build(s, &o, &w, &w_c, &err) == BM_OK);
         if (w) {
             CHECK(bm_report_vs_simulate(t, tl, w, &vs, &err) == BM_ERR && !vs);
             CHECK_STR_CONTAINS(err.msg, "not the plan the trace ran");
         }
-        bm_table_free(w);
+        bm_table_free(w), bm_costs_free(w_c), w_c = NULL;
     next:
         bm_timeline_free(vs);
         bm_timeline_free(tl);
-        bm_table_free(t);
-        bm_table_free(u);
+        bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
+        bm_table_free(u), bm_costs_free(u_c), u_c = NULL;
         bm_spec_free(s);
     }
 }
@@ -138,9 +140,10 @@ TEST(op_overhead_by_hand_and_fitted)
     struct bm_plan_opts o;
     bm_plan_opts_from_spec(&o, s);
     struct bm_table *t = NULL;
+    struct bm_costs *t_c = NULL;
     struct bm_timeline *tl = NULL;
-    CHECKF(bm_plan_build(s, &o, &t, &err) == BM_OK, "%s", err.msg);
-    if (t) CHECK(bm_simulate(t, NULL, &tl, &err) == BM_OK);
+    CHECKF(bm_plan_build(s, &o, &t, &t_c, &err) == BM_OK, "%s", err.msg);
+    if (t) CHECK(bm_simulate(t, t_c, NULL, &tl, &err) == BM_OK);
     if (tl) {
         CHECK_NEAR(tl->makespan_ms, 9, 1e-9);
         CHECK(t->ranks[0].n_ops == 4 && t->ranks[0].ops[0].kind == BM_OP_COMPUTE);
@@ -155,29 +158,30 @@ TEST(op_overhead_by_hand_and_fitted)
         char *buf = NULL;
         size_t len = 0;
         FILE *f = open_memstream(&buf, &len);
-        bm_table_write_json(t, f);
+        bm_table_write_json(t, t_c, f);
         fclose(f);
         CHECK_STR_CONTAINS(buf, "\"op_overhead_us\": 500");
         struct bm_table *u = NULL;
-        CHECKF(bm_table_parse(buf, "t.json", &u, &err) == BM_OK, "%s", err.msg);
+        struct bm_costs *u_c = NULL;
+        CHECKF(bm_table_parse(buf, "t.json", &u, &u_c, &err) == BM_OK, "%s", err.msg);
         if (u) CHECK_NEAR(u->op_overhead_ms, 0.5, 1e-15);
-        bm_table_free(u);
+        bm_table_free(u), bm_costs_free(u_c), u_c = NULL;
         free(buf);
         /* without it: no key, and the timeline of the same ops without the gaps */
         t->op_overhead_ms = 0;
         buf = NULL;
         f = open_memstream(&buf, &len);
-        bm_table_write_json(t, f);
+        bm_table_write_json(t, t_c, f);
         fclose(f);
         CHECK(strstr(buf, "op_overhead") == NULL);
         free(buf);
         struct bm_timeline *t0 = NULL;
-        CHECK(bm_simulate(t, NULL, &t0, &err) == BM_OK);
+        CHECK(bm_simulate(t, t_c, NULL, &t0, &err) == BM_OK);
         if (t0) CHECK_NEAR(t0->makespan_ms, 6, 1e-12);
         bm_timeline_free(t0);
     }
     bm_timeline_free(tl);
-    bm_table_free(t);
+    bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
     bm_spec_free(s);
 }
 
@@ -203,9 +207,10 @@ TEST(spread_expected_and_fitted)
         struct bm_plan_opts o;
         bm_plan_opts_from_spec(&o, s);
         struct bm_table *t = NULL;
+        struct bm_costs *t_c = NULL;
         struct bm_timeline *tl = NULL;
-        CHECKF(bm_plan_build(s, &o, &t, &err) == BM_OK, "%s", err.msg);
-        if (!t || bm_simulate(t, NULL, &tl, &err)) goto next;
+        CHECKF(bm_plan_build(s, &o, &t, &t_c, &err) == BM_OK, "%s", err.msg);
+        if (!t || bm_simulate(t, t_c, NULL, &tl, &err)) goto next;
         CHECK(bm_table_has_spread(t) && t->modules[0].spread == 0.25);
         double ex = 0, sd = 0, ex2 = 0;
         CHECK(bm_simulate_expected(t, NULL, 32, 5, &ex, &sd, &err) == BM_OK);
@@ -236,18 +241,19 @@ TEST(spread_expected_and_fitted)
             char *buf = NULL;
             size_t len = 0;
             FILE *fp = open_memstream(&buf, &len);
-            bm_table_write_json(t, fp);
+            bm_table_write_json(t, t_c, fp);
             fclose(fp);
             CHECK_STR_CONTAINS(buf, "\"spread\": 0.25");
             struct bm_table *u = NULL;
-            CHECKF(bm_table_parse(buf, "t.json", &u, &err) == BM_OK, "%s", err.msg);
+            struct bm_costs *u_c = NULL;
+            CHECKF(bm_table_parse(buf, "t.json", &u, &u_c, &err) == BM_OK, "%s", err.msg);
             if (u) CHECK(u->modules[0].spread == 0.25);
-            bm_table_free(u);
+            bm_table_free(u), bm_costs_free(u_c), u_c = NULL;
             free(buf);
             t->modules[0].spread = 0;
             buf = NULL;
             fp = open_memstream(&buf, &len);
-            bm_table_write_json(t, fp);
+            bm_table_write_json(t, t_c, fp);
             fclose(fp);
             CHECK(strstr(buf, "spread") == NULL);
             free(buf);
@@ -256,7 +262,7 @@ TEST(spread_expected_and_fitted)
         }
     next:
         bm_timeline_free(tl);
-        bm_table_free(t);
+        bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
         bm_spec_free(s);
     }
     /* a bad spread is a positioned error */

@@ -19,9 +19,10 @@ static struct bm_table *plan(const struct bm_spec *s, int P, int M, enum bm_back
     struct bm_plan_opts o;
     struct bm_err err;
     struct bm_table *t = NULL;
+    struct bm_costs *t_c = NULL;
     bm_plan_opts_from_spec(&o, s);
     o.pp = P, o.vpp = 2, o.microbatches = M, o.backbone = bb, o.policy = pol, o.unit = 0;
-    if (bm_plan_build(s, &o, &t, &err)) fprintf(stderr, "plan: %s\n", err.msg);
+    if (bm_plan_build(s, &o, &t, &t_c, &err)) fprintf(stderr, "plan: %s\n", err.msg);
     return t;
 }
 
@@ -115,7 +116,7 @@ TEST(v_shapes_train_like_the_reference_and_peaks_match_the_simulator)
                         }
                     }
                     struct bm_timeline *tl = NULL;
-                    CHECKF(bm_simulate(t, NULL, &tl, &err) == BM_OK, "%s", err.msg);
+                    CHECKF(bm_simulate(t, t_c, NULL, &tl, &err) == BM_OK, "%s", err.msg);
                     for (int r = 0; tl && r < P; r++) {
                         struct bm_exec_rank_stats st;
                         bm_exec_stats(x[r], &st);
@@ -132,7 +133,7 @@ TEST(v_shapes_train_like_the_reference_and_peaks_match_the_simulator)
                     if (x[r]) bm_exec_free(x[r]);
                 bm_free(x);
                 c->ops->free(c);
-                bm_table_free(t);
+                bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
             }
     CHECK(runs == 12);
     unlink(params);
