@@ -72,13 +72,14 @@ static inline int test_summary(void) { return t_failed ? 1 : 0; }
 
 /* The library keeps a table's cost model (include/bigmac_cost.h) apart from the schedule; a test
  * that builds a table by hand sets its costs in test_costs(t): t's cost model, made on first use
- * and grown to t's modules (new ones zeroed). test_table_free(t) frees t and its cost model.
- * Only for tables the test builds itself: planned and loaded tables come with their own. */
+ * and grown to t's modules (new ones zeroed). test_costs_adopt(t, c) makes a planned or loaded
+ * table's own cost model t's (a helper that returns only the table keeps it so). test_table_free(t)
+ * frees t and its cost model. */
 #include "bigmac.h"
 #include "bigmac_cost.h"
 
 #define TEST_MAX_COSTS 64
-static inline struct bm_costs *test_costs_slot(const struct bm_table *t, int drop)
+static inline struct bm_costs *test_costs_slot(const struct bm_table *t, int drop, struct bm_costs *adopt)
 {
     static struct {
         const struct bm_table *t;
@@ -98,7 +99,7 @@ static inline struct bm_costs *test_costs_slot(const struct bm_table *t, int dro
     }
     if (drop) return NULL;
     if (free_at < 0) abort(); /* a test holds more hand-built tables at once than this */
-    struct bm_costs *c = calloc(1, sizeof *c);
+    struct bm_costs *c = adopt ? adopt : calloc(1, sizeof *c);
     if (!c) abort();
     reg[free_at].t = t, reg[free_at].c = c;
     return c;
@@ -106,7 +107,7 @@ static inline struct bm_costs *test_costs_slot(const struct bm_table *t, int dro
 
 static inline struct bm_costs *test_costs(const struct bm_table *t)
 {
-    struct bm_costs *c = test_costs_slot(t, 0);
+    struct bm_costs *c = test_costs_slot(t, 0, NULL);
     if (c->n_modules < t->n_modules || !c->modules) {
         int n = t->n_modules > 0 ? t->n_modules : 1;
         struct bm_cost *m = calloc((size_t)n, sizeof *m);
@@ -120,9 +121,15 @@ static inline struct bm_costs *test_costs(const struct bm_table *t)
     return c;
 }
 
+static inline void test_costs_adopt(const struct bm_table *t, struct bm_costs *c)
+{
+    test_costs_slot(t, 1, NULL); /* a stale entry of a freed table at the same address */
+    test_costs_slot(t, 0, c);
+}
+
 static inline void test_table_free(struct bm_table *t)
 {
-    test_costs_slot(t, 1);
+    test_costs_slot(t, 1, NULL);
     bm_table_free(t);
 }
 

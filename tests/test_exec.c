@@ -51,6 +51,7 @@ static struct bm_table *plan(const struct bm_spec *s, int P, int V, enum bm_back
     bm_plan_opts_from_spec(&o, s);
     o.pp = P, o.vpp = V, o.backbone = bb, o.policy = pol, o.unit = 0;
     if (bm_plan_build(s, &o, &t, &t_c, &err)) fprintf(stderr, "plan: %s\n", err.msg);
+    else test_costs_adopt(t, t_c); /* the tests read it as test_costs(t) */
     return t;
 }
 
@@ -145,7 +146,7 @@ static void check_matches_reference(const char *path, const struct pcfg *cfg, si
                        bm_backbone_name(cfg[ci].bb), bm_policy_name(pols[pi]), md, ma);
             }
             bm_free(p);
-            bm_table_free(t);
+            test_table_free(t);
         }
     bm_free(ref);
     bm_spec_free(s);
@@ -211,7 +212,7 @@ TEST(w_of_a_module_that_cannot_split_is_refused)
     CHECK(train_local(s, t, &o, &err) == BM_ERR);
     CHECK_STR_CONTAINS(err.msg, "module \"vit\" (impl \"vit\") cannot split its backward into B and W");
     CHECK_STR_CONTAINS(err.msg, "vit:B mb");
-    bm_table_free(t);
+    test_table_free(t);
     bm_spec_free(s);
 }
 
@@ -272,9 +273,9 @@ static void check_peaks_equal_simulated(const char *path)
             int rc = bm_exec_run_step(x, c, 0, &err);
             CHECKF(rc == BM_OK, "%s", err.msg);
             int C = t->pp * t->vpp, M = t->microbatches;
-            t->act_bytes = bm_calloc((size_t)t->n_modules * C * M, sizeof(double));
-            t->in_bytes = bm_calloc((size_t)t->n_modules * C * M, sizeof(double));
-            if (bi >= 2) t->act_w_bytes = bm_calloc((size_t)t->n_modules * C * M, sizeof(double));
+            test_costs(t)->act_bytes = bm_calloc((size_t)t->n_modules * C * M, sizeof(double));
+            test_costs(t)->in_bytes = bm_calloc((size_t)t->n_modules * C * M, sizeof(double));
+            if (bi >= 2) test_costs(t)->act_w_bytes = bm_calloc((size_t)t->n_modules * C * M, sizeof(double));
             for (int r = 0; r < 2; r++) {
                 const size_t *b = bm_exec_op_bytes(x[r]), *ib = bm_exec_op_in_bytes(x[r]);
                 for (int k = 0; k < t->ranks[r].n_ops; k++) {
@@ -283,20 +284,20 @@ static void check_peaks_equal_simulated(const char *path)
                     if (op->kind != BM_OP_COMPUTE) continue;
                     if (op->pass == BM_PASS_F) {
                         CHECK(b[k] > 0);
-                        t->act_bytes[at] = (double)b[k];
-                        t->in_bytes[at] = (double)ib[k];
+                        test_costs(t)->act_bytes[at] = (double)b[k];
+                        test_costs(t)->in_bytes[at] = (double)ib[k];
                         /* a recomputed forward keeps exactly its input: in_count floats (encoders: none) */
                         if (!t->modules[op->module].recompute) CHECK(ib[k] == 0);
                         else if (t->modules[op->module].role == BM_ROLE_ENCODER) CHECK(ib[k] == 0);
                         else CHECK(ib[k] > 0 && ib[k] < b[k]);
                     } else if (op->pass == BM_PASS_B && bm_table_splits(t, op->module)) {
                         CHECK(b[k] > 0); /* what the split B kept for W */
-                        t->act_w_bytes[at] = (double)b[k];
+                        test_costs(t)->act_w_bytes[at] = (double)b[k];
                     }
                 }
             }
             struct bm_timeline *tl = NULL;
-            rc = bm_simulate(t, t_c, NULL, &tl, &err);
+            rc = bm_simulate(t, test_costs(t), NULL, &tl, &err);
             CHECKF(rc == BM_OK, "%s", err.msg);
             for (int r = 0; tl && r < 2; r++) {
                 struct bm_exec_rank_stats st;
@@ -310,7 +311,7 @@ static void check_peaks_equal_simulated(const char *path)
             bm_timeline_free(tl);
             unbuild(x, 2);
             c->ops->free(c);
-            bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
+            test_table_free(t);
         }
     bm_spec_free(s);
 }
@@ -347,7 +348,7 @@ TEST(recompute_measured_peaks_fall)
         struct bm_exec_opts o = {.steps = 1, .peak_out = pk[k]};
         struct bm_err err;
         CHECKF(t && train_local(s, t, &o, &err) == BM_OK, "%s", err.msg);
-        bm_table_free(t);
+        test_table_free(t);
         bm_spec_free(s);
     }
     for (int role = 0; role < 2; role++) /* encoder, backbone on rank 0 */
@@ -371,7 +372,7 @@ TEST(bigmac_encoder_peak_flat_in_M_optimus_grows)
             struct bm_err err;
             CHECKF(train_local(s, t, &o, &err) == BM_OK, "%s", err.msg);
             peak[pi][mi] = BM_MAX(pk[BM_ROLE_ENCODER], pk[BM_N_ROLES + BM_ROLE_ENCODER]);
-            bm_table_free(t);
+            test_table_free(t);
         }
     /* data differ per M (image counts vary), so "flat" = within the spread of one microbatch's size */
     CHECKF(peak[0][2] < 2 * peak[0][0], "bigmac encoder peak %g -> %g", peak[0][0], peak[0][2]);
@@ -386,7 +387,6 @@ TEST(bigmac_encoder_peak_flat_in_M_optimus_grows)
 struct stepped {
     struct bm_spec *s;
     struct bm_table *t;
-    struct bm_costs *t_c = NULL;
     struct bm_comm *c;
     struct bm_exec **x;
 };
@@ -411,7 +411,7 @@ static void stepped_free(struct stepped *st)
 {
     unbuild(st->x, 2);
     st->c->ops->free(st->c);
-    bm_table_free(st->t);
+    test_table_free(st->t);
     bm_spec_free(st->s);
 }
 
@@ -445,7 +445,7 @@ TEST(measured_times_before_the_origin_move_together)
     }
     CHECK(lead < 0);
     struct bm_timeline *tl = NULL;
-    CHECKF(bm_exec_timeline(t, times, NULL, mem, n_mem, &tl, &err) == BM_OK, "%s", err.msg);
+    CHECKF(bm_exec_timeline(t, test_costs(t), times, NULL, mem, n_mem, &tl, &err) == BM_OK, "%s", err.msg);
     if (tl) {
         double first = 1e30;
         int moved = 1;
@@ -466,7 +466,7 @@ TEST(measured_times_before_the_origin_move_together)
         char *buf = NULL;
         size_t len = 0;
         FILE *f = open_memstream(&buf, &len);
-        CHECK(f && bm_render_trace(t, t_c, tl, f) == BM_OK);
+        CHECK(f && bm_render_trace(t, test_costs(t), tl, f) == BM_OK);
         if (f) fclose(f);
         free(buf);
     }
@@ -495,7 +495,7 @@ TEST(calibrate_from_measured_timeline)
         for (int k = 0; k < t->ranks[r].n_ops; k++) bytes[t->modules[t->ranks[r].ops[k].module < 0 ? 0 : t->ranks[r].ops[k].module].role] += b[k];
     }
     struct bm_timeline *tl = NULL;
-    CHECKF(bm_exec_timeline(t, times, NULL, mem, n_mem, &tl, &err) == BM_OK, "%s", err.msg);
+    CHECKF(bm_exec_timeline(t, test_costs(t), times, NULL, mem, n_mem, &tl, &err) == BM_OK, "%s", err.msg);
     if (tl) {
         CHECK(tl->measured && tl->makespan_ms > 0);
         /* synthetic durations: encoder F = 1 + mb (median 2.5 for mbs 0..3; mean would be the
@@ -510,13 +510,13 @@ TEST(calibrate_from_measured_timeline)
                 ot->end_ms = ot->start_ms + d;
             }
         struct bm_cost costs[3];
-        CHECKF(bm_calibrate(t, tl, 0, costs, &err) == BM_OK, "%s", err.msg);
+        CHECKF(bm_calibrate(t, test_costs(t), tl, 0, costs, &err) == BM_OK, "%s", err.msg);
         int enc = bm_table_find_module(t, "vit"), bb = t->backbone_module;
         CHECK_NEAR(costs[enc].fwd_ms, 2.5, 1e-9); /* median of 1, 2, 3, 100 */
         CHECK_NEAR(costs[enc].bwd_ms, 3, 1e-9);
         CHECK_NEAR(costs[bb].fwd_ms, 0.5 + 1.5, 1e-9); /* chunk 0 + chunk 1 */
         CHECK_NEAR(costs[bb].bwd_ms, 4, 1e-9);
-        CHECKF(bm_calibrate(t, tl, 1, costs, &err) == BM_OK, "%s", err.msg);
+        CHECKF(bm_calibrate(t, test_costs(t), tl, 1, costs, &err) == BM_OK, "%s", err.msg);
         CHECK_NEAR(costs[enc].fwd_ms, (1 + 2 + 3 + 100) / 4.0, 1e-9); /* the mean takes the outlier */
         CHECK_NEAR(costs[bb].fwd_ms, 2, 1e-9);
         for (int m = 0; m < 3; m++) {
@@ -527,7 +527,7 @@ TEST(calibrate_from_measured_timeline)
          * of the 8 pooled durations 1 2 3 11 12 13 100 110 is (11 + 12) / 2, the mean 252 / 8;
          * the bytes stay (both runs hold the same). */
         struct bm_timeline *tl2 = NULL;
-        CHECKF(bm_exec_timeline(t, times, NULL, mem, n_mem, &tl2, &err) == BM_OK, "%s", err.msg);
+        CHECKF(bm_exec_timeline(t, test_costs(t), times, NULL, mem, n_mem, &tl2, &err) == BM_OK, "%s", err.msg);
         if (tl2) {
             for (int r = 0; r < 2; r++)
                 for (int k = 0; k < t->ranks[r].n_ops; k++) {
@@ -537,10 +537,10 @@ TEST(calibrate_from_measured_timeline)
                         tl2->ranks[r].ops[k].end_ms += 10;
                 }
             const struct bm_timeline *runs[2] = {tl, tl2};
-            CHECKF(bm_calibrate_runs(t, runs, 2, 0, costs, &err) == BM_OK, "%s", err.msg);
+            CHECKF(bm_calibrate_runs(t, test_costs(t), runs, 2, 0, costs, &err) == BM_OK, "%s", err.msg);
             CHECK_NEAR(costs[enc].fwd_ms, 11.5, 1e-9);
             CHECK_NEAR(costs[bb].fwd_ms, 2, 1e-9);
-            CHECKF(bm_calibrate_runs(t, runs, 2, 1, costs, &err) == BM_OK, "%s", err.msg);
+            CHECKF(bm_calibrate_runs(t, test_costs(t), runs, 2, 1, costs, &err) == BM_OK, "%s", err.msg);
             CHECK_NEAR(costs[enc].fwd_ms, 252 / 8.0, 1e-9);
             for (int m = 0; m < 3; m++)
                 CHECK_NEAR(costs[m].act_mib * t->microbatches * 1048576.0, bytes[t->modules[m].role], 0.5);
@@ -584,16 +584,16 @@ TEST(calibrated_rank_scale_reproduces_uneven_ranks)
         struct bm_cost costs[2];
         double rs[2];
         const struct bm_timeline *runs[1] = {run};
-        CHECKF(bm_calibrate_runs(t, runs, 1, 1, costs, &err) == BM_OK, "%s", err.msg);
-        bm_calibrate_rank_scale(t, runs, 1, costs, rs);
+        CHECKF(bm_calibrate_runs(t, t_c, runs, 1, 1, costs, &err) == BM_OK, "%s", err.msg);
+        bm_calibrate_rank_scale(t, t_c, runs, 1, costs, rs);
         CHECK_NEAR(rs[1] / rs[0], 2, 1e-9);
-        for (int m = 0; m < 2; m++) t->modules[m].cost = costs[m];
-        double *keep = t->rank_time_scale;
-        t->rank_time_scale = NULL; /* module means alone */
+        for (int m = 0; m < 2; m++) t_c->modules[m] = costs[m];
+        double *keep = t_c->rank_time_scale;
+        t_c->rank_time_scale = NULL; /* module means alone */
         CHECK(bm_simulate(t, t_c, NULL, &mean_only, &err) == BM_OK);
-        t->rank_time_scale = rs;
+        t_c->rank_time_scale = rs;
         CHECK(bm_simulate(t, t_c, NULL, &scaled, &err) == BM_OK);
-        t->rank_time_scale = keep;
+        t_c->rank_time_scale = keep;
         if (mean_only && scaled) {
             printf("  makespan %.3f ms; from mean costs %.3f, with the rank scale (%.3f, %.3f) %.3f\n",
                    run->makespan_ms, mean_only->makespan_ms, rs[0], rs[1], scaled->makespan_ms);
@@ -605,7 +605,7 @@ TEST(calibrated_rank_scale_reproduces_uneven_ranks)
     bm_timeline_free(run);
     bm_timeline_free(mean_only);
     bm_timeline_free(scaled);
-    bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
+    test_table_free(t), bm_costs_free(t_c), t_c = NULL;
     bm_spec_free(s);
 }
 
@@ -639,7 +639,7 @@ TEST(malformed_table_is_an_error_not_a_crash)
         CHECK_STR_CONTAINS(err.msg, cases[i].want);
         ro->ops[k] = saved;
     }
-    bm_table_free(t);
+    test_table_free(t);
     bm_spec_free(s);
 }
 
@@ -662,7 +662,7 @@ TEST(deadlock_is_reported_not_hung)
     err.msg[0] = 0;
     CHECK(train_local(s, t, &o, &err) == BM_ERR);
     CHECK_STR_CONTAINS(err.msg, "deadlock");
-    bm_table_free(t);
+    test_table_free(t);
     bm_spec_free(s);
 }
 
@@ -683,7 +683,7 @@ TEST(nan_fault_names_rank_and_op)
     CHECK_STR_CONTAINS(err.msg, "not finite");
     /* the last chunk's forward carries the LM loss: poisoning it is reported as a NaN loss when it
      * has no output of its own to poison; here every F has an output, so "not finite" it is */
-    bm_table_free(t);
+    test_table_free(t);
     bm_spec_free(s);
 }
 
@@ -712,7 +712,7 @@ TEST(checkpoint_resume_equals_uninterrupted)
     }
     CHECK(train_local(s, t, &b, &err) == BM_ERR);
     CHECK_STR_CONTAINS(err.msg, "corrupt");
-    bm_table_free(t);
+    test_table_free(t);
     bm_spec_free(s);
 }
 
@@ -751,7 +751,7 @@ static void check_allocation_failures_bb(const char *path, enum bm_backbone bb)
         }
     }
     CHECK(failures > 0);
-    bm_table_free(t);
+    test_table_free(t);
     bm_spec_free(s);
 }
 
