@@ -5,18 +5,22 @@
  *     struct bm_err err;
  *     struct bm_spec *spec;
  *     struct bm_table *table;
+ *     struct bm_costs *costs;                    // the cost model beside the table (bigmac_cost.h)
  *     if (bm_spec_load("examples/tiny-mllm.json", &spec, &err) != BM_OK) { puts(err.msg); return 1; }
  *     struct bm_plan_opts o;
  *     bm_plan_opts_from_spec(&o, spec);          // flags would override fields of o here
  *     o.policy = BM_POL_BIGMAC;
- *     if (bm_plan_build(spec, &o, &table, &err) != BM_OK) { puts(err.msg); return 1; }
+ *     if (bm_plan_build(spec, &o, &table, &costs, &err) != BM_OK) { puts(err.msg); return 1; }
  *     if (bm_verify(table, &err) != BM_OK) { puts(err.msg); return 1; }
- *     bm_table_write_json(table, stdout);
+ *     bm_table_write_json(table, costs, stdout);
  *     bm_table_free(table);
+ *     bm_costs_free(costs);
  *     bm_spec_free(spec);
  *
  * Data flow: spec (modules, produces/consumes, costs) -> planner -> operator table
- * (per-rank ordered compute + send/recv ops) -> verifier / simulator / renderers / executor.
+ * (per-rank ordered compute + send/recv ops) -> verifier / simulator / renderers / executor; the
+ * table's cost model (struct bm_costs, bigmac_cost.h) goes beside it to the simulator, the
+ * renderers of costs and calibration, never to the verifier or the executor.
  * The operator table is the single source of truth; nothing downstream re-derives a schedule.
  *
  * Conventions
