@@ -24,6 +24,7 @@ static struct bm_table *plan_text(const char *text, enum bm_policy pol, struct b
         bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
         t = NULL;
     }
+    bm_costs_free(t_c); /* the critical path reads the table and its timeline only */
     bm_spec_free(s);
     return t;
 }

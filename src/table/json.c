@@ -1021,8 +1021,7 @@ int bm_table_parse(const char *text, const char *name, struct bm_table **out, st
     if (len > (size_t)BM_MAX_TABLE_TEXT)
         return bm_err_set(err, "%s: the table is %zu bytes; a table may be at most %ld MiB", name,
                           len, BM_MAX_TABLE_TEXT >> 20);
-    struct ld L = {text, name, err, NULL, bm_calloc(1, sizeof(struct bm_costs))};
-    if (!L.c) return bm_err_set(err, "%s: out of memory", name);
+    struct ld L = {text, name, err, NULL, NULL};
     const char *a, *b;
     int line, col;
     if (bm_jpos_depth(text, 64, &line, &col))
@@ -1032,6 +1031,10 @@ int bm_table_parse(const char *text, const char *name, struct bm_table **out, st
     if (!find_ranks(text, &a, &b)) { /* the usual shape: stream the ranks */
         if (!(head = header_text(text, a, b))) return bm_err_set(err, "%s: out of memory", name);
         L.ranks_at = a;
+    }
+    if (!(L.c = bm_calloc(1, sizeof(struct bm_costs)))) { /* the costs the file carries */
+        bm_free(head);
+        return bm_err_set(err, "%s: out of memory", name);
     }
     json_t *root = bm_json_parse(head ? head : text, name, 64, JSON_REJECT_DUPLICATES, err);
     bm_free(head);
