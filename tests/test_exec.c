@@ -476,6 +476,69 @@ out:
     stepped_free(&st);
 }
 
+/* Calibration produces a cost model and leaves the table alone (issue 26): a measured step of
+ * the P = 2 plan written as a trace and calibrated (bm_calibration_build) gives the plan's
+ * schedule back (its ops) with the plan's own costs (as the file writes them), and a cost
+ * model (c.model) holding exactly the calibrated figures (module costs, encoder scales,
+ * dispatch, link latency) with the plan's chunk weights and device, which simulates the plan. */
+TEST(calibration_makes_a_cost_model_not_a_table)
+{
+    struct stepped st;
+    if (step_once(&st)) return;
+    struct bm_table *t = st.t;
+    const struct bm_costs *k = test_costs(t);
+    struct bm_err err;
+    const double *times[2], *mem[2], *msg[2];
+    int n_mem[2], n;
+    for (int r = 0; r < 2; r++) {
+        times[r] = bm_exec_op_times(st.x[r], &n);
+        mem[r] = bm_exec_mem_trace(st.x[r], &n_mem[r]);
+        msg[r] = bm_exec_msg_bytes(st.x[r]);
+    }
+    struct bm_timeline *tl = NULL;
+    char path[] = "/tmp/bigmac_calib_model_XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    if (fd >= 0) close(fd);
+    CHECKF(bm_exec_timeline(t, k, times, msg, mem, n_mem, &tl, &err) == BM_OK, "%s", err.msg);
+    CHECKF(tl && bm_exec_trace_write(t, k, tl, path, &err) == BM_OK, "%s", err.msg);
+    struct bm_calibration c;
+    const char *paths[1] = {path};
+    CHECKF(bm_calibration_build(paths, 1, NULL, &c, &err) == BM_OK, "%s", err.msg);
+    if (c.model) {
+        const struct bm_table *u = c.t[0];
+        CHECK(u->pp == t->pp && u->n_modules == t->n_modules && bm_table_n_ops(u) == bm_table_n_ops(t));
+        for (int m = 0; m < t->n_modules; m++) { /* the trace carries the plan's costs, unpatched */
+            const struct bm_cost *a = &c.k[0]->modules[m], *b = &k->modules[m];
+            CHECK_NEAR(a->fwd_ms, b->fwd_ms, 1e-9 * b->fwd_ms);
+            CHECK_NEAR(a->bwd_ms, b->bwd_ms, 1e-9 * b->bwd_ms);
+            CHECK_NEAR(a->act_mib, b->act_mib, 1e-9 * b->act_mib);
+            CHECK_NEAR(a->out_mib, b->out_mib, 1e-9 * b->out_mib);
+            CHECK(!memcmp(&c.model->modules[m], &c.cal.costs[m], sizeof c.cal.costs[m]));
+        }
+        for (int ch = 0; ch < t->pp * t->vpp; ch++)
+            CHECK_NEAR(c.model->chunk_weights[ch], k->chunk_weights[ch], 1e-12);
+        for (int mb = 0; c.cal.mb_scale && mb < t->microbatches; mb++)
+            CHECK(c.model->mb_scale[mb] == c.cal.mb_scale[mb]);
+        CHECK(c.model->op_overhead_ms == c.cal.op_overhead_us / 1000.0);
+        CHECK(c.model->recv_overhead_ms == c.cal.recv_overhead_us / 1000.0);
+        CHECK(c.model->step_lead_ms == c.cal.step_lead_us / 1000.0);
+        CHECK(c.model->device.link_latency_us ==
+              (c.cal.have_link_latency ? c.cal.link_latency_us : k->device.link_latency_us));
+        CHECK_NEAR(c.model->device.memory_gib, k->device.memory_gib, 1e-9);
+        struct bm_timeline *sim = NULL;
+        CHECKF(bm_simulate(u, c.model, NULL, &sim, &err) == BM_OK, "%s", err.msg);
+        CHECK(sim && sim->makespan_ms > 0);
+        bm_timeline_free(sim);
+    } else {
+        CHECK(c.model != NULL);
+    }
+    bm_calibration_free(&c);
+    bm_timeline_free(tl);
+    unlink(path);
+    stepped_free(&st);
+}
+
 /* calibrate: medians of the op durations (backbone: summed over chunks), act_mib from the memory
  * trace's increases == the measured ctx bytes per microbatch. */
 TEST(calibrate_from_measured_timeline)
@@ -813,6 +876,7 @@ int main(void)
     RUN(bigmac_encoder_peak_flat_in_M_optimus_grows);
     RUN(measured_times_before_the_origin_move_together);
     RUN(calibrate_from_measured_timeline);
+    RUN(calibration_makes_a_cost_model_not_a_table);
     RUN(calibrated_rank_scale_reproduces_uneven_ranks);
     RUN(malformed_table_is_an_error_not_a_crash);
     RUN(deadlock_is_reported_not_hung);
