@@ -255,13 +255,13 @@ deps:
 # The Python package goes to PYDIR under the prefix (python3.X/dist-packages: on the sys.path of
 # Debian's python3 for /usr/local); PYTHONPATH=$(PREFIX)/$(PYDIR) for other prefixes.
 PYDIR ?= $(shell $(PYTHON) -c "import sys; print('lib/python%d.%d/dist-packages' % sys.version_info[:2])" 2>/dev/null || echo lib/python3/dist-packages)
-INSTALL_FILES := bin/bigmac include/bigmac.h include/bigmac_module.h include/bigmac_report.h lib/libbigmac.a \
+INSTALL_FILES := bin/bigmac include/bigmac.h include/bigmac_cost.h include/bigmac_module.h include/bigmac_report.h lib/libbigmac.a \
                  lib/$(notdir $(SHLIB)) lib/$(SONAME) lib/libbigmac.so lib/pkgconfig/bigmac.pc
 install: all
 	@d="$(DESTDIR)$(PREFIX)"; \
 	install -d "$$d/bin" "$$d/include" "$$d/lib/pkgconfig" && \
 	install -m 755 $(BIN)/bigmac "$$d/bin/bigmac" && \
-	install -m 644 include/bigmac.h include/bigmac_module.h include/bigmac_report.h "$$d/include/" && \
+	install -m 644 include/bigmac.h include/bigmac_cost.h include/bigmac_module.h include/bigmac_report.h "$$d/include/" && \
 	install -m 644 $(LIB) "$$d/lib/libbigmac.a" && \
 	install -m 755 $(SHLIB) "$$d/lib/" && \
 	ln -sf $(notdir $(SHLIB)) "$$d/lib/$(SONAME)" && \

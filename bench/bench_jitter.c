@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "bigmac.h"
+#include "bigmac_cost.h"
 
 #define N_SEEDS 8
 #define N_JIT 3
@@ -33,6 +34,7 @@ static void bench(const struct bm_spec *s, enum bm_backbone bb, int mult)
         struct bm_plan_opts o;
         struct bm_err err;
         struct bm_table *t;
+        struct bm_costs *t_c = NULL;
         bm_plan_opts_from_spec(&o, s);
         o.backbone = bb;
         o.vpp = bb == BM_BB_INTERLEAVED ? (s->vpp > 1 ? s->vpp : 2) : 1;
@@ -40,7 +42,7 @@ static void bench(const struct bm_spec *s, enum bm_backbone bb, int mult)
         o.policy = ORDER[p];
         for (int j = 0; j < N_JIT; j++)
             for (int k = 0; k < N_SEEDS; k++) span[p][j][k] = -1;
-        if (bm_plan_build(s, &o, &t, &err)) {
+        if (bm_plan_build(s, &o, &t, &t_c, &err)) {
             printf("  (%s: %s)\n", bm_policy_name(ORDER[p]), strtok(err.msg, "\n"));
             continue;
         }
@@ -48,14 +50,14 @@ static void bench(const struct bm_spec *s, enum bm_backbone bb, int mult)
             for (int k = 0; k < N_SEEDS; k++) {
                 struct bm_sim_opts so = {JIT[j], (uint64_t)(k + 1), s->data.samples_per_microbatch};
                 struct bm_timeline *tl;
-                if (bm_simulate(t, &so, &tl, &err)) {
+                if (bm_simulate(t, t_c, &so, &tl, &err)) {
                     printf("  (%s: %s)\n", bm_policy_name(ORDER[p]), strtok(err.msg, "\n"));
                     break;
                 }
                 span[p][j][k] = tl->makespan_ms;
                 bm_timeline_free(tl);
             }
-        bm_table_free(t);
+        bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
     }
     printf("jitter-free makespan (ms); then per jitter: makespan / own jitter-free (mean, max over %d "
            "seeds) and / bigmac's under the same seed (mean, max)\n\n", N_SEEDS);

@@ -39,8 +39,9 @@ static void table_part(struct bm_spec *s, int P, int V, int M)
         if (variant == 2) o.policy = BM_POL_OPTIMUS, label = "optimus";
         if (variant == 3) o.policy = BM_POL_NONE, label = "none";
         struct bm_table *t;
+        struct bm_costs *t_c = NULL;
         double t0 = bm_now();
-        if (bm_plan_build(s, &o, &t, &err)) {
+        if (bm_plan_build(s, &o, &t, &t_c, &err)) {
             fprintf(stderr, "%s\n", err.msg);
             return;
         }
@@ -51,14 +52,14 @@ static void table_part(struct bm_spec *s, int P, int V, int M)
         size_t n = 0;
         FILE *mf = open_memstream(&buf, &n);
         if (mf) {
-            bm_table_write_json(t, mf);
+            bm_table_write_json(t, t_c, mf);
             fclose(mf);
         }
         double t3 = bm_now();
         free(buf);
         printf("%-22s %10.3f %10.3f %10.3f %12ld %12.1f %8d%s\n", label, t1 - t0, t2 - t1, t3 - t2,
                bm_table_n_ops(t), (double)n / 1048576.0, t->window, ok ? "" : "  VERIFY FAILED");
-        bm_table_free(t);
+        bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
     }
 }
 
@@ -89,13 +90,14 @@ static struct figures one_child(const char *spec_path, int P, int V, int M)
         struct figures c = {0, 0, 0, 0, 0};
         struct bm_plan_opts o;
         struct bm_table *t;
+        struct bm_costs *t_c = NULL;
         struct bm_timeline *tl;
         if (bm_spec_load(spec_path, &s, &err) == BM_OK) {
             bm_plan_opts_from_spec(&o, s);
             o.pp = P, o.vpp = V, o.microbatches = M, o.unit = P, o.window = 3;
             o.backbone = BM_BB_INTERLEAVED, o.policy = BM_POL_BIGMAC;
             double w0 = bm_now(), c0 = cpu_s();
-            if (bm_plan_build(s, &o, &t, &err) == BM_OK && bm_simulate(t, NULL, &tl, &err) == BM_OK) {
+            if (bm_plan_build(s, &o, &t, &t_c, &err) == BM_OK && bm_simulate(t, t_c, NULL, &tl, &err) == BM_OK) {
                 c.wall = bm_now() - w0, c.cpu = cpu_s() - c0, c.makespan = tl->makespan_ms, c.ok = 1;
                 struct rusage ru;
                 getrusage(RUSAGE_SELF, &ru);

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "bigmac.h"
+#include "bigmac_cost.h"
 
 #define GIB(mib) ((mib) / 1024.0)
 #define N_MULT 4
@@ -50,6 +51,7 @@ static void run_cell_pu(const struct bm_spec *s, int P, enum bm_backbone bb, int
     struct bm_plan_opts o;
     struct bm_err err;
     struct bm_table *t = NULL;
+    struct bm_costs *t_c = NULL;
     struct bm_timeline *tl = NULL;
     memset(c, 0, sizeof *c);
     bm_plan_opts_from_spec(&o, s);
@@ -61,9 +63,9 @@ static void run_cell_pu(const struct bm_spec *s, int P, enum bm_backbone bb, int
     o.window = W;
     if (U) o.unit = U;
     struct bm_sim_opts so = {0, 1, s->data.samples_per_microbatch};
-    if (bm_plan_build(s, &o, &t, &err) || bm_simulate(t, &so, &tl, &err)) {
+    if (bm_plan_build(s, &o, &t, &t_c, &err) || bm_simulate(t, t_c, &so, &tl, &err)) {
         snprintf(c->err, sizeof c->err, "%s", strtok(err.msg, "\n"));
-        bm_table_free(t);
+        bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
         return;
     }
     c->ok = 1;
@@ -75,7 +77,7 @@ static void run_cell_pu(const struct bm_spec *s, int P, enum bm_backbone bb, int
     c->oom = tl->oom;
     c->window = t->window;
     bm_timeline_free(tl);
-    bm_table_free(t);
+    bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
 }
 
 static void run_cell_u(const struct bm_spec *s, enum bm_backbone bb, int M, enum bm_policy pol, int W, int U,

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "bigmac.h"
+#include "bigmac_cost.h"
 #include "bench_spec.h"
 #include "plan/plan.h"
 #include "util/util.h"
@@ -31,19 +32,20 @@ static const double INDEPENDENT[2][4] = {{987.9, 1689.1, 3176.3, 6150.8}, {867.6
 static int run(const struct bm_spec *s, struct bm_plan_opts o, int search, double *ms, double *lb)
 {
     struct bm_table *t;
+    struct bm_costs *t_c = NULL;
     struct bm_timeline *tl;
     struct bm_err err;
     *ms = *lb = -1;
-    if (bm_plan_build_search(s, &o, search, &t, lb, &err)) {
+    if (bm_plan_build_search(s, &o, search, &t, &t_c, lb, &err)) {
         fprintf(stderr, "%s\n", err.msg);
         return -1;
     }
-    int rc = bm_simulate(t, NULL, &tl, &err);
+    int rc = bm_simulate(t, t_c, NULL, &tl, &err);
     if (!rc) {
         *ms = tl->makespan_ms;
         bm_timeline_free(tl);
     }
-    bm_table_free(t);
+    bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
     return rc ? -1 : 0;
 }
 
@@ -109,18 +111,19 @@ static void speed(void)
         bm_plan_prof = &prof;
         double t0 = bm_now();
         struct bm_table *t;
+        struct bm_costs *t_c = NULL;
         struct bm_timeline *tl;
         struct bm_err err;
-        if (bm_plan_build(s, &o, &t, &err)) {
+        if (bm_plan_build(s, &o, &t, &t_c, &err)) {
             fprintf(stderr, "%s\n", err.msg);
             bm_plan_prof = NULL;
             break;
         }
         bm_plan_prof = NULL;
         double t1 = bm_now();
-        if (bm_simulate(t, NULL, &tl, &err)) {
+        if (bm_simulate(t, t_c, NULL, &tl, &err)) {
             fprintf(stderr, "%s\n", err.msg);
-            bm_table_free(t);
+            bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
             break;
         }
         double t2 = bm_now();
@@ -129,7 +132,7 @@ static void speed(void)
             ms = tl->makespan_ms, window = t->window;
         }
         bm_timeline_free(tl);
-        bm_table_free(t);
+        bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
     }
     bm_spec_free(s);
     if (best_total < 0) return;

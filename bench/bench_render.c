@@ -21,9 +21,10 @@ int main(int argc, char **argv)
     struct bm_err err;
     struct bm_plan_opts o = {.pp = P, .vpp = V, .microbatches = M, .window = 3, .backbone = BM_BB_INTERLEAVED, .policy = BM_POL_BIGMAC};
     struct bm_table *t;
+    struct bm_costs *t_c = NULL;
     struct bm_timeline *tl;
     double t0 = bm_now();
-    if (bm_plan_build(s, &o, &t, &err) || bm_simulate(t, NULL, &tl, &err)) {
+    if (bm_plan_build(s, &o, &t, &t_c, &err) || bm_simulate(t, t_c, NULL, &tl, &err)) {
         fprintf(stderr, "%s\n", err.msg);
         return 1;
     }
@@ -47,10 +48,10 @@ int main(int argc, char **argv)
             return 1;
         }
         double a = bm_now();
-        int rc = k == 0   ? bm_render_html(t, tl, NULL, "bench", f)
-                 : k == 1 ? bm_render_trace(t, tl, f)
+        int rc = k == 0   ? bm_render_html(t, t_c, tl, NULL, "bench", f)
+                 : k == 1 ? bm_render_trace(t, t_c, tl, f)
                  : k == 2 ? bm_render_svg(t, tl, "bench", 0, f)
-                 : k == 3 ? bm_csv_write(t, f)
+                 : k == 3 ? bm_csv_write(t, t_c, f)
                           : bm_render_ascii(t, tl, 120, f);
         fclose(f);
         double b = bm_now();
@@ -61,12 +62,13 @@ int main(int argc, char **argv)
         if (k == 1) {
             /* reload the trace (what `render trace.json` does) */
             struct bm_table *t2;
+            struct bm_costs *t2_c = NULL;
             struct bm_timeline *tl2;
             double c = bm_now();
-            if (bm_trace_load(path, &t2, &tl2, &err) == BM_OK) {
+            if (bm_trace_load(path, &t2, &t2_c, &tl2, &err) == BM_OK) {
                 printf("%-8s %10.3f %12s %14s\n", "(reload)", bm_now() - c, "", "");
                 bm_timeline_free(tl2);
-                bm_table_free(t2);
+                bm_table_free(t2), bm_costs_free(t2_c), t2_c = NULL;
             } else {
                 printf("trace reload failed: %s\n", err.msg);
             }
@@ -76,7 +78,7 @@ int main(int argc, char **argv)
     if (!getenv("BM_BENCH_KEEP")) rmdir(dir);
     else printf("files kept in %s\n", dir);
     bm_timeline_free(tl);
-    bm_table_free(t);
+    bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
     bm_spec_free(s);
     return 0;
 }

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "bigmac_cost.h"
 #include "util/util.h"
 
 static struct bm_table *T;
@@ -23,19 +24,21 @@ static int tensor(const char *fmt, int c, int grad)
 {
     char name[64];
     snprintf(name, sizeof name, fmt, c);
-    int i = bm_table_tensor(T, name, 0, grad, 16);
+    int i = bm_table_tensor(T, name, 0, grad); /* 16 MiB: module 0's out_mib */
     if (i < 0) exit(1);
     return i;
 }
 
+static struct bm_cost costs[2]; /* the modules' costs, the cost model's once both are added */
+
 static void add_module(const char *name, enum bm_role role, double f, double b, double act, double st)
 {
+    costs[T->n_modules] = (struct bm_cost){f, b, act, st, 16, 0, 0, 0};
     T->modules = bm_realloc(T->modules, (size_t)(T->n_modules + 1) * sizeof *T->modules);
     struct bm_table_module *m = &T->modules[T->n_modules++];
     *m = (struct bm_table_module){0};
     m->name = bm_strdup(name);
     m->role = role;
-    m->cost = (struct bm_cost){f, b, act, st, 16, 0, 0, 0};
 }
 
 int main(int argc, char **argv)
@@ -50,10 +53,14 @@ int main(int argc, char **argv)
     T->unit = P;
     T->backbone = BM_BB_INTERLEAVED;
     T->policy = BM_POL_OPTIMUS;
-    T->device = (struct bm_device){80, 989, 0.4, 25, 10, 0, 12.5, 20, 0, 0, 0, 0, 0};
     add_module("vit", BM_ROLE_ENCODER, 4, 8, 300, 2600);
     add_module("llm", BM_ROLE_BACKBONE, 40, 80, 6000, 60000);
     T->backbone_module = 1;
+    struct bm_costs *T_c = bm_costs_new(T);
+    if (!T_c) return 1;
+    T_c->modules[0] = costs[0], T_c->modules[1] = costs[1];
+    T_c->device = (struct bm_device){.memory_gib = 80, .peak_tflops = 989, .efficiency = 0.4, .link_gbytes_per_s = 25,
+                                     .link_latency_us = 10, .inter_host_gbytes_per_s = 12.5, .inter_host_latency_us = 20};
     int *fwd = bm_malloc((size_t)C * sizeof *fwd), *bwd = bm_malloc((size_t)C * sizeof *bwd);
     for (int c = 0; c < C; c++) {
         fwd[c] = tensor("llm.c%d.out", c, 0);
@@ -99,7 +106,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < reps; i++) {
         bm_timeline_free(tl);
         double a = bm_now();
-        if (bm_simulate(T, NULL, &tl, &E)) {
+        if (bm_simulate(T, T_c, NULL, &tl, &E)) {
             fprintf(stderr, "simulate: %s\n", E.msg);
             return 1;
         }
@@ -115,6 +122,6 @@ int main(int argc, char **argv)
     bm_free(steps);
     bm_free(fwd);
     bm_free(bwd);
-    bm_table_free(T);
+    bm_table_free(T), bm_costs_free(T_c), T_c = NULL;
     return 0;
 }

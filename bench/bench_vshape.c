@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "bigmac.h"
+#include "bigmac_cost.h"
 
 #define GIB(mib) ((mib) / 1024.0)
 
@@ -44,14 +45,15 @@ static int run(const struct bm_spec *s, int P, int V, int M, enum bm_backbone bb
     struct bm_plan_opts o;
     struct bm_err err;
     struct bm_table *t = NULL;
+    struct bm_costs *t_c = NULL;
     struct bm_timeline *tl = NULL;
     bm_plan_opts_from_spec(&o, s);
     o.pp = P, o.vpp = V, o.microbatches = M, o.backbone = bb, o.policy = pol, o.window = W;
     struct bm_sim_opts so = {0, 1, s->data.samples_per_microbatch};
-    if (bm_plan_build(s, &o, &t, &err) || bm_simulate(t, &so, &tl, &err)) {
+    if (bm_plan_build(s, &o, &t, &t_c, &err) || bm_simulate(t, t_c, &so, &tl, &err)) {
         fprintf(stderr, "bench_vshape: %s %s P=%d M=%d: %s\n", bm_backbone_name(bb), bm_policy_name(pol), P, M,
                 strtok(err.msg, "\n"));
-        bm_table_free(t);
+        bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
         return -1;
     }
     *ms = tl->makespan_ms;
@@ -61,7 +63,7 @@ static int run(const struct bm_spec *s, int P, int V, int M, enum bm_backbone bb
     *window = t->window;
     *oom = tl->oom;
     bm_timeline_free(tl);
-    bm_table_free(t);
+    bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
     return 0;
 }
 

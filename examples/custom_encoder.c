@@ -228,7 +228,7 @@ int main(int argc, char **argv)
     if (o.mode == BM_TRAIN_LOCAL) po.pp = spec->pp;
     o.plan = &po;
     o.on_error = print_error;
-    int rc = bm_train(spec, NULL, &o, &argc, &argv, &err);
+    int rc = bm_train(spec, NULL, NULL, &o, &argc, &argv, &err);
     bm_spec_free(spec);
     return rc ? 1 : 0;
 }

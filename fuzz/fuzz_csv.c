@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "bigmac.h"
+#include "bigmac_cost.h"
 #include "report/report.h"
 
 /* the module graph of examples/tiny-mllm.json, whose CSVs seed the corpus */
@@ -22,22 +23,23 @@ static const char *const spec_text =
 static void check(const char *text, const struct bm_spec *spec)
 {
     struct bm_table *t = (struct bm_table *)1;
+    struct bm_costs *t_c = NULL;
     struct bm_err err;
     err.msg[0] = 0;
-    int rc = bm_csv_parse(text, "fuzz.csv", spec, NULL, &t, &err);
+    int rc = bm_csv_parse(text, "fuzz.csv", spec, NULL, &t, &t_c, &err);
     if (rc != BM_OK) {
         if (rc != BM_ERR || t != NULL || !err.msg[0]) abort();
         return;
     }
     if (bm_verify(t, &err) == BM_OK) {
         struct bm_timeline *tl;
-        if (bm_simulate(t, NULL, &tl, &err) != BM_OK) {
+        if (bm_simulate(t, t_c, NULL, &tl, &err) != BM_OK) {
             fprintf(stderr, "verified CSV table does not simulate: %s\n", err.msg);
             abort();
         }
         bm_timeline_free(tl);
     }
-    bm_table_free(t);
+    bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

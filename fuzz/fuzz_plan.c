@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "bigmac.h"
+#include "bigmac_cost.h"
 #include "util/util.h"
 
 static unsigned byte_at(const uint8_t *d, size_t n, size_t i) { return i < n ? d[i] : 0; }
@@ -113,11 +114,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
 
     struct bm_table *t = (struct bm_table *)1;
+    struct bm_costs *t_c = NULL;
     err.msg[0] = 0;
     /* a small placement-search budget: every input exercises the search, none takes seconds
      * (the default budget, 5000 timings per descent and window, took 15 s under the sanitizers on
      * a P = 8, V = 4 input) */
-    int rc = bm_plan_build_search(s, &o, 64, &t, NULL, &err);
+    int rc = bm_plan_build_search(s, &o, 64, &t, &t_c, NULL, &err);
     if (rc != BM_OK) {
         if (rc != BM_ERR || t != NULL || !err.msg[0]) abort();
         bm_spec_free(s);
@@ -130,12 +132,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         abort();
     }
     struct bm_timeline *tl;
-    if (bm_simulate(t, NULL, &tl, &err) != BM_OK) {
+    if (bm_simulate(t, t_c, NULL, &tl, &err) != BM_OK) {
         fprintf(stderr, "planned, verified table does not simulate: %s\n", err.msg);
         abort();
     }
     bm_timeline_free(tl);
-    bm_table_free(t);
+    bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
     bm_spec_free(s);
     return 0;
 }

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "bigmac.h"
+#include "bigmac_cost.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -17,9 +18,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memcpy(text, data, size);
     text[size] = 0;
     struct bm_table *t = (struct bm_table *)1;
+    struct bm_costs *t_c = NULL;
     struct bm_err err;
     err.msg[0] = 0;
-    int rc = bm_table_parse(text, "fuzz.json", &t, &err);
+    int rc = bm_table_parse(text, "fuzz.json", &t, &t_c, &err);
     free(text);
     if (rc != BM_OK) {
         if (rc != BM_ERR || t != NULL || !err.msg[0]) abort();
@@ -29,10 +31,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t len = 0;
     FILE *mf = open_memstream(&buf, &len);
     if (mf) {
-        if (bm_table_write_json(t, mf)) abort();
+        if (bm_table_write_json(t, t_c, mf)) abort();
         fclose(mf);
         struct bm_table *t2;
-        if (bm_table_parse(buf, "roundtrip.json", &t2, &err) != BM_OK) {
+        struct bm_costs *t2_c = NULL;
+        if (bm_table_parse(buf, "roundtrip.json", &t2, &t2_c, &err) != BM_OK) {
             fprintf(stderr, "written table does not load: %s\n", err.msg);
             abort();
         }
@@ -45,14 +48,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                     a->chunk != b->chunk || a->mb != b->mb || a->peer != b->peer)
                     abort();
             }
-        bm_table_free(t2);
+        bm_table_free(t2), bm_costs_free(t2_c), t2_c = NULL;
         free(buf);
     }
     err.msg[0] = 0;
     if (bm_verify(t, &err) == BM_OK) {
         struct bm_timeline *tl = NULL;
         struct bm_sim_opts so = {0.1, 7, 1};
-        if (bm_simulate(t, &so, &tl, &err) != BM_OK) {
+        if (bm_simulate(t, t_c, &so, &tl, &err) != BM_OK) {
             fprintf(stderr, "verified table does not simulate: %s\n", err.msg);
             abort();
         }
@@ -61,6 +64,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     } else if (!err.msg[0]) {
         abort();
     }
-    bm_table_free(t);
+    bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
     return 0;
 }

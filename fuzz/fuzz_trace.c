@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "bigmac.h"
+#include "bigmac_cost.h"
 #include "report/report.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -17,10 +18,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     text[size] = 0;
     (void)bm_trace_sniff(text);
     struct bm_table *t = (struct bm_table *)1;
+    struct bm_costs *t_c = NULL;
     struct bm_timeline *tl = (struct bm_timeline *)1;
     struct bm_err err;
     err.msg[0] = 0;
-    int rc = bm_trace_parse(text, "fuzz.trace.json", &t, &tl, &err);
+    int rc = bm_trace_parse(text, "fuzz.trace.json", &t, &t_c, &tl, &err);
     free(text);
     if (rc != BM_OK) {
         if (rc != BM_ERR || !err.msg[0]) abort();
@@ -32,6 +34,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (int r = 0; r < t->pp; r++)
         if (tl->ranks[r].n_ops != t->ranks[r].n_ops) abort();
     bm_timeline_free(tl);
-    bm_table_free(t);
+    bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
     return 0;
 }

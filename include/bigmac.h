@@ -5,18 +5,22 @@
  *     struct bm_err err;
  *     struct bm_spec *spec;
  *     struct bm_table *table;
+ *     struct bm_costs *costs;                    // the cost model beside the table (bigmac_cost.h)
  *     if (bm_spec_load("examples/tiny-mllm.json", &spec, &err) != BM_OK) { puts(err.msg); return 1; }
  *     struct bm_plan_opts o;
  *     bm_plan_opts_from_spec(&o, spec);          // bm_plan_opts_merge(&o, &flags) would lay flags over o
  *     o.policy = BM_POL_BIGMAC;
- *     if (bm_plan_build(spec, &o, &table, &err) != BM_OK) { puts(err.msg); return 1; }
+ *     if (bm_plan_build(spec, &o, &table, &costs, &err) != BM_OK) { puts(err.msg); return 1; }
  *     if (bm_verify(table, &err) != BM_OK) { puts(err.msg); return 1; }
- *     bm_table_write_json(table, stdout);
+ *     bm_table_write_json(table, costs, stdout);
  *     bm_table_free(table);
+ *     bm_costs_free(costs);
  *     bm_spec_free(spec);
  *
  * Data flow: spec (modules, produces/consumes, costs) -> planner -> operator table
- * (per-rank ordered compute + send/recv ops) -> verifier / simulator / renderers / executor.
+ * (per-rank ordered compute + send/recv ops) -> verifier / simulator / renderers / executor; the
+ * table's cost model (struct bm_costs, bigmac_cost.h) goes beside it to the simulator, the
+ * renderers of costs and calibration, never to the verifier or the executor.
  * The operator table is the single source of truth; nothing downstream re-derives a schedule.
  *
  * Conventions
@@ -60,9 +64,11 @@ extern "C" {
 /* The ABI rule (docs/design.md §12, tests/test_abi.sh): a change to the layout of a public struct
  * or a removed public function bumps BM_SOVERSION (and `make abi-baseline` records the new ABI).
  * 0.5.0 changed struct layouts under soname 0; 0.6.0 (soname 1) exports only the public
- * functions (BM_API) and adds bigmac_report.h. */
-#define BM_VERSION "0.6.0"
-#define BM_SOVERSION 1
+ * functions (BM_API) and adds bigmac_report.h. 0.7.0 (soname 2) takes the cost model out of
+ * struct bm_table (struct bm_costs, bigmac_cost.h), gives struct bm_plan_opts its "unset"
+ * (BM_UNSET) and the fields dp / ranks_per_host / zero, and struct bm_device the collectives. */
+#define BM_VERSION "0.7.0"
+#define BM_SOVERSION 2
 #define BM_SPEC_FORMAT "bigmac-spec"
 #define BM_SPEC_VERSION 1
 #define BM_TABLE_FORMAT "bigmac-table"
@@ -312,7 +318,7 @@ struct bm_tensor {
     char *name;      /* "vis_emb", "llm.c0.out", "grad:vis_emb" */
     int module;      /* producing module (the backbone for chunk outputs) */
     int grad;        /* 1 for "grad:<tensor>" */
-    double mib;      /* size of one microbatch's tensor (producer's out_mib) */
+    /* its bytes per microbatch are the cost model's (bm_costs_tensor_mib, bigmac_cost.h) */
 };
 
 struct bm_table_module {
@@ -321,9 +327,8 @@ struct bm_table_module {
     char **consumes;  int n_consumes;
     char **produces;  int n_produces;
     int grad_to_backbone;
-    struct bm_cost cost;
+    /* its costs (JSON "cost") are the cost model's: struct bm_costs modules[i] (bigmac_cost.h) */
     int recompute;           /* 1 = full activation recomputation (src/sim/cost.h) */
-    double spread;           /* sigma of log op time around the cost (JSON cost.spread); 0 = none */
     int frozen;              /* 1 = "trainable": false (JSON, written only when false) */
     /* derived by bm_table_finish from frozen and the graph (docs/spec.md "Frozen modules"):
      * BM_BACKWARD_FULL, BM_BACKWARD_INPUT (input gradient only: no W, no weight gradient) or
@@ -334,11 +339,21 @@ enum { BM_BACKWARD_FULL = 0, BM_BACKWARD_INPUT = 1, BM_BACKWARD_NONE = 2 };
 
 struct bm_flow; /* the dataflow of a table (private) */
 
+/* The cost model that goes beside a table (bigmac_cost.h): programs that only plan, verify or
+ * run a schedule pass it along without looking inside. Frees every array it holds; NULL is a
+ * no-op. */
+struct bm_costs;
+BM_API void bm_costs_free(struct bm_costs *c);
+
 struct bm_rank_ops {
     struct bm_op *ops;
     int n_ops, cap;
 };
 
+/* The schedule: which ops run on which rank in which order, and what they exchange. What the
+ * ops cost (module costs, chunk weights, microbatch and rank scales, the device, overheads,
+ * measured bytes) is not here but in the cost model that goes beside a table (struct bm_costs,
+ * bigmac_cost.h): the verifier and the executors read a table alone. */
 struct bm_table {
     int pp, vpp, microbatches, unit, window;  /* window 0 = policy uses none */
     enum bm_backbone backbone;
@@ -349,39 +364,15 @@ struct bm_table {
     int backbone_module;      /* index into modules */
     int n_tensors, cap_tensors;
     struct bm_tensor *tensors;
-    double *chunk_weights;    /* [pp*vpp] share of backbone cost per global chunk (sums to 1) */
     int *chunk_layers;        /* [pp*vpp] layers per chunk, or NULL when layers unknown */
-    double *mb_scale;         /* [microbatches] encoder cost multiplier per microbatch */
-    double *rank_time_scale;  /* [pp] compute-time multiplier per rank, or NULL (all 1) */
-    struct bm_device device;
     struct bm_rank_ops *ranks;/* [pp] */
     void *tensor_index;       /* private: name -> tensor hash */
-    /* Optional measured activation bytes of each forward, [(module * pp*vpp + chunk) * M + mb]
-     * (chunk 0 for non-backbone modules), NULL = use the modules' act_mib (src/sim/cost.h).
-     * The executor's measured ctx_bytes go here so the simulator predicts its exact peaks.
-     * Not part of the JSON table. Owned by the table (bm_table_free frees it). */
-    double *act_bytes;
-    /* Optional measured bytes a recomputed forward keeps (its input), laid out as act_bytes;
-     * NULL = the modelled input (bm_cost_input_mib). Owned by the table. */
-    double *in_bytes;
-    /* per-op dispatch time (ms) every op occupies its rank with before it starts (spec
-     * device.op_overhead_us; JSON "op_overhead_us", written only when > 0); 0 = none */
-    double op_overhead_ms;
-    /* its standard deviation (ms; spec device.op_overhead_sd_us; JSON "op_overhead_sd_us"), the
-     * time a recv of an arrived message takes (device.recv_overhead_us; "recv_overhead_us") and
-     * the time before each rank's first op (device.step_lead_us; "step_lead_us"); each written
-     * only when > 0, 0 = none (src/sim/cost.h) */
-    double op_overhead_sd_ms, recv_overhead_ms, step_lead_ms;
-    /* Optional measured bytes a split backward keeps from B to W (the executor's wctx_bytes),
-     * same layout as act_bytes; NULL = act_w_mib's fraction of the activation. Not part of the
-     * JSON table. Owned by the table. */
-    double *act_w_bytes;
     /* private: the dataflow (src/table/flow.h) bm_table_finish computed from the modules; NULL
      * until then. Owned by the table. */
     struct bm_flow *flow;
     /* Data-parallel replicas D of this pipeline (JSON "dp", written only when > 1; 0 or 1 = one
      * pipeline). Every replica walks this table; pipeline rank p of replica d is global rank
-     * p * D + d, which is what device.ranks_per_host places on hosts (src/sim/hosts.h). */
+     * p * D + d, which is what ranks_per_host places on hosts (src/sim/hosts.h). */
     int dp;
     /* [pp*vpp] the rank of each global backbone chunk, or NULL: the backbone's own placement
      * (bm_backbone_chunk_rank; c mod P but for the V shapes). JSON "chunk_rank" / CSV
@@ -391,6 +382,11 @@ struct bm_table {
     /* train.zero of the spec (JSON "zero", written only when 1): 1 = ZeRO-1, the optimizer state
      * sharded over each module's copies (src/sim/step.h) */
     int zero;
+    /* Placement over hosts, a deployment fact both the executor (which warns when the run's
+     * hosts differ) and the simulator (inter-host links) read: global rank g runs on host
+     * g / ranks_per_host; 0 = every rank on one host. Spec device.ranks_per_host; the table
+     * files keep it in their "device" object (JSON "ranks_per_host", CSV "# device"). */
+    int ranks_per_host;
 };
 
 /* The rank that runs t's backbone chunk c (t->chunk_rank, else the backbone's placement). */
@@ -411,9 +407,9 @@ BM_API void bm_table_free(struct bm_table *t);
 BM_API int bm_table_finish(struct bm_table *t, struct bm_err *err);
 /* Append op to rank's list. BM_ERR (with message) on allocation failure. */
 BM_API int bm_table_push(struct bm_table *t, int rank, struct bm_op op, struct bm_err *err);
-/* Index of tensor 'name', interning it (module, grad, mib filled from the arguments) when new.
+/* Index of tensor 'name', interning it (module, grad filled from the arguments) when new.
  * Returns -1 on allocation failure. */
-BM_API int bm_table_tensor(struct bm_table *t, const char *name, int module, int grad, double mib);
+BM_API int bm_table_tensor(struct bm_table *t, const char *name, int module, int grad);
 /* Index of tensor 'name' or -1 when the table has none by that name. */
 BM_API int bm_table_find_tensor(const struct bm_table *t, const char *name);
 /* Total op count over all ranks. */
@@ -444,13 +440,18 @@ BM_API int bm_table_op_flow(const struct bm_table *t, int module, int chunk, int
  * nested "vit:F3", comm "SEND_F:vis_emb:3>1" / "RECV_B:grad:llm.c0.out:3<1". Writes at most n bytes. */
 BM_API void bm_op_format(const struct bm_table *t, const struct bm_op *op, char *buf, size_t n);
 
-/* Write the table as JSON (docs/design.md §4, plus the extension fields documented in docs/table.md). */
-BM_API int bm_table_write_json(const struct bm_table *t, FILE *f);
+/* Write the table as JSON (docs/design.md §4, plus the extension fields documented in docs/table.md)
+ * with the costs c of its modules, chunks, microbatches and device (the file keeps both; c NULL:
+ * every cost 0, uniform chunk weights, scales 1). */
+BM_API int bm_table_write_json(const struct bm_table *t, const struct bm_costs *c, FILE *f);
 /* Write to 'path' ("-" = stdout). */
-BM_API int bm_table_save(const struct bm_table *t, const char *path, struct bm_err *err);
-/* Parse a table; errors name path:line:col and the field. Caller owns *out (bm_table_free). */
-BM_API int bm_table_load(const char *path, struct bm_table **out, struct bm_err *err);
-BM_API int bm_table_parse(const char *text, const char *name, struct bm_table **out, struct bm_err *err);
+BM_API int bm_table_save(const struct bm_table *t, const struct bm_costs *c, const char *path, struct bm_err *err);
+/* Parse a table file into the schedule (*out) and the costs it carries (*costs; pass NULL when
+ * not wanted); errors name path:line:col and the field. Caller owns both (bm_table_free,
+ * bm_costs_free); both NULL on failure. */
+BM_API int bm_table_load(const char *path, struct bm_table **out, struct bm_costs **costs, struct bm_err *err);
+BM_API int bm_table_parse(const char *text, const char *name, struct bm_table **out, struct bm_costs **costs,
+                          struct bm_err *err);
 
 /* ---------------------------------------------------------------- backbone schedules (docs/design.md §5) */
 
@@ -528,10 +529,11 @@ BM_API void bm_plan_opts_from_spec(struct bm_plan_opts *o, const struct bm_spec 
 BM_API void bm_plan_opts_merge(struct bm_plan_opts *o, const struct bm_plan_opts *over);
 /* Write the spec settings o gives (dp, ranks_per_host, zero; not BM_UNSET) into s. */
 BM_API void bm_plan_opts_to_spec(const struct bm_plan_opts *o, struct bm_spec *s);
-/* Build the lowered operator table. Caller owns *out. On failure (bad options, window too
- * small, ...) *out is NULL and err says why. */
+/* Build the lowered operator table and the spec's cost model for it (*costs; pass NULL when
+ * not wanted). Caller owns both. On failure (bad options, window too small, ...) both are NULL
+ * and err says why. */
 BM_API int bm_plan_build(const struct bm_spec *s, const struct bm_plan_opts *o, struct bm_table **out,
-                         struct bm_err *err);
+                         struct bm_costs **costs, struct bm_err *err);
 /* A table read from a file that gave its compute ops only (a PyTorch compute-only CSV, or a
  * bigmac CSV without its send/recv cells; docs/csv.md): add the sends and receives the planner's
  * lowering would (a recv right before the first op on a rank that needs a tensor made elsewhere,
@@ -547,7 +549,8 @@ BM_API int bm_plan_lower_loaded(struct bm_table *t, int *lowered, struct bm_err 
  * order of it that keeps each rank's backbone order (docs/simulator.md "Lower bound"). */
 #define BM_SEARCH_OFF (-1)
 BM_API int bm_plan_build_search(const struct bm_spec *s, const struct bm_plan_opts *o, int search,
-                                struct bm_table **out, double *lower_bound_ms, struct bm_err *err);
+                                struct bm_table **out, struct bm_costs **costs, double *lower_bound_ms,
+                                struct bm_err *err);
 
 /* ---------------------------------------------------------------- verifier (docs/design.md §7) */
 
@@ -660,23 +663,25 @@ struct bm_sim_opts {
     int samples_per_microbatch; /* for samples_per_s; 0 = 1 */
 };
 
-/* Simulate table t (docs/design.md §8; the cost and memory model are in docs/simulator.md and
- * src/sim/cost.h). o may be NULL (no jitter). On success returns BM_OK and stores a new
+/* Simulate table t under cost model c (docs/design.md §8; the cost and memory model are in
+ * docs/simulator.md and src/sim/cost.h). o may be NULL (no jitter). On success returns BM_OK and stores a new
  * timeline in *out (caller owns it: bm_timeline_free). On failure (malformed table, a recv with
  * no matching send, a deadlock) *out is NULL and err names the blocked ranks' ops. Never hangs:
  * runs in O(ops). */
-BM_API int bm_simulate(const struct bm_table *t, const struct bm_sim_opts *o, struct bm_timeline **out,
-                       struct bm_err *err);
+BM_API int bm_simulate(const struct bm_table *t, const struct bm_costs *c, const struct bm_sim_opts *o,
+                       struct bm_timeline **out, struct bm_err *err);
 BM_API void bm_timeline_free(struct bm_timeline *tl);
 /* Write the JSON object `bigmac simulate --json` prints for table t and its timeline tl
  * (docs/simulator.md "JSON output": policy, settings, makespan, bubble, samples/s, memory,
  * per-rank figures, the step, "hosts" for a table placed over hosts), indented, then a newline.
  * BM_ERR when memory runs out or the write fails. */
-BM_API int bm_timeline_write_json(const struct bm_table *t, const struct bm_timeline *tl, FILE *f);
+BM_API int bm_timeline_write_json(const struct bm_table *t, const struct bm_costs *c, const struct bm_timeline *tl,
+                                  FILE *f);
 
 /* For loaders of measured traces: a timeline shaped like t (ops zeroed, wait = -1, no memory
- * points, state_mib from the memory model). NULL on allocation failure. */
-BM_API struct bm_timeline *bm_timeline_new(const struct bm_table *t);
+ * points, state_mib and the memory cap from the memory model of c; c NULL: 0). NULL on
+ * allocation failure. */
+BM_API struct bm_timeline *bm_timeline_new(const struct bm_table *t, const struct bm_costs *c);
 /* Append a memory point to rank r (skipped when equal to the last one). BM_ERR on OOM. */
 BM_API int bm_timeline_mem_push(struct bm_timeline *tl, int r, double t_ms,
                                 const double act_mib[BM_N_ROLES]);
@@ -752,12 +757,13 @@ struct bm_train_opts {
 /* Train the model of 'spec' pipelined (MPI or BM_TRAIN_LOCAL) or with the reference trainer,
  * on the built-in dataset (docs/executor.md). table: the operator table to run (the caller's;
  * checked with bm_verify and against the number of ranks), or NULL to plan one from spec and
- * opts->plan. argc/argv: the program's, for MPI_Init (BM_TRAIN_MPI only; may be NULL
+ * opts->plan. costs: the given table's cost model (as loaded with it), which the executor only
+ * embeds, unread, with the table in its traces (--trace); NULL: none (planned: the plan's). argc/argv: the program's, for MPI_Init (BM_TRAIN_MPI only; may be NULL
  * otherwise). Progress lines go to stdout on rank 0 unless opts->quiet. Returns BM_OK, or
  * BM_ERR with err set (and opts->on_error called where it should be printed). Only programs
  * linked with the MPI transport can run BM_TRAIN_MPI. */
-BM_API int bm_train(const struct bm_spec *spec, const struct bm_table *table, const struct bm_train_opts *opts,
-                    int *argc, char ***argv, struct bm_err *err);
+BM_API int bm_train(const struct bm_spec *spec, const struct bm_table *table, const struct bm_costs *costs,
+                    const struct bm_train_opts *opts, int *argc, char ***argv, struct bm_err *err);
 /* For a program that fails before it can call bm_train (a spec or table that does not load):
  * report msg as bm_train reports a failure before the first step, through opts->on_error with
  * setup = 1; under BM_TRAIN_MPI only in rank 0's process, MPI started and finalized around it
@@ -786,8 +792,9 @@ struct bm_compare_row {
     double nested_max_ms;        /* largest per-rank encoder + generator busy time */
     double lower_ms;             /* this placement's makespan lower bound; < 0: none (the
                                   * recompute row, or a failure) */
-    struct bm_table *t;          /* the row's table and timeline when opts->keep kept them */
-    struct bm_timeline *tl;      /* (owned by the comparison: bm_compare_free), else NULL */
+    struct bm_table *t;          /* the row's table, cost model and timeline when opts->keep */
+    struct bm_costs *c;          /* kept them (owned by the comparison: bm_compare_free), */
+    struct bm_timeline *tl;      /* else NULL */
     double step_ms, sync_exposed_ms, optimizer_ms; /* the whole step (struct bm_timeline) */
 };
 
@@ -808,10 +815,10 @@ struct bm_compare_opts {
     const struct bm_sim_opts *sim; /* NULL: nominal durations */
     int search;                  /* placement search budget (bm_plan_build_search) */
     /* Called for each row as soon as it is done (in the order rows[0..], the recompute row
-     * last), with its table and timeline (NULL when !row->ok), and returns 1 to keep them in
-     * the row, 0 to have them freed. NULL: none kept. */
+     * last), with its table, cost model and timeline (NULL when !row->ok), and returns 1 to
+     * keep them in the row, 0 to have them freed. NULL: none kept. */
     int (*keep)(void *ctx, const struct bm_compare_row *row, const struct bm_table *t,
-                const struct bm_timeline *tl);
+                const struct bm_costs *c, const struct bm_timeline *tl);
     void *ctx;
 };
 

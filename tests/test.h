@@ -91,4 +91,69 @@ static inline int test_sample(long *i)
 
 static inline int test_summary(void) { return t_failed ? 1 : 0; }
 
+/* ---------------------------------------------------------------- hand-built tables' costs */
+
+/* The library keeps a table's cost model (include/bigmac_cost.h) apart from the schedule; a test
+ * that builds a table by hand sets its costs in test_costs(t): t's cost model, made on first use
+ * and grown to t's modules (new ones zeroed). test_costs_adopt(t, c) makes a planned or loaded
+ * table's own cost model t's (a helper that returns only the table keeps it so). test_table_free(t)
+ * frees t and its cost model. */
+#include "bigmac.h"
+#include "bigmac_cost.h"
+
+#define TEST_MAX_COSTS 64
+static inline struct bm_costs *test_costs_slot(const struct bm_table *t, int drop, struct bm_costs *adopt)
+{
+    static struct {
+        const struct bm_table *t;
+        struct bm_costs *c;
+    } reg[TEST_MAX_COSTS];
+    int free_at = -1;
+    for (int i = 0; i < TEST_MAX_COSTS; i++) {
+        if (reg[i].t == t) {
+            if (drop) {
+                bm_costs_free(reg[i].c);
+                reg[i].t = NULL, reg[i].c = NULL;
+                return NULL;
+            }
+            return reg[i].c;
+        }
+        if (!reg[i].t && free_at < 0) free_at = i;
+    }
+    if (drop) return NULL;
+    if (free_at < 0) abort(); /* a test holds more hand-built tables at once than this */
+    struct bm_costs *c = adopt ? adopt : calloc(1, sizeof *c);
+    if (!c) abort();
+    reg[free_at].t = t, reg[free_at].c = c;
+    return c;
+}
+
+static inline struct bm_costs *test_costs(const struct bm_table *t)
+{
+    struct bm_costs *c = test_costs_slot(t, 0, NULL);
+    if (c->n_modules < t->n_modules || !c->modules) {
+        int n = t->n_modules > 0 ? t->n_modules : 1;
+        struct bm_cost *m = calloc((size_t)n, sizeof *m);
+        double *sp = calloc((size_t)n, sizeof *sp);
+        if (!m || !sp) abort();
+        if (c->modules) memcpy(m, c->modules, (size_t)c->n_modules * sizeof *m);
+        if (c->spread) memcpy(sp, c->spread, (size_t)c->n_modules * sizeof *sp);
+        free(c->modules), free(c->spread);
+        c->modules = m, c->spread = sp, c->n_modules = t->n_modules;
+    }
+    return c;
+}
+
+static inline void test_costs_adopt(const struct bm_table *t, struct bm_costs *c)
+{
+    test_costs_slot(t, 1, NULL); /* a stale entry of a freed table at the same address */
+    test_costs_slot(t, 0, c);
+}
+
+static inline void test_table_free(struct bm_table *t)
+{
+    test_costs_slot(t, 1, NULL);
+    bm_table_free(t);
+}
+
 #endif

@@ -12,6 +12,7 @@
 
 #include "bigmac.h"
 #include "bigmac_module.h"
+#include "bigmac_cost.h"
 #include "util/util.h"
 
 #define SPEC "examples/tiny-mllm.json"
@@ -80,7 +81,8 @@ static int step_plan(void *vctx, struct bm_err *err, int *made, int *fired)
     if (c->mb) o.microbatches = c->mb;
     if (c->unit) o.unit = c->unit;
     struct bm_table *t = (struct bm_table *)1;
-    int rc = bm_plan_build(s, &o, &t, err);
+    struct bm_costs *t_c = NULL;
+    int rc = bm_plan_build(s, &o, &t, &t_c, err);
     *made = t != NULL;
     *fired = bm_alloc_failed();
     bm_alloc_fail_at(0);
@@ -94,7 +96,7 @@ static int step_plan(void *vctx, struct bm_err *err, int *made, int *fired)
         c->got_window = t->window;
         c->got_ops = bm_table_n_ops(t);
     }
-    if (t != (struct bm_table *)1) bm_table_free(t);
+    if (t != (struct bm_table *)1) bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
     bm_spec_free(s);
     return rc;
 }
@@ -210,6 +212,7 @@ TEST(plan_bigmac_zero_bubble)
 
 struct sim_ctx {
     const struct bm_table *t;
+    const struct bm_costs *c;
     struct bm_sim_opts so;
 };
 
@@ -218,7 +221,7 @@ static int step_sim(void *vctx, struct bm_err *err, int *made, int *fired)
     struct sim_ctx *c = vctx;
     struct bm_timeline *tl = (struct bm_timeline *)1;
     (void)fired;
-    int rc = bm_simulate(c->t, &c->so, &tl, err);
+    int rc = bm_simulate(c->t, c->c, &c->so, &tl, err);
     *made = tl != NULL;
     if (tl != (struct bm_timeline *)1) bm_timeline_free(tl);
     return rc;
@@ -235,14 +238,15 @@ TEST(simulate_planned_tables)
         bm_plan_opts_from_spec(&o, s);
         o.policy = (enum bm_policy)p;
         struct bm_table *t;
-        CHECKF(bm_plan_build(s, &o, &t, &err) == BM_OK, "%s: %s", bm_policy_name(o.policy), err.msg);
+        struct bm_costs *t_c = NULL;
+        CHECKF(bm_plan_build(s, &o, &t, &t_c, &err) == BM_OK, "%s: %s", bm_policy_name(o.policy), err.msg);
         if (!t) continue;
-        struct sim_ctx c = {t, {0.2, 5, 2}};
+        struct sim_ctx c = {t, t_c, {0.2, 5, 2}};
         char what[64];
         snprintf(what, sizeof what, "simulate %s", bm_policy_name(o.policy));
         long n = sweep(what, step_sim, &c, 100000, 0);
         CHECKF(n > 5, "%s: n=%ld", what, n);
-        bm_table_free(t);
+        bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
     }
     bm_spec_free(s);
 }
@@ -258,16 +262,17 @@ static int step_load_verify(void *vctx, struct bm_err *err, int *made, int *fire
 {
     struct load_ctx *c = vctx;
     struct bm_table *t = (struct bm_table *)1;
+    struct bm_costs *t_c = NULL;
     (void)fired;
-    int rc = bm_table_load(c->path, &t, err);
+    int rc = bm_table_load(c->path, &t, &t_c, err);
     *made = t != NULL;
     if (rc != BM_OK) {
-        if (t != (struct bm_table *)1) bm_table_free(t);
+        if (t != (struct bm_table *)1) bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
         return rc;
     }
     rc = bm_verify(t, err);
     c->ops = bm_table_n_ops(t);
-    bm_table_free(t);
+    bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
     *made = rc == BM_OK;
     return rc;
 }
@@ -292,15 +297,16 @@ static int step_parse_fail_in_verify(void *vctx, struct bm_err *err, int *made, 
     /* a table that loads but fails verification: the verifier's error path under failures */
     struct load_ctx *c = vctx;
     struct bm_table *t = (struct bm_table *)1;
+    struct bm_costs *t_c = NULL;
     (void)fired;
-    int rc = bm_table_load(c->path, &t, err);
+    int rc = bm_table_load(c->path, &t, &t_c, err);
     *made = t != NULL;
     if (rc != BM_OK) {
-        if (t != (struct bm_table *)1) bm_table_free(t);
+        if (t != (struct bm_table *)1) bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
         return rc;
     }
     rc = bm_verify(t, err);
-    bm_table_free(t);
+    bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
     *made = 0;
     /* the deadlock is expected: report it as success of this step */
     if (rc == BM_ERR && strstr(err->msg, "invariant 2")) {

@@ -211,9 +211,10 @@ TEST(bound_never_above_exhaustive_optimum)
         if (!s) continue;
         struct bm_plan_opts o = {.pp = c->P, .vpp = c->V, .microbatches = c->M, .backbone = c->bb, .policy = c->pol};
         struct bm_table *t;
+        struct bm_costs *t_c = NULL;
         struct bm_graph *g;
         struct bm_err err;
-        if (bm_plan_graph(s, &o, &t, &g, &err)) {
+        if (bm_plan_graph(s, &o, &t, &t_c, &g, &err)) {
             CHECKF(0, "config %zu: %s", i, err.msg);
             bm_spec_free(s);
             continue;
@@ -232,20 +233,21 @@ TEST(bound_never_above_exhaustive_optimum)
                    lb / opt);
             /* the planner's own plan is one of the orders enumerated: never faster than the optimum */
             struct bm_table *pt;
+            struct bm_costs *pt_c = NULL;
             struct bm_plan_opts po = o;
             po.window = c->pol == BM_POL_BIGMAC ? c->M : 0;
-            if (bm_plan_build(s, &po, &pt, &err) == BM_OK) {
+            if (bm_plan_build(s, &po, &pt, &pt_c, &err) == BM_OK) {
                 struct bm_timeline *tl;
-                if (bm_simulate(pt, NULL, &tl, &err) == BM_OK) {
+                if (bm_simulate(pt, pt_c, NULL, &tl, &err) == BM_OK) {
                     CHECKF(tl->makespan_ms >= opt * (1 - 1e-9), "config %zu: plan %.4f below the optimum %.4f", i,
                            tl->makespan_ms, opt);
                     bm_timeline_free(tl);
                 }
-                bm_table_free(pt);
+                bm_table_free(pt), bm_costs_free(pt_c), pt_c = NULL;
             }
         }
         bm_graph_free(g);
-        bm_table_free(t);
+        bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
         bm_spec_free(s);
     }
     CHECK(checked >= 8);
@@ -277,13 +279,14 @@ TEST(bound_never_above_any_policy_on_grid)
                         for (int W = 2; W <= (pols[pi] == BM_POL_BIGMAC ? 3 : 2); W++) {
                             struct bm_plan_opts o = {.pp = P, .vpp = V, .microbatches = M, .window = pols[pi] == BM_POL_BIGMAC ? W : 0, .backbone = bb, .policy = pols[pi]};
                             struct bm_table *t;
+                            struct bm_costs *t_c = NULL;
                             struct bm_timeline *tl;
                             struct bm_err err;
                             double lb = -1;
-                            if (bm_plan_build_search(s, &o, GRID_SEARCH, &t, &lb, &err)) continue; /* window too small */
-                            if (bm_simulate(t, NULL, &tl, &err)) {
+                            if (bm_plan_build_search(s, &o, GRID_SEARCH, &t, &t_c, &lb, &err)) continue; /* window too small */
+                            if (bm_simulate(t, t_c, NULL, &tl, &err)) {
                                 CHECKF(0, "%s", err.msg);
-                                bm_table_free(t);
+                                bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
                                 continue;
                             }
                             CHECKF(lb > 0 && lb <= tl->makespan_ms * (1 + 1e-9),
@@ -293,7 +296,7 @@ TEST(bound_never_above_any_policy_on_grid)
                             ms[n++] = tl->makespan_ms;
                             checked++;
                             bm_timeline_free(tl);
-                            bm_table_free(t);
+                            bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
                         }
                     for (int i = 0; i < n; i++)
                         CHECKF(lower <= ms[i] * (1 + 1e-9), "P=%d V=%d M=%d gen=%d: bound %.4f above %.4f", P, V, M,
@@ -317,12 +320,13 @@ TEST(search_never_slower_and_verifies)
                     int M = 4 * P;
                     struct bm_plan_opts o = {.pp = P, .vpp = V, .microbatches = M, .window = W, .backbone = V > 1 ? BM_BB_INTERLEAVED : BM_BB_1F1B, .policy = BM_POL_BIGMAC};
                     struct bm_table *a, *b;
+                    struct bm_costs *a_c = NULL, *b_c = NULL;
                     struct bm_err err;
-                    if (bm_plan_build_search(s, &o, BM_SEARCH_OFF, &a, NULL, &err)) continue;
-                    CHECK(bm_plan_build_search(s, &o, 0, &b, NULL, &err) == BM_OK);
+                    if (bm_plan_build_search(s, &o, BM_SEARCH_OFF, &a, &a_c, NULL, &err)) continue;
+                    CHECK(bm_plan_build_search(s, &o, 0, &b, &b_c, NULL, &err) == BM_OK);
                     struct bm_timeline *ta, *tb;
-                    CHECK(bm_simulate(a, NULL, &ta, &err) == BM_OK);
-                    CHECK(bm_simulate(b, NULL, &tb, &err) == BM_OK);
+                    CHECK(bm_simulate(a, a_c, NULL, &ta, &err) == BM_OK);
+                    CHECK(bm_simulate(b, b_c, NULL, &tb, &err) == BM_OK);
                     CHECKF(bm_verify(b, &err) == BM_OK, "P=%d V=%d W=%d: %s", P, V, W, err.msg);
                     CHECKF(tb->makespan_ms <= ta->makespan_ms * (1 + 1e-9), "P=%d V=%d W=%d gen=%d: %.4f > %.4f", P, V,
                            W, gen, tb->makespan_ms, ta->makespan_ms);
@@ -331,8 +335,8 @@ TEST(search_never_slower_and_verifies)
                     checked++;
                     bm_timeline_free(ta);
                     bm_timeline_free(tb);
-                    bm_table_free(a);
-                    bm_table_free(b);
+                    bm_table_free(a), bm_costs_free(a_c), a_c = NULL;
+                    bm_table_free(b), bm_costs_free(b_c), b_c = NULL;
                 }
         bm_spec_free(s);
     }
@@ -347,17 +351,18 @@ TEST(search_is_deterministic)
     struct bm_spec *s = tiny_spec(1, 3, 6);
     struct bm_plan_opts o = {.pp = 4, .vpp = 2, .microbatches = 16, .window = 3, .backbone = BM_BB_INTERLEAVED, .policy = BM_POL_BIGMAC};
     struct bm_table *a, *b;
+    struct bm_costs *a_c = NULL, *b_c = NULL;
     struct bm_err err;
-    CHECK(bm_plan_build(s, &o, &a, &err) == BM_OK);
-    CHECK(bm_plan_build(s, &o, &b, &err) == BM_OK);
+    CHECK(bm_plan_build(s, &o, &a, &a_c, &err) == BM_OK);
+    CHECK(bm_plan_build(s, &o, &b, &b_c, &err) == BM_OK);
     CHECK(a->window == b->window);
     for (int r = 0; r < a->pp; r++) {
         CHECK(a->ranks[r].n_ops == b->ranks[r].n_ops);
         if (a->ranks[r].n_ops == b->ranks[r].n_ops)
             CHECK(!memcmp(a->ranks[r].ops, b->ranks[r].ops, (size_t)a->ranks[r].n_ops * sizeof(struct bm_op)));
     }
-    bm_table_free(a);
-    bm_table_free(b);
+    bm_table_free(a), bm_costs_free(a_c), a_c = NULL;
+    bm_table_free(b), bm_costs_free(b_c), b_c = NULL;
     bm_spec_free(s);
 }
 
@@ -376,14 +381,15 @@ TEST(understanding_window3_at_or_under_optimus)
                 struct bm_plan_opts o = {.pp = 8, .vpp = V, .microbatches = M, .window = k ? 0 : 3, .backbone = V > 1 ? BM_BB_INTERLEAVED : BM_BB_1F1B,
                                          .policy = k ? BM_POL_OPTIMUS : BM_POL_BIGMAC};
                 struct bm_table *t;
+                struct bm_costs *t_c = NULL;
                 struct bm_timeline *tl;
                 ms[k] = lb[k] = -1;
-                if (bm_plan_build_search(s, &o, 0, &t, &lb[k], &err) == BM_OK) {
-                    if (bm_simulate(t, NULL, &tl, &err) == BM_OK) {
+                if (bm_plan_build_search(s, &o, 0, &t, &t_c, &lb[k], &err) == BM_OK) {
+                    if (bm_simulate(t, t_c, NULL, &tl, &err) == BM_OK) {
                         ms[k] = tl->makespan_ms;
                         bm_timeline_free(tl);
                     }
-                    bm_table_free(t);
+                    bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
                 }
             }
             CHECKF(ms[0] > 0 && ms[0] <= ms[1], "V=%d M=%d: bigmac %.2f, optimus %.2f", V, M, ms[0], ms[1]);
@@ -402,13 +408,14 @@ TEST(graph_repair_equals_rebuild)
     for (int zb = 0; zb <= 1; zb++) { /* zb-h1: W tasks shift the nested tasks' ids */
     struct bm_plan_opts o = {.pp = 4, .vpp = 1, .microbatches = 32, .window = 3, .backbone = zb ? BM_BB_ZB_H1 : BM_BB_1F1B, .policy = BM_POL_BIGMAC};
     struct bm_table *t;
+    struct bm_costs *t_c = NULL;
     struct bm_graph *g, *h;
     struct bm_err err;
-    CHECK(bm_plan_graph(s, &o, &t, &g, &err) == BM_OK);
-    CHECK(bm_graph_pairs_by_window(t));
+    CHECK(bm_plan_graph(s, &o, &t, &t_c, &g, &err) == BM_OK);
+    CHECK(bm_graph_pairs_by_window(t, t_c));
     for (int W = 1; W <= 4; W++) {
         CHECK(bm_graph_repair(g, W, &err) == BM_OK);
-        CHECK(bm_graph_build(t, W, &h, &err) == BM_OK);
+        CHECK(bm_graph_build(t, t_c, W, &h, &err) == BM_OK);
         int same = g->n_tasks == h->n_tasks && g->pair_window == h->pair_window, owners_moved = 0;
         for (int i = 0; same && i < g->n_tasks; i++) {
             const struct bm_task *a = &g->task[i], *b = &h->task[i];
@@ -427,7 +434,7 @@ TEST(graph_repair_equals_rebuild)
         bm_graph_free(h);
     }
     bm_graph_free(g);
-    bm_table_free(t);
+    bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
     }
     bm_spec_free(s);
 }
@@ -451,9 +458,10 @@ TEST(sure_stall_windows_do_stall)
                             for (int pol = 0; pol < 2; pol++) {
                                 struct bm_plan_opts o = {.pp = P, .vpp = V, .microbatches = M, .unit = U, .window = 1, .backbone = bbs[b], .policy = pol ? BM_POL_IDEAL : BM_POL_BIGMAC};
                                 struct bm_table *t;
+                                struct bm_costs *t_c = NULL;
                                 struct bm_graph *g;
                                 struct bm_err err;
-                                if (bm_plan_graph(s, &o, &t, &g, &err)) continue;
+                                if (bm_plan_graph(s, &o, &t, &t_c, &g, &err)) continue;
                                 for (int W = 1; W <= 5; W++) {
                                     struct bm_order *ord;
                                     int sure = bm_nest_window_stalls(g, W, &err);
@@ -466,7 +474,7 @@ TEST(sure_stall_windows_do_stall)
                                            bm_backbone_name(bbs[b]), P, V, M, U, W, gen, rc);
                                 }
                                 bm_graph_free(g);
-                                bm_table_free(t);
+                                bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
                             }
         bm_spec_free(s);
     }

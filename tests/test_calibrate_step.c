@@ -12,7 +12,7 @@
 #include <math.h>
 
 #include "test.h"
-#include "sim/calibrate_step.h"
+#include "calib/calib.h"
 #include "util/util.h"
 
 static const char *tmp(const char *name)

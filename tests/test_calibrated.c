@@ -4,7 +4,7 @@
 #include "test.h"
 
 #include "bigmac.h"
-#include "spec/calibrated.h"
+#include "calib/calib.h"
 #include "util/util.h"
 
 static const char *tmp(const char *name)

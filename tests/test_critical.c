@@ -10,6 +10,7 @@ static struct bm_table *plan_text(const char *text, enum bm_policy pol, struct b
     struct bm_spec *s = NULL;
     struct bm_err err;
     struct bm_table *t = NULL;
+    struct bm_costs *t_c = NULL;
     *tl = NULL;
     if (bm_spec_parse(text, "c.json", &s, &err)) {
         fprintf(stderr, "  %s\n", err.msg);
@@ -18,11 +19,12 @@ static struct bm_table *plan_text(const char *text, enum bm_policy pol, struct b
     struct bm_plan_opts o;
     bm_plan_opts_from_spec(&o, s);
     o.policy = pol;
-    if (bm_plan_build(s, &o, &t, &err) || bm_simulate(t, NULL, tl, &err)) {
+    if (bm_plan_build(s, &o, &t, &t_c, &err) || bm_simulate(t, t_c, NULL, tl, &err)) {
         fprintf(stderr, "  %s\n", err.msg);
-        bm_table_free(t);
+        bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
         t = NULL;
     }
+    bm_costs_free(t_c); /* the critical path reads the table and its timeline only */
     bm_spec_free(s);
     return t;
 }

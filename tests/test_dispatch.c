@@ -4,7 +4,7 @@
  * gamma distribution by the expected makespan); `bigmac calibrate`'s fit of all of them
  * (bm_calibrate_dispatch); their spec and table keys. Timelines worked out by hand in the
  * comments. */
-#include "sim/calibrate.h"
+#include "calib/calib.h"
 #include "sim/expect.h"
 #include "test.h"
 #include "util/util.h"
@@ -35,7 +35,9 @@ static struct bm_table *table_of(const char *text, const char *name, struct bm_e
     struct bm_plan_opts o;
     bm_plan_opts_from_spec(&o, s);
     struct bm_table *t = NULL;
-    if (bm_plan_build(s, &o, &t, err)) t = NULL;
+    struct bm_costs *t_c = NULL;
+    if (bm_plan_build(s, &o, &t, &t_c, err)) t = NULL;
+    else test_costs_adopt(t, t_c);
     bm_spec_free(s);
     return t;
 }
@@ -53,11 +55,11 @@ TEST(lead_and_recv_overhead_by_hand)
     struct bm_table *t = gpipe_table(1000, 250, 0, &err);
     CHECKF(t != NULL, "%s", err.msg);
     if (!t) return;
-    CHECK_NEAR(t->step_lead_ms, 1.0, 1e-15);
-    CHECK_NEAR(t->recv_overhead_ms, 0.25, 1e-15);
-    CHECK(!bm_table_has_spread(t)); /* no spread: the expected makespan is the plain one */
+    CHECK_NEAR(test_costs(t)->step_lead_ms, 1.0, 1e-15);
+    CHECK_NEAR(test_costs(t)->recv_overhead_ms, 0.25, 1e-15);
+    CHECK(!bm_costs_have_spread(test_costs(t))); /* no spread: the expected makespan is the plain one */
     struct bm_timeline *tl = NULL;
-    CHECKF(bm_simulate(t, NULL, &tl, &err) == BM_OK, "%s", err.msg);
+    CHECKF(bm_simulate(t, test_costs(t), NULL, &tl, &err) == BM_OK, "%s", err.msg);
     if (tl) {
         static const double r0[8][2] = {{1.1, 2.1},   {2.2, 2.2},     {2.3, 3.3},     {3.4, 3.4},
                                          {3.5, 10.95}, {11.05, 13.05}, {13.15, 15.15}, {15.25, 17.25}};
@@ -89,12 +91,12 @@ TEST(lead_and_recv_overhead_by_hand)
     /* without lead and recv overhead: everything 1 ms earlier, and rank 1's recv of mb 1 ends
      * when it is reached (3.4 .. 3.4), so from there rank 1 and then rank 0 are 1.25 ms
      * earlier: makespan 16.0 */
-    t->step_lead_ms = 0, t->recv_overhead_ms = 0;
+    test_costs(t)->step_lead_ms = 0, test_costs(t)->recv_overhead_ms = 0;
     tl = NULL;
-    CHECKF(bm_simulate(t, NULL, &tl, &err) == BM_OK, "%s", err.msg);
+    CHECKF(bm_simulate(t, test_costs(t), NULL, &tl, &err) == BM_OK, "%s", err.msg);
     if (tl) CHECK_NEAR(tl->makespan_ms, 16.0, 1e-9);
     bm_timeline_free(tl);
-    bm_table_free(t);
+    test_table_free(t);
 }
 
 /* Gamma draws of a given mean and standard deviation, for shape < 1 (the executor's gaps: many
@@ -143,11 +145,11 @@ TEST(dispatch_spread_in_expected_makespan_and_fitted)
         struct bm_table *t = table_of(text, "d.json", &err);
         struct bm_timeline *tl = NULL;
         CHECKF(t != NULL, "%s", err.msg);
-        if (!t || bm_simulate(t, NULL, &tl, &err)) goto next;
-        CHECK_NEAR(t->op_overhead_sd_ms, 1.0, 1e-15);
-        CHECK(bm_table_has_spread(t));
+        if (!t || bm_simulate(t, test_costs(t), NULL, &tl, &err)) goto next;
+        CHECK_NEAR(test_costs(t)->op_overhead_sd_ms, 1.0, 1e-15);
+        CHECK(bm_costs_have_spread(test_costs(t)));
         double ex = 0, sd = 0;
-        CHECK(bm_simulate_expected(t, NULL, 32, 3, &ex, &sd, &err) == BM_OK);
+        CHECK(bm_simulate_expected(t, test_costs(t), NULL, 32, 3, &ex, &sd, &err) == BM_OK);
         if (P == 1) { /* 200 ops: 200 ms compute + 200 x 0.5 dispatch; sd of a sum 200^0.5 x 1 = 14, of 32 sums' mean 2.5 */
             CHECK_NEAR(tl->makespan_ms, 300, 1e-9);
             CHECKF(fabs(ex - 300) < 10, "one rank: expected %g, want ~300", ex);
@@ -159,7 +161,7 @@ TEST(dispatch_spread_in_expected_makespan_and_fitted)
             bm_rng_seed(&rng, 5);
             for (long g = 0; g < n; g++) disp[g] = bm_rng_gamma_mean_sd(&rng, 0.5, 1.0);
             struct bm_timeline *drawn = NULL;
-            CHECK(bm_simulate_drawn(t, NULL, NULL, disp, &drawn, &err) == BM_OK);
+            CHECK(bm_simulate_drawn(t, test_costs(t), NULL, NULL, disp, &drawn, &err) == BM_OK);
             if (drawn) {
                 struct bm_dispatch_fit d;
                 const struct bm_timeline *runs[1] = {drawn};
@@ -182,13 +184,13 @@ TEST(dispatch_spread_in_expected_makespan_and_fitted)
             CHECKF(ex > tl->makespan_ms + 1, "pipeline: expected %g vs plain %g", ex, tl->makespan_ms);
         }
         /* without the spread: the plain makespan */
-        t->op_overhead_sd_ms = 0;
-        CHECK(!bm_table_has_spread(t));
-        CHECK(bm_simulate_expected(t, NULL, 32, 3, &ex, &sd, &err) == BM_OK);
+        test_costs(t)->op_overhead_sd_ms = 0;
+        CHECK(!bm_costs_have_spread(test_costs(t)));
+        CHECK(bm_simulate_expected(t, test_costs(t), NULL, 32, 3, &ex, &sd, &err) == BM_OK);
         CHECK(ex == tl->makespan_ms && sd == 0);
     next:
         bm_timeline_free(tl);
-        bm_table_free(t);
+        test_table_free(t);
     }
 }
 
@@ -198,7 +200,7 @@ static char *table_json(const struct bm_table *t)
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
-    if (f) bm_table_write_json(t, f), fclose(f);
+    if (f) bm_table_write_json(t, test_costs(t), f), fclose(f);
     return buf;
 }
 
@@ -210,34 +212,35 @@ TEST(keys_in_spec_and_table)
     struct bm_table *t = gpipe_table(1000, 250, 40, &err);
     CHECKF(t != NULL, "%s", err.msg);
     if (!t) return;
-    CHECK_NEAR(t->op_overhead_sd_ms, 0.04, 1e-15);
+    CHECK_NEAR(test_costs(t)->op_overhead_sd_ms, 0.04, 1e-15);
     char *buf = table_json(t);
     CHECK_STR_CONTAINS(buf, "\"op_overhead_sd_us\": 40,\n");
     CHECK_STR_CONTAINS(buf, "\"recv_overhead_us\": 250,\n");
     CHECK_STR_CONTAINS(buf, "\"step_lead_us\": 1000,\n");
     struct bm_table *u = NULL;
-    CHECKF(bm_table_parse(buf, "t.json", &u, &err) == BM_OK, "%s", err.msg);
+    struct bm_costs *u_c = NULL;
+    CHECKF(bm_table_parse(buf, "t.json", &u, &u_c, &err) == BM_OK, "%s", err.msg);
     if (u) {
-        CHECK_NEAR(u->op_overhead_sd_ms, 0.04, 1e-15);
-        CHECK_NEAR(u->recv_overhead_ms, 0.25, 1e-15);
-        CHECK_NEAR(u->step_lead_ms, 1.0, 1e-15);
+        CHECK_NEAR(u_c->op_overhead_sd_ms, 0.04, 1e-15);
+        CHECK_NEAR(u_c->recv_overhead_ms, 0.25, 1e-15);
+        CHECK_NEAR(u_c->step_lead_ms, 1.0, 1e-15);
     }
-    bm_table_free(u);
+    test_table_free(u), bm_costs_free(u_c), u_c = NULL;
     /* a negative value in the table: named */
     char *bad = strstr(buf, "\"recv_overhead_us\": 250");
     if (bad) {
         memcpy(bad + strlen("\"recv_overhead_us\": "), "-25", 3);
         u = NULL;
-        CHECK(bm_table_parse(buf, "t.json", &u, &err) == BM_ERR && !u);
+        CHECK(bm_table_parse(buf, "t.json", &u, &u_c, &err) == BM_ERR && !u);
         CHECK_STR_CONTAINS(err.msg, "t.json");
         CHECK_STR_CONTAINS(err.msg, "\"recv_overhead_us\" must be a number >= 0");
     }
     free(buf);
-    t->op_overhead_sd_ms = t->recv_overhead_ms = t->step_lead_ms = 0;
+    test_costs(t)->op_overhead_sd_ms = test_costs(t)->recv_overhead_ms = test_costs(t)->step_lead_ms = 0;
     buf = table_json(t);
     CHECK(!strstr(buf, "op_overhead_sd_us") && !strstr(buf, "recv_overhead_us") && !strstr(buf, "step_lead_us"));
     free(buf);
-    bm_table_free(t);
+    test_table_free(t);
     /* a negative value in the spec: positioned, named */
     CHECK(gpipe_table(-1, 0, 0, &err) == NULL);
     CHECK_STR_CONTAINS(err.msg, "g.json:");

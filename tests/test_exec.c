@@ -7,7 +7,7 @@
 #include <math.h>
 #include <unistd.h>
 
-#include "sim/calibrate.h"
+#include "calib/calib.h"
 #include "exec/ckpt.h"
 #include "exec/trace.h"
 #include "exec/comm.h"
@@ -47,9 +47,11 @@ static struct bm_table *plan(const struct bm_spec *s, int P, int V, enum bm_back
     struct bm_plan_opts o;
     struct bm_err err;
     struct bm_table *t = NULL;
+    struct bm_costs *t_c = NULL;
     bm_plan_opts_from_spec(&o, s);
     o.pp = P, o.vpp = V, o.backbone = bb, o.policy = pol, o.unit = 0;
-    if (bm_plan_build(s, &o, &t, &err)) fprintf(stderr, "plan: %s\n", err.msg);
+    if (bm_plan_build(s, &o, &t, &t_c, &err)) fprintf(stderr, "plan: %s\n", err.msg);
+    else test_costs_adopt(t, t_c); /* the tests read it as test_costs(t) */
     return t;
 }
 
@@ -94,7 +96,7 @@ static float *read_floats(const char *path, size_t *n)
 static int train_local(const struct bm_spec *s, struct bm_table *t, struct bm_train_opts *o, struct bm_err *err)
 {
     struct bm_comm *c = bm_comm_local_new(t->pp);
-    int rc = bm_exec_train(s, t, c, o, err);
+    int rc = bm_exec_train(s, t, NULL, c, o, err);
     c->ops->free(c);
     return rc;
 }
@@ -144,7 +146,7 @@ static void check_matches_reference(const char *path, const struct pcfg *cfg, si
                        bm_backbone_name(cfg[ci].bb), bm_policy_name(pols[pi]), md, ma);
             }
             bm_free(p);
-            bm_table_free(t);
+            test_table_free(t);
         }
     bm_free(ref);
     bm_spec_free(s);
@@ -210,7 +212,7 @@ TEST(w_of_a_module_that_cannot_split_is_refused)
     CHECK(train_local(s, t, &o, &err) == BM_ERR);
     CHECK_STR_CONTAINS(err.msg, "module \"vit\" (impl \"vit\") cannot split its backward into B and W");
     CHECK_STR_CONTAINS(err.msg, "vit:B mb");
-    bm_table_free(t);
+    test_table_free(t);
     bm_spec_free(s);
 }
 
@@ -271,9 +273,9 @@ static void check_peaks_equal_simulated(const char *path)
             int rc = bm_exec_run_step(x, c, 0, &err);
             CHECKF(rc == BM_OK, "%s", err.msg);
             int C = t->pp * t->vpp, M = t->microbatches;
-            t->act_bytes = bm_calloc((size_t)t->n_modules * C * M, sizeof(double));
-            t->in_bytes = bm_calloc((size_t)t->n_modules * C * M, sizeof(double));
-            if (bi >= 2) t->act_w_bytes = bm_calloc((size_t)t->n_modules * C * M, sizeof(double));
+            test_costs(t)->act_bytes = bm_calloc((size_t)t->n_modules * C * M, sizeof(double));
+            test_costs(t)->in_bytes = bm_calloc((size_t)t->n_modules * C * M, sizeof(double));
+            if (bi >= 2) test_costs(t)->act_w_bytes = bm_calloc((size_t)t->n_modules * C * M, sizeof(double));
             for (int r = 0; r < 2; r++) {
                 const size_t *b = bm_exec_op_bytes(x[r]), *ib = bm_exec_op_in_bytes(x[r]);
                 for (int k = 0; k < t->ranks[r].n_ops; k++) {
@@ -282,20 +284,20 @@ static void check_peaks_equal_simulated(const char *path)
                     if (op->kind != BM_OP_COMPUTE) continue;
                     if (op->pass == BM_PASS_F) {
                         CHECK(b[k] > 0);
-                        t->act_bytes[at] = (double)b[k];
-                        t->in_bytes[at] = (double)ib[k];
+                        test_costs(t)->act_bytes[at] = (double)b[k];
+                        test_costs(t)->in_bytes[at] = (double)ib[k];
                         /* a recomputed forward keeps exactly its input: in_count floats (encoders: none) */
                         if (!t->modules[op->module].recompute) CHECK(ib[k] == 0);
                         else if (t->modules[op->module].role == BM_ROLE_ENCODER) CHECK(ib[k] == 0);
                         else CHECK(ib[k] > 0 && ib[k] < b[k]);
                     } else if (op->pass == BM_PASS_B && bm_table_splits(t, op->module)) {
                         CHECK(b[k] > 0); /* what the split B kept for W */
-                        t->act_w_bytes[at] = (double)b[k];
+                        test_costs(t)->act_w_bytes[at] = (double)b[k];
                     }
                 }
             }
             struct bm_timeline *tl = NULL;
-            rc = bm_simulate(t, NULL, &tl, &err);
+            rc = bm_simulate(t, test_costs(t), NULL, &tl, &err);
             CHECKF(rc == BM_OK, "%s", err.msg);
             for (int r = 0; tl && r < 2; r++) {
                 struct bm_exec_rank_stats st;
@@ -309,7 +311,7 @@ static void check_peaks_equal_simulated(const char *path)
             bm_timeline_free(tl);
             unbuild(x, 2);
             c->ops->free(c);
-            bm_table_free(t);
+            test_table_free(t);
         }
     bm_spec_free(s);
 }
@@ -346,7 +348,7 @@ TEST(recompute_measured_peaks_fall)
         struct bm_train_opts o = {.quiet = 1, .steps = 1, .peak_out = pk[k]};
         struct bm_err err;
         CHECKF(t && train_local(s, t, &o, &err) == BM_OK, "%s", err.msg);
-        bm_table_free(t);
+        test_table_free(t);
         bm_spec_free(s);
     }
     for (int role = 0; role < 2; role++) /* encoder, backbone on rank 0 */
@@ -370,7 +372,7 @@ TEST(bigmac_encoder_peak_flat_in_M_optimus_grows)
             struct bm_err err;
             CHECKF(train_local(s, t, &o, &err) == BM_OK, "%s", err.msg);
             peak[pi][mi] = BM_MAX(pk[BM_ROLE_ENCODER], pk[BM_N_ROLES + BM_ROLE_ENCODER]);
-            bm_table_free(t);
+            test_table_free(t);
         }
     /* data differ per M (image counts vary), so "flat" = within the spread of one microbatch's size */
     CHECKF(peak[0][2] < 2 * peak[0][0], "bigmac encoder peak %g -> %g", peak[0][0], peak[0][2]);
@@ -409,7 +411,7 @@ static void stepped_free(struct stepped *st)
 {
     unbuild(st->x, 2);
     st->c->ops->free(st->c);
-    bm_table_free(st->t);
+    test_table_free(st->t);
     bm_spec_free(st->s);
 }
 
@@ -443,7 +445,7 @@ TEST(measured_times_before_the_origin_move_together)
     }
     CHECK(lead < 0);
     struct bm_timeline *tl = NULL;
-    CHECKF(bm_exec_timeline(t, times, NULL, mem, n_mem, &tl, &err) == BM_OK, "%s", err.msg);
+    CHECKF(bm_exec_timeline(t, test_costs(t), times, NULL, mem, n_mem, &tl, &err) == BM_OK, "%s", err.msg);
     if (tl) {
         double first = 1e30;
         int moved = 1;
@@ -464,13 +466,76 @@ TEST(measured_times_before_the_origin_move_together)
         char *buf = NULL;
         size_t len = 0;
         FILE *f = open_memstream(&buf, &len);
-        CHECK(f && bm_render_trace(t, tl, f) == BM_OK);
+        CHECK(f && bm_render_trace(t, test_costs(t), tl, f) == BM_OK);
         if (f) fclose(f);
         free(buf);
     }
     bm_timeline_free(tl);
 out:
     for (int r = 0; r < 2; r++) bm_free(early[r]), bm_free(mem_early[r]);
+    stepped_free(&st);
+}
+
+/* Calibration produces a cost model and leaves the table alone (issue 26): a measured step of
+ * the P = 2 plan written as a trace and calibrated (bm_calibration_build) gives the plan's
+ * schedule back (its ops) with the plan's own costs (as the file writes them), and a cost
+ * model (c.model) holding exactly the calibrated figures (module costs, encoder scales,
+ * dispatch, link latency) with the plan's chunk weights and device, which simulates the plan. */
+TEST(calibration_makes_a_cost_model_not_a_table)
+{
+    struct stepped st;
+    if (step_once(&st)) return;
+    struct bm_table *t = st.t;
+    const struct bm_costs *k = test_costs(t);
+    struct bm_err err;
+    const double *times[2], *mem[2], *msg[2];
+    int n_mem[2], n;
+    for (int r = 0; r < 2; r++) {
+        times[r] = bm_exec_op_times(st.x[r], &n);
+        mem[r] = bm_exec_mem_trace(st.x[r], &n_mem[r]);
+        msg[r] = bm_exec_msg_bytes(st.x[r]);
+    }
+    struct bm_timeline *tl = NULL;
+    char path[] = "/tmp/bigmac_calib_model_XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    if (fd >= 0) close(fd);
+    CHECKF(bm_exec_timeline(t, k, times, msg, mem, n_mem, &tl, &err) == BM_OK, "%s", err.msg);
+    CHECKF(tl && bm_exec_trace_write(t, k, tl, path, &err) == BM_OK, "%s", err.msg);
+    struct bm_calibration c;
+    const char *paths[1] = {path};
+    CHECKF(bm_calibration_build(paths, 1, NULL, &c, &err) == BM_OK, "%s", err.msg);
+    if (c.model) {
+        const struct bm_table *u = c.t[0];
+        CHECK(u->pp == t->pp && u->n_modules == t->n_modules && bm_table_n_ops(u) == bm_table_n_ops(t));
+        for (int m = 0; m < t->n_modules; m++) { /* the trace carries the plan's costs, unpatched */
+            const struct bm_cost *a = &c.k[0]->modules[m], *b = &k->modules[m];
+            CHECK_NEAR(a->fwd_ms, b->fwd_ms, 1e-9 * b->fwd_ms);
+            CHECK_NEAR(a->bwd_ms, b->bwd_ms, 1e-9 * b->bwd_ms);
+            CHECK_NEAR(a->act_mib, b->act_mib, 1e-9 * b->act_mib);
+            CHECK_NEAR(a->out_mib, b->out_mib, 1e-9 * b->out_mib);
+            CHECK(!memcmp(&c.model->modules[m], &c.cal.costs[m], sizeof c.cal.costs[m]));
+        }
+        for (int ch = 0; ch < t->pp * t->vpp; ch++)
+            CHECK_NEAR(c.model->chunk_weights[ch], k->chunk_weights[ch], 1e-12);
+        for (int mb = 0; c.cal.mb_scale && mb < t->microbatches; mb++)
+            CHECK(c.model->mb_scale[mb] == c.cal.mb_scale[mb]);
+        CHECK(c.model->op_overhead_ms == c.cal.op_overhead_us / 1000.0);
+        CHECK(c.model->recv_overhead_ms == c.cal.recv_overhead_us / 1000.0);
+        CHECK(c.model->step_lead_ms == c.cal.step_lead_us / 1000.0);
+        CHECK(c.model->device.link_latency_us ==
+              (c.cal.have_link_latency ? c.cal.link_latency_us : k->device.link_latency_us));
+        CHECK_NEAR(c.model->device.memory_gib, k->device.memory_gib, 1e-9);
+        struct bm_timeline *sim = NULL;
+        CHECKF(bm_simulate(u, c.model, NULL, &sim, &err) == BM_OK, "%s", err.msg);
+        CHECK(sim && sim->makespan_ms > 0);
+        bm_timeline_free(sim);
+    } else {
+        CHECK(c.model != NULL);
+    }
+    bm_calibration_free(&c);
+    bm_timeline_free(tl);
+    unlink(path);
     stepped_free(&st);
 }
 
@@ -493,7 +558,7 @@ TEST(calibrate_from_measured_timeline)
         for (int k = 0; k < t->ranks[r].n_ops; k++) bytes[t->modules[t->ranks[r].ops[k].module < 0 ? 0 : t->ranks[r].ops[k].module].role] += b[k];
     }
     struct bm_timeline *tl = NULL;
-    CHECKF(bm_exec_timeline(t, times, NULL, mem, n_mem, &tl, &err) == BM_OK, "%s", err.msg);
+    CHECKF(bm_exec_timeline(t, test_costs(t), times, NULL, mem, n_mem, &tl, &err) == BM_OK, "%s", err.msg);
     if (tl) {
         CHECK(tl->measured && tl->makespan_ms > 0);
         /* synthetic durations: encoder F = 1 + mb (median 2.5 for mbs 0..3; mean would be the
@@ -508,13 +573,13 @@ TEST(calibrate_from_measured_timeline)
                 ot->end_ms = ot->start_ms + d;
             }
         struct bm_cost costs[3];
-        CHECKF(bm_calibrate(t, tl, 0, costs, &err) == BM_OK, "%s", err.msg);
+        CHECKF(bm_calibrate(t, test_costs(t), tl, 0, costs, &err) == BM_OK, "%s", err.msg);
         int enc = bm_table_find_module(t, "vit"), bb = t->backbone_module;
         CHECK_NEAR(costs[enc].fwd_ms, 2.5, 1e-9); /* median of 1, 2, 3, 100 */
         CHECK_NEAR(costs[enc].bwd_ms, 3, 1e-9);
         CHECK_NEAR(costs[bb].fwd_ms, 0.5 + 1.5, 1e-9); /* chunk 0 + chunk 1 */
         CHECK_NEAR(costs[bb].bwd_ms, 4, 1e-9);
-        CHECKF(bm_calibrate(t, tl, 1, costs, &err) == BM_OK, "%s", err.msg);
+        CHECKF(bm_calibrate(t, test_costs(t), tl, 1, costs, &err) == BM_OK, "%s", err.msg);
         CHECK_NEAR(costs[enc].fwd_ms, (1 + 2 + 3 + 100) / 4.0, 1e-9); /* the mean takes the outlier */
         CHECK_NEAR(costs[bb].fwd_ms, 2, 1e-9);
         for (int m = 0; m < 3; m++) {
@@ -525,7 +590,7 @@ TEST(calibrate_from_measured_timeline)
          * of the 8 pooled durations 1 2 3 11 12 13 100 110 is (11 + 12) / 2, the mean 252 / 8;
          * the bytes stay (both runs hold the same). */
         struct bm_timeline *tl2 = NULL;
-        CHECKF(bm_exec_timeline(t, times, NULL, mem, n_mem, &tl2, &err) == BM_OK, "%s", err.msg);
+        CHECKF(bm_exec_timeline(t, test_costs(t), times, NULL, mem, n_mem, &tl2, &err) == BM_OK, "%s", err.msg);
         if (tl2) {
             for (int r = 0; r < 2; r++)
                 for (int k = 0; k < t->ranks[r].n_ops; k++) {
@@ -535,10 +600,10 @@ TEST(calibrate_from_measured_timeline)
                         tl2->ranks[r].ops[k].end_ms += 10;
                 }
             const struct bm_timeline *runs[2] = {tl, tl2};
-            CHECKF(bm_calibrate_runs(t, runs, 2, 0, costs, &err) == BM_OK, "%s", err.msg);
+            CHECKF(bm_calibrate_runs(t, test_costs(t), runs, 2, 0, costs, &err) == BM_OK, "%s", err.msg);
             CHECK_NEAR(costs[enc].fwd_ms, 11.5, 1e-9);
             CHECK_NEAR(costs[bb].fwd_ms, 2, 1e-9);
-            CHECKF(bm_calibrate_runs(t, runs, 2, 1, costs, &err) == BM_OK, "%s", err.msg);
+            CHECKF(bm_calibrate_runs(t, test_costs(t), runs, 2, 1, costs, &err) == BM_OK, "%s", err.msg);
             CHECK_NEAR(costs[enc].fwd_ms, 252 / 8.0, 1e-9);
             for (int m = 0; m < 3; m++)
                 CHECK_NEAR(costs[m].act_mib * t->microbatches * 1048576.0, bytes[t->modules[m].role], 0.5);
@@ -574,23 +639,24 @@ TEST(calibrated_rank_scale_reproduces_uneven_ranks)
     struct bm_plan_opts o;
     bm_plan_opts_from_spec(&o, s);
     struct bm_table *t = NULL;
+    struct bm_costs *t_c = NULL;
     struct bm_timeline *run = NULL, *mean_only = NULL, *scaled = NULL;
-    CHECKF(bm_plan_build(s, &o, &t, &err) == BM_OK, "%s", err.msg);
-    if (t) CHECK(bm_simulate(t, NULL, &run, &err) == BM_OK);
+    CHECKF(bm_plan_build(s, &o, &t, &t_c, &err) == BM_OK, "%s", err.msg);
+    if (t) CHECK(bm_simulate(t, t_c, NULL, &run, &err) == BM_OK);
     if (run) {
         struct bm_cost costs[2];
         double rs[2];
         const struct bm_timeline *runs[1] = {run};
-        CHECKF(bm_calibrate_runs(t, runs, 1, 1, costs, &err) == BM_OK, "%s", err.msg);
-        bm_calibrate_rank_scale(t, runs, 1, costs, rs);
+        CHECKF(bm_calibrate_runs(t, t_c, runs, 1, 1, costs, &err) == BM_OK, "%s", err.msg);
+        bm_calibrate_rank_scale(t, t_c, runs, 1, costs, rs);
         CHECK_NEAR(rs[1] / rs[0], 2, 1e-9);
-        for (int m = 0; m < 2; m++) t->modules[m].cost = costs[m];
-        double *keep = t->rank_time_scale;
-        t->rank_time_scale = NULL; /* module means alone */
-        CHECK(bm_simulate(t, NULL, &mean_only, &err) == BM_OK);
-        t->rank_time_scale = rs;
-        CHECK(bm_simulate(t, NULL, &scaled, &err) == BM_OK);
-        t->rank_time_scale = keep;
+        for (int m = 0; m < 2; m++) t_c->modules[m] = costs[m];
+        double *keep = t_c->rank_time_scale;
+        t_c->rank_time_scale = NULL; /* module means alone */
+        CHECK(bm_simulate(t, t_c, NULL, &mean_only, &err) == BM_OK);
+        t_c->rank_time_scale = rs;
+        CHECK(bm_simulate(t, t_c, NULL, &scaled, &err) == BM_OK);
+        t_c->rank_time_scale = keep;
         if (mean_only && scaled) {
             printf("  makespan %.3f ms; from mean costs %.3f, with the rank scale (%.3f, %.3f) %.3f\n",
                    run->makespan_ms, mean_only->makespan_ms, rs[0], rs[1], scaled->makespan_ms);
@@ -602,7 +668,7 @@ TEST(calibrated_rank_scale_reproduces_uneven_ranks)
     bm_timeline_free(run);
     bm_timeline_free(mean_only);
     bm_timeline_free(scaled);
-    bm_table_free(t);
+    test_table_free(t), bm_costs_free(t_c), t_c = NULL;
     bm_spec_free(s);
 }
 
@@ -636,7 +702,7 @@ TEST(malformed_table_is_an_error_not_a_crash)
         CHECK_STR_CONTAINS(err.msg, cases[i].want);
         ro->ops[k] = saved;
     }
-    bm_table_free(t);
+    test_table_free(t);
     bm_spec_free(s);
 }
 
@@ -659,7 +725,7 @@ TEST(deadlock_is_reported_not_hung)
     err.msg[0] = 0;
     CHECK(train_local(s, t, &o, &err) == BM_ERR);
     CHECK_STR_CONTAINS(err.msg, "deadlock");
-    bm_table_free(t);
+    test_table_free(t);
     bm_spec_free(s);
 }
 
@@ -680,7 +746,7 @@ TEST(nan_fault_names_rank_and_op)
     CHECK_STR_CONTAINS(err.msg, "not finite");
     /* the last chunk's forward carries the LM loss: poisoning it is reported as a NaN loss when it
      * has no output of its own to poison; here every F has an output, so "not finite" it is */
-    bm_table_free(t);
+    test_table_free(t);
     bm_spec_free(s);
 }
 
@@ -709,7 +775,7 @@ TEST(checkpoint_resume_equals_uninterrupted)
     }
     CHECK(train_local(s, t, &b, &err) == BM_ERR);
     CHECK_STR_CONTAINS(err.msg, "corrupt");
-    bm_table_free(t);
+    test_table_free(t);
     bm_spec_free(s);
 }
 
@@ -738,7 +804,7 @@ static void check_allocation_failures_bb(const char *path, enum bm_backbone bb)
             continue;
         }
         err.msg[0] = 0;
-        int rc = bm_exec_train(s, t, c, &o, &err);
+        int rc = bm_exec_train(s, t, NULL, c, &o, &err);
         int fired = bm_alloc_failed();
         bm_alloc_fail_at(0);
         c->ops->free(c);
@@ -748,7 +814,7 @@ static void check_allocation_failures_bb(const char *path, enum bm_backbone bb)
         }
     }
     CHECK(failures > 0);
-    bm_table_free(t);
+    test_table_free(t);
     bm_spec_free(s);
 }
 
@@ -810,6 +876,7 @@ int main(void)
     RUN(bigmac_encoder_peak_flat_in_M_optimus_grows);
     RUN(measured_times_before_the_origin_move_together);
     RUN(calibrate_from_measured_timeline);
+    RUN(calibration_makes_a_cost_model_not_a_table);
     RUN(calibrated_rank_scale_reproduces_uneven_ranks);
     RUN(malformed_table_is_an_error_not_a_crash);
     RUN(deadlock_is_reported_not_hung);

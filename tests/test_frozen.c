@@ -8,7 +8,7 @@
  * activation bytes per rank and role equal to the simulator's. */
 #include <unistd.h>
 
-#include "sim/calibrate.h"
+#include "calib/calib.h"
 #include "spec/split.h"
 #include "exec/trace.h"
 #include "exec/comm.h"
@@ -80,10 +80,12 @@ static struct bm_table *plan(const struct bm_spec *s, int P, int V, int M, enum 
     struct bm_plan_opts o;
     struct bm_err err;
     struct bm_table *t = NULL;
+    struct bm_costs *t_c = NULL;
     bm_plan_opts_from_spec(&o, s);
     o.pp = P, o.vpp = V, o.backbone = bb, o.policy = pol, o.unit = 0;
     if (M) o.microbatches = M;
-    if (bm_plan_build(s, &o, &t, &err)) fprintf(stderr, "plan: %s\n", err.msg);
+    if (bm_plan_build(s, &o, &t, &t_c, &err)) fprintf(stderr, "plan: %s\n", err.msg);
+    else test_costs_adopt(t, t_c); /* the tests read it as test_costs(t) */
     return t;
 }
 
@@ -156,7 +158,7 @@ TEST(derived_backward_per_combination)
             struct bm_err err;
             CHECKF(bm_verify(t, &err) == BM_OK, "%s", err.msg);
         }
-        bm_table_free(t);
+        test_table_free(t);
         bm_spec_free(s);
     }
 }
@@ -188,19 +190,19 @@ TEST(every_policy_and_backbone_plans_frozen_work)
                     CHECKF(bm_verify(t, &err) == BM_OK, "%s", err.msg);
                     CHECK(count(t, 0, BM_PASS_F) == M && count(t, 0, BM_PASS_B) == 0 && count(t, 0, BM_PASS_W) == 0);
                     struct bm_timeline *tl = NULL;
-                    CHECK(bm_simulate(t, NULL, &tl, &err) == BM_OK);
+                    CHECK(bm_simulate(t, test_costs(t), NULL, &tl, &err) == BM_OK);
                     if (tl) CHECKF(tl->peak_act_mib[BM_ROLE_ENCODER] == 0, "%s %s P=%d M=%d: encoder %g MiB",
                                    bm_backbone_name(bbs[b].bb), bm_policy_name(pols[p]), P, M,
                                    tl->peak_act_mib[BM_ROLE_ENCODER]);
                     bm_timeline_free(tl);
-                    bm_table_free(t);
+                    test_table_free(t);
                     t = plan(sg, P, bbs[b].V, M, bbs[b].bb, pols[p]);
                     CHECK(t != NULL);
                     if (!t) continue;
                     CHECKF(bm_verify(t, &err) == BM_OK, "%s", err.msg);
                     CHECK(count(t, 1, BM_PASS_B) == P * bbs[b].V * M && count(t, 1, BM_PASS_W) == 0);
                     CHECK(count(t, 0, BM_PASS_B) == M);
-                    bm_table_free(t);
+                    test_table_free(t);
                 }
     CHECK(planned == 3 * 5 * 2 * 3 + 4 * 5 * 1 * 3);
     bm_spec_free(sv);
@@ -218,33 +220,34 @@ TEST(table_round_trip_and_verifier_refuses_frozen_backward)
     struct bm_err err;
     const char *js = tmp_path("t.json"), *cs = tmp_path("t.csv");
     FILE *f = fopen(js, "w");
-    bm_table_write_json(t, f);
+    bm_table_write_json(t, test_costs(t), f);
     fclose(f);
     size_t len;
     char *text = bm_read_file(js, &len, &err);
     CHECK(text && strstr(text, "\"trainable\": false") && !strstr(strstr(text, "\"trainable\": false") + 1, "\"trainable\""));
     bm_free(text);
     struct bm_table *u = NULL;
-    CHECK(bm_table_load(js, &u, &err) == BM_OK);
+    struct bm_costs *u_c = NULL;
+    CHECK(bm_table_load(js, &u, &u_c, &err) == BM_OK);
     CHECK(u && u->modules[0].frozen && !u->modules[1].frozen && bm_table_backward(u, 0) == BM_BACKWARD_NONE);
     CHECK(u && bm_verify(u, &err) == BM_OK);
-    bm_table_free(u);
+    test_table_free(u), bm_costs_free(u_c), u_c = NULL;
     f = fopen(cs, "w");
-    CHECK(bm_csv_write(t, f) == BM_OK);
+    CHECK(bm_csv_write(t, test_costs(t), f) == BM_OK);
     fclose(f);
     u = NULL;
     struct bm_plan_opts co;
     bm_plan_opts_unset(&co);
-    CHECKF(bm_csv_load(cs, NULL, &co, &u, &err) == BM_OK, "%s", err.msg);
+    CHECKF(bm_csv_load(cs, NULL, &co, &u, &u_c, &err) == BM_OK, "%s", err.msg);
     CHECK(u && u->modules[0].frozen && bm_table_backward(u, 0) == BM_BACKWARD_NONE);
-    bm_table_free(u);
+    test_table_free(u), bm_costs_free(u_c), u_c = NULL;
     /* the same graph, trainable: the verifier now wants the ViT's B; and the other way round */
     struct bm_spec *s2 = load(SPEC);
     struct bm_table *full = s2 ? plan(s2, 2, 1, 0, BM_BB_1F1B, BM_POL_BIGMAC) : NULL;
     CHECK(full != NULL);
     if (full) {
         f = fopen(js, "w");
-        bm_table_write_json(full, f);
+        bm_table_write_json(full, test_costs(full), f);
         fclose(f);
         text = bm_read_file(js, &len, &err);
         CHECK(text && !strstr(text, "trainable"));
@@ -255,9 +258,9 @@ TEST(table_round_trip_and_verifier_refuses_frozen_backward)
         CHECK_STR_CONTAINS(err.msg, "invariant 1 (counts)");
         CHECK_STR_CONTAINS(err.msg, "module \"vit\" is frozen");
     }
-    bm_table_free(full);
+    test_table_free(full);
     bm_spec_free(s2);
-    bm_table_free(t);
+    test_table_free(t);
     bm_spec_free(s);
 }
 
@@ -315,7 +318,7 @@ static void check_training(const char *frozen)
             double loss[STEPS] = {0};
             struct bm_train_opts o = {.quiet = 1, .steps = STEPS, .dump_params = tmp_path("params.bin"), .loss_out = loss};
             struct bm_comm *c = bm_comm_local_new(t->pp);
-            int rc = bm_exec_train(s, t, c, &o, &err);
+            int rc = bm_exec_train(s, t, NULL, c, &o, &err);
             c->ops->free(c);
             CHECKF(rc == BM_OK, "%s", err.msg);
             for (int k = 0; k < STEPS; k++)
@@ -340,7 +343,7 @@ static void check_training(const char *frozen)
                 }
             }
             bm_free(q);
-            bm_table_free(t);
+            test_table_free(t);
         }
     bm_free(init);
     bm_free(ref);
@@ -383,9 +386,9 @@ static void check_peaks(const char *frozen)
             for (int r = 0; r < 2; r++) CHECK(bm_exec_new(s, t, r, c, &o, &x[r], &err) == BM_OK);
             CHECKF(x[0] && x[1] && bm_exec_run_step(x, c, 0, &err) == BM_OK, "%s", err.msg);
             int C = t->pp * t->vpp, M = t->microbatches;
-            t->act_bytes = bm_calloc((size_t)t->n_modules * C * M, sizeof(double));
-            t->in_bytes = bm_calloc((size_t)t->n_modules * C * M, sizeof(double));
-            t->act_w_bytes = bm_calloc((size_t)t->n_modules * C * M, sizeof(double));
+            test_costs(t)->act_bytes = bm_calloc((size_t)t->n_modules * C * M, sizeof(double));
+            test_costs(t)->in_bytes = bm_calloc((size_t)t->n_modules * C * M, sizeof(double));
+            test_costs(t)->act_w_bytes = bm_calloc((size_t)t->n_modules * C * M, sizeof(double));
             for (int r = 0; r < 2 && x[r]; r++) {
                 const size_t *b = bm_exec_op_bytes(x[r]);
                 for (int k = 0; k < t->ranks[r].n_ops; k++) {
@@ -394,15 +397,15 @@ static void check_peaks(const char *frozen)
                     size_t at = ((size_t)op->module * C + (op->chunk >= 0 ? op->chunk : 0)) * M + op->mb;
                     if (op->pass == BM_PASS_F) {
                         CHECK((b[k] == 0) == (bm_table_backward(t, op->module) == BM_BACKWARD_NONE));
-                        t->act_bytes[at] = (double)b[k];
+                        test_costs(t)->act_bytes[at] = (double)b[k];
                     } else if (op->pass == BM_PASS_B && bm_table_has_pass(t, op->module, BM_PASS_W) &&
                                bm_table_splits(t, op->module)) {
-                        t->act_w_bytes[at] = (double)b[k];
+                        test_costs(t)->act_w_bytes[at] = (double)b[k];
                     }
                 }
             }
             struct bm_timeline *tl = NULL;
-            CHECKF(bm_simulate(t, NULL, &tl, &err) == BM_OK, "%s", err.msg);
+            CHECKF(bm_simulate(t, test_costs(t), NULL, &tl, &err) == BM_OK, "%s", err.msg);
             for (int r = 0; tl && r < 2 && x[r]; r++) {
                 struct bm_exec_rank_stats st;
                 bm_exec_stats(x[r], &st);
@@ -416,7 +419,7 @@ static void check_peaks(const char *frozen)
             bm_timeline_free(tl);
             for (int r = 0; r < 2; r++) bm_exec_free(x[r]);
             c->ops->free(c);
-            bm_table_free(t);
+            test_table_free(t);
         }
     bm_spec_free(s);
 }
@@ -438,10 +441,11 @@ TEST(verifier_bounds_frozen_outputs_waiting)
     struct bm_plan_opts o;
     struct bm_err err;
     struct bm_table *t = NULL;
+    struct bm_costs *t_c = NULL;
     bm_plan_opts_from_spec(&o, s);
     o.pp = 2, o.vpp = 1, o.microbatches = 16, o.backbone = BM_BB_1F1B, o.policy = BM_POL_BIGMAC, o.window = 3;
     o.unit = 0;
-    CHECKF(bm_plan_build(s, &o, &t, &err) == BM_OK, "%s", err.msg);
+    CHECKF(bm_plan_build(s, &o, &t, &t_c, &err) == BM_OK, "%s", err.msg);
     if (!t) return;
     CHECK(t->window <= 3);
     CHECKF(bm_verify(t, &err) == BM_OK, "%s", err.msg);
@@ -457,7 +461,7 @@ TEST(verifier_bounds_frozen_outputs_waiting)
     CHECK(bm_verify(t, &err) == BM_ERR);
     CHECK_STR_CONTAINS(err.msg, "invariant 5 (residency)");
     CHECK_STR_CONTAINS(err.msg, "rank 0: frozen encoder vit (no backward) has 4 outputs waiting for their consumer");
-    bm_table_free(t);
+    test_table_free(t), bm_costs_free(t_c), t_c = NULL;
     bm_spec_free(s);
 }
 
@@ -483,7 +487,7 @@ TEST(calibrate_frozen_backbone_input_gradient)
         mem[r] = bm_exec_mem_trace(x[r], &n_mem[r]);
     }
     struct bm_timeline *tl = NULL;
-    CHECKF(bm_exec_timeline(t, times, NULL, mem, n_mem, &tl, &err) == BM_OK, "%s", err.msg);
+    CHECKF(bm_exec_timeline(t, test_costs(t), times, NULL, mem, n_mem, &tl, &err) == BM_OK, "%s", err.msg);
     if (tl) { /* synthetic: backbone chunk F = 1, B = 3 (each chunk; summed over the 2 chunks) */
         for (int r = 0; r < 2; r++)
             for (int k = 0; k < t->ranks[r].n_ops; k++) {
@@ -492,9 +496,9 @@ TEST(calibrate_frozen_backbone_input_gradient)
                 tl->ranks[r].ops[k].end_ms = tl->ranks[r].ops[k].start_ms + (op->pass == BM_PASS_F ? 1 : 3);
             }
         struct bm_cost costs[3];
-        CHECKF(bm_calibrate(t, tl, 0, costs, &err) == BM_OK, "%s", err.msg);
+        CHECKF(bm_calibrate(t, test_costs(t), tl, 0, costs, &err) == BM_OK, "%s", err.msg);
         int bb = t->backbone_module;
-        double wf = bm_cost_w_ms(&t->modules[bb].cost) / t->modules[bb].cost.bwd_ms;
+        double wf = bm_cost_w_ms(&test_costs(t)->modules[bb]) / test_costs(t)->modules[bb].bwd_ms;
         CHECK(wf > 0 && wf < 1);
         CHECK_NEAR(costs[bb].bwd_ms - costs[bb].w_ms, 6, 1e-9); /* 3 + 3 over the chunks */
         CHECK_NEAR(costs[bb].w_ms / costs[bb].bwd_ms, wf, 1e-9);
@@ -502,7 +506,7 @@ TEST(calibrate_frozen_backbone_input_gradient)
     bm_timeline_free(tl);
     for (int r = 0; r < 2; r++) bm_exec_free(x[r]);
     c->ops->free(c);
-    bm_table_free(t);
+    test_table_free(t);
     bm_spec_free(s);
 }
 

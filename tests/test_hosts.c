@@ -10,19 +10,22 @@
 
 /* ---------------------------------------------------------------- table builders */
 
-/* P-rank table with only a backbone "llm": whole-module fwd/bwd ms (uniform chunk weights),
- * each chunk's output out_mib; intra-host link: latency lat_us, unlimited bandwidth. */
+/* P-rank table with only a backbone "llm" and its cost model (*c): whole-module fwd/bwd ms
+ * (uniform chunk weights), each chunk's output out_mib; intra-host link: latency lat_us,
+ * unlimited bandwidth. */
 static struct bm_table *new_table(enum bm_backbone bb, int P, int M, double fwd, double bwd, double out_mib,
-                                  double lat_us)
+                                  double lat_us, struct bm_costs **c)
 {
     struct bm_table *t = bm_table_new(P);
     t->vpp = 1, t->microbatches = M, t->unit = P, t->backbone = bb, t->policy = BM_POL_NONE;
     t->modules = bm_calloc(1, sizeof *t->modules);
     t->modules[0].name = bm_strdup("llm");
     t->modules[0].role = BM_ROLE_BACKBONE;
-    t->modules[0].cost = (struct bm_cost){fwd, bwd, 0, 0, out_mib, 0, 0, 0};
     t->n_modules = 1, t->backbone_module = 0;
-    t->device = (struct bm_device){0, 989, 0.4, 0, lat_us, 0, 12.5, 20, 0, 0, 0, 0, 0};
+    if (!(*c = bm_costs_new(t))) abort();
+    (*c)->modules[0] = (struct bm_cost){fwd, bwd, 0, 0, out_mib, 0, 0, 0};
+    (*c)->device = (struct bm_device){.peak_tflops = 989, .efficiency = 0.4, .link_latency_us = lat_us,
+                                      .inter_host_gbytes_per_s = 12.5, .inter_host_latency_us = 20};
     return t;
 }
 
@@ -37,7 +40,7 @@ static int chunk_tensor(struct bm_table *t, int c, int grad)
 {
     char name[64];
     snprintf(name, sizeof name, "%sllm.c%d.out", grad ? "grad:" : "", c);
-    return bm_table_tensor(t, name, 0, grad, t->modules[0].cost.out_mib);
+    return bm_table_tensor(t, name, 0, grad);
 }
 
 /* The backbone schedule lowered: recv right before the consumer, send right after the producer. */
@@ -64,11 +67,11 @@ static void add_backbone(struct bm_table *t)
     bm_free(steps);
 }
 
-static double makespan(const struct bm_table *t)
+static double makespan(const struct bm_table *t, const struct bm_costs *t_c)
 {
     struct bm_timeline *tl = NULL;
     struct bm_err err;
-    if (bm_simulate(t, NULL, &tl, &err)) {
+    if (bm_simulate(t, t_c, NULL, &tl, &err)) {
         fprintf(stderr, "  simulate failed: %s\n", err.msg);
         return -1;
     }
@@ -89,12 +92,12 @@ static double makespan(const struct bm_table *t)
  * of 2 (hops 1->2, 3->4, 5->6). */
 #define D 0.1
 #define X 1.5
-static struct bm_table *pipeline8(int ranks_per_host)
+static struct bm_table *pipeline8(int ranks_per_host, struct bm_costs **c)
 {
-    struct bm_table *t = new_table(BM_BB_GPIPE, 8, 4, 8, 16, 1, D * 1000);
-    t->device.ranks_per_host = ranks_per_host;
-    t->device.inter_host_gbytes_per_s = 1.048576;
-    t->device.inter_host_latency_us = 500;
+    struct bm_table *t = new_table(BM_BB_GPIPE, 8, 4, 8, 16, 1, D * 1000, c);
+    t->ranks_per_host = ranks_per_host;
+    (*c)->device.inter_host_gbytes_per_s = 1.048576;
+    (*c)->device.inter_host_latency_us = 500;
     add_backbone(t);
     return t;
 }
@@ -104,44 +107,48 @@ static struct bm_table *pipeline8(int ranks_per_host)
 TEST(p8_one_host_is_33_plus_14d)
 {
     for (int h = 0; h <= 16; h += 8) { /* no placement; 8 and 16 ranks per host: one host */
-        struct bm_table *t = pipeline8(h);
-        CHECK_NEAR(makespan(t), 33 + 2 * 7 * D, 1e-9);
+        struct bm_costs *t_c = NULL;
+        struct bm_table *t = pipeline8(h, &t_c);
+        CHECK_NEAR(makespan(t, t_c), 33 + 2 * 7 * D, 1e-9);
         CHECK(bm_cost_n_hosts(t) == 1);
-        bm_table_free(t);
+        bm_table_free(t), bm_costs_free(t_c);
     }
 }
 
 TEST(p8_two_hosts_slow_link_is_33_plus_2_6d_plus_x)
 {
-    struct bm_table *t = pipeline8(4);
-    CHECK_NEAR(makespan(t), 33 + 2 * (6 * D + X), 1e-9);
+    struct bm_costs *t_c = NULL;
+    struct bm_table *t = pipeline8(4, &t_c);
+    CHECK_NEAR(makespan(t, t_c), 33 + 2 * (6 * D + X), 1e-9);
     CHECK(bm_cost_n_hosts(t) == 2);
     for (int r = 0; r < 8; r++) CHECK(bm_cost_host(t, r) == r / 4);
-    CHECK_NEAR(bm_cost_inter_host_ms(t, 0), X, 1e-12);
-    CHECK_NEAR(bm_cost_comm_ms(t, 0), D, 1e-12);
-    CHECK_NEAR(bm_cost_transfer_ms(t, 0, 3, 4), X, 1e-12);
-    CHECK_NEAR(bm_cost_transfer_ms(t, 0, 4, 3), X, 1e-12);
-    CHECK_NEAR(bm_cost_transfer_ms(t, 0, 2, 3), D, 1e-12);
-    CHECK_NEAR(bm_cost_transfer_ms(t, 0, 4, 5), D, 1e-12);
-    bm_table_free(t);
+    CHECK_NEAR(bm_cost_inter_host_ms(t, t_c, 0), X, 1e-12);
+    CHECK_NEAR(bm_cost_comm_ms(t, t_c, 0), D, 1e-12);
+    CHECK_NEAR(bm_cost_transfer_ms(t, t_c, 0, 3, 4), X, 1e-12);
+    CHECK_NEAR(bm_cost_transfer_ms(t, t_c, 0, 4, 3), X, 1e-12);
+    CHECK_NEAR(bm_cost_transfer_ms(t, t_c, 0, 2, 3), D, 1e-12);
+    CHECK_NEAR(bm_cost_transfer_ms(t, t_c, 0, 4, 5), D, 1e-12);
+    bm_table_free(t), bm_costs_free(t_c);
 }
 
 TEST(p8_four_hosts_is_33_plus_2_4d_plus_3x)
 {
-    struct bm_table *t = pipeline8(2);
-    CHECK_NEAR(makespan(t), 33 + 2 * (4 * D + 3 * X), 1e-9);
+    struct bm_costs *t_c = NULL;
+    struct bm_table *t = pipeline8(2, &t_c);
+    CHECK_NEAR(makespan(t, t_c), 33 + 2 * (4 * D + 3 * X), 1e-9);
     CHECK(bm_cost_n_hosts(t) == 4);
-    bm_table_free(t);
+    bm_table_free(t), bm_costs_free(t_c);
 }
 
 /* Only the transfers that cross hosts pay: every recv on rank 4 (from rank 3) arrives X after
  * its send, every recv on rank 3 (from rank 4) too; the others D after theirs. */
 TEST(p8_two_hosts_extra_cost_on_crossing_transfers_only)
 {
-    struct bm_table *t = pipeline8(4);
+    struct bm_costs *t_c = NULL;
+    struct bm_table *t = pipeline8(4, &t_c);
     struct bm_timeline *tl = NULL;
     struct bm_err err;
-    CHECK(bm_simulate(t, NULL, &tl, &err) == BM_OK);
+    CHECK(bm_simulate(t, t_c, NULL, &tl, &err) == BM_OK);
     int crossing = 0, other = 0;
     for (int r = 0; tl && r < 8; r++)
         for (int i = 0; i < t->ranks[r].n_ops; i++) {
@@ -158,22 +165,23 @@ TEST(p8_two_hosts_extra_cost_on_crossing_transfers_only)
     /* rank 4's first forward waits for rank 3's F0 (ends at 4 + 3d) plus the slow link */
     if (tl) CHECK_NEAR(tl->ranks[4].idle_lead_ms, 4 + 3 * D + X, 1e-9);
     bm_timeline_free(tl);
-    bm_table_free(t);
+    bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
 }
 
 TEST(host_traffic_counts_crossing_sends)
 {
-    struct bm_table *t = pipeline8(4);
+    struct bm_costs *t_c = NULL;
+    struct bm_table *t = pipeline8(4, &t_c);
     struct bm_host_traffic h;
-    bm_cost_host_traffic(t, &h);
+    bm_cost_host_traffic(t, t_c, &h);
     CHECK(h.hosts == 2 && h.sends == 2 * 7 * 4 && h.cross == 2 * 4);
     CHECK_NEAR(h.cross_mib, 8, 1e-12);
     CHECK_NEAR(h.cross_ms, 8 * X, 1e-9);
     CHECK_NEAR(h.cross_intra_ms, 8 * D, 1e-9);
-    t->device.ranks_per_host = 0;
-    bm_cost_host_traffic(t, &h);
+    t->ranks_per_host = 0;
+    bm_cost_host_traffic(t, t_c, &h);
     CHECK(h.hosts == 1 && h.cross == 0 && h.cross_ms == 0);
-    bm_table_free(t);
+    bm_table_free(t), bm_costs_free(t_c);
 }
 
 /* ---------------------------------------------------------------- spec and table keys */
@@ -245,30 +253,32 @@ TEST(planned_spec_over_two_hosts_costs_more_and_round_trips)
     bm_plan_opts_from_spec(&o1, s1);
     bm_plan_opts_from_spec(&o2, s2);
     struct bm_table *t1 = NULL, *t2 = NULL, *back = NULL;
-    CHECK(bm_plan_build(s1, &o1, &t1, &err) == BM_OK);
-    CHECK(bm_plan_build(s2, &o2, &t2, &err) == BM_OK);
+    struct bm_costs *t1_c = NULL, *t2_c = NULL, *back_c = NULL;
+    CHECK(bm_plan_build(s1, &o1, &t1, &t1_c, &err) == BM_OK);
+    CHECK(bm_plan_build(s2, &o2, &t2, &t2_c, &err) == BM_OK);
     if (t1 && t2) {
-        CHECK(t2->device.ranks_per_host == 4);
-        double m1 = makespan(t1), m2 = makespan(t2);
+        CHECK(t2->ranks_per_host == 4 && t2_c->device.inter_host_gbytes_per_s == 1);
+        double m1 = makespan(t1, t1_c), m2 = makespan(t2, t2_c);
         /* 32 MiB at 1 GB/s = 33.55 ms per crossing transfer: the pipeline is much slower */
         CHECKF(m2 > m1 + 2 * 33, "one host %.3f ms, two hosts %.3f ms", m1, m2);
         char *j1 = NULL, *j2 = NULL;
         size_t n1 = 0, n2 = 0;
         FILE *f1 = open_memstream(&j1, &n1), *f2 = open_memstream(&j2, &n2);
-        CHECK(bm_table_write_json(t1, f1) == BM_OK && bm_table_write_json(t2, f2) == BM_OK);
+        CHECK(bm_table_write_json(t1, t1_c, f1) == BM_OK && bm_table_write_json(t2, t2_c, f2) == BM_OK);
         fclose(f1), fclose(f2);
         CHECK(j1 && !strstr(j1, "ranks_per_host") && !strstr(j1, "inter_host"));
         CHECK_STR_CONTAINS(j2, "\"link_latency_us\": 10, \"ranks_per_host\": 4, \"inter_host_gbytes_per_s\": 1, "
                                "\"inter_host_latency_us\": 100}");
-        CHECK(j2 && bm_table_parse(j2, "t2.json", &back, &err) == BM_OK);
+        CHECK(j2 && bm_table_parse(j2, "t2.json", &back, &back_c, &err) == BM_OK);
         if (back) {
-            CHECK(back->device.ranks_per_host == 4 && back->device.inter_host_gbytes_per_s == 1 &&
-                  back->device.inter_host_latency_us == 100);
-            CHECK_NEAR(makespan(back), m2, 1e-9);
+            CHECK(back->ranks_per_host == 4 && back_c->device.inter_host_gbytes_per_s == 1 &&
+                  back_c->device.inter_host_latency_us == 100);
+            CHECK_NEAR(makespan(back, back_c), m2, 1e-9);
         }
         free(j1), free(j2);
     }
     bm_table_free(back), bm_table_free(t1), bm_table_free(t2);
+    bm_costs_free(back_c), bm_costs_free(t1_c), bm_costs_free(t2_c);
 out:
     bm_spec_free(s1), bm_spec_free(s2);
 }

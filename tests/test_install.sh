@@ -51,7 +51,7 @@ int main(int argc, char **argv) {
     if (argc != 2) return 2;
     if (bm_spec_load(argv[1], &s, &err)) return puts(err.msg), 1;
     bm_plan_opts_from_spec(&o, s);
-    if (bm_plan_build(s, &o, &t, &err) || bm_verify(t, &err)) return puts(err.msg), 1;
+    if (bm_plan_build(s, &o, &t, NULL, &err) || bm_verify(t, &err)) return puts(err.msg), 1;
     printf("bigmac %s: planned and verified %s on %d ranks\n", bm_version(), argv[1], t->pp);
     bm_table_free(t), bm_spec_free(s); return 0; }
 C
@@ -72,13 +72,14 @@ expect_exit install_planverify_static_runs 0 "$TEST_TMP/planverify_static" examp
 # the public report header: simulate and draw a planned table through the installed library
 cat >"$TEST_TMP/draw.c" <<'C'
 #include <bigmac.h>
+#include <bigmac_cost.h>
 #include <bigmac_report.h>
 int main(int argc, char **argv) {
-    struct bm_err err; struct bm_table *t; struct bm_timeline *tl;
-    if (argc != 2 || bm_table_load(argv[1], &t, &err)) return 1;
-    if (bm_simulate(t, &(struct bm_sim_opts){0}, &tl, &err)) return puts(err.msg), 1;
+    struct bm_err err; struct bm_table *t; struct bm_costs *c; struct bm_timeline *tl;
+    if (argc != 2 || bm_table_load(argv[1], &t, &c, &err)) return 1;
+    if (bm_simulate(t, c, &(struct bm_sim_opts){0}, &tl, &err)) return puts(err.msg), 1;
     int rc = bm_render_ascii(t, tl, 60, stdout);
-    bm_timeline_free(tl), bm_table_free(t); return rc; }
+    bm_timeline_free(tl), bm_table_free(t), bm_costs_free(c); return rc; }
 C
 # shellcheck disable=SC2046
 expect_exit install_build_report_program 0 cc $SAN $(pkg-config --cflags bigmac) -o "$TEST_TMP/draw" \

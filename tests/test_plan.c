@@ -95,12 +95,13 @@ TEST(property_grid_every_table_verifies_or_window_is_refused)
                                 if (!test_sample(&n_case)) continue; /* make asan: a third */
                                 struct bm_plan_opts o = opts(P, V, M, bb, pols[pi], pols[pi] == BM_POL_BIGMAC ? W : 0);
                                 struct bm_table *t;
+                                struct bm_costs *t_c = NULL;
                                 struct bm_err err;
                                 /* the placement search on (bigmac, ideal) with a small budget:
                                  * every kept move is checked against the same invariants the
                                  * verifier checks, whatever the budget */
                                 double lb = -1;
-                                if (bm_plan_build_search(s, &o, GRID_SEARCH, &t, &lb, &err)) {
+                                if (bm_plan_build_search(s, &o, GRID_SEARCH, &t, &t_c, &lb, &err)) {
                                     if (strstr(err.msg, "too small") && strstr(err.msg, "blocked at")) {
                                         refused++;
                                     } else {
@@ -119,7 +120,7 @@ TEST(property_grid_every_table_verifies_or_window_is_refused)
                                 }
                                 /* the lower bound of this table's work (docs/simulator.md) */
                                 struct bm_timeline *tl;
-                                if (bm_simulate(t, NULL, &tl, &err) == BM_OK) {
+                                if (bm_simulate(t, t_c, NULL, &tl, &err) == BM_OK) {
                                     CHECKF(lb > 0 && lb <= tl->makespan_ms * (1 + 1e-9),
                                            "P=%d V=%d M=%d %s W=%d: lower bound %.4f, makespan %.4f", P, V, M,
                                            bm_policy_name(pols[pi]), W, lb, tl->makespan_ms);
@@ -132,7 +133,7 @@ TEST(property_grid_every_table_verifies_or_window_is_refused)
                                     CHECK(peak_live(t, "vit") <= bound);
                                     if (gen) CHECK(peak_live(t, "dit") <= (t->unit + P - 1) / P);
                                 }
-                                bm_table_free(t);
+                                bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
                                 if (failed > 5) goto out;
                             }
                     }
@@ -169,8 +170,9 @@ TEST(zero_bubble_backbones_every_policy)
                             for (int W = 2; W <= (pols[pi] == BM_POL_BIGMAC ? 4 : 2); W++) {
                                 struct bm_plan_opts o = opts(P, V, M, bb, pols[pi], pols[pi] == BM_POL_BIGMAC ? W : 0);
                                 struct bm_table *t;
+                                struct bm_costs *t_c = NULL;
                                 struct bm_err err;
-                                if (bm_plan_build_search(s, &o, GRID_SEARCH, &t, NULL, &err)) {
+                                if (bm_plan_build_search(s, &o, GRID_SEARCH, &t, &t_c, NULL, &err)) {
                                     if (strstr(err.msg, "too small") && strstr(err.msg, "blocked at")) refused++;
                                     else {
                                         failed++;
@@ -198,13 +200,14 @@ TEST(zero_bubble_backbones_every_policy)
                                     struct bm_plan_opts q = o;
                                     q.backbone = zi ? BM_BB_INTERLEAVED : BM_BB_1F1B;
                                     struct bm_table *u;
+                                    struct bm_costs *u_c = NULL;
                                     struct bm_timeline *tz, *tu;
-                                    if (bm_plan_build_search(s, &q, GRID_SEARCH, &u, NULL, &err)) { /* e.g. W too small there */
-                                        bm_table_free(t);
+                                    if (bm_plan_build_search(s, &q, GRID_SEARCH, &u, &u_c, NULL, &err)) { /* e.g. W too small there */
+                                        bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
                                         continue;
                                     }
-                                    CHECK(bm_simulate(t, NULL, &tz, &err) == BM_OK);
-                                    CHECK(bm_simulate(u, NULL, &tu, &err) == BM_OK);
+                                    CHECK(bm_simulate(t, t_c, NULL, &tz, &err) == BM_OK);
+                                    CHECK(bm_simulate(u, u_c, NULL, &tu, &err) == BM_OK);
                                     /* unified fuses the encoders into rank 0's chunk-0 ops: a
                                      * shorter warm-up can cost it a little (0.3% at P=2) */
                                     double tol = pols[pi] == BM_POL_UNIFIED || pols[pi] == BM_POL_UNIFIED_BALANCED ? 0.01 : 1e-9;
@@ -219,9 +222,9 @@ TEST(zero_bubble_backbones_every_policy)
                                            tu->makespan_ms);
                                     bm_timeline_free(tz);
                                     bm_timeline_free(tu);
-                                    bm_table_free(u);
+                                    bm_table_free(u), bm_costs_free(u_c), u_c = NULL;
                                 }
-                                bm_table_free(t);
+                                bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
                                 if (failed > 5) goto out;
                             }
                     }
@@ -241,12 +244,13 @@ TEST(zero_bubble_encoder_backward_waits_for_b_not_w)
     struct bm_spec *s = make_spec(1, 0, 0, 0);
     struct bm_plan_opts o = opts(4, 1, 8, BM_BB_ZB_H1, BM_POL_BIGMAC, 0);
     struct bm_table *t;
+    struct bm_costs *t_c = NULL;
     struct bm_err err;
-    CHECK(bm_plan_build(s, &o, &t, &err) == BM_OK);
+    CHECK(bm_plan_build(s, &o, &t, &t_c, &err) == BM_OK);
     const struct bm_flow *f;
     struct bm_graph *g;
     CHECK((f = bm_table_flow(t)) != NULL);
-    CHECK(bm_graph_build(t, 0, &g, &err) == BM_OK);
+    CHECK(bm_graph_build(t, t_c, 0, &g, &err) == BM_OK);
     CHECK(g->np == 3);
     int k = g->nested_slot[bm_table_find_module(t, "vit")];
     for (int m = 0; m < 8; m++) {
@@ -263,7 +267,7 @@ TEST(zero_bubble_encoder_backward_waits_for_b_not_w)
         CHECK(w->rank == 0 && w->chunk == 0);
     }
     bm_graph_free(g);
-    bm_table_free(t);
+    bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
     bm_spec_free(s);
 }
 
@@ -287,17 +291,18 @@ TEST(smallest_safe_window_per_backbone)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         struct bm_plan_opts o = opts(cases[i].P, cases[i].V, 16 * cases[i].P, cases[i].bb, BM_POL_BIGMAC, 0);
         struct bm_table *t;
+        struct bm_costs *t_c = NULL;
         struct bm_err err;
-        int rc = bm_plan_build(cases[i].s, &o, &t, &err);
+        int rc = bm_plan_build(cases[i].s, &o, &t, &t_c, &err);
         CHECKF(rc == BM_OK, "case %zu: %s", i, err.msg);
         if (rc) continue;
         CHECKF(t->window == cases[i].want, "case %zu (%s P=%d V=%d): auto window %d, want %d", i,
                bm_backbone_name(cases[i].bb), cases[i].P, cases[i].V, t->window, cases[i].want);
         CHECK(bm_verify(t, &err) == BM_OK);
-        bm_table_free(t);
+        bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
         /* one less must be refused, naming the blocked ops and the working window */
         o.window = cases[i].want - 1;
-        rc = bm_plan_build(cases[i].s, &o, &t, &err);
+        rc = bm_plan_build(cases[i].s, &o, &t, &t_c, &err);
         CHECKF(rc == BM_ERR, "case %zu: window %d accepted", i, o.window);
         if (rc == BM_ERR) {
             CHECK_STR_CONTAINS(err.msg, "too small");
@@ -307,7 +312,7 @@ TEST(smallest_safe_window_per_backbone)
             snprintf(hint, sizeof hint, "smallest safe window here is %d", cases[i].want);
             CHECK_STR_CONTAINS(err.msg, hint);
         } else {
-            bm_table_free(t);
+            bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
         }
     }
     bm_spec_free(plain);
@@ -331,16 +336,17 @@ TEST(bigmac_residency_flat_in_m_optimus_grows)
                 int M = (k ? 64 : 4) * P;
                 struct bm_plan_opts o = opts(P, V, M, bb, BM_POL_BIGMAC, 0);
                 struct bm_table *t;
+                struct bm_costs *t_c = NULL;
                 struct bm_err err;
-                CHECK(bm_plan_build(s, &o, &t, &err) == BM_OK);
+                CHECK(bm_plan_build(s, &o, &t, &t_c, &err) == BM_OK);
                 big[k] = peak_live(t, "vit");
                 W[k] = t->window;
                 CHECK(big[k] <= t->window * ((t->unit + P - 1) / P));
-                bm_table_free(t);
+                bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
                 o.policy = BM_POL_OPTIMUS;
-                CHECK(bm_plan_build(s, &o, &t, &err) == BM_OK);
+                CHECK(bm_plan_build(s, &o, &t, &t_c, &err) == BM_OK);
                 opt[k] = peak_live(t, "vit");
-                bm_table_free(t);
+                bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
             }
             CHECKF(big[0] == big[1] && W[0] == W[1], "%s P=%d: bigmac peak %d at M=4P, %d at M=64P",
                    bm_backbone_name(bb), P, big[0], big[1]);
@@ -364,12 +370,13 @@ TEST(planner_nominal_timeline_equals_simulator)
             enum bm_backbone bb = (enum bm_backbone[]){BM_BB_1F1B, BM_BB_INTERLEAVED, BM_BB_ZB_H1, BM_BB_ZB_INTERLEAVED}[V - 1];
             struct bm_plan_opts o = opts(4, V % 2 ? 1 : 2, 16, bb, pols[pi], 0);
             struct bm_table *t;
+            struct bm_costs *t_c = NULL;
             struct bm_err err;
-            CHECK(bm_plan_build(s, &o, &t, &err) == BM_OK);
+            CHECK(bm_plan_build(s, &o, &t, &t_c, &err) == BM_OK);
             const struct bm_flow *f;
             struct bm_graph *g;
             CHECK((f = bm_table_flow(t)) != NULL);
-            CHECK(bm_graph_build(t, 0, &g, &err) == BM_OK);
+            CHECK(bm_graph_build(t, t_c, 0, &g, &err) == BM_OK);
             struct bm_order ord = {t->pp, bm_calloc(4, sizeof(int *)), bm_calloc(4, sizeof(int))};
             for (int r = 0; r < t->pp; r++) {
                 ord.seq[r] = bm_calloc((size_t)t->ranks[r].n_ops, sizeof(int));
@@ -386,7 +393,7 @@ TEST(planner_nominal_timeline_equals_simulator)
             double ms = 0;
             CHECK(bm_order_times(g, &ord, st, fi, &ms, &err) == BM_OK);
             struct bm_timeline *tl;
-            CHECK(bm_simulate(t, NULL, &tl, &err) == BM_OK);
+            CHECK(bm_simulate(t, t_c, NULL, &tl, &err) == BM_OK);
             CHECKF(fabs(tl->makespan_ms - ms) < 1e-6 * ms, "%s %s: planner %.6f vs simulator %.6f",
                    bm_policy_name(pols[pi]), bm_backbone_name(bb), ms, tl->makespan_ms);
             bm_timeline_free(tl);
@@ -396,7 +403,7 @@ TEST(planner_nominal_timeline_equals_simulator)
             bm_free(ord.seq);
             bm_free(ord.n);
             bm_graph_free(g);
-            bm_table_free(t);
+            bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
         }
     bm_spec_free(s);
 }
@@ -411,10 +418,11 @@ TEST(policy_makespans_are_ordered_sensibly)
         for (int p = 0; p < BM_N_POLICIES; p++) {
             struct bm_plan_opts o = opts(4, V, 32, V > 1 ? BM_BB_INTERLEAVED : BM_BB_1F1B, (enum bm_policy)p, 0);
             struct bm_table *t;
+            struct bm_costs *t_c = NULL;
             struct bm_err err;
-            CHECK(bm_plan_build(s, &o, &t, &err) == BM_OK);
+            CHECK(bm_plan_build(s, &o, &t, &t_c, &err) == BM_OK);
             struct bm_timeline *tl;
-            CHECK(bm_simulate(t, NULL, &tl, &err) == BM_OK);
+            CHECK(bm_simulate(t, t_c, NULL, &tl, &err) == BM_OK);
             ms[p] = tl->makespan_ms;
             if (p == BM_POL_BIGMAC)
                 for (int r = 0; r < t->pp; r++) {
@@ -422,7 +430,7 @@ TEST(policy_makespans_are_ordered_sensibly)
                     if (n > nested_max) nested_max = n;
                 }
             bm_timeline_free(tl);
-            bm_table_free(t);
+            bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
         }
         double bound = ms[BM_POL_NONE] + nested_max;
         printf("  V=%d: none %.1f bigmac %.1f ideal %.1f optimus %.1f unified %.1f balanced %.1f bound %.1f\n", V,
@@ -442,13 +450,14 @@ TEST(layers_split_and_balanced_split)
     struct bm_spec *s = make_spec(1, 1, 1, 16);
     struct bm_plan_opts o = opts(4, 1, 8, BM_BB_1F1B, BM_POL_UNIFIED, 0);
     struct bm_table *t;
+    struct bm_costs *t_c = NULL;
     struct bm_err err;
-    CHECK(bm_plan_build(s, &o, &t, &err) == BM_OK);
+    CHECK(bm_plan_build(s, &o, &t, &t_c, &err) == BM_OK);
     CHECK(t->chunk_layers != NULL);
     for (int c = 0; c < 4; c++) CHECK(t->chunk_layers[c] == 4);
-    bm_table_free(t);
+    bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
     o.policy = BM_POL_UNIFIED_BALANCED;
-    CHECK(bm_plan_build(s, &o, &t, &err) == BM_OK);
+    CHECK(bm_plan_build(s, &o, &t, &t_c, &err) == BM_OK);
     int sum = 0;
     for (int c = 0; c < 4; c++) {
         sum += t->chunk_layers[c];
@@ -458,10 +467,10 @@ TEST(layers_split_and_balanced_split)
     /* rank 0 carries the encoder (3 ms/mb) and rank 3 the generator: they get fewer layers */
     CHECK(t->chunk_layers[0] < t->chunk_layers[1]);
     CHECK(t->chunk_layers[3] < t->chunk_layers[2]);
-    bm_table_free(t);
+    bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
     /* too few layers for the chunks */
     o = opts(4, 8, 8, BM_BB_INTERLEAVED, BM_POL_BIGMAC, 0);
-    CHECK(bm_plan_build(s, &o, &t, &err) == BM_ERR);
+    CHECK(bm_plan_build(s, &o, &t, &t_c, &err) == BM_ERR);
     CHECK_STR_CONTAINS(err.msg, "too few");
     bm_spec_free(s);
 }
@@ -488,7 +497,7 @@ TEST(plan_opts_layers_merge)
     CHECK(!memcmp(&same, &o, sizeof o)); /* a layer that gives nothing changes nothing */
     struct bm_table *u = NULL;
     struct bm_err uerr;
-    CHECK(bm_plan_build(s, &none, &u, &uerr) == BM_ERR && !u); /* the planner wants every plan field */
+    CHECK(bm_plan_build(s, &none, &u, NULL, &uerr) == BM_ERR && !u); /* the planner wants every plan field */
     CHECK_STR_CONTAINS(uerr.msg, "plan options: pp is not set (BM_UNSET)");
     bm_plan_opts_unset(&hdr);
     hdr.microbatches = 16, hdr.backbone = BM_BB_GPIPE;
@@ -521,7 +530,7 @@ TEST(plan_opts_layers_merge)
     o.window = BM_WINDOW_AUTO, o.policy = BM_POL_BIGMAC;
     struct bm_table *t = NULL;
     struct bm_err err;
-    CHECKF(bm_plan_build(s, &o, &t, &err) == BM_OK, "%s", err.msg);
+    CHECKF(bm_plan_build(s, &o, &t, NULL, &err) == BM_OK, "%s", err.msg);
     if (t) {
         CHECK(t->pp == 2 && t->unit == 2 && t->microbatches == 12 && t->backbone == BM_BB_ZB_H1 &&
               t->policy == BM_POL_BIGMAC && t->dp == 3);
@@ -535,17 +544,18 @@ TEST(bad_options_are_refused)
 {
     struct bm_spec *s = make_spec(1, 0, 0, 0);
     struct bm_table *t;
+    struct bm_costs *t_c = NULL;
     struct bm_err err;
     struct bm_plan_opts o = opts(4, 2, 6, BM_BB_INTERLEAVED, BM_POL_BIGMAC, 0);
-    CHECK(bm_plan_build(s, &o, &t, &err) == BM_ERR);
+    CHECK(bm_plan_build(s, &o, &t, &t_c, &err) == BM_ERR);
     CHECK_STR_CONTAINS(err.msg, "divisible");
     o = opts(4, 2, 8, BM_BB_1F1B, BM_POL_BIGMAC, 0);
-    CHECK(bm_plan_build(s, &o, &t, &err) == BM_ERR);
+    CHECK(bm_plan_build(s, &o, &t, &t_c, &err) == BM_ERR);
     CHECK_STR_CONTAINS(err.msg, "interleaved");
     o = opts(100000, 1, 8, BM_BB_1F1B, BM_POL_BIGMAC, 0);
-    CHECK(bm_plan_build(s, &o, &t, &err) == BM_ERR);
+    CHECK(bm_plan_build(s, &o, &t, &t_c, &err) == BM_ERR);
     o = opts(8, 1, 1000000000, BM_BB_1F1B, BM_POL_BIGMAC, 0);
-    CHECK(bm_plan_build(s, &o, &t, &err) == BM_ERR);
+    CHECK(bm_plan_build(s, &o, &t, &t_c, &err) == BM_ERR);
     bm_spec_free(s);
 }
 
@@ -555,16 +565,17 @@ TEST(table_json_round_trip)
     for (int zb = 0; zb < 2; zb++) {
     struct bm_plan_opts o = opts(4, 2, 8, zb ? BM_BB_ZB_INTERLEAVED : BM_BB_INTERLEAVED, BM_POL_BIGMAC, 0);
     struct bm_table *t, *u;
+    struct bm_costs *t_c = NULL, *u_c = NULL;
     struct bm_err err;
-    CHECK(bm_plan_build(s, &o, &t, &err) == BM_OK);
+    CHECK(bm_plan_build(s, &o, &t, &t_c, &err) == BM_OK);
     char *a = NULL, *b = NULL;
     size_t na = 0, nb = 0;
     FILE *f = open_memstream(&a, &na);
-    bm_table_write_json(t, f);
+    bm_table_write_json(t, t_c, f);
     fclose(f);
-    CHECK(bm_table_parse(a, "t.json", &u, &err) == BM_OK);
+    CHECK(bm_table_parse(a, "t.json", &u, &u_c, &err) == BM_OK);
     f = open_memstream(&b, &nb);
-    bm_table_write_json(u, f);
+    bm_table_write_json(u, u_c, f);
     fclose(f);
     CHECK(na == nb && !memcmp(a, b, na));
     CHECK(bm_verify(u, &err) == BM_OK);
@@ -573,8 +584,8 @@ TEST(table_json_round_trip)
     CHECK(!zb || strstr(a, "\"pass\": \"W\""));
     free(a);
     free(b);
-    bm_table_free(t);
-    bm_table_free(u);
+    bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
+    bm_table_free(u), bm_costs_free(u_c), u_c = NULL;
     }
     bm_spec_free(s);
 }
@@ -586,13 +597,14 @@ TEST(window_fit_is_fastest_window_within_memory)
     for (int V = 1; V <= 2; V++) {
         struct bm_plan_opts o = opts(4, V, 64, V > 1 ? BM_BB_INTERLEAVED : BM_BB_1F1B, BM_POL_BIGMAC, BM_WINDOW_AUTO);
         struct bm_table *ta, *tf;
+        struct bm_costs *ta_c = NULL, *tf_c = NULL;
         struct bm_err err;
-        CHECK(bm_plan_build(s, &o, &ta, &err) == BM_OK);
+        CHECK(bm_plan_build(s, &o, &ta, &ta_c, &err) == BM_OK);
         o.window = BM_WINDOW_FIT;
-        CHECK(bm_plan_build(s, &o, &tf, &err) == BM_OK);
+        CHECK(bm_plan_build(s, &o, &tf, &tf_c, &err) == BM_OK);
         struct bm_timeline *la, *lf;
-        CHECK(bm_simulate(ta, NULL, &la, &err) == BM_OK);
-        CHECK(bm_simulate(tf, NULL, &lf, &err) == BM_OK);
+        CHECK(bm_simulate(ta, ta_c, NULL, &la, &err) == BM_OK);
+        CHECK(bm_simulate(tf, tf_c, NULL, &lf, &err) == BM_OK);
         CHECK(tf->window >= ta->window);
         CHECK(lf->makespan_ms <= la->makespan_ms + 1e-9);
         CHECK(!lf->oom);
@@ -601,8 +613,8 @@ TEST(window_fit_is_fastest_window_within_memory)
                lf->makespan_ms);
         bm_timeline_free(la);
         bm_timeline_free(lf);
-        bm_table_free(ta);
-        bm_table_free(tf);
+        bm_table_free(ta), bm_costs_free(ta_c), ta_c = NULL;
+        bm_table_free(tf), bm_costs_free(tf_c), tf_c = NULL;
     }
     /* the spec accepts "fit" too */
     struct bm_spec *f;
@@ -629,14 +641,15 @@ TEST(units_other_than_pp_plan_and_verify)
                     struct bm_plan_opts o = opts(P, V, 8 * P, V > 1 ? BM_BB_INTERLEAVED : BM_BB_1F1B, pols[pi], 0);
                     o.unit = U;
                     struct bm_table *t;
+                    struct bm_costs *t_c = NULL;
                     struct bm_err err;
-                    int rc = bm_plan_build(s, &o, &t, &err);
+                    int rc = bm_plan_build(s, &o, &t, &t_c, &err);
                     CHECKF(rc == BM_OK, "P=%d V=%d U=%d %s: %s", P, V, U, bm_policy_name(pols[pi]), err.msg);
                     if (rc) continue;
                     CHECKF(bm_verify(t, &err) == BM_OK, "P=%d V=%d U=%d %s: %s", P, V, U,
                            bm_policy_name(pols[pi]), err.msg);
                     if (pols[pi] == BM_POL_BIGMAC) CHECK(peak_live(t, "dit") <= (U + P - 1) / P);
-                    bm_table_free(t);
+                    bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
                 }
             }
     bm_spec_free(s);
@@ -656,16 +669,17 @@ TEST(window_counts_own_units_when_units_are_smaller_than_pp)
             struct bm_plan_opts o = opts(P, V, 8 * P, V > 1 ? BM_BB_INTERLEAVED : BM_BB_1F1B, BM_POL_BIGMAC, W);
             o.unit = 1;
             struct bm_table *t;
+            struct bm_costs *t_c = NULL;
             struct bm_timeline *tl;
             struct bm_err err;
             struct bm_sim_opts so = {0, 1, 1};
-            if (bm_plan_build(s, &o, &t, &err)) continue; /* below the smallest safe window */
+            if (bm_plan_build(s, &o, &t, &t_c, &err)) continue; /* below the smallest safe window */
             CHECKF(bm_verify(t, &err) == BM_OK, "V=%d W=%d: %s", V, W, err.msg);
-            CHECK(bm_simulate(t, &so, &tl, &err) == BM_OK);
+            CHECK(bm_simulate(t, t_c, &so, &tl, &err) == BM_OK);
             ms[W] = tl->makespan_ms;
             peak[W] = peak_live(t, "vit");
             bm_timeline_free(tl);
-            bm_table_free(t);
+            bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
         }
         CHECKF(peak[3] == 3, "V=%d: W=3 U=1 holds %d encoder microbatches per rank, want 3", V, peak[3]);
         CHECKF(peak[2] == 2 || ms[2] == 0, "V=%d: W=2 U=1 holds %d, want 2", V, peak[2]);
@@ -698,11 +712,12 @@ TEST(two_generators_send_one_gradient_each)
         for (int V = 1; V <= 2; V++) {
             struct bm_plan_opts o = opts(4, V, 16, V > 1 ? BM_BB_INTERLEAVED : BM_BB_1F1B, (enum bm_policy)pol, 0);
             struct bm_table *t;
+            struct bm_costs *t_c = NULL;
             const struct bm_flow *f;
-            CHECKF(bm_plan_build(s, &o, &t, &err) == BM_OK, "%s V=%d: %s", bm_policy_name(o.policy), V, err.msg);
+            CHECKF(bm_plan_build(s, &o, &t, &t_c, &err) == BM_OK, "%s V=%d: %s", bm_policy_name(o.policy), V, err.msg);
             CHECKF(bm_verify(t, &err) == BM_OK, "%s V=%d: %s", bm_policy_name(o.policy), V, err.msg);
             if (pol == BM_POL_NONE) {
-                bm_table_free(t);
+                bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
                 continue;
             }
             CHECK((f = bm_table_flow(t)) != NULL);
@@ -716,7 +731,7 @@ TEST(two_generators_send_one_gradient_each)
             CHECK(bm_flow_producer(f, g1, &m1, &c1, &p1) == 0 && bm_flow_producer(f, g2, &m2, &c2, &p2) == 0);
             CHECK(m1 == bm_table_find_module(t, "dit") && p1 == BM_PASS_B);
             CHECK(m2 == bm_table_find_module(t, "dit2") && p2 == BM_PASS_B);
-            bm_table_free(t);
+            bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
         }
     bm_spec_free(s);
 }
@@ -732,8 +747,9 @@ TEST(bigmac_balances_encoder_work_within_units)
     struct bm_plan_opts o = opts(P, 1, M, BM_BB_1F1B, BM_POL_BIGMAC, 0);
     o.unit = U;
     struct bm_table *t;
+    struct bm_costs *t_c = NULL;
     struct bm_err err;
-    CHECKF(bm_plan_build(s, &o, &t, &err) == BM_OK, "%s", err.msg);
+    CHECKF(bm_plan_build(s, &o, &t, &t_c, &err) == BM_OK, "%s", err.msg);
     int vit = bm_table_find_module(t, "vit"), n_units = M / U, shorter = 0;
     double share[8][4] = {{0}}, mod_share[8][4] = {{0}};
     int count[8][4] = {{0}};
@@ -741,10 +757,10 @@ TEST(bigmac_balances_encoder_work_within_units)
         for (int k = 0; k < t->ranks[r].n_ops; k++) {
             const struct bm_op *op = &t->ranks[r].ops[k];
             if (op->kind != BM_OP_COMPUTE || op->module != vit || op->pass != BM_PASS_F) continue;
-            share[op->mb / U][r] += t->mb_scale[op->mb];
+            share[op->mb / U][r] += t_c->mb_scale[op->mb];
             count[op->mb / U][r]++;
         }
-    for (int m = 0; m < M; m++) mod_share[m / U][m % P] += t->mb_scale[m];
+    for (int m = 0; m < M; m++) mod_share[m / U][m % P] += t_c->mb_scale[m];
     for (int u = 0; u < n_units; u++) {
         double mx = 0, mod_mx = 0;
         for (int r = 0; r < P; r++) {
@@ -757,7 +773,7 @@ TEST(bigmac_balances_encoder_work_within_units)
     }
     CHECK(shorter > 0);
     CHECK(bm_verify(t, &err) == BM_OK);
-    bm_table_free(t);
+    bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
     bm_spec_free(s);
 }
 
@@ -773,8 +789,9 @@ TEST(bigmac_pairs_heavy_backwards_with_light_forwards)
     for (int V = 1; V <= 2; V++) {
         struct bm_plan_opts o = opts(P, V, M, V > 1 ? BM_BB_INTERLEAVED : BM_BB_1F1B, BM_POL_BIGMAC, 0);
         struct bm_table *t;
+        struct bm_costs *t_c = NULL;
         struct bm_err err;
-        CHECKF(bm_plan_build(s, &o, &t, &err) == BM_OK, "%s", err.msg);
+        CHECKF(bm_plan_build(s, &o, &t, &t_c, &err) == BM_OK, "%s", err.msg);
         if (!t) continue;
         int vit = bm_table_find_module(t, "vit"), W = t->window, owner[32], count[8][4] = {{0}};
         for (int r = 0; r < P; r++)
@@ -791,14 +808,14 @@ TEST(bigmac_pairs_heavy_backwards_with_light_forwards)
         for (int v = W; v < M / P; v++) {
             double prev[4], cur[4], mx = 0, mod_mx = 0;
             for (int i = 0; i < P; i++) {
-                prev[owner[(v - W) * P + i]] = t->mb_scale[(v - W) * P + i];
-                cur[owner[v * P + i]] = t->mb_scale[v * P + i];
+                prev[owner[(v - W) * P + i]] = t_c->mb_scale[(v - W) * P + i];
+                cur[owner[v * P + i]] = t_c->mb_scale[v * P + i];
             }
             for (int a = 0; a < P; a++) {
                 for (int b = 0; b < P; b++)
                     CHECKF(!(prev[a] > prev[b] && cur[a] > cur[b]), "V=%d unit %d: ranks %d, %d not anti-sorted",
                            V, v, a, b);
-                double c = 2 * prev[a] + cur[a], cm = 2 * t->mb_scale[(v - W) * P + a] + t->mb_scale[v * P + a];
+                double c = 2 * prev[a] + cur[a], cm = 2 * t_c->mb_scale[(v - W) * P + a] + t_c->mb_scale[v * P + a];
                 if (c > mx) mx = c;
                 if (cm > mod_mx) mod_mx = cm;
             }
@@ -808,7 +825,7 @@ TEST(bigmac_pairs_heavy_backwards_with_light_forwards)
         printf("  V=%d W=%d: sum of column maxima %.3f paired, %.3f with m %% P\n", V, W, paired, modp);
         CHECK(paired < modp);
         CHECK(bm_verify(t, &err) == BM_OK);
-        bm_table_free(t);
+        bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
     }
     bm_spec_free(s);
 }

@@ -3,7 +3,7 @@
  * so a calibration of it must give back the spec's numbers); copies of it are the repeated
  * runs, one of them disturbed by hand (one backbone op 50 ms longer, as a preempted op on a
  * shared machine). Expected values are worked out by hand in the comments. */
-#include "sim/calibrate.h"
+#include "calib/calib.h"
 #include "table/table.h"
 #include "test.h"
 #include "util/util.h"
@@ -26,7 +26,7 @@ static const char *spec_text =
 /* A copy of tl (same op times). */
 static struct bm_timeline *copy_of(const struct bm_table *t, const struct bm_timeline *tl)
 {
-    struct bm_timeline *c = bm_timeline_new(t);
+    struct bm_timeline *c = bm_timeline_new(t, test_costs(t));
     if (!c) return NULL;
     for (int r = 0; r < t->pp; r++)
         for (int k = 0; k < t->ranks[r].n_ops; k++) c->ranks[r].ops[k] = tl->ranks[r].ops[k];
@@ -55,9 +55,10 @@ TEST(median_over_runs_ignores_a_disturbed_run)
     struct bm_plan_opts o;
     bm_plan_opts_from_spec(&o, s);
     struct bm_table *t = NULL;
+    struct bm_costs *t_c = NULL;
     struct bm_timeline *a = NULL, *b = NULL, *c = NULL, *again = NULL;
-    CHECKF(bm_plan_build(s, &o, &t, &err) == BM_OK, "%s", err.msg);
-    if (t) CHECKF(bm_simulate(t, NULL, &a, &err) == BM_OK, "%s", err.msg);
+    CHECKF(bm_plan_build(s, &o, &t, &t_c, &err) == BM_OK, "%s", err.msg);
+    if (t) CHECKF(bm_simulate(t, t_c, NULL, &a, &err) == BM_OK, "%s", err.msg);
     if (!a) goto out;
     b = copy_of(t, a), c = copy_of(t, a);
     int k = first_chunk0_forward(t), vit = bm_table_find_module(t, "vit"), llm = t->backbone_module;
@@ -71,15 +72,15 @@ TEST(median_over_runs_ignores_a_disturbed_run)
     struct bm_dispatch_fit oh = {-1, -1, -1, -1};
     /* 1. three runs, one disturbed: every number is the undisturbed runs' (two of three) */
     const struct bm_timeline *three[3] = {a, c, b};
-    CHECKF(bm_calibrate_median_runs(t, three, 3, 1, costs, ms, rs, sp, &oh, &err) == BM_OK, "%s", err.msg);
+    CHECKF(bm_calibrate_median_runs(t, t_c, three, 3, 1, costs, ms, rs, sp, &oh, &err) == BM_OK, "%s", err.msg);
     /* per run (means over the run's ops; module costs are means over both ranks): vit F ops on
      * rank 0 take 1 ms, on rank 1 2 ms; the rank scale then puts each rank at its own speed.
      * The median of {A, A, C} is A's value for every number. */
     struct bm_cost ca[2];
     double msa[4], rsa[2];
     const struct bm_timeline *one[1] = {a};
-    CHECK(bm_calibrate_runs(t, one, 1, 1, ca, &err) == BM_OK);
-    bm_calibrate_scales(t, one, 1, ca, rsa, msa);
+    CHECK(bm_calibrate_runs(t, t_c, one, 1, 1, ca, &err) == BM_OK);
+    bm_calibrate_scales(t, t_c, one, 1, ca, rsa, msa);
     for (int m = 0; m < 2; m++) {
         CHECK_NEAR(costs[m].fwd_ms, ca[m].fwd_ms, 1e-12);
         CHECK_NEAR(costs[m].bwd_ms, ca[m].bwd_ms, 1e-12);
@@ -95,28 +96,28 @@ TEST(median_over_runs_ignores_a_disturbed_run)
      * durations, one of them 50 ms longer, so the llm's fwd_ms (sum of the chunk means) is
      * 50 / 12 above the undisturbed value */
     struct bm_cost pooled[2];
-    CHECK(bm_calibrate_runs(t, three, 3, 1, pooled, &err) == BM_OK);
+    CHECK(bm_calibrate_runs(t, t_c, three, 3, 1, pooled, &err) == BM_OK);
     CHECK_NEAR(pooled[llm].fwd_ms, ca[llm].fwd_ms + 50.0 / 12, 1e-9);
     /* 3. two runs, one disturbed: the mean of the two per-run values. Run C's chunk 0 has 4 F
      * ops, one 50 ms longer: its llm fwd_ms is A's + 50 / 4; the median of two is the mean */
     const struct bm_timeline *two[2] = {a, c};
-    CHECKF(bm_calibrate_median_runs(t, two, 2, 1, costs, ms, NULL, NULL, &oh, &err) == BM_OK, "%s", err.msg);
+    CHECKF(bm_calibrate_median_runs(t, t_c, two, 2, 1, costs, ms, NULL, NULL, &oh, &err) == BM_OK, "%s", err.msg);
     CHECK_NEAR(costs[llm].fwd_ms, ca[llm].fwd_ms + 0.5 * 50.0 / 4, 1e-9);
     CHECK_NEAR(costs[vit].fwd_ms, ca[vit].fwd_ms, 1e-12);
     /* 4. the prediction from the three-run median reproduces run A exactly (its table, its
      * costs, speeds, dispatch), so a disturbed run costs the prediction nothing */
-    CHECKF(bm_calibrate_median_runs(t, three, 3, 1, costs, ms, rs, NULL, &oh, &err) == BM_OK, "%s", err.msg);
-    for (int m = 0; m < 2; m++) t->modules[m].cost = costs[m];
-    for (int r = 0; r < 2; r++) t->rank_time_scale[r] = rs[r];
-    for (int m = 0; m < 4; m++) t->mb_scale[m] = ms[m];
-    t->op_overhead_ms = oh.op_ms;
-    CHECKF(bm_simulate(t, NULL, &again, &err) == BM_OK, "%s", err.msg);
+    CHECKF(bm_calibrate_median_runs(t, t_c, three, 3, 1, costs, ms, rs, NULL, &oh, &err) == BM_OK, "%s", err.msg);
+    for (int m = 0; m < 2; m++) t_c->modules[m] = costs[m];
+    for (int r = 0; r < 2; r++) t_c->rank_time_scale[r] = rs[r];
+    for (int m = 0; m < 4; m++) t_c->mb_scale[m] = ms[m];
+    t_c->op_overhead_ms = oh.op_ms;
+    CHECKF(bm_simulate(t, t_c, NULL, &again, &err) == BM_OK, "%s", err.msg);
     if (again) CHECK_NEAR(again->makespan_ms, a->makespan_ms, 1e-9);
     /* 5. no run: an error, not a crash */
-    CHECK(bm_calibrate_median_runs(t, three, 0, 1, costs, ms, rs, sp, &oh, &err) == BM_ERR);
+    CHECK(bm_calibrate_median_runs(t, t_c, three, 0, 1, costs, ms, rs, sp, &oh, &err) == BM_ERR);
 out:
     bm_timeline_free(a), bm_timeline_free(b), bm_timeline_free(c), bm_timeline_free(again);
-    bm_table_free(t);
+    test_table_free(t), bm_costs_free(t_c), t_c = NULL;
     bm_spec_free(s);
 }
 
@@ -144,33 +145,34 @@ TEST(link_latency_from_waiting_recvs)
     struct bm_plan_opts o;
     bm_plan_opts_from_spec(&o, s);
     struct bm_table *t = NULL;
+    struct bm_costs *t_c = NULL;
     struct bm_timeline *a = NULL, *b = NULL, *fast = NULL;
-    CHECKF(bm_plan_build(s, &o, &t, &err) == BM_OK, "%s", err.msg);
-    if (t) CHECKF(bm_simulate(t, NULL, &a, &err) == BM_OK, "%s", err.msg);
+    CHECKF(bm_plan_build(s, &o, &t, &t_c, &err) == BM_OK, "%s", err.msg);
+    if (t) CHECKF(bm_simulate(t, t_c, NULL, &a, &err) == BM_OK, "%s", err.msg);
     if (!a) goto out;
     double lat = -1;
     const struct bm_timeline *one[1] = {a};
-    CHECK(bm_calibrate_link_latency_ms(t, one, 1, &lat) > 0);
+    CHECK(bm_calibrate_link_latency_ms(t, t_c, one, 1, &lat) > 0);
     CHECK_NEAR(lat, 0.030, 1e-12);
     /* rank 1's clock 5 us ahead: every 0->1 transfer reads 5 us longer, every 1->0 one shorter */
     b = copy_of(t, a);
     if (!b) goto out;
     for (int k = 0; k < t->ranks[1].n_ops; k++) b->ranks[1].ops[k].start_ms += 0.005, b->ranks[1].ops[k].end_ms += 0.005;
     const struct bm_timeline *off[1] = {b};
-    CHECK(bm_calibrate_link_latency_ms(t, off, 1, &lat) > 0);
+    CHECK(bm_calibrate_link_latency_ms(t, t_c, off, 1, &lat) > 0);
     CHECK_NEAR(lat, 0.030, 1e-12);
     /* a run on a 50 GB/s link, calibrated against a table that says 5 GB/s: 10 us + 0.1 MiB at
      * 50 GB/s measured, 0.1 MiB at 5 GB/s charged: 10 + 2.097152 - 20.97152 us */
-    t->device.link_latency_us = 10, t->device.link_gbytes_per_s = 50;
-    CHECKF(bm_simulate(t, NULL, &fast, &err) == BM_OK, "%s", err.msg);
-    t->device.link_gbytes_per_s = 5;
+    t_c->device.link_latency_us = 10, t_c->device.link_gbytes_per_s = 50;
+    CHECKF(bm_simulate(t, t_c, NULL, &fast, &err) == BM_OK, "%s", err.msg);
+    t_c->device.link_gbytes_per_s = 5;
     if (fast) {
         const struct bm_timeline *f1[1] = {fast};
-        CHECK(bm_calibrate_link_latency_ms(t, f1, 1, &lat) > 0);
+        CHECK(bm_calibrate_link_latency_ms(t, t_c, f1, 1, &lat) > 0);
         CHECK_NEAR(lat, (10 + 2.097152 - 20.97152) / 1000, 1e-12);
         /* the median over runs: {a, b, fast} -> 30, 30, -8.87 us: 30 */
         const struct bm_timeline *three[3] = {fast, a, b};
-        CHECK(bm_calibrate_median_link_latency_ms(t, three, 3, &lat) == 3);
+        CHECK(bm_calibrate_median_link_latency_ms(t, t_c, three, 3, &lat) == 3);
         CHECK_NEAR(lat, 0.030, 1e-12);
         /* the same fast run whose trace records its messages as 0.025 MiB: charged are those
          * bytes, not the tensors' 0.1 MiB: 10 + 2.097152 - 0.025 * 2^20 / 5e9 s = 12.097152 -
@@ -178,13 +180,13 @@ TEST(link_latency_from_waiting_recvs)
         for (int r = 0; r < 2; r++)
             for (int k = 0; k < t->ranks[r].n_ops; k++)
                 if (t->ranks[r].ops[k].kind != BM_OP_COMPUTE) fast->ranks[r].ops[k].msg_bytes = 0.025 * 1048576;
-        CHECK(bm_calibrate_link_latency_ms(t, f1, 1, &lat) > 0);
+        CHECK(bm_calibrate_link_latency_ms(t, t_c, f1, 1, &lat) > 0);
         CHECK_NEAR(lat, (10 + 2.097152 - 5.24288) / 1000, 1e-12);
         /* and calibrate's out_mib is the messages' size for every module that sends its
          * outputs (here the backbone's chunk outputs; the vit runs where its output is used) */
         struct bm_cost c[2];
         int vit = bm_table_find_module(t, "vit"), llm = t->backbone_module;
-        CHECK(bm_calibrate_runs(t, f1, 1, 1, c, &err) == BM_OK);
+        CHECK(bm_calibrate_runs(t, t_c, f1, 1, 1, c, &err) == BM_OK);
         CHECK_NEAR(c[llm].out_mib, 0.025, 1e-15);
         long vit_sends = 0;
         for (int r = 0; r < 2; r++)
@@ -196,7 +198,7 @@ TEST(link_latency_from_waiting_recvs)
     }
 out:
     bm_timeline_free(a), bm_timeline_free(b), bm_timeline_free(fast);
-    bm_table_free(t);
+    test_table_free(t), bm_costs_free(t_c), t_c = NULL;
     bm_spec_free(s);
 }
 
@@ -216,19 +218,20 @@ TEST(spec_costs_set_the_tensor_sizes)
     struct bm_spec *sa = NULL, *sb = NULL;
     struct bm_err err;
     struct bm_table *t = NULL;
+    struct bm_costs *t_c = NULL;
     CHECKF(bm_spec_parse(a, "a.json", &sa, &err) == BM_OK, "%s", err.msg);
     CHECKF(bm_spec_parse(b, "b.json", &sb, &err) == BM_OK, "%s", err.msg);
     if (!sa || !sb) goto out;
     struct bm_plan_opts o;
     bm_plan_opts_from_spec(&o, sa);
-    CHECKF(bm_plan_build(sa, &o, &t, &err) == BM_OK, "%s", err.msg);
+    CHECKF(bm_plan_build(sa, &o, &t, &t_c, &err) == BM_OK, "%s", err.msg);
     if (!t) goto out;
     CHECK(t->n_tensors > 0);
-    for (int i = 0; i < t->n_tensors; i++) CHECK_NEAR(t->tensors[i].mib, 0.1, 1e-15);
-    CHECKF(bm_table_use_spec_costs(t, sb, "t.json", &err) == BM_OK, "%s", err.msg);
-    for (int i = 0; i < t->n_tensors; i++) CHECK_NEAR(t->tensors[i].mib, 0.025, 1e-15);
+    for (int i = 0; i < t->n_tensors; i++) CHECK_NEAR(bm_costs_tensor_mib(t_c, t, i), 0.1, 1e-15);
+    CHECKF(bm_table_use_spec_costs(t, t_c, sb, "t.json", &err) == BM_OK, "%s", err.msg);
+    for (int i = 0; i < t->n_tensors; i++) CHECK_NEAR(bm_costs_tensor_mib(t_c, t, i), 0.025, 1e-15);
 out:
-    bm_table_free(t);
+    test_table_free(t), bm_costs_free(t_c), t_c = NULL;
     bm_spec_free(sa), bm_spec_free(sb);
 }
 

@@ -19,7 +19,6 @@ static int add_module(struct bm_table *t, const char *name, enum bm_role role, d
     m[i].name = bm_strdup(name);
     m[i].role = role;
     m[i].grad_to_backbone = 1;
-    m[i].cost = (struct bm_cost){fwd, bwd, act, 0, out, 0, 0, 0};
     if (consumes) {
         m[i].consumes = bm_malloc(sizeof(char *));
         m[i].consumes[0] = bm_strdup(consumes);
@@ -31,6 +30,7 @@ static int add_module(struct bm_table *t, const char *name, enum bm_role role, d
         m[i].n_produces = 1;
     }
     t->n_modules++;
+    test_costs(t)->modules[i] = (struct bm_cost){fwd, bwd, act, 0, out, 0, 0, 0};
     if (role == BM_ROLE_BACKBONE) t->backbone_module = i;
     return i;
 }
@@ -58,7 +58,7 @@ static struct bm_timeline *sim(const struct bm_table *t)
 {
     struct bm_timeline *tl = NULL;
     struct bm_err err;
-    if (bm_simulate(t, NULL, &tl, &err)) fprintf(stderr, "  simulate failed: %s\n", err.msg);
+    if (bm_simulate(t, test_costs(t), NULL, &tl, &err)) fprintf(stderr, "  simulate failed: %s\n", err.msg);
     return tl;
 }
 
@@ -102,9 +102,9 @@ TEST(backbone_recompute_by_hand)
     t->modules[llm].recompute = 1;
     struct bm_op f = {BM_OP_COMPUTE, BM_PASS_F, (int16_t)llm, 0, 0, -1, -1}, b = f;
     b.pass = BM_PASS_B;
-    CHECK_NEAR(bm_cost_compute_ms(t, &f, 0), 2, 1e-12);
-    CHECK_NEAR(bm_cost_compute_ms(t, &b, 0), 6, 1e-12);
-    CHECK_NEAR(bm_cost_input_mib(t, &f), 4, 1e-12); /* chunk 0: vit's out_mib */
+    CHECK_NEAR(bm_cost_compute_ms(t, test_costs(t), &f, 0), 2, 1e-12);
+    CHECK_NEAR(bm_cost_compute_ms(t, test_costs(t), &b, 0), 6, 1e-12);
+    CHECK_NEAR(bm_cost_input_mib(t, test_costs(t), &f), 4, 1e-12); /* chunk 0: vit's out_mib */
     tl = sim(t);
     CHECK(tl != NULL);
     if (tl) {
@@ -118,7 +118,7 @@ TEST(backbone_recompute_by_hand)
         check_trace(tl, 0, want, (int)(sizeof want / sizeof want[0]));
     }
     bm_timeline_free(tl);
-    bm_table_free(t);
+    test_table_free(t);
 }
 
 /* An encoder reading only data keeps nothing between F and B (its input is a spec input,
@@ -141,7 +141,7 @@ TEST(encoder_recompute_keeps_no_data)
         CHECK_NEAR(tl->ranks[0].busy_role_ms[BM_ROLE_ENCODER], 8, 1e-9);
     }
     bm_timeline_free(tl);
-    bm_table_free(t);
+    test_table_free(t);
 }
 
 /* Later chunks keep the previous chunk's output (backbone out_mib, not scaled by the chunk
@@ -155,11 +155,11 @@ TEST(later_chunk_keeps_previous_output_costs_scale)
     struct bm_table *t = new_table(2, 1);
     int llm = add_module(t, "llm", BM_ROLE_BACKBONE, 4, 8, 40, 6, "text", "hidden");
     t->modules[llm].recompute = 1;
-    t->chunk_weights = bm_malloc(2 * sizeof(double));
-    t->chunk_weights[0] = 0.25, t->chunk_weights[1] = 0.75;
-    t->rank_time_scale = bm_malloc(2 * sizeof(double));
-    t->rank_time_scale[0] = 1, t->rank_time_scale[1] = 2;
-    int act = bm_table_tensor(t, "llm.c0.out", llm, 0, 6), grad = bm_table_tensor(t, "grad:llm.c0.out", llm, 1, 6);
+    test_costs(t)->chunk_weights = bm_malloc(2 * sizeof(double));
+    test_costs(t)->chunk_weights[0] = 0.25, test_costs(t)->chunk_weights[1] = 0.75;
+    test_costs(t)->rank_time_scale = bm_malloc(2 * sizeof(double));
+    test_costs(t)->rank_time_scale[0] = 1, test_costs(t)->rank_time_scale[1] = 2;
+    int act = bm_table_tensor(t, "llm.c0.out", llm, 0), grad = bm_table_tensor(t, "grad:llm.c0.out", llm, 1);
     push(t, 0, BM_OP_COMPUTE, BM_PASS_F, llm, 0, 0, -1, -1);
     push(t, 0, BM_OP_SEND, 0, llm, -1, 0, 1, act);
     push(t, 0, BM_OP_RECV, 0, llm, -1, 0, 1, grad);
@@ -170,8 +170,8 @@ TEST(later_chunk_keeps_previous_output_costs_scale)
     push(t, 1, BM_OP_SEND, 0, llm, -1, 0, 0, grad);
     struct bm_op f1 = {BM_OP_COMPUTE, BM_PASS_F, (int16_t)llm, 1, 0, -1, -1}, f0 = f1;
     f0.chunk = 0;
-    CHECK_NEAR(bm_cost_input_mib(t, &f1), 6, 1e-12);
-    CHECK_NEAR(bm_cost_input_mib(t, &f0), 0, 1e-12); /* "text" is data */
+    CHECK_NEAR(bm_cost_input_mib(t, test_costs(t), &f1), 6, 1e-12);
+    CHECK_NEAR(bm_cost_input_mib(t, test_costs(t), &f0), 0, 1e-12); /* "text" is data */
     struct bm_timeline *tl = sim(t);
     CHECK(tl != NULL);
     if (tl) {
@@ -185,7 +185,7 @@ TEST(later_chunk_keeps_previous_output_costs_scale)
         check_trace(tl, 0, want0, (int)(sizeof want0 / sizeof want0[0]));
     }
     bm_timeline_free(tl);
-    bm_table_free(t);
+    test_table_free(t);
 }
 
 /* Split backward: the rerun belongs to B (it needs the activations first), W is half of bwd;
@@ -199,8 +199,8 @@ TEST(split_backward_reruns_in_b)
     int vit = add_module(t, "vit", BM_ROLE_ENCODER, 1, 4, 10, 4, "image", "vis_emb");
     add_module(t, "llm", BM_ROLE_BACKBONE, 2, 4, 40, 6, "vis_emb", "hidden");
     t->modules[vit].recompute = 1;
-    t->mb_scale = bm_malloc(sizeof(double));
-    t->mb_scale[0] = 2;
+    test_costs(t)->mb_scale = bm_malloc(sizeof(double));
+    test_costs(t)->mb_scale[0] = 2;
     push(t, 0, BM_OP_COMPUTE, BM_PASS_F, vit, -1, 0, -1, -1);
     push(t, 0, BM_OP_COMPUTE, BM_PASS_B, vit, -1, 0, -1, -1);
     push(t, 0, BM_OP_COMPUTE, BM_PASS_W, vit, -1, 0, -1, -1);
@@ -213,7 +213,7 @@ TEST(split_backward_reruns_in_b)
         check_trace(tl, 0, want, (int)(sizeof want / sizeof want[0]));
     }
     bm_timeline_free(tl);
-    bm_table_free(t);
+    test_table_free(t);
 }
 
 /* Measured input bytes (the executor's) replace the modelled input, as act_bytes do. */
@@ -223,11 +223,11 @@ TEST(measured_input_bytes_used)
     add_module(t, "vit", BM_ROLE_ENCODER, 1, 2, 10, 4, "image", "vis_emb");
     int llm = add_module(t, "llm", BM_ROLE_BACKBONE, 2, 4, 40, 6, "vis_emb", "hidden");
     t->modules[llm].recompute = 1;
-    t->in_bytes = bm_calloc(2, sizeof(double));
-    t->in_bytes[llm] = 3 * 1048576.0; /* module llm, chunk 0, mb 0 */
+    test_costs(t)->in_bytes = bm_calloc(2, sizeof(double));
+    test_costs(t)->in_bytes[llm] = 3 * 1048576.0; /* module llm, chunk 0, mb 0 */
     struct bm_op f = {BM_OP_COMPUTE, BM_PASS_F, (int16_t)llm, 0, 0, -1, -1};
-    CHECK_NEAR(bm_cost_input_mib(t, &f), 3, 1e-12);
-    bm_table_free(t);
+    CHECK_NEAR(bm_cost_input_mib(t, test_costs(t), &f), 3, 1e-12);
+    test_table_free(t);
 }
 
 /* The spec field reaches the table; the table JSON writes it only when set and reads it back;
@@ -250,28 +250,30 @@ TEST(spec_and_table_carry_recompute)
     struct bm_plan_opts o;
     bm_plan_opts_from_spec(&o, s);
     struct bm_table *t = NULL;
-    CHECKF(bm_plan_build(s, &o, &t, &err) == BM_OK, "%s", err.msg);
+    struct bm_costs *t_c = NULL;
+    CHECKF(bm_plan_build(s, &o, &t, &t_c, &err) == BM_OK, "%s", err.msg);
     if (t) {
         CHECK(t->modules[0].recompute == 1 && t->modules[1].recompute == 0);
         char *buf = NULL;
         size_t len = 0;
         FILE *f = open_memstream(&buf, &len);
-        bm_table_write_json(t, f);
+        bm_table_write_json(t, t_c, f);
         fclose(f);
         CHECK_STR_CONTAINS(buf, "\"recompute\": \"full\"");
         CHECK(strstr(buf, "\"recompute\"") == strstr(buf, "\"recompute\": \"full\"")); /* once */
         CHECK(strstr(strstr(buf, "\"recompute\"") + 1, "\"recompute\"") == NULL);
         struct bm_table *u = NULL;
-        CHECKF(bm_table_parse(buf, "t.json", &u, &err) == BM_OK, "%s", err.msg);
+        struct bm_costs *u_c = NULL;
+        CHECKF(bm_table_parse(buf, "t.json", &u, &u_c, &err) == BM_OK, "%s", err.msg);
         if (u) CHECK(u->modules[0].recompute == 1 && u->modules[1].recompute == 0);
-        bm_table_free(u);
+        test_table_free(u), bm_costs_free(u_c), u_c = NULL;
         /* a bad value in a table */
         char *bad = strstr(buf, "\"full\"");
         memcpy(bad, "\"fuli\"", 6);
-        CHECK(bm_table_parse(buf, "t.json", &u, &err) == BM_ERR);
+        CHECK(bm_table_parse(buf, "t.json", &u, &u_c, &err) == BM_ERR);
         CHECK_STR_CONTAINS(err.msg, "recompute");
         free(buf);
-        bm_table_free(t);
+        test_table_free(t), bm_costs_free(t_c), t_c = NULL;
     }
     bm_spec_free(s);
     /* a bad value in a spec: positioned, names the field */
@@ -304,13 +306,14 @@ TEST(planned_recompute_trades_time_for_memory)
         struct bm_plan_opts o;
         bm_plan_opts_from_spec(&o, s);
         struct bm_table *t = NULL;
+        struct bm_costs *t_c = NULL;
         struct bm_timeline *tl = NULL;
-        CHECKF(bm_plan_build(s, &o, &t, &err) == BM_OK, "%s", err.msg);
-        if (t) CHECK(bm_simulate(t, NULL, &tl, &err) == BM_OK);
+        CHECKF(bm_plan_build(s, &o, &t, &t_c, &err) == BM_OK, "%s", err.msg);
+        if (t) CHECK(bm_simulate(t, t_c, NULL, &tl, &err) == BM_OK);
         ms[k] = tl ? tl->makespan_ms : 0;
         peak[k] = tl ? tl->peak_act_mib[BM_ROLE_BACKBONE] : 0;
         bm_timeline_free(tl);
-        bm_table_free(t);
+        test_table_free(t), bm_costs_free(t_c), t_c = NULL;
     }
     /* 1f1b P=2 M=8, per stage F 4 B 8: (M + P - 1) * (4 + 8) = 108; recompute B = 12: 144 */
     CHECK_NEAR(ms[0], 108, 1e-9);

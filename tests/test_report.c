@@ -13,7 +13,7 @@
 /* ---------------------------------------------------------------- helpers */
 
 /* Plan SPEC with the given overrides (policy < 0: the spec's) and simulate. */
-static int plan(enum bm_backbone bb, int V, int M, int policy, struct bm_table **t,
+static int plan(enum bm_backbone bb, int V, int M, int policy, struct bm_table **t, struct bm_costs **c,
                 struct bm_timeline **tl)
 {
     struct bm_err err;
@@ -30,31 +30,31 @@ static int plan(enum bm_backbone bb, int V, int M, int policy, struct bm_table *
     o.vpp = V;
     o.microbatches = M;
     if (policy >= 0) o.policy = (enum bm_policy)policy;
-    int rc = bm_plan_build(s, &o, t, &err);
+    int rc = bm_plan_build(s, &o, t, c, &err);
     bm_spec_free(s);
     if (rc) {
         fprintf(stderr, "  plan: %s\n", err.msg);
         return -1;
     }
-    if (tl && bm_simulate(*t, NULL, tl, &err)) {
+    if (tl && bm_simulate(*t, *c, NULL, tl, &err)) {
         fprintf(stderr, "  simulate: %s\n", err.msg);
-        bm_table_free(*t);
-        *t = NULL;
+        bm_table_free(*t), bm_costs_free(*c);
+        *t = NULL, *c = NULL;
         return -1;
     }
     return 0;
 }
 
 /* Capture a writer's output in a new string (caller frees with free()). */
-typedef int (*writer_fn)(const struct bm_table *, const struct bm_timeline *, FILE *);
-static char *capture(writer_fn w, const struct bm_table *t, const struct bm_timeline *tl,
+typedef int (*writer_fn)(const struct bm_table *, const struct bm_costs *, const struct bm_timeline *, FILE *);
+static char *capture(writer_fn w, const struct bm_table *t, const struct bm_costs *c, const struct bm_timeline *tl,
                      size_t *len)
 {
     char *buf = NULL;
     size_t n = 0;
     FILE *f = open_memstream(&buf, &n);
     if (!f) return NULL;
-    int rc = w(t, tl, f);
+    int rc = w(t, c, tl, f);
     fclose(f);
     if (rc) {
         free(buf);
@@ -64,31 +64,33 @@ static char *capture(writer_fn w, const struct bm_table *t, const struct bm_time
     return buf;
 }
 
-static int w_trace(const struct bm_table *t, const struct bm_timeline *tl, FILE *f)
+static int w_trace(const struct bm_table *t, const struct bm_costs *t_c, const struct bm_timeline *tl, FILE *f)
 {
-    return bm_render_trace(t, tl, f);
+    return bm_render_trace(t, t_c, tl, f);
 }
-static int w_svg(const struct bm_table *t, const struct bm_timeline *tl, FILE *f)
+static int w_svg(const struct bm_table *t, const struct bm_costs *t_c, const struct bm_timeline *tl, FILE *f)
 {
+    (void)t_c; /* the picture draws the timeline */
     return bm_render_svg(t, tl, "test <&> \"title\"", 0, f);
 }
-static int w_html(const struct bm_table *t, const struct bm_timeline *tl, FILE *f)
+static int w_html(const struct bm_table *t, const struct bm_costs *t_c, const struct bm_timeline *tl, FILE *f)
 {
-    return bm_render_html(t, tl, NULL, "test", f);
+    return bm_render_html(t, t_c, tl, NULL, "test", f);
 }
-static int w_ascii(const struct bm_table *t, const struct bm_timeline *tl, FILE *f)
+static int w_ascii(const struct bm_table *t, const struct bm_costs *t_c, const struct bm_timeline *tl, FILE *f)
 {
+    (void)t_c;
     return bm_render_ascii(t, tl, 100, f);
 }
-static int w_csv(const struct bm_table *t, const struct bm_timeline *tl, FILE *f)
+static int w_csv(const struct bm_table *t, const struct bm_costs *t_c, const struct bm_timeline *tl, FILE *f)
 {
     (void)tl;
-    return bm_csv_write(t, f);
+    return bm_csv_write(t, t_c, f);
 }
-static int w_json(const struct bm_table *t, const struct bm_timeline *tl, FILE *f)
+static int w_json(const struct bm_table *t, const struct bm_costs *t_c, const struct bm_timeline *tl, FILE *f)
 {
     (void)tl;
-    return bm_table_write_json(t, f);
+    return bm_table_write_json(t, t_c, f);
 }
 
 static long count_kind(const struct bm_table *t, int kind)
@@ -222,12 +224,13 @@ TEST(xml_checker_itself)
 TEST(trace_counts_and_reload)
 {
     struct bm_table *t;
+    struct bm_costs *t_c = NULL;
     struct bm_timeline *tl;
-    if (plan(BM_BB_INTERLEAVED, 2, 8, BM_POL_BIGMAC, &t, &tl)) {
+    if (plan(BM_BB_INTERLEAVED, 2, 8, BM_POL_BIGMAC, &t, &t_c, &tl)) {
         CHECK(0);
         return;
     }
-    char *text = capture(w_trace, t, tl, NULL);
+    char *text = capture(w_trace, t, t_c, tl, NULL);
     CHECK(text != NULL);
     json_error_t je;
     json_t *root = text ? json_loads(text, 0, &je) : NULL;
@@ -294,12 +297,13 @@ TEST(trace_counts_and_reload)
         CHECK(json_is_object(json_object_get(bm, "table")));
         /* reload: same table, same times (to the trace's nanosecond resolution) */
         struct bm_table *t2;
+        struct bm_costs *t2_c = NULL;
         struct bm_timeline *tl2;
         struct bm_err err;
-        int rc = bm_trace_parse(text, "test.json", &t2, &tl2, &err);
+        int rc = bm_trace_parse(text, "test.json", &t2, &t2_c, &tl2, &err);
         CHECKF(rc == BM_OK, "%s", err.msg);
         if (!rc) {
-            char *a = capture(w_json, t, NULL, NULL), *b = capture(w_json, t2, NULL, NULL);
+            char *a = capture(w_json, t, t_c, NULL, NULL), *b = capture(w_json, t2, t2_c, NULL, NULL);
             CHECK(a && b && !strcmp(a, b));
             free(a);
             free(b);
@@ -316,7 +320,7 @@ TEST(trace_counts_and_reload)
                 }
             }
             bm_timeline_free(tl2);
-            bm_table_free(t2);
+            bm_table_free(t2), bm_costs_free(t2_c), t2_c = NULL;
         }
         /* a trace missing an op's slice is refused, naming the op */
         json_t *copy = json_deep_copy(root);
@@ -329,19 +333,19 @@ TEST(trace_counts_and_reload)
             }
         }
         char *cut = json_dumps(copy, 0);
-        rc = bm_trace_parse(cut, "cut.json", &t2, &tl2, &err);
+        rc = bm_trace_parse(cut, "cut.json", &t2, &t2_c, &tl2, &err);
         CHECK(rc == BM_ERR);
         CHECK_STR_CONTAINS(err.msg, "cut.json: rank 0 op #0");
         json_decref(copy);
         /* the same trace re-serialized by jansson (other key order and spacing) loads */
         copy = json_deep_copy(root);
         char *again = json_dumps(copy, JSON_SORT_KEYS | JSON_INDENT(1));
-        rc = bm_trace_parse(again, "sorted.json", &t2, &tl2, &err);
+        rc = bm_trace_parse(again, "sorted.json", &t2, &t2_c, &tl2, &err);
         CHECKF(rc == BM_OK, "%s", err.msg);
         if (!rc) {
             CHECK_NEAR(tl2->makespan_ms, tl->makespan_ms, 1e-5);
             bm_timeline_free(tl2);
-            bm_table_free(t2);
+            bm_table_free(t2), bm_costs_free(t2_c), t2_c = NULL;
         }
         json_decref(copy);
         json_malloc_t jm;
@@ -350,29 +354,29 @@ TEST(trace_counts_and_reload)
         jf(cut);
         jf(again);
         /* malformed JSON names line:col; truncation anywhere never crashes */
-        CHECK(bm_trace_parse("{\"traceEvents\": [1, 2", "bad.json", &t2, &tl2, &err) == BM_ERR);
+        CHECK(bm_trace_parse("{\"traceEvents\": [1, 2", "bad.json", &t2, &t2_c, &tl2, &err) == BM_ERR);
         CHECK_STR_CONTAINS(err.msg, "bad.json:1:");
         size_t len = strlen(text);
         char *trunc = malloc(len + 1);
         for (size_t cutat = 0; cutat < len; cutat += len / 97 + 1) {
             memcpy(trunc, text, cutat);
             trunc[cutat] = 0;
-            if (bm_trace_parse(trunc, "trunc.json", &t2, &tl2, &err) == BM_OK) {
+            if (bm_trace_parse(trunc, "trunc.json", &t2, &t2_c, &tl2, &err) == BM_OK) {
                 bm_timeline_free(tl2);
-                bm_table_free(t2);
+                bm_table_free(t2), bm_costs_free(t2_c), t2_c = NULL;
             }
         }
         free(trunc);
         CHECK(bm_trace_sniff(text) == 1);
         CHECK(bm_trace_sniff("{\"format\": \"bigmac-table\", \"x\": {\"traceEvents\": 1}}") == 0);
         /* a trace without the bigmac object says what is missing */
-        CHECK(bm_trace_parse("{\"traceEvents\": []}", "bare.json", &t2, &tl2, &err) == BM_ERR);
+        CHECK(bm_trace_parse("{\"traceEvents\": []}", "bare.json", &t2, &t2_c, &tl2, &err) == BM_ERR);
         CHECK_STR_CONTAINS(err.msg, "without a \"bigmac\" object");
         json_decref(root);
     }
     free(text);
     bm_timeline_free(tl);
-    bm_table_free(t);
+    bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
 }
 
 /* ---------------------------------------------------------------- svg, html, ascii */
@@ -382,12 +386,13 @@ TEST(svg_well_formed_with_lanes)
     static const int pols[] = {BM_POL_BIGMAC, BM_POL_OPTIMUS, BM_POL_UNIFIED, BM_POL_NONE};
     for (int k = 0; k < 4; k++) {
         struct bm_table *t;
+        struct bm_costs *t_c = NULL;
         struct bm_timeline *tl;
-        if (plan(BM_BB_1F1B, 1, 8, pols[k], &t, &tl)) {
+        if (plan(BM_BB_1F1B, 1, 8, pols[k], &t, &t_c, &tl)) {
             CHECK(0);
             continue;
         }
-        char *svg = capture(w_svg, t, tl, NULL);
+        char *svg = capture(w_svg, t, t_c, tl, NULL);
         CHECK(svg != NULL);
         if (svg) {
             const char *e = xml_check(svg);
@@ -404,19 +409,20 @@ TEST(svg_well_formed_with_lanes)
         }
         free(svg);
         bm_timeline_free(tl);
-        bm_table_free(t);
+        bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
     }
 }
 
 TEST(html_self_contained)
 {
     struct bm_table *t;
+    struct bm_costs *t_c = NULL;
     struct bm_timeline *tl;
-    if (plan(BM_BB_INTERLEAVED, 2, 8, BM_POL_BIGMAC, &t, &tl)) {
+    if (plan(BM_BB_INTERLEAVED, 2, 8, BM_POL_BIGMAC, &t, &t_c, &tl)) {
         CHECK(0);
         return;
     }
-    char *h = capture(w_html, t, tl, NULL);
+    char *h = capture(w_html, t, t_c, tl, NULL);
     CHECK(h != NULL);
     if (h) {
         CHECK(strstr(h, "http://") == NULL && strstr(h, "https://") == NULL);
@@ -452,7 +458,7 @@ TEST(html_self_contained)
     char *buf = NULL;
     size_t n = 0;
     FILE *f = open_memstream(&buf, &n);
-    CHECK(bm_render_html(t, tl, &cmp, "cmp", f) == BM_OK);
+    CHECK(bm_render_html(t, t_c, tl, &cmp, "cmp", f) == BM_OK);
     fclose(f);
     CHECK_STR_CONTAINS(buf, "Policy comparison");
     CHECK_STR_CONTAINS(buf, "zero-added-bubble bound");
@@ -467,18 +473,19 @@ TEST(html_self_contained)
     bm_report_compare_free(&cmp);
     bm_spec_free(s);
     bm_timeline_free(tl);
-    bm_table_free(t);
+    bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
 }
 
 TEST(ascii_one_line_per_rank)
 {
     struct bm_table *t;
+    struct bm_costs *t_c = NULL;
     struct bm_timeline *tl;
-    if (plan(BM_BB_1F1B, 1, 8, BM_POL_BIGMAC, &t, &tl)) {
+    if (plan(BM_BB_1F1B, 1, 8, BM_POL_BIGMAC, &t, &t_c, &tl)) {
         CHECK(0);
         return;
     }
-    char *a = capture(w_ascii, t, tl, NULL);
+    char *a = capture(w_ascii, t, t_c, tl, NULL);
     CHECK(a != NULL);
     if (a) {
         CHECK(count_str(a, "\nrank ") == t->pp);
@@ -496,7 +503,7 @@ TEST(ascii_one_line_per_rank)
     }
     free(a);
     bm_timeline_free(tl);
-    bm_table_free(t);
+    bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
 }
 
 /* A zero-bubble table: the backbone's B is written "I" (PyTorch's input-gradient action), W
@@ -504,8 +511,9 @@ TEST(ascii_one_line_per_rank)
 TEST(zero_bubble_views_draw_w_in_its_own_colour)
 {
     struct bm_table *t;
+    struct bm_costs *t_c = NULL;
     struct bm_timeline *tl;
-    if (plan(BM_BB_ZB_H1, 1, 8, BM_POL_BIGMAC, &t, &tl)) {
+    if (plan(BM_BB_ZB_H1, 1, 8, BM_POL_BIGMAC, &t, &t_c, &tl)) {
         CHECK(0);
         return;
     }
@@ -515,8 +523,8 @@ TEST(zero_bubble_views_draw_w_in_its_own_colour)
     bm_report_color(t, bb, BM_PASS_B, cb);
     bm_report_color(t, bb, BM_PASS_F, cf);
     CHECK(strcmp(cw, cb) && strcmp(cw, cf));
-    char *csv = capture(w_csv, t, NULL, NULL), *svg = capture(w_svg, t, tl, NULL);
-    char *tr = capture(w_trace, t, tl, NULL), *html = capture(w_html, t, tl, NULL);
+    char *csv = capture(w_csv, t, t_c, NULL, NULL), *svg = capture(w_svg, t, t_c, tl, NULL);
+    char *tr = capture(w_trace, t, t_c, tl, NULL), *html = capture(w_html, t, t_c, tl, NULL);
     CHECK(csv && strstr(csv, ",0I0") && strstr(csv, ",0W0") && strstr(csv, " w_ms="));
     char fill[32];
     snprintf(fill, sizeof fill, "fill=\"%s\"", cw);
@@ -529,7 +537,7 @@ TEST(zero_bubble_views_draw_w_in_its_own_colour)
     CHECK(html && strstr(html, kind));
     free(csv), free(svg), free(tr), free(html);
     bm_timeline_free(tl);
-    bm_table_free(t);
+    bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
 }
 
 /* ---------------------------------------------------------------- csv */
@@ -546,28 +554,30 @@ TEST(csv_round_trip_grid)
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
         for (int p = 0; p < BM_N_POLICIES; p++) {
             struct bm_table *t;
-            if (plan(cases[c].bb, cases[c].V, cases[c].M, p, &t, NULL)) {
+            struct bm_costs *t_c = NULL;
+            if (plan(cases[c].bb, cases[c].V, cases[c].M, p, &t, &t_c, NULL)) {
                 CHECK(0);
                 continue;
             }
-            char *csv = capture(w_csv, t, NULL, NULL), *j1 = capture(w_json, t, NULL, NULL);
+            char *csv = capture(w_csv, t, t_c, NULL, NULL), *j1 = capture(w_json, t, t_c, NULL, NULL);
             /* alone (header lines), and with the spec */
             for (int with_spec = 0; with_spec < 2; with_spec++) {
                 struct bm_table *t2;
-                int rc = bm_csv_parse(csv, "x.csv", with_spec ? s : NULL, NULL, &t2, &err);
+                struct bm_costs *t2_c = NULL;
+                int rc = bm_csv_parse(csv, "x.csv", with_spec ? s : NULL, NULL, &t2, &t2_c, &err);
                 CHECKF(rc == BM_OK, "%s", err.msg);
                 if (rc) continue;
-                char *j2 = capture(w_json, t2, NULL, NULL);
+                char *j2 = capture(w_json, t2, t2_c, NULL, NULL);
                 CHECKF(j1 && j2 && !strcmp(j1, j2), "%s %s V=%d M=%d spec=%d: tables differ",
                        bm_backbone_name(cases[c].bb), bm_policy_name((enum bm_policy)p), cases[c].V,
                        cases[c].M, with_spec);
                 CHECK(bm_verify(t2, &err) == BM_OK);
                 free(j2);
-                bm_table_free(t2);
+                bm_table_free(t2), bm_costs_free(t2_c), t2_c = NULL;
             }
             free(csv);
             free(j1);
-            bm_table_free(t);
+            bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
         }
     bm_spec_free(s);
 }
@@ -589,12 +599,13 @@ static char *subst(const char *text, const char *from, const char *to)
 TEST(csv_errors_are_positioned)
 {
     struct bm_table *t;
-    if (plan(BM_BB_1F1B, 1, 4, BM_POL_BIGMAC, &t, NULL)) {
+    struct bm_costs *t_c = NULL;
+    if (plan(BM_BB_1F1B, 1, 4, BM_POL_BIGMAC, &t, &t_c, NULL)) {
         CHECK(0);
         return;
     }
-    char *csv = capture(w_csv, t, NULL, NULL);
-    bm_table_free(t);
+    char *csv = capture(w_csv, t, t_c, NULL, NULL);
+    bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
     /* the header lines come first; rank 0's row starts at line 8 with "vit:F0" */
     int hdr = 0;
     for (const char *p = csv; *p == '#'; p = strchr(p, '\n') + 1) hdr++;
@@ -620,7 +631,7 @@ TEST(csv_errors_are_positioned)
         if (!bad) continue;
         struct bm_err err;
         struct bm_table *t2 = (void *)1;
-        CHECK(bm_csv_parse(bad, "sched.csv", NULL, NULL, &t2, &err) == BM_ERR);
+        CHECK(bm_csv_parse(bad, "sched.csv", NULL, NULL, &t2, NULL, &err) == BM_ERR);
         CHECK(t2 == NULL);
         CHECK_STR_CONTAINS(err.msg, cases[c].want);
         CHECK(!strncmp(err.msg, "sched.csv:", 10));
@@ -629,7 +640,7 @@ TEST(csv_errors_are_positioned)
     /* the exact position of a bad cell in the middle of a row */
     char *bad = subst(csv, ",0F1,", ",vti:F1,");
     struct bm_err err;
-    CHECK(bm_csv_parse(bad, "sched.csv", NULL, NULL, &t, &err) == BM_ERR);
+    CHECK(bm_csv_parse(bad, "sched.csv", NULL, NULL, &t, NULL, &err) == BM_ERR);
     const char *line = strstr(bad, "vti:F1");
     int lno = 1, col = 1;
     for (const char *p = bad; p < line; p++) {
@@ -643,22 +654,22 @@ TEST(csv_errors_are_positioned)
     free(bad);
     /* no header and no spec: says what is missing (bigmac's grammar; compute cells alone are
      * PyTorch's, whose files carry their shape: tests/test_torch_csv.sh) */
-    CHECK(bm_csv_parse("vit:F0,0F0,0B0,vit:B0\n", "bare.csv", NULL, NULL, &t, &err) == BM_ERR);
+    CHECK(bm_csv_parse("vit:F0,0F0,0B0,vit:B0\n", "bare.csv", NULL, NULL, &t, &t_c, &err) == BM_ERR);
     CHECK_STR_CONTAINS(err.msg, "bare.csv:1:1: how many microbatches?");
     struct bm_plan_opts o;
     bm_plan_opts_unset(&o);
     o.microbatches = 1;
-    CHECK(bm_csv_parse("vit:F0,0F0,0B0,vit:B0\n", "bare.csv", NULL, &o, &t, &err) == BM_ERR);
+    CHECK(bm_csv_parse("vit:F0,0F0,0B0,vit:B0\n", "bare.csv", NULL, &o, &t, &t_c, &err) == BM_ERR);
     CHECK_STR_CONTAINS(err.msg, "no \"# module\" lines");
-    CHECK(bm_csv_parse("0F0,0B0\n", "bare.csv", NULL, NULL, &t, &err) == BM_OK);
+    CHECK(bm_csv_parse("0F0,0B0\n", "bare.csv", NULL, NULL, &t, &t_c, &err) == BM_OK);
     if (t) {
         CHECK(t->pp == 1 && t->microbatches == 1 && t->policy == BM_POL_NONE && t->ranks[0].n_ops == 2);
-        bm_table_free(t);
+        bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
     }
     /* garbage never crashes */
-    CHECK(bm_csv_parse("", "e.csv", NULL, NULL, &t, &err) == BM_ERR);
-    CHECK(bm_csv_parse(",,,\n\n,", "e.csv", NULL, NULL, &t, &err) == BM_ERR);
-    CHECK(bm_csv_parse("# bigmac-table\n#module\n:::\n", "e.csv", NULL, NULL, &t, &err) == BM_ERR);
+    CHECK(bm_csv_parse("", "e.csv", NULL, NULL, &t, &t_c, &err) == BM_ERR);
+    CHECK(bm_csv_parse(",,,\n\n,", "e.csv", NULL, NULL, &t, &t_c, &err) == BM_ERR);
+    CHECK(bm_csv_parse("# bigmac-table\n#module\n:::\n", "e.csv", NULL, NULL, &t, &t_c, &err) == BM_ERR);
     free(csv);
 }
 
@@ -676,13 +687,14 @@ TEST(csv_hand_edit_with_spec)
     o.backbone = BM_BB_GPIPE;  /* all F then all B, whatever the policy's warm-up */
     o.policy = BM_POL_OPTIMUS;
     struct bm_table *t;
+    struct bm_costs *t_c = NULL;
     int rc = bm_csv_parse("vit:F0, vit:F1,,0F0 ,0F1,dit:F0,dit:B0,dit:F1,dit:B1,0B0,0B1,vit:B0,vit:B1\n",
-                          "hand.csv", s, &o, &t, &err);
+                          "hand.csv", s, &o, &t, &t_c, &err);
     CHECKF(rc == BM_OK, "%s", err.msg);
     if (!rc) {
         CHECK(t->pp == 1 && t->ranks[0].n_ops == 12);
         CHECKF(bm_verify(t, &err) == BM_OK, "%s", err.msg);
-        bm_table_free(t);
+        bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
     }
     bm_spec_free(s);
 }
@@ -692,20 +704,22 @@ TEST(csv_hand_edit_with_spec)
 TEST(alloc_failures_never_crash)
 {
     struct bm_table *t;
+    struct bm_costs *t_c = NULL;
     struct bm_timeline *tl;
-    if (plan(BM_BB_1F1B, 1, 4, BM_POL_BIGMAC, &t, &tl)) {
+    if (plan(BM_BB_1F1B, 1, 4, BM_POL_BIGMAC, &t, &t_c, &tl)) {
         CHECK(0);
         return;
     }
-    char *csv = capture(w_csv, t, NULL, NULL), *trace = capture(w_trace, t, tl, NULL);
+    char *csv = capture(w_csv, t, t_c, NULL, NULL), *trace = capture(w_trace, t, t_c, tl, NULL);
     int done_csv = 0, done_trace = 0;
     for (long n = 1; n < 5000 && !(done_csv && done_trace); n++) {
         struct bm_err err;
         struct bm_table *t2;
+        struct bm_costs *t2_c = NULL;
         struct bm_timeline *tl2;
         if (!done_csv) {
             bm_alloc_fail_at(n);
-            int rc = bm_csv_parse(csv, "x.csv", NULL, NULL, &t2, &err);
+            int rc = bm_csv_parse(csv, "x.csv", NULL, NULL, &t2, &t2_c, &err);
             int fired = bm_alloc_failed();
             bm_alloc_fail_at(0);
             if (!fired) {
@@ -714,11 +728,11 @@ TEST(alloc_failures_never_crash)
             } else {
                 CHECK(rc == BM_ERR && t2 == NULL);
             }
-            if (!rc) bm_table_free(t2);
+            if (!rc) bm_table_free(t2), bm_costs_free(t2_c), t2_c = NULL;
         }
         if (!done_trace) {
             bm_alloc_fail_at(n);
-            int rc = bm_trace_parse(trace, "x.json", &t2, &tl2, &err);
+            int rc = bm_trace_parse(trace, "x.json", &t2, &t2_c, &tl2, &err);
             int fired = bm_alloc_failed();
             bm_alloc_fail_at(0);
             /* an injected failure inside jansson's parser of the embedded table may go
@@ -729,16 +743,16 @@ TEST(alloc_failures_never_crash)
             }
             if (!rc) {
                 bm_timeline_free(tl2);
-                bm_table_free(t2);
+                bm_table_free(t2), bm_costs_free(t2_c), t2_c = NULL;
             }
         }
         /* writers: an allocation failure is an error, never a crash */
         bm_alloc_fail_at(n);
-        char *out = capture(w_trace, t, tl, NULL);
+        char *out = capture(w_trace, t, t_c, tl, NULL);
         bm_alloc_fail_at(0);
         free(out);
         bm_alloc_fail_at(n);
-        out = capture(w_ascii, t, tl, NULL);
+        out = capture(w_ascii, t, t_c, tl, NULL);
         bm_alloc_fail_at(0);
         free(out);
     }
@@ -746,7 +760,7 @@ TEST(alloc_failures_never_crash)
     free(csv);
     free(trace);
     bm_timeline_free(tl);
-    bm_table_free(t);
+    bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
 }
 
 int main(void)

@@ -19,8 +19,8 @@ static int add_module(struct bm_table *t, const char *name, enum bm_role role, d
     m[i].name = bm_strdup(name);
     m[i].role = role;
     m[i].grad_to_backbone = 1;
-    m[i].cost = (struct bm_cost){fwd, bwd, act, state, out, 0, 0, 0};
     t->n_modules++;
+    test_costs(t)->modules[i] = (struct bm_cost){fwd, bwd, act, state, out, 0, 0, 0};
     if (role == BM_ROLE_BACKBONE) t->backbone_module = i;
     return i;
 }
@@ -52,7 +52,7 @@ static int chunk_tensor(struct bm_table *t, int c, int grad)
 {
     char name[64];
     snprintf(name, sizeof name, "%sllm.c%d.out", grad ? "grad:" : "", c);
-    return bm_table_tensor(t, name, t->backbone_module, grad, t->modules[t->backbone_module].cost.out_mib);
+    return bm_table_tensor(t, name, t->backbone_module, grad);
 }
 
 /* Lower the backbone schedule: recv right before the consumer, send right after the producer. */
@@ -84,11 +84,11 @@ static void add_backbone(struct bm_table *t, int extra)
     bm_free(steps);
 }
 
-static struct bm_timeline *sim(const struct bm_table *t, const struct bm_sim_opts *o)
+static struct bm_timeline *sim(const struct bm_table *t, const struct bm_costs *c, const struct bm_sim_opts *o)
 {
     struct bm_timeline *tl = NULL;
     struct bm_err err;
-    if (bm_simulate(t, o, &tl, &err)) {
+    if (bm_simulate(t, c, o, &tl, &err)) {
         fprintf(stderr, "  simulate failed: %s\n", err.msg);
         return NULL;
     }
@@ -109,7 +109,7 @@ static void check_idle_sums(const struct bm_timeline *tl)
 /* Per-op invariants of any simulated timeline (no jitter): ops run in program order, a compute
  * op lasts its cost and starts once its inputs are ready, a send takes no time, a recv ends at
  * max(reached, arrival) and arrival = its send's issue + transfer. */
-static void check_ops(const struct bm_table *t, const struct bm_timeline *tl)
+static void check_ops(const struct bm_table *t, const struct bm_costs *c, const struct bm_timeline *tl)
 {
     int split[64] = {0};
     for (int m = 0; m < t->n_modules && m < 64; m++) split[m] = bm_table_splits(t, m);
@@ -122,7 +122,7 @@ static void check_ops(const struct bm_table *t, const struct bm_timeline *tl)
                    ot->start_ms, prev);
             CHECK(ot->end_ms <= tl->makespan_ms + 1e-9);
             if (o->kind == BM_OP_COMPUTE) {
-                CHECK_NEAR(ot->end_ms - ot->start_ms, bm_cost_compute_ms(t, o, o->module < 64 && split[o->module]), 1e-9);
+                CHECK_NEAR(ot->end_ms - ot->start_ms, bm_cost_compute_ms(t, c, o, o->module < 64 && split[o->module]), 1e-9);
                 CHECK(ot->ready_ms <= ot->start_ms + 1e-9);
             } else if (o->kind == BM_OP_SEND) {
                 CHECK(ot->end_ms == ot->start_ms);
@@ -131,7 +131,7 @@ static void check_ops(const struct bm_table *t, const struct bm_timeline *tl)
                 const struct bm_op *s = &t->ranks[o->peer].ops[ot->wait_op];
                 CHECK(s->kind == BM_OP_SEND && s->peer == r && s->tensor == o->tensor && s->mb == o->mb);
                 CHECK_NEAR(ot->ready_ms,
-                           tl->ranks[o->peer].ops[ot->wait_op].start_ms + bm_cost_comm_ms(t, o->tensor), 1e-9);
+                           tl->ranks[o->peer].ops[ot->wait_op].start_ms + bm_cost_comm_ms(t, c, o->tensor), 1e-9);
                 CHECK_NEAR(ot->end_ms, BM_MAX(ot->start_ms, ot->ready_ms), 1e-12);
             }
             prev = ot->end_ms;
@@ -145,11 +145,11 @@ TEST(makespan_1f1b_p4_m8_is_33)
 {
     struct bm_table *t = new_table(BM_BB_1F1B, 4, 1, 8, 4, 8, 0, 0); /* F=1, B=2 per stage */
     add_backbone(t, 0);
-    struct bm_timeline *tl = sim(t, NULL);
+    struct bm_timeline *tl = sim(t, test_costs(t), NULL);
     CHECK(tl != NULL);
     if (tl) {
         CHECK_NEAR(tl->makespan_ms, 33, 1e-9);
-        check_ops(t, tl);
+        check_ops(t, test_costs(t), tl);
         for (int r = 0; r < 4; r++) CHECK_NEAR(tl->ranks[r].busy_ms, 24, 1e-9);
         CHECK_NEAR(tl->bubble_ratio, 4 * 9.0 / (4 * 33.0), 1e-12);
         CHECK_NEAR(tl->samples_per_s, 8 / 0.033, 1e-6);
@@ -162,7 +162,7 @@ TEST(makespan_1f1b_p4_m8_is_33)
         check_idle_sums(tl);
     }
     bm_timeline_free(tl);
-    bm_table_free(t);
+    test_table_free(t);
 }
 
 /* Qi et al. §2.1: with T_F = T_B = T_W, ZB-H1's bubble is (P-1)(T_F+T_B-T_W), a third of
@@ -176,7 +176,7 @@ TEST(makespan_zb_h1_bubble_is_a_third_of_1f1b)
             struct bm_table *o = new_table(BM_BB_1F1B, P, 1, M, P, 2.0 * P, 4.0 * P, 0);
             add_backbone(z, 0);
             add_backbone(o, 0);
-            struct bm_timeline *tz = sim(z, NULL), *to = sim(o, NULL);
+            struct bm_timeline *tz = sim(z, test_costs(z), NULL), *to = sim(o, test_costs(o), NULL);
             CHECK(tz && to);
             if (tz && to) {
                 CHECKF(fabs(tz->makespan_ms - (3.0 * M + (P - 1))) < 1e-9, "P=%d M=%d zb-h1 %g", P, M, tz->makespan_ms);
@@ -187,13 +187,13 @@ TEST(makespan_zb_h1_bubble_is_a_third_of_1f1b)
                 for (int r = 0; r < P; r++) fb += tz->ranks[r].freed_b_mib, fw += tz->ranks[r].freed_w_mib;
                 CHECK_NEAR(fb, 2.0 * P * M, 1e-6); /* half of 4P MiB per microbatch over the model */
                 CHECK_NEAR(fw, 2.0 * P * M, 1e-6);
-                check_ops(z, tz);
+                check_ops(z, test_costs(z), tz);
                 check_idle_sums(tz);
             }
             bm_timeline_free(tz);
             bm_timeline_free(to);
-            bm_table_free(z);
-            bm_table_free(o);
+            test_table_free(z);
+            test_table_free(o);
         }
 }
 
@@ -201,16 +201,16 @@ TEST(makespan_interleaved_p4_v2_m8_is_28_5)
 {
     struct bm_table *t = new_table(BM_BB_INTERLEAVED, 4, 2, 8, 4, 8, 0, 0); /* F=.5, B=1 per chunk */
     add_backbone(t, 0);
-    struct bm_timeline *tl = sim(t, NULL);
+    struct bm_timeline *tl = sim(t, test_costs(t), NULL);
     CHECK(tl != NULL);
     if (tl) {
         CHECK_NEAR(tl->makespan_ms, 28.5, 1e-9);
-        check_ops(t, tl);
+        check_ops(t, test_costs(t), tl);
         for (int r = 0; r < 4; r++) CHECK_NEAR(tl->ranks[r].busy_ms, 24, 1e-9);
         check_idle_sums(tl);
     }
     bm_timeline_free(tl);
-    bm_table_free(t);
+    test_table_free(t);
 }
 
 TEST(gpipe_p2_m2_by_hand)
@@ -220,7 +220,7 @@ TEST(gpipe_p2_m2_by_hand)
      * rank 1:          F0 [1,2] F1 [2,3] B0 [3,5] B1 [5,7]            makespan 9 */
     struct bm_table *t = new_table(BM_BB_GPIPE, 2, 1, 2, 2, 4, 0, 0);
     add_backbone(t, 0);
-    struct bm_timeline *tl = sim(t, NULL);
+    struct bm_timeline *tl = sim(t, test_costs(t), NULL);
     CHECK(tl != NULL);
     if (tl) {
         CHECK_NEAR(tl->makespan_ms, 9, 1e-9);
@@ -259,7 +259,7 @@ TEST(gpipe_p2_m2_by_hand)
         check_idle_sums(tl);
     }
     bm_timeline_free(tl);
-    bm_table_free(t);
+    test_table_free(t);
 }
 
 TEST(comm_latency_and_bandwidth_add_exactly)
@@ -268,12 +268,12 @@ TEST(comm_latency_and_bandwidth_add_exactly)
      * Two transfers (activation, gradient) on the critical path. */
     struct bm_table *t = new_table(BM_BB_GPIPE, 2, 1, 1, 2, 4, 0, 0);
     add_backbone(t, 0);
-    struct bm_timeline *tl = sim(t, NULL);
+    struct bm_timeline *tl = sim(t, test_costs(t), NULL);
     CHECK(tl && fabs(tl->makespan_ms - 6) < 1e-9);
     bm_timeline_free(tl);
 
-    t->device.link_latency_us = 1000; /* 1 ms, unlimited bandwidth */
-    tl = sim(t, NULL);
+    test_costs(t)->device.link_latency_us = 1000; /* 1 ms, unlimited bandwidth */
+    tl = sim(t, test_costs(t), NULL);
     CHECK(tl != NULL);
     if (tl) {
         CHECK_NEAR(tl->makespan_ms, 8, 1e-9);
@@ -283,15 +283,15 @@ TEST(comm_latency_and_bandwidth_add_exactly)
     bm_timeline_free(tl);
 
     /* 1 MiB per microbatch over 1 GB/s: 1.048576 ms more per transfer */
-    t->device.link_gbytes_per_s = 1;
-    for (int i = 0; i < t->n_tensors; i++) t->tensors[i].mib = 1;
-    CHECK_NEAR(bm_cost_comm_ms(t, 0), 1 + 1.048576, 1e-12);
-    tl = sim(t, NULL);
+    test_costs(t)->device.link_gbytes_per_s = 1;
+    test_costs(t)->modules[t->backbone_module].out_mib = 1; /* every tensor is the backbone's */
+    CHECK_NEAR(bm_cost_comm_ms(t, test_costs(t), 0), 1 + 1.048576, 1e-12);
+    tl = sim(t, test_costs(t), NULL);
     CHECK(tl && fabs(tl->makespan_ms - (6 + 2 * 2.048576)) < 1e-9);
     if (tl) check_idle_sums(tl);
-    if (tl) check_ops(t, tl);
+    if (tl) check_ops(t, test_costs(t), tl);
     bm_timeline_free(tl);
-    bm_table_free(t);
+    test_table_free(t);
 }
 
 TEST(cost_model_chunk_weights_and_mb_scale)
@@ -299,31 +299,31 @@ TEST(cost_model_chunk_weights_and_mb_scale)
     struct bm_table *t = new_table(BM_BB_1F1B, 2, 1, 2, 10, 20, 100, 1000);
     int vit = add_module(t, "vit", BM_ROLE_ENCODER, 3, 6, 10, 50, 1);
     int dit = add_module(t, "dit", BM_ROLE_GENERATOR, 5, 7, 0, 70, 1);
-    t->chunk_weights = bm_malloc(2 * sizeof(double));
-    t->chunk_weights[0] = 0.25;
-    t->chunk_weights[1] = 0.75;
-    t->mb_scale = bm_malloc(2 * sizeof(double));
-    t->mb_scale[0] = 2;
-    t->mb_scale[1] = 0.5;
+    test_costs(t)->chunk_weights = bm_malloc(2 * sizeof(double));
+    test_costs(t)->chunk_weights[0] = 0.25;
+    test_costs(t)->chunk_weights[1] = 0.75;
+    test_costs(t)->mb_scale = bm_malloc(2 * sizeof(double));
+    test_costs(t)->mb_scale[0] = 2;
+    test_costs(t)->mb_scale[1] = 0.5;
     struct bm_op f1 = {BM_OP_COMPUTE, BM_PASS_F, (int16_t)t->backbone_module, 1, 0, -1, -1};
     struct bm_op b0 = {BM_OP_COMPUTE, BM_PASS_B, (int16_t)t->backbone_module, 0, 1, -1, -1};
     struct bm_op ef1 = {BM_OP_COMPUTE, BM_PASS_F, (int16_t)vit, -1, 1, -1, -1};
     struct bm_op eb0 = {BM_OP_COMPUTE, BM_PASS_B, (int16_t)vit, -1, 0, -1, -1};
     struct bm_op gf1 = {BM_OP_COMPUTE, BM_PASS_F, (int16_t)dit, -1, 1, -1, -1};
-    CHECK_NEAR(bm_cost_compute_ms(t, &f1, 0), 7.5, 1e-12);
-    CHECK_NEAR(bm_cost_compute_ms(t, &b0, 0), 5, 1e-12);
-    CHECK_NEAR(bm_cost_compute_ms(t, &ef1, 0), 1.5, 1e-12);
-    CHECK_NEAR(bm_cost_compute_ms(t, &eb0, 0), 12, 1e-12);
-    CHECK_NEAR(bm_cost_compute_ms(t, &gf1, 0), 5, 1e-12); /* generators unscaled */
-    CHECK_NEAR(bm_cost_act_mib(t, &f1), 75, 1e-12);
-    CHECK_NEAR(bm_cost_act_mib(t, &ef1), 10, 1e-12);
+    CHECK_NEAR(bm_cost_compute_ms(t, test_costs(t), &f1, 0), 7.5, 1e-12);
+    CHECK_NEAR(bm_cost_compute_ms(t, test_costs(t), &b0, 0), 5, 1e-12);
+    CHECK_NEAR(bm_cost_compute_ms(t, test_costs(t), &ef1, 0), 1.5, 1e-12);
+    CHECK_NEAR(bm_cost_compute_ms(t, test_costs(t), &eb0, 0), 12, 1e-12);
+    CHECK_NEAR(bm_cost_compute_ms(t, test_costs(t), &gf1, 0), 5, 1e-12); /* generators unscaled */
+    CHECK_NEAR(bm_cost_act_mib(t, test_costs(t), &f1), 75, 1e-12);
+    CHECK_NEAR(bm_cost_act_mib(t, test_costs(t), &ef1), 10, 1e-12);
     /* state: backbone split by chunk weight; vit replica only where it computes (rank 1) */
     push(t, 1, BM_OP_COMPUTE, BM_PASS_F, vit, -1, 0, -1, -1);
     double st[2];
-    bm_cost_state_mib(t, st);
+    bm_cost_state_mib(t, test_costs(t), st);
     CHECK_NEAR(st[0], 250, 1e-9);
     CHECK_NEAR(st[1], 750 + 50, 1e-9);
-    bm_table_free(t);
+    test_table_free(t);
 }
 
 /* ---------------------------------------------------------------- memory */
@@ -332,9 +332,9 @@ TEST(memory_1f1b_rank0_holds_p_microbatches)
 {
     /* act 40 MiB for the whole backbone -> 10 per chunk; state 400 -> 100 per rank. */
     struct bm_table *t = new_table(BM_BB_1F1B, 4, 1, 8, 4, 8, 40, 400);
-    t->device.memory_gib = 1; /* 1024 MiB: no OOM */
+    test_costs(t)->device.memory_gib = 1; /* 1024 MiB: no OOM */
     add_backbone(t, 0);
-    struct bm_timeline *tl = sim(t, NULL);
+    struct bm_timeline *tl = sim(t, test_costs(t), NULL);
     CHECK(tl != NULL);
     if (tl) {
         for (int r = 0; r < 4; r++) {
@@ -357,11 +357,11 @@ TEST(memory_1f1b_rank0_holds_p_microbatches)
     }
     bm_timeline_free(tl);
 
-    t->device.memory_gib = 130.0 / 1024; /* 130 MiB: ranks 0 (140) and 1 (130 is not >) */
-    tl = sim(t, NULL);
+    test_costs(t)->device.memory_gib = 130.0 / 1024; /* 130 MiB: ranks 0 (140) and 1 (130 is not >) */
+    tl = sim(t, test_costs(t), NULL);
     CHECK(tl && tl->oom && tl->ranks[0].oom && !tl->ranks[1].oom && !tl->ranks[3].oom);
     bm_timeline_free(tl);
-    bm_table_free(t);
+    test_table_free(t);
 }
 
 TEST(memory_encoder_alive_for_three_microbatches)
@@ -372,7 +372,7 @@ TEST(memory_encoder_alive_for_three_microbatches)
     int seq[][2] = {{BM_PASS_F, 0}, {BM_PASS_F, 1}, {BM_PASS_F, 2}, {BM_PASS_B, 0},
                     {BM_PASS_F, 3}, {BM_PASS_B, 1}, {BM_PASS_B, 2}, {BM_PASS_B, 3}};
     for (int k = 0; k < 8; k++) push(t, 0, BM_OP_COMPUTE, seq[k][0], vit, -1, seq[k][1], -1, -1);
-    struct bm_timeline *tl = sim(t, NULL);
+    struct bm_timeline *tl = sim(t, test_costs(t), NULL);
     CHECK(tl != NULL);
     if (tl) {
         CHECK_NEAR(tl->ranks[0].peak_act_mib[BM_ROLE_ENCODER], 30, 1e-9);
@@ -387,7 +387,7 @@ TEST(memory_encoder_alive_for_three_microbatches)
         check_idle_sums(tl);
     }
     bm_timeline_free(tl);
-    bm_table_free(t);
+    test_table_free(t);
 }
 
 TEST(split_backward_frees_at_w)
@@ -399,7 +399,7 @@ TEST(split_backward_frees_at_w)
     push(t, 0, BM_OP_COMPUTE, BM_PASS_F, vit, -1, 0, -1, -1);
     push(t, 0, BM_OP_COMPUTE, BM_PASS_B, vit, -1, 0, -1, -1);
     push(t, 0, BM_OP_COMPUTE, BM_PASS_W, vit, -1, 0, -1, -1);
-    struct bm_timeline *tl = sim(t, NULL);
+    struct bm_timeline *tl = sim(t, test_costs(t), NULL);
     CHECK(tl != NULL);
     if (tl) {
         CHECK_NEAR(tl->makespan_ms, 5, 1e-9);
@@ -416,7 +416,7 @@ TEST(split_backward_frees_at_w)
         CHECK_NEAR(tl->ranks[0].peak_held_w_mib, 5, 1e-9);
     }
     bm_timeline_free(tl);
-    bm_table_free(t);
+    test_table_free(t);
 }
 
 TEST(split_backward_costs_given)
@@ -424,12 +424,12 @@ TEST(split_backward_costs_given)
     /* explicit w_ms 1 of bwd 4 and act_w_mib 2 of 10: B takes 3, W 1; B frees 8, W 2 */
     struct bm_table *t = new_table(BM_BB_1F1B, 1, 1, 1, 1, 2, 0, 0);
     int vit = add_module(t, "vit", BM_ROLE_ENCODER, 1, 4, 10, 0, 1);
-    t->modules[vit].cost.w_ms = 1;
-    t->modules[vit].cost.act_w_mib = 2;
+    test_costs(t)->modules[vit].w_ms = 1;
+    test_costs(t)->modules[vit].act_w_mib = 2;
     push(t, 0, BM_OP_COMPUTE, BM_PASS_F, vit, -1, 0, -1, -1);
     push(t, 0, BM_OP_COMPUTE, BM_PASS_B, vit, -1, 0, -1, -1);
     push(t, 0, BM_OP_COMPUTE, BM_PASS_W, vit, -1, 0, -1, -1);
-    struct bm_timeline *tl = sim(t, NULL);
+    struct bm_timeline *tl = sim(t, test_costs(t), NULL);
     CHECK(tl != NULL);
     if (tl) {
         CHECK_NEAR(tl->ranks[0].ops[1].end_ms, 4, 1e-9);
@@ -440,7 +440,7 @@ TEST(split_backward_costs_given)
         if (tl->ranks[0].n_mem == 3) CHECK_NEAR(tl->ranks[0].mem[1].act_mib[BM_ROLE_ENCODER], 2, 1e-9);
     }
     bm_timeline_free(tl);
-    bm_table_free(t);
+    test_table_free(t);
 }
 
 /* ---------------------------------------------------------------- jitter */
@@ -471,8 +471,8 @@ TEST(jitter_reproducible_by_seed)
 {
     struct bm_table *t = unified_table();
     struct bm_sim_opts none = {0, 0, 0}, zero = {0, 99, 0}, a = {0.5, 7, 0}, b = {0.5, 8, 0};
-    struct bm_timeline *tn = sim(t, NULL), *t0 = sim(t, &zero), *ta = sim(t, &a), *ta2 = sim(t, &a),
-                       *tb = sim(t, &b), *tz = sim(t, &none);
+    struct bm_timeline *tn = sim(t, test_costs(t), NULL), *t0 = sim(t, test_costs(t), &zero), *ta = sim(t, test_costs(t), &a), *ta2 = sim(t, test_costs(t), &a),
+                       *tb = sim(t, test_costs(t), &b), *tz = sim(t, test_costs(t), &none);
     CHECK(tn && t0 && ta && ta2 && tb && tz);
     if (tn && t0 && ta && ta2 && tb && tz) {
         /* no jitter: F=1 B=2 per stage plus encoder 1 + 2 per microbatch on rank 0 */
@@ -504,19 +504,19 @@ TEST(jitter_reproducible_by_seed)
     bm_timeline_free(ta2);
     bm_timeline_free(tb);
     bm_timeline_free(tz);
-    bm_table_free(t);
+    test_table_free(t);
 }
 
 TEST(unified_encoder_on_critical_path)
 {
     /* Rank 0: EF0 F0 EF1 F1 ... the encoder's 1 ms per forward delays rank 1 by the same. */
     struct bm_table *t = unified_table();
-    struct bm_timeline *tl = sim(t, NULL);
+    struct bm_timeline *tl = sim(t, test_costs(t), NULL);
     CHECK(tl != NULL);
     if (tl) {
         CHECK_NEAR(tl->ranks[0].busy_ms, 4 * (1 + 2 + 1 + 2), 1e-9);
         CHECK_NEAR(tl->ranks[0].busy_role_ms[BM_ROLE_ENCODER], 4 * (1 + 2), 1e-9);
-        check_ops(t, tl);
+        check_ops(t, test_costs(t), tl);
         CHECK_NEAR(tl->ranks[0].busy_role_ms[BM_ROLE_BACKBONE], 4 * (1 + 2), 1e-9);
         CHECK_NEAR(tl->ranks[1].busy_role_ms[BM_ROLE_ENCODER], 0, 1e-12);
         CHECK_NEAR(tl->ranks[1].idle_lead_ms, 2, 1e-9); /* EF0 [0,1] F0 [1,2] */
@@ -526,7 +526,7 @@ TEST(unified_encoder_on_critical_path)
         check_idle_sums(tl);
     }
     bm_timeline_free(tl);
-    bm_table_free(t);
+    test_table_free(t);
 }
 
 /* ---------------------------------------------------------------- errors */
@@ -543,7 +543,7 @@ TEST(deadlock_is_an_error_not_a_hang)
     push(t, 1, BM_OP_SEND, 0, bb, -1, 0, 0, g);
     struct bm_timeline *tl = (struct bm_timeline *)1;
     struct bm_err err;
-    CHECK(bm_simulate(t, NULL, &tl, &err) == BM_ERR);
+    CHECK(bm_simulate(t, test_costs(t), NULL, &tl, &err) == BM_ERR);
     CHECK(tl == NULL);
     /* the verifier's words (one report, src/table/match.c): headline, cycle, each rank's op */
     CHECK_STR_CONTAINS(err.msg, "simulate: deadlock: 2 of 2 ranks cannot finish (each waits for a send that never happens)");
@@ -551,7 +551,7 @@ TEST(deadlock_is_an_error_not_a_hang)
     CHECK_STR_CONTAINS(err.msg, "  rank 0 blocked at op #0 RECV_B:grad:llm.c0.out:0<1: waits for rank 1's op #1 "
                                 "SEND_B:grad:llm.c0.out:0>0; rank 1 is itself blocked at op #0 RECV_F:llm.c0.out:0<0");
     CHECK_STR_CONTAINS(err.msg, "  rank 1 blocked at op #0 RECV_F:llm.c0.out:0<0");
-    bm_table_free(t);
+    test_table_free(t);
 }
 
 TEST(recv_without_send_is_an_error)
@@ -560,9 +560,9 @@ TEST(recv_without_send_is_an_error)
     push(t, 1, BM_OP_RECV, 0, t->backbone_module, -1, 0, 0, chunk_tensor(t, 0, 0));
     struct bm_timeline *tl;
     struct bm_err err;
-    CHECK(bm_simulate(t, NULL, &tl, &err) == BM_ERR);
+    CHECK(bm_simulate(t, test_costs(t), NULL, &tl, &err) == BM_ERR);
     CHECK_STR_CONTAINS(err.msg, "rank 1 op 0 RECV_F:llm.c0.out:0<0 has no matching send");
-    bm_table_free(t);
+    test_table_free(t);
 }
 
 TEST(malformed_ops_are_errors)
@@ -571,15 +571,15 @@ TEST(malformed_ops_are_errors)
     push(t, 0, BM_OP_SEND, 0, 0, -1, 0, 5, chunk_tensor(t, 0, 0));
     struct bm_timeline *tl;
     struct bm_err err;
-    CHECK(bm_simulate(t, NULL, &tl, &err) == BM_ERR);
+    CHECK(bm_simulate(t, test_costs(t), NULL, &tl, &err) == BM_ERR);
     CHECK_STR_CONTAINS(err.msg, "peer 5 is not a rank 0..1");
     t->ranks[0].ops[0] = (struct bm_op){BM_OP_COMPUTE, BM_PASS_F, 0, 7, 0, -1, -1};
-    CHECK(bm_simulate(t, NULL, &tl, &err) == BM_ERR);
+    CHECK(bm_simulate(t, test_costs(t), NULL, &tl, &err) == BM_ERR);
     CHECK_STR_CONTAINS(err.msg, "backbone chunk 7 is out of range 0..1");
     t->ranks[0].ops[0] = (struct bm_op){BM_OP_COMPUTE, BM_PASS_F, 0, 0, 2, -1, -1};
-    CHECK(bm_simulate(t, NULL, &tl, &err) == BM_ERR);
+    CHECK(bm_simulate(t, test_costs(t), NULL, &tl, &err) == BM_ERR);
     CHECK_STR_CONTAINS(err.msg, "mb 2 is out of range 0..1");
-    bm_table_free(t);
+    test_table_free(t);
 }
 
 TEST(duplicate_sends_match_in_order)
@@ -592,14 +592,14 @@ TEST(duplicate_sends_match_in_order)
     push(t, 0, BM_OP_SEND, 0, bb, -1, 0, 1, x);
     push(t, 1, BM_OP_RECV, 0, bb, -1, 0, 0, x);
     push(t, 1, BM_OP_RECV, 0, bb, -1, 0, 0, x);
-    struct bm_timeline *tl = sim(t, NULL);
+    struct bm_timeline *tl = sim(t, test_costs(t), NULL);
     CHECK(tl != NULL);
     if (tl) {
         CHECK(tl->ranks[1].ops[0].wait_op == 0 && tl->ranks[1].ops[1].wait_op == 2);
         CHECK_NEAR(tl->ranks[1].ops[1].end_ms, 1, 1e-12);
     }
     bm_timeline_free(tl);
-    bm_table_free(t);
+    test_table_free(t);
 }
 
 TEST(allocation_failures_are_reported)
@@ -611,7 +611,7 @@ TEST(allocation_failures_are_reported)
         struct bm_timeline *tl = NULL;
         struct bm_err err;
         bm_alloc_fail_at(n);
-        int rc = bm_simulate(t, NULL, &tl, &err);
+        int rc = bm_simulate(t, test_costs(t), NULL, &tl, &err);
         int fired = bm_alloc_failed();
         bm_alloc_fail_at(0);
         if (!fired) {
@@ -624,7 +624,7 @@ TEST(allocation_failures_are_reported)
         CHECK_STR_CONTAINS(err.msg, "out of memory");
     }
     CHECK(failures > 5);
-    bm_table_free(t);
+    test_table_free(t);
 }
 
 /* ---------------------------------------------------------------- measured traces, grids */
@@ -632,9 +632,9 @@ TEST(allocation_failures_are_reported)
 TEST(summarize_a_measured_trace)
 {
     struct bm_table *t = new_table(BM_BB_GPIPE, 1, 1, 1, 2, 4, 10, 100);
-    t->device.memory_gib = 1;
+    test_costs(t)->device.memory_gib = 1;
     add_backbone(t, 0);
-    struct bm_timeline *tl = bm_timeline_new(t);
+    struct bm_timeline *tl = bm_timeline_new(t, test_costs(t));
     CHECK(tl && tl->ranks[0].n_ops == 2 && tl->ranks[0].ops[0].wait_rank == -1);
     if (tl) {
         tl->measured = 1;
@@ -655,7 +655,7 @@ TEST(summarize_a_measured_trace)
         CHECK_NEAR(tl->bubble_ratio, 1.0 / 7, 1e-12);
     }
     bm_timeline_free(tl);
-    bm_table_free(t);
+    test_table_free(t);
 }
 
 TEST(grid_idle_sums_and_makespan_bounds)
@@ -668,23 +668,23 @@ TEST(grid_idle_sums_and_makespan_bounds)
             for (int M = P; M <= 4 * P; M += P)
                 for (int V = 1; V <= (bbs[bi] == BM_BB_INTERLEAVED ? 3 : 1); V++) {
                     struct bm_table *t = new_table(bbs[bi], P, V, M, 3, 6, 8, 16);
-                    t->device.link_latency_us = bi == 2 ? 100 : 0;
+                    test_costs(t)->device.link_latency_us = bi == 2 ? 100 : 0;
                     add_backbone(t, 0);
-                    struct bm_timeline *tl = sim(t, NULL);
+                    struct bm_timeline *tl = sim(t, test_costs(t), NULL);
                     CHECKF(tl != NULL, "%s P=%d V=%d M=%d", bm_backbone_name(bbs[bi]), P, V, M);
                     if (!tl) {
-                        bm_table_free(t);
+                        test_table_free(t);
                         continue;
                     }
                     check_idle_sums(tl);
-                    check_ops(t, tl);
+                    check_ops(t, test_costs(t), tl);
                     for (int r = 0; r < P; r++) CHECK(tl->makespan_ms >= tl->ranks[r].busy_ms - 1e-9);
                     double per = 3.0 / P + 6.0 / P;
                     if (bbs[bi] != BM_BB_INTERLEAVED)
                         CHECKF(fabs(tl->makespan_ms - (M + P - 1) * per) < 1e-9,
                                "%s P=%d M=%d: %g", bm_backbone_name(bbs[bi]), P, M, tl->makespan_ms);
                     bm_timeline_free(tl);
-                    bm_table_free(t);
+                    test_table_free(t);
                 }
 }
 
@@ -693,7 +693,7 @@ TEST(grid_idle_sums_and_makespan_bounds)
 /* Naive reference: sweep every rank in program order again and again, advancing an op only when
  * its matching send (the k-th send of the same key for the k-th recv, found by linear scan) has
  * a time, until nothing changes. Fills start/end per op; returns the makespan, or -1 when stuck. */
-static double reference_sim(const struct bm_table *t, double **start, double **end)
+static double reference_sim(const struct bm_table *t, const struct bm_costs *c, double **start, double **end)
 {
     int P = t->pp;
     int *pc = calloc((size_t)P, sizeof *pc);
@@ -706,7 +706,7 @@ static double reference_sim(const struct bm_table *t, double **start, double **e
                 const struct bm_op *o = &t->ranks[r].ops[i];
                 if (o->kind == BM_OP_COMPUTE) {
                     start[r][i] = tf[r];
-                    tf[r] += bm_cost_compute_ms(t, o, 0);
+                    tf[r] += bm_cost_compute_ms(t, c, o, 0);
                 } else if (o->kind == BM_OP_SEND) {
                     start[r][i] = tf[r];
                 } else {
@@ -723,7 +723,7 @@ static double reference_sim(const struct bm_table *t, double **start, double **e
                     }
                     if (found < 0 || found >= pc[p]) break; /* not issued yet */
                     start[r][i] = tf[r];
-                    double arrive = start[p][found] + bm_cost_comm_ms(t, o->tensor);
+                    double arrive = start[p][found] + bm_cost_comm_ms(t, c, o->tensor);
                     if (arrive > tf[r]) tf[r] = arrive;
                 }
                 end[r][i] = tf[r];
@@ -752,15 +752,15 @@ static struct bm_table *random_table(struct bm_rng *g)
     struct bm_table *t = new_table(bb, P, V, M, 1 + 9 * bm_rng_uniform(g), 2 + 18 * bm_rng_uniform(g), 0, 0);
     int vit = add_module(t, "vit", BM_ROLE_ENCODER, bm_rng_uniform(g), 2 * bm_rng_uniform(g), 1, 1, 1);
     int C = P * V;
-    t->chunk_weights = bm_malloc((size_t)C * sizeof(double));
+    test_costs(t)->chunk_weights = bm_malloc((size_t)C * sizeof(double));
     double sum = 0;
-    for (int c = 0; c < C; c++) sum += t->chunk_weights[c] = 0.2 + bm_rng_uniform(g);
-    for (int c = 0; c < C; c++) t->chunk_weights[c] /= sum;
-    t->mb_scale = bm_malloc((size_t)M * sizeof(double));
-    for (int m = 0; m < M; m++) t->mb_scale[m] = 0.5 + 1.5 * bm_rng_uniform(g);
-    t->device.link_latency_us = 1000 * bm_rng_uniform(g);
-    t->device.link_gbytes_per_s = bm_rng_uniform(g) < 0.5 ? 0 : 1 + 10 * bm_rng_uniform(g);
-    int emb = bm_table_tensor(t, "vis_emb", vit, 0, 2), gemb = bm_table_tensor(t, "grad:vis_emb", vit, 1, 2);
+    for (int c = 0; c < C; c++) sum += test_costs(t)->chunk_weights[c] = 0.2 + bm_rng_uniform(g);
+    for (int c = 0; c < C; c++) test_costs(t)->chunk_weights[c] /= sum;
+    test_costs(t)->mb_scale = bm_malloc((size_t)M * sizeof(double));
+    for (int m = 0; m < M; m++) test_costs(t)->mb_scale[m] = 0.5 + 1.5 * bm_rng_uniform(g);
+    test_costs(t)->device.link_latency_us = 1000 * bm_rng_uniform(g);
+    test_costs(t)->device.link_gbytes_per_s = bm_rng_uniform(g) < 0.5 ? 0 : 1 + 10 * bm_rng_uniform(g);
+    int emb = bm_table_tensor(t, "vis_emb", vit, 0), gemb = bm_table_tensor(t, "grad:vis_emb", vit, 1);
     /* backbone first (into a scratch table), then splice encoder ops around it */
     add_backbone(t, 0);
     for (int r = 0; r < P; r++) {
@@ -800,8 +800,8 @@ TEST(differential_against_naive_reference)
             st[r] = calloc((size_t)t->ranks[r].n_ops + 1, sizeof **st);
             en[r] = calloc((size_t)t->ranks[r].n_ops + 1, sizeof **en);
         }
-        double ref = reference_sim(t, st, en);
-        struct bm_timeline *tl = sim(t, NULL);
+        double ref = reference_sim(t, test_costs(t), st, en);
+        struct bm_timeline *tl = sim(t, test_costs(t), NULL);
         CHECKF(ref >= 0 && tl, "iter %d: reference %g, simulate %p", iter, ref, (void *)tl);
         if (tl && ref >= 0) {
             CHECKF(fabs(tl->makespan_ms - ref) < 1e-9, "iter %d P=%d V=%d M=%d %s: %g vs reference %g",
@@ -812,7 +812,7 @@ TEST(differential_against_naive_reference)
                     bad += fabs(tl->ranks[r].ops[i].start_ms - st[r][i]) > 1e-9 ||
                            fabs(tl->ranks[r].ops[i].end_ms - en[r][i]) > 1e-9;
             CHECKF(bad == 0, "iter %d: %d ops differ from the reference", iter, bad);
-            check_ops(t, tl);
+            check_ops(t, test_costs(t), tl);
             check_idle_sums(tl);
             /* encoder activations: optimus holds every owned microbatch until the end */
             for (int r = 0; r < t->pp; r++)
@@ -825,7 +825,7 @@ TEST(differential_against_naive_reference)
         free(st);
         free(en);
         bm_timeline_free(tl);
-        bm_table_free(t);
+        test_table_free(t);
     }
 }
 
@@ -850,16 +850,17 @@ TEST(planned_tables_simulate_for_every_policy)
                 o.microbatches = M;
                 o.policy = (enum bm_policy)pol;
                 struct bm_table *t;
-                if (bm_plan_build(spec, &o, &t, &err)) {
+                struct bm_costs *t_c = NULL;
+                if (bm_plan_build(spec, &o, &t, &t_c, &err)) {
                     CHECKF(0, "%s %s M=%d: plan: %s", bm_backbone_name(o.backbone),
                            bm_policy_name(o.policy), M, err.msg);
                     continue;
                 }
                 struct bm_timeline *tl = NULL;
-                CHECKF(bm_simulate(t, NULL, &tl, &err) == BM_OK, "%s %s M=%d: %s",
+                CHECKF(bm_simulate(t, t_c, NULL, &tl, &err) == BM_OK, "%s %s M=%d: %s",
                        bm_backbone_name(o.backbone), bm_policy_name(o.policy), M, err.msg);
                 if (tl) {
-                    check_ops(t, tl);
+                    check_ops(t, t_c, tl);
                     check_idle_sums(tl);
                     /* every activation is freed by the end of the iteration */
                     for (int r = 0; r < t->pp; r++) {
@@ -874,7 +875,7 @@ TEST(planned_tables_simulate_for_every_policy)
                     CHECK(tl->makespan_ms * t->pp >= busy - 1e-6);
                 }
                 bm_timeline_free(tl);
-                bm_table_free(t);
+                test_table_free(t), bm_costs_free(t_c), t_c = NULL;
             }
     bm_spec_free(spec);
 }

@@ -16,23 +16,26 @@ static void push(struct bm_table *t, int r, int kind, int pass, int module, int 
     if (bm_table_push(t, r, op, &err)) abort();
 }
 
-/* A backbone-only table lowered from bm_backbone_order: fwd/bwd for the whole backbone, out_mib
- * 0 (free pipeline transfers), param_mib and state_mib as given, link gbps / lat_us. */
+/* A backbone-only table lowered from bm_backbone_order and its cost model (*c): fwd/bwd for the
+ * whole backbone, out_mib 0 (free pipeline transfers), param_mib and state_mib as given, link
+ * gbps / lat_us. */
 static struct bm_table *backbone_table(enum bm_backbone bb, int P, int V, int M, double param_mib, double state_mib,
-                                       double gbps, double lat_us)
+                                       double gbps, double lat_us, struct bm_costs **c)
 {
     struct bm_table *t = bm_table_new(P);
     t->vpp = V, t->microbatches = M, t->unit = P, t->backbone = bb, t->policy = BM_POL_NONE;
     t->modules = bm_calloc(1, sizeof *t->modules);
     t->modules[0].name = bm_strdup("llm");
     t->modules[0].role = BM_ROLE_BACKBONE;
-    t->modules[0].cost = (struct bm_cost){1, 2, 0, state_mib, 0, 0, 0, param_mib};
     t->n_modules = 1;
     t->backbone_module = 0;
-    t->device.link_gbytes_per_s = gbps;
-    t->device.link_latency_us = lat_us;
-    t->device.inter_host_gbytes_per_s = 12.5;
-    t->device.inter_host_latency_us = 20;
+    struct bm_costs *k = *c = bm_costs_new(t);
+    if (!k) abort();
+    k->modules[0] = (struct bm_cost){1, 2, 0, state_mib, 0, 0, 0, param_mib};
+    k->device.link_gbytes_per_s = gbps;
+    k->device.link_latency_us = lat_us;
+    k->device.inter_host_gbytes_per_s = 12.5;
+    k->device.inter_host_latency_us = 20;
     int C = P * V, n = bm_backbone_n_steps(bb, V, M);
     struct bm_bb_step *st = bm_malloc((size_t)n * sizeof *st);
     struct bm_err err;
@@ -44,16 +47,16 @@ static struct bm_table *backbone_table(enum bm_backbone bb, int P, int V, int M,
             char name[64];
             if (st[k].pass == BM_PASS_F) {
                 snprintf(name, sizeof name, "llm.c%d.out", c - 1);
-                if (prev) push(t, r, BM_OP_RECV, 0, 0, -1, mb, (c - 1) % P, bm_table_tensor(t, name, 0, 0, 0));
+                if (prev) push(t, r, BM_OP_RECV, 0, 0, -1, mb, (c - 1) % P, bm_table_tensor(t, name, 0, 0));
                 push(t, r, BM_OP_COMPUTE, BM_PASS_F, 0, c, mb, -1, -1);
                 snprintf(name, sizeof name, "llm.c%d.out", c);
-                if (next) push(t, r, BM_OP_SEND, 0, 0, -1, mb, (c + 1) % P, bm_table_tensor(t, name, 0, 0, 0));
+                if (next) push(t, r, BM_OP_SEND, 0, 0, -1, mb, (c + 1) % P, bm_table_tensor(t, name, 0, 0));
             } else {
                 snprintf(name, sizeof name, "grad:llm.c%d.out", c);
-                if (next) push(t, r, BM_OP_RECV, 0, 0, -1, mb, (c + 1) % P, bm_table_tensor(t, name, 0, 1, 0));
+                if (next) push(t, r, BM_OP_RECV, 0, 0, -1, mb, (c + 1) % P, bm_table_tensor(t, name, 0, 1));
                 push(t, r, BM_OP_COMPUTE, BM_PASS_B, 0, c, mb, -1, -1);
                 snprintf(name, sizeof name, "grad:llm.c%d.out", c - 1);
-                if (prev) push(t, r, BM_OP_SEND, 0, 0, -1, mb, (c - 1) % P, bm_table_tensor(t, name, 0, 1, 0));
+                if (prev) push(t, r, BM_OP_SEND, 0, 0, -1, mb, (c - 1) % P, bm_table_tensor(t, name, 0, 1));
             }
         }
     }
@@ -61,11 +64,11 @@ static struct bm_table *backbone_table(enum bm_backbone bb, int P, int V, int M,
     return t;
 }
 
-static struct bm_timeline *sim(const struct bm_table *t)
+static struct bm_timeline *sim(const struct bm_table *t, const struct bm_costs *t_c)
 {
     struct bm_timeline *tl;
     struct bm_err err;
-    if (bm_simulate(t, NULL, &tl, &err)) {
+    if (bm_simulate(t, t_c, NULL, &tl, &err)) {
         fprintf(stderr, "%s\n", err.msg);
         abort();
     }
@@ -100,10 +103,11 @@ TEST(ring_in_the_step_one_and_two_hosts)
     static const double two_hosts[] = {GIB_12 + 0.04, 1.5 * GIB_12 + 0.12, 1.75 * GIB_12 + 0.28};
     for (int k = 0; k < 3; k++)
         for (int hosts = 1; hosts <= 2; hosts++) {
-            struct bm_table *t = backbone_table(BM_BB_1F1B, 1, 1, 1, 1024, 4096, 25, 10);
+            struct bm_costs *t_c = NULL;
+            struct bm_table *t = backbone_table(BM_BB_1F1B, 1, 1, 1, 1024, 4096, 25, 10, &t_c);
             t->dp = ns[k];
-            t->device.ranks_per_host = ns[k] / hosts;
-            struct bm_timeline *tl = sim(t);
+            t->ranks_per_host = ns[k] / hosts;
+            struct bm_timeline *tl = sim(t, t_c);
             double ar = hosts == 1 ? one_host[k] : two_hosts[k];
             CHECK_NEAR(tl->makespan_ms, 3, 1e-12);
             CHECKF(fabs(tl->step_ms - (3 + ar)) < 1e-9, "n %d hosts %d: step %.9f want %.9f", ns[k], hosts,
@@ -114,10 +118,10 @@ TEST(ring_in_the_step_one_and_two_hosts)
             /* ZeRO-1: a reduce-scatter before the optimizer, an all-gather after: the same time */
             t->zero = 1;
             bm_timeline_free(tl);
-            tl = sim(t);
+            tl = sim(t, t_c);
             CHECK_NEAR(tl->step_ms, 3 + ar, 1e-9);
             bm_timeline_free(tl);
-            bm_table_free(t);
+            bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
         }
 }
 
@@ -151,9 +155,10 @@ TEST(overlap_hidden_and_exposed)
 {
     /* per chunk 0.2e6 bytes: all-reduce over 2 = 2 * 1/2 * 0.2e6 / 1e9 s = 0.2 ms */
     double param = 4 * 0.2e6 / 1048576.0;
-    struct bm_table *t = backbone_table(BM_BB_INTERLEAVED, 2, 2, 2, param, 4 * param, 1, 0);
+    struct bm_costs *t_c = NULL;
+    struct bm_table *t = backbone_table(BM_BB_INTERLEAVED, 2, 2, 2, param, 4 * param, 1, 0, &t_c);
     t->dp = 2;
-    struct bm_timeline *tl = sim(t);
+    struct bm_timeline *tl = sim(t, t_c);
     double ar = 0.2;
     for (int r = 0; r < 2; r++)
         CHECKF(last_b(t, tl, r + 2) + ar <= walk_end(t, tl, r), "rank %d: chunk %d ends %.3f, walk %.3f", r, r + 2,
@@ -164,14 +169,14 @@ TEST(overlap_hidden_and_exposed)
     CHECK_NEAR(tl->sync_total_ms, 2 * ar, 1e-9);
     CHECK_NEAR(tl->optimizer_ms, 0, 1e-12);
     bm_timeline_free(tl);
-    bm_table_free(t);
+    bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
 
     /* 100x the bytes (20 ms per chunk): chunk r + 2's all-reduce outlasts the cooldown and chunk
      * r's waits for it on the rank's one comm stream: rank r ends at max(its walk, chunk r+2's
      * last B + 20) + 20 */
-    t = backbone_table(BM_BB_INTERLEAVED, 2, 2, 2, 100 * param, 400 * param, 1, 0);
+    t = backbone_table(BM_BB_INTERLEAVED, 2, 2, 2, 100 * param, 400 * param, 1, 0, &t_c);
     t->dp = 2;
-    tl = sim(t);
+    tl = sim(t, t_c);
     double big = 20, want = 0;
     for (int r = 0; r < 2; r++) {
         double a = last_b(t, tl, r + 2) + big, w = walk_end(t, tl, r);
@@ -182,7 +187,7 @@ TEST(overlap_hidden_and_exposed)
     CHECK(tl->step_ms > tl->makespan_ms + big + 1e-9); /* the first one was not all hidden */
     CHECK_NEAR(tl->sync_total_ms, 2 * big, 1e-9);
     bm_timeline_free(tl);
-    bm_table_free(t);
+    bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
 }
 
 /* D = 1, no replicated module: no collective, step = walk + optimizer. 1F1B P = 2, M = 4;
@@ -190,9 +195,10 @@ TEST(overlap_hidden_and_exposed)
  * rank updates 1 GiB of optimizer state at 3 ms/GiB. Rank 0's walk ends last. */
 TEST(dp1_step_is_walk_plus_optimizer)
 {
-    struct bm_table *t = backbone_table(BM_BB_1F1B, 2, 1, 4, 1024, 4096, 25, 10);
-    t->device.optimizer_ms_per_gib = 3;
-    struct bm_timeline *tl = sim(t);
+    struct bm_costs *t_c = NULL;
+    struct bm_table *t = backbone_table(BM_BB_1F1B, 2, 1, 4, 1024, 4096, 25, 10, &t_c);
+    t_c->device.optimizer_ms_per_gib = 3;
+    struct bm_timeline *tl = sim(t, t_c);
     CHECK_NEAR(walk_end(t, tl, 0), tl->makespan_ms, 1e-12);
     CHECK_NEAR(tl->step_ms, tl->makespan_ms + 3, 1e-9);
     CHECK_NEAR(tl->optimizer_ms, 3, 1e-9);
@@ -200,13 +206,13 @@ TEST(dp1_step_is_walk_plus_optimizer)
     CHECK_NEAR(tl->sync_total_ms, 0, 1e-12);
     CHECK_NEAR(tl->samples_per_s, 4 / (tl->step_ms / 1000), 1e-6);
     /* without the optimizer's time the step is the walk, and samples/s is the walk's */
-    t->device.optimizer_ms_per_gib = 0;
+    t_c->device.optimizer_ms_per_gib = 0;
     bm_timeline_free(tl);
-    tl = sim(t);
+    tl = sim(t, t_c);
     CHECK(tl->step_ms == tl->makespan_ms);
     CHECK_NEAR(tl->samples_per_s, 4 / (tl->makespan_ms / 1000), 1e-9);
     bm_timeline_free(tl);
-    bm_table_free(t);
+    bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
 }
 
 static const char *spec_2x2 =
@@ -244,6 +250,7 @@ TEST(zero1_memory_by_hand_2x2)
         snprintf(text, sizeof text, spec_2x2, cases[k].zero);
         struct bm_spec *s;
         struct bm_table *t;
+        struct bm_costs *t_c = NULL;
         struct bm_err err;
         if (bm_spec_parse(text, "zero.json", &s, &err)) {
             fprintf(stderr, "%s\n", err.msg);
@@ -252,14 +259,14 @@ TEST(zero1_memory_by_hand_2x2)
         struct bm_plan_opts o;
         bm_plan_opts_from_spec(&o, s);
         o.policy = cases[k].pol;
-        if (bm_plan_build(s, &o, &t, &err)) {
+        if (bm_plan_build(s, &o, &t, &t_c, &err)) {
             fprintf(stderr, "%s\n", err.msg);
             abort();
         }
         CHECK(t->zero == cases[k].zero && t->dp == 2);
         struct bm_step_mem parts[2];
-        bm_step_state(t, parts);
-        struct bm_timeline *tl = sim(t);
+        bm_step_state(t, t_c, parts);
+        struct bm_timeline *tl = sim(t, t_c);
         for (int r = 0; r < 2; r++) {
             CHECK_NEAR(parts[r].weights_mib, cases[k].w[r], 1e-9);
             CHECK_NEAR(parts[r].grads_mib, cases[k].w[r], 1e-9);
@@ -269,7 +276,7 @@ TEST(zero1_memory_by_hand_2x2)
             CHECK_NEAR(tl->ranks[r].peak_mib, tl->ranks[r].state_mib, 1e-9); /* no activations */
         }
         bm_timeline_free(tl);
-        bm_table_free(t);
+        bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
         bm_spec_free(s);
     }
 }

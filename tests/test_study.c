@@ -46,11 +46,11 @@ struct seen {
 };
 
 static int keep_bigmac(void *ctx, const struct bm_compare_row *row, const struct bm_table *t,
-                       const struct bm_timeline *tl)
+                       const struct bm_costs *c, const struct bm_timeline *tl)
 {
     struct seen *s = ctx;
     s->calls++;
-    int keep = t && tl && row->policy == BM_POL_BIGMAC && !row->recompute;
+    int keep = t && c && tl && row->policy == BM_POL_BIGMAC && !row->recompute;
     s->kept += keep;
     return keep;
 }

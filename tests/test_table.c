@@ -17,7 +17,6 @@ static int add_module(struct bm_table *t, const char *name, enum bm_role role, c
     m[i].name = bm_strdup(name);
     m[i].role = role;
     m[i].grad_to_backbone = 1;
-    m[i].cost = (struct bm_cost){1, 2, 1, 1, 1, 0, 0, 0};
     m[i].consumes = bm_calloc(2, sizeof(char *));
     m[i].produces = bm_calloc(2, sizeof(char *));
     if (consumes) m[i].consumes[m[i].n_consumes++] = bm_strdup(consumes);
@@ -70,7 +69,7 @@ static int reference_peer(const struct bm_table *t, int r, int i)
 TEST(matcher_pairs_in_program_order)
 {
     struct bm_table *t = new_table(3, 1, 4);
-    int x = bm_table_tensor(t, "x", 0, 0, 1), y = bm_table_tensor(t, "y", 0, 0, 1);
+    int x = bm_table_tensor(t, "x", 0, 0), y = bm_table_tensor(t, "y", 0, 0);
     /* rank 0 sends x:0 twice to 1 (a duplicate key), y:0 to 1 and x:0 to 2; rank 1 receives
      * y first, then x:0 twice; rank 2 receives x:1, which nobody sends */
     push(t, 0, BM_OP_SEND, 0, 0, -1, 0, 1, x);
@@ -114,7 +113,7 @@ TEST(matcher_equals_brute_force_on_random_tables)
         for (int k = 0; k < T; k++) {
             char name[16];
             snprintf(name, sizeof name, "t%d", k);
-            bm_table_tensor(t, name, 0, 0, 1);
+            bm_table_tensor(t, name, 0, 0);
         }
         int n = (int)(bm_rng_next(&g) % 40);
         for (int k = 0; k < n; k++) { /* random sends and recvs, some with bad peers or tensors */
@@ -144,7 +143,7 @@ TEST(matcher_equals_brute_force_on_random_tables)
 TEST(matcher_reports_out_of_memory)
 {
     struct bm_table *t = new_table(2, 1, 1);
-    int x = bm_table_tensor(t, "x", 0, 0, 1);
+    int x = bm_table_tensor(t, "x", 0, 0);
     push(t, 0, BM_OP_SEND, 0, 0, -1, 0, 1, x);
     push(t, 1, BM_OP_RECV, 0, 0, -1, 0, 0, x);
     int failures = 0;
@@ -193,7 +192,7 @@ TEST(validator_rule_by_rule)
 {
     struct bm_table *t = new_table(2, 2, 3);
     int vit = add_module(t, "vit", BM_ROLE_ENCODER, "image", "emb");
-    int x = bm_table_tensor(t, "emb", vit, 0, 1);
+    int x = bm_table_tensor(t, "emb", vit, 0);
     char why[1024];
     struct { struct bm_op op; int rank, n; const char *want; } cases[] = {
         {{BM_OP_COMPUTE, BM_PASS_F, 0, 3, 2, -1, -1}, 1, 0, ""},
@@ -259,7 +258,7 @@ TEST(flow_does_not_change_the_table_and_finish_keeps_indices)
     t->modules[0].n_consumes = 2;
     int vit = add_module(t, "vit", BM_ROLE_ENCODER, "image", "vis_emb");
     int aud = add_module(t, "aud", BM_ROLE_ENCODER, "audio", "aud_emb");
-    int g = bm_table_tensor(t, "grad:vis_emb", vit, 1, 1); /* a hand-made table's own order */
+    int g = bm_table_tensor(t, "grad:vis_emb", vit, 1); /* a hand-made table's own order */
     CHECK(g == 0 && t->n_tensors == 1);
     struct bm_flow *f;
     struct bm_err err;
@@ -314,16 +313,17 @@ TEST(spec_and_table_share_one_integer_rule)
         char *table = replaced("tests/corpus/table/valid-tiny-bigmac-p2-v2-m4.json", "\"pp\": 2, ", whole[i]);
         struct bm_spec *s;
         struct bm_table *t;
+        struct bm_costs *t_c = NULL;
         struct bm_err err;
         CHECKF(spec && bm_spec_parse(spec, "s.json", &s, &err) == BM_OK, "%s: %s", whole[i], err.msg);
-        CHECKF(table && bm_table_parse(table, "t.json", &t, &err) == BM_OK, "%s: %s", whole[i], err.msg);
+        CHECKF(table && bm_table_parse(table, "t.json", &t, &t_c, &err) == BM_OK, "%s: %s", whole[i], err.msg);
         if (s) {
             CHECK(s->pp == 2);
             bm_spec_free(s);
         }
         if (t) {
             CHECK(t->pp == 2);
-            bm_table_free(t);
+            bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
         }
         bm_free(spec);
         bm_free(table);
@@ -332,10 +332,11 @@ TEST(spec_and_table_share_one_integer_rule)
     char *table = replaced("tests/corpus/table/valid-tiny-bigmac-p2-v2-m4.json", "\"pp\": 2, ", "\"pp\": 2.5, ");
     struct bm_spec *s;
     struct bm_table *t;
+    struct bm_costs *t_c = NULL;
     struct bm_err err;
     CHECK(bm_spec_parse(spec, "s.json", &s, &err) == BM_ERR);
     CHECK_STR_CONTAINS(err.msg, "parallel.pp must be an integer, got 2.5");
-    CHECK(bm_table_parse(table, "t.json", &t, &err) == BM_ERR);
+    CHECK(bm_table_parse(table, "t.json", &t, &t_c, &err) == BM_ERR);
     CHECK_STR_CONTAINS(err.msg, "\"pp\" must be an integer");
     bm_free(spec);
     bm_free(table);

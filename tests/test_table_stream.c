@@ -9,14 +9,14 @@
 #include "table/table.h"
 #include "util/util.h"
 
-/* t as JSON text (caller frees). */
-static char *to_text(const struct bm_table *t)
+/* t with its costs c as JSON text (caller frees). */
+static char *to_text(const struct bm_table *t, const struct bm_costs *c)
 {
     char *buf = NULL;
     size_t n = 0;
     FILE *f = open_memstream(&buf, &n);
     if (!f) abort();
-    bm_table_write_json(t, f);
+    bm_table_write_json(t, c, f);
     fclose(f);
     return buf;
 }
@@ -66,7 +66,7 @@ static struct bm_spec *spec;
 
 /* The planned table of the example under backbone bb and policy pol (P=4, V=2 for looped
  * backbones), or NULL when that combination does not plan. */
-static struct bm_table *planned(enum bm_backbone bb, enum bm_policy pol)
+static struct bm_table *planned(enum bm_backbone bb, enum bm_policy pol, struct bm_costs **t_c)
 {
     struct bm_plan_opts o;
     struct bm_err err;
@@ -75,7 +75,7 @@ static struct bm_table *planned(enum bm_backbone bb, enum bm_policy pol)
     o.policy = pol;
     o.vpp = bb == BM_BB_INTERLEAVED || bb == BM_BB_ZB_INTERLEAVED ? 2 : 1;
     struct bm_table *t = NULL;
-    if (bm_plan_build(spec, &o, &t, &err)) return NULL;
+    if (bm_plan_build(spec, &o, &t, t_c, &err)) return NULL;
     return t;
 }
 
@@ -85,34 +85,36 @@ TEST(planned_tables_load_back_exactly)
     int n = 0;
     for (size_t b = 0; b < sizeof bbs / sizeof bbs[0]; b++)
         for (int pol = BM_POL_BIGMAC; pol <= BM_POL_NONE; pol++) {
-            struct bm_table *t = planned(bbs[b], (enum bm_policy)pol), *u = NULL;
+            struct bm_costs *t_c = NULL, *u_c = NULL;
+            struct bm_table *t = planned(bbs[b], (enum bm_policy)pol, &t_c), *u = NULL;
             if (!t) continue;
-            char *text = to_text(t);
+            char *text = to_text(t, t_c);
             struct bm_err err;
-            CHECKF(bm_table_parse(text, "planned.json", &u, &err) == BM_OK, "%s", err.msg);
+            CHECKF(bm_table_parse(text, "planned.json", &u, &u_c, &err) == BM_OK, "%s", err.msg);
             if (u) {
                 CHECKF(same_table(t, u, 0), "backbone %d policy %d", (int)bbs[b], pol);
-                char *again = to_text(u);
+                char *again = to_text(u, u_c);
                 CHECK(!strcmp(text, again));
                 free(again);
                 n++;
             }
             free(text);
-            bm_table_free(u);
-            bm_table_free(t);
+            bm_table_free(u), bm_costs_free(u_c), u_c = NULL;
+            bm_table_free(t), bm_costs_free(t_c);
         }
     CHECKF(n >= 20, "only %d backbone/policy pairs planned", n);
 }
 
 TEST(other_forms_of_ops_give_the_same_table)
 {
-    struct bm_table *p = planned(BM_BB_ZB_INTERLEAVED, BM_POL_BIGMAC), *t = NULL;
+    struct bm_costs *p_c = NULL;
+    struct bm_table *p = planned(BM_BB_ZB_INTERLEAVED, BM_POL_BIGMAC, &p_c), *t = NULL;
     CHECK(p != NULL);
     if (!p) return;
-    char *text = to_text(p);
+    char *text = to_text(p, p_c);
     struct bm_err e0;
-    CHECK(bm_table_parse(text, "t.json", &t, &e0) == BM_OK); /* the reference: the writer's form */
-    bm_table_free(p);
+    CHECK(bm_table_parse(text, "t.json", &t, NULL, &e0) == BM_OK); /* the reference: the writer's form */
+    bm_table_free(p), bm_costs_free(p_c);
     if (!t) return;
     /* each rewrite makes some ops leave the writer's form; the table must not change */
     static const char *const rw[][2] = {
@@ -125,8 +127,9 @@ TEST(other_forms_of_ops_give_the_same_table)
     for (size_t k = 0; k < sizeof rw / sizeof rw[0]; k++) {
         char *v = replace_all(text, rw[k][0], rw[k][1]);
         struct bm_table *u = NULL;
+        struct bm_costs *u_c = NULL;
         struct bm_err err;
-        int rc = bm_table_parse(v, "v.json", &u, &err);
+        int rc = bm_table_parse(v, "v.json", &u, &u_c, &err);
         if (k == 3) { /* a duplicated key is refused, as by the tree loader */
             CHECK(rc == BM_ERR);
             CHECK_STR_CONTAINS(err.msg, "duplicate object key");
@@ -134,17 +137,18 @@ TEST(other_forms_of_ops_give_the_same_table)
             CHECKF(rc == BM_OK, "rewrite %zu: %s", k, err.msg);
             if (u) CHECKF(same_table(t, u, 1), "rewrite %zu", k);
         }
-        bm_table_free(u);
+        bm_table_free(u), bm_costs_free(u_c), u_c = NULL;
         free(v);
     }
     /* the key order alone (mb moved first, not duplicated) */
     char *v = replace_all(text, "{\"op\": \"compute\", \"module\": \"gpt\", \"pass\": \"B\", ",
                           "{\"pass\": \"B\", \"module\": \"gpt\", \"op\": \"compute\", ");
     struct bm_table *u = NULL;
+    struct bm_costs *u_c = NULL;
     struct bm_err err;
-    CHECKF(bm_table_parse(v, "v.json", &u, &err) == BM_OK, "%s", err.msg);
+    CHECKF(bm_table_parse(v, "v.json", &u, &u_c, &err) == BM_OK, "%s", err.msg);
     if (u) CHECK(same_table(t, u, 1));
-    bm_table_free(u);
+    bm_table_free(u), bm_costs_free(u_c), u_c = NULL;
     free(v);
     free(text);
     bm_table_free(t);
@@ -152,10 +156,11 @@ TEST(other_forms_of_ops_give_the_same_table)
 
 TEST(bad_ops_are_named_by_position_and_field)
 {
-    struct bm_table *t = planned(BM_BB_1F1B, BM_POL_BIGMAC);
+    struct bm_costs *t_c = NULL;
+    struct bm_table *t = planned(BM_BB_1F1B, BM_POL_BIGMAC, &t_c);
     CHECK(t != NULL);
     if (!t) return;
-    char *text = to_text(t);
+    char *text = to_text(t, t_c);
     static const char *const bad[][3] = {
         {"\"mb\": 3}", "\"mb\": 99}", "\"mb\" is 99, must be in 0..7"},
         {"\"module\": \"vit\"", "\"module\": \"vti\"", "unknown module \"vti\""},
@@ -167,15 +172,16 @@ TEST(bad_ops_are_named_by_position_and_field)
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
         char *v = replace_all(text, bad[k][0], bad[k][1]);
         struct bm_table *u = NULL;
+        struct bm_costs *u_c = NULL;
         struct bm_err err;
-        CHECK(bm_table_parse(v, "b.json", &u, &err) == BM_ERR);
+        CHECK(bm_table_parse(v, "b.json", &u, &u_c, &err) == BM_ERR);
         CHECK(u == NULL);
         CHECK_STR_CONTAINS(err.msg, bad[k][2]);
         CHECK_STR_CONTAINS(err.msg, "b.json:");
         free(v);
     }
     free(text);
-    bm_table_free(t);
+    bm_table_free(t), bm_costs_free(t_c);
 }
 
 int main(void)

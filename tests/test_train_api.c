@@ -7,6 +7,7 @@
 #include "test.h"
 
 #include "bigmac.h"
+#include "bigmac_cost.h"
 
 #define SPEC "tests/specs/exec-small.json"
 #define STEPS 2
@@ -66,14 +67,14 @@ TEST(local_matches_reference)
     const char *ref_log = tmp_path("ref.log"), *local_log = tmp_path("local.log");
     struct bm_train_opts o = {.mode = BM_TRAIN_REFERENCE, .steps = STEPS, .log_path = ref_log, .quiet = 1,
                               .on_error = on_error, .ctx = &e};
-    CHECKF(bm_train(s, NULL, &o, NULL, NULL, &err) == BM_OK, "%s", err.msg);
+    CHECKF(bm_train(s, NULL, NULL, &o, NULL, NULL, &err) == BM_OK, "%s", err.msg);
     struct bm_plan_opts po;
     bm_plan_opts_from_spec(&po, s);
     for (int pol = 0; pol < 2; pol++) { /* bigmac and optimus place the nested ops differently */
         po.policy = pol ? BM_POL_OPTIMUS : BM_POL_BIGMAC;
         o = (struct bm_train_opts){.mode = BM_TRAIN_LOCAL, .plan = &po, .steps = STEPS, .log_path = local_log,
                                    .quiet = 1, .on_error = on_error, .ctx = &e};
-        CHECKF(bm_train(s, NULL, &o, NULL, NULL, &err) == BM_OK, "%s", err.msg);
+        CHECKF(bm_train(s, NULL, NULL, &o, NULL, NULL, &err) == BM_OK, "%s", err.msg);
         double a[8], b[8];
         int na = read_losses(ref_log, a, 8), nb = read_losses(local_log, b, 8);
         CHECK(na == STEPS && nb == STEPS);
@@ -92,19 +93,20 @@ TEST(given_table_runs)
     bm_plan_opts_from_spec(&po, s);
     po.policy = BM_POL_UNIFIED;
     struct bm_table *t = NULL;
+    struct bm_costs *t_c = NULL;
     struct bm_err err;
-    CHECKF(bm_plan_build(s, &po, &t, &err) == BM_OK, "%s", err.msg);
+    CHECKF(bm_plan_build(s, &po, &t, &t_c, &err) == BM_OK, "%s", err.msg);
     if (!t) {
         bm_spec_free(s);
         return;
     }
     const char *log = tmp_path("table.log");
     struct bm_train_opts o = {.mode = BM_TRAIN_LOCAL, .steps = 1, .log_path = log, .quiet = 1};
-    CHECKF(bm_train(s, t, &o, NULL, NULL, &err) == BM_OK, "%s", err.msg);
+    CHECKF(bm_train(s, t, NULL, &o, NULL, NULL, &err) == BM_OK, "%s", err.msg);
     double l[2];
     CHECK(read_losses(log, l, 2) == 1);
     CHECK(t->pp == 2 && t->policy == BM_POL_UNIFIED); /* still there: not freed by bm_train */
-    bm_table_free(t);
+    bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
     bm_spec_free(s);
 }
 
@@ -120,7 +122,7 @@ TEST(failures_before_the_first_step)
     po.pp = 8;
     struct bm_train_opts o = {.mode = BM_TRAIN_LOCAL, .plan = &po, .steps = 1, .quiet = 1, .on_error = on_error,
                               .ctx = &e};
-    CHECK(bm_train(s, NULL, &o, NULL, NULL, &err) == BM_ERR);
+    CHECK(bm_train(s, NULL, NULL, &o, NULL, NULL, &err) == BM_ERR);
     CHECK(e.calls == 1 && e.setup == 1);
     CHECK_STR_CONTAINS(err.msg, "too few for pp*vpp = 8 chunks");
     CHECK(!strcmp(e.msg, err.msg));
@@ -128,14 +130,14 @@ TEST(failures_before_the_first_step)
     e = (struct errors){0};
     o = (struct bm_train_opts){.mode = BM_TRAIN_REFERENCE, .trace_path = tmp_path("x.trace"), .on_error = on_error,
                                .ctx = &e};
-    CHECK(bm_train(s, NULL, &o, NULL, NULL, &err) == BM_ERR);
+    CHECK(bm_train(s, NULL, NULL, &o, NULL, NULL, &err) == BM_ERR);
     CHECK_STR_CONTAINS(err.msg, "the reference trainer takes only");
     CHECK(e.calls == 1);
     o = (struct bm_train_opts){.mode = BM_TRAIN_LOCAL, .ckpt_every = 2};
-    CHECK(bm_train(s, NULL, &o, NULL, NULL, &err) == BM_ERR);
+    CHECK(bm_train(s, NULL, NULL, &o, NULL, NULL, &err) == BM_ERR);
     CHECK_STR_CONTAINS(err.msg, "needs a checkpoint directory");
     o = (struct bm_train_opts){.mode = (enum bm_train_mode)7};
-    CHECK(bm_train(s, NULL, &o, NULL, NULL, &err) == BM_ERR);
+    CHECK(bm_train(s, NULL, NULL, &o, NULL, NULL, &err) == BM_ERR);
     CHECK_STR_CONTAINS(err.msg, "unknown train mode 7");
     /* what the program could not load is reported the same way (bm_train_fail) */
     e = (struct errors){0};
@@ -154,7 +156,7 @@ TEST(injected_fault_fails_the_step)
     struct errors e = {0};
     struct bm_train_opts o = {.mode = BM_TRAIN_LOCAL, .steps = 1, .quiet = 1, .fault = BM_TRAIN_FAULT_NAN,
                               .fault_rank = 1, .fault_op = 0, .on_error = on_error, .ctx = &e};
-    CHECK(bm_train(s, NULL, &o, NULL, NULL, &err) == BM_ERR);
+    CHECK(bm_train(s, NULL, NULL, &o, NULL, NULL, &err) == BM_ERR);
     CHECK(e.calls == 1 && e.setup == 0);
     CHECK_STR_CONTAINS(err.msg, "not finite");
     bm_spec_free(s);

@@ -701,7 +701,7 @@ TEST(tensor_unknown_to_graph_is_structure_error)
 {
     struct bm_table *t = small();
     if (!t) return;
-    int x = bm_table_tensor(t, "mystery", 0, 0, 1.0);
+    int x = bm_table_tensor(t, "mystery", 0, 0);
     int s = find(t, 0, "SEND_F:llm.c0.out:0>1");
     int rr = find(t, 1, "RECV_F:llm.c0.out:0<0");
     t->ranks[0].ops[s].tensor = x;

@@ -3,7 +3,7 @@
  * recovering the multipliers a timeline was made with, and bm_report_vs_simulate reproducing a
  * timeline exactly from its own calibrated costs (so every deviation the report shows for a
  * real run is the run's, not the method's). */
-#include "sim/calibrate.h"
+#include "calib/calib.h"
 #include "report/report.h"
 #include "sim/expect.h"
 #include "test.h"
@@ -72,20 +72,22 @@ TEST(calibrate_recovers_mb_scale_and_vs_reproduces)
         struct bm_plan_opts o;
         bm_plan_opts_from_spec(&o, s);
         struct bm_table *t = NULL, *u = NULL;
+        struct bm_costs *t_c = NULL, *u_c = NULL, *vs_c = NULL;
         struct bm_timeline *tl = NULL, *vs = NULL;
-        CHECKF(bm_plan_build(s, &o, &t, &err) == BM_OK, "%s", err.msg);
-        CHECKF(bm_plan_build(s, &o, &u, &err) == BM_OK, "%s", err.msg);
-        if (t) CHECK(bm_simulate(t, NULL, &tl, &err) == BM_OK);
+        CHECKF(bm_plan_build(s, &o, &t, &t_c, &err) == BM_OK, "%s", err.msg);
+        CHECKF(bm_plan_build(s, &o, &u, &u_c, &err) == BM_OK, "%s", err.msg);
+        if (t) CHECK(bm_simulate(t, t_c, NULL, &tl, &err) == BM_OK);
         if (!tl || !u) goto next;
         /* with the true costs: exactly the multipliers */
         double ms[8];
-        struct bm_cost costs[2] = {t->modules[0].cost, t->modules[1].cost};
+        struct bm_cost costs[2] = {t_c->modules[0], t_c->modules[1]};
         const struct bm_timeline *runs[1] = {tl};
         bm_calibrate_mb_scale(t, runs, 1, costs, NULL, ms);
-        for (int m = 0; m < 8; m++) CHECK_NEAR(ms[m], t->mb_scale[m], 1e-9);
+        for (int m = 0; m < 8; m++) CHECK_NEAR(ms[m], t_c->mb_scale[m], 1e-9);
         /* the same table from calibrated medians, rank and microbatch scales: the same timeline */
-        for (int m = 0; m < u->n_modules; m++) u->modules[m].cost.fwd_ms *= 3; /* whatever it held */
-        CHECKF(bm_report_vs_simulate(t, tl, u, &vs, &err) == BM_OK, "%s", err.msg);
+        for (int m = 0; m < u->n_modules; m++) u_c->modules[m].fwd_ms *= 3; /* whatever it held */
+        CHECKF(bm_report_vs_simulate(t, t_c, tl, u, u_c, &vs_c, &vs, &err) == BM_OK, "%s", err.msg);
+        CHECK(vs_c && vs_c != u_c && u_c->modules[0].fwd_ms != vs_c->modules[0].fwd_ms); /* u's own costs untouched */
         if (vs) {
             CHECK_NEAR(vs->makespan_ms, tl->makespan_ms, 1e-6 * tl->makespan_ms);
             double worst = 0;
@@ -98,20 +100,22 @@ TEST(calibrate_recovers_mb_scale_and_vs_reproduces)
         }
         /* another plan is refused */
         bm_timeline_free(vs);
-        vs = NULL;
+        bm_costs_free(vs_c);
+        vs = NULL, vs_c = NULL;
         struct bm_table *w = NULL;
+        struct bm_costs *w_c = NULL;
         o.microbatches = 4;
-        CHECK(bm_plan_build(s, &o, &w, &err) == BM_OK);
+        CHECK(bm_plan_build(s, &o, &w, &w_c, &err) == BM_OK);
         if (w) {
-            CHECK(bm_report_vs_simulate(t, tl, w, &vs, &err) == BM_ERR && !vs);
+            CHECK(bm_report_vs_simulate(t, t_c, tl, w, w_c, &vs_c, &vs, &err) == BM_ERR && !vs && !vs_c);
             CHECK_STR_CONTAINS(err.msg, "not the plan the trace ran");
         }
-        bm_table_free(w);
+        test_table_free(w), bm_costs_free(w_c), w_c = NULL;
     next:
         bm_timeline_free(vs);
         bm_timeline_free(tl);
-        bm_table_free(t);
-        bm_table_free(u);
+        test_table_free(t), bm_costs_free(t_c), t_c = NULL;
+        test_table_free(u), bm_costs_free(u_c), u_c = NULL;
         bm_spec_free(s);
     }
 }
@@ -138,9 +142,10 @@ TEST(op_overhead_by_hand_and_fitted)
     struct bm_plan_opts o;
     bm_plan_opts_from_spec(&o, s);
     struct bm_table *t = NULL;
+    struct bm_costs *t_c = NULL;
     struct bm_timeline *tl = NULL;
-    CHECKF(bm_plan_build(s, &o, &t, &err) == BM_OK, "%s", err.msg);
-    if (t) CHECK(bm_simulate(t, NULL, &tl, &err) == BM_OK);
+    CHECKF(bm_plan_build(s, &o, &t, &t_c, &err) == BM_OK, "%s", err.msg);
+    if (t) CHECK(bm_simulate(t, t_c, NULL, &tl, &err) == BM_OK);
     if (tl) {
         CHECK_NEAR(tl->makespan_ms, 9, 1e-9);
         CHECK(t->ranks[0].n_ops == 4 && t->ranks[0].ops[0].kind == BM_OP_COMPUTE);
@@ -155,29 +160,30 @@ TEST(op_overhead_by_hand_and_fitted)
         char *buf = NULL;
         size_t len = 0;
         FILE *f = open_memstream(&buf, &len);
-        bm_table_write_json(t, f);
+        bm_table_write_json(t, t_c, f);
         fclose(f);
         CHECK_STR_CONTAINS(buf, "\"op_overhead_us\": 500");
         struct bm_table *u = NULL;
-        CHECKF(bm_table_parse(buf, "t.json", &u, &err) == BM_OK, "%s", err.msg);
-        if (u) CHECK_NEAR(u->op_overhead_ms, 0.5, 1e-15);
-        bm_table_free(u);
+        struct bm_costs *u_c = NULL;
+        CHECKF(bm_table_parse(buf, "t.json", &u, &u_c, &err) == BM_OK, "%s", err.msg);
+        if (u) CHECK_NEAR(u_c->op_overhead_ms, 0.5, 1e-15);
+        test_table_free(u), bm_costs_free(u_c), u_c = NULL;
         free(buf);
         /* without it: no key, and the timeline of the same ops without the gaps */
-        t->op_overhead_ms = 0;
+        t_c->op_overhead_ms = 0;
         buf = NULL;
         f = open_memstream(&buf, &len);
-        bm_table_write_json(t, f);
+        bm_table_write_json(t, t_c, f);
         fclose(f);
         CHECK(strstr(buf, "op_overhead") == NULL);
         free(buf);
         struct bm_timeline *t0 = NULL;
-        CHECK(bm_simulate(t, NULL, &t0, &err) == BM_OK);
+        CHECK(bm_simulate(t, t_c, NULL, &t0, &err) == BM_OK);
         if (t0) CHECK_NEAR(t0->makespan_ms, 6, 1e-12);
         bm_timeline_free(t0);
     }
     bm_timeline_free(tl);
-    bm_table_free(t);
+    test_table_free(t), bm_costs_free(t_c), t_c = NULL;
     bm_spec_free(s);
 }
 
@@ -203,13 +209,14 @@ TEST(spread_expected_and_fitted)
         struct bm_plan_opts o;
         bm_plan_opts_from_spec(&o, s);
         struct bm_table *t = NULL;
+        struct bm_costs *t_c = NULL;
         struct bm_timeline *tl = NULL;
-        CHECKF(bm_plan_build(s, &o, &t, &err) == BM_OK, "%s", err.msg);
-        if (!t || bm_simulate(t, NULL, &tl, &err)) goto next;
-        CHECK(bm_table_has_spread(t) && t->modules[0].spread == 0.25);
+        CHECKF(bm_plan_build(s, &o, &t, &t_c, &err) == BM_OK, "%s", err.msg);
+        if (!t || bm_simulate(t, t_c, NULL, &tl, &err)) goto next;
+        CHECK(bm_costs_have_spread(t_c) && t_c->spread[0] == 0.25);
         double ex = 0, sd = 0, ex2 = 0;
-        CHECK(bm_simulate_expected(t, NULL, 32, 5, &ex, &sd, &err) == BM_OK);
-        CHECK(bm_simulate_expected(t, NULL, 32, 5, &ex2, NULL, &err) == BM_OK);
+        CHECK(bm_simulate_expected(t, t_c, NULL, 32, 5, &ex, &sd, &err) == BM_OK);
+        CHECK(bm_simulate_expected(t, t_c, NULL, 32, 5, &ex2, NULL, &err) == BM_OK);
         CHECK(ex == ex2); /* seeded */
         if (P == 1) /* 400 ops of mean 1: sum 400, sd of one sum ~ 400^0.5 * 0.25 = 5, of the mean of 32 ~ 0.9 */
             CHECKF(fabs(ex - 400) < 4, "one rank: expected %g, want ~400", ex);
@@ -223,11 +230,11 @@ TEST(spread_expected_and_fitted)
             bm_rng_seed(&rng, 11);
             for (long g = 0; g < n; g++) f[g] = exp(0.25 * bm_rng_normal(&rng) - 0.5 * 0.25 * 0.25);
             struct bm_timeline *drawn = NULL;
-            CHECK(bm_simulate_op_scaled(t, NULL, f, &drawn, &err) == BM_OK);
+            CHECK(bm_simulate_op_scaled(t, t_c, NULL, f, &drawn, &err) == BM_OK);
             if (drawn) {
                 double sp[1];
                 const struct bm_timeline *runs[1] = {drawn};
-                bm_calibrate_spread(t, runs, 1, &t->modules[0].cost, NULL, NULL, sp);
+                bm_calibrate_spread(t, t_c, runs, 1, &t_c->modules[0], NULL, NULL, sp);
                 CHECKF(fabs(sp[0] - 0.25) < 0.03, "fitted spread %g, drawn with 0.25", sp[0]);
             }
             bm_timeline_free(drawn);
@@ -236,27 +243,28 @@ TEST(spread_expected_and_fitted)
             char *buf = NULL;
             size_t len = 0;
             FILE *fp = open_memstream(&buf, &len);
-            bm_table_write_json(t, fp);
+            bm_table_write_json(t, t_c, fp);
             fclose(fp);
             CHECK_STR_CONTAINS(buf, "\"spread\": 0.25");
             struct bm_table *u = NULL;
-            CHECKF(bm_table_parse(buf, "t.json", &u, &err) == BM_OK, "%s", err.msg);
-            if (u) CHECK(u->modules[0].spread == 0.25);
-            bm_table_free(u);
+            struct bm_costs *u_c = NULL;
+            CHECKF(bm_table_parse(buf, "t.json", &u, &u_c, &err) == BM_OK, "%s", err.msg);
+            if (u) CHECK(u_c->spread[0] == 0.25);
+            test_table_free(u), bm_costs_free(u_c), u_c = NULL;
             free(buf);
-            t->modules[0].spread = 0;
+            t_c->spread[0] = 0;
             buf = NULL;
             fp = open_memstream(&buf, &len);
-            bm_table_write_json(t, fp);
+            bm_table_write_json(t, t_c, fp);
             fclose(fp);
             CHECK(strstr(buf, "spread") == NULL);
             free(buf);
-            CHECK(bm_simulate_expected(t, NULL, 32, 5, &ex, &sd, &err) == BM_OK);
+            CHECK(bm_simulate_expected(t, t_c, NULL, 32, 5, &ex, &sd, &err) == BM_OK);
             CHECK(ex == tl->makespan_ms && sd == 0);
         }
     next:
         bm_timeline_free(tl);
-        bm_table_free(t);
+        test_table_free(t), bm_costs_free(t_c), t_c = NULL;
         bm_spec_free(s);
     }
     /* a bad spread is a positioned error */

@@ -157,12 +157,13 @@ TEST(properties_over_p_and_m)
                 CHECKF(!bad, "%s P=%d M=%d: order breaks a property", bm_backbone_name(bb), P, M);
                 struct bm_plan_opts o = {.pp = P, .vpp = 2, .microbatches = M, .backbone = bb, .policy = BM_POL_NONE};
                 struct bm_table *t;
+                struct bm_costs *t_c = NULL;
                 struct bm_err err;
-                if (bm_plan_build(s, &o, &t, &err)) {
+                if (bm_plan_build(s, &o, &t, &t_c, &err)) {
                     CHECKF(0, "%s P=%d M=%d: %s", bm_backbone_name(bb), P, M, err.msg);
                 } else {
                     CHECKF(bm_verify(t, &err) == BM_OK, "%s P=%d M=%d: %s", bm_backbone_name(bb), P, M, err.msg);
-                    bm_table_free(t);
+                    bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
                     tables++;
                 }
                 bm_free(st);
@@ -205,8 +206,9 @@ TEST(every_policy_plans_over_v_shapes)
                             enum bm_backbone bb = k ? BM_BB_DUALPIPE_V : BM_BB_ZB_V;
                             struct bm_plan_opts o = {.pp = P, .vpp = 2, .microbatches = M, .window = W, .backbone = bb, .policy = pols[pi]};
                             struct bm_table *t;
+                            struct bm_costs *t_c = NULL;
                             struct bm_err err;
-                            if (bm_plan_build_search(s, &o, 32, &t, NULL, &err)) {
+                            if (bm_plan_build_search(s, &o, 32, &t, &t_c, NULL, &err)) {
                                 if (strstr(err.msg, "too small") && strstr(err.msg, "blocked at")) refused++;
                                 else {
                                     failed++;
@@ -225,7 +227,7 @@ TEST(every_policy_plans_over_v_shapes)
                                 CHECK(peak_live(t, "vit") <= t->window * ((t->unit + P - 1) / P));
                                 if (gen) CHECK(peak_live(t, "dit") <= (t->unit + P - 1) / P);
                             }
-                            bm_table_free(t);
+                            bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
                             if (failed > 5) {
                                 bm_spec_free(s);
                                 goto out;
@@ -248,13 +250,14 @@ TEST(planner_timeline_equals_simulator)
             enum bm_backbone bb = k ? BM_BB_DUALPIPE_V : BM_BB_ZB_V;
             struct bm_plan_opts o = {.pp = 4, .vpp = 2, .microbatches = 16, .backbone = bb, .policy = pols[pi]};
             struct bm_table *t;
+            struct bm_costs *t_c = NULL;
             struct bm_err err;
-            if (bm_plan_build(s, &o, &t, &err)) {
+            if (bm_plan_build(s, &o, &t, &t_c, &err)) {
                 CHECKF(0, "%s %s: %s", bm_backbone_name(bb), bm_policy_name(pols[pi]), err.msg);
                 continue;
             }
             struct bm_graph *g;
-            CHECK(bm_graph_build(t, 0, &g, &err) == BM_OK);
+            CHECK(bm_graph_build(t, t_c, 0, &g, &err) == BM_OK);
             struct bm_order ord = {t->pp, bm_calloc(4, sizeof(int *)), bm_calloc(4, sizeof(int))};
             for (int r = 0; r < t->pp; r++) {
                 ord.seq[r] = bm_calloc((size_t)t->ranks[r].n_ops, sizeof(int));
@@ -269,7 +272,7 @@ TEST(planner_timeline_equals_simulator)
             double ms = 0;
             CHECK(bm_order_times(g, &ord, st, fi, &ms, &err) == BM_OK);
             struct bm_timeline *tl;
-            CHECK(bm_simulate(t, NULL, &tl, &err) == BM_OK);
+            CHECK(bm_simulate(t, t_c, NULL, &tl, &err) == BM_OK);
             CHECKF(fabs(tl->makespan_ms - ms) < 1e-6 * ms, "%s %s: planner %.6f vs simulator %.6f", bm_backbone_name(bb),
                    bm_policy_name(pols[pi]), ms, tl->makespan_ms);
             bm_timeline_free(tl);
@@ -277,18 +280,18 @@ TEST(planner_timeline_equals_simulator)
             for (int r = 0; r < t->pp; r++) bm_free(ord.seq[r]);
             bm_free(ord.seq), bm_free(ord.n);
             bm_graph_free(g);
-            bm_table_free(t);
+            bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
         }
     bm_spec_free(s);
 }
 
-static char *capture_json(const struct bm_table *t, int csv)
+static char *capture_json(const struct bm_table *t, const struct bm_costs *t_c, int csv)
 {
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
-    if (csv) bm_csv_write(t, f);
-    else bm_table_write_json(t, f);
+    if (csv) bm_csv_write(t, t_c, f);
+    else bm_table_write_json(t, t_c, f);
     fclose(f);
     return buf;
 }
@@ -299,47 +302,49 @@ TEST(chunk_rank_in_json_and_csv)
     struct bm_spec *s = make_spec(1);
     struct bm_plan_opts o = {.pp = 4, .vpp = 2, .microbatches = 8, .backbone = BM_BB_ZB_V, .policy = BM_POL_OPTIMUS};
     struct bm_table *t, *t2;
+    struct bm_costs *t_c = NULL, *t2_c = NULL;
     struct bm_err err;
-    CHECK(s && bm_plan_build(s, &o, &t, &err) == BM_OK);
-    char *js = capture_json(t, 0);
+    CHECK(s && bm_plan_build(s, &o, &t, &t_c, &err) == BM_OK);
+    char *js = capture_json(t, t_c, 0);
     CHECK(strstr(js, "\"chunk_rank\": [0, 1, 2, 3, 3, 2, 1, 0]") != NULL);
-    CHECK(bm_table_parse(js, "v.json", &t2, &err) == BM_OK);
-    char *js2 = capture_json(t2, 0);
+    CHECK(bm_table_parse(js, "v.json", &t2, &t2_c, &err) == BM_OK);
+    char *js2 = capture_json(t2, t2_c, 0);
     CHECK(!strcmp(js, js2));
     CHECK(bm_verify(t2, &err) == BM_OK);
-    char *csv = capture_json(t, 1);
+    char *csv = capture_json(t, t_c, 1);
     CHECK(strstr(csv, "\n# chunk_rank 0 1 2 3 3 2 1 0\n") != NULL);
     struct bm_table *t3;
-    CHECKF(bm_csv_parse(csv, "v.csv", NULL, NULL, &t3, &err) == BM_OK, "%s", err.msg);
-    char *js3 = capture_json(t3, 0);
+    struct bm_costs *t3_c = NULL;
+    CHECKF(bm_csv_parse(csv, "v.csv", NULL, NULL, &t3, &t3_c, &err) == BM_OK, "%s", err.msg);
+    char *js3 = capture_json(t3, t3_c, 0);
     CHECK(!strcmp(js, js3));
-    bm_table_free(t3);
+    bm_table_free(t3), bm_costs_free(t3_c), t3_c = NULL;
     free(js3);
     free(csv);
     free(js2);
     free(js);
-    bm_table_free(t2);
-    bm_table_free(t);
+    bm_table_free(t2), bm_costs_free(t2_c), t2_c = NULL;
+    bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
     /* a table on c mod P writes no chunk_rank (outputs of before stay byte-identical) */
     struct bm_plan_opts q = {.pp = 4, .vpp = 2, .microbatches = 8, .backbone = BM_BB_INTERLEAVED, .policy = BM_POL_OPTIMUS};
-    CHECK(bm_plan_build(s, &q, &t, &err) == BM_OK);
-    js = capture_json(t, 0);
-    csv = capture_json(t, 1);
+    CHECK(bm_plan_build(s, &q, &t, &t_c, &err) == BM_OK);
+    js = capture_json(t, t_c, 0);
+    csv = capture_json(t, t_c, 1);
     CHECK(!strstr(js, "chunk_rank") && !strstr(csv, "chunk_rank"));
     free(js), free(csv);
-    bm_table_free(t);
+    bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
     /* a chunk on a rank out of range is refused with its position */
     o.backbone = BM_BB_ZB_V;
-    CHECK(bm_plan_build(s, &o, &t, &err) == BM_OK);
-    js = capture_json(t, 0);
+    CHECK(bm_plan_build(s, &o, &t, &t_c, &err) == BM_OK);
+    js = capture_json(t, t_c, 0);
     char *at = strstr(js, "[0, 1, 2, 3, 3, 2, 1, 0]");
     CHECK(at != NULL);
     if (at) at[22] = '9';
-    CHECK(bm_table_parse(js, "bad.json", &t2, &err) == BM_ERR);
+    CHECK(bm_table_parse(js, "bad.json", &t2, &t2_c, &err) == BM_ERR);
     CHECK_STR_CONTAINS(err.msg, "\"chunk_rank\" entries are ranks 0..3");
     CHECK(!strncmp(err.msg, "bad.json:", 9));
     free(js);
-    bm_table_free(t);
+    bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
     bm_spec_free(s);
 }
 

@@ -19,9 +19,11 @@ static struct bm_table *plan(const struct bm_spec *s, int P, int M, enum bm_back
     struct bm_plan_opts o;
     struct bm_err err;
     struct bm_table *t = NULL;
+    struct bm_costs *t_c = NULL;
     bm_plan_opts_from_spec(&o, s);
     o.pp = P, o.vpp = 2, o.microbatches = M, o.backbone = bb, o.policy = pol, o.unit = 0;
-    if (bm_plan_build(s, &o, &t, &err)) fprintf(stderr, "plan: %s\n", err.msg);
+    if (bm_plan_build(s, &o, &t, &t_c, &err)) fprintf(stderr, "plan: %s\n", err.msg);
+    else test_costs_adopt(t, t_c); /* the tests read it as test_costs(t) */
     return t;
 }
 
@@ -67,7 +69,7 @@ TEST(v_shapes_train_like_the_reference_and_peaks_match_the_simulator)
                 double loss[STEPS] = {0};
                 struct bm_train_opts to = {.quiet = 1, .steps = STEPS, .dump_params = params, .loss_out = loss};
                 struct bm_comm *c = bm_comm_local_new(P);
-                int ok = bm_exec_train(s, t, c, &to, &err) == BM_OK;
+                int ok = bm_exec_train(s, t, NULL, c, &to, &err) == BM_OK;
                 c->ops->free(c);
                 CHECKF(ok, "P=%d %s %s: %s", P, what, pol, err.msg);
                 for (int k = 0; ok && k < STEPS; k++)
@@ -101,21 +103,21 @@ TEST(v_shapes_train_like_the_reference_and_peaks_match_the_simulator)
                 }
                 if (ok) { /* the last step's measured bytes into the simulator */
                     int C = t->pp * t->vpp;
-                    t->act_bytes = bm_calloc((size_t)t->n_modules * C * M, sizeof(double));
-                    t->in_bytes = bm_calloc((size_t)t->n_modules * C * M, sizeof(double));
-                    t->act_w_bytes = bm_calloc((size_t)t->n_modules * C * M, sizeof(double));
+                    test_costs(t)->act_bytes = bm_calloc((size_t)t->n_modules * C * M, sizeof(double));
+                    test_costs(t)->in_bytes = bm_calloc((size_t)t->n_modules * C * M, sizeof(double));
+                    test_costs(t)->act_w_bytes = bm_calloc((size_t)t->n_modules * C * M, sizeof(double));
                     for (int r = 0; r < P; r++) {
                         const size_t *b = bm_exec_op_bytes(x[r]), *ib = bm_exec_op_in_bytes(x[r]);
                         for (int k = 0; k < t->ranks[r].n_ops; k++) {
                             const struct bm_op *op = &t->ranks[r].ops[k];
                             size_t at = ((size_t)op->module * C + (op->chunk >= 0 ? op->chunk : 0)) * M + op->mb;
                             if (op->kind != BM_OP_COMPUTE) continue;
-                            if (op->pass == BM_PASS_F) t->act_bytes[at] = (double)b[k], t->in_bytes[at] = (double)ib[k];
-                            else if (op->pass == BM_PASS_B && bm_table_splits(t, op->module)) t->act_w_bytes[at] = (double)b[k];
+                            if (op->pass == BM_PASS_F) test_costs(t)->act_bytes[at] = (double)b[k], test_costs(t)->in_bytes[at] = (double)ib[k];
+                            else if (op->pass == BM_PASS_B && bm_table_splits(t, op->module)) test_costs(t)->act_w_bytes[at] = (double)b[k];
                         }
                     }
                     struct bm_timeline *tl = NULL;
-                    CHECKF(bm_simulate(t, NULL, &tl, &err) == BM_OK, "%s", err.msg);
+                    CHECKF(bm_simulate(t, test_costs(t), NULL, &tl, &err) == BM_OK, "%s", err.msg);
                     for (int r = 0; tl && r < P; r++) {
                         struct bm_exec_rank_stats st;
                         bm_exec_stats(x[r], &st);
@@ -132,7 +134,7 @@ TEST(v_shapes_train_like_the_reference_and_peaks_match_the_simulator)
                     if (x[r]) bm_exec_free(x[r]);
                 bm_free(x);
                 c->ops->free(c);
-                bm_table_free(t);
+                test_table_free(t);
             }
     CHECK(runs == 12);
     unlink(params);

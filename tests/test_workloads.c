@@ -17,6 +17,7 @@
  * A planner change that breaks one of these should be seen here, not only in the bench. */
 #include "test.h"
 #include "bigmac.h"
+#include "bigmac_cost.h"
 
 #define UNDERSTANDING "examples/understanding-qwen3-30b-a3b.json"
 #define GENERATION "examples/generation-mmdit-20b.json"
@@ -42,12 +43,13 @@ static int sim_p(const struct bm_spec *s, int P, enum bm_backbone bb, int M, enu
     o.policy = pol;
     o.window = W;
     struct bm_table *t = NULL;
+    struct bm_costs *t_c = NULL;
     struct bm_timeline *tl = NULL;
     struct bm_err err;
     struct bm_sim_opts so = {0, 1, s->data.samples_per_microbatch};
-    if (bm_plan_build(s, &o, &t, &err) || bm_simulate(t, &so, &tl, &err)) {
+    if (bm_plan_build(s, &o, &t, &t_c, &err) || bm_simulate(t, t_c, &so, &tl, &err)) {
         snprintf(out->err, sizeof out->err, "%s %s M=%d: %s", bm_policy_name(pol), bm_backbone_name(bb), M, err.msg);
-        bm_table_free(t);
+        bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
         return -1;
     }
     out->window = t->window;
@@ -60,7 +62,7 @@ static int sim_p(const struct bm_spec *s, int P, enum bm_backbone bb, int M, enu
     out->enc_act = tl->peak_act_mib[BM_ROLE_ENCODER] / 1024.0;
     out->act = out->enc_act + tl->peak_act_mib[BM_ROLE_GENERATOR] / 1024.0;
     bm_timeline_free(tl);
-    bm_table_free(t);
+    bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
     return 0;
 }
 

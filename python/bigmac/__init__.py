@@ -75,7 +75,7 @@ _sig("bmpy_spec_parse", _P, _S, _S, _S, _Z)
 _sig("bm_spec_free", None, _P)
 _sig("bmpy_spec_json", _P, _P)
 _sig("bmpy_plan", _P, _P, _S, _S, _Z)
-_sig("bm_table_free", None, _P)
+_sig("bmpy_table_free", None, _P)
 _sig("bmpy_table_json", _P, _P)
 _sig("bmpy_table_parse", _P, _S, _S, _S, _Z)
 _sig("bmpy_table_load", _P, _S, _S, _Z)
@@ -296,7 +296,7 @@ class Table(_Owned):
     """An operator table: per-rank op lists (.ops[rank] -> [Op]), .to_json(), .write(path).
     .spec is the Spec it was planned from (None when loaded from a file), kept alive with it.
     close() frees it at once."""
-    _free = "bm_table_free"
+    _free = "bmpy_table_free"
     _what = "table"
 
     def __init__(self, handle, spec=None):

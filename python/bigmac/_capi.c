@@ -22,6 +22,7 @@
 #include <jansson.h>
 
 #include "bigmac.h"
+#include "bigmac_cost.h"
 #include "bigmac_module.h"
 #include "bigmac_report.h"
 
@@ -291,6 +292,36 @@ static void resolve(const struct bm_spec *s, const struct bm_plan_opts *kw, stru
 
 /* ---------------------------------------------------------------- plan, table */
 
+/* A table handle as Python holds it: the schedule and its cost model (include/bigmac_cost.h),
+ * which the C API keeps apart (every function that simulates, draws or writes takes both). */
+struct bmpy_table {
+    struct bm_table *t;
+    struct bm_costs *c; /* NULL: none (every cost 0) */
+};
+#define TBL(h) (((const struct bmpy_table *)(h))->t)
+#define CST(h) (((const struct bmpy_table *)(h))->c)
+
+/* A new handle owning t and c (both freed on failure); NULL with the message when out of memory. */
+static void *table_handle(struct bm_table *t, struct bm_costs *c, char *err, size_t n)
+{
+    struct bmpy_table *h = malloc(sizeof *h);
+    if (!h) {
+        bm_table_free(t), bm_costs_free(c);
+        fail_msg(err, n, "out of memory");
+        return NULL;
+    }
+    h->t = t, h->c = c;
+    return h;
+}
+
+void bmpy_table_free(void *h)
+{
+    if (!h) return;
+    bm_table_free(((struct bmpy_table *)h)->t);
+    bm_costs_free(((struct bmpy_table *)h)->c);
+    free(h);
+}
+
 /* Plan s with the keyword arguments kwargs (JSON, see kwargs_opts). */
 void *bmpy_plan(const void *sp, const char *kwargs, char *err, size_t n)
 {
@@ -300,8 +331,9 @@ void *bmpy_plan(const void *sp, const char *kwargs, char *err, size_t n)
     resolve(sp, &kw, &sc, &o);
     struct bm_err e;
     struct bm_table *t;
-    if (bm_plan_build(&sc, &o, &t, &e)) return fail(err, n, &e), NULL;
-    return t;
+    struct bm_costs *c;
+    if (bm_plan_build(&sc, &o, &t, &c, &e)) return fail(err, n, &e), NULL;
+    return table_handle(t, c, err, n);
 }
 
 /* What a writer (f) writes, as a malloc'd string; NULL when the writer fails. */
@@ -314,35 +346,37 @@ void *bmpy_plan(const void *sp, const char *kwargs, char *err, size_t n)
         return jw_close(&w_, rc_);               \
     } while (0)
 
-char *bmpy_table_json(const void *t) { WRITE_TEXT(bm_table_write_json(t, f)); }
+char *bmpy_table_json(const void *h) { WRITE_TEXT(bm_table_write_json(TBL(h), CST(h), f)); }
 
 /* The table's backbone in PyTorch's schedule grammar (bm_csv_write_torch; comms: with its
  * SEND/RECV cells); note (n bytes) says what was left out. NULL when out of memory. */
-char *bmpy_table_torch_csv(const void *t, int comms, char *note, size_t n)
+char *bmpy_table_torch_csv(const void *h, int comms, char *note, size_t n)
 {
-    WRITE_TEXT(bm_csv_write_torch(t, comms, f, note, n));
+    WRITE_TEXT(bm_csv_write_torch(TBL(h), comms, f, note, n));
 }
 
 void *bmpy_table_parse(const char *text, const char *name, char *err, size_t n)
 {
     struct bm_err e;
     struct bm_table *t;
-    if (bm_table_parse(text, name, &t, &e)) return fail(err, n, &e), NULL;
-    return t;
+    struct bm_costs *c;
+    if (bm_table_parse(text, name, &t, &c, &e)) return fail(err, n, &e), NULL;
+    return table_handle(t, c, err, n);
 }
 
 void *bmpy_table_load(const char *path, char *err, size_t n)
 {
     struct bm_err e;
     struct bm_table *t;
-    if (bm_table_load(path, &t, &e)) return fail(err, n, &e), NULL;
-    return t;
+    struct bm_costs *c;
+    if (bm_table_load(path, &t, &c, &e)) return fail(err, n, &e), NULL;
+    return table_handle(t, c, err, n);
 }
 
-int bmpy_table_save(const void *t, const char *path, char *err, size_t n)
+int bmpy_table_save(const void *h, const char *path, char *err, size_t n)
 {
     struct bm_err e;
-    if (bm_table_save(t, path, &e)) return fail(err, n, &e);
+    if (bm_table_save(TBL(h), CST(h), path, &e)) return fail(err, n, &e);
     return BM_OK;
 }
 
@@ -352,7 +386,7 @@ int bmpy_table_save(const void *t, const char *path, char *err, size_t n)
  * "chunk_layers" (null when the table has none). NULL when memory runs out. */
 char *bmpy_table_info(const void *tp)
 {
-    const struct bm_table *t = tp;
+    const struct bm_table *t = TBL(tp);
     struct jw w;
     if (jw_open(&w)) return NULL;
     FILE *f = w.f;
@@ -409,7 +443,7 @@ char *bmpy_table_info(const void *tp)
  * out. */
 char *bmpy_table_rank_ops(const void *tp, int rank)
 {
-    const struct bm_table *t = tp;
+    const struct bm_table *t = TBL(tp);
     if (rank < 0 || rank >= t->pp) return NULL;
     const struct bm_rank_ops *ro = &t->ranks[rank];
     struct jw w;
@@ -448,8 +482,9 @@ char *bmpy_table_rank_ops(const void *tp, int rank)
     return jw_close(&w, 0);
 }
 
-int bmpy_verify(const void *t, char *err, size_t n)
+int bmpy_verify(const void *h, char *err, size_t n)
 {
+    const struct bm_table *t = TBL(h);
     struct bm_err e;
     if (bm_verify(t, &e)) return fail(err, n, &e);
     return BM_OK;
@@ -464,7 +499,7 @@ char *bmpy_table_op_flow(const void *tp, int module, int chunk, int pass)
 {
     const int *needs = NULL, *makes = NULL;
     int nn = 0, nk = 0;
-    int found = bm_table_op_flow(tp, module, chunk, pass, &needs, &nn, &makes, &nk);
+    int found = bm_table_op_flow(TBL(tp), module, chunk, pass, &needs, &nn, &makes, &nk);
     struct jw w;
     if (jw_open(&w)) return NULL;
     FILE *f = w.f;
@@ -493,16 +528,17 @@ static int bad_jitter(double jitter, char *err, size_t n)
 }
 
 /* `simulate --json` of table t (one policy): bm_timeline_write_json's object. */
-char *bmpy_simulate_json(const void *t, double jitter, unsigned long long seed, int spm, char *err, size_t n)
+char *bmpy_simulate_json(const void *h, double jitter, unsigned long long seed, int spm, char *err, size_t n)
 {
+    const struct bm_table *t = TBL(h);
     if (bad_jitter(jitter, err, n)) return NULL;
     struct bm_sim_opts so = {jitter, seed, spm};
     struct bm_timeline *tl;
     struct bm_err e;
-    if (bm_simulate(t, &so, &tl, &e)) return fail(err, n, &e), NULL;
+    if (bm_simulate(t, CST(h), &so, &tl, &e)) return fail(err, n, &e), NULL;
     struct jw w;
     char *s = NULL;
-    if (!jw_open(&w)) s = jw_close(&w, bm_timeline_write_json(t, tl, w.f));
+    if (!jw_open(&w)) s = jw_close(&w, bm_timeline_write_json(t, CST(h), tl, w.f));
     bm_timeline_free(tl);
     if (!s) fail_msg(err, n, "out of memory");
     return s;
@@ -515,28 +551,33 @@ char *bmpy_simulate_json(const void *t, double jitter, unsigned long long seed, 
  * backbone), replace the modelled sizes for this one simulation, as the C tests set the table's
  * act_bytes / act_w_bytes / in_bytes. The table is left as it was (the caller keeps the arrays).
  * peaks[r * BM_N_ROLES + role] gets rank r's peak activation bytes of each role, exactly (the
- * JSON's GiB are rounded to 10 digits). This is the one place the binding sets measured bytes. */
-char *bmpy_simulate_measured(void *tv, const double *act, const double *act_w, const double *in_b, double jitter,
+ * JSON's GiB are rounded to 10 digits). This is the one place the binding sets measured bytes: on
+ * a copy of the handle's cost model, so the table's own stays as it was. */
+char *bmpy_simulate_measured(const void *h, const double *act, const double *act_w, const double *in_b, double jitter,
                              unsigned long long seed, int spm, double *peaks, char *err, size_t n)
 {
-    struct bm_table *t = tv;
+    const struct bm_table *t = TBL(h);
     if (bad_jitter(jitter, err, n)) return NULL;
-    double *act0 = t->act_bytes, *w0 = t->act_w_bytes, *in0 = t->in_bytes;
-    t->act_bytes = (double *)act, t->act_w_bytes = (double *)act_w, t->in_bytes = (double *)in_b;
+    struct bm_costs *c = CST(h) ? bm_costs_copy(CST(h), t) : bm_costs_new(t);
+    if (!c) return fail_msg(err, n, "out of memory"), NULL;
+    /* the caller's arrays, lent for this one simulation (bm_costs_free would free them) */
+    double *act0 = c->act_bytes, *w0 = c->act_w_bytes, *in0 = c->in_bytes;
+    c->act_bytes = (double *)act, c->act_w_bytes = (double *)act_w, c->in_bytes = (double *)in_b;
     struct bm_sim_opts so = {jitter, seed, spm};
     struct bm_timeline *tl = NULL;
     struct bm_err e;
     char *s = NULL;
-    if (bm_simulate(t, &so, &tl, &e)) fail(err, n, &e);
+    if (bm_simulate(t, c, &so, &tl, &e)) fail(err, n, &e);
     else {
         for (int r = 0; r < t->pp; r++)
             for (int k = 0; k < BM_N_ROLES; k++) peaks[r * BM_N_ROLES + k] = tl->ranks[r].peak_act_mib[k] * 1048576.0;
         struct jw w;
-        if (!jw_open(&w)) s = jw_close(&w, bm_timeline_write_json(t, tl, w.f));
+        if (!jw_open(&w)) s = jw_close(&w, bm_timeline_write_json(t, c, tl, w.f));
         if (!s) fail_msg(err, n, "out of memory");
     }
     bm_timeline_free(tl);
-    t->act_bytes = act0, t->act_w_bytes = w0, t->in_bytes = in0;
+    c->act_bytes = act0, c->act_w_bytes = w0, c->in_bytes = in0;
+    bm_costs_free(c);
     return s;
 }
 
@@ -568,7 +609,7 @@ char *bmpy_simulate_compare(const void *sp, const char *kwargs, double jitter, u
 int bmpy_render(const void *tp, const char *format, const char *path, int width, const char *title, char *err,
                 size_t n)
 {
-    const struct bm_table *t = tp;
+    const struct bm_table *t = TBL(tp);
     struct bm_err e;
     static const char *const formats[] = {"ascii", "svg", "html", "trace", "csv"};
     int fm = -1;
@@ -580,7 +621,7 @@ int bmpy_render(const void *tp, const char *format, const char *path, int width,
     }
     if (fm == 4 && bm_csv_check_names(t, &e)) return fail(err, n, &e);
     struct bm_timeline *tl = NULL;
-    if (bm_simulate(t, NULL, &tl, &e)) return fail(err, n, &e);
+    if (bm_simulate(t, CST(tp), NULL, &tl, &e)) return fail(err, n, &e);
     FILE *f = strcmp(path, "-") ? fopen(path, "w") : stdout;
     if (!f) {
         bm_timeline_free(tl);
@@ -589,9 +630,9 @@ int bmpy_render(const void *tp, const char *format, const char *path, int width,
     }
     int rc = fm == 0 ? bm_render_ascii(t, tl, width, f)
              : fm == 1 ? bm_render_svg(t, tl, title, 0, f)
-             : fm == 2 ? bm_render_html(t, tl, NULL, title, f)
-             : fm == 3 ? bm_render_trace(t, tl, f)
-                       : bm_csv_write(t, f);
+             : fm == 2 ? bm_render_html(t, CST(tp), tl, NULL, title, f)
+             : fm == 3 ? bm_render_trace(t, CST(tp), tl, f)
+                       : bm_csv_write(t, CST(tp), f);
     if (f != stdout ? fclose(f) : fflush(f)) rc = BM_ERR;
     bm_timeline_free(tl);
     if (rc) {
@@ -605,10 +646,10 @@ int bmpy_render(const void *tp, const char *format, const char *path, int width,
  * send's or recv's message bytes; msg_bytes NULL: not measured), mem[r] n_mem[r] points of 4
  * doubles (t_ms, encoder, backbone, generator live bytes), as the C executor records them
  * (bm_exec_timeline, bm_exec_trace_write). */
-int bmpy_trace_write(const void *t, const double *const *times, const double *const *msg_bytes,
+int bmpy_trace_write(const void *h, const double *const *times, const double *const *msg_bytes,
                      const double *const *mem, const int *n_mem, const char *path, char *err, size_t n)
 {
-    const struct bm_table *tt = t;
+    const struct bm_table *tt = TBL(h);
     struct bm_timeline *tl;
     struct bm_err e;
     for (int r = 0; r < tt->pp; r++) { /* Python checked the shapes; a non-finite figure is refused here too */
@@ -630,8 +671,8 @@ int bmpy_trace_write(const void *t, const double *const *times, const double *co
                 return fail(err, n, &e);
             }
     }
-    if (bm_exec_timeline(t, times, msg_bytes, mem, n_mem, &tl, &e)) return fail(err, n, &e);
-    int rc = bm_exec_trace_write(t, tl, path, &e);
+    if (bm_exec_timeline(tt, CST(h), times, msg_bytes, mem, n_mem, &tl, &e)) return fail(err, n, &e);
+    int rc = bm_exec_trace_write(tt, CST(h), tl, path, &e);
     bm_timeline_free(tl);
     return rc ? fail(err, n, &e) : BM_OK;
 }

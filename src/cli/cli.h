@@ -55,10 +55,10 @@ struct json_t;
 void bm_cli_json_print(struct json_t *j);
 /* A table placed over hosts (device.ranks_per_host > 0, sim/hosts.h): one line "hosts N (...):
  * K of S transfers cross hosts, ..." to f; nothing for a table on one host. */
-void bm_cli_print_hosts(FILE *f, const struct bm_table *t);
+void bm_cli_print_hosts(FILE *f, const struct bm_table *t, const struct bm_costs *c);
 /* The step after the walk (src/sim/step.h): "step X ms = walk + exposed sync + optimizer" and
  * each rank's state parts, to f; nothing when the step is the walk (one replica, no collective,
  * no optimizer time, ZeRO 0). */
-void bm_cli_print_step(FILE *f, const struct bm_table *t, const struct bm_timeline *tl);
+void bm_cli_print_step(FILE *f, const struct bm_table *t, const struct bm_costs *c, const struct bm_timeline *tl);
 
 #endif

@@ -1,15 +1,13 @@
 /* cmd_calibrate.c — `bigmac calibrate TRACE.json... [--spec SPEC.json] [--mean] [--run-median] [--rank-scale] [--spread] [-o FILE]`: measured
  * op times and bytes of executor traces -> spec costs (docs/executor.md). Flag parsing and
- * printing only: bm_calibration_build (src/report/calibration.c: the traces through the
- * estimators of src/sim/calibrate.h) and src/spec/calibrated.c (the calibrated spec and the cost
- * fragment; the spec schema stays in src/spec/). */
+ * printing only: the calibration package src/calib/ (calib.h: bm_calibration_build runs the
+ * traces through the estimators; bm_spec_write_calibrated / bm_spec_write_costs write the
+ * calibrated spec or the cost fragment). */
 #include <stdio.h>
 #include <string.h>
 
 #include "cli/cli.h"
-#include "report/calibration.h"
-#include "sim/calibrate_step.h"
-#include "spec/calibrated.h"
+#include "calib/calib.h"
 #include "util/util.h"
 
 static void usage(FILE *f)
@@ -123,10 +121,11 @@ int bm_cmd_calibrate(int argc, char **argv)
                         "for their bytes alone (the tensors' out_mib over device.link_gbytes_per_s): link_latency_us "
                         "written as 0\nbigmac: hint: the modules' out_mib overstate the tensors they send\n",
                 c.link_latency_short_us);
-    if (rc == BM_OK && step_log) { /* the optimizer's time per GiB of state (sim/calibrate_step.h) */
+    if (rc == BM_OK && step_log) { /* the optimizer's time per GiB of state (calib/step_log.c) */
         int nv;
         rc = bm_calibrate_optimizer(step_log, &c.cal.optimizer_ms_per_gib, &nv, &err);
         c.cal.have_optimizer = rc == BM_OK;
+        if (c.cal.have_optimizer) c.model->device.optimizer_ms_per_gib = c.cal.optimizer_ms_per_gib;
     }
     struct bm_cost *sized = NULL; /* the costs with the model's real sizes from the step log */
     double *pm = NULL;

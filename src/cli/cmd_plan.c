@@ -35,7 +35,7 @@ static void usage(FILE *f)
 }
 
 /* Print the summary of table t planned from spec s. */
-static int summary(const char *name, const struct bm_table *t, int cap, FILE *f)
+static int summary(const char *name, const struct bm_table *t, const struct bm_costs *c, int cap, FILE *f)
 {
     long n = 0, nc = 0, ns = 0;
     for (int r = 0; r < t->pp; r++)
@@ -73,7 +73,7 @@ static int summary(const char *name, const struct bm_table *t, int cap, FILE *f)
     bm_free(live);
     struct bm_timeline *tl;
     struct bm_err err;
-    if (bm_simulate(t, NULL, &tl, &err) != BM_OK) {
+    if (bm_simulate(t, c, NULL, &tl, &err) != BM_OK) {
         /* a planned table always simulates; what is left is running out of memory */
         bm_cli_error(err.msg);
         return BM_ERR;
@@ -139,20 +139,23 @@ int bm_cmd_plan(int argc, char **argv)
     }
     struct bm_plan_opts o;
     struct bm_table *t;
+    struct bm_costs *c = NULL;
     if (csv_in) {
         int lowered = 0;
-        if (bm_csv_load(csv_in, spec, &flags, &t, &err) || bm_plan_lower_loaded(t, &lowered, &err)) {
+        if (bm_csv_load(csv_in, spec, &flags, &t, &c, &err) || bm_plan_lower_loaded(t, &lowered, &err)) {
             char msg[sizeof err.msg + 300];
             snprintf(msg, sizeof msg, "%s%s%s", strncmp(err.msg, csv_in, strlen(csv_in)) ? csv_in : "",
                      strncmp(err.msg, csv_in, strlen(csv_in)) ? ": " : "", err.msg);
             bm_cli_error(msg);
             bm_table_free(t);
+            bm_costs_free(c);
             bm_spec_free(spec);
             return BM_ERR;
         }
         if (bm_cli_verify_table(t, csv_in, no_verify, &err)) { /* lowered or as written: verified */
             bm_cli_error(err.msg);
             bm_table_free(t);
+            bm_costs_free(c);
             bm_spec_free(spec);
             return BM_ERR;
         }
@@ -163,7 +166,7 @@ int bm_cmd_plan(int argc, char **argv)
         bm_plan_opts_to_spec(&flags, spec);
         bm_plan_opts_from_spec(&o, spec);
         bm_plan_opts_merge(&o, &flags);
-        if (bm_plan_build(spec, &o, &t, &err)) {
+        if (bm_plan_build(spec, &o, &t, &c, &err)) {
             char msg[sizeof err.msg + 300];
             snprintf(msg, sizeof msg, "%s: cannot plan: %s", spec_path, err.msg);
             bm_cli_error(msg);
@@ -174,15 +177,15 @@ int bm_cmd_plan(int argc, char **argv)
     int rc = BM_OK;
     FILE *info = out_path && !strcmp(out_path, "-") ? stderr : stdout;
     const char *name = csv_in ? csv_in : spec->name ? spec->name : spec->path;
-    if (summary(name, t, csv_in ? 0 : o.window, info)) rc = BM_ERR;
+    if (summary(name, t, c, csv_in ? 0 : o.window, info)) rc = BM_ERR;
     if (!rc && ascii) {
         struct bm_timeline *tl;
-        if (bm_simulate(t, NULL, &tl, &err)) {
+        if (bm_simulate(t, c, NULL, &tl, &err)) {
             bm_cli_error(err.msg);
             rc = BM_ERR;
         } else {
-            const char *c = getenv("COLUMNS");
-            int w = c && atoi(c) >= 20 && atoi(c) <= 100000 ? atoi(c) - 12 : 120;
+            const char *cols = getenv("COLUMNS");
+            int w = cols && atoi(cols) >= 20 && atoi(cols) <= 100000 ? atoi(cols) - 12 : 120;
             if (bm_render_ascii(t, tl, w, info)) rc = BM_ERR;
             bm_timeline_free(tl);
         }
@@ -193,7 +196,7 @@ int bm_cmd_plan(int argc, char **argv)
     }
     if (!rc && csv_out) {
         FILE *cf = strcmp(csv_out, "-") ? fopen(csv_out, "w") : stdout;
-        int bad = !cf || bm_csv_write(t, cf);
+        int bad = !cf || bm_csv_write(t, c, cf);
         if (cf && cf != stdout && fclose(cf)) bad = 1;
         if (bad) {
             fprintf(stderr, "bigmac: error: %s: cannot write the CSV\n", csv_out);
@@ -203,7 +206,7 @@ int bm_cmd_plan(int argc, char **argv)
         }
     }
     if (!rc && out_path) {
-        if (bm_table_save(t, out_path, &err)) {
+        if (bm_table_save(t, c, out_path, &err)) {
             bm_cli_error(err.msg);
             rc = BM_ERR;
         } else if (strcmp(out_path, "-")) {
@@ -211,6 +214,7 @@ int bm_cmd_plan(int argc, char **argv)
         }
     }
     bm_table_free(t);
+    bm_costs_free(c);
     bm_spec_free(spec);
     return rc;
 }

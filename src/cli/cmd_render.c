@@ -66,7 +66,7 @@ static int default_width(void)
 }
 
 /* Render t/tl (cmp may be NULL) in format fm to path. */
-static int write_out(int fm, const struct bm_table *t, const struct bm_timeline *tl,
+static int write_out(int fm, const struct bm_table *t, const struct bm_costs *c, const struct bm_timeline *tl,
                      const struct bm_report_compare *cmp, const char *title, int width,
                      double span, int comms, const char *path)
 {
@@ -84,10 +84,10 @@ static int write_out(int fm, const struct bm_table *t, const struct bm_timeline 
     switch (fm) {
     case F_ASCII: rc = bm_render_ascii(t, tl, width, f); break;
     case F_SVG: rc = bm_render_svg(t, tl, title, span, f); break;
-    case F_HTML: rc = bm_render_html(t, tl, cmp, title, f); break;
-    case F_TRACE: rc = bm_render_trace(t, tl, f); break;
+    case F_HTML: rc = bm_render_html(t, c, tl, cmp, title, f); break;
+    case F_TRACE: rc = bm_render_trace(t, c, tl, f); break;
     case F_TORCH_CSV: rc = bm_csv_write_torch(t, comms, f, note, sizeof note); break;
-    default: rc = bm_csv_write(t, f); break;
+    default: rc = bm_csv_write(t, c, f); break;
     }
     if (note[0]) fprintf(stderr, "bigmac: note: torch-csv: %s\n", note);
     if (f != stdout) {
@@ -100,12 +100,12 @@ static int write_out(int fm, const struct bm_table *t, const struct bm_timeline 
 }
 
 /* The input's kind by its first bytes and "format": a CSV schedule, a trace (measured or
- * simulated; *is_trace), a spec (*spec, to be planned) or a table (*t). The format is found by
+ * simulated; *is_trace), a spec (*spec, to be planned) or a table (*t, with its costs *c). The format is found by
  * a scan of the text (bm_json_sniff_format: no JSON tree, whatever the size); each loader then
  * guards its own nesting. An empty file and a JSON array (the other Chrome trace form) are
  * named as such, not read as a CSV. */
 static int load_input(const char *text, size_t len, const char *in, struct bm_spec **spec, struct bm_table **t,
-                      struct bm_timeline **tl, int *is_trace, struct bm_err *err)
+                      struct bm_costs **c, struct bm_timeline **tl, int *is_trace, struct bm_err *err)
 {
     if (!strncmp(text, "\xef\xbb\xbf", 3)) text += 3, len -= 3; /* a UTF-8 byte-order mark (spreadsheets write one) */
     const char *p = text;
@@ -119,7 +119,7 @@ static int load_input(const char *text, size_t len, const char *in, struct bm_sp
                                "(render --format trace, train --trace; docs/trace.md)", in);
     if (*p != '{') {
         int lowered = 0;
-        if (bm_csv_parse(text, in, NULL, NULL, t, err)) return BM_ERR;
+        if (bm_csv_parse(text, in, NULL, NULL, t, c, err)) return BM_ERR;
         if (bm_plan_lower_loaded(*t, &lowered, err)) {
             char msg[sizeof err->msg];
             snprintf(msg, sizeof msg, "%s", err->msg);
@@ -135,12 +135,12 @@ static int load_input(const char *text, size_t len, const char *in, struct bm_sp
                           line, col, RENDER_MAX_DEPTH);
     if (bm_trace_sniff(text)) {
         *is_trace = 1;
-        return bm_trace_parse(text, in, t, tl, err);
+        return bm_trace_parse(text, in, t, c, tl, err);
     }
     char format[64];
     if (bm_json_sniff_format(text, in, format, sizeof format, err)) return BM_ERR;
     if (!strcmp(format, "bigmac-spec")) return bm_spec_parse(text, in, spec, err);
-    if (!strcmp(format, "bigmac-table")) return bm_table_parse(text, in, t, err);
+    if (!strcmp(format, "bigmac-table")) return bm_table_parse(text, in, t, c, err);
     return bm_err_set(err, "%s: not a bigmac spec, table or trace (\"format\" is \"%s\"; a trace has \"traceEvents\")",
                       in, format);
 }
@@ -148,8 +148,8 @@ static int load_input(const char *text, size_t len, const char *in, struct bm_sp
 /* `render RUN_TRACE --table TABLE --format html`: the measured run (t, tl) against its table
  * simulated from the run's own costs, written to out. BM_ERR with err set on failure. */
 static int render_vs(const char *in, const char *vs_table, int is_trace, const struct bm_table *t,
-                     const struct bm_timeline *tl, const char *title, const char *out, int no_verify,
-                     struct bm_err *err)
+                     const struct bm_costs *c, const struct bm_timeline *tl, const char *title, const char *out,
+                     int no_verify, struct bm_err *err)
 {
     if (!is_trace || !tl->measured) {
         bm_err_set(err, "%s: --table needs a measured trace (`bigmac train ... --trace`), got %s", in,
@@ -157,28 +157,29 @@ static int render_vs(const char *in, const char *vs_table, int is_trace, const s
         return BM_ERR;
     }
     struct bm_table *vt = NULL;
+    struct bm_costs *vc = NULL, *fit = NULL; /* the table's own costs; the run's, calibrated */
     struct bm_timeline *vtl = NULL;
-    if (bm_table_load(vs_table, &vt, err)) return BM_ERR;
+    if (bm_table_load(vs_table, &vt, &vc, err)) return BM_ERR;
     if (bm_cli_verify_table(vt, vs_table, no_verify, err)) {
-        bm_table_free(vt);
+        bm_table_free(vt), bm_costs_free(vc);
         return BM_ERR;
     }
-    if (bm_report_vs_simulate(t, tl, vt, &vtl, err)) {
+    if (bm_report_vs_simulate(t, c, tl, vt, vc, &fit, &vtl, err)) {
         char msg[sizeof err->msg + 300];
         snprintf(msg, sizeof msg, "%s: %s", vs_table, err->msg);
         snprintf(err->msg, sizeof err->msg, "%s", msg);
-        bm_table_free(vt);
+        bm_table_free(vt), bm_costs_free(vc);
         return BM_ERR;
     }
     FILE *f = strcmp(out, "-") ? fopen(out, "w") : stdout;
     if (!f) {
         bm_err_set(err, "%s: cannot open for writing", out);
-        bm_timeline_free(vtl), bm_table_free(vt);
+        bm_timeline_free(vtl), bm_table_free(vt), bm_costs_free(vc), bm_costs_free(fit);
         return BM_ERR;
     }
-    int rc = bm_render_html_vs(t, tl, vtl, title, f);
+    int rc = bm_render_html_vs(t, c, tl, vtl, title, f);
     if (f != stdout ? fclose(f) != 0 : fflush(f) != 0) rc = BM_ERR;
-    bm_timeline_free(vtl), bm_table_free(vt);
+    bm_timeline_free(vtl), bm_table_free(vt), bm_costs_free(vc), bm_costs_free(fit);
     if (rc) return bm_err_set(err, "%s: write error", out);
     if (strcmp(out, "-")) fprintf(stderr, "wrote %s\n", out);
     return BM_OK;
@@ -284,10 +285,11 @@ int bm_cmd_render(int argc, char **argv)
     }
     struct bm_spec *spec = NULL;
     struct bm_table *t = NULL;
+    struct bm_costs *c = NULL;
     struct bm_timeline *tl = NULL;
     struct bm_report_compare *cmp = NULL;
     int rc = BM_ERR, is_trace = 0;
-    if (load_input(text, len, in, &spec, &t, &tl, &is_trace, &err)) goto fail;
+    if (load_input(text, len, in, &spec, &t, &c, &tl, &is_trace, &err)) goto fail;
     if (!spec && bm_cli_verify_table(t, in, g.no_verify, &err)) goto fail; /* a spec's plan is valid */
     if (!spec && g.any_plan_flag)
         fprintf(stderr, "bigmac: warning: plan flags apply to a SPEC only; %s is already planned\n", in);
@@ -296,7 +298,7 @@ int bm_cmd_render(int argc, char **argv)
         bm_plan_opts_to_spec(&g.flags, spec);
         bm_plan_opts_from_spec(&o, spec);
         bm_plan_opts_merge(&o, &g.flags);
-        if (bm_plan_build(spec, &o, &t, &err)) {
+        if (bm_plan_build(spec, &o, &t, &c, &err)) {
             char msg[sizeof err.msg + 300];
             snprintf(msg, sizeof msg, "%s: cannot plan: %s", in, err.msg);
             snprintf(err.msg, sizeof err.msg, "%s", msg);
@@ -311,7 +313,7 @@ int bm_cmd_render(int argc, char **argv)
             bm_report_compare_build(spec, &o, cmp); /* rows start zeroed: freeing is safe */
         }
     }
-    if (!is_trace && fm != F_CSV && fm != F_TORCH_CSV && bm_simulate(t, NULL, &tl, &err)) {
+    if (!is_trace && fm != F_CSV && fm != F_TORCH_CSV && bm_simulate(t, c, NULL, &tl, &err)) {
         char msg[sizeof err.msg + 300];
         snprintf(msg, sizeof msg, "%s: cannot simulate: %s", in, err.msg);
         snprintf(err.msg, sizeof err.msg, "%s", msg);
@@ -320,11 +322,11 @@ int bm_cmd_render(int argc, char **argv)
     if (fm == F_CSV && bm_csv_check_names(t, &err)) goto fail;
     if (!title) title = spec && spec->name ? spec->name : in;
     if (vs_table) { /* the measured run against its table simulated from the run's own costs */
-        if (render_vs(in, vs_table, is_trace, t, tl, title, out, g.no_verify, &err)) goto fail;
+        if (render_vs(in, vs_table, is_trace, t, c, tl, title, out, g.no_verify, &err)) goto fail;
         rc = BM_OK;
         goto done;
     }
-    rc = write_out(fm, t, tl, cmp, title, width, span, g.comms, out);
+    rc = write_out(fm, t, c, tl, cmp, title, width, span, g.comms, out);
     if (!rc && strcmp(out, "-")) fprintf(stderr, "wrote %s\n", out);
     goto done;
 fail:
@@ -335,6 +337,7 @@ done:
     bm_free(cmp);
     bm_timeline_free(tl);
     bm_table_free(t);
+    bm_costs_free(c);
     bm_spec_free(spec);
     bm_free(text);
     return rc;

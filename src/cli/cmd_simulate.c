@@ -86,19 +86,19 @@ static int parse_u64(const char *flag, const char *val, uint64_t *out)
     return 0;
 }
 
-void bm_cli_print_hosts(FILE *f, const struct bm_table *t)
+void bm_cli_print_hosts(FILE *f, const struct bm_table *t, const struct bm_costs *c)
 {
-    if (t->device.ranks_per_host <= 0) return;
+    if (t->ranks_per_host <= 0) return;
     struct bm_host_traffic h;
-    bm_cost_host_traffic(t, &h);
+    bm_cost_host_traffic(t, c, &h);
     fprintf(f, "hosts %d (%d ranks per host; between hosts %g GB/s, %g us): %ld of %ld transfers cross hosts, "
                "%.3f MiB, %.3f ms in flight (%.3f ms on the intra-host link)%s\n",
-            h.hosts, t->device.ranks_per_host, t->device.inter_host_gbytes_per_s, t->device.inter_host_latency_us,
+            h.hosts, t->ranks_per_host, c->device.inter_host_gbytes_per_s, c->device.inter_host_latency_us,
             h.cross, h.sends, h.cross_mib, h.cross_ms, h.cross_intra_ms,
             t->dp > 1 ? ", in each replica's pipeline" : "");
 }
 
-void bm_cli_print_step(FILE *f, const struct bm_table *t, const struct bm_timeline *tl)
+void bm_cli_print_step(FILE *f, const struct bm_table *t, const struct bm_costs *c, const struct bm_timeline *tl)
 {
     if (tl->step_ms <= tl->makespan_ms && t->dp <= 1 && !t->zero) return; /* the step is the walk */
     fprintf(f, "step %.3f ms = walk %.3f + exposed sync %.3f + optimizer %.3f (sync %.3f ms in all on the busiest "
@@ -106,7 +106,7 @@ void bm_cli_print_step(FILE *f, const struct bm_table *t, const struct bm_timeli
             t->zero ? "ZeRO-1: gradients reduce-scattered, weights all-gathered" : "gradients all-reduced");
     struct bm_step_mem *parts = bm_calloc((size_t)(t->pp > 0 ? t->pp : 1), sizeof *parts);
     if (!parts) return;
-    bm_step_state(t, parts);
+    bm_step_state(t, c, parts);
     fprintf(f, "state per rank (GiB; weights / gradients / optimizer state%s):", t->zero ? ", sharded" : "");
     for (int r = 0; r < t->pp; r++)
         fprintf(f, "%s %.3f/%.3f/%.3f", r ? "," : "", GIB(parts[r].weights_mib), GIB(parts[r].grads_mib),
@@ -123,6 +123,7 @@ void bm_cli_json_print(json_t *j)
 
 /* Human output of one simulation: a header line, then one aligned row per rank. */
 static void print_human(const struct bm_spec *s, const struct bm_plan_opts *o, const struct bm_table *t,
+                        const struct bm_costs *c,
                         const struct bm_timeline *tl)
 {
     printf("%s: policy %s, backbone %s, pp %d, vpp %d, microbatches %d, unit %d, window %d",
@@ -136,8 +137,8 @@ static void print_human(const struct bm_spec *s, const struct bm_plan_opts *o, c
     printf("makespan %.3f ms, bubble %.1f%%, %.2f samples/s, peak %.3f GiB of %.3f GiB%s\n",
            tl->makespan_ms, 100 * tl->bubble_ratio, tl->samples_per_s, GIB(tl->peak_mib),
            GIB(tl->memory_cap_mib), tl->oom ? "  ** OOM **" : "");
-    bm_cli_print_hosts(stdout, t);
-    bm_cli_print_step(stdout, t, tl);
+    bm_cli_print_hosts(stdout, t, c);
+    bm_cli_print_step(stdout, t, c, tl);
     printf("\n");
     printf("%4s %10s %10s %9s %9s %9s %9s %9s %9s %9s %9s\n", "rank", "busy ms", "idle ms", "lead",
            "middle", "tail", "state GiB", "enc GiB", "bb GiB", "gen GiB", "peak GiB");
@@ -317,34 +318,35 @@ static int run_one(const struct bm_spec *s, const struct bm_plan_opts *po, const
 {
     struct bm_err err;
     struct bm_table *t;
+    struct bm_costs *c;
     struct bm_timeline *tl;
     struct bm_plan_opts plan = *po, *o = &plan;
     int prc;
-    if (table_path) {
-        prc = bm_table_load(table_path, &t, &err);
-        if (!prc && ((prc = bm_table_use_spec_costs(t, s, table_path, &err)) ||
+    if (table_path) { /* the table's schedule with the spec's costs (its chunk weights kept) */
+        prc = bm_table_load(table_path, &t, &c, &err);
+        if (!prc && ((prc = bm_table_use_spec_costs(t, c, s, table_path, &err)) ||
                      (prc = bm_cli_verify_table(t, table_path, no_verify, &err))))
-            bm_table_free(t);
+            bm_table_free(t), bm_costs_free(c);
         plan.window = 0; /* no cap to report */
     } else {
-        prc = bm_plan_build_search(s, o, search, &t, NULL, &err);
+        prc = bm_plan_build_search(s, o, search, &t, &c, NULL, &err);
     }
     if (prc) {
         bm_cli_error(err.msg);
         return 1;
     }
-    if (bm_simulate(t, so, &tl, &err)) {
-        bm_table_free(t);
+    if (bm_simulate(t, c, so, &tl, &err)) {
+        bm_table_free(t), bm_costs_free(c);
         bm_cli_error(err.msg);
         return 1;
     }
     double ex = 0, sd = 0;
-    int has_spread = bm_table_has_spread(t), rc = 0;
-    if (has_spread && bm_simulate_expected(t, so, BM_EXPECT_SAMPLES, so->seed, &ex, &sd, &err)) {
+    int has_spread = bm_costs_have_spread(c), rc = 0;
+    if (has_spread && bm_simulate_expected(t, c, so, BM_EXPECT_SAMPLES, so->seed, &ex, &sd, &err)) {
         bm_cli_error(err.msg);
         rc = 1;
     } else if (json) {
-        json_t *j = bm_study_sim_json(t, tl);
+        json_t *j = bm_study_sim_json(t, c, tl);
         if (has_spread) {
             json_object_set_new(j, "expected_makespan_ms", json_real(ex));
             json_object_set_new(j, "expected_makespan_sd_ms", json_real(sd));
@@ -353,14 +355,15 @@ static int run_one(const struct bm_spec *s, const struct bm_plan_opts *po, const
         bm_cli_json_print(j);
         json_decref(j);
     } else {
-        print_human(s, o, t, tl);
+        print_human(s, o, t, c, tl);
         if (has_spread)
             printf("\nexpected makespan under the modules' op-time spread%s: %.3f ms (sd %.3f over %d samples, "
-                   "seed %llu)\n", t->op_overhead_sd_ms > 0 ? " and the dispatch spread" : "", ex, sd,
+                   "seed %llu)\n", c->op_overhead_sd_ms > 0 ? " and the dispatch spread" : "", ex, sd,
                    BM_EXPECT_SAMPLES, (unsigned long long)so->seed);
     }
     bm_timeline_free(tl);
     bm_table_free(t);
+    bm_costs_free(c);
     return rc;
 }
 

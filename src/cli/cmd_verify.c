@@ -54,7 +54,7 @@ int bm_cmd_verify(int argc, char **argv)
 
     struct bm_err err;
     struct bm_table *t = NULL;
-    if (bm_table_load(path, &t, &err) != BM_OK) {
+    if (bm_table_load(path, &t, NULL, &err) != BM_OK) { /* the schedule alone: verify reads no costs */
         bm_cli_error(err.msg);
         return BM_ERR;
     }

@@ -246,6 +246,7 @@ int bm_train_main(int argc, char **argv)
     struct bm_err err;
     struct bm_spec *spec = NULL;
     struct bm_table *t = NULL;
+    struct bm_costs *costs = NULL; /* the table file's, passed on to the trace unread */
     struct bm_plan_opts po;
     g.o.on_error = print_error, g.o.ctx = &g;
     int rc = 1;
@@ -258,7 +259,7 @@ int bm_train_main(int argc, char **argv)
     } else {
         bm_plan_opts_to_spec(&g.pf, spec);
         if (g.table_path) {
-            if (bm_table_load(g.table_path, &t, &err) || bm_cli_verify_table(t, g.table_path, -1, &err)) {
+            if (bm_table_load(g.table_path, &t, &costs, &err) || bm_cli_verify_table(t, g.table_path, -1, &err)) {
                 bm_train_fail(&g.o, &argc, &argv, err.msg);
                 goto out;
             }
@@ -268,9 +269,10 @@ int bm_train_main(int argc, char **argv)
             g.o.plan = &po;
         }
     }
-    rc = bm_train(spec, t, &g.o, &argc, &argv, &err) ? 1 : 0;
+    rc = bm_train(spec, t, costs, &g.o, &argc, &argv, &err) ? 1 : 0;
 out:
     bm_table_free(t);
+    bm_costs_free(costs);
     bm_spec_free(spec);
     return rc;
 }

@@ -29,7 +29,9 @@
 
 /* The executor's options are bm_train's (struct bm_train_opts, include/bigmac.h): one type for
  * `bigmac train`, bm_train, the reference trainer and the tests; faults are enum bm_train_fault.
- * Progress lines go to stdout on rank 0 unless o->quiet. */
+ * Progress lines go to stdout on rank 0 unless o->quiet. The table's cost model
+ * (costs, NULL: none) is never read here: bm_exec_train only hands it to the trace writer, which
+ * embeds it with the table (the executor does not include include/bigmac_cost.h). */
 
 /* Per-step figures of one rank (gathered to rank 0). */
 struct bm_exec_rank_stats {
@@ -144,7 +146,7 @@ int bm_exec_run_step(struct bm_exec **x, struct bm_comm *c, long step, struct bm
  * checkpoint set, an output written at the end) BM_ERR in every process, err holding the message
  * in the failing rank's process and empty in the others. Rank 0's process writes the log and
  * trace. */
-int bm_exec_train(const struct bm_spec *s, const struct bm_table *t, struct bm_comm *comm,
-                  const struct bm_train_opts *o, struct bm_err *err);
+int bm_exec_train(const struct bm_spec *s, const struct bm_table *t, const struct bm_costs *costs,
+                  struct bm_comm *comm, const struct bm_train_opts *o, struct bm_err *err);
 
 #endif

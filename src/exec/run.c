@@ -386,8 +386,8 @@ out:
 
 /* Rank 0: the measured timelines of a gathered step (one per data-parallel replica, D = dp),
  * written as one Chrome trace to path (every global rank a process; bm_exec_trace_write_dp). */
-static int write_gathered(const struct bm_table *t, int D, const struct traced_step *ts, const char *path,
-                          struct bm_err *err)
+static int write_gathered(const struct bm_table *t, const struct bm_costs *costs, int D, const struct traced_step *ts,
+                          const char *path, struct bm_err *err)
 {
     int P = t->pp, W = P * D, rc = BM_OK;
     const double **times = bm_calloc((size_t)W, sizeof *times), **mem = bm_calloc((size_t)W, sizeof *mem);
@@ -411,9 +411,9 @@ static int write_gathered(const struct bm_table *t, int D, const struct traced_s
     }
     for (int d = 0; d < D; d++) {
         size_t k = (size_t)d * P;
-        if ((rc = bm_exec_timeline(t, times + k, msg + k, mem + k, n_mem + k, &tl[d], err))) goto out;
+        if ((rc = bm_exec_timeline(t, costs, times + k, msg + k, mem + k, n_mem + k, &tl[d], err))) goto out;
     }
-    rc = bm_exec_trace_write_dp(t, (const struct bm_timeline *const *)tl, D, path, err);
+    rc = bm_exec_trace_write_dp(t, costs, (const struct bm_timeline *const *)tl, D, path, err);
 out:
     for (int d = 0; tl && d < D; d++) bm_timeline_free(tl[d]);
     bm_free(tl);
@@ -422,13 +422,14 @@ out:
 }
 
 /* Gather the traced step's op times and live-byte traces to rank 0 and write the trace. */
-static int write_trace(struct bm_exec **x, const struct bm_table *t, struct bm_comm *c, const char *path,
+static int write_trace(struct bm_exec **x, const struct bm_table *t, const struct bm_costs *costs, struct bm_comm *c,
+                       const char *path,
                        int *local, struct bm_err *err)
 {
     struct traced_step ts;
     int rc = gather_trace(x, t, c, 0, &ts, err);
     *local = rc == BM_OK; /* a failure after the gather is rank 0's alone */
-    if (rc == BM_OK && c->first_rank == 0 && c->replica == 0 && (rc = write_gathered(t, c->dp, &ts, path, err))) {
+    if (rc == BM_OK && c->first_rank == 0 && c->replica == 0 && (rc = write_gathered(t, costs, c->dp, &ts, path, err))) {
         char msg[sizeof err->msg];
         snprintf(msg, sizeof msg, "%s", err->msg);
         bm_err_set(err, "--trace %s", msg); /* "--trace PATH: write failed: ..." */
@@ -439,7 +440,8 @@ static int write_trace(struct bm_exec **x, const struct bm_table *t, struct bm_c
 
 /* --trace-from: the steps gathered so far, written after the last step (writing a file
  * between steps slowed the steps after it by 10-15% on this project's VM). */
-static int write_traced_steps(const struct bm_table *t, int D, const char *trace_path, const struct traced_step *ts,
+static int write_traced_steps(const struct bm_table *t, const struct bm_costs *costs, int D, const char *trace_path,
+                              const struct traced_step *ts,
                               int n, struct bm_err *err)
 {
     size_t len = strlen(trace_path);
@@ -448,17 +450,17 @@ static int write_traced_steps(const struct bm_table *t, int D, const char *trace
         char path[4096];
         if (snprintf(path, sizeof path, "%.*s.step%ld.json", (int)len, trace_path, ts[i].step + 1) >= (int)sizeof path)
             return bm_err_set(err, "%s: the path is too long", trace_path);
-        if (write_gathered(t, D, &ts[i], path, err)) return BM_ERR;
+        if (write_gathered(t, costs, D, &ts[i], path, err)) return BM_ERR;
     }
     return BM_OK;
 }
 
-/* Rank 0: warn when the table's placement over hosts (device.ranks_per_host, sim/hosts.h) is
+/* Rank 0: warn when the table's placement over hosts (ranks_per_host, sim/hosts.h) is
  * not where the ranks actually run, since then `bigmac simulate` prices other hops than this run
  * pays for (docs/multihost.md). Training itself does not depend on it. */
 static void placement_check(const struct bm_table *t, const struct bm_comm *c)
 {
-    int P = c->world, H = t->device.ranks_per_host; /* ranks_per_host places global ranks */
+    int P = c->world, H = t->ranks_per_host; /* ranks_per_host places global ranks */
     if (c->cooperative || c->first_rank != 0 || c->replica != 0 || (!c->hosts && H <= 0)) return;
     /* the run's own grouping: hosts[r] == hosts[s]; consecutive blocks of 'run_h' ranks? */
     int run_h = 1, blocks = c->hosts != NULL;
@@ -784,8 +786,8 @@ static int report_step(const struct bm_train_opts *o, FILE *pr, FILE *log, const
     return BM_OK;
 }
 
-int bm_exec_train(const struct bm_spec *s, const struct bm_table *t, struct bm_comm *c,
-                  const struct bm_train_opts *o, struct bm_err *err)
+int bm_exec_train(const struct bm_spec *s, const struct bm_table *t, const struct bm_costs *costs,
+                  struct bm_comm *c, const struct bm_train_opts *o, struct bm_err *err)
 {
     int P = t->pp, M = t->microbatches, nl = c->nlocal, D = c->dp, rc = BM_OK;
     int rank0 = c->first_rank == 0 && c->replica == 0, agreed = 0; /* global rank 0; agreed: every process knows of the failure */
@@ -915,7 +917,7 @@ int bm_exec_train(const struct bm_spec *s, const struct bm_table *t, struct bm_c
             rc = gather_trace(x, t, c, step, &traced[n_traced++], err);
             if (rc) goto out;
         }
-        if (last && write_trace(x, t, c, o->trace_path, &local, &soft_err)) {
+        if (last && write_trace(x, t, costs, c, o->trace_path, &local, &soft_err)) {
             if (!local) {
                 *err = soft_err, rc = BM_ERR;
                 goto out;
@@ -940,7 +942,7 @@ int bm_exec_train(const struct bm_spec *s, const struct bm_table *t, struct bm_c
             for (int l = 0; l < nl && writer; l++) bm_ckpt_prune(o->ckpt_dir, c->first_rank + l, file_replica, step + 1);
         }
     }
-    if (rank0 && n_traced && soft == BM_OK && write_traced_steps(t, c->dp, o->trace_path, traced, n_traced, &soft_err))
+    if (rank0 && n_traced && soft == BM_OK && write_traced_steps(t, costs, c->dp, o->trace_path, traced, n_traced, &soft_err))
         soft = BM_ERR;
     if (o->dump_params && dump_params(x, t, c, o->dump_params, &local, soft == BM_OK ? &soft_err : err)) {
         if (!local) {

@@ -8,11 +8,12 @@
 #include "table/table.h"
 #include "util/util.h"
 
-int bm_exec_timeline(const struct bm_table *t, const double *const *times, const double *const *msg_bytes,
-                     const double *const *mem, const int *n_mem, struct bm_timeline **out, struct bm_err *err)
+int bm_exec_timeline(const struct bm_table *t, const struct bm_costs *c, const double *const *times,
+                     const double *const *msg_bytes, const double *const *mem, const int *n_mem,
+                     struct bm_timeline **out, struct bm_err *err)
 {
     *out = NULL;
-    struct bm_timeline *tl = bm_timeline_new(t);
+    struct bm_timeline *tl = bm_timeline_new(t, c); /* c unread here: the memory model's state */
     struct bm_match mt = {0};
     if (!tl) return bm_err_set(err, "out of memory");
     if (bm_match_build(t, &mt, err)) goto fail;
@@ -78,20 +79,20 @@ fail:
     return BM_ERR;
 }
 
-int bm_exec_trace_write(const struct bm_table *t, const struct bm_timeline *tl, const char *path,
-                        struct bm_err *err)
+int bm_exec_trace_write(const struct bm_table *t, const struct bm_costs *c, const struct bm_timeline *tl,
+                        const char *path, struct bm_err *err)
 {
-    return bm_exec_trace_write_dp(t, &tl, 1, path, err);
+    return bm_exec_trace_write_dp(t, c, &tl, 1, path, err);
 }
 
-int bm_exec_trace_write_dp(const struct bm_table *t, const struct bm_timeline *const *tl, int dp, const char *path,
-                           struct bm_err *err)
+int bm_exec_trace_write_dp(const struct bm_table *t, const struct bm_costs *c, const struct bm_timeline *const *tl,
+                           int dp, const char *path, struct bm_err *err)
 {
     for (int d = 0; d < (dp > 1 ? dp : 1); d++) /* NaN/inf times: refused, nothing written */
         if (bm_trace_check_times(t, tl[d], err)) return BM_ERR;
     FILE *f = fopen(path, "w");
     if (!f) return bm_err_set(err, "%s: cannot open for writing: %s", path, strerror(errno));
-    int rc = bm_render_trace_dp(t, tl, dp, f);
+    int rc = bm_render_trace_dp(t, c, tl, dp, f);
     errno = 0;
     if (fclose(f) || rc)
         return bm_err_set(err, "%s: write failed%s%s", path, errno ? ": " : "", errno ? strerror(errno) : "");

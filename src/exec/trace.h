@@ -10,7 +10,7 @@
 /* bm_exec_timeline and bm_exec_trace_write are public: include/bigmac_report.h. */
 /* bm_exec_trace_write for dp data-parallel replicas, tl[d] replica d's timeline: every global
  * rank one process, named "pp p / dp d" (bm_render_trace_dp). */
-int bm_exec_trace_write_dp(const struct bm_table *t, const struct bm_timeline *const *tl, int dp, const char *path,
-                           struct bm_err *err);
+int bm_exec_trace_write_dp(const struct bm_table *t, const struct bm_costs *c, const struct bm_timeline *const *tl,
+                           int dp, const char *path, struct bm_err *err);
 
 #endif

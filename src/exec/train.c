@@ -75,10 +75,12 @@ static int layout_fail(const char *what, int P, int D, int ranks, struct bm_err 
 }
 
 /* The table to run (*t): the caller's (verified, its pp checked against the ranks), or a new
- * plan of s (also in *own, which the caller frees). ranks: the MPI world size, 0 when not under
+ * plan of s (also in *own, which the caller frees, with its cost model *own_costs, which the
+ * executor only passes on to its traces). ranks: the MPI world size, 0 when not under
  * MPI; D: the data-parallel replicas, so P * D must be the world. */
 static int table_for(const struct bm_spec *s, const struct bm_table *given, const struct bm_train_opts *o, int ranks,
-                     int D, const struct bm_table **t, struct bm_table **own, struct bm_err *err)
+                     int D, const struct bm_table **t, struct bm_table **own, struct bm_costs **own_costs,
+                     struct bm_err *err)
 {
     const struct bm_plan_opts *plan = o->plan;
     *own = NULL;
@@ -109,7 +111,7 @@ static int table_for(const struct bm_spec *s, const struct bm_table *given, cons
         return bm_err_set(err, "the plan has pp %d but %d ranks run it\nhint: mpirun -np %d, or --pp %d", po.pp,
                           ranks, po.pp, ranks);
     }
-    if (bm_plan_build(s, &po, own, err)) return BM_ERR;
+    if (bm_plan_build(s, &po, own, own_costs, err)) return BM_ERR;
     (*own)->dp = D; /* the replicas that run it (the trace embeds the table) */
     *t = *own;
     return BM_OK;
@@ -126,14 +128,15 @@ static const struct bm_comm_mpi_start *mpi_start(const struct bm_train_opts *o, 
     return st;
 }
 
-int bm_train(const struct bm_spec *spec, const struct bm_table *table, const struct bm_train_opts *opts, int *argc,
-             char ***argv, struct bm_err *err)
+int bm_train(const struct bm_spec *spec, const struct bm_table *table, const struct bm_costs *costs,
+             const struct bm_train_opts *opts, int *argc, char ***argv, struct bm_err *err)
 {
     static const struct bm_train_opts defaults = {0};
     const struct bm_train_opts *o = opts ? opts : &defaults;
     struct bm_comm *comm = NULL;
     const struct bm_table *t = NULL;
     struct bm_table *own = NULL;
+    struct bm_costs *own_costs = NULL;
     int rc = BM_ERR, setup = 1, report = 1;
     struct bm_comm_mpi_start start;
     keep_freed_memory();
@@ -155,18 +158,19 @@ int bm_train(const struct bm_spec *spec, const struct bm_table *table, const str
         if (o->mode == BM_TRAIN_LOCAL && D > 1) {
             bm_err_set(err, "dp %d: --local runs one pipeline in this process\nhint: data parallel runs under mpirun: "
                             "mpirun -np P*%d bigmac train SPEC --dp %d", D, D, D);
-        } else if (table_for(spec, table, o, comm ? comm->size : 0, D, &t, &own, err) == BM_OK) {
+        } else if (table_for(spec, table, o, comm ? comm->size : 0, D, &t, &own, &own_costs, err) == BM_OK) {
             if (!comm && !(comm = bm_comm_local_new(t->pp))) {
                 bm_err_set(err, "out of memory");
             } else if (comm->ops->split(comm, D, err) == BM_OK) {
                 setup = 0, report = 1;
-                rc = bm_exec_train(spec, t, comm, o, err);
+                rc = bm_exec_train(spec, t, own ? own_costs : costs, comm, o, err); /* costs: for the trace only */
             }
         }
     }
     /* an empty message: the failure was another rank's, which reports it (run.c agree) */
     if (rc && report && o->on_error && err->msg[0]) o->on_error(o->ctx, err->msg, setup);
     bm_table_free(own);
+    bm_costs_free(own_costs);
     if (comm) comm->ops->free(comm);
     return rc;
 }

@@ -8,18 +8,18 @@
 #include "util/util.h"
 
 /* Microbatch costs differ (data.encoder_cost_scale)? */
-static int costs_vary(const struct bm_table *t)
+static int costs_vary(const struct bm_table *t, const struct bm_costs *c)
 {
-    for (int m = 1; m < t->microbatches && t->mb_scale; m++)
-        if (t->mb_scale[m] != t->mb_scale[0]) return 1;
+    for (int m = 1; c && m < t->microbatches && c->mb_scale; m++)
+        if (c->mb_scale[m] != c->mb_scale[0]) return 1;
     return 0;
 }
 
-int bm_graph_pairs_by_window(const struct bm_table *t)
+int bm_graph_pairs_by_window(const struct bm_table *t, const struct bm_costs *c)
 {
     int U = t->unit > 0 ? t->unit : t->pp;
     return (t->policy == BM_POL_BIGMAC || t->policy == BM_POL_IDEAL) && U == t->pp && t->pp > 1 &&
-           costs_vary(t);
+           costs_vary(t, c);
 }
 
 /* Sort idx[0..n) by key[idx[i]], ascending (dir > 0) or descending (dir < 0); stable. */
@@ -44,7 +44,7 @@ static void sort_by_key(int *idx, int n, const double *key, int dir)
  *    unit-u microbatch is heaviest (anti-sorted pairs: the sums even out). Units 0..W-1 keep
  *    m % P; a last partial unit too.
  * owner[M] is filled. */
-static int nested_owners(const struct bm_table *t, int pair_window, int *owner)
+static int nested_owners(const struct bm_table *t, const struct bm_costs *c, int pair_window, int *owner)
 {
     int P = t->pp, M = t->microbatches, U = t->unit > 0 ? t->unit : P;
     for (int m = 0; m < M; m++) owner[m] = m % P;
@@ -57,16 +57,16 @@ static int nested_owners(const struct bm_table *t, int pair_window, int *owner)
         }
         for (long v = pair_window; (v + 1) * U <= M; v++) {
             long p0 = (v - pair_window) * U; /* the paired unit: its microbatches' owners are set */
-            for (int i = 0; i < P; i++) prev[owner[p0 + i]] = t->mb_scale[p0 + i];
+            for (int i = 0; i < P; i++) prev[owner[p0 + i]] = c->mb_scale[p0 + i];
             for (int i = 0; i < P; i++) mbs[i] = (int)(v * U + i), ranks[i] = i;
-            sort_by_key(mbs, P, t->mb_scale, 1); /* lightest first */
+            sort_by_key(mbs, P, c->mb_scale, 1); /* lightest first */
             sort_by_key(ranks, P, prev, -1);      /* heaviest paired microbatch first */
             for (int i = 0; i < P; i++) owner[mbs[i]] = ranks[i];
         }
         bm_free(mbs), bm_free(ranks), bm_free(prev);
         return 0;
     }
-    if ((t->policy != BM_POL_BIGMAC && t->policy != BM_POL_IDEAL) || U % P || U < 2 * P || !costs_vary(t)) return 0;
+    if ((t->policy != BM_POL_BIGMAC && t->policy != BM_POL_IDEAL) || U % P || U < 2 * P || !costs_vary(t, c)) return 0;
     int q = U / P;
     int *order = bm_malloc((size_t)U * sizeof(int));
     double *load = bm_malloc((size_t)P * sizeof(double));
@@ -78,14 +78,14 @@ static int nested_owners(const struct bm_table *t, int pair_window, int *owner)
     for (int u0 = 0; u0 < M; u0 += U) {
         int n = M - u0 < U ? M - u0 : U;
         for (int i = 0; i < n; i++) order[i] = u0 + i;
-        sort_by_key(order, n, t->mb_scale, -1); /* heaviest first */
+        sort_by_key(order, n, c->mb_scale, -1); /* heaviest first */
         for (int r = 0; r < P; r++) load[r] = 0, count[r] = 0;
         for (int i = 0; i < n; i++) {
             int best = -1;
             for (int r = 0; r < P; r++)
                 if (count[r] < q && (best < 0 || load[r] < load[best])) best = r;
             owner[order[i]] = best;
-            load[best] += t->mb_scale[order[i]];
+            load[best] += c->mb_scale[order[i]];
             count[best]++;
         }
     }
@@ -134,7 +134,7 @@ static int for_preds(const struct bm_graph *g, int id, struct bm_edge *out)
         int pid = pm == t->backbone_module ? bm_task_bb(g, pc, pp, x->mb)
                                            : bm_task_nested(g, g->nested_slot[pm], pp, x->mb);
         float comm = g->task[pid].rank != x->rank && !phantom
-                         ? (float)bm_cost_transfer_ms(t, fo->needs[i], g->task[pid].rank, x->rank) : 0.0f;
+                         && g->c ? (float)bm_cost_transfer_ms(t, g->c, fo->needs[i], g->task[pid].rank, x->rank) : 0.0f;
         int dup = 0;
         for (int j = 0; j < n; j++)
             if (out[j].task == pid) {
@@ -153,7 +153,8 @@ static int for_preds(const struct bm_graph *g, int id, struct bm_edge *out)
     return n;
 }
 
-int bm_graph_build(const struct bm_table *t, int pair_window, struct bm_graph **out, struct bm_err *err)
+int bm_graph_build(const struct bm_table *t, const struct bm_costs *c, int pair_window, struct bm_graph **out,
+                   struct bm_err *err)
 {
     *out = NULL;
     const struct bm_flow *flow = bm_table_flow(t);
@@ -162,6 +163,7 @@ int bm_graph_build(const struct bm_table *t, int pair_window, struct bm_graph **
     struct bm_graph *g = bm_calloc(1, sizeof *g);
     if (!g) goto oom;
     g->t = t;
+    g->c = c;
     g->flow = flow;
     g->C = t->pp * t->vpp;
     g->M = t->microbatches;
@@ -184,8 +186,8 @@ int bm_graph_build(const struct bm_table *t, int pair_window, struct bm_graph **
     g->n_tasks = (int)n;
     g->task = bm_calloc((size_t)n, sizeof *g->task);
     owner = bm_malloc((size_t)(g->M > 0 ? g->M : 1) * sizeof *owner);
-    g->pair_window = pair_window > 0 && bm_graph_pairs_by_window(t) ? pair_window : 0;
-    if (!g->task || !owner || nested_owners(t, g->pair_window, owner)) goto oom;
+    g->pair_window = pair_window > 0 && bm_graph_pairs_by_window(t, c) ? pair_window : 0;
+    if (!g->task || !owner || nested_owners(t, c, g->pair_window, owner)) goto oom;
     for (int c = 0; c < g->C; c++)
         for (int p = 0; p < g->np; p++)
             for (int m = 0; m < g->M; m++) {
@@ -196,7 +198,7 @@ int bm_graph_build(const struct bm_table *t, int pair_window, struct bm_graph **
                 x->mb = m;
                 x->rank = task_rank(t, owner, t->backbone_module, c, m);
                 struct bm_op op = {BM_OP_COMPUTE, (uint8_t)p, x->module, c, m, -1, -1};
-                x->dur = bm_cost_compute_ms(t, &op, g->np == 3) * bm_cost_rank_scale(t, x->rank);
+                x->dur = g->c ? bm_cost_compute_ms(t, g->c, &op, g->np == 3) * bm_cost_rank_scale(t, g->c, x->rank) : 0;
             }
     for (int k = 0; k < g->n_nested; k++) {
         int mod = g->nested_module[k];
@@ -209,7 +211,7 @@ int bm_graph_build(const struct bm_table *t, int pair_window, struct bm_graph **
                 x->mb = m;
                 x->rank = task_rank(t, owner, mod, -1, m);
                 struct bm_op op = {BM_OP_COMPUTE, (uint8_t)p, (int16_t)mod, -1, m, -1, -1};
-                x->dur = bm_cost_compute_ms(t, &op, 0) * bm_cost_rank_scale(t, x->rank);
+                x->dur = g->c ? bm_cost_compute_ms(t, g->c, &op, 0) * bm_cost_rank_scale(t, g->c, x->rank) : 0;
             }
     }
     /* Edges in CSR form: the predecessors in one pass (room for a task's most, 64 + 2 * 256, ahead
@@ -252,10 +254,10 @@ oom:
 int bm_graph_repair(struct bm_graph *g, int pair_window, struct bm_err *err)
 {
     const struct bm_table *t = g->t;
-    pair_window = pair_window > 0 && bm_graph_pairs_by_window(t) ? pair_window : 0;
+    pair_window = pair_window > 0 && bm_graph_pairs_by_window(t, g->c) ? pair_window : 0;
     if (pair_window == g->pair_window) return BM_OK;
     int *owner = bm_malloc((size_t)(g->M > 0 ? g->M : 1) * sizeof *owner);
-    if (!owner || nested_owners(t, pair_window, owner)) {
+    if (!owner || nested_owners(t, g->c, pair_window, owner)) {
         bm_free(owner);
         return bm_err_set(err, "out of memory re-pairing the task graph");
     }
@@ -265,7 +267,7 @@ int bm_graph_repair(struct bm_graph *g, int pair_window, struct bm_err *err)
         struct bm_task *x = &g->task[i];
         x->rank = task_rank(t, owner, x->module, -1, x->mb);
         struct bm_op op = {BM_OP_COMPUTE, (uint8_t)x->pass, x->module, -1, x->mb, -1, -1};
-        x->dur = bm_cost_compute_ms(t, &op, 0) * bm_cost_rank_scale(t, x->rank);
+        x->dur = g->c ? bm_cost_compute_ms(t, g->c, &op, 0) * bm_cost_rank_scale(t, g->c, x->rank) : 0;
     }
     bm_free(owner);
     /* Edge counts do not depend on ranks, only transfer times do: redo the pred lists of the

@@ -104,7 +104,7 @@ int bm_plan_lower_loaded(struct bm_table *t, int *lowered, struct bm_err *err)
     if (bm_table_check_ops(t, "add sends and receives", err)) return BM_ERR;
     if (!bm_table_flow(t) && bm_table_finish(t, err)) return BM_ERR;
     struct bm_graph *g = NULL;
-    if (bm_graph_build(t, 0, &g, err)) return BM_ERR;
+    if (bm_graph_build(t, NULL, 0, &g, err)) return BM_ERR; /* no costs: the file gave the places */
     struct bm_order o = {t->pp, bm_calloc((size_t)t->pp, sizeof(int *)), bm_calloc((size_t)t->pp, sizeof(int))};
     unsigned char *seen = bm_calloc((size_t)g->n_tasks + 1, 1);
     char a[BM_MAX_NAME + 64];

@@ -146,6 +146,7 @@ static void snapshot_restore(struct snapshot *sn, struct bm_table *t)
 
 struct planner {
     struct bm_table *t;
+    struct bm_costs *c;     /* the spec's costs of t (bm_table_skeleton) */
     struct bm_graph *g;
     int pairs;
     int search;             /* placement search budget (bm_plan_build_search) */
@@ -205,11 +206,11 @@ static int plan_with_window(struct planner *pl, int W, struct bm_err *err)
 }
 
 /* Nominal makespan and whether every rank's simulated peak memory fits the device. */
-static int measure(struct bm_table *t, double *ms, int *fits, struct bm_err *err)
+static int measure(struct bm_table *t, const struct bm_costs *c, double *ms, int *fits, struct bm_err *err)
 {
     struct bm_timeline *tl;
     PROF_START(t0);
-    int rc = bm_simulate(t, NULL, &tl, err);
+    int rc = bm_simulate(t, c, NULL, &tl, err);
     PROF_ADD(measure_s, t0);
     if (rc) return BM_ERR;
     *ms = tl->makespan_ms;
@@ -246,7 +247,7 @@ static int best_window(struct planner *pl, int w0, int hi, int must_fit, double 
     struct snapshot sn = {NULL};
     double best_ms, ms;
     int fits, best = w0, planned = w0, rc = BM_OK;
-    if (measure(t, &best_ms, &fits, err)) return BM_ERR;
+    if (measure(t, pl->c, &best_ms, &fits, err)) return BM_ERR;
     if (must_fit && !fits) { /* not even the smallest window fits: report it as planned */
         t->window = w0;
         return BM_OK;
@@ -267,7 +268,7 @@ static int best_window(struct planner *pl, int w0, int hi, int must_fit, double 
             rc = BM_OK;
             continue;
         }
-        if (rc || measure(t, &ms, &fits, err)) {
+        if (rc || measure(t, pl->c, &ms, &fits, err)) {
             rc = BM_ERR;
             goto done;
         }
@@ -302,46 +303,52 @@ static int smallest_window(struct planner *pl, int hi, struct bm_err *err)
 }
 
 int bm_plan_build(const struct bm_spec *s, const struct bm_plan_opts *opts, struct bm_table **out,
-                  struct bm_err *err)
+                  struct bm_costs **costs, struct bm_err *err)
 {
-    return bm_plan_build_search(s, opts, 0, out, NULL, err);
+    return bm_plan_build_search(s, opts, 0, out, costs, NULL, err);
 }
 
 /* The table shell (options, modules, costs, chunks, warm-up) and its dataflow: what every plan
  * starts from. On failure *tp is NULL (everything released). */
 static int plan_shell(const struct bm_spec *s, const struct bm_plan_opts *opts, struct bm_table **tp,
-                      struct bm_err *err)
+                      struct bm_costs **cp, struct bm_err *err)
 {
     *tp = NULL;
-    return check_opts(opts, err) || bm_table_skeleton(s, opts, tp, err);
+    *cp = NULL;
+    return check_opts(opts, err) || bm_table_skeleton(s, opts, tp, cp, err);
 }
 
 int bm_plan_graph(const struct bm_spec *s, const struct bm_plan_opts *opts, struct bm_table **t,
-                  struct bm_graph **g, struct bm_err *err)
+                  struct bm_costs **c, struct bm_graph **g, struct bm_err *err)
 {
     *g = NULL;
-    if (plan_shell(s, opts, t, err)) return BM_ERR;
-    if (bm_graph_build(*t, 0, g, err)) {
+    if (plan_shell(s, opts, t, c, err)) return BM_ERR;
+    if (bm_graph_build(*t, *c, 0, g, err)) {
         bm_table_free(*t);
+        bm_costs_free(*c);
         *t = NULL;
+        *c = NULL;
         return BM_ERR;
     }
     return BM_OK;
 }
 
 int bm_plan_build_search(const struct bm_spec *s, const struct bm_plan_opts *opts, int search,
-                         struct bm_table **out, double *lower_bound_ms, struct bm_err *err)
+                         struct bm_table **out, struct bm_costs **costs, double *lower_bound_ms,
+                         struct bm_err *err)
 {
     *out = NULL;
+    if (costs) *costs = NULL;
     struct bm_table *t;
+    struct bm_costs *c;
     PROF_START(t0);
-    if (plan_shell(s, opts, &t, err)) return BM_ERR;
-    struct planner planner = {t, NULL, 0, search, {NULL}, 0}, *pl = &planner;
+    if (plan_shell(s, opts, &t, &c, err)) return BM_ERR;
+    struct planner planner = {t, c, NULL, 0, search, {NULL}, 0}, *pl = &planner;
     int rc = BM_ERR;
     int n_units = (t->microbatches + t->unit - 1) / t->unit;
-    pl->pairs = bm_graph_pairs_by_window(t);
+    pl->pairs = bm_graph_pairs_by_window(t, c);
     /* pairing for the smallest window there can be; plan_with_window rebuilds for others */
-    if (bm_graph_build(t, pl->pairs ? 1 : 0, &pl->g, err)) goto done;
+    if (bm_graph_build(t, c, pl->pairs ? 1 : 0, &pl->g, err)) goto done;
     PROF_ADD(shell_s, t0);
 
     if (t->policy == BM_POL_BIGMAC && opts->window > 0) {
@@ -416,7 +423,13 @@ int bm_plan_build_search(const struct bm_spec *s, const struct bm_plan_opts *opt
 done:
     snapshot_free(&pl->cap_plan, t->pp);
     bm_graph_free(pl->g);
-    if (rc) bm_table_free(t);
-    else *out = t;
+    if (rc) {
+        bm_table_free(t);
+        bm_costs_free(c);
+    } else {
+        *out = t;
+        if (costs) *costs = c;
+        else bm_costs_free(c);
+    }
     return rc;
 }

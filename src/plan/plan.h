@@ -3,6 +3,7 @@
 #define BM_PLAN_H
 
 #include "bigmac.h"
+#include "bigmac_cost.h"
 #include "table/flow.h"
 #include "table/table.h"
 
@@ -26,6 +27,7 @@ struct bm_edge {
 /* The task graph of one iteration: every compute op with its data dependencies. */
 struct bm_graph {
     const struct bm_table *t;
+    const struct bm_costs *c; /* the durations' and transfers' cost model; NULL: every one 0 */
     const struct bm_flow *flow;
     int n_tasks;
     struct bm_task *task;
@@ -49,14 +51,16 @@ static inline int bm_task_nested(const struct bm_graph *g, int k, int p, int m)
     return g->C * g->np * g->M + (k * 2 + p) * g->M + m;
 }
 
-/* Build the task graph for the finished table t (modules, pp, vpp, M, chunk_weights, mb_scale,
- * device set; its dataflow) placing nested work per policy. Where bm_graph_pairs_by_window(t), which rank runs each
+/* Build the task graph for the finished table t (modules, pp, vpp, M; its dataflow) under cost
+ * model c (chunk weights, microbatch scales, device; NULL: no durations, every task 0 ms, owners
+ * m % P) placing nested work per policy. Where bm_graph_pairs_by_window(t), which rank runs each
  * microbatch's encoder work depends on the window the order will use: pass it as pair_window
  * (0 = m % P). Caller frees with bm_graph_free. */
-int bm_graph_build(const struct bm_table *t, int pair_window, struct bm_graph **out, struct bm_err *err);
+int bm_graph_build(const struct bm_table *t, const struct bm_costs *c, int pair_window, struct bm_graph **out,
+                   struct bm_err *err);
 /* 1 when the graph's encoder owners depend on the window (bigmac/ideal, U = P, microbatch costs
  * that differ): the planner rebuilds the graph for each window it tries. */
-int bm_graph_pairs_by_window(const struct bm_table *t);
+int bm_graph_pairs_by_window(const struct bm_table *t, const struct bm_costs *c);
 void bm_graph_free(struct bm_graph *g);
 /* Re-pair g's encoder owners for another window (what bm_graph_build(t, flow, pair_window)
  * would give, in place: nested tasks' ranks and durations, transfer times of their edges).
@@ -118,12 +122,12 @@ int bm_search_order(const struct bm_graph *g, struct bm_order *o, int residency,
 /* A lower bound (ms) on the makespan of any schedule of g's work (every task on its rank, the
  * backbone in each rank's fixed order; docs/simulator.md "Lower bound"). */
 int bm_graph_lower_bound(const struct bm_graph *g, double *lb, struct bm_err *err);
-/* The shell of a plan of spec s under opts (bm_table_skeleton: modules, costs, chunks, warm-up,
- * dataflow; no ops) and its task graph (encoder owners m % P where they depend on a window), as
- * bm_plan_build starts from them; for tests and tools that study orders of that work. The caller
- * frees both (bm_graph_free, bm_table_free). */
+/* The shell of a plan of spec s under opts (bm_table_skeleton: modules, chunks, warm-up,
+ * dataflow; no ops), its cost model and its task graph (encoder owners m % P where they depend
+ * on a window), as bm_plan_build starts from them; for tests and tools that study orders of that
+ * work. The caller frees all three (bm_graph_free, bm_table_free, bm_costs_free). */
 int bm_plan_graph(const struct bm_spec *s, const struct bm_plan_opts *opts, struct bm_table **t,
-                  struct bm_graph **g, struct bm_err *err);
+                  struct bm_costs **c, struct bm_graph **g, struct bm_err *err);
 /* Where bm_plan_build's time goes (bench/bench_quality.c): when bm_plan_prof is set, every plan
  * adds its seconds per phase (wall clock, measured only, never read by the planner). */
 struct bm_plan_prof {

@@ -15,10 +15,10 @@ struct keep_budget {
 };
 
 static int keep_row(void *ctx, const struct bm_compare_row *row, const struct bm_table *t,
-                    const struct bm_timeline *tl)
+                    const struct bm_costs *c, const struct bm_timeline *tl)
 {
     struct keep_budget *b = ctx;
-    (void)tl;
+    (void)c, (void)tl;
     if (!t) return 0;
     long n = bm_report_compute_ops(t);
     if (!row->recompute && row->policy == BM_POL_BIGMAC && n * (BM_N_POLICIES + 1) > BM_REPORT_MINI_BUDGET) {

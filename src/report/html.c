@@ -159,7 +159,7 @@ static void put_td_mib(FILE *f, double v)
 
 /* The step after the walk (src/sim/step.h): a bar walk | exposed sync | optimizer and the state
  * parts; nothing for a measured trace or when the step is the walk. */
-static void put_step(FILE *f, const struct bm_table *t, const struct bm_timeline *tl)
+static void put_step(FILE *f, const struct bm_table *t, const struct bm_costs *c, const struct bm_timeline *tl)
 {
     if (!(tl->step_ms > 0) || (tl->step_ms <= tl->makespan_ms && t->dp <= 1 && !t->zero)) return;
     double w = 100 * tl->makespan_ms / tl->step_ms, s = 100 * tl->sync_exposed_ms / tl->step_ms;
@@ -176,9 +176,9 @@ static void put_step(FILE *f, const struct bm_table *t, const struct bm_timeline
                "<div class=\"legend\"><span class=\"sw\" style=\"background:#9ecae1\"></span>walk"
                "<span class=\"sw\" style=\"background:#d62728\"></span>exposed sync"
                "<span class=\"sw\" style=\"background:#74c476\"></span>optimizer</div>\n", w, s, o);
-    struct bm_step_mem *parts = bm_calloc((size_t)(t->pp > 0 ? t->pp : 1), sizeof *parts);
+    struct bm_step_mem *parts = c ? bm_calloc((size_t)(t->pp > 0 ? t->pp : 1), sizeof *parts) : NULL;
     if (!parts) return;
-    bm_step_state(t, parts);
+    bm_step_state(t, c, parts);
     fprintf(f, "<table id=\"state\"><tr><th>rank</th><th>weights (MiB)</th><th>gradients (MiB)</th><th>optimizer state (MiB)%s</th>"
                "</tr>\n", t->zero ? ", sharded" : "");
     for (int r = 0; r < t->pp; r++)
@@ -189,34 +189,35 @@ static void put_step(FILE *f, const struct bm_table *t, const struct bm_timeline
 }
 
 /* A table placed over hosts (sim/hosts.h): which ranks share a host and what crosses. */
-static void put_hosts(FILE *f, const struct bm_table *t)
+static void put_hosts(FILE *f, const struct bm_table *t, const struct bm_costs *c)
 {
-    if (t->device.ranks_per_host <= 0) return;
+    if (t->ranks_per_host <= 0 || !c) return;
     struct bm_host_traffic h;
-    bm_cost_host_traffic(t, &h);
+    bm_cost_host_traffic(t, c, &h);
     fprintf(f, "<h2>Hosts</h2>\n<p id=\"hosts\">%d host%s of %d ranks (rank r on host r / %d); between hosts %g GB/s, "
                "%g us: %ld of %ld transfers cross hosts, %.3f MiB, %.3f ms in flight (%.3f ms on the intra-host "
                "link)</p>\n",
-            h.hosts, h.hosts == 1 ? "" : "s", t->device.ranks_per_host, t->device.ranks_per_host,
-            t->device.inter_host_gbytes_per_s,
-            t->device.inter_host_latency_us, h.cross, h.sends, h.cross_mib, h.cross_ms, h.cross_intra_ms);
+            h.hosts, h.hosts == 1 ? "" : "s", t->ranks_per_host, t->ranks_per_host,
+            c->device.inter_host_gbytes_per_s,
+            c->device.inter_host_latency_us, h.cross, h.sends, h.cross_mib, h.cross_ms, h.cross_intra_ms);
 }
-static int render_html(const struct bm_table *t, const struct bm_timeline *tl, const struct bm_report_compare *cmp,
-                       const struct bm_timeline *sim, const char *title, FILE *f);
+static int render_html(const struct bm_table *t, const struct bm_costs *c, const struct bm_timeline *tl,
+                       const struct bm_report_compare *cmp, const struct bm_timeline *sim, const char *title, FILE *f);
 
-int bm_render_html(const struct bm_table *t, const struct bm_timeline *tl,
+int bm_render_html(const struct bm_table *t, const struct bm_costs *c, const struct bm_timeline *tl,
                    const struct bm_report_compare *cmp, const char *title, FILE *f)
 {
-    return render_html(t, tl, cmp, NULL, title, f);
+    return render_html(t, c, tl, cmp, NULL, title, f);
 }
 
-int bm_render_html_vs(const struct bm_table *t, const struct bm_timeline *tl, const struct bm_timeline *sim,
-                      const char *title, FILE *f)
+int bm_render_html_vs(const struct bm_table *t, const struct bm_costs *c, const struct bm_timeline *tl,
+                      const struct bm_timeline *sim, const char *title, FILE *f)
 {
-    return render_html(t, tl, NULL, sim, title, f);
+    return render_html(t, c, tl, NULL, sim, title, f);
 }
 
-static int render_html(const struct bm_table *t, const struct bm_timeline *tl, const struct bm_report_compare *cmp,
+static int render_html(const struct bm_table *t, const struct bm_costs *c, const struct bm_timeline *tl,
+                       const struct bm_report_compare *cmp,
                        const struct bm_timeline *sim, const char *title, FILE *f)
 {
     static const char *const roles[BM_N_ROLES] = {"encoder", "backbone", "generator"};
@@ -273,8 +274,8 @@ static int render_html(const struct bm_table *t, const struct bm_timeline *tl, c
     for (int k = 0; k < BM_N_ROLES; k++) put_td_mib(f, tl->peak_act_mib[k]);
     fprintf(f, "<td>%.2f</td><td%s>%s</td></tr></table>\n", tl->memory_cap_mib / 1024.0,
             tl->oom ? " class=\"oom\"" : "", tl->oom ? "yes" : "no");
-    put_hosts(f, t);
-    put_step(f, t, tl);
+    put_hosts(f, t, c);
+    put_step(f, t, c, tl);
     bm_html_critical_section(f, &crit);
     fprintf(f, "<h2>Per rank</h2>\n<table><tr><th>rank</th><th>busy (ms)</th>");
     for (int k = 0; k < BM_N_ROLES; k++) fprintf(f, "<th>%s busy</th>", roles[k]);

@@ -72,7 +72,8 @@ void bm_report_compare_free(struct bm_report_compare *cmp);
  * timeline per replica: pipeline rank p of replica d is process d * pp + p, named "pp p / dp d"
  * and sorted by its global rank p * dp + d; the summary, the critical path and the loader's ranks
  * are replica 0's (processes 0 .. pp-1). dp = 1 is bm_render_trace. */
-int bm_render_trace_dp(const struct bm_table *t, const struct bm_timeline *const *tl, int dp, FILE *f);
+int bm_render_trace_dp(const struct bm_table *t, const struct bm_costs *c, const struct bm_timeline *const *tl, int dp,
+                       FILE *f);
 /* Whether every number of tl is one a trace may hold: op start/end/ready times and memory points'
  * times finite and in 0..1e9 ms, message bytes in 0..1e12 MiB, memory values in 0..1e12 MiB, the
  * makespan and bubble ratio finite. BM_ERR naming the first rank and op (or point) otherwise.
@@ -80,12 +81,14 @@ int bm_render_trace_dp(const struct bm_table *t, const struct bm_timeline *const
 int bm_trace_check_times(const struct bm_table *t, const struct bm_timeline *tl, struct bm_err *err);
 /* The same report for a measured run (tl measured) with, under its timeline, the simulated
  * timeline sim of the same table and the per-op deviation between the two. */
-int bm_render_html_vs(const struct bm_table *t, const struct bm_timeline *tl, const struct bm_timeline *sim,
-                      const char *title, FILE *f);
+int bm_render_html_vs(const struct bm_table *t, const struct bm_costs *c, const struct bm_timeline *tl,
+                      const struct bm_timeline *sim, const char *title, FILE *f);
 /* Calibrate costs, rank scale and per-microbatch encoder scale from the measured timeline of
- * table mt (src/sim/calibrate.h: medians), write them into 'table' (the same plan: BM_ERR
- * otherwise) and simulate it into *out (caller frees). */
-int bm_report_vs_simulate(const struct bm_table *mt, const struct bm_timeline *measured, struct bm_table *table,
+ * table mt with its cost model mc (src/calib/calib.h: medians) into a cost model of 'table' (the
+ * same plan: BM_ERR otherwise; its chunk weights and device from tc, the table's own cost model),
+ * stored in *costs, and simulate 'table' under it into *out (caller frees both). */
+int bm_report_vs_simulate(const struct bm_table *mt, const struct bm_costs *mc, const struct bm_timeline *measured,
+                          const struct bm_table *table, const struct bm_costs *tc, struct bm_costs **costs,
                           struct bm_timeline **out, struct bm_err *err);
 /* 1 when text is a JSON object with a top-level "traceEvents" member (a Chrome trace). */
 int bm_trace_sniff(const char *text);

@@ -73,6 +73,7 @@ static const char *const trace_roles[BM_N_ROLES] = {"encoder", "backbone", "gene
 struct trace_out {
     FILE *f;
     const struct bm_table *t;
+    const struct bm_costs *c;  /* embedded with the table; the step's model (NULL: none) */
     const struct bm_timeline *tl;
     struct bm_match mt;        /* each recv's send: the flow arrows */
     struct bm_critical crit;   /* ops on the critical path */
@@ -101,7 +102,7 @@ static void put_trace_header(const struct trace_out *o)
                "\"samples_per_microbatch\": %d, \"memory_counter\": \"" MEM_COUNTER "\",\n\"table\": ",
             tl->measured ? "true" : "false",
             tl->samples_per_microbatch > 0 ? tl->samples_per_microbatch : 1);
-    bm_table_write_json(t, f);
+    bm_table_write_json(t, o->c, f);
     fprintf(f, "},\n\"traceEvents\": [\n");
     /* With D replicas, pipeline rank p of replica d is process d*P + p (so replica 0's are the
      * embedded table's ranks, what the loader reads), named "pp p / dp d" and sorted by its
@@ -268,13 +269,13 @@ static int put_step_events(const struct trace_out *o)
 {
     const struct bm_table *t = o->t;
     const struct bm_timeline *tl = o->tl;
-    if (tl->measured || !(tl->step_ms > 0) || (tl->step_ms <= tl->makespan_ms && t->dp <= 1 && !t->zero))
+    if (!o->c || tl->measured || !(tl->step_ms > 0) || (tl->step_ms <= tl->makespan_ms && t->dp <= 1 && !t->zero))
         return BM_OK;
     struct bm_step st;
     struct bm_err err;
     struct bm_step_rank *sr = bm_calloc((size_t)(t->pp > 0 ? t->pp : 1), sizeof *sr);
     if (!sr) return BM_ERR;
-    if (bm_step_model_ranks(t, tl, &st, sr, &err)) {
+    if (bm_step_model_ranks(t, o->c, tl, &st, sr, &err)) {
         bm_free(sr);
         return BM_ERR;
     }
@@ -303,11 +304,11 @@ static int put_events(struct trace_out *o)
     return put_step_events(o);
 }
 
-static int trace_out_init(struct trace_out *o, const struct bm_table *t, const struct bm_timeline *tl, FILE *f,
-                          int pid0, int dp, long flow_id)
+static int trace_out_init(struct trace_out *o, const struct bm_table *t, const struct bm_costs *c,
+                          const struct bm_timeline *tl, FILE *f, int pid0, int dp, long flow_id)
 {
     struct bm_err err;
-    *o = (struct trace_out){f, t, tl, {0}, {0}, NULL, NULL, flow_id, pid0, dp};
+    *o = (struct trace_out){f, t, c, tl, {0}, {0}, NULL, NULL, flow_id, pid0, dp};
     if (bm_match_build(t, &o->mt, &err) || bm_critical_path(t, tl, &o->crit, &err)) return BM_ERR;
     return slice_times(o); /* on failure the caller's trace_out_free releases what was made */
 }
@@ -349,7 +350,8 @@ int bm_trace_check_times(const struct bm_table *t, const struct bm_timeline *tl,
     return BM_OK;
 }
 
-int bm_render_trace_dp(const struct bm_table *t, const struct bm_timeline *const *tl, int dp, FILE *f)
+int bm_render_trace_dp(const struct bm_table *t, const struct bm_costs *c, const struct bm_timeline *const *tl, int dp,
+                       FILE *f)
 {
     int D = dp > 1 ? dp : 1, rc = BM_OK;
     long flow_id = 0;
@@ -358,7 +360,7 @@ int bm_render_trace_dp(const struct bm_table *t, const struct bm_timeline *const
         if (bm_trace_check_times(t, tl[d], &err)) return BM_ERR;
     for (int d = 0; d < D && rc == BM_OK; d++) {
         struct trace_out o;
-        if (trace_out_init(&o, t, tl[d], f, d * t->pp, D, flow_id)) {
+        if (trace_out_init(&o, t, c, tl[d], f, d * t->pp, D, flow_id)) {
             trace_out_free(&o);
             return BM_ERR;
         }
@@ -376,9 +378,9 @@ int bm_render_trace_dp(const struct bm_table *t, const struct bm_timeline *const
     return rc || ferror(f) ? BM_ERR : BM_OK;
 }
 
-int bm_render_trace(const struct bm_table *t, const struct bm_timeline *tl, FILE *f)
+int bm_render_trace(const struct bm_table *t, const struct bm_costs *c, const struct bm_timeline *tl, FILE *f)
 {
-    return bm_render_trace_dp(t, &tl, 1, f);
+    return bm_render_trace_dp(t, c, &tl, 1, f);
 }
 
 /* ---------------------------------------------------------------- loader
@@ -742,7 +744,7 @@ static int scan_top(struct scan *S, struct trace_top *T)
 
 /* The embedded table, parsed from its own text so that its errors point into the trace. */
 static int embedded_table(const char *text, const char *name, const struct trace_top *T, struct bm_table **t,
-                          struct bm_err *err)
+                          struct bm_costs **c, struct bm_err *err)
 {
     size_t tlen = (size_t)(T->table_end - T->table_at);
     char *ttext = bm_malloc(tlen + 1);
@@ -753,7 +755,7 @@ static int embedded_table(const char *text, const char *name, const struct trace
     int tline, tcol;
     bm_jpos_offset(text, (size_t)(T->table_at - text), &tline, &tcol);
     snprintf(tname, sizeof tname, "%s (table at line %d)", name, tline);
-    int rc = bm_table_parse(ttext, tname, t, err);
+    int rc = bm_table_parse(ttext, tname, t, c, err);
     bm_free(ttext);
     return rc;
 }
@@ -849,16 +851,18 @@ static int read_events(struct scan *S, const struct trace_top *T, const struct b
     return k < 0 ? BM_ERR : BM_OK;
 }
 
-int bm_trace_parse(const char *text, const char *name, struct bm_table **tp,
+int bm_trace_parse(const char *text, const char *name, struct bm_table **tp, struct bm_costs **cp,
                    struct bm_timeline **tlp, struct bm_err *err)
 {
     *tp = NULL;
+    if (cp) *cp = NULL;
     *tlp = NULL;
     struct scan S = {text, text, text + strlen(text), name, err};
     struct trace_top T = {NULL, NULL, NULL, NULL, MEM_COUNTER, "", 0, 1};
     struct bm_table *t;
-    if (scan_top(&S, &T) || embedded_table(text, name, &T, &t, err)) return BM_ERR;
-    struct bm_timeline *tl = bm_timeline_new(t);
+    struct bm_costs *c;
+    if (scan_top(&S, &T) || embedded_table(text, name, &T, &t, &c, err)) return BM_ERR;
+    struct bm_timeline *tl = bm_timeline_new(t, c);
     struct trace_events E = {bm_calloc((size_t)t->pp, sizeof *E.seen), bm_calloc((size_t)t->pp, sizeof *E.mem),
                              bm_calloc((size_t)t->pp, sizeof *E.n_mem), bm_calloc((size_t)t->pp, sizeof *E.cap_mem)};
     int rc;
@@ -902,9 +906,12 @@ done:
     if (rc) {
         bm_timeline_free(tl);
         bm_table_free(t);
+        bm_costs_free(c);
         return BM_ERR;
     }
     *tp = t;
+    if (cp) *cp = c;
+    else bm_costs_free(c);
     *tlp = tl;
     return BM_OK;
 }
@@ -942,15 +949,17 @@ int bm_json_sniff_format(const char *text, const char *name, char *fmt, size_t n
     return BM_OK;
 }
 
-int bm_trace_load(const char *path, struct bm_table **t, struct bm_timeline **tl, struct bm_err *err)
+int bm_trace_load(const char *path, struct bm_table **t, struct bm_costs **c, struct bm_timeline **tl,
+                  struct bm_err *err)
 {
     *t = NULL;
+    if (c) *c = NULL;
     *tl = NULL;
     size_t len;
     char *text = bm_read_file_max(path, (size_t)BM_MAX_TRACE_TEXT, &len, err);
     if (!text) return BM_ERR;
     int rc = strlen(text) != len ? bm_err_set(err, "%s: not a text file", path)
-                                 : bm_trace_parse(text, path, t, tl, err);
+                                 : bm_trace_parse(text, path, t, c, tl, err);
     bm_free(text);
     return rc;
 }

@@ -4,11 +4,11 @@
 #include "sim/expect.h"
 #include "util/util.h"
 
-int bm_table_has_spread(const struct bm_table *t)
+int bm_costs_have_spread(const struct bm_costs *c)
 {
-    for (int m = 0; m < t->n_modules; m++)
-        if (t->modules[m].spread > 0) return 1;
-    return t->op_overhead_sd_ms > 0 && t->op_overhead_ms > 0;
+    for (int m = 0; m < c->n_modules; m++)
+        if (c->spread && c->spread[m] > 0) return 1;
+    return c->op_overhead_sd_ms > 0 && c->op_overhead_ms > 0;
 }
 
 /* Marsaglia and Tsang's method (ACM TOMS 26(3), 2000) for shape k >= 1; for k < 1 a draw of
@@ -37,19 +37,20 @@ double bm_rng_gamma_mean_sd(struct bm_rng *rng, double mean, double sd)
     return gamma_shape(rng, k) * (sd * sd / mean);
 }
 
-int bm_simulate_expected(const struct bm_table *t, const struct bm_sim_opts *o, int samples, uint64_t seed,
+int bm_simulate_expected(const struct bm_table *t, const struct bm_costs *c, const struct bm_sim_opts *o,
+                         int samples, uint64_t seed,
                          double *mean_ms, double *sd_ms, struct bm_err *err)
 {
     struct bm_timeline *tl = NULL;
-    if (!bm_table_has_spread(t) || samples < 1) {
-        if (bm_simulate(t, o, &tl, err)) return BM_ERR;
+    if (!c || !bm_costs_have_spread(c) || samples < 1) {
+        if (bm_simulate(t, c, o, &tl, err)) return BM_ERR;
         *mean_ms = tl->makespan_ms;
         if (sd_ms) *sd_ms = 0;
         bm_timeline_free(tl);
         return BM_OK;
     }
     long n = bm_table_n_ops(t);
-    int draw_dispatch = t->op_overhead_sd_ms > 0 && t->op_overhead_ms > 0;
+    int draw_dispatch = c->op_overhead_sd_ms > 0 && c->op_overhead_ms > 0;
     double *f = bm_malloc((size_t)(n > 0 ? n : 1) * sizeof *f);
     double *disp = draw_dispatch ? bm_malloc((size_t)(n > 0 ? n : 1) * sizeof *disp) : NULL;
     if (!f || (draw_dispatch && !disp)) {
@@ -65,11 +66,11 @@ int bm_simulate_expected(const struct bm_table *t, const struct bm_sim_opts *o, 
             for (int i = 0; i < t->ranks[r].n_ops; i++, g++) {
                 const struct bm_op *op = &t->ranks[r].ops[i];
                 double sg = op->kind == BM_OP_COMPUTE && op->module >= 0 && op->module < t->n_modules
-                                ? t->modules[op->module].spread : 0;
+                                && c->spread ? c->spread[op->module] : 0;
                 f[g] = sg > 0 ? exp(sg * bm_rng_normal(&rng) - 0.5 * sg * sg) : 1;
-                if (disp) disp[g] = bm_rng_gamma_mean_sd(&rng, t->op_overhead_ms, t->op_overhead_sd_ms);
+                if (disp) disp[g] = bm_rng_gamma_mean_sd(&rng, c->op_overhead_ms, c->op_overhead_sd_ms);
             }
-        if (bm_simulate_drawn(t, o, f, disp, &tl, err)) {
+        if (bm_simulate_drawn(t, c, o, f, disp, &tl, err)) {
             bm_free(f), bm_free(disp);
             return BM_ERR;
         }

@@ -10,7 +10,7 @@ int bm_cost_dp(const struct bm_table *t)
 /* Host of global rank g (0 on one host). */
 static int global_host(const struct bm_table *t, long g)
 {
-    int h = t->device.ranks_per_host;
+    int h = t->ranks_per_host;
     return h > 0 && g > 0 ? (int)(g / h) : 0;
 }
 
@@ -26,7 +26,7 @@ int bm_cost_n_hosts(const struct bm_table *t)
 
 int bm_cost_crosses_hosts(const struct bm_table *t, int a, int b)
 {
-    int H = t->device.ranks_per_host, D = bm_cost_dp(t);
+    int H = t->ranks_per_host, D = bm_cost_dp(t);
     if (H <= 0 || a < 0 || b < 0) return 0;
     /* Pipeline ranks a and b of replica d are global ranks a*D + d and b*D + d. When H is a
      * multiple of D or D of H, every replica places them alike: replica 0 says it. Otherwise
@@ -38,20 +38,20 @@ int bm_cost_crosses_hosts(const struct bm_table *t, int a, int b)
     return 0;
 }
 
-double bm_cost_inter_host_ms(const struct bm_table *t, int tensor)
+double bm_cost_inter_host_ms(const struct bm_table *t, const struct bm_costs *c, int tensor)
 {
-    double ms = t->device.inter_host_latency_us / 1000.0;
-    if (tensor >= 0 && tensor < t->n_tensors && t->device.inter_host_gbytes_per_s > 0)
-        ms += t->tensors[tensor].mib * 1048576.0 / (t->device.inter_host_gbytes_per_s * 1e9) * 1000.0;
+    double ms = c->device.inter_host_latency_us / 1000.0;
+    if (tensor >= 0 && tensor < t->n_tensors && c->device.inter_host_gbytes_per_s > 0)
+        ms += bm_costs_tensor_mib(c, t, tensor) * 1048576.0 / (c->device.inter_host_gbytes_per_s * 1e9) * 1000.0;
     return ms;
 }
 
-double bm_cost_transfer_ms(const struct bm_table *t, int tensor, int from, int to)
+double bm_cost_transfer_ms(const struct bm_table *t, const struct bm_costs *c, int tensor, int from, int to)
 {
-    return bm_cost_crosses_hosts(t, from, to) ? bm_cost_inter_host_ms(t, tensor) : bm_cost_comm_ms(t, tensor);
+    return bm_cost_crosses_hosts(t, from, to) ? bm_cost_inter_host_ms(t, c, tensor) : bm_cost_comm_ms(t, c, tensor);
 }
 
-void bm_cost_host_traffic(const struct bm_table *t, struct bm_host_traffic *out)
+void bm_cost_host_traffic(const struct bm_table *t, const struct bm_costs *c, struct bm_host_traffic *out)
 {
     *out = (struct bm_host_traffic){.hosts = bm_cost_n_hosts(t)};
     for (int r = 0; r < t->pp; r++)
@@ -61,8 +61,8 @@ void bm_cost_host_traffic(const struct bm_table *t, struct bm_host_traffic *out)
             out->sends++;
             if (!bm_cost_crosses_hosts(t, r, op->peer)) continue;
             out->cross++;
-            if (op->tensor >= 0 && op->tensor < t->n_tensors) out->cross_mib += t->tensors[op->tensor].mib;
-            out->cross_ms += bm_cost_inter_host_ms(t, op->tensor);
-            out->cross_intra_ms += bm_cost_comm_ms(t, op->tensor);
+            if (op->tensor >= 0 && op->tensor < t->n_tensors) out->cross_mib += bm_costs_tensor_mib(c, t, op->tensor);
+            out->cross_ms += bm_cost_inter_host_ms(t, c, op->tensor);
+            out->cross_intra_ms += bm_cost_comm_ms(t, c, op->tensor);
         }
 }

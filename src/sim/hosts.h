@@ -1,7 +1,8 @@
 /* hosts.h — placement of pipeline ranks over hosts and the second link class of the cost model
- * (docs/multihost.md). Pure functions of the table, like cost.h.
+ * (docs/multihost.md). Placement is the table's (t->ranks_per_host, t->dp); the links are the
+ * cost model's (c->device), like cost.h.
  *
- * With device.ranks_per_host = H > 0, global rank g runs on host g / H (what
+ * With ranks_per_host = H > 0 (the table's, from the spec's device.ranks_per_host), global rank g runs on host g / H (what
  * `mpirun --map-by slot` does with a hostfile of H slots per host). With D = table->dp
  * data-parallel replicas, pipeline rank p of replica d is global rank p * D + d (docs/design.md
  * §2), so pipeline rank p runs on host (p * D + d) / H; without dp, global rank = pipeline rank. A transfer between two ranks
@@ -13,6 +14,7 @@
 #define BM_SIM_HOSTS_H
 
 #include "bigmac.h"
+#include "bigmac_cost.h"
 
 /* Data-parallel replicas of the table (t->dp, 1 when it records none). */
 int bm_cost_dp(const struct bm_table *t);
@@ -25,10 +27,10 @@ int bm_cost_n_hosts(const struct bm_table *t);
  * replica alike when ranks_per_host is a multiple of dp or dp of ranks_per_host). */
 int bm_cost_crosses_hosts(const struct bm_table *t, int a, int b);
 /* Transfer time (ms) of one microbatch of tensor i between hosts (the inter-host link). */
-double bm_cost_inter_host_ms(const struct bm_table *t, int tensor);
+double bm_cost_inter_host_ms(const struct bm_table *t, const struct bm_costs *c, int tensor);
 /* Transfer time (ms) of one microbatch of tensor i sent by rank 'from' to rank 'to':
  * bm_cost_inter_host_ms when they are on different hosts, else bm_cost_comm_ms. */
-double bm_cost_transfer_ms(const struct bm_table *t, int tensor, int from, int to);
+double bm_cost_transfer_ms(const struct bm_table *t, const struct bm_costs *c, int tensor, int from, int to);
 
 /* The table's sends, per link class: what a report says about a pipeline spanning hosts. */
 struct bm_host_traffic {
@@ -38,6 +40,6 @@ struct bm_host_traffic {
     double cross_ms;          /* their transfer times summed (inter-host link) */
     double cross_intra_ms;    /* the same transfers on the intra-host link, summed */
 };
-void bm_cost_host_traffic(const struct bm_table *t, struct bm_host_traffic *out);
+void bm_cost_host_traffic(const struct bm_table *t, const struct bm_costs *c, struct bm_host_traffic *out);
 
 #endif

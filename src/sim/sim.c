@@ -33,18 +33,20 @@ void bm_timeline_free(struct bm_timeline *tl)
     bm_free(tl);
 }
 
-struct bm_timeline *bm_timeline_new(const struct bm_table *t)
+struct bm_timeline *bm_timeline_new(const struct bm_table *t, const struct bm_costs *c)
 {
     struct bm_timeline *tl = bm_calloc(1, sizeof *tl);
     if (!tl) return NULL;
     tl->pp = t->pp;
     tl->microbatches = t->microbatches;
     tl->samples_per_microbatch = 1;
-    tl->memory_cap_mib = bm_cost_memory_cap_mib(t);
+    tl->memory_cap_mib = c ? bm_cost_memory_cap_mib(c) : 0;
     tl->ranks = bm_calloc((size_t)(t->pp > 0 ? t->pp : 1), sizeof *tl->ranks);
     double *state = bm_malloc((size_t)(t->pp > 0 ? t->pp : 1) * sizeof *state);
     if (!tl->ranks || !state) goto fail;
-    bm_cost_state_mib(t, state);
+    if (c) bm_cost_state_mib(t, c, state);
+    else
+        for (int r = 0; r < t->pp; r++) state[r] = 0;
     for (int r = 0; r < t->pp; r++) {
         struct bm_rank_timeline *rt = &tl->ranks[r];
         int n = t->ranks[r].n_ops;
@@ -147,6 +149,7 @@ void bm_timeline_summarize(struct bm_timeline *tl, const struct bm_table *t)
 
 struct sim {
     const struct bm_table *t;
+    const struct bm_costs *c;
     struct bm_timeline *tl;
     int P, M, C;
     struct bm_match mt; /* which send each recv receives (src/table/match.c) */
@@ -167,7 +170,7 @@ struct sim {
     uint8_t *parked;   /* rank waits at pc for a send */
     uint8_t *parked_oh; /* the parked op's dispatch overhead is already in tfree */
     const double *op_scale; /* [ops] duration factor per compute op (global id), or NULL */
-    const double *dispatch; /* [ops] dispatch ms per op (global id), or NULL = t->op_overhead_ms */
+    const double *dispatch; /* [ops] dispatch ms per op (global id), or NULL = c->op_overhead_ms */
     int *stack, sp;
 };
 
@@ -191,11 +194,12 @@ static void sim_free(struct sim *s)
     bm_free(s->stack);
 }
 
-static int sim_init(struct sim *s, const struct bm_table *t, const struct bm_sim_opts *o,
+static int sim_init(struct sim *s, const struct bm_table *t, const struct bm_costs *c, const struct bm_sim_opts *o,
                     struct bm_err *err)
 {
     int P = t->pp, M = t->microbatches, NM = t->n_modules;
     s->t = t;
+    s->c = c;
     s->P = P;
     s->M = M;
     s->C = P * (t->vpp > 0 ? t->vpp : 1);
@@ -227,8 +231,8 @@ static int sim_init(struct sim *s, const struct bm_table *t, const struct bm_sim
         s->pend[i] = -1;
         s->pend_rank[i] = s->pend_op[i] = -1;
     }
-    for (int i = 0; i < t->n_tensors; i++) s->comm[i] = bm_cost_comm_ms(t, i), s->comm_x[i] = bm_cost_inter_host_ms(t, i);
-    for (int r = 0; r < P; r++) s->tfree[r] = t->step_lead_ms; /* the step's setup (cost.h) */
+    for (int i = 0; i < t->n_tensors; i++) s->comm[i] = bm_cost_comm_ms(t, c, i), s->comm_x[i] = bm_cost_inter_host_ms(t, c, i);
+    for (int r = 0; r < P; r++) s->tfree[r] = c->step_lead_ms; /* the step's setup (cost.h) */
 
     /* Jitter: one draw per (module, F|B, mb) in a fixed order, independent of placement. */
     double j = o ? o->jitter : 0;
@@ -290,7 +294,7 @@ static int mem_change(struct sim *s, int r, double t_ms, int role, double delta)
 static int recompute_mem(struct sim *s, int r, const struct bm_op *op, double tf, double d, int role,
                          double a, int split)
 {
-    double in = bm_cost_input_mib(s->t, op);
+    double in = bm_cost_input_mib(s->t, s->c, op);
     if (op->pass == BM_PASS_F)
         return mem_change(s, r, tf, role, a) || mem_change(s, r, tf + d, role, -a) ||
                mem_change(s, r, tf + d, role, in);
@@ -299,7 +303,7 @@ static int recompute_mem(struct sim *s, int r, const struct bm_op *op, double tf
     if (rc) return rc;
     if (!split) return op->pass == BM_PASS_B ? mem_change(s, r, tf + d, role, -a) : BM_OK;
     /* split: the rebuilt activation goes at B's end but for what W needs, which goes at W's end */
-    double aw = bm_cost_act_w_mib(s->t, op);
+    double aw = bm_cost_act_w_mib(s->t, s->c, op);
     return mem_change(s, r, tf + d, role, op->pass == BM_PASS_B ? -(a - aw) : -aw);
 }
 
@@ -307,6 +311,7 @@ static int recompute_mem(struct sim *s, int r, const struct bm_op *op, double tf
 static int run_rank(struct sim *s, int r, struct bm_err *err)
 {
     const struct bm_table *t = s->t;
+    const struct bm_costs *c = s->c;
     const struct bm_op *ops = t->ranks[r].ops;
     struct bm_op_time *times = s->tl->ranks[r].ops;
     int n = t->ranks[r].n_ops;
@@ -315,7 +320,7 @@ static int run_rank(struct sim *s, int r, struct bm_err *err)
         const struct bm_op *op = &ops[i];
         struct bm_op_time *ot = &times[i];
         if (i == s->pc[r] && s->parked_oh[r]) s->parked_oh[r] = 0; /* dispatched before it parked */
-        else tf += s->dispatch ? s->dispatch[s->base[r] + i] : t->op_overhead_ms; /* (cost.h) */
+        else tf += s->dispatch ? s->dispatch[s->base[r] + i] : c->op_overhead_ms; /* (cost.h) */
         size_t mi = (size_t)r * (size_t)s->M + (size_t)op->mb;
         if (op->kind == BM_OP_COMPUTE) {
             double ready = s->last_end[mi] >= 0 ? s->last_end[mi] : 0;
@@ -326,7 +331,7 @@ static int run_rank(struct sim *s, int r, struct bm_err *err)
                 wo = s->pend_op[mi];
             }
             int split = s->split[op->module];
-            double d = bm_cost_compute_ms(t, op, split) * bm_cost_rank_scale(t, r);
+            double d = bm_cost_compute_ms(t, c, op, split) * bm_cost_rank_scale(t, c, r);
             if (op->module != t->backbone_module)
                 d *= s->jit[((size_t)op->module * 2 + (op->pass == BM_PASS_F ? 0 : 1)) * (size_t)s->M +
                             (size_t)op->mb];
@@ -334,7 +339,7 @@ static int run_rank(struct sim *s, int r, struct bm_err *err)
             *ot = (struct bm_op_time){tf, tf + d, ready, wr, wo, 0};
             int role = t->modules[op->module].role;
             if ((unsigned)role >= BM_N_ROLES) role = BM_ROLE_BACKBONE;
-            double a = bm_cost_act_mib(t, op);
+            double a = bm_cost_act_mib(t, c, op);
             if (bm_cost_recompute(t, op->module)) {
                 if (recompute_mem(s, r, op, tf, d, role, a, split)) goto oom;
             } else if (op->pass == BM_PASS_F) {
@@ -342,7 +347,7 @@ static int run_rank(struct sim *s, int r, struct bm_err *err)
             } else if (!split) {
                 if (op->pass == BM_PASS_B && mem_change(s, r, tf + d, role, -a)) goto oom;
             } else { /* split: B frees all but what W needs, W the rest */
-                double aw = bm_cost_act_w_mib(t, op);
+                double aw = bm_cost_act_w_mib(t, c, op);
                 double *held = &s->tl->ranks[r].held_w_mib;
                 if (op->pass == BM_PASS_B) {
                     if (mem_change(s, r, tf + d, role, -(a - aw))) goto oom;
@@ -385,7 +390,7 @@ static int run_rank(struct sim *s, int r, struct bm_err *err)
             }
             double arrive = s->tl->ranks[p].ops[si].start_ms +
                             (bm_cost_crosses_hosts(t, p, r) ? s->comm_x : s->comm)[op->tensor];
-            double done = tf + t->recv_overhead_ms, end = arrive > done ? arrive : done;
+            double done = tf + c->recv_overhead_ms, end = arrive > done ? arrive : done;
             *ot = (struct bm_op_time){tf, end, arrive, p, si, 0};
             if (arrive > s->pend[mi]) {
                 s->pend[mi] = arrive;
@@ -431,30 +436,35 @@ static int deadlock_error(struct sim *s, struct bm_err *err)
                       rp.dropped ? "\n  ... (more ranks blocked)" : "");
 }
 
-int bm_simulate(const struct bm_table *t, const struct bm_sim_opts *o, struct bm_timeline **out,
-                struct bm_err *err)
+int bm_simulate(const struct bm_table *t, const struct bm_costs *c, const struct bm_sim_opts *o,
+                struct bm_timeline **out, struct bm_err *err)
 {
-    return bm_simulate_op_scaled(t, o, NULL, out, err);
+    return bm_simulate_op_scaled(t, c, o, NULL, out, err);
 }
 
-int bm_simulate_op_scaled(const struct bm_table *t, const struct bm_sim_opts *o, const double *op_scale,
-                          struct bm_timeline **out, struct bm_err *err)
+int bm_simulate_op_scaled(const struct bm_table *t, const struct bm_costs *c, const struct bm_sim_opts *o,
+                          const double *op_scale, struct bm_timeline **out, struct bm_err *err)
 {
-    return bm_simulate_drawn(t, o, op_scale, NULL, out, err);
+    return bm_simulate_drawn(t, c, o, op_scale, NULL, out, err);
 }
 
-int bm_simulate_drawn(const struct bm_table *t, const struct bm_sim_opts *o, const double *op_scale,
-                      const double *dispatch_ms, struct bm_timeline **out, struct bm_err *err)
+int bm_simulate_drawn(const struct bm_table *t, const struct bm_costs *c, const struct bm_sim_opts *o,
+                      const double *op_scale, const double *dispatch_ms, struct bm_timeline **out,
+                      struct bm_err *err)
 {
     *out = NULL;
     if (bm_table_check_ops(t, "simulate", err)) return BM_ERR;
+    if (!c || c->n_modules != t->n_modules)
+        return bm_err_set(err, "simulate: the cost model has %d modules but the table %d\nhint: pass the cost "
+                               "model that came with the table (bm_plan_build, bm_table_load, bm_costs_from_spec)",
+                          c ? c->n_modules : 0, t->n_modules);
     struct sim s;
     memset(&s, 0, sizeof s);
     s.op_scale = op_scale;
     s.dispatch = dispatch_ms;
     int rc = BM_ERR;
-    if (sim_init(&s, t, o, err)) goto done; /* first: its matcher's scratch is gone before the timeline */
-    s.tl = bm_timeline_new(t);
+    if (sim_init(&s, t, c, o, err)) goto done; /* first: its matcher's scratch is gone before the timeline */
+    s.tl = bm_timeline_new(t, c);
     if (!s.tl) {
         bm_err_set(err, "simulate: out of memory allocating the timeline");
         goto done;
@@ -472,7 +482,7 @@ int bm_simulate_drawn(const struct bm_table *t, const struct bm_sim_opts *o, con
         }
     bm_timeline_summarize(s.tl, t);
     struct bm_step st; /* the step after the walk: sync and optimizer (sim/step.h) */
-    if (bm_step_model(t, s.tl, &st, err)) goto done;
+    if (bm_step_model(t, c, s.tl, &st, err)) goto done;
     s.tl->step_ms = st.step_ms;
     s.tl->sync_exposed_ms = st.sync_exposed_ms;
     s.tl->sync_total_ms = st.sync_total_ms;

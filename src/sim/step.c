@@ -7,14 +7,14 @@
 #include "sim/step.h"
 #include "util/util.h"
 
-double bm_step_param_mib(const struct bm_table_module *m)
+double bm_step_param_mib(const struct bm_cost *m)
 {
-    return m->cost.param_mib > 0 ? m->cost.param_mib : 0;
+    return m->param_mib > 0 ? m->param_mib : 0;
 }
 
-double bm_step_optim_mib(const struct bm_table_module *m)
+double bm_step_optim_mib(const struct bm_cost *m)
 {
-    double o = m->cost.state_mib - 2 * bm_step_param_mib(m);
+    double o = m->state_mib - 2 * bm_step_param_mib(m);
     return o > 0 ? o : 0;
 }
 
@@ -49,42 +49,42 @@ static int n_hosts_of(const struct bm_table *t, const char *h, int m)
     return k;
 }
 
-static void state_parts(const struct bm_table *t, const char *h, struct bm_step_mem *out)
+static void state_parts(const struct bm_table *t, const struct bm_costs *k, const char *h, struct bm_step_mem *out)
 {
     int P = t->pp, C = P * (t->vpp > 0 ? t->vpp : 1), bb = t->backbone_module, D = bm_cost_dp(t);
     for (int r = 0; r < P; r++) {
         struct bm_step_mem *o = &out[r];
         *o = (struct bm_step_mem){0, 0, 0};
         if (bb >= 0 && bb < t->n_modules) {
-            const struct bm_table_module *m = &t->modules[bb];
+            const struct bm_cost *m = &k->modules[bb];
             for (int c = r; c < C; c += P) { /* a frozen module: its weights only */
-                double w = bm_cost_chunk_weight(t, c);
+                double w = bm_cost_chunk_weight(t, k, c);
                 o->weights_mib += bm_step_param_mib(m) * w;
-                if (m->frozen) continue;
+                if (t->modules[bb].frozen) continue;
                 o->grads_mib += bm_step_param_mib(m) * w;
                 o->optim_mib += bm_step_optim_mib(m) * w / (t->zero ? D : 1);
             }
         }
         for (int m = 0; m < t->n_modules; m++) {
             if (m == bb || !h[(size_t)r * t->n_modules + m]) continue;
-            const struct bm_table_module *mo = &t->modules[m];
+            const struct bm_cost *mo = &k->modules[m];
             int n = t->zero ? n_hosts_of(t, h, m) * D : 1;
             o->weights_mib += bm_step_param_mib(mo);
-            if (mo->frozen) continue;
+            if (t->modules[m].frozen) continue;
             o->grads_mib += bm_step_param_mib(mo);
             o->optim_mib += bm_step_optim_mib(mo) / (n > 0 ? n : 1);
         }
     }
 }
 
-void bm_step_state(const struct bm_table *t, struct bm_step_mem *out)
+void bm_step_state(const struct bm_table *t, const struct bm_costs *c, struct bm_step_mem *out)
 {
     char *h = hosting(t);
     if (!h) { /* out of memory: the parts without replicas' sharding are still well defined */
         for (int r = 0; r < t->pp; r++) out[r] = (struct bm_step_mem){0, 0, 0};
         return;
     }
-    state_parts(t, h, out);
+    state_parts(t, c, h, out);
     bm_free(h);
 }
 
@@ -118,7 +118,7 @@ static int cmp_coll(const void *a, const void *b)
 /* 1 when the global ranks p*D + d of the pipeline ranks in 'member' (or the one rank) span hosts. */
 static int spans_hosts(const struct bm_table *t, const char *member, int one)
 {
-    int H = t->device.ranks_per_host, D = bm_cost_dp(t);
+    int H = t->ranks_per_host, D = bm_cost_dp(t);
     if (H <= 0) return 0;
     long first = -1;
     for (int r = 0; r < t->pp; r++) {
@@ -153,14 +153,14 @@ static void run_colls(const struct bm_table *t, const char *h, struct coll *cs, 
     }
 }
 
-int bm_step_model(const struct bm_table *t, const struct bm_timeline *tl, struct bm_step *out,
-                  struct bm_err *err)
+int bm_step_model(const struct bm_table *t, const struct bm_costs *c, const struct bm_timeline *tl,
+                  struct bm_step *out, struct bm_err *err)
 {
-    return bm_step_model_ranks(t, tl, out, NULL, err);
+    return bm_step_model_ranks(t, c, tl, out, NULL, err);
 }
 
-int bm_step_model_ranks(const struct bm_table *t, const struct bm_timeline *tl, struct bm_step *out,
-                        struct bm_step_rank *ranks, struct bm_err *err)
+int bm_step_model_ranks(const struct bm_table *t, const struct bm_costs *km, const struct bm_timeline *tl,
+                        struct bm_step *out, struct bm_step_rank *ranks, struct bm_err *err)
 {
     int P = t->pp, NM = t->n_modules, C = P * (t->vpp > 0 ? t->vpp : 1), bb = t->backbone_module;
     int D = bm_cost_dp(t);
@@ -194,13 +194,13 @@ int bm_step_model_ranks(const struct bm_table *t, const struct bm_timeline *tl, 
                 last_mod[op->module] = e;
             }
         }
-    state_parts(t, h, mem);
+    state_parts(t, km, h, mem);
     int n = 0;
-    const struct bm_device *dv = &t->device;
+    const struct bm_device *dv = &km->device;
     /* frozen modules have no gradient to synchronise (and no optimizer state: state_parts) */
     if (bb >= 0 && bb < NM && D > 1 && !t->modules[bb].frozen)
         for (int c = 0; c < C; c++) {
-            double mib = bm_step_param_mib(&t->modules[bb]) * bm_cost_chunk_weight(t, c);
+            double mib = bm_step_param_mib(&km->modules[bb]) * bm_cost_chunk_weight(t, km, c);
             int x = spans_hosts(t, NULL, c % P);
             double gbps, lat;
             coll_link(dv, x, &gbps, &lat);
@@ -212,7 +212,7 @@ int bm_step_model_ranks(const struct bm_table *t, const struct bm_timeline *tl, 
         int k = n_hosts_of(t, h, m) * D, x = spans_hosts(t, h + m, -1);
         double gbps, lat;
         coll_link(dv, x, &gbps, &lat);
-        double ms = bm_step_ring_ms(k, bm_step_param_mib(&t->modules[m]), gbps, lat, !t->zero);
+        double ms = bm_step_ring_ms(k, bm_step_param_mib(&km->modules[m]), gbps, lat, !t->zero);
         if (ms > 0) cs[n++] = (struct coll){last_mod[m], C + m, -1, m, ms};
     }
     out->n_collectives = n;
@@ -223,7 +223,7 @@ int bm_step_model_ranks(const struct bm_table *t, const struct bm_timeline *tl, 
             ranks[r] = (struct bm_step_rank){first[r], first[r] >= 0 ? free_at[r] : -1, busy[r], 0, 0, 0};
     for (int r = 0; r < P; r++) {
         opt_start[r] = walk_end[r] > free_at[r] ? walk_end[r] : free_at[r];
-        opt_end[r] = opt_start[r] + dv->optimizer_ms_per_gib * mem[r].optim_mib / 1024.0 * bm_cost_rank_scale(t, r);
+        opt_end[r] = opt_start[r] + dv->optimizer_ms_per_gib * mem[r].optim_mib / 1024.0 * bm_cost_rank_scale(t, km, r);
     }
     double *done_at = opt_end;
     if (t->zero && n > 0) { /* the updated weights' all-gathers, after every member's optimizer */

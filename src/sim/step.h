@@ -1,7 +1,8 @@
 /* step.h — the whole training step after the pipeline walk: the gradient synchronisation over
  * the data-parallel replicas and the replicated modules, then the optimizer, and the state
  * memory split into weights, gradients and optimizer state (docs/simulator.md "The step").
- * Pure functions of (table, walk timeline); the table carries dp and zero.
+ * Pure functions of (table, cost model, walk timeline); the table carries dp, zero and the
+ * placement over hosts, the cost model the state sizes, links and optimizer time.
  *
  * Parts of a module's state per copy (MiB): weights = param_mib, gradients = param_mib,
  * optimizer state = max(0, state_mib - 2 * param_mib) (so the three add up to state_mib when
@@ -35,10 +36,11 @@
 #define BM_SIM_STEP_H
 
 #include "bigmac.h"
+#include "bigmac_cost.h"
 
 /* A module's state parts per copy (MiB), before chunk weights and sharding. */
-double bm_step_param_mib(const struct bm_table_module *m);
-double bm_step_optim_mib(const struct bm_table_module *m);
+double bm_step_param_mib(const struct bm_cost *m);
+double bm_step_optim_mib(const struct bm_cost *m);
 
 /* One rank's resident state (MiB), by part; optim is what the rank keeps (its shard). */
 struct bm_step_mem {
@@ -46,7 +48,7 @@ struct bm_step_mem {
 };
 
 /* out[0 .. pp-1]: the parts of each pipeline rank's state (every replica alike). */
-void bm_step_state(const struct bm_table *t, struct bm_step_mem *out);
+void bm_step_state(const struct bm_table *t, const struct bm_costs *c, struct bm_step_mem *out);
 
 /* Ring collective time (ms) over n ranks of 'mib' MiB on a link of gbps GB/s and lat_us us:
  * all-reduce when allreduce, else a reduce-scatter or an all-gather (half). 0 when n <= 1. */
@@ -64,8 +66,8 @@ struct bm_step {
 };
 
 /* The step of walk tl of table t (jitter-free model above). BM_ERR only when memory runs out. */
-int bm_step_model(const struct bm_table *t, const struct bm_timeline *tl, struct bm_step *out,
-                  struct bm_err *err);
+int bm_step_model(const struct bm_table *t, const struct bm_costs *c, const struct bm_timeline *tl,
+                  struct bm_step *out, struct bm_err *err);
 
 /* One pipeline rank's step after its walk (ms from the step's start; every replica alike). */
 struct bm_step_rank {
@@ -77,7 +79,7 @@ struct bm_step_rank {
 };
 
 /* bm_step_model, and when ranks is not NULL each rank's times into ranks[0 .. pp-1]. */
-int bm_step_model_ranks(const struct bm_table *t, const struct bm_timeline *tl, struct bm_step *out,
-                        struct bm_step_rank *ranks, struct bm_err *err);
+int bm_step_model_ranks(const struct bm_table *t, const struct bm_costs *c, const struct bm_timeline *tl,
+                        struct bm_step *out, struct bm_step_rank *ranks, struct bm_err *err);
 
 #endif

@@ -113,6 +113,7 @@ int bm_cluster_sweep(const struct bm_spec *s, const struct bm_plan_opts *base, c
                 for (int w = 0; w < (pols[p] == BM_POL_BIGMAC ? 2 : 1); w++) {
                     int window = w ? BM_WINDOW_FIT : BM_WINDOW_AUTO;
                     struct bm_table *t = NULL;
+                    struct bm_costs *c = NULL;
                     for (int zero = 0; zero <= 1; zero++) {
                         struct bm_spec sc = *s; /* shallow: only dp and zero differ */
                         sc.dp = dp;
@@ -134,8 +135,9 @@ int bm_cluster_sweep(const struct bm_spec *s, const struct bm_plan_opts *base, c
                             t->zero = 1;
                         } else {
                             bm_table_free(t);
-                            t = NULL;
-                            if (bm_plan_build_search(&sc, &po, o->search, &t, NULL, &e)) {
+                            bm_costs_free(c);
+                            t = NULL, c = NULL;
+                            if (bm_plan_build_search(&sc, &po, o->search, &t, &c, NULL, &e)) {
                                 skip(out, what, e.msg);
                                 t = NULL;
                                 continue;
@@ -143,7 +145,7 @@ int bm_cluster_sweep(const struct bm_spec *s, const struct bm_plan_opts *base, c
                         }
                         struct bm_timeline *tl;
                         struct bm_sim_opts so = {0, 1, spm};
-                        if (bm_simulate(t, &so, &tl, &e)) {
+                        if (bm_simulate(t, c, &so, &tl, &e)) {
                             skip(out, what, e.msg);
                             continue;
                         }
@@ -153,6 +155,7 @@ int bm_cluster_sweep(const struct bm_spec *s, const struct bm_plan_opts *base, c
                         bm_timeline_free(tl);
                     }
                     bm_table_free(t);
+                    bm_costs_free(c);
                 }
         }
     }

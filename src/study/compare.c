@@ -42,14 +42,16 @@ static void fill_row(const struct bm_spec *s, const struct bm_plan_opts *o, cons
     struct bm_plan_opts po = *o;
     po.policy = row->policy;
     struct bm_table *t = NULL;
+    struct bm_costs *c = NULL;
     struct bm_timeline *tl = NULL;
     struct bm_err err;
     double lb = -1;
     row->lower_ms = -1;
-    if (bm_plan_build_search(s, &po, search, &t, &lb, &err) || bm_simulate(t, co->sim, &tl, &err)) {
+    if (bm_plan_build_search(s, &po, search, &t, &c, &lb, &err) || bm_simulate(t, c, co->sim, &tl, &err)) {
         snprintf(row->error, sizeof row->error, "%s", err.msg);
         bm_table_free(t);
-        if (co->keep) co->keep(co->ctx, row, NULL, NULL);
+        bm_costs_free(c);
+        if (co->keep) co->keep(co->ctx, row, NULL, NULL, NULL);
         return;
     }
     row->ok = 1;
@@ -66,12 +68,14 @@ static void fill_row(const struct bm_spec *s, const struct bm_plan_opts *o, cons
     row->window = t->window;
     row->n_ops = bm_table_n_ops(t);
     row->nested_max_ms = bm_study_nested_max_ms(tl);
-    if (co->keep && co->keep(co->ctx, row, t, tl)) {
+    if (co->keep && co->keep(co->ctx, row, t, c, tl)) {
         row->t = t;
+        row->c = c;
         row->tl = tl;
     } else {
         bm_timeline_free(tl);
         bm_table_free(t);
+        bm_costs_free(c);
     }
 }
 
@@ -124,7 +128,8 @@ void bm_compare_free(struct bm_compare *c)
 {
     for (int i = 0; i < c->n_rows; i++) {
         bm_table_free(c->rows[i].t);
+        bm_costs_free(c->rows[i].c);
         bm_timeline_free(c->rows[i].tl);
-        c->rows[i].t = NULL, c->rows[i].tl = NULL;
+        c->rows[i].t = NULL, c->rows[i].c = NULL, c->rows[i].tl = NULL;
     }
 }

@@ -55,10 +55,13 @@ static int one_point(const struct bm_spec *s, const struct bm_plan_opts *o, doub
                      enum bm_frontier_rc rc, struct bm_frontier_point *pt, struct kept *kp, struct bm_err *err)
 {
     struct bm_table *t = NULL;
+    struct bm_costs *c = NULL;
     struct bm_timeline *tl = NULL;
     struct bm_sim_opts so = {0, 1, s->data.samples_per_microbatch};
-    if (bm_plan_build(s, o, &t, err)) return BM_ERR;
-    if (bm_simulate(t, &so, &tl, err)) {
+    if (bm_plan_build(s, o, &t, &c, err)) return BM_ERR;
+    int src = bm_simulate(t, c, &so, &tl, err);
+    bm_costs_free(c); /* the points keep their schedule and timeline only */
+    if (src) {
         bm_table_free(t);
         return BM_ERR;
     }

@@ -16,23 +16,23 @@ static json_t *roles_json(const double *mib)
                      GIB(mib[BM_ROLE_BACKBONE]), "generator", GIB(mib[BM_ROLE_GENERATOR]));
 }
 
-json_t *bm_study_hosts_json(const struct bm_table *t)
+json_t *bm_study_hosts_json(const struct bm_table *t, const struct bm_costs *c)
 {
     struct bm_host_traffic h;
-    bm_cost_host_traffic(t, &h);
+    bm_cost_host_traffic(t, c, &h);
     return json_pack("{s:i, s:i, s:f, s:f, s:I, s:I, s:f, s:f, s:f}", "hosts", h.hosts, "ranks_per_host",
-                     t->device.ranks_per_host, "inter_host_gbytes_per_s", t->device.inter_host_gbytes_per_s,
-                     "inter_host_latency_us", t->device.inter_host_latency_us, "transfers", (json_int_t)h.sends,
+                     t->ranks_per_host, "inter_host_gbytes_per_s", c->device.inter_host_gbytes_per_s,
+                     "inter_host_latency_us", c->device.inter_host_latency_us, "transfers", (json_int_t)h.sends,
                      "cross_host_transfers", (json_int_t)h.cross, "cross_host_mib", h.cross_mib,
                      "cross_host_ms", h.cross_ms, "cross_host_intra_link_ms", h.cross_intra_ms);
 }
 
-json_t *bm_study_sim_json(const struct bm_table *t, const struct bm_timeline *tl)
+json_t *bm_study_sim_json(const struct bm_table *t, const struct bm_costs *c, const struct bm_timeline *tl)
 {
     json_t *ranks = json_array();
     int split = bm_table_splits(t, -1);
     struct bm_step_mem *parts = bm_calloc((size_t)(tl->pp > 0 ? tl->pp : 1), sizeof *parts);
-    if (parts) bm_step_state(t, parts);
+    if (parts) bm_step_state(t, c, parts);
     for (int r = 0; r < tl->pp; r++) {
         const struct bm_rank_timeline *rt = &tl->ranks[r];
         double idle = rt->idle_lead_ms + rt->idle_mid_ms + rt->idle_tail_ms;
@@ -67,7 +67,7 @@ json_t *bm_study_sim_json(const struct bm_table *t, const struct bm_timeline *tl
         json_object_update_new(j, json_pack("{s:i, s:f, s:f, s:f, s:f}", "zero", t->zero, "step_ms", tl->step_ms,
                                             "sync_exposed_ms", tl->sync_exposed_ms, "sync_total_ms",
                                             tl->sync_total_ms, "optimizer_ms", tl->optimizer_ms));
-    if (j && t->device.ranks_per_host > 0) json_object_set_new(j, "hosts", bm_study_hosts_json(t));
+    if (j && t->ranks_per_host > 0) json_object_set_new(j, "hosts", bm_study_hosts_json(t, c));
     return j;
 }
 
@@ -75,14 +75,14 @@ json_t *bm_study_sim_json(const struct bm_table *t, const struct bm_timeline *tl
 
 /* Each row's object, built while its table and timeline exist (bm_compare's keep callback). */
 static int row_json(void *ctx, const struct bm_compare_row *row, const struct bm_table *t,
-                    const struct bm_timeline *tl)
+                    const struct bm_costs *c, const struct bm_timeline *tl)
 {
     json_t **slot = ctx;
     json_t *j;
     if (!row->ok) {
         j = json_pack("{s:s, s:s}", "policy", bm_compare_row_name(row), "error", row->error);
     } else {
-        j = bm_study_sim_json(t, tl);
+        j = bm_study_sim_json(t, c, tl);
         if (j && row->recompute) json_object_set_new(j, "policy", json_string(bm_compare_row_name(row)));
     }
     slot[row->recompute ? BM_N_POLICIES : row->policy] = j;
@@ -128,9 +128,9 @@ static int write_json(json_t *j, FILE *f)
     return rc;
 }
 
-int bm_timeline_write_json(const struct bm_table *t, const struct bm_timeline *tl, FILE *f)
+int bm_timeline_write_json(const struct bm_table *t, const struct bm_costs *c, const struct bm_timeline *tl, FILE *f)
 {
-    return write_json(bm_study_sim_json(t, tl), f);
+    return write_json(bm_study_sim_json(t, c, tl), f);
 }
 
 int bm_compare_write_json(struct bm_spec *s, const struct bm_plan_opts *o, const struct bm_compare_opts *opts,

@@ -19,9 +19,9 @@ void bm_study_window_name(int w, char *buf, size_t n);
 /* The JSON object `simulate --json` prints for one table and its timeline (new reference):
  * policy, backbone, settings, makespan, bubble, samples/s, memory, per-rank figures, and
  * "hosts" for a table placed over hosts. */
-json_t *bm_study_sim_json(const struct bm_table *t, const struct bm_timeline *tl);
+json_t *bm_study_sim_json(const struct bm_table *t, const struct bm_costs *c, const struct bm_timeline *tl);
 /* The host-placement figures of t (src/sim/hosts.h) as the "hosts" object (new reference). */
-json_t *bm_study_hosts_json(const struct bm_table *t);
+json_t *bm_study_hosts_json(const struct bm_table *t, const struct bm_costs *c);
 
 /* bm_compare of s (opts->keep is replaced) and the object `simulate --compare --json` prints:
  * {"results": [one bm_study_sim_json per row, or {"policy", "error"}, optimus+recompute after

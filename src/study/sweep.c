@@ -41,9 +41,12 @@ static void run_one(const struct bm_spec *s, const struct bm_plan_opts *o, const
                     struct bm_sweep *sw)
 {
     struct bm_table *t = NULL;
+    struct bm_costs *c = NULL;
     struct bm_timeline *tl = NULL;
     struct bm_err err;
-    if (bm_plan_build(s, o, &t, &err) || bm_simulate(t, so->sim, &tl, &err)) {
+    int rc = bm_plan_build(s, o, &t, &c, &err) || bm_simulate(t, c, so->sim, &tl, &err);
+    bm_costs_free(c);
+    if (rc) {
         bm_table_free(t);
         struct bm_sweep_skip *k = &sw->skipped[sw->n_skipped++];
         *k = (struct bm_sweep_skip){.pp = o->pp, .vpp = o->vpp, .microbatches = o->microbatches,

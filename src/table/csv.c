@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "table/flow.h"
+#include "bigmac_cost.h"
 #include "table/table.h"
 #include "util/util.h"
 
@@ -63,16 +64,18 @@ static void put_fields(FILE *f, const struct bm_field *fields, int n)
     }
 }
 
-int bm_csv_write(const struct bm_table *t, FILE *f)
+int bm_csv_write(const struct bm_table *t, const struct bm_costs *costs, FILE *f)
 {
     if (bm_csv_check_names(t, NULL)) return BM_ERR;
+    struct bm_costs none = {0};
+    const struct bm_costs *km = costs ? costs : &none; /* none: every cost 0 */
     fprintf(f, "# bigmac-table version=1 pp=%d vpp=%d microbatches=%d unit=%d window=%d "
                "backbone=%s policy=%s warmup_extra=%d\n",
             t->pp, t->vpp, t->microbatches, t->unit, t->window, bm_backbone_name(t->backbone),
             bm_policy_name(t->policy), t->warmup_extra);
     struct bm_field fields[8];
     fprintf(f, "# device");
-    put_fields(f, fields, bm_table_device_fields(&t->device, fields));
+    put_fields(f, fields, bm_table_device_fields(&km->device, t->ranks_per_host, fields));
     fprintf(f, "\n");
     int split = bm_table_splits(t, -1);
     for (int i = 0; i < t->n_modules; i++) {
@@ -84,14 +87,16 @@ int bm_csv_write(const struct bm_table *t, FILE *f)
             fprintf(f, " grad_to_backbone=%s", m->grad_to_backbone ? "true" : "false");
         if (m->recompute) fprintf(f, " recompute=full");
         if (m->frozen) fprintf(f, " trainable=false");
-        put_fields(f, fields, bm_table_cost_fields(m, split, fields));
+        static const struct bm_cost zero_cost;
+        put_fields(f, fields, bm_table_cost_fields(i < km->n_modules ? &km->modules[i] : &zero_cost, m->frozen, split,
+                                                   fields));
         fprintf(f, "\n");
     }
     int C = t->pp * t->vpp;
     fprintf(f, "# chunk_weights");
     for (int c = 0; c < C; c++) {
         fputc(' ', f);
-        bm_put_num(f, t->chunk_weights ? t->chunk_weights[c] : 1.0 / C);
+        bm_put_num(f, km->chunk_weights ? km->chunk_weights[c] : 1.0 / C);
     }
     fprintf(f, "\n");
     if (t->chunk_layers) {
@@ -109,14 +114,14 @@ int bm_csv_write(const struct bm_table *t, FILE *f)
     fprintf(f, "# mb_scale");
     for (int m = 0; m < t->microbatches; m++) {
         fputc(' ', f);
-        bm_put_num(f, t->mb_scale ? t->mb_scale[m] : 1.0);
+        bm_put_num(f, km->mb_scale ? km->mb_scale[m] : 1.0);
     }
     fprintf(f, "\n");
-    if (t->rank_time_scale) {
+    if (km->rank_time_scale) {
         fprintf(f, "# rank_time_scale");
         for (int r = 0; r < t->pp; r++) {
             fputc(' ', f);
-            bm_put_num(f, t->rank_time_scale[r]);
+            bm_put_num(f, km->rank_time_scale[r]);
         }
         fprintf(f, "\n");
     }
@@ -411,6 +416,7 @@ struct cp {
     int n_lines;
     int torch;  /* the file is in PyTorch's grammar (docs/csv.md "PyTorch's files") */
     int split;  /* ... and splits backwards (some I or W cell): its B is I and W back to back */
+    struct bm_costs *c; /* the costs the '#' lines (or the spec) give, beside the table */
 };
 
 static int at(struct cp *P, int line, int col, const char *fmt, ...)
@@ -585,11 +591,16 @@ static int parse_module(struct cp *P, const struct line *L, struct bm_table *t)
 {
     struct tok tk[16];
     int n = tokens(L, tk, 16);
-    if (bm_grow(&t->modules, &(int){t->n_modules}, t->n_modules + 1, sizeof *t->modules))
+    struct bm_costs *kc = P->c;
+    if (bm_grow(&t->modules, &(int){t->n_modules}, t->n_modules + 1, sizeof *t->modules) ||
+        bm_grow(&kc->modules, &(int){kc->n_modules}, kc->n_modules + 1, sizeof *kc->modules) ||
+        bm_grow(&kc->spread, &(int){kc->n_modules}, kc->n_modules + 1, sizeof *kc->spread))
         return bm_err_set(P->err, "%s: out of memory", P->name);
     struct bm_table_module *m = &t->modules[t->n_modules];
     memset(m, 0, sizeof *m);
-    m->cost = (struct bm_cost){1, 2, 0, 0, 0, 0, 0, 0};
+    struct bm_cost *mc = &kc->modules[kc->n_modules];
+    *mc = (struct bm_cost){1, 2, 0, 0, 0, 0, 0, 0};
+    kc->spread[kc->n_modules++] = 0;
     m->grad_to_backbone = 1;
     m->role = BM_ROLE_ENCODER;
     t->n_modules++;
@@ -630,18 +641,18 @@ static int parse_module(struct cp *P, const struct line *L, struct bm_table *t)
                 return at(P, L->no, tk[i].col, "trainable must be true or false");
             m->frozen = v[0] == 'f';
         } else {
-            double *dst = !strcmp(k, "fwd_ms") ? &m->cost.fwd_ms
-                          : !strcmp(k, "bwd_ms") ? &m->cost.bwd_ms
-                          : !strcmp(k, "act_mib") ? &m->cost.act_mib
-                          : !strcmp(k, "state_mib") ? &m->cost.state_mib
-                          : !strcmp(k, "out_mib") ? &m->cost.out_mib
-                          : !strcmp(k, "w_ms") ? &m->cost.w_ms
-                          : !strcmp(k, "act_w_mib") ? &m->cost.act_w_mib : NULL;
+            double *dst = !strcmp(k, "fwd_ms") ? &mc->fwd_ms
+                          : !strcmp(k, "bwd_ms") ? &mc->bwd_ms
+                          : !strcmp(k, "act_mib") ? &mc->act_mib
+                          : !strcmp(k, "state_mib") ? &mc->state_mib
+                          : !strcmp(k, "out_mib") ? &mc->out_mib
+                          : !strcmp(k, "w_ms") ? &mc->w_ms
+                          : !strcmp(k, "act_w_mib") ? &mc->act_w_mib : NULL;
             if (!dst) return at(P, L->no, tk[i].col, "unknown module key \"%s\" (name, role, consumes, produces, grad_to_backbone, recompute, trainable, fwd_ms, bwd_ms, act_mib, state_mib, out_mib, w_ms, act_w_mib)", k);
             if (parse_dbl(P, L->no, &tk[i], v, dst)) return BM_ERR;
         }
     }
-    m->cost.param_mib = m->cost.state_mib / 4; /* not in the CSV: the JSON table's default */
+    mc->param_mib = mc->state_mib / 4; /* not in the CSV: the JSON table's default */
     if (!m->name) return at(P, L->no, 1, "module line without name=");
     if (!has_role) return at(P, L->no, 1, "module \"%s\" without role=", m->name);
     if (m->role == BM_ROLE_BACKBONE) {
@@ -995,26 +1006,28 @@ static int parse_shell(struct cp *P, struct bm_table *t, const struct line *dev_
                        const struct line *ms_line, const struct line *rs_line, const struct line *cl_line)
 {
     int pp = t->pp, C = t->pp * t->vpp, M = t->microbatches;
-    t->device = (struct bm_device){80, 989, 0.4, 25, 10, 0, 12.5, 20, 0, 0, 0, 0, 0};
-    if (dev_line && parse_device(P, dev_line, &t->device)) return BM_ERR;
+    P->c->device = (struct bm_device){.memory_gib = 80, .peak_tflops = 989, .efficiency = 0.4, .link_gbytes_per_s = 25, .link_latency_us = 10,
+                                   .inter_host_gbytes_per_s = 12.5, .inter_host_latency_us = 20};
+    if (dev_line && parse_device(P, dev_line, &P->c->device)) return BM_ERR;
+    t->ranks_per_host = P->c->device.ranks_per_host; /* the placement is the table's */
     for (int i = 0; i < P->n_lines; i++)
         if (P->lines[i].len && P->lines[i].s[0] == '#' && first_word(&P->lines[i], "module") &&
             parse_module(P, &P->lines[i], t))
             return BM_ERR;
     if (t->backbone_module < 0) return at(P, 1, 1, "no \"# module\" line has role=backbone");
-    t->chunk_weights = bm_malloc((size_t)C * sizeof(double));
-    t->mb_scale = bm_malloc((size_t)M * sizeof(double));
-    if (!t->chunk_weights || !t->mb_scale) return bm_err_set(P->err, "out of memory");
-    for (int c = 0; c < C; c++) t->chunk_weights[c] = 1.0 / C;
-    for (int m = 0; m < M; m++) t->mb_scale[m] = 1.0;
-    if (cw_line && parse_numbers(P, cw_line, C, t->chunk_weights)) return BM_ERR;
-    if (ms_line && parse_numbers(P, ms_line, M, t->mb_scale)) return BM_ERR;
+    P->c->chunk_weights = bm_malloc((size_t)C * sizeof(double));
+    P->c->mb_scale = bm_malloc((size_t)M * sizeof(double));
+    if (!P->c->chunk_weights || !P->c->mb_scale) return bm_err_set(P->err, "out of memory");
+    for (int c = 0; c < C; c++) P->c->chunk_weights[c] = 1.0 / C;
+    for (int m = 0; m < M; m++) P->c->mb_scale[m] = 1.0;
+    if (cw_line && parse_numbers(P, cw_line, C, P->c->chunk_weights)) return BM_ERR;
+    if (ms_line && parse_numbers(P, ms_line, M, P->c->mb_scale)) return BM_ERR;
     if (rs_line) {
-        if (!(t->rank_time_scale = bm_malloc((size_t)pp * sizeof(double))))
+        if (!(P->c->rank_time_scale = bm_malloc((size_t)pp * sizeof(double))))
             return bm_err_set(P->err, "out of memory");
-        if (parse_numbers(P, rs_line, pp, t->rank_time_scale)) return BM_ERR;
+        if (parse_numbers(P, rs_line, pp, P->c->rank_time_scale)) return BM_ERR;
         for (int r = 0; r < pp; r++)
-            if (!(t->rank_time_scale[r] > 0))
+            if (!(P->c->rank_time_scale[r] > 0))
                 return at(P, rs_line->no, 1, "rank_time_scale: entry %d must be > 0", r + 1);
     }
     if (cl_line) {
@@ -1196,12 +1209,13 @@ static int build(struct cp *P, const struct bm_spec *spec, const struct bm_plan_
                   (long)C * M, BM_MAX_BACKBONE_OPS);
     struct bm_table *t;
     if (spec) { /* modules, costs, device, chunks, scales, warm-up: as the planner would */
-        if (bm_table_skeleton(spec, &shape, out, P->err)) return BM_ERR;
+        if (bm_table_skeleton(spec, &shape, out, &P->c, P->err)) return BM_ERR;
         t = *out;
     } else {
         if (!n_mod_lines && !P->torch)
             return at(P, 1, 1, "the CSV has no \"# module\" lines, so its modules are unknown\nhint: give the SPEC (bigmac plan --from-csv FILE SPEC), or write the CSV with `bigmac plan --csv`");
-        if (!(t = *out = bm_table_new(pp))) return bm_err_set(P->err, "%s: out of memory", P->name);
+        if (!(t = *out = bm_table_new(pp)) || !(P->c = bm_calloc(1, sizeof *P->c)))
+            return bm_err_set(P->err, "%s: out of memory", P->name);
         t->vpp = vpp;
         t->microbatches = M;
         t->unit = shape.unit;
@@ -1212,13 +1226,14 @@ static int build(struct cp *P, const struct bm_spec *spec, const struct bm_plan_
         } else {
             /* a PyTorch file alone: one backbone module whose every action takes one unit
              * (F = I = W = 1 ms per stage, B = 2), as in PyTorch's own step simulation */
-            if (!(t->modules = bm_calloc(1, sizeof *t->modules)) || !(t->modules[0].name = bm_strdup("backbone")))
+            if (!(t->modules = bm_calloc(1, sizeof *t->modules)) || !(t->modules[0].name = bm_strdup("backbone")) ||
+                !(P->c->modules = bm_calloc(1, sizeof *P->c->modules)) || !(P->c->spread = bm_calloc(1, sizeof(double))))
                 return bm_err_set(P->err, "%s: out of memory", P->name);
-            t->n_modules = 1;
+            t->n_modules = P->c->n_modules = 1;
             t->backbone_module = 0;
             t->modules[0].role = BM_ROLE_BACKBONE;
             t->modules[0].grad_to_backbone = 1;
-            t->modules[0].cost = (struct bm_cost){.fwd_ms = C, .bwd_ms = 2.0 * C, .w_ms = has_w ? (double)C : 0};
+            P->c->modules[0] = (struct bm_cost){.fwd_ms = C, .bwd_ms = 2.0 * C, .w_ms = has_w ? (double)C : 0};
             if (parse_shell(P, t, dev_line, NULL, NULL, NULL, NULL)) return BM_ERR;
         }
         if (P->torch) {
@@ -1294,10 +1309,11 @@ static int build(struct cp *P, const struct bm_spec *spec, const struct bm_plan_
 }
 
 int bm_csv_parse(const char *text, const char *name, const struct bm_spec *spec,
-                 const struct bm_plan_opts *o, struct bm_table **out, struct bm_err *err)
+                 const struct bm_plan_opts *o, struct bm_table **out, struct bm_costs **costs, struct bm_err *err)
 {
     *out = NULL;
-    struct cp P = {name, err, NULL, 0, 0, 0};
+    if (costs) *costs = NULL;
+    struct cp P = {name, err, NULL, 0, 0, 0, NULL};
     int cap = 0;
     const char *s = text;
     if (!strncmp(s, "\xef\xbb\xbf", 3)) s += 3; /* a UTF-8 byte-order mark, as spreadsheets write one */
@@ -1320,16 +1336,20 @@ int bm_csv_parse(const char *text, const char *name, const struct bm_spec *spec,
     bm_free(P.lines);
     if (rc) {
         bm_table_free(t);
+        bm_costs_free(P.c);
         return BM_ERR;
     }
     *out = t;
+    if (costs) *costs = P.c;
+    else bm_costs_free(P.c);
     return BM_OK;
 }
 
 int bm_csv_load(const char *path, const struct bm_spec *spec, const struct bm_plan_opts *o,
-                struct bm_table **out, struct bm_err *err)
+                struct bm_table **out, struct bm_costs **costs, struct bm_err *err)
 {
     *out = NULL;
+    if (costs) *costs = NULL;
     size_t len;
     char *text = bm_read_file_max(path, (size_t)BM_MAX_TABLE_TEXT, &len, err);
     if (!text) return BM_ERR;
@@ -1337,7 +1357,7 @@ int bm_csv_load(const char *path, const struct bm_spec *spec, const struct bm_pl
         bm_free(text);
         return bm_err_set(err, "%s: not a text file (contains a NUL byte)", path);
     }
-    int rc = bm_csv_parse(text, path, spec, o, out, err);
+    int rc = bm_csv_parse(text, path, spec, o, out, costs, err);
     bm_free(text);
     return rc;
 }

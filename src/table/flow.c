@@ -123,7 +123,7 @@ static int intern(struct bm_flow *f, const struct bm_table *t, const char *name,
     if (xindex_grow(f) || bm_grow(&f->extra, &f->cap_extra, n + 1, sizeof *f->extra)) return -1;
     char *copy = bm_strdup(name);
     if (!copy) return -1;
-    f->extra[n] = (struct bm_tensor){copy, module, grad, t->modules[module].cost.out_mib};
+    f->extra[n] = (struct bm_tensor){copy, module, grad};
     *xslot(f, copy) = n + 1;
     return f->n_tensors++;
 }
@@ -335,7 +335,7 @@ int bm_table_finish(struct bm_table *t, struct bm_err *err)
     /* the graph's tensors the table lacks join it in their flow order, so their indices stay */
     for (int i = f->n_table; i < f->n_tensors; i++) {
         const struct bm_tensor *x = &f->extra[i - f->n_table];
-        if (bm_table_tensor(t, x->name, x->module, x->grad, x->mib) != i) {
+        if (bm_table_tensor(t, x->name, x->module, x->grad) != i) {
             bm_flow_free(f);
             return bm_err_set(err, "out of memory adding the dataflow's tensors to the table");
         }

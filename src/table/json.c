@@ -10,19 +10,20 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "bigmac_cost.h"
 #include "spec/jpos.h"
 #include "table/table.h"
 #include "util/util.h"
 
-/* The executor's time outside the ops: top-level keys in us, the table's fields in ms
+/* The executor's time outside the ops: top-level keys in us, the cost model's fields in ms
  * (src/sim/cost.h). */
 static const struct {
     const char *key;
-    size_t off; /* of the double in struct bm_table */
-} overheads[] = {{"op_overhead_us", offsetof(struct bm_table, op_overhead_ms)},
-                 {"op_overhead_sd_us", offsetof(struct bm_table, op_overhead_sd_ms)},
-                 {"recv_overhead_us", offsetof(struct bm_table, recv_overhead_ms)},
-                 {"step_lead_us", offsetof(struct bm_table, step_lead_ms)}};
+    size_t off; /* of the double in struct bm_costs */
+} overheads[] = {{"op_overhead_us", offsetof(struct bm_costs, op_overhead_ms)},
+                 {"op_overhead_sd_us", offsetof(struct bm_costs, op_overhead_sd_ms)},
+                 {"recv_overhead_us", offsetof(struct bm_costs, recv_overhead_ms)},
+                 {"step_lead_us", offsetof(struct bm_costs, step_lead_ms)}};
 enum { N_OVERHEADS = sizeof overheads / sizeof overheads[0] };
 
 /* ---------------------------------------------------------------- writer */
@@ -46,8 +47,10 @@ static void put_strv(FILE *f, char **v, int n)
     fputc(']', f);
 }
 
-int bm_table_write_json(const struct bm_table *t, FILE *f)
+int bm_table_write_json(const struct bm_table *t, const struct bm_costs *costs, FILE *f)
 {
+    struct bm_costs none = {0};
+    const struct bm_costs *km = costs ? costs : &none; /* none: every cost 0 */
     fprintf(f, "{\"format\": \"%s\", \"version\": %d,\n", BM_TABLE_FORMAT, BM_TABLE_VERSION);
     fprintf(f, " \"pp\": %d, \"vpp\": %d, \"microbatches\": %d, \"unit\": %d, \"window\": %d,\n",
             t->pp, t->vpp, t->microbatches, t->unit, t->window);
@@ -57,15 +60,15 @@ int bm_table_write_json(const struct bm_table *t, FILE *f)
             bm_backbone_name(t->backbone), bm_policy_name(t->policy), t->warmup_extra);
     struct bm_field fields[8];
     fprintf(f, " \"device\": {");
-    put_fields(f, fields, bm_table_device_fields(&t->device, fields));
-    if (t->device.optimizer_ms_per_gib > 0) { /* absent = 0 (sim/step.h) */
+    put_fields(f, fields, bm_table_device_fields(&km->device, t->ranks_per_host, fields));
+    if (km->device.optimizer_ms_per_gib > 0) { /* absent = 0 (sim/step.h) */
         fprintf(f, ", \"optimizer_ms_per_gib\": ");
-        bm_put_num(f, t->device.optimizer_ms_per_gib);
+        bm_put_num(f, km->device.optimizer_ms_per_gib);
     }
     const char *coll_names[4] = {"coll_gbytes_per_s", "coll_latency_us", "inter_host_coll_gbytes_per_s",
                                  "inter_host_coll_latency_us"}; /* absent = 0: the link's (sim/step.h) */
-    const double coll[4] = {t->device.coll_gbytes_per_s, t->device.coll_latency_us,
-                            t->device.inter_host_coll_gbytes_per_s, t->device.inter_host_coll_latency_us};
+    const double coll[4] = {km->device.coll_gbytes_per_s, km->device.coll_latency_us,
+                            km->device.inter_host_coll_gbytes_per_s, km->device.inter_host_coll_latency_us};
     for (int k = 0; k < 4; k++)
         if (coll[k] > 0) {
             fprintf(f, ", \"%s\": ", coll_names[k]);
@@ -85,18 +88,21 @@ int bm_table_write_json(const struct bm_table *t, FILE *f)
             fprintf(f, ", \"grad_to_backbone\": %s", m->grad_to_backbone ? "true" : "false");
         if (m->recompute) fprintf(f, ", \"recompute\": \"full\""); /* absent = "none" */
         if (m->frozen) fprintf(f, ", \"trainable\": false");        /* absent = true */
-        int nf = bm_table_cost_fields(m, split, fields);
+        static const struct bm_cost zero_cost;
+        const struct bm_cost *k = i < km->n_modules ? &km->modules[i] : &zero_cost;
+        double spread = i < km->n_modules && km->spread ? km->spread[i] : 0;
+        int nf = bm_table_cost_fields(k, m->frozen, split, fields);
         fprintf(f, ",\n   \"cost\": {");
         put_fields(f, fields, 5);
-        if (m->spread > 0) { /* absent = 0 */
+        if (spread > 0) { /* absent = 0 */
             fprintf(f, ", \"spread\": ");
-            bm_put_num(f, m->spread);
+            bm_put_num(f, spread);
         }
         if (nf > 5) fputs(", ", f);
         put_fields(f, fields + 5, nf - 5);
-        if (m->cost.param_mib != m->cost.state_mib / 4) { /* absent = state_mib / 4 (sim/step.h) */
+        if (k->param_mib != k->state_mib / 4) { /* absent = state_mib / 4 (sim/step.h) */
             fprintf(f, ", \"param_mib\": ");
-            bm_put_num(f, m->cost.param_mib);
+            bm_put_num(f, k->param_mib);
         }
         fprintf(f, "}}%s\n", i + 1 < t->n_modules ? "," : "");
     }
@@ -104,7 +110,7 @@ int bm_table_write_json(const struct bm_table *t, FILE *f)
     fprintf(f, " ],\n \"chunk_weights\": [");
     for (int c = 0; c < C; c++) {
         if (c) fputs(", ", f);
-        bm_put_num(f, t->chunk_weights ? t->chunk_weights[c] : 1.0 / C);
+        bm_put_num(f, km->chunk_weights ? km->chunk_weights[c] : 1.0 / C);
     }
     fprintf(f, "],\n");
     if (t->chunk_layers) {
@@ -122,19 +128,19 @@ int bm_table_write_json(const struct bm_table *t, FILE *f)
     fprintf(f, " \"mb_scale\": [");
     for (int m = 0; m < t->microbatches; m++) {
         if (m) fputs(", ", f);
-        bm_put_num(f, t->mb_scale ? t->mb_scale[m] : 1.0);
+        bm_put_num(f, km->mb_scale ? km->mb_scale[m] : 1.0);
     }
     fprintf(f, "],\n");
-    if (t->rank_time_scale) {
+    if (km->rank_time_scale) {
         fprintf(f, " \"rank_time_scale\": [");
         for (int r = 0; r < t->pp; r++) {
             if (r) fputs(", ", f);
-            bm_put_num(f, t->rank_time_scale[r]);
+            bm_put_num(f, km->rank_time_scale[r]);
         }
         fprintf(f, "],\n");
     }
     for (int k = 0; k < N_OVERHEADS; k++) {
-        double ms = *(const double *)(const void *)((const char *)t + overheads[k].off);
+        double ms = *(const double *)(const void *)((const char *)km + overheads[k].off);
         if (ms > 0) {
             fprintf(f, " \"%s\": ", overheads[k].key);
             bm_put_num(f, ms * 1000.0);
@@ -167,15 +173,15 @@ int bm_table_write_json(const struct bm_table *t, FILE *f)
     return ferror(f) ? BM_ERR : BM_OK;
 }
 
-int bm_table_save(const struct bm_table *t, const char *path, struct bm_err *err)
+int bm_table_save(const struct bm_table *t, const struct bm_costs *c, const char *path, struct bm_err *err)
 {
     if (!strcmp(path, "-")) {
-        if (bm_table_write_json(t, stdout)) return bm_err_set(err, "<stdout>: write error");
+        if (bm_table_write_json(t, c, stdout)) return bm_err_set(err, "<stdout>: write error");
         return BM_OK;
     }
     FILE *f = fopen(path, "w");
     if (!f) return bm_err_set(err, "%s: cannot write: %s", path, strerror(errno));
-    int rc = bm_table_write_json(t, f);
+    int rc = bm_table_write_json(t, c, f);
     if (fclose(f) || rc) return bm_err_set(err, "%s: write error: %s", path, strerror(errno));
     return BM_OK;
 }
@@ -186,6 +192,7 @@ struct ld {
     const char *text, *name;
     struct bm_err *err;
     const char *ranks_at; /* the "ranks" array in text when it is streamed (stream_ranks), else NULL */
+    struct bm_costs *c;   /* the costs the table carries, filled beside it */
 };
 
 /* Report an error at JSON path 'path' ("ranks[1].ops[3].mb"). */
@@ -313,7 +320,10 @@ static int load_modules(struct ld *L, json_t *root, struct bm_table *t)
     if (json_array_size(mods) > 256) return fail(L, "modules", "more than 256 modules");
     int n = (int)json_array_size(mods);
     t->modules = bm_calloc((size_t)n, sizeof *t->modules);
-    if (!t->modules) return bm_err_set(L->err, "%s: out of memory", L->name);
+    struct bm_costs *k = L->c;
+    k->modules = bm_calloc((size_t)n, sizeof *k->modules);
+    k->spread = bm_calloc((size_t)n, sizeof *k->spread);
+    if (!t->modules || !k->modules || !k->spread) return bm_err_set(L->err, "%s: out of memory", L->name);
     for (int i = 0; i < n; i++) {
         char p[64];
         snprintf(p, sizeof p, "modules[%d]", i);
@@ -321,8 +331,9 @@ static int load_modules(struct ld *L, json_t *root, struct bm_table *t)
         if (!json_is_object(mo)) return fail(L, p, "a module must be an object");
         if (check_keys(L, mo, p, mkeys)) return BM_ERR;
         struct bm_table_module *m = &t->modules[i];
-        t->n_modules = i + 1;
-        m->cost = (struct bm_cost){1, 2, 0, 0, 0, 0, 0, 0};
+        t->n_modules = k->n_modules = i + 1;
+        struct bm_cost *mc = &k->modules[i];
+        *mc = (struct bm_cost){1, 2, 0, 0, 0, 0, 0, 0};
         m->grad_to_backbone = 1;
         const char *name, *role;
         if (get_str(L, mo, p, "name", &name) || get_str(L, mo, p, "role", &role)) return BM_ERR;
@@ -381,30 +392,30 @@ static int load_modules(struct ld *L, json_t *root, struct bm_table *t)
             char q[80];
             snprintf(q, sizeof q, "%s.cost", p);
             if (!json_is_object(c)) return fail(L, q, "\"cost\" must be an object");
-            if (check_keys(L, c, q, ckeys) || get_num(L, c, q, "fwd_ms", &m->cost.fwd_ms) ||
-                get_num(L, c, q, "bwd_ms", &m->cost.bwd_ms) ||
-                get_num(L, c, q, "act_mib", &m->cost.act_mib) ||
-                get_num(L, c, q, "state_mib", &m->cost.state_mib) ||
-                get_num(L, c, q, "out_mib", &m->cost.out_mib) ||
-                get_num(L, c, q, "w_ms", &m->cost.w_ms) ||
-                get_num(L, c, q, "act_w_mib", &m->cost.act_w_mib))
+            if (check_keys(L, c, q, ckeys) || get_num(L, c, q, "fwd_ms", &mc->fwd_ms) ||
+                get_num(L, c, q, "bwd_ms", &mc->bwd_ms) ||
+                get_num(L, c, q, "act_mib", &mc->act_mib) ||
+                get_num(L, c, q, "state_mib", &mc->state_mib) ||
+                get_num(L, c, q, "out_mib", &mc->out_mib) ||
+                get_num(L, c, q, "w_ms", &mc->w_ms) ||
+                get_num(L, c, q, "act_w_mib", &mc->act_w_mib))
                 return BM_ERR;
-            m->cost.param_mib = m->cost.state_mib / 4; /* absent: a quarter of the state */
-            if (get_num(L, c, q, "param_mib", &m->cost.param_mib)) return BM_ERR;
+            mc->param_mib = mc->state_mib / 4; /* absent: a quarter of the state */
+            if (get_num(L, c, q, "param_mib", &mc->param_mib)) return BM_ERR;
             if (json_object_get(c, "spread")) {
-                if (get_num(L, c, q, "spread", &m->spread)) return BM_ERR;
-                if (!(m->spread >= 0 && m->spread <= 10)) {
+                if (get_num(L, c, q, "spread", &k->spread[i])) return BM_ERR;
+                if (!(k->spread[i] >= 0 && k->spread[i] <= 10)) {
                     char q2[96];
                     snprintf(q2, sizeof q2, "%s.spread", q);
                     return fail(L, q2, "\"spread\" must be a number in [0, 10]");
                 }
             }
-            if (m->cost.w_ms > 0 && m->cost.w_ms >= m->cost.bwd_ms) /* the spec's rule: a part of bwd_ms */
+            if (mc->w_ms > 0 && mc->w_ms >= mc->bwd_ms) /* the spec's rule: a part of bwd_ms */
                 return fail(L, q, "\"w_ms\" (%g) must be less than \"bwd_ms\" (%g): it is the weight-gradient part of the backward",
-                            m->cost.w_ms, m->cost.bwd_ms);
-            if (m->cost.act_w_mib > m->cost.act_mib)
+                            mc->w_ms, mc->bwd_ms);
+            if (mc->act_w_mib > mc->act_mib)
                 return fail(L, q, "\"act_w_mib\" (%g) is more than \"act_mib\" (%g): it is the part of the activation kept from B to W",
-                            m->cost.act_w_mib, m->cost.act_mib);
+                            mc->act_w_mib, mc->act_mib);
         }
     }
     if (t->backbone_module < 0) return fail(L, "modules", "no module has role \"backbone\"");
@@ -867,6 +878,7 @@ static int load_root(struct ld *L, json_t *root, struct bm_table **out)
     struct bm_table *t = bm_table_new(pp);
     if (!t) return bm_err_set(L->err, "%s: out of memory", L->name);
     *out = t;
+    struct bm_costs *k = L->c;
     t->vpp = 1;
     if (get_int(L, root, "", "vpp", 0, 1, 64, &t->vpp) ||
         get_int(L, root, "", "microbatches", 1, 1, 1000000, &t->microbatches))
@@ -890,27 +902,29 @@ static int load_root(struct ld *L, json_t *root, struct bm_table **out)
         return fail(L, "backbone", "unknown backbone schedule \"%s\" (gpipe, 1f1b, interleaved, zb-h1, zb-interleaved, zb-v, dualpipe-v)", bbs);
     if (bm_policy_parse(pols, &t->policy))
         return fail(L, "policy", "unknown policy \"%s\"", pols);
-    t->device = (struct bm_device){80, 989, 0.4, 25, 10, 0, 12.5, 20, 0, 0, 0, 0, 0};
+    k->device = (struct bm_device){.memory_gib = 80, .peak_tflops = 989, .efficiency = 0.4, .link_gbytes_per_s = 25, .link_latency_us = 10,
+                .inter_host_gbytes_per_s = 12.5, .inter_host_latency_us = 20};
     json_t *d = json_object_get(root, "device");
     if (d) {
         if (!json_is_object(d)) return fail(L, "device", "\"device\" must be an object");
         if (check_keys(L, d, "device", dkeys) ||
-            get_num(L, d, "device", "memory_gib", &t->device.memory_gib) ||
-            get_num(L, d, "device", "peak_tflops", &t->device.peak_tflops) ||
-            get_num(L, d, "device", "efficiency", &t->device.efficiency) ||
-            get_num(L, d, "device", "link_gbytes_per_s", &t->device.link_gbytes_per_s) ||
-            get_num(L, d, "device", "link_latency_us", &t->device.link_latency_us) || load_hosts(L, d, &t->device) ||
-            get_num(L, d, "device", "optimizer_ms_per_gib", &t->device.optimizer_ms_per_gib) ||
-            get_num(L, d, "device", "coll_gbytes_per_s", &t->device.coll_gbytes_per_s) ||
-            get_num(L, d, "device", "coll_latency_us", &t->device.coll_latency_us) ||
-            get_num(L, d, "device", "inter_host_coll_gbytes_per_s", &t->device.inter_host_coll_gbytes_per_s) ||
-            get_num(L, d, "device", "inter_host_coll_latency_us", &t->device.inter_host_coll_latency_us))
+            get_num(L, d, "device", "memory_gib", &k->device.memory_gib) ||
+            get_num(L, d, "device", "peak_tflops", &k->device.peak_tflops) ||
+            get_num(L, d, "device", "efficiency", &k->device.efficiency) ||
+            get_num(L, d, "device", "link_gbytes_per_s", &k->device.link_gbytes_per_s) ||
+            get_num(L, d, "device", "link_latency_us", &k->device.link_latency_us) || load_hosts(L, d, &k->device) ||
+            get_num(L, d, "device", "optimizer_ms_per_gib", &k->device.optimizer_ms_per_gib) ||
+            get_num(L, d, "device", "coll_gbytes_per_s", &k->device.coll_gbytes_per_s) ||
+            get_num(L, d, "device", "coll_latency_us", &k->device.coll_latency_us) ||
+            get_num(L, d, "device", "inter_host_coll_gbytes_per_s", &k->device.inter_host_coll_gbytes_per_s) ||
+            get_num(L, d, "device", "inter_host_coll_latency_us", &k->device.inter_host_coll_latency_us))
             return BM_ERR;
-        if (t->device.link_gbytes_per_s > 0 && t->device.link_gbytes_per_s < 1e-6)
+        if (k->device.link_gbytes_per_s > 0 && k->device.link_gbytes_per_s < 1e-6)
             return fail(L, "device.link_gbytes_per_s",
                         "\"link_gbytes_per_s\" must be 0 (no transfer cost) or >= 1e-06, got %g",
-                        t->device.link_gbytes_per_s);
+                        k->device.link_gbytes_per_s);
     }
+    t->ranks_per_host = k->device.ranks_per_host; /* the placement is the table's */
     if (load_modules(L, root, t)) return BM_ERR;
     if (json_object_get(root, "warmup_extra")) {
         if (get_int(L, root, "", "warmup_extra", 0, 0, 1000000, &t->warmup_extra)) return BM_ERR;
@@ -918,21 +932,21 @@ static int load_root(struct ld *L, json_t *root, struct bm_table **out)
         return bm_err_set(L->err, "%s: out of memory", L->name);
     }
     int C = t->pp * t->vpp;
-    if (load_doubles(L, root, "chunk_weights", C, 1.0 / C, 0, &t->chunk_weights) ||
-        load_doubles(L, root, "mb_scale", t->microbatches, 1.0, 0, &t->mb_scale))
+    if (load_doubles(L, root, "chunk_weights", C, 1.0 / C, 0, &k->chunk_weights) ||
+        load_doubles(L, root, "mb_scale", t->microbatches, 1.0, 0, &k->mb_scale))
         return BM_ERR;
-    for (int k = 0; k < N_OVERHEADS; k++) {
-        const char *key = overheads[k].key;
+    for (int n = 0; n < N_OVERHEADS; n++) {
+        const char *key = overheads[n].key;
         json_t *j = json_object_get(root, key);
         if (!j) continue;
         double v = json_is_number(j) ? json_number_value(j) : -1;
         if (!(v >= 0) || v > 1e12) return fail(L, key, "\"%s\" must be a number >= 0", key);
-        *(double *)(void *)((char *)t + overheads[k].off) = v / 1000.0;
+        *(double *)(void *)((char *)L->c + overheads[n].off) = v / 1000.0;
     }
     if (json_object_get(root, "rank_time_scale")) {
-        if (load_doubles(L, root, "rank_time_scale", t->pp, 1.0, 0, &t->rank_time_scale)) return BM_ERR;
+        if (load_doubles(L, root, "rank_time_scale", t->pp, 1.0, 0, &k->rank_time_scale)) return BM_ERR;
         for (int r = 0; r < t->pp; r++)
-            if (!(t->rank_time_scale[r] > 0)) {
+            if (!(k->rank_time_scale[r] > 0)) {
                 char p[64];
                 snprintf(p, sizeof p, "rank_time_scale[%d]", r);
                 return fail(L, p, "\"rank_time_scale\" entries must be > 0");
@@ -1013,14 +1027,16 @@ static int load_root(struct ld *L, json_t *root, struct bm_table **out)
     return BM_OK;
 }
 
-int bm_table_parse(const char *text, const char *name, struct bm_table **out, struct bm_err *err)
+int bm_table_parse(const char *text, const char *name, struct bm_table **out, struct bm_costs **costs,
+                   struct bm_err *err)
 {
     *out = NULL;
+    if (costs) *costs = NULL;
     size_t len = strlen(text);
     if (len > (size_t)BM_MAX_TABLE_TEXT)
         return bm_err_set(err, "%s: the table is %zu bytes; a table may be at most %ld MiB", name,
                           len, BM_MAX_TABLE_TEXT >> 20);
-    struct ld L = {text, name, err, NULL};
+    struct ld L = {text, name, err, NULL, NULL};
     const char *a, *b;
     int line, col;
     if (bm_jpos_depth(text, 64, &line, &col))
@@ -1030,6 +1046,10 @@ int bm_table_parse(const char *text, const char *name, struct bm_table **out, st
     if (!find_ranks(text, &a, &b)) { /* the usual shape: stream the ranks */
         if (!(head = header_text(text, a, b))) return bm_err_set(err, "%s: out of memory", name);
         L.ranks_at = a;
+    }
+    if (!(L.c = bm_calloc(1, sizeof(struct bm_costs)))) { /* the costs the file carries */
+        bm_free(head);
+        return bm_err_set(err, "%s: out of memory", name);
     }
     json_t *root = bm_json_parse(head ? head : text, name, 64, JSON_REJECT_DUPLICATES, err);
     bm_free(head);
@@ -1044,29 +1064,38 @@ int bm_table_parse(const char *text, const char *name, struct bm_table **out, st
          * it always was (a syntax error after the first bad op is named first, in jansson's words) */
         bm_table_free(t);
         t = NULL;
+        bm_costs_free(L.c);
         L.ranks_at = NULL;
-        if (!(root = bm_json_parse(text, name, 64, JSON_REJECT_DUPLICATES, err))) return BM_ERR;
+        if (!(L.c = bm_calloc(1, sizeof(struct bm_costs)))) return bm_err_set(err, "%s: out of memory", name);
+        if (!(root = bm_json_parse(text, name, 64, JSON_REJECT_DUPLICATES, err))) {
+            bm_costs_free(L.c);
+            return BM_ERR;
+        }
         rc = load_root(&L, root, &t);
         json_decref(root);
     }
     if (rc) {
         bm_table_free(t);
+        bm_costs_free(L.c);
         return BM_ERR;
     }
     *out = t;
+    if (costs) *costs = L.c;
+    else bm_costs_free(L.c);
     return BM_OK;
 }
 
-int bm_table_load(const char *path, struct bm_table **out, struct bm_err *err)
+int bm_table_load(const char *path, struct bm_table **out, struct bm_costs **costs, struct bm_err *err)
 {
     *out = NULL;
+    if (costs) *costs = NULL;
     struct stat st;
     if (stat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > BM_MAX_TABLE_TEXT)
         return bm_err_set(err, "%s: the file is %lld bytes; a table may be at most %ld MiB", path,
                           (long long)st.st_size, BM_MAX_TABLE_TEXT >> 20);
     char *text = bm_read_file_max(path, (size_t)BM_MAX_TABLE_TEXT, NULL, err);
     if (!text) return BM_ERR;
-    int rc = bm_table_parse(text, path, out, err);
+    int rc = bm_table_parse(text, path, out, costs, err);
     bm_free(text);
     return rc;
 }

@@ -4,6 +4,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "bigmac_cost.h"
 #include "table/table.h"
 #include "util/util.h"
 
@@ -20,25 +21,28 @@ static char **copy_strv(char **v, int n)
     return c;
 }
 
-static int copy_modules(struct bm_table *t, const struct bm_spec *s, struct bm_err *err)
+static int copy_modules(struct bm_table *t, struct bm_costs *k, const struct bm_spec *s, struct bm_err *err)
 {
     int only_backbone = t->policy == BM_POL_NONE;
     t->modules = bm_calloc((size_t)s->n_modules, sizeof *t->modules);
-    if (!t->modules) return bm_err_set(err, "out of memory");
+    k->modules = bm_calloc((size_t)s->n_modules, sizeof *k->modules);
+    k->spread = bm_calloc((size_t)s->n_modules, sizeof *k->spread);
+    if (!t->modules || !k->modules || !k->spread) return bm_err_set(err, "out of memory");
     for (int i = 0; i < s->n_modules; i++) {
         const struct bm_module *m = &s->modules[i];
         if (only_backbone && i != s->backbone_module) continue;
         struct bm_table_module *d = &t->modules[t->n_modules];
         d->role = m->role;
         d->grad_to_backbone = m->grad_to_backbone;
-        d->cost = m->cost;
+        k->modules[t->n_modules] = m->cost;
+        k->spread[t->n_modules] = m->spread;
         d->recompute = m->recompute;
         d->frozen = m->frozen;
-        d->spread = m->spread;
         d->name = bm_strdup(m->name);
         d->consumes = copy_strv(m->consumes, m->n_consumes);
         d->produces = copy_strv(m->produces, m->n_produces);
         t->n_modules++;  /* counted before the checks so bm_table_free releases partial copies */
+        k->n_modules = t->n_modules;
         d->n_consumes = d->consumes ? m->n_consumes : 0;
         d->n_produces = d->produces ? m->n_produces : 0;
         if (!d->name || !d->consumes || !d->produces) return bm_err_set(err, "out of memory");
@@ -54,26 +58,30 @@ static void even_layers(int L, int C, int *out)
     for (int c = 0; c < C; c++) out[c] = (int)((long)(c + 1) * L / C - (long)c * L / C);
 }
 
-static int split_chunks(struct bm_table *t, const struct bm_spec *s, struct bm_err *err)
+/* The backbone's chunk split of t's shape under spec s: layers per chunk into layers (when the
+ * backbone has layers; set_layers 0: t->chunk_layers as they are) and each chunk's share of the
+ * backbone's cost into weights[pp*vpp]. */
+static int split_chunks(const struct bm_table *t, int *layers, int set_layers, const double *mb_scale,
+                        const struct bm_spec *s, double *weights, struct bm_err *err)
 {
     int P = t->pp, V = t->vpp, C = P * V;
     const struct bm_module *bb = &s->modules[s->backbone_module];
-    int L = bb->layers;
-    t->chunk_weights = bm_calloc((size_t)C, sizeof(double));
-    if (!t->chunk_weights) return bm_err_set(err, "out of memory");
+    int L = layers ? bb->layers : 0;
     if (L > 0 && L < C)
         return bm_err_set(err, "backbone \"%s\" has %d layers, too few for pp*vpp = %d chunks\nhint: use a smaller --pp/--vpp, or omit \"layers\" for a continuous split",
                           bb->name, L, C);
-    if (L > 0) {
-        t->chunk_layers = bm_calloc((size_t)C, sizeof(int));
-        if (!t->chunk_layers) return bm_err_set(err, "out of memory");
+    if (L > 0 && !set_layers) { /* the table's own split: the weights follow its layers */
+        long sum = 0;
+        for (int c = 0; c < C; c++) sum += layers[c];
+        for (int c = 0; c < C; c++) weights[c] = sum > 0 ? (double)layers[c] / (double)sum : 1.0 / C;
+        return BM_OK;
     }
     if (t->policy != BM_POL_UNIFIED_BALANCED) {
         if (L > 0) {
-            even_layers(L, C, t->chunk_layers);
-            for (int c = 0; c < C; c++) t->chunk_weights[c] = (double)t->chunk_layers[c] / L;
+            even_layers(L, C, layers);
+            for (int c = 0; c < C; c++) weights[c] = (double)layers[c] / L;
         } else {
-            for (int c = 0; c < C; c++) t->chunk_weights[c] = 1.0 / C;
+            for (int c = 0; c < C; c++) weights[c] = 1.0 / C;
         }
         return BM_OK;
     }
@@ -87,7 +95,7 @@ static int split_chunks(struct bm_table *t, const struct bm_spec *s, struct bm_e
         return bm_err_set(err, "out of memory");
     }
     double mean_scale = 0;
-    for (int m = 0; m < t->microbatches; m++) mean_scale += t->mb_scale[m];
+    for (int m = 0; m < t->microbatches; m++) mean_scale += mb_scale[m];
     mean_scale /= t->microbatches;
     for (int i = 0; i < s->n_modules; i++) {
         const struct bm_module *m = &s->modules[i];
@@ -116,9 +124,9 @@ static int split_chunks(struct bm_table *t, const struct bm_spec *s, struct bm_e
             int tmp[64];
             even_layers(lr[r], V, tmp);
             for (int c = 0, j = 0; c < C; c++) /* the rank's chunks in chunk order */
-                if (bm_table_chunk_rank(t, c) == r) t->chunk_layers[c] = tmp[j < V ? j++ : V - 1];
+                if (bm_table_chunk_rank(t, c) == r) layers[c] = tmp[j < V ? j++ : V - 1];
         }
-        for (int c = 0; c < C; c++) t->chunk_weights[c] = (double)t->chunk_layers[c] / L;
+        for (int c = 0; c < C; c++) weights[c] = (double)layers[c] / L;
         bm_free(lr);
     } else {
         /* water-filling: per-rank backbone share = max(0, level - extra), summing to Bk */
@@ -132,27 +140,27 @@ static int split_chunks(struct bm_table *t, const struct bm_spec *s, struct bm_e
         double sum = 0;
         for (int r = 0; r < P; r++) sum += share[r] = fmax(0, lo - extra[r]);
         for (int c = 0; c < C; c++)
-            t->chunk_weights[c] = sum > 0 ? share[bm_table_chunk_rank(t, c)] / sum / V : 1.0 / C;
+            weights[c] = sum > 0 ? share[bm_table_chunk_rank(t, c)] / sum / V : 1.0 / C;
     }
     bm_free(extra);
     bm_free(share);
     return BM_OK;
 }
 
-static int rank_scale(struct bm_table *t, const struct bm_spec *s, struct bm_err *err)
+static int rank_scale(struct bm_costs *k, const struct bm_table *t, const struct bm_spec *s, struct bm_err *err)
 {
-    t->op_overhead_ms = s->op_overhead_us / 1000.0; /* the other measured rank properties */
-    t->op_overhead_sd_ms = s->op_overhead_sd_us / 1000.0;
-    t->recv_overhead_ms = s->recv_overhead_us / 1000.0;
-    t->step_lead_ms = s->step_lead_us / 1000.0;
+    k->op_overhead_ms = s->op_overhead_us / 1000.0; /* the other measured rank properties */
+    k->op_overhead_sd_ms = s->op_overhead_sd_us / 1000.0;
+    k->recv_overhead_ms = s->recv_overhead_us / 1000.0;
+    k->step_lead_ms = s->step_lead_us / 1000.0;
     if (!s->rank_time_scale) return BM_OK;
     if (s->n_rank_time_scale != t->pp)
         return bm_err_set(err, "%s: device.rank_time_scale has %d entries, one per pipeline rank, but pp is %d"
                                "\nhint: recalibrate at this pp, or drop device.rank_time_scale",
                           s->path ? s->path : "spec", s->n_rank_time_scale, t->pp);
-    t->rank_time_scale = bm_malloc((size_t)t->pp * sizeof(double));
-    if (!t->rank_time_scale) return bm_err_set(err, "out of memory");
-    memcpy(t->rank_time_scale, s->rank_time_scale, (size_t)t->pp * sizeof(double));
+    k->rank_time_scale = bm_malloc((size_t)t->pp * sizeof(double));
+    if (!k->rank_time_scale) return bm_err_set(err, "out of memory");
+    memcpy(k->rank_time_scale, s->rank_time_scale, (size_t)t->pp * sizeof(double));
     return BM_OK;
 }
 
@@ -209,16 +217,17 @@ int bm_table_default_warmup(const struct bm_table *t)
     return e + 1;
 }
 
-/* The table t (loaded, e.g. the plan a run executed) with s's costs, as planning s would set
- * them (bm_table_skeleton): every table module's cost and spread from the spec module
- * of the same name and role, the encoder scales of s's data, s's device with its rank scale and
- * per-op dispatch. The table's ops, chunks, chunk weights and recompute flags stay. */
-int bm_table_use_spec_costs(struct bm_table *t, const struct bm_spec *s, const char *table_path,
-                            struct bm_err *err)
+/* c (the costs of table t) with s's costs, as planning s would set them (bm_table_skeleton):
+ * every table module's cost and spread from the spec module of the same name and role, the
+ * encoder scales of s's data, s's device with its rank scale and per-op dispatch. c's chunk
+ * weights stay. */
+static int use_spec(struct bm_costs *c, const struct bm_table *t, const struct bm_spec *s, const char *table_path,
+                    struct bm_err *err)
 {
     const char *sp = s->path ? s->path : "spec";
+    if (!table_path) table_path = "table";
     for (int m = 0; m < t->n_modules; m++) {
-        struct bm_table_module *d = &t->modules[m];
+        const struct bm_table_module *d = &t->modules[m];
         int k = 0;
         while (k < s->n_modules && strcmp(s->modules[k].name, d->name)) k++;
         if (k == s->n_modules)
@@ -227,34 +236,62 @@ int bm_table_use_spec_costs(struct bm_table *t, const struct bm_spec *s, const c
         if (s->modules[k].role != d->role)
             return bm_err_set(err, "%s: module \"%s\" is a %s in the table but a %s in %s", table_path, d->name,
                               bm_role_name(d->role), bm_role_name(s->modules[k].role), sp);
-        d->cost = s->modules[k].cost;
-        d->spread = s->modules[k].spread;
-    }
-    for (int i = 0; i < t->n_tensors; i++) { /* a tensor is its producer's out_mib (table/flow.c) */
-        struct bm_tensor *x = &t->tensors[i];
-        if (x->module >= 0 && x->module < t->n_modules) x->mib = t->modules[x->module].cost.out_mib;
+        c->modules[m] = s->modules[k].cost;
+        c->spread[m] = s->modules[k].spread;
     }
     int M = t->microbatches > 0 ? t->microbatches : 1;
     double *ms = bm_malloc((size_t)M * sizeof *ms);
     if (!ms) return bm_err_set(err, "out of memory");
     bm_spec_encoder_scales(s, t->microbatches, ms);
-    bm_free(t->mb_scale);
-    t->mb_scale = ms;
-    int rph = t->device.ranks_per_host;
-    t->device = s->device;
+    bm_free(c->mb_scale);
+    c->mb_scale = ms;
+    c->device = s->device;
+    bm_free(c->rank_time_scale);
+    c->rank_time_scale = NULL;
+    return rank_scale(c, t, s, err);
+}
+
+int bm_table_use_spec_costs(struct bm_table *t, struct bm_costs *c, const struct bm_spec *s, const char *table_path,
+                            struct bm_err *err)
+{
     if (s->train.zero) t->zero = 1; /* the table's ZeRO stage unless the spec asks for ZeRO-1 */
-    if (!s->device.ranks_per_host) t->device.ranks_per_host = rph; /* the table's placement over hosts */
-    bm_free(t->rank_time_scale);
-    t->rank_time_scale = NULL;
-    return rank_scale(t, s, err);
+    if (s->device.ranks_per_host) t->ranks_per_host = s->device.ranks_per_host; /* else the table's */
+    return use_spec(c, t, s, table_path, err);
+}
+
+int bm_costs_from_spec(const struct bm_spec *s, const struct bm_table *t, const char *table_path,
+                       struct bm_costs **out, struct bm_err *err)
+{
+    *out = NULL;
+    struct bm_costs *c = bm_costs_new(t);
+    if (!c) return bm_err_set(err, "out of memory");
+    int C = t->pp * (t->vpp > 0 ? t->vpp : 1);
+    if (use_spec(c, t, s, table_path, err)) goto fail;
+    if (C > 0 && s->backbone_module >= 0) {
+        if (!(c->chunk_weights = bm_calloc((size_t)C, sizeof(double)))) {
+            bm_err_set(err, "out of memory");
+            goto fail;
+        }
+        if (split_chunks(t, t->chunk_layers, 0, c->mb_scale, s, c->chunk_weights, err)) goto fail;
+    }
+    *out = c;
+    return BM_OK;
+fail:
+    bm_costs_free(c);
+    return BM_ERR;
 }
 
 int bm_table_skeleton(const struct bm_spec *s, const struct bm_plan_opts *o, struct bm_table **out,
-                      struct bm_err *err)
+                      struct bm_costs **costs, struct bm_err *err)
 {
     *out = NULL;
+    *costs = NULL;
     struct bm_table *t = bm_table_new(o->pp);
-    if (!t) return bm_err_set(err, "out of memory");
+    struct bm_costs *k = bm_calloc(1, sizeof *k);
+    if (!t || !k) {
+        bm_err_set(err, "out of memory");
+        goto fail;
+    }
     t->vpp = o->vpp;
     t->microbatches = o->microbatches;
     t->unit = o->unit > 0 ? o->unit : o->pp;
@@ -262,23 +299,33 @@ int bm_table_skeleton(const struct bm_spec *s, const struct bm_plan_opts *o, str
     t->zero = s->train.zero;        /* train.zero (--zero): ZeRO-1 shards the optimizer state */
     t->backbone = o->backbone;
     t->policy = o->policy;
-    t->device = s->device;
-    int M = t->microbatches;
-    t->mb_scale = bm_malloc((size_t)M * sizeof(double));
-    if (!t->mb_scale) {
+    t->ranks_per_host = s->device.ranks_per_host; /* where the ranks run (sim/hosts.h) */
+    k->device = s->device;
+    int M = t->microbatches, C = t->pp * t->vpp;
+    k->mb_scale = bm_malloc((size_t)M * sizeof(double));
+    k->chunk_weights = bm_calloc((size_t)(C > 0 ? C : 1), sizeof(double));
+    if (!k->mb_scale || !k->chunk_weights) {
         bm_err_set(err, "out of memory");
         goto fail;
     }
-    bm_spec_encoder_scales(s, M, t->mb_scale);
-    if (rank_scale(t, s, err) || copy_modules(t, s, err) || split_chunks(t, s, err)) goto fail;
+    bm_spec_encoder_scales(s, M, k->mb_scale);
+    if (rank_scale(k, t, s, err) || copy_modules(t, k, s, err)) goto fail;
+    int L = s->modules[s->backbone_module].layers;
+    if (L > 0 && !(t->chunk_layers = bm_calloc((size_t)(C > 0 ? C : 1), sizeof(int)))) {
+        bm_err_set(err, "out of memory");
+        goto fail;
+    }
+    if (split_chunks(t, t->chunk_layers, 1, k->mb_scale, s, k->chunk_weights, err)) goto fail;
     if ((t->warmup_extra = bm_table_default_warmup(t)) < 0) {
         bm_err_set(err, "out of memory");
         goto fail;
     }
     if (bm_table_finish(t, err)) goto fail;
     *out = t;
+    *costs = k;
     return BM_OK;
 fail:
     bm_table_free(t);
+    bm_costs_free(k);
     return BM_ERR;
 }

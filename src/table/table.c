@@ -58,7 +58,7 @@ int bm_table_find_tensor(const struct bm_table *t, const char *name)
     return -1;
 }
 
-int bm_table_tensor(struct bm_table *t, const char *name, int module, int grad, double mib)
+int bm_table_tensor(struct bm_table *t, const char *name, int module, int grad)
 {
     int i = bm_table_find_tensor(t, name);
     if (i >= 0) return i;
@@ -69,7 +69,7 @@ int bm_table_tensor(struct bm_table *t, const char *name, int module, int grad, 
     char *copy = bm_strdup(name);
     if (!copy) return -1;
     i = t->n_tensors++;
-    t->tensors[i] = (struct bm_tensor){copy, module, grad, mib};
+    t->tensors[i] = (struct bm_tensor){copy, module, grad};
     ix = t->tensor_index;
     uint64_t h = hash_str(name) & (uint64_t)(ix->cap - 1);
     while (ix->slot[h]) h = (h + 1) & (uint64_t)(ix->cap - 1);
@@ -116,14 +116,8 @@ void bm_table_free(struct bm_table *t)
     bm_free(t->tensors);
     if (t->tensor_index) bm_free(((struct tindex *)t->tensor_index)->slot);
     bm_free(t->tensor_index);
-    bm_free(t->chunk_weights);
     bm_free(t->chunk_layers);
     bm_free(t->chunk_rank);
-    bm_free(t->mb_scale);
-    bm_free(t->rank_time_scale);
-    bm_free(t->act_bytes);
-    bm_free(t->in_bytes);
-    bm_free(t->act_w_bytes);
     bm_flow_free(t->flow);
     bm_free(t);
 }
@@ -201,7 +195,7 @@ void bm_op_format(const struct bm_table *t, const struct bm_op *op, char *buf, s
 
 /* ---------------------------------------------------------------- field lists of the writers */
 
-int bm_table_device_fields(const struct bm_device *d, struct bm_field out[8])
+int bm_table_device_fields(const struct bm_device *d, int ranks_per_host, struct bm_field out[8])
 {
     int n = 0;
     out[n++] = (struct bm_field){"memory_gib", d->memory_gib};
@@ -209,26 +203,26 @@ int bm_table_device_fields(const struct bm_device *d, struct bm_field out[8])
     out[n++] = (struct bm_field){"efficiency", d->efficiency};
     out[n++] = (struct bm_field){"link_gbytes_per_s", d->link_gbytes_per_s};
     out[n++] = (struct bm_field){"link_latency_us", d->link_latency_us};
-    if (d->ranks_per_host > 0) { /* only a table placed over hosts (sim/hosts.h) says so */
-        out[n++] = (struct bm_field){"ranks_per_host", d->ranks_per_host};
+    if (ranks_per_host > 0) { /* only a table placed over hosts (sim/hosts.h) says so */
+        out[n++] = (struct bm_field){"ranks_per_host", ranks_per_host};
         out[n++] = (struct bm_field){"inter_host_gbytes_per_s", d->inter_host_gbytes_per_s};
         out[n++] = (struct bm_field){"inter_host_latency_us", d->inter_host_latency_us};
     }
     return n;
 }
 
-int bm_table_cost_fields(const struct bm_table_module *m, int split, struct bm_field out[7])
+int bm_table_cost_fields(const struct bm_cost *k, int frozen, int split, struct bm_field out[7])
 {
     int n = 0;
-    out[n++] = (struct bm_field){"fwd_ms", m->cost.fwd_ms};
-    out[n++] = (struct bm_field){"bwd_ms", m->cost.bwd_ms};
-    out[n++] = (struct bm_field){"act_mib", m->cost.act_mib};
-    out[n++] = (struct bm_field){"state_mib", m->cost.state_mib};
-    out[n++] = (struct bm_field){"out_mib", m->cost.out_mib};
-    if (split || m->frozen) { /* only tables with a split backward (or a frozen module, whose
-                               * input-gradient-only backward costs bwd_ms - w_ms) carry them */
-        out[n++] = (struct bm_field){"w_ms", bm_cost_w_ms(&m->cost)};
-        out[n++] = (struct bm_field){"act_w_mib", bm_cost_act_w_frac(&m->cost) * m->cost.act_mib};
+    out[n++] = (struct bm_field){"fwd_ms", k->fwd_ms};
+    out[n++] = (struct bm_field){"bwd_ms", k->bwd_ms};
+    out[n++] = (struct bm_field){"act_mib", k->act_mib};
+    out[n++] = (struct bm_field){"state_mib", k->state_mib};
+    out[n++] = (struct bm_field){"out_mib", k->out_mib};
+    if (split || frozen) { /* only tables with a split backward (or a frozen module, whose
+                            * input-gradient-only backward costs bwd_ms - w_ms) carry them */
+        out[n++] = (struct bm_field){"w_ms", bm_cost_w_ms(k)};
+        out[n++] = (struct bm_field){"act_w_mib", bm_cost_act_w_frac(k) * k->act_mib};
     }
     return n;
 }

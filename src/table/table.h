@@ -3,8 +3,9 @@
  * the readers and writers of tables share beyond that public API:
  *
  *   table.c     new/free/push, tensor interning, action strings, split flags
- *   skeleton.c  a table's shell from a spec and options (modules, costs, chunks, warm-up,
- *               dataflow), the one used by the planner and by the CSV loader
+ *   costs.c     the cost model's new/copy/free (include/bigmac_cost.h)
+ *   skeleton.c  a table's shell and its cost model from a spec and options (modules, costs,
+ *               chunks, warm-up, dataflow), the one used by the planner and by the CSV loader
  *   flow.c      the dataflow (table/flow.h), computed once when a table is finished
  *   schedule.c  the backbone orders a table's "backbone" names (docs/design.md §5)
  *   match.c     the one send/recv matcher
@@ -12,7 +13,9 @@
  *   json.c      JSON load/save (docs/table.md)
  *   csv.c       CSV load/save (docs/csv.md)
  *
- * Nothing here includes a header of another package except util/ and spec/. */
+ * Nothing here includes a header of another package except util/ and spec/. This header names
+ * the cost model (struct bm_costs) without including include/bigmac_cost.h, so that the
+ * executor, which includes it, never sees inside one. */
 #ifndef BM_TABLE_H
 #define BM_TABLE_H
 
@@ -24,21 +27,23 @@
 /* ---------------------------------------------------------------- skeleton */
 
 /* The table shell of spec s under the (already checked) shape o: pp, vpp, microbatches,
- * unit, backbone, policy (o->window is not used), the spec's device, per-microbatch encoder
- * scales, rank time scales and op overhead, the modules with their costs (policy none: the
- * backbone only), the backbone's chunk split (unified-balanced moves work off the ranks that
- * also carry encoders and generators), the default warm-up extension, and the dataflow
- * (bm_table_finish). No ops. *out is the caller's (bm_table_free); NULL on failure. */
+ * unit, backbone, policy (o->window is not used), the placement over hosts, the modules
+ * (policy none: the backbone only), the backbone's chunk layers, the default warm-up extension,
+ * and the dataflow (bm_table_finish); no ops. And its cost model (*costs): the modules' costs,
+ * the spec's device, per-microbatch encoder scales, rank time scales and op overheads, and the
+ * chunk weights (unified-balanced moves work off the ranks that also carry encoders and
+ * generators). Both are the caller's (bm_table_free, bm_costs_free); NULL on failure. */
 int bm_table_skeleton(const struct bm_spec *s, const struct bm_plan_opts *o, struct bm_table **out,
-                      struct bm_err *err);
+                      struct bm_costs **costs, struct bm_err *err);
 
-/* Give the loaded table t (e.g. the plan a run executed) spec s's costs as bm_table_skeleton
- * would set them: each module's cost and spread from s's module of the same name (and role),
- * s's encoder scales, device (the table's placement over hosts kept when s has none), rank
- * scale and per-op dispatch. The ops, chunk split and recompute flags stay. table_path names t
- * in messages. BM_ERR when a module is missing or has another role in s. */
-int bm_table_use_spec_costs(struct bm_table *t, const struct bm_spec *s, const char *table_path,
-                            struct bm_err *err);
+/* Give the loaded table t (e.g. the plan a run executed) and its cost model c spec s's costs as
+ * bm_table_skeleton would set them: each module's cost and spread from s's module of the same
+ * name (and role), s's encoder scales, device, rank scale and per-op dispatch; t takes s's
+ * placement over hosts when s has one, and ZeRO-1 when s asks for it. The ops, chunk split,
+ * chunk weights and recompute flags stay. table_path names t in messages. BM_ERR when a module
+ * is missing or has another role in s. */
+int bm_table_use_spec_costs(struct bm_table *t, struct bm_costs *c, const struct bm_spec *s,
+                            const char *table_path, struct bm_err *err);
 
 /* Extra warm-up forwards per stage that t's policy and modules ask for (docs/design.md §6
  * step 2): for the policies that place generators off the last stage (bigmac, ideal, and
@@ -57,13 +62,14 @@ struct bm_field {
     double val;
 };
 /* The device's numbers in writing order: memory_gib, peak_tflops, efficiency, link_gbytes_per_s,
- * link_latency_us, and for a table placed over hosts ranks_per_host and the inter-host link.
+ * link_latency_us, and for a table placed over hosts (ranks_per_host > 0, the table's) that and
+ * the inter-host link.
  * Returns how many (at most 8). */
-int bm_table_device_fields(const struct bm_device *d, struct bm_field out[8]);
+int bm_table_device_fields(const struct bm_device *d, int ranks_per_host, struct bm_field out[8]);
 /* A module's cost numbers in writing order: fwd_ms, bwd_ms, act_mib, state_mib, out_mib, and
- * with split (the table splits some backward) the resolved w_ms and act_w_mib. Returns how many
- * (5 or 7). */
-int bm_table_cost_fields(const struct bm_table_module *m, int split, struct bm_field out[7]);
+ * with split (the table splits some backward) or frozen (the module is) the resolved w_ms and
+ * act_w_mib. Returns how many (5 or 7). */
+int bm_table_cost_fields(const struct bm_cost *k, int frozen, int split, struct bm_field out[7]);
 
 /* ---------------------------------------------------------------- send/recv matching */
 
@@ -138,7 +144,8 @@ int bm_table_check_ops(const struct bm_table *t, const char *what, struct bm_err
 
 /* bm_csv_write, bm_csv_check_names and bm_csv_write_torch are public: include/bigmac_report.h. */
 
-/* Load a CSV schedule (docs/csv.md) into a new table (*out, caller frees). With spec != NULL
+/* Load a CSV schedule (docs/csv.md) into a new table (*out) and its costs (*costs, NULL when
+ * not wanted; the caller frees both). With spec != NULL
  * the modules, costs, device, chunk split and microbatch scales come from the spec (the CSV's
  * "# module"/"# device"/... lines are then ignored); otherwise from the CSV's '#' lines.
  * Header values come from the "# bigmac-table" line, overridden by the fields o gives (the plan
@@ -146,8 +153,8 @@ int bm_table_check_ops(const struct bm_table *t, const char *what, struct bm_err
  * >= 1 (auto and fit are ways to plan, not a window a file can have). Errors read
  * "path:line:col: what (in cell \"...\")". */
 int bm_csv_load(const char *path, const struct bm_spec *spec, const struct bm_plan_opts *o,
-                struct bm_table **out, struct bm_err *err);
+                struct bm_table **out, struct bm_costs **costs, struct bm_err *err);
 int bm_csv_parse(const char *text, const char *name, const struct bm_spec *spec,
-                 const struct bm_plan_opts *o, struct bm_table **out, struct bm_err *err);
+                 const struct bm_plan_opts *o, struct bm_table **out, struct bm_costs **costs, struct bm_err *err);
 
 #endif

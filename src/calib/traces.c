@@ -1,20 +1,20 @@
-/* calibration.c — traces -> calibrated figures (calibration.h): load, check that every trace is
- * a measured run of the first one's plan, then the estimators of src/sim/calibrate.h in the
+/* traces.c — traces -> calibrated figures and cost model (calib.h): load, check that every trace
+ * is a measured run of the first one's plan, then the estimators of fit.c in the
  * order each needs the last: costs (pooled over the runs), the microbatch encoder scales and the
  * rank scale (fitted together when both are wanted), the spread around all of that, the per-op
  * dispatch time; with run_median all of these again per trace and the median over the traces;
- * then the link latency the transfers imply. */
+ * then the link latency the transfers imply; last the cost model those figures make for the
+ * plan. */
 #include <string.h>
 
-#include "report/calibration.h"
-#include "report/report.h"
-#include "sim/calibrate.h"
+#include "bigmac_report.h"
+#include "calib/calib.h"
 #include "util/util.h"
 
 static int load_traces(const char *const *traces, int n, struct bm_calibration *c, struct bm_err *err)
 {
     for (int i = 0; i < n; i++) {
-        if (bm_trace_load(traces[i], &c->t[i], &c->tl[i], err)) return BM_ERR;
+        if (bm_trace_load(traces[i], &c->t[i], &c->k[i], &c->tl[i], err)) return BM_ERR;
         if (!c->tl[i]->measured)
             return bm_err_set(err, "%s: a simulated trace; calibrate needs one measured by `bigmac train --trace`",
                               traces[i]);
@@ -37,7 +37,7 @@ static int median_runs(struct bm_calibration *c, int mean, struct bm_dispatch_fi
     const struct bm_table *t = c->t[0];
     double *ms = bm_malloc((size_t)(t->microbatches > 0 ? t->microbatches : 1) * sizeof *ms);
     if (!ms) return bm_err_set(err, "out of memory");
-    int rc = bm_calibrate_median_runs(t, (const struct bm_timeline *const *)c->tl, c->n, mean, c->costs, ms,
+    int rc = bm_calibrate_median_runs(t, c->k[0], (const struct bm_timeline *const *)c->tl, c->n, mean, c->costs, ms,
                                       c->rank_scale, c->spread, dispatch, err);
     if (rc == BM_OK && c->mb_scale) memcpy(c->mb_scale, ms, (size_t)t->microbatches * sizeof *ms);
     bm_free(ms);
@@ -48,25 +48,26 @@ static int median_runs(struct bm_calibration *c, int mean, struct bm_dispatch_fi
 static int estimate(struct bm_calibration *c, const struct bm_calibration_opts *o, struct bm_err *err)
 {
     const struct bm_table *t = c->t[0];
+    const struct bm_costs *k0 = c->k[0];
     const struct bm_timeline *const *tls = (const struct bm_timeline *const *)c->tl;
     int n = c->n, has_enc = 0;
     c->costs = bm_calloc((size_t)t->n_modules, sizeof *c->costs);
     c->names = bm_malloc((size_t)t->n_modules * sizeof *c->names);
     if (!c->costs || !c->names) return bm_err_set(err, "out of memory");
     for (int k = 0; k < t->n_modules; k++) c->names[k] = t->modules[k].name;
-    if (bm_calibrate_runs(t, tls, n, o->mean, c->costs, err)) return BM_ERR;
+    if (bm_calibrate_runs(t, k0, tls, n, o->mean, c->costs, err)) return BM_ERR;
     if (o->rank_scale && !(c->rank_scale = bm_malloc((size_t)t->pp * sizeof *c->rank_scale)))
         return bm_err_set(err, "out of memory");
     for (int k = 0; k < t->n_modules; k++) has_enc |= t->modules[k].role == BM_ROLE_ENCODER;
     if (has_enc) {
         if (!(c->mb_scale = bm_malloc((size_t)t->microbatches * sizeof *c->mb_scale)))
             return bm_err_set(err, "out of memory");
-        bm_calibrate_scales(t, tls, n, c->costs, c->rank_scale, c->mb_scale);
+        bm_calibrate_scales(t, k0, tls, n, c->costs, c->rank_scale, c->mb_scale);
     } else if (c->rank_scale) {
-        bm_calibrate_rank_scale(t, tls, n, c->costs, c->rank_scale);
+        bm_calibrate_rank_scale(t, k0, tls, n, c->costs, c->rank_scale);
     }
     if (o->spread && (c->spread = bm_malloc((size_t)t->n_modules * sizeof *c->spread)))
-        bm_calibrate_spread(t, tls, n, c->costs, c->rank_scale, c->mb_scale, c->spread);
+        bm_calibrate_spread(t, k0, tls, n, c->costs, c->rank_scale, c->mb_scale, c->spread);
     struct bm_dispatch_fit d;
     if (bm_calibrate_dispatch(t, tls, n, &d, err)) return BM_ERR;
     if (o->run_median && median_runs(c, o->mean, &d, err)) return BM_ERR;
@@ -77,13 +78,47 @@ static int estimate(struct bm_calibration *c, const struct bm_calibration_opts *
         .recv_overhead_us = d.recv_ms * 1000.0, .step_lead_us = d.lead_ms * 1000.0};
     /* the link latency the transfers imply (device.link_latency_us), when some recv waited */
     double lat_ms = 0;
-    c->cal.have_link_latency = (o->run_median ? bm_calibrate_median_link_latency_ms(t, tls, n, &lat_ms)
-                                              : bm_calibrate_link_latency_ms(t, tls, n, &lat_ms)) > 0;
+    c->cal.have_link_latency = (o->run_median ? bm_calibrate_median_link_latency_ms(t, k0, tls, n, &lat_ms)
+                                              : bm_calibrate_link_latency_ms(t, k0, tls, n, &lat_ms)) > 0;
     if (c->cal.have_link_latency && lat_ms < 0) {
         c->link_latency_short_us = -lat_ms * 1e3;
         lat_ms = 0;
     }
     c->cal.link_latency_us = lat_ms * 1e3;
+    return BM_OK;
+}
+
+/* The cost model of the traced plan with the calibrated figures in place (what simulating the
+ * calibrated spec's plan of this shape uses): the trace's own cost model (chunk weights, the
+ * device) with the measured module costs, spread, microbatch and rank scales, dispatch times
+ * and link latency. */
+static int make_model(struct bm_calibration *c, struct bm_err *err)
+{
+    const struct bm_table *t = c->t[0];
+    struct bm_costs *m = c->model = bm_costs_copy(c->k[0], t);
+    if (!m) return bm_err_set(err, "out of memory");
+    const struct bm_spec_calibration *f = &c->cal;
+    for (int k = 0; k < t->n_modules && k < m->n_modules; k++) {
+        m->modules[k] = f->costs[k];
+        m->spread[k] = f->spread ? f->spread[k] : m->spread[k];
+    }
+    size_t M = (size_t)(t->microbatches > 0 ? t->microbatches : 1), P = (size_t)(t->pp > 0 ? t->pp : 1);
+    bm_free(m->mb_scale);
+    m->mb_scale = NULL;
+    if (f->mb_scale) { /* the encoder scales measured; none: every microbatch at 1 */
+        if (!(m->mb_scale = bm_malloc(M * sizeof *m->mb_scale))) return bm_err_set(err, "out of memory");
+        memcpy(m->mb_scale, f->mb_scale, (size_t)t->microbatches * sizeof *m->mb_scale);
+    }
+    if (f->rank_scale) {
+        bm_free(m->rank_time_scale);
+        if (!(m->rank_time_scale = bm_malloc(P * sizeof *m->rank_time_scale))) return bm_err_set(err, "out of memory");
+        memcpy(m->rank_time_scale, f->rank_scale, (size_t)t->pp * sizeof *m->rank_time_scale);
+    }
+    m->op_overhead_ms = f->op_overhead_us / 1000.0;
+    m->op_overhead_sd_ms = f->spread ? f->op_overhead_sd_us / 1000.0 : 0; /* written with spread only */
+    m->recv_overhead_ms = f->recv_overhead_us / 1000.0;
+    m->step_lead_ms = f->step_lead_us / 1000.0;
+    if (f->have_link_latency) m->device.link_latency_us = f->link_latency_us;
     return BM_OK;
 }
 
@@ -94,10 +129,12 @@ int bm_calibration_build(const char *const *traces, int n, const struct bm_calib
     memset(out, 0, sizeof *out);
     if (n < 1) return bm_err_set(err, "calibrate: no trace");
     out->t = bm_calloc((size_t)n, sizeof *out->t);
+    out->k = bm_calloc((size_t)n, sizeof *out->k);
     out->tl = bm_calloc((size_t)n, sizeof *out->tl);
     out->n = n;
-    int rc = !out->t || !out->tl ? bm_err_set(err, "out of memory") : load_traces(traces, n, out, err);
+    int rc = !out->t || !out->k || !out->tl ? bm_err_set(err, "out of memory") : load_traces(traces, n, out, err);
     if (rc == BM_OK) rc = estimate(out, o ? o : &defaults, err);
+    if (rc == BM_OK) rc = make_model(out, err);
     if (rc) bm_calibration_free(out);
     return rc;
 }
@@ -107,8 +144,10 @@ void bm_calibration_free(struct bm_calibration *c)
     for (int i = 0; i < c->n; i++) {
         if (c->tl) bm_timeline_free(c->tl[i]);
         if (c->t) bm_table_free(c->t[i]);
+        if (c->k) bm_costs_free(c->k[i]);
     }
-    bm_free(c->tl), bm_free(c->t);
+    bm_free(c->tl), bm_free(c->t), bm_free(c->k);
+    bm_costs_free(c->model);
     bm_free(c->costs), bm_free(c->names), bm_free(c->rank_scale), bm_free(c->mb_scale), bm_free(c->spread);
     memset(c, 0, sizeof *c);
 }

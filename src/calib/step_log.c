@@ -1,10 +1,10 @@
-/* calibrate_step.c — device.optimizer_ms_per_gib from a step log (see calibrate_step.h). */
+/* step_log.c — device.optimizer_ms_per_gib from a step log (see calib.h). */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "sim/calibrate_step.h"
+#include "calib/calib.h"
 #include "util/util.h"
 
 static int cmp_double(const void *a, const void *b)

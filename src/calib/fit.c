@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sim/calibrate.h"
+#include "calib/calib.h"
 #include "sim/cost.h"
 #include "sim/hosts.h"
 #include "table/table.h"
@@ -68,13 +68,13 @@ static double measured_out_mib(const struct bm_table *t, const struct bm_timelin
     return n ? sum / n / 1048576.0 : 0;
 }
 
-int bm_calibrate(const struct bm_table *t, const struct bm_timeline *tl, int mean, struct bm_cost *costs,
+int bm_calibrate(const struct bm_table *t, const struct bm_costs *km, const struct bm_timeline *tl, int mean, struct bm_cost *costs,
                  struct bm_err *err)
 {
-    return bm_calibrate_runs(t, &tl, 1, mean, costs, err);
+    return bm_calibrate_runs(t, km, &tl, 1, mean, costs, err);
 }
 
-int bm_calibrate_runs(const struct bm_table *t, const struct bm_timeline *const *tls, int n_runs, int mean,
+int bm_calibrate_runs(const struct bm_table *t, const struct bm_costs *km, const struct bm_timeline *const *tls, int n_runs, int mean,
                       struct bm_cost *costs, struct bm_err *err)
 {
     int nm = t->n_modules, M = t->microbatches > 0 ? t->microbatches : 1;
@@ -147,7 +147,7 @@ int bm_calibrate_runs(const struct bm_table *t, const struct bm_timeline *const 
     for (int m = 0; m < nm; m++)
         if (!isnan(med[m * 3])) role_fwd[t->modules[m].role] += med[m * 3];
     for (int m = 0; m < nm; m++) {
-        costs[m] = t->modules[m].cost;
+        costs[m] = km->modules[m];
         costs[m].w_ms = costs[m].act_w_mib = 0; /* measured below, or the defaults */
         if (isnan(med[m * 3])) continue;
         int role = t->modules[m].role;
@@ -163,7 +163,7 @@ int bm_calibrate_runs(const struct bm_table *t, const struct bm_timeline *const 
         /* a frozen module's B was the input gradient only (bwd_ms - w_ms): scale it back up to a
          * whole backward with the table's weight-gradient share, which it keeps */
         if (t->modules[m].backward == BM_BACKWARD_INPUT && !isnan(med[m * 3 + 1])) {
-            const struct bm_cost *c0 = &t->modules[m].cost;
+            const struct bm_cost *c0 = &km->modules[m];
             double wf = c0->bwd_ms > 0 ? bm_cost_w_ms(c0) / c0->bwd_ms : 0.5;
             if (wf > 0 && wf < 1) {
                 costs[m].bwd_ms /= 1 - wf;
@@ -197,17 +197,17 @@ static double model_ms(const struct bm_table *t, const struct bm_cost *c, const 
     return d;
 }
 
-static void rank_scale_with(const struct bm_table *t, const struct bm_timeline *const *tls, int n_runs,
+static void rank_scale_with(const struct bm_table *t, const struct bm_costs *km, const struct bm_timeline *const *tls, int n_runs,
                             const struct bm_cost *costs, const double *mb_scale, double *out);
 
-void bm_calibrate_rank_scale(const struct bm_table *t, const struct bm_timeline *const *tls, int n_runs,
+void bm_calibrate_rank_scale(const struct bm_table *t, const struct bm_costs *km, const struct bm_timeline *const *tls, int n_runs,
                              const struct bm_cost *costs, double *out)
 {
-    rank_scale_with(t, tls, n_runs, costs, NULL, out);
+    rank_scale_with(t, km, tls, n_runs, costs, NULL, out);
 }
 
 /* The rank scale with encoder ops' model times multiplied by mb_scale (NULL = 1). */
-static void rank_scale_with(const struct bm_table *t, const struct bm_timeline *const *tls, int n_runs,
+static void rank_scale_with(const struct bm_table *t, const struct bm_costs *km, const struct bm_timeline *const *tls, int n_runs,
                             const struct bm_cost *costs, const double *mb_scale, double *out)
 {
     /* which modules' backward the table splits (out of memory: every module as if whole) */
@@ -220,7 +220,7 @@ static void rank_scale_with(const struct bm_table *t, const struct bm_timeline *
             if (op->kind != BM_OP_COMPUTE || op->module < 0 || op->module >= t->n_modules) continue;
             const struct bm_cost *c = &costs[op->module];
             double d = model_ms(t, c, op, split);
-            if (op->module == t->backbone_module) d *= bm_cost_chunk_weight(t, op->chunk);
+            if (op->module == t->backbone_module) d *= bm_cost_chunk_weight(t, km, op->chunk);
             if (mb_scale && t->modules[op->module].role == BM_ROLE_ENCODER && op->mb >= 0 && op->mb < t->microbatches)
                 d *= mb_scale[op->mb];
             model += d * n_runs;
@@ -257,7 +257,7 @@ void bm_calibrate_mb_scale(const struct bm_table *t, const struct bm_timeline *c
     bm_free(meas), bm_free(model);
 }
 
-void bm_calibrate_scales(const struct bm_table *t, const struct bm_timeline *const *tls, int n_runs,
+void bm_calibrate_scales(const struct bm_table *t, const struct bm_costs *km, const struct bm_timeline *const *tls, int n_runs,
                          const struct bm_cost *costs, double *rank_scale, double *mb_scale)
 {
     if (!rank_scale) {
@@ -266,11 +266,11 @@ void bm_calibrate_scales(const struct bm_table *t, const struct bm_timeline *con
     }
     int P = t->pp;
     double *prev = bm_malloc((size_t)(P > 0 ? P : 1) * sizeof *prev);
-    rank_scale_with(t, tls, n_runs, costs, NULL, rank_scale);
+    rank_scale_with(t, km, tls, n_runs, costs, NULL, rank_scale);
     bm_calibrate_mb_scale(t, tls, n_runs, costs, rank_scale, mb_scale);
     for (int it = 0; prev && it < 200; it++) {
         memcpy(prev, rank_scale, (size_t)P * sizeof *prev);
-        rank_scale_with(t, tls, n_runs, costs, mb_scale, rank_scale);
+        rank_scale_with(t, km, tls, n_runs, costs, mb_scale, rank_scale);
         bm_calibrate_mb_scale(t, tls, n_runs, costs, rank_scale, mb_scale);
         double ch = 0;
         for (int r = 0; r < P; r++) ch = fmax(ch, fabs(rank_scale[r] - prev[r]));
@@ -360,7 +360,7 @@ int bm_calibrate_dispatch(const struct bm_table *t, const struct bm_timeline *co
     return BM_OK;
 }
 
-void bm_calibrate_spread(const struct bm_table *t, const struct bm_timeline *const *tls, int n_runs,
+void bm_calibrate_spread(const struct bm_table *t, const struct bm_costs *km, const struct bm_timeline *const *tls, int n_runs,
                          const struct bm_cost *costs, const double *rank_scale, const double *mb_scale, double *out)
 {
     int nm = t->n_modules, P = t->pp, C = P * (t->vpp > 0 ? t->vpp : 1), M = t->microbatches;
@@ -380,7 +380,7 @@ void bm_calibrate_spread(const struct bm_table *t, const struct bm_timeline *con
             const struct bm_cost *c = &costs[op->module];
             double d = model_ms(t, c, op, split);
             int bb = op->module == t->backbone_module && op->chunk >= 0 && op->chunk < C;
-            if (bb) d *= bm_cost_chunk_weight(t, op->chunk);
+            if (bb) d *= bm_cost_chunk_weight(t, km, op->chunk);
             if (mb_scale && t->modules[op->module].role == BM_ROLE_ENCODER && op->mb >= 0 && op->mb < M)
                 d *= mb_scale[op->mb];
             if (rank_scale) d *= rank_scale[r];
@@ -418,7 +418,7 @@ static double median_of(double *v, int n)
     return stat(v, n, 0);
 }
 
-int bm_calibrate_median_runs(const struct bm_table *t, const struct bm_timeline *const *tls, int n_runs, int mean,
+int bm_calibrate_median_runs(const struct bm_table *t, const struct bm_costs *km, const struct bm_timeline *const *tls, int n_runs, int mean,
                              struct bm_cost *costs, double *mb_scale, double *rank_scale, double *spread,
                              struct bm_dispatch_fit *dispatch, struct bm_err *err)
 {
@@ -437,11 +437,11 @@ int bm_calibrate_median_runs(const struct bm_table *t, const struct bm_timeline 
     }
     for (int i = 0; i < n_runs; i++) {
         const struct bm_timeline *one[1] = {tls[i]};
-        if ((rc = bm_calibrate_runs(t, one, 1, mean, c, err))) goto done;
-        bm_calibrate_scales(t, one, 1, c, rank_scale ? rs : NULL, ms);
+        if ((rc = bm_calibrate_runs(t, km, one, 1, mean, c, err))) goto done;
+        bm_calibrate_scales(t, km, one, 1, c, rank_scale ? rs : NULL, ms);
         if (!rank_scale)
             for (int r = 0; r < P; r++) rs[r] = 1;
-        if (spread) bm_calibrate_spread(t, one, 1, c, rank_scale ? rs : NULL, ms, sp);
+        if (spread) bm_calibrate_spread(t, km, one, 1, c, rank_scale ? rs : NULL, ms, sp);
         double *q = v + (size_t)i * (size_t)per;
         for (int m = 0; m < nm; m++) {
             q[5 * m] = c[m].fwd_ms, q[5 * m + 1] = c[m].bwd_ms, q[5 * m + 2] = c[m].w_ms, q[5 * m + 3] = c[m].act_mib;
@@ -481,7 +481,7 @@ done:
 
 /* ---------------------------------------------------------------- link latency */
 
-long bm_calibrate_link_latency_ms(const struct bm_table *t, const struct bm_timeline *const *tls, int n_runs,
+long bm_calibrate_link_latency_ms(const struct bm_table *t, const struct bm_costs *km, const struct bm_timeline *const *tls, int n_runs,
                                   double *latency_ms)
 {
     int P = t->pp;
@@ -501,8 +501,8 @@ long bm_calibrate_link_latency_ms(const struct bm_table *t, const struct bm_time
                 const struct bm_op_time *r_t = &tls[u]->ranks[to].ops[k];
                 if (r_t->start_ms > s_t->start_ms) continue; /* the data may have been there already */
                 /* the message's measured size when the trace has it, else the tensor's */
-                double bytes = r_t->msg_bytes > 0 ? r_t->msg_bytes : t->tensors[op->tensor].mib * 1048576.0, bytes_ms = 0;
-                if (t->device.link_gbytes_per_s > 0) bytes_ms = bytes / (t->device.link_gbytes_per_s * 1e9) * 1000.0;
+                double bytes = r_t->msg_bytes > 0 ? r_t->msg_bytes : bm_costs_tensor_mib(km, t, op->tensor) * 1048576.0, bytes_ms = 0;
+                if (km->device.link_gbytes_per_s > 0) bytes_ms = bytes / (km->device.link_gbytes_per_s * 1e9) * 1000.0;
                 sum[from * P + to] += r_t->end_ms - s_t->start_ms - bytes_ms;
                 cnt[from * P + to]++;
                 used++;
@@ -526,7 +526,7 @@ done:
     return used;
 }
 
-int bm_calibrate_median_link_latency_ms(const struct bm_table *t, const struct bm_timeline *const *tls, int n_runs,
+int bm_calibrate_median_link_latency_ms(const struct bm_table *t, const struct bm_costs *km, const struct bm_timeline *const *tls, int n_runs,
                                         double *latency_ms)
 {
     double *v = bm_malloc((size_t)(n_runs > 0 ? n_runs : 1) * sizeof *v);
@@ -534,7 +534,7 @@ int bm_calibrate_median_link_latency_ms(const struct bm_table *t, const struct b
     if (!v) return 0;
     for (int i = 0; i < n_runs; i++) {
         const struct bm_timeline *one[1] = {tls[i]};
-        if (bm_calibrate_link_latency_ms(t, one, 1, &v[n])) n++;
+        if (bm_calibrate_link_latency_ms(t, km, one, 1, &v[n])) n++;
     }
     if (n) *latency_ms = median_of(v, n);
     bm_free(v);

@@ -1,9 +1,9 @@
-/* calibrated.c — the calibrated spec and the cost fragment (calibrated.h). Numbers are written
+/* write.c — the calibrated spec and the cost fragment (calib.h). Numbers are written
  * with 6 significant digits, keys in the order they were read or set. */
 #include <jansson.h>
 #include <string.h>
 
-#include "spec/calibrated.h"
+#include "calib/calib.h"
 #include "spec/jpos.h"
 #include "util/util.h"
 
