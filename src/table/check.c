@@ -90,6 +90,7 @@ int bm_table_check_ops(const struct bm_table *t, const char *what, struct bm_err
         if (ro->n_ops < 0 || (ro->n_ops > 0 && !ro->ops))
             return bm_err_set(err, "%s: rank %d has a malformed op list (%d ops)", what, r, ro->n_ops);
         for (int i = 0; i < ro->n_ops; i++) {
+            if (!bm_op_check(t, r, &ro->ops[i], NULL, NULL)) continue; /* the common case: no message */
             char why[512];
             if (!bm_op_why(t, r, &ro->ops[i], why, sizeof why)) continue;
             char a[BM_MAX_NAME + 64] = "";

@@ -124,6 +124,83 @@ oom:
     return bm_err_set(err, "out of memory matching sends to recvs (%ld ops)", n);
 }
 
+/* bm_match_peers: the sends are hashed by key, each slot holding the key and the key's first
+ * and last unmatched send (indices on the src rank, where all of a key's sends are); a key's
+ * later sends are chained through peer_op, which holds -2 - (the next send's index) until the
+ * send is matched. Then every recv, in program order, takes its key's first unmatched send: the
+ * same k-th-with-k-th pairing as bm_match_build. */
+struct pslot {
+    int32_t src, dst, tensor, mb; /* src -1: empty */
+    int32_t head, tail;           /* first and last unmatched send of the key on src; -1 */
+};
+
+static struct pslot *pslot_find(struct pslot *slot, uint64_t cap, int32_t src, int32_t dst, int32_t tensor,
+                                int32_t mb)
+{
+    uint64_t h = key_hash(src, dst, tensor, mb) & (cap - 1);
+    for (; slot[h].src >= 0; h = (h + 1) & (cap - 1))
+        if (slot[h].src == src && slot[h].dst == dst && slot[h].tensor == tensor && slot[h].mb == mb) break;
+    return &slot[h];
+}
+
+int bm_match_peers(const struct bm_table *t, struct bm_match *m, struct bm_err *err)
+{
+    memset(m, 0, sizeof *m);
+    int P = t->pp;
+    m->pp = P;
+    long n = 0, n_send = 0, n_matched = 0;
+    for (int r = 0; r < P; r++) n += t->ranks[r].n_ops;
+    m->base = bm_malloc((size_t)(P + 1) * sizeof *m->base);
+    m->peer_op = bm_malloc((size_t)(n > 0 ? n : 1) * sizeof *m->peer_op);
+    if (!m->base || !m->peer_op) goto oom;
+    m->base[0] = 0;
+    for (int r = 0; r < P; r++) {
+        m->base[r + 1] = m->base[r] + t->ranks[r].n_ops;
+        for (int i = 0; i < t->ranks[r].n_ops; i++)
+            n_send += t->ranks[r].ops[i].kind == BM_OP_SEND && carries(t, r, &t->ranks[r].ops[i]);
+    }
+    uint64_t cap = 16;
+    while (cap < (uint64_t)n_send * 2) cap <<= 1;
+    struct pslot *slot = bm_malloc((size_t)cap * sizeof *slot);
+    if (!slot) goto oom;
+    for (uint64_t h = 0; h < cap; h++) slot[h].src = -1;
+    for (int r = 0; r < P; r++) { /* sends, in program order per rank */
+        int32_t *peer = m->peer_op + m->base[r];
+        for (int i = 0; i < t->ranks[r].n_ops; i++) {
+            const struct bm_op *op = &t->ranks[r].ops[i];
+            peer[i] = -1;
+            if (op->kind != BM_OP_SEND || !carries(t, r, op)) continue;
+            struct pslot *e = pslot_find(slot, cap, r, op->peer, op->tensor, op->mb);
+            if (e->src < 0) *e = (struct pslot){r, op->peer, op->tensor, op->mb, i, i};
+            else {
+                if (e->head < 0) e->head = i; /* (not reached: no recv has taken one yet) */
+                else peer[e->tail] = -2 - i;
+                e->tail = i;
+            }
+        }
+    }
+    for (int r = 0; r < P; r++) /* recvs, in program order per rank, take the first unmatched send */
+        for (int i = 0; i < t->ranks[r].n_ops; i++) {
+            const struct bm_op *op = &t->ranks[r].ops[i];
+            if (op->kind != BM_OP_RECV || !carries(t, r, op)) continue;
+            struct pslot *e = pslot_find(slot, cap, op->peer, r, op->tensor, op->mb);
+            if (e->src < 0 || e->head < 0) continue; /* more recvs than sends: unmatched */
+            int32_t *sp = &m->peer_op[m->base[op->peer] + e->head];
+            m->peer_op[m->base[r] + i] = e->head;
+            e->head = *sp <= -2 ? -2 - *sp : -1;
+            *sp = i;
+            n_matched++;
+        }
+    bm_free(slot);
+    if (n_matched < n_send) /* sends no recv took keep their chain links: -1 as bm_match_build */
+        for (long g = 0; g < n; g++)
+            if (m->peer_op[g] < -1) m->peer_op[g] = -1;
+    return BM_OK;
+oom:
+    bm_match_free(m);
+    return bm_err_set(err, "out of memory matching sends to recvs (%ld ops)", n);
+}
+
 /* ---------------------------------------------------------------- the deadlock report */
 
 int bm_match_deadlock_report(const struct bm_table *t, const struct bm_match *m, const int *pc,
