@@ -108,8 +108,12 @@ TEST(matcher_equals_brute_force_on_random_tables)
     struct bm_rng g;
     bm_rng_seed(&g, 7);
     long checked = 0;
-    for (int iter = 0; iter < 300; iter++) {
-        int P = 2 + (int)(bm_rng_next(&g) % 4), M = 1 + (int)(bm_rng_next(&g) % 3), T = 1 + (int)(bm_rng_next(&g) % 3);
+    for (int iter = 0; iter < 400; iter++) {
+        /* the last 100 with M = 5000 and mbs 0, 1, 4999: tensors x M beyond the ops, where
+         * bm_match_peers hashes the keys instead of indexing them */
+        int big = iter >= 300;
+        int P = 2 + (int)(bm_rng_next(&g) % 4), M = big ? 5000 : 1 + (int)(bm_rng_next(&g) % 3),
+            T = 1 + (int)(bm_rng_next(&g) % 3);
         struct bm_table *t = new_table(P, 1, M);
         for (int k = 0; k < T; k++) {
             char name[16];
@@ -120,6 +124,7 @@ TEST(matcher_equals_brute_force_on_random_tables)
         for (int k = 0; k < n; k++) { /* random sends and recvs, some with bad peers or tensors */
             int r = (int)(bm_rng_next(&g) % (unsigned)P), q = (int)(bm_rng_next(&g) % (unsigned)(P + 1));
             int tensor = (int)(bm_rng_next(&g) % (unsigned)(T + 1)), mb = (int)(bm_rng_next(&g) % (unsigned)M);
+            if (big) mb = (int[]){0, 1, 4999}[bm_rng_next(&g) % 3];
             push(t, r, bm_rng_next(&g) % 2 ? BM_OP_SEND : BM_OP_RECV, 0, 0, -1, mb, q, tensor);
             if (bm_rng_next(&g) % 4 == 0) push(t, r, BM_OP_COMPUTE, BM_PASS_F, 0, r, mb, -1, -1);
         }
@@ -142,7 +147,7 @@ TEST(matcher_equals_brute_force_on_random_tables)
         bm_match_free(&mp);
         bm_table_free(t);
     }
-    CHECK(checked > 3000);
+    CHECK(checked > 4000);
 }
 
 TEST(matcher_reports_out_of_memory)
