@@ -67,6 +67,7 @@ struct sched {
     int *bi;               /* [rank] next index into bbseq */
     int *tail_from;        /* [rank] first index of the trailing run of chunk-0 backwards */
     int *drain_from;       /* [rank] first index after the rank's last backbone forward */
+    int drain_spread;      /* the drain fill's second rule (spread idle) is on */
     double **drain_idle;   /* [rank][2 (i - drain_from)]: idle of the backbone-only timeline from
                             * bbseq[i]'s start to the rank's end (what the drain can absorb), and
                             * [.. + 1] its longest single gap there */
@@ -346,7 +347,8 @@ static struct pick propose_nested_rules(struct sched *S, int r)
         if (dn >= BM_T_INF && S->bi[r] >= S->drain_from[r]) {
             const double *di = &S->drain_idle[r][2 * (S->bi[r] - S->drain_from[r])];
             double dur = g->task[urgent].dur;
-            if (start_b - urg_s >= DRAIN_FILL * dur || (di[0] >= free_work && di[1] < DRAIN_FILL * dur))
+            if (start_b - urg_s >= DRAIN_FILL * dur ||
+                (S->drain_spread && di[0] >= free_work && di[1] < DRAIN_FILL * dur))
                 return (struct pick){urgent, urg_s};
         }
         if (b_known) {
@@ -1020,14 +1022,14 @@ static int build_fused(const struct bm_graph *g, struct bm_order **out, struct b
 
 /* ---------------------------------------------------------------- entry */
 
-int bm_nest(const struct bm_graph *g, int window, struct bm_order **out, struct bm_err *err)
+static int nest_order(const struct bm_graph *g, int window, int drain_spread, struct bm_order **out,
+                      struct bm_err *err)
 {
     *out = NULL;
     enum bm_policy pol = g->t->policy;
-    if (pol == BM_POL_UNIFIED || pol == BM_POL_UNIFIED_BALANCED || pol == BM_POL_NONE)
-        return build_fused(g, out, err);
     struct sched S;
     int rc = sched_init(&S, g, window, err);
+    S.drain_spread = drain_spread;
     if (!rc) rc = run(&S, err);
     if (!rc) rc = take_order(&S, out, err);
     sched_free(&S);
@@ -1039,6 +1041,59 @@ int bm_nest(const struct bm_graph *g, int window, struct bm_order **out, struct 
         }
     }
     return rc;
+}
+
+/* Plans up to this many tasks get both drain fills (the gap rule alone, and with the spread
+ * rule) and keep the shorter nominal makespan: which one wins depends on the drain's shape
+ * (planner.md "Drain fill"), and timing both costs one more list schedule. Larger plans (P = 64,
+ * V = 4, M = 1024: 526,336 tasks) take the gap rule alone, so their cost does not double. */
+#define NEST_BOTH_TASKS 300000
+
+int bm_nest(const struct bm_graph *g, int window, struct bm_order **out, struct bm_err *err)
+{
+    *out = NULL;
+    enum bm_policy pol = g->t->policy;
+    if (pol == BM_POL_UNIFIED || pol == BM_POL_UNIFIED_BALANCED || pol == BM_POL_NONE)
+        return build_fused(g, out, err);
+    if ((pol != BM_POL_BIGMAC && pol != BM_POL_IDEAL) || g->n_tasks > NEST_BOTH_TASKS)
+        return nest_order(g, window, 0, out, err);
+    struct bm_order *a = NULL, *b = NULL;
+    int ra = nest_order(g, window, 0, &a, err);
+    if (ra == BM_ERR) return BM_ERR; /* out of memory: not a stall */
+    struct bm_err eb;
+    int rb = nest_order(g, window, 1, &b, &eb);
+    if (rb == BM_ERR) {
+        bm_order_free(a);
+        return bm_err_set(err, "%s", eb.msg);
+    }
+    if (ra || rb) { /* a stall of one: the other, or the first's report */
+        if (!ra) *out = a;
+        else if (!rb) *out = b;
+        bm_order_free(ra ? a : NULL);
+        bm_order_free(rb ? b : NULL);
+        return ra && rb ? ra : BM_OK;
+    }
+    double *start = bm_malloc((size_t)g->n_tasks * sizeof(double) + 1);
+    double *finish = bm_malloc((size_t)g->n_tasks * sizeof(double) + 1);
+    double ma = 0, mb = 0;
+    int rc = !start || !finish ? bm_err_set(err, "out of memory planning") : BM_OK;
+    if (!rc) rc = bm_order_times(g, a, start, finish, &ma, err);
+    if (!rc) rc = bm_order_times(g, b, start, finish, &mb, err);
+    bm_free(start);
+    bm_free(finish);
+    if (rc) { /* (a timing of a schedule that just ran cannot stall) */
+        bm_order_free(a);
+        bm_order_free(b);
+        return BM_ERR;
+    }
+    if (mb < ma - BM_T_EPS) { /* ties keep the gap rule alone */
+        *out = b;
+        bm_order_free(a);
+    } else {
+        *out = a;
+        bm_order_free(b);
+    }
+    return BM_OK;
 }
 
 /* ---------------------------------------------------------------- windows that cannot plan */
