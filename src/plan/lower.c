@@ -30,7 +30,7 @@ static int push_compute(struct bm_table *t, int r, const struct bm_task *x, stru
 }
 
 /* Room for rank r's ops before lowering it: its compute ops and, per op, a recv and a send
- * (more grow as they come); trimmed to the ops made afterwards. */
+ * (more grow as they come; room left unused is never touched). */
 static int reserve(struct bm_table *t, int r, long n, struct bm_err *err)
 {
     struct bm_rank_ops *ro = &t->ranks[r];
@@ -41,16 +41,6 @@ static int reserve(struct bm_table *t, int r, long n, struct bm_err *err)
     ro->ops = q;
     ro->cap = (int)n;
     return BM_OK;
-}
-
-static void trim(struct bm_table *t, int r)
-{
-    struct bm_rank_ops *ro = &t->ranks[r];
-    if (ro->n_ops < 1 || ro->n_ops >= ro->cap) return;
-    struct bm_op *q = bm_realloc(ro->ops, (size_t)ro->n_ops * sizeof *q);
-    if (!q) return; /* still valid, only larger */
-    ro->ops = q;
-    ro->cap = ro->n_ops;
 }
 
 int bm_lower(struct bm_table *t, const struct bm_graph *g, const struct bm_order *o,
@@ -127,7 +117,6 @@ int bm_lower(struct bm_table *t, const struct bm_graph *g, const struct bm_order
                 have[bit >> 3] |= (unsigned char)(1u << (bit & 7));
             }
         }
-        trim(t, r);
     }
 #undef HAS
     bm_free(have);

@@ -68,6 +68,7 @@ struct sched {
     int *tail_from;        /* [rank] first index of the trailing run of chunk-0 backwards */
     int *drain_from;       /* [rank] first index after the rank's last backbone forward */
     int drain_spread;      /* the drain fill's second rule (spread idle) is on */
+    int spread_used;       /* ... and placed an op the first rule would not have */
     double **drain_idle;   /* [rank][2 (i - drain_from)]: idle of the backbone-only timeline from
                             * bbseq[i]'s start to the rank's end (what the drain can absorb), and
                             * [.. + 1] its longest single gap there */
@@ -347,9 +348,11 @@ static struct pick propose_nested_rules(struct sched *S, int r)
         if (dn >= BM_T_INF && S->bi[r] >= S->drain_from[r]) {
             const double *di = &S->drain_idle[r][2 * (S->bi[r] - S->drain_from[r])];
             double dur = g->task[urgent].dur;
-            if (start_b - urg_s >= DRAIN_FILL * dur ||
-                (S->drain_spread && di[0] >= free_work && di[1] < DRAIN_FILL * dur))
+            if (start_b - urg_s >= DRAIN_FILL * dur) return (struct pick){urgent, urg_s};
+            if (S->drain_spread && di[0] >= free_work && di[1] < DRAIN_FILL * dur) {
+                S->spread_used = 1;
                 return (struct pick){urgent, urg_s};
+            }
         }
         if (b_known) {
             double delay_b = urg_s + g->task[urgent].dur - start_b;
@@ -1022,15 +1025,17 @@ static int build_fused(const struct bm_graph *g, struct bm_order **out, struct b
 
 /* ---------------------------------------------------------------- entry */
 
-static int nest_order(const struct bm_graph *g, int window, int drain_spread, struct bm_order **out,
-                      struct bm_err *err)
+static int nest_order(const struct bm_graph *g, int window, int drain_spread, int *spread_used,
+                      struct bm_order **out, struct bm_err *err)
 {
     *out = NULL;
     enum bm_policy pol = g->t->policy;
     struct sched S;
     int rc = sched_init(&S, g, window, err);
     S.drain_spread = drain_spread;
+    S.spread_used = 0;
     if (!rc) rc = run(&S, err);
+    if (spread_used) *spread_used = S.spread_used;
     if (!rc) rc = take_order(&S, out, err);
     sched_free(&S);
     if (!rc) { /* gap refinement: optimus within its blocks, bigmac and ideal anywhere */
@@ -1043,10 +1048,11 @@ static int nest_order(const struct bm_graph *g, int window, int drain_spread, st
     return rc;
 }
 
-/* Plans up to this many tasks get both drain fills (the gap rule alone, and with the spread
- * rule) and keep the shorter nominal makespan: which one wins depends on the drain's shape
- * (planner.md "Drain fill"), and timing both costs one more list schedule. Larger plans (P = 64,
- * V = 4, M = 1024: 526,336 tasks) take the gap rule alone, so their cost does not double. */
+/* Plans up to this many tasks are scheduled with the drain fill's spread rule and, when it
+ * placed anything, again without it; the shorter nominal makespan is kept: which one wins
+ * depends on the drain's shape (planner.md "Drain fill"), and timing both costs one more list
+ * schedule. Larger plans (P = 64, V = 4, M = 1024: 526,336 tasks) take the gap rule alone, so
+ * their cost does not double. */
 #define NEST_BOTH_TASKS 300000
 
 int bm_nest(const struct bm_graph *g, int window, struct bm_order **out, struct bm_err *err)
@@ -1056,22 +1062,28 @@ int bm_nest(const struct bm_graph *g, int window, struct bm_order **out, struct 
     if (pol == BM_POL_UNIFIED || pol == BM_POL_UNIFIED_BALANCED || pol == BM_POL_NONE)
         return build_fused(g, out, err);
     if ((pol != BM_POL_BIGMAC && pol != BM_POL_IDEAL) || g->n_tasks > NEST_BOTH_TASKS)
-        return nest_order(g, window, 0, out, err);
+        return nest_order(g, window, 0, NULL, out, err);
     struct bm_order *a = NULL, *b = NULL;
-    int ra = nest_order(g, window, 0, &a, err);
-    if (ra == BM_ERR) return BM_ERR; /* out of memory: not a stall */
-    struct bm_err eb;
-    int rb = nest_order(g, window, 1, &b, &eb);
-    if (rb == BM_ERR) {
-        bm_order_free(a);
-        return bm_err_set(err, "%s", eb.msg);
+    int used = 0;
+    int rb = nest_order(g, window, 1, &used, &b, err);
+    if (rb == BM_ERR || !used) { /* out of memory (not a stall), or the same as the gap rule alone */
+        *out = b;
+        return rb;
     }
-    if (ra || rb) { /* a stall of one: the other, or the first's report */
-        if (!ra) *out = a;
-        else if (!rb) *out = b;
-        bm_order_free(ra ? a : NULL);
-        bm_order_free(rb ? b : NULL);
-        return ra && rb ? ra : BM_OK;
+    struct bm_err ea;
+    int ra = nest_order(g, window, 0, NULL, &a, &ea);
+    if (ra == BM_ERR) {
+        bm_order_free(b);
+        return bm_err_set(err, "%s", ea.msg);
+    }
+    if (ra && rb) { /* both stall: the first's report is in err */
+        bm_order_free(a);
+        bm_order_free(b);
+        return rb;
+    }
+    if (ra || rb) { /* a stall of one: the other */
+        *out = ra ? b : a;
+        return BM_OK;
     }
     double *start = bm_malloc((size_t)g->n_tasks * sizeof(double) + 1);
     double *finish = bm_malloc((size_t)g->n_tasks * sizeof(double) + 1);
