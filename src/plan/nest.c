@@ -67,8 +67,8 @@ struct sched {
     int *bi;               /* [rank] next index into bbseq */
     int *tail_from;        /* [rank] first index of the trailing run of chunk-0 backwards */
     int *drain_from;       /* [rank] first index after the rank's last backbone forward */
-    int drain_spread;      /* the drain fill's second rule (spread idle) is on */
-    int spread_used;       /* ... and placed an op the first rule would not have */
+    int drain_level;       /* the drain fill: 0 off, 1 the gap rule, 2 and the spread rule */
+    int drain_used;        /* the highest of its rules that placed an op */
     double **drain_idle;   /* [rank][2 (i - drain_from)]: idle of the backbone-only timeline from
                             * bbseq[i]'s start to the rank's end (what the drain can absorb), and
                             * [.. + 1] its longest single gap there */
@@ -348,9 +348,12 @@ static struct pick propose_nested_rules(struct sched *S, int r)
         if (dn >= BM_T_INF && S->bi[r] >= S->drain_from[r]) {
             const double *di = &S->drain_idle[r][2 * (S->bi[r] - S->drain_from[r])];
             double dur = g->task[urgent].dur;
-            if (start_b - urg_s >= DRAIN_FILL * dur) return (struct pick){urgent, urg_s};
-            if (S->drain_spread && di[0] >= free_work && di[1] < DRAIN_FILL * dur) {
-                S->spread_used = 1;
+            if (S->drain_level >= 1 && start_b - urg_s >= DRAIN_FILL * dur) {
+                if (S->drain_used < 1) S->drain_used = 1;
+                return (struct pick){urgent, urg_s};
+            }
+            if (S->drain_level >= 2 && di[0] >= free_work && di[1] < DRAIN_FILL * dur) {
+                S->drain_used = 2;
                 return (struct pick){urgent, urg_s};
             }
         }
@@ -1025,17 +1028,17 @@ static int build_fused(const struct bm_graph *g, struct bm_order **out, struct b
 
 /* ---------------------------------------------------------------- entry */
 
-static int nest_order(const struct bm_graph *g, int window, int drain_spread, int *spread_used,
+static int nest_order(const struct bm_graph *g, int window, int drain_level, int *drain_used,
                       struct bm_order **out, struct bm_err *err)
 {
     *out = NULL;
     enum bm_policy pol = g->t->policy;
     struct sched S;
     int rc = sched_init(&S, g, window, err);
-    S.drain_spread = drain_spread;
-    S.spread_used = 0;
+    S.drain_level = drain_level;
+    S.drain_used = 0;
     if (!rc) rc = run(&S, err);
-    if (spread_used) *spread_used = S.spread_used;
+    if (drain_used) *drain_used = S.drain_used;
     if (!rc) rc = take_order(&S, out, err);
     sched_free(&S);
     if (!rc) { /* gap refinement: optimus within its blocks, bigmac and ideal anywhere */
@@ -1048,11 +1051,13 @@ static int nest_order(const struct bm_graph *g, int window, int drain_spread, in
     return rc;
 }
 
-/* Plans up to this many tasks are scheduled with the drain fill's spread rule and, when it
- * placed anything, again without it; the shorter nominal makespan is kept: which one wins
- * depends on the drain's shape (planner.md "Drain fill"), and timing both costs one more list
- * schedule. Larger plans (P = 64, V = 4, M = 1024: 526,336 tasks) take the gap rule alone, so
- * their cost does not double. */
+/* Plans up to this many tasks are scheduled with both drain-fill rules and, when they placed
+ * anything, again with fewer (without the fill; with the gap rule alone when the spread rule
+ * placed something); the shortest nominal makespan is kept, ties going to fewer rules, so such a
+ * plan is never slower than without the fill and is the same table when the fill gains nothing.
+ * Which rule wins depends on the drain's shape (planner.md "Drain fill"); each extra schedule
+ * costs one list schedule and its timing. Larger plans (P = 64, V = 4, M = 1024: 526,336 tasks)
+ * take the gap rule alone, so their cost does not grow. */
 #define NEST_BOTH_TASKS 300000
 
 int bm_nest(const struct bm_graph *g, int window, struct bm_order **out, struct bm_err *err)
@@ -1062,50 +1067,41 @@ int bm_nest(const struct bm_graph *g, int window, struct bm_order **out, struct 
     if (pol == BM_POL_UNIFIED || pol == BM_POL_UNIFIED_BALANCED || pol == BM_POL_NONE)
         return build_fused(g, out, err);
     if ((pol != BM_POL_BIGMAC && pol != BM_POL_IDEAL) || g->n_tasks > NEST_BOTH_TASKS)
-        return nest_order(g, window, 0, NULL, out, err);
-    struct bm_order *a = NULL, *b = NULL;
-    int used = 0;
-    int rb = nest_order(g, window, 1, &used, &b, err);
-    if (rb == BM_ERR || !used) { /* out of memory (not a stall), or the same as the gap rule alone */
-        *out = b;
-        return rb;
+        return nest_order(g, window, 1, NULL, out, err);
+    struct bm_order *o[3] = {NULL, NULL, NULL};
+    int rc[3] = {BM_PLAN_STALL, BM_PLAN_STALL, BM_PLAN_STALL}, used = 0;
+    rc[2] = nest_order(g, window, 2, &used, &o[2], err);
+    if (rc[2] == BM_ERR || !used) { /* out of memory (not a stall), or the same as without the fill */
+        *out = o[2];
+        return rc[2];
     }
-    struct bm_err ea;
-    int ra = nest_order(g, window, 0, NULL, &a, &ea);
-    if (ra == BM_ERR) {
-        bm_order_free(b);
-        return bm_err_set(err, "%s", ea.msg);
+    double *start = NULL, *finish = NULL, ms[3] = {0, 0, 0};
+    int best = -1, res = BM_OK;
+    for (int k = 0; k < used && res == BM_OK; k++) { /* the fill off; the gap rule alone */
+        struct bm_err e2;
+        rc[k] = nest_order(g, window, k, NULL, &o[k], &e2);
+        if (rc[k] == BM_ERR) res = bm_err_set(err, "%s", e2.msg);
     }
-    if (ra && rb) { /* both stall: the first's report is in err */
-        bm_order_free(a);
-        bm_order_free(b);
-        return rb;
+    if (res == BM_OK) {
+        start = bm_malloc((size_t)g->n_tasks * sizeof(double) + 1);
+        finish = bm_malloc((size_t)g->n_tasks * sizeof(double) + 1);
+        if (!start || !finish) res = bm_err_set(err, "out of memory planning");
     }
-    if (ra || rb) { /* a stall of one: the other */
-        *out = ra ? b : a;
-        return BM_OK;
+    for (int k = 0; k < 3 && res == BM_OK; k++) {
+        if (rc[k] != BM_OK) continue; /* stalled, or not scheduled */
+        /* (timing a schedule that just ran cannot stall) */
+        if (bm_order_times(g, o[k], start, finish, &ms[k], err)) res = BM_ERR;
+        else if (best < 0 || ms[k] < ms[best] - BM_T_EPS) best = k;
     }
-    double *start = bm_malloc((size_t)g->n_tasks * sizeof(double) + 1);
-    double *finish = bm_malloc((size_t)g->n_tasks * sizeof(double) + 1);
-    double ma = 0, mb = 0;
-    int rc = !start || !finish ? bm_err_set(err, "out of memory planning") : BM_OK;
-    if (!rc) rc = bm_order_times(g, a, start, finish, &ma, err);
-    if (!rc) rc = bm_order_times(g, b, start, finish, &mb, err);
     bm_free(start);
     bm_free(finish);
-    if (rc) { /* (a timing of a schedule that just ran cannot stall) */
-        bm_order_free(a);
-        bm_order_free(b);
-        return BM_ERR;
+    if (res == BM_OK && best < 0) res = rc[2]; /* every one stalled: the first's report is in err */
+    if (res == BM_OK) {
+        *out = o[best];
+        o[best] = NULL;
     }
-    if (mb < ma - BM_T_EPS) { /* ties keep the gap rule alone */
-        *out = b;
-        bm_order_free(a);
-    } else {
-        *out = a;
-        bm_order_free(b);
-    }
-    return BM_OK;
+    for (int k = 0; k < 3; k++) bm_order_free(o[k]);
+    return res;
 }
 
 /* ---------------------------------------------------------------- windows that cannot plan */
