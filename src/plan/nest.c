@@ -1051,57 +1051,20 @@ static int nest_order(const struct bm_graph *g, int window, int drain_level, int
     return rc;
 }
 
-/* Plans up to this many tasks are scheduled with both drain-fill rules and, when they placed
- * anything, again with fewer (without the fill; with the gap rule alone when the spread rule
- * placed something); the shortest nominal makespan is kept, ties going to fewer rules, so such a
- * plan is never slower than without the fill and is the same table when the fill gains nothing.
- * Which rule wins depends on the drain's shape (planner.md "Drain fill"); each extra schedule
- * costs one list schedule and its timing. Larger plans (P = 64, V = 4, M = 1024: 526,336 tasks)
- * take the gap rule alone, so their cost does not grow. */
-#define NEST_BOTH_TASKS 300000
-
-int bm_nest(const struct bm_graph *g, int window, struct bm_order **out, struct bm_err *err)
+int bm_nest_fill(const struct bm_graph *g, int window, int drain_level, int *drain_used, struct bm_order **out,
+                 struct bm_err *err)
 {
     *out = NULL;
+    if (drain_used) *drain_used = 0;
     enum bm_policy pol = g->t->policy;
     if (pol == BM_POL_UNIFIED || pol == BM_POL_UNIFIED_BALANCED || pol == BM_POL_NONE)
         return build_fused(g, out, err);
-    if ((pol != BM_POL_BIGMAC && pol != BM_POL_IDEAL) || g->n_tasks > NEST_BOTH_TASKS)
-        return nest_order(g, window, 1, NULL, out, err);
-    struct bm_order *o[3] = {NULL, NULL, NULL};
-    int rc[3] = {BM_PLAN_STALL, BM_PLAN_STALL, BM_PLAN_STALL}, used = 0;
-    rc[2] = nest_order(g, window, 2, &used, &o[2], err);
-    if (rc[2] == BM_ERR || !used) { /* out of memory (not a stall), or the same as without the fill */
-        *out = o[2];
-        return rc[2];
-    }
-    double *start = NULL, *finish = NULL, ms[3] = {0, 0, 0};
-    int best = -1, res = BM_OK;
-    for (int k = 0; k < used && res == BM_OK; k++) { /* the fill off; the gap rule alone */
-        struct bm_err e2;
-        rc[k] = nest_order(g, window, k, NULL, &o[k], &e2);
-        if (rc[k] == BM_ERR) res = bm_err_set(err, "%s", e2.msg);
-    }
-    if (res == BM_OK) {
-        start = bm_malloc((size_t)g->n_tasks * sizeof(double) + 1);
-        finish = bm_malloc((size_t)g->n_tasks * sizeof(double) + 1);
-        if (!start || !finish) res = bm_err_set(err, "out of memory planning");
-    }
-    for (int k = 0; k < 3 && res == BM_OK; k++) {
-        if (rc[k] != BM_OK) continue; /* stalled, or not scheduled */
-        /* (timing a schedule that just ran cannot stall) */
-        if (bm_order_times(g, o[k], start, finish, &ms[k], err)) res = BM_ERR;
-        else if (best < 0 || ms[k] < ms[best] - BM_T_EPS) best = k;
-    }
-    bm_free(start);
-    bm_free(finish);
-    if (res == BM_OK && best < 0) res = rc[2]; /* every one stalled: the first's report is in err */
-    if (res == BM_OK) {
-        *out = o[best];
-        o[best] = NULL;
-    }
-    for (int k = 0; k < 3; k++) bm_order_free(o[k]);
-    return res;
+    return nest_order(g, window, drain_level, drain_used, out, err);
+}
+
+int bm_nest(const struct bm_graph *g, int window, struct bm_order **out, struct bm_err *err)
+{
+    return bm_nest_fill(g, window, 2, NULL, out, err);
 }
 
 /* ---------------------------------------------------------------- windows that cannot plan */
