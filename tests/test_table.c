@@ -107,8 +107,12 @@ TEST(matcher_equals_brute_force_on_random_tables)
     struct bm_rng g;
     bm_rng_seed(&g, 7);
     long checked = 0;
-    for (int iter = 0; iter < 300; iter++) {
-        int P = 2 + (int)(bm_rng_next(&g) % 4), M = 1 + (int)(bm_rng_next(&g) % 3), T = 1 + (int)(bm_rng_next(&g) % 3);
+    for (int iter = 0; iter < 400; iter++) {
+        /* the last 100 with M = 5000 and mbs 0, 1, 4999: tensors x M beyond the ops, where
+         * bm_match_peers hashes the keys instead of indexing them */
+        int big = iter >= 300;
+        int P = 2 + (int)(bm_rng_next(&g) % 4), M = big ? 5000 : 1 + (int)(bm_rng_next(&g) % 3),
+            T = 1 + (int)(bm_rng_next(&g) % 3);
         struct bm_table *t = new_table(P, 1, M);
         for (int k = 0; k < T; k++) {
             char name[16];
@@ -119,12 +123,14 @@ TEST(matcher_equals_brute_force_on_random_tables)
         for (int k = 0; k < n; k++) { /* random sends and recvs, some with bad peers or tensors */
             int r = (int)(bm_rng_next(&g) % (unsigned)P), q = (int)(bm_rng_next(&g) % (unsigned)(P + 1));
             int tensor = (int)(bm_rng_next(&g) % (unsigned)(T + 1)), mb = (int)(bm_rng_next(&g) % (unsigned)M);
+            if (big) mb = (int[]){0, 1, 4999}[bm_rng_next(&g) % 3];
             push(t, r, bm_rng_next(&g) % 2 ? BM_OP_SEND : BM_OP_RECV, 0, 0, -1, mb, q, tensor);
             if (bm_rng_next(&g) % 4 == 0) push(t, r, BM_OP_COMPUTE, BM_PASS_F, 0, r, mb, -1, -1);
         }
-        struct bm_match m;
+        struct bm_match m, mp; /* the full matcher and the peers-only one the simulator uses */
         struct bm_err err;
         CHECK(bm_match_build(t, &m, &err) == BM_OK);
+        CHECK(bm_match_peers(t, &mp, &err) == BM_OK && !mp.msgs && !mp.msg_of);
         for (int r = 0; r < P; r++)
             for (int i = 0; i < t->ranks[r].n_ops; i++) {
                 const struct bm_op *op = &t->ranks[r].ops[i];
@@ -132,12 +138,15 @@ TEST(matcher_equals_brute_force_on_random_tables)
                 int want = valid ? reference_peer(t, r, i) : -1;
                 CHECKF(bm_match_peer(&m, r, i) == want, "iter %d rank %d op %d: %d, brute force %d", iter, r, i,
                        bm_match_peer(&m, r, i), want);
+                CHECKF(bm_match_peer(&mp, r, i) == want, "iter %d rank %d op %d: peers-only %d, brute force %d",
+                       iter, r, i, bm_match_peer(&mp, r, i), want);
                 checked++;
             }
         bm_match_free(&m);
+        bm_match_free(&mp);
         bm_table_free(t);
     }
-    CHECK(checked > 3000);
+    CHECK(checked > 4000);
 }
 
 TEST(matcher_reports_out_of_memory)
@@ -164,6 +173,24 @@ TEST(matcher_reports_out_of_memory)
         CHECK_STR_CONTAINS(err.msg, "out of memory");
     }
     CHECK(failures >= 4);
+    failures = 0;
+    for (long n = 1; n < 100; n++) { /* the peers-only matcher likewise */
+        struct bm_match m;
+        struct bm_err err;
+        bm_alloc_fail_at(n);
+        int rc = bm_match_peers(t, &m, &err);
+        int fired = bm_alloc_failed();
+        bm_alloc_fail_at(0);
+        if (!fired) {
+            CHECK(rc == BM_OK && bm_match_peer(&m, 1, 0) == 0 && bm_match_peer(&m, 0, 0) == 0);
+            bm_match_free(&m);
+            break;
+        }
+        failures++;
+        CHECK(rc == BM_ERR && m.base == NULL);
+        CHECK_STR_CONTAINS(err.msg, "out of memory");
+    }
+    CHECK(failures >= 3);
     bm_table_free(t);
 }
 

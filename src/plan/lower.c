@@ -12,10 +12,35 @@ static int task_id_of(const struct bm_graph *g, int module, int chunk, int pass,
     return bm_task_nested(g, g->nested_slot[module], pass, mb);
 }
 
+/* bm_table_push without the call: the common case is a store into room reserved up front */
+static inline int push(struct bm_table *t, int r, struct bm_op op, struct bm_err *err)
+{
+    struct bm_rank_ops *ro = &t->ranks[r];
+    if (ro->n_ops < ro->cap) {
+        ro->ops[ro->n_ops++] = op;
+        return BM_OK;
+    }
+    return bm_table_push(t, r, op, err);
+}
+
 static int push_compute(struct bm_table *t, int r, const struct bm_task *x, struct bm_err *err)
 {
     struct bm_op op = {BM_OP_COMPUTE, (uint8_t)x->pass, x->module, x->chunk, x->mb, -1, -1};
-    return bm_table_push(t, r, op, err);
+    return push(t, r, op, err);
+}
+
+/* Room for rank r's ops before lowering it: its compute ops and, per op, a recv and a send
+ * (more grow as they come; room left unused is never touched). */
+static int reserve(struct bm_table *t, int r, long n, struct bm_err *err)
+{
+    struct bm_rank_ops *ro = &t->ranks[r];
+    if (n > 0x7fffffffL) n = 0x7fffffffL;
+    if (n <= ro->cap) return BM_OK;
+    struct bm_op *q = bm_realloc(ro->ops, (size_t)n * sizeof *q);
+    if (!q) return bm_err_set(err, "out of memory growing rank %d's op list (%ld ops)", r, n);
+    ro->ops = q;
+    ro->cap = (int)n;
+    return BM_OK;
 }
 
 int bm_lower(struct bm_table *t, const struct bm_graph *g, const struct bm_order *o,
@@ -25,17 +50,23 @@ int bm_lower(struct bm_table *t, const struct bm_graph *g, const struct bm_order
     long nbits = (long)t->n_tensors * t->microbatches;
     unsigned char *have = bm_malloc((size_t)(nbits / 8 + 1));
     int *dests = bm_malloc((size_t)(t->pp + 1) * sizeof(int));
-    if (!have || !dests) {
+    uint8_t *has = bm_malloc((size_t)(t->n_modules > 0 ? t->n_modules : 1) * 3); /* [module*3+pass] */
+    if (!have || !dests || !has) {
         bm_free(have);
         bm_free(dests);
+        bm_free(has);
         return bm_err_set(err, "out of memory lowering the plan");
     }
+    for (int m = 0; m < t->n_modules; m++)
+        for (int p = 0; p < 3; p++) has[m * 3 + p] = (uint8_t)bm_table_has_pass(t, m, p);
+#define HAS(x) has[(x)->module * 3 + (x)->pass]
     int rc = BM_OK;
     for (int r = 0; r < t->pp && !rc; r++) {
         memset(have, 0, (size_t)(nbits / 8 + 1));
+        rc = reserve(t, r, t->ranks[r].n_ops + 3L * o->n[r], err);
         for (int i = 0; i < o->n[r] && !rc; i++) {
             const struct bm_task *x = &g->task[o->seq[r][i]];
-            if (!bm_table_has_pass(t, x->module, x->pass)) continue; /* frozen: no such op */
+            if (!HAS(x)) continue; /* frozen: no such op */
             if (x->pass == BM_PASS_W) { /* weight gradient: needs and makes nothing that travels */
                 rc = push_compute(t, r, x, err);
                 continue;
@@ -51,7 +82,7 @@ int bm_lower(struct bm_table *t, const struct bm_graph *g, const struct bm_order
                 int src = g->task[task_id_of(g, pm, pc, pp, x->mb)].rank;
                 if (src == r) continue;
                 struct bm_op op = {BM_OP_RECV, 0, (int16_t)pm, -1, x->mb, src, tn};
-                rc = bm_table_push(t, r, op, err);
+                rc = push(t, r, op, err);
                 have[bit >> 3] |= (unsigned char)(1u << (bit & 7));
             }
             if (rc) break;
@@ -62,7 +93,7 @@ int bm_lower(struct bm_table *t, const struct bm_graph *g, const struct bm_order
                 int nd = 0;
                 for (int e = 0; e < x->nsucc; e++) {
                     const struct bm_task *s = &g->task[g->succ[x->succ0 + e].task];
-                    if (s->rank == r || !bm_table_has_pass(t, s->module, s->pass)) continue;
+                    if (s->rank == r || !HAS(s)) continue;
                     const struct bm_flow_op *so = bm_flow_get(f, s->module, s->chunk, s->pass);
                     int needs = 0;
                     for (int q = 0; q < so->n_needs; q++) needs |= so->needs[q] == tn;
@@ -80,15 +111,17 @@ int bm_lower(struct bm_table *t, const struct bm_graph *g, const struct bm_order
                     }
                 for (int q = 0; q < nd && !rc; q++) {
                     struct bm_op op = {BM_OP_SEND, 0, x->module, -1, x->mb, dests[q], tn};
-                    rc = bm_table_push(t, r, op, err);
+                    rc = push(t, r, op, err);
                 }
                 long bit = (long)tn * t->microbatches + x->mb;
                 have[bit >> 3] |= (unsigned char)(1u << (bit & 7));
             }
         }
     }
+#undef HAS
     bm_free(have);
     bm_free(dests);
+    bm_free(has);
     return rc;
 }
 

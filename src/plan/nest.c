@@ -66,6 +66,12 @@ struct sched {
     double *delta;         /* [rank] lateness of its last backbone op vs s0 */
     int *bi;               /* [rank] next index into bbseq */
     int *tail_from;        /* [rank] first index of the trailing run of chunk-0 backwards */
+    int *drain_from;       /* [rank] first index after the rank's last backbone forward */
+    int drain_level;       /* the drain fill: 0 off, 1 the gap rule, 2 and the spread rule */
+    int drain_used;        /* the highest of its rules that placed an op */
+    double **drain_idle;   /* [rank][2 (i - drain_from)]: idle of the backbone-only timeline from
+                            * bbseq[i]'s start to the rank's end (what the drain can absorb), and
+                            * [.. + 1] its longest single gap there */
     int **bbseq, *bbn;     /* [rank] backbone task order */
     struct ivec *avail;    /* [rank] nested tasks with unsched == 0, not yet committed */
     struct ivec *held;     /* [k*P + r] encoder-k forwards on r with unsched == 0 whose window is
@@ -291,6 +297,9 @@ struct pick {
     double start;
 };
 
+#ifndef DRAIN_FILL
+#define DRAIN_FILL 0.5
+#endif
 static struct pick propose_nested_rules(struct sched *S, int r)
 {
     const struct bm_graph *g = S->g;
@@ -302,13 +311,14 @@ static struct pick propose_nested_rules(struct sched *S, int r)
     if (!b_known && start_b < t + BM_T_EPS) start_b = t + BM_T_EPS; /* not ready now, whatever the estimate */
 
     int fit = -1, urgent = -1;
-    double fit_d = BM_T_INF, urg_d = BM_T_INF, fit_s = 0, urg_s = 0;
+    double fit_d = BM_T_INF, urg_d = BM_T_INF, fit_s = 0, urg_s = 0, free_work = 0;
     const struct ivec *av = &S->avail[r];
     for (int i = 0; i < av->n; i++) {
         int n = av->v[i];
         if (S->col_managed[n] || !gate_open(S, n)) continue;
         double sn = S->ready[n] > t ? S->ready[n] : t;
         double d = deadline(S, n, 0);
+        if (d >= BM_T_INF) free_work += g->task[n].dur;
         /* prefer backwards (they free memory and open the window) among equals */
         double key = d - (g->task[n].pass == BM_PASS_B ? 1e-6 : 0) + 1e-12 * g->task[n].mb;
         if (sn + g->task[n].dur <= start_b + BM_T_EPS && (fit < 0 || key < fit_d)) {
@@ -331,6 +341,22 @@ static struct pick propose_nested_rules(struct sched *S, int r)
     if (urgent >= 0) {
         if (b < 0) return (struct pick){urgent, urg_s};
         double dn = deadline(S, urgent, 0);
+        /* In the rank's drain (no backbone forward left), nested work nothing waits for (an
+         * encoder backward past the window's last use) would otherwise run after the backbone,
+         * adding its whole length on the ranks that finish last (rank 0 holds chunk 0); in an
+         * idle gap that holds at least half of it, it delays the next backbone op by less. */
+        if (dn >= BM_T_INF && S->bi[r] >= S->drain_from[r]) {
+            const double *di = &S->drain_idle[r][2 * (S->bi[r] - S->drain_from[r])];
+            double dur = g->task[urgent].dur;
+            if (S->drain_level >= 1 && start_b - urg_s >= DRAIN_FILL * dur) {
+                if (S->drain_used < 1) S->drain_used = 1;
+                return (struct pick){urgent, urg_s};
+            }
+            if (S->drain_level >= 2 && di[0] >= free_work && di[1] < DRAIN_FILL * dur) {
+                S->drain_used = 2;
+                return (struct pick){urgent, urg_s};
+            }
+        }
         if (b_known) {
             double delay_b = urg_s + g->task[urgent].dur - start_b;
             double late_n = start_b + g->task[b].dur - dn;
@@ -609,6 +635,9 @@ static void sched_free(struct sched *S)
     bm_free(S->delta);
     bm_free(S->bi);
     bm_free(S->tail_from);
+    for (int r = 0; S->drain_idle && r < S->P; r++) bm_free(S->drain_idle[r]);
+    bm_free(S->drain_idle);
+    bm_free(S->drain_from);
     if (S->bbseq)
         for (int r = 0; r < S->P; r++) bm_free(S->bbseq[r]);
     bm_free(S->bbseq);
@@ -730,6 +759,8 @@ static int sched_init(struct sched *S, const struct bm_graph *g, int window, str
     S->delta = bm_calloc((size_t)P, sizeof(double));
     S->bi = bm_calloc((size_t)P, sizeof(int));
     S->tail_from = bm_calloc((size_t)P, sizeof(int));
+    S->drain_from = bm_calloc((size_t)P, sizeof(int));
+    S->drain_idle = bm_calloc((size_t)P, sizeof(double *));
     S->avail = bm_calloc((size_t)P, sizeof *S->avail);
     S->held = bm_calloc((size_t)(K ? K : 1) * (size_t)P, sizeof *S->held);
     S->forced = bm_calloc((size_t)P, sizeof *S->forced);
@@ -755,7 +786,7 @@ static int sched_init(struct sched *S, const struct bm_graph *g, int window, str
     S->feeds_backbone = bm_calloc((size_t)(K ? K : 1), 1);
     S->gen_head = bm_calloc((size_t)(K ? K : 1), 1);
     if (!S->unsched || !S->ready || !S->start || !S->finish || !S->done || !S->s0 ||
-        !S->t_free || !S->delta || !S->bi || !S->tail_from || !S->avail || !S->held || !S->forced || !S->forced_head ||
+        !S->t_free || !S->delta || !S->bi || !S->tail_from || !S->drain_from || !S->drain_idle || !S->avail || !S->held || !S->forced || !S->forced_head ||
         !S->colq || !S->col_head || !S->col_t || !S->col_managed ||
         !S->out || !S->prop_task || !S->prop_start || !S->prop_valid || !S->dirty ||
         !S->heap || !S->hpos || !S->c0_b_left ||
@@ -772,12 +803,31 @@ static int sched_init(struct sched *S, const struct bm_graph *g, int window, str
                          (g->task[S->bbseq[r][i - 1]].chunk == 0 && g->task[S->bbseq[r][i - 1]].pass == BM_PASS_B)))
             i--;
         S->tail_from[r] = i;
+        for (i = S->bbn[r]; i > 0 && g->task[S->bbseq[r][i - 1]].pass != BM_PASS_F; i--) {}
+        S->drain_from[r] = i;
     }
 
     /* Backbone-only nominal timeline: the reference the nested ops are fitted around. */
     {
         struct bm_order o = {P, S->bbseq, S->bbn};
         if (bm_order_times_backbone(g, &o, S->s0, S->finish, err)) return BM_ERR;
+        for (int r = 0; r < P; r++) {
+            int d0 = S->drain_from[r], n = S->bbn[r] - d0;
+            if (n <= 0) continue;
+            if (!(S->drain_idle[r] = bm_malloc((size_t)n * 2 * sizeof(double))))
+                return bm_err_set(err, "out of memory planning");
+            double end = S->finish[S->bbseq[r][S->bbn[r] - 1]], busy = 0, longest = 0;
+            for (int i = S->bbn[r] - 1; i >= d0; i--) {
+                int id = S->bbseq[r][i];
+                busy += g->task[id].dur;
+                if (i + 1 < S->bbn[r]) {
+                    double gap = S->s0[S->bbseq[r][i + 1]] - S->finish[id];
+                    if (gap > longest) longest = gap;
+                }
+                S->drain_idle[r][2 * (i - d0)] = end - S->s0[id] - busy;
+                S->drain_idle[r][2 * (i - d0) + 1] = longest;
+            }
+        }
         memset(S->finish, 0, (size_t)N * sizeof(double));
     }
     for (int m = 0; m < S->M; m++) {
@@ -978,15 +1028,17 @@ static int build_fused(const struct bm_graph *g, struct bm_order **out, struct b
 
 /* ---------------------------------------------------------------- entry */
 
-int bm_nest(const struct bm_graph *g, int window, struct bm_order **out, struct bm_err *err)
+static int nest_order(const struct bm_graph *g, int window, int drain_level, int *drain_used,
+                      struct bm_order **out, struct bm_err *err)
 {
     *out = NULL;
     enum bm_policy pol = g->t->policy;
-    if (pol == BM_POL_UNIFIED || pol == BM_POL_UNIFIED_BALANCED || pol == BM_POL_NONE)
-        return build_fused(g, out, err);
     struct sched S;
     int rc = sched_init(&S, g, window, err);
+    S.drain_level = drain_level;
+    S.drain_used = 0;
     if (!rc) rc = run(&S, err);
+    if (drain_used) *drain_used = S.drain_used;
     if (!rc) rc = take_order(&S, out, err);
     sched_free(&S);
     if (!rc) { /* gap refinement: optimus within its blocks, bigmac and ideal anywhere */
@@ -997,6 +1049,22 @@ int bm_nest(const struct bm_graph *g, int window, struct bm_order **out, struct 
         }
     }
     return rc;
+}
+
+int bm_nest_fill(const struct bm_graph *g, int window, int drain_level, int *drain_used, struct bm_order **out,
+                 struct bm_err *err)
+{
+    *out = NULL;
+    if (drain_used) *drain_used = 0;
+    enum bm_policy pol = g->t->policy;
+    if (pol == BM_POL_UNIFIED || pol == BM_POL_UNIFIED_BALANCED || pol == BM_POL_NONE)
+        return build_fused(g, out, err);
+    return nest_order(g, window, drain_level, drain_used, out, err);
+}
+
+int bm_nest(const struct bm_graph *g, int window, struct bm_order **out, struct bm_err *err)
+{
+    return bm_nest_fill(g, window, 2, NULL, out, err);
 }
 
 /* ---------------------------------------------------------------- windows that cannot plan */

@@ -159,6 +159,42 @@ struct planner {
 #define SEARCH_TIMINGS 5000L
 #define SEARCH_WORK 12000000L
 
+/* The list scheduler's order for window W with the drain fill up to 'level' (*used: what it
+ * placed, may be NULL), then for bigmac and ideal the placement search within W's residency
+ * bound. */
+static int nest_and_search(struct planner *pl, int W, int level, int *used, struct bm_order **out,
+                           struct bm_err *err)
+{
+    struct bm_table *t = pl->t;
+    struct bm_order *o;
+    PROF_START(t1);
+    int rc = bm_nest_fill(pl->g, W, level, used, &o, err);
+    PROF_ADD(nest_s, t1);
+    if (bm_plan_prof) bm_plan_prof->plans++;
+    *out = NULL;
+    if (rc) return rc;
+    PROF_START(t2);
+    if ((t->policy == BM_POL_BIGMAC || t->policy == BM_POL_IDEAL) && pl->search >= 0) {
+        long budget = pl->search > 0 ? pl->search : SEARCH_TIMINGS;
+        long by_work = SEARCH_WORK / (pl->g->n_tasks > 0 ? pl->g->n_tasks : 1);
+        long nested = pl->g->n_tasks - (long)bm_task_nested(pl->g, 0, 0, 0); /* after np passes per chunk */
+        /* by default only where it pays: a budget that cannot try every nested op once is skipped */
+        if (pl->search == 0) budget = by_work < nested ? 0 : BM_MIN(budget, by_work);
+        int moved;
+        if (budget > 0 && bm_search_order(pl->g, o, W, budget, &moved, err)) {
+            bm_order_free(o);
+            return BM_ERR;
+        }
+        if (bm_plan_prof && budget > 0) bm_plan_prof->searched++;
+    }
+    PROF_ADD(search_s, t2);
+    *out = o;
+    return BM_OK;
+}
+
+/* Plans up to this many tasks get the drain fill's comparison (plan_with_window). */
+#define NEST_BOTH_TASKS 300000
+
 /* Plan with window W; the table's ops are (re)filled. For bigmac and ideal the nested order is
  * improved by the placement search (search.c) within W's residency bound first, so every
  * window the window search compares is a searched plan and a larger cap stays never slower.
@@ -176,27 +212,44 @@ static int plan_with_window(struct planner *pl, int W, struct bm_err *err)
         if (bm_graph_repair(pl->g, W, err)) return BM_ERR;
         PROF_ADD(graph_s, t0);
     }
-    struct bm_order *o;
-    PROF_START(t1);
-    int rc = bm_nest(pl->g, W, &o, err);
-    PROF_ADD(nest_s, t1);
-    if (bm_plan_prof) bm_plan_prof->plans++;
-    if (rc) return rc;
-    PROF_START(t2);
-    if ((t->policy == BM_POL_BIGMAC || t->policy == BM_POL_IDEAL) && pl->search >= 0) {
-        long budget = pl->search > 0 ? pl->search : SEARCH_TIMINGS;
-        long by_work = SEARCH_WORK / (pl->g->n_tasks > 0 ? pl->g->n_tasks : 1);
-        long nested = pl->g->n_tasks - (long)bm_task_nested(pl->g, 0, 0, 0); /* after np passes per chunk */
-        /* by default only where it pays: a budget that cannot try every nested op once is skipped */
-        if (pl->search == 0) budget = by_work < nested ? 0 : BM_MIN(budget, by_work);
-        int moved;
-        if (budget > 0 && bm_search_order(pl->g, o, W, budget, &moved, err)) {
-            bm_order_free(o);
-            return BM_ERR;
+    struct bm_order *o = NULL, *alt[2] = {NULL, NULL};
+    /* The drain fill (nest.c): plans up to NEST_BOTH_TASKS tasks are made with both of its rules
+     * and, when they placed anything, again without the fill (and with the gap rule alone when
+     * the spread rule placed something), each searched; the shortest nominal makespan is kept,
+     * ties going to fewer rules, so such a plan is never slower than without the fill and is the
+     * same table when the fill gains nothing. Larger plans take the gap rule alone. */
+    int both = (t->policy == BM_POL_BIGMAC || t->policy == BM_POL_IDEAL) && pl->g->n_tasks <= NEST_BOTH_TASKS;
+    int used = 0;
+    int rc = nest_and_search(pl, W, both ? 2 : 1, &used, &o, err);
+    if (rc == BM_ERR || !both || !used) {
+        if (rc) return rc;
+    } else {
+        int arc[2] = {BM_PLAN_STALL, BM_PLAN_STALL}, best = -1, res = BM_OK;
+        double ms[3] = {0, 0, 0};
+        for (int k = 0; k < used && res == BM_OK; k++) {
+            struct bm_err e2;
+            arc[k] = nest_and_search(pl, W, k, NULL, &alt[k], &e2);
+            if (arc[k] == BM_ERR) res = bm_err_set(err, "%s", e2.msg);
         }
-        if (bm_plan_prof && budget > 0) bm_plan_prof->searched++;
+        double *st = res ? NULL : bm_malloc((size_t)pl->g->n_tasks * sizeof(double) + 1);
+        double *fi = res ? NULL : bm_malloc((size_t)pl->g->n_tasks * sizeof(double) + 1);
+        if (!res && (!st || !fi)) res = bm_err_set(err, "out of memory planning");
+        struct bm_order *cand[3] = {alt[0], alt[1], o};
+        int crc[3] = {arc[0], arc[1], rc};
+        for (int k = 0; k < 3 && res == BM_OK; k++) { /* fewer rules first: they keep ties */
+            if (crc[k] != BM_OK) continue;
+            if (bm_order_times(pl->g, cand[k], st, fi, &ms[k], err)) res = BM_ERR;
+            else if (best < 0 || ms[k] < ms[best] - BM_T_EPS) best = k;
+        }
+        bm_free(st);
+        bm_free(fi);
+        if (res == BM_OK && best < 0) res = rc; /* every one stalled: the first's report is in err */
+        struct bm_order *keep = res == BM_OK ? cand[best] : NULL;
+        for (int k = 0; k < 3; k++)
+            if (cand[k] != keep) bm_order_free(cand[k]);
+        o = keep;
+        if (res) return res;
     }
-    PROF_ADD(search_s, t2);
     PROF_START(t3);
     for (int r = 0; r < t->pp; r++) t->ranks[r].n_ops = 0;
     rc = bm_lower(t, pl->g, o, err);

@@ -97,6 +97,11 @@ int bm_order_times_backbone(const struct bm_graph *g, const struct bm_order *o, 
 /* Run t's policy over the graph and produce the per-rank order. BM_PLAN_STALL when the
  * window is too small (the message names each rank's blocked op), BM_ERR otherwise. */
 int bm_nest(const struct bm_graph *g, int window, struct bm_order **out, struct bm_err *err);
+/* bm_nest with the drain fill's rules up to drain_level (0 off, 1 the gap rule, 2 and the
+ * spread rule; planner.md "Drain fill"; bm_nest uses 2); *drain_used (may be NULL) gets the
+ * highest rule that placed an op, 0 when the order is the same as without the fill. */
+int bm_nest_fill(const struct bm_graph *g, int window, int drain_level, int *drain_used, struct bm_order **out,
+                 struct bm_err *err);
 /* 1 when bigmac/ideal with this window certainly stall (a cycle the window closes through rank
  * 0's chunk-0 ops), so the window search need not schedule it; 0 when it may plan. */
 int bm_nest_window_stalls(const struct bm_graph *g, int window, struct bm_err *err);

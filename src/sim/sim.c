@@ -33,7 +33,10 @@ void bm_timeline_free(struct bm_timeline *tl)
     bm_free(tl);
 }
 
-struct bm_timeline *bm_timeline_new(const struct bm_table *t, const struct bm_costs *c)
+/* The timeline's objects for t; with 'init' every op time is zeroed (wait -1/-1), otherwise
+ * the caller writes every one (the simulator, which hands the timeline out only when every op
+ * ran: one pass over 40 B per op fewer). */
+static struct bm_timeline *timeline_alloc(const struct bm_table *t, const struct bm_costs *c, int init)
 {
     struct bm_timeline *tl = bm_calloc(1, sizeof *tl);
     if (!tl) return NULL;
@@ -54,7 +57,7 @@ struct bm_timeline *bm_timeline_new(const struct bm_table *t, const struct bm_co
         rt->state_mib = state[r];
         rt->ops = bm_malloc((size_t)(n > 0 ? n : 1) * sizeof *rt->ops);
         if (!rt->ops) goto fail;
-        for (int i = 0; i < n; i++)
+        for (int i = 0; init && i < n; i++)
             rt->ops[i] = (struct bm_op_time){0, 0, 0, -1, -1, 0};
     }
     bm_free(state);
@@ -63,6 +66,11 @@ fail:
     bm_free(state);
     bm_timeline_free(tl);
     return NULL;
+}
+
+struct bm_timeline *bm_timeline_new(const struct bm_table *t, const struct bm_costs *c)
+{
+    return timeline_alloc(t, c, 1);
 }
 
 int bm_timeline_mem_push(struct bm_timeline *tl, int r, double t_ms, const double act[BM_N_ROLES])
@@ -78,6 +86,8 @@ int bm_timeline_mem_push(struct bm_timeline *tl, int r, double t_ms, const doubl
     memcpy(p->act_mib, act, sizeof p->act_mib);
     return BM_OK;
 }
+
+static void samples_rate(struct bm_timeline *tl, const struct bm_table *t);
 
 void bm_timeline_summarize(struct bm_timeline *tl, const struct bm_table *t)
 {
@@ -137,6 +147,13 @@ void bm_timeline_summarize(struct bm_timeline *tl, const struct bm_table *t)
         tl->oom |= rt->oom;
     }
     tl->bubble_ratio = makespan > 0 && tl->pp > 0 ? idle / (tl->pp * makespan) : 0;
+    samples_rate(tl, t);
+}
+
+/* samples/s from the step (or the walk) already in tl */
+static void samples_rate(struct bm_timeline *tl, const struct bm_table *t)
+{
+    double makespan = tl->makespan_ms;
     int spm = tl->samples_per_microbatch > 0 ? tl->samples_per_microbatch : 1;
     /* a simulated timeline counts the whole step of every replica (sim/step.h); a measured one
      * the walk of one pipeline */
@@ -255,14 +272,9 @@ static int sim_init(struct sim *s, const struct bm_table *t, const struct bm_cos
             const struct bm_op *op = &t->ranks[r].ops[i];
             if (op->kind == BM_OP_COMPUTE && op->pass == BM_PASS_W) s->split[op->module] = 1;
         }
-    if (bm_match_build(t, &s->mt, err)) return BM_ERR;
-    /* only each op's peer is needed from here on: the per-message records go before the
-     * timeline is allocated (at P = 64, V = 4, M = 1024 they are 27 of the 160 MB peak) */
-    bm_free(s->mt.msgs);
-    bm_free(s->mt.msg_of);
-    s->mt.msgs = NULL;
-    s->mt.msg_of = NULL;
-    s->mt.n_msgs = 0;
+    /* only each op's peer is needed: no per-message records (at P = 64, V = 4, M = 1024 they
+     * were 27 of the 160 MB peak) */
+    if (bm_match_peers(t, &s->mt, err)) return BM_ERR;
     s->base = s->mt.base;
     s->match = s->mt.peer_op;
     for (int r = 0; r < P; r++)
@@ -305,6 +317,32 @@ static int recompute_mem(struct sim *s, int r, const struct bm_op *op, double tf
     /* split: the rebuilt activation goes at B's end but for what W needs, which goes at W's end */
     double aw = bm_cost_act_w_mib(s->t, s->c, op);
     return mem_change(s, r, tf + d, role, op->pass == BM_PASS_B ? -(a - aw) : -aw);
+}
+
+/* Each rank's memory trace sized once for its most points (run_rank: a compute op changes its
+ * role's activation once, a recomputed one at most three times), so recording never
+ * reallocates. */
+static int reserve_mem(struct bm_timeline *tl, const struct bm_table *t)
+{
+    uint8_t *rec = bm_malloc((size_t)(t->n_modules > 0 ? t->n_modules : 1));
+    if (!rec) return BM_ERR;
+    for (int m = 0; m < t->n_modules; m++) rec[m] = (uint8_t)bm_cost_recompute(t, m);
+    int rc = BM_OK;
+    for (int r = 0; r < t->pp && !rc; r++) {
+        long n = 0;
+        for (int i = 0; i < t->ranks[r].n_ops; i++) {
+            const struct bm_op *op = &t->ranks[r].ops[i];
+            if (op->kind == BM_OP_COMPUTE) n += rec[op->module] ? 3 : 1;
+        }
+        if (n < 1 || n > 0x7fffffffL) continue; /* bm_timeline_mem_push grows it */
+        struct bm_rank_timeline *rt = &tl->ranks[r];
+        bm_free(rt->mem);
+        rt->n_mem = rt->cap_mem = 0;
+        if (!(rt->mem = bm_malloc((size_t)n * sizeof *rt->mem))) rc = BM_ERR;
+        else rt->cap_mem = (int)n;
+    }
+    bm_free(rec);
+    return rc;
 }
 
 /* Run rank r until it ends or parks at a recv whose send is not issued yet. */
@@ -464,8 +502,8 @@ int bm_simulate_drawn(const struct bm_table *t, const struct bm_costs *c, const 
     s.dispatch = dispatch_ms;
     int rc = BM_ERR;
     if (sim_init(&s, t, c, o, err)) goto done; /* first: its matcher's scratch is gone before the timeline */
-    s.tl = bm_timeline_new(t, c);
-    if (!s.tl) {
+    s.tl = timeline_alloc(t, c, 0); /* run_rank writes every op's time; *out only when all ran */
+    if (!s.tl || reserve_mem(s.tl, t)) {
         bm_err_set(err, "simulate: out of memory allocating the timeline");
         goto done;
     }
@@ -487,7 +525,7 @@ int bm_simulate_drawn(const struct bm_table *t, const struct bm_costs *c, const 
     s.tl->sync_exposed_ms = st.sync_exposed_ms;
     s.tl->sync_total_ms = st.sync_total_ms;
     s.tl->optimizer_ms = st.optimizer_ms;
-    bm_timeline_summarize(s.tl, t); /* samples/s of the step */
+    samples_rate(s.tl, t); /* samples/s of the step; nothing else of the summary changes */
     *out = s.tl;
     s.tl = NULL;
     rc = BM_OK;

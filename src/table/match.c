@@ -124,6 +124,118 @@ oom:
     return bm_err_set(err, "out of memory matching sends to recvs (%ld ops)", n);
 }
 
+/* bm_match_peers: each key's sends are one record, holding the key and its first and last
+ * unmatched send (indices on the src rank, where all of a key's sends are); a key's later sends
+ * are chained through peer_op, which holds -2 - (the next send's index) until the send is
+ * matched. Then every recv, in program order, takes its key's first unmatched send: the same
+ * k-th-with-k-th pairing as bm_match_build. The records are found by (tensor, mb) directly
+ * when n_tensors * M is within a few times the op count (a plan's table: a rank's consecutive
+ * ops touch nearby entries, where a hash would touch a random cache line each), by a hash of
+ * the key otherwise. */
+struct prec {
+    int32_t src, dst, tensor, mb;
+    int32_t head, tail; /* first and last unmatched send of the key on src; -1 */
+    int32_t next;       /* direct addressing: the next record of the same (tensor, mb), -1 */
+};
+
+struct pindex {
+    struct prec *rec;
+    int32_t n_rec;
+    int direct;
+    int32_t *first;   /* direct: [n_tensors * M] first record of (tensor, mb); hash: [cap] record + 1 */
+    uint64_t cap;     /* hash slots (a power of two) */
+    int M;
+};
+
+/* The record of key (src, dst, tensor, mb), or NULL; with add, a new one is made when none is. */
+static struct prec *pindex_get(struct pindex *x, int32_t src, int32_t dst, int32_t tensor, int32_t mb, int add)
+{
+    int32_t *link;
+    if (x->direct) {
+        link = &x->first[(size_t)tensor * (size_t)x->M + (size_t)mb];
+        for (; *link >= 0; link = &x->rec[*link].next) {
+            struct prec *e = &x->rec[*link];
+            if (e->src == src && e->dst == dst) return e;
+        }
+        if (!add) return NULL;
+        x->rec[x->n_rec] = (struct prec){src, dst, tensor, mb, -1, -1, -1};
+        *link = x->n_rec;
+        return &x->rec[x->n_rec++];
+    }
+    uint64_t h = key_hash(src, dst, tensor, mb) & (x->cap - 1);
+    for (; x->first[h]; h = (h + 1) & (x->cap - 1)) {
+        struct prec *e = &x->rec[x->first[h] - 1];
+        if (e->src == src && e->dst == dst && e->tensor == tensor && e->mb == mb) return e;
+    }
+    if (!add) return NULL;
+    x->rec[x->n_rec] = (struct prec){src, dst, tensor, mb, -1, -1, -1};
+    x->first[h] = ++x->n_rec;
+    return &x->rec[x->n_rec - 1];
+}
+
+int bm_match_peers(const struct bm_table *t, struct bm_match *m, struct bm_err *err)
+{
+    memset(m, 0, sizeof *m);
+    int P = t->pp;
+    m->pp = P;
+    long n = 0, n_send = 0, n_matched = 0;
+    struct pindex x = {NULL, 0, 0, NULL, 16, t->microbatches};
+    for (int r = 0; r < P; r++) n += t->ranks[r].n_ops;
+    m->base = bm_malloc((size_t)(P + 1) * sizeof *m->base);
+    m->peer_op = bm_malloc((size_t)(n > 0 ? n : 1) * sizeof *m->peer_op);
+    if (!m->base || !m->peer_op) goto oom;
+    m->base[0] = 0;
+    for (int r = 0; r < P; r++) {
+        m->base[r + 1] = m->base[r] + t->ranks[r].n_ops;
+        for (int i = 0; i < t->ranks[r].n_ops; i++)
+            n_send += t->ranks[r].ops[i].kind == BM_OP_SEND && carries(t, r, &t->ranks[r].ops[i]);
+    }
+    long keys = (long)(t->n_tensors > 0 ? t->n_tensors : 0) * (t->microbatches > 0 ? t->microbatches : 0);
+    x.direct = x.M > 0 && keys <= 4 * n + 4096;
+    if (!x.direct)
+        while (x.cap < (uint64_t)n_send * 2) x.cap <<= 1;
+    x.rec = bm_malloc((size_t)(n_send > 0 ? n_send : 1) * sizeof *x.rec);
+    x.first = x.direct ? bm_malloc((size_t)(keys > 0 ? keys : 1) * sizeof *x.first)
+                       : bm_calloc((size_t)x.cap, sizeof *x.first);
+    if (!x.rec || !x.first) goto oom;
+    if (x.direct) memset(x.first, 0xff, (size_t)keys * sizeof *x.first); /* -1: no record */
+    for (int r = 0; r < P; r++) { /* sends, in program order per rank */
+        int32_t *peer = m->peer_op + m->base[r];
+        for (int i = 0; i < t->ranks[r].n_ops; i++) {
+            const struct bm_op *op = &t->ranks[r].ops[i];
+            peer[i] = -1;
+            if (op->kind != BM_OP_SEND || !carries(t, r, op)) continue;
+            struct prec *e = pindex_get(&x, r, op->peer, op->tensor, op->mb, 1);
+            if (e->head < 0) e->head = i;
+            else peer[e->tail] = -2 - i;
+            e->tail = i;
+        }
+    }
+    for (int r = 0; r < P; r++) /* recvs, in program order per rank, take the first unmatched send */
+        for (int i = 0; i < t->ranks[r].n_ops; i++) {
+            const struct bm_op *op = &t->ranks[r].ops[i];
+            if (op->kind != BM_OP_RECV || !carries(t, r, op)) continue;
+            struct prec *e = pindex_get(&x, op->peer, r, op->tensor, op->mb, 0);
+            if (!e || e->head < 0) continue; /* more recvs than sends: unmatched */
+            int32_t *sp = &m->peer_op[m->base[op->peer] + e->head];
+            m->peer_op[m->base[r] + i] = e->head;
+            e->head = *sp <= -2 ? -2 - *sp : -1;
+            *sp = i;
+            n_matched++;
+        }
+    bm_free(x.rec);
+    bm_free(x.first);
+    if (n_matched < n_send) /* sends no recv took keep their chain links: -1 as bm_match_build */
+        for (long g = 0; g < n; g++)
+            if (m->peer_op[g] < -1) m->peer_op[g] = -1;
+    return BM_OK;
+oom:
+    bm_free(x.rec);
+    bm_free(x.first);
+    bm_match_free(m);
+    return bm_err_set(err, "out of memory matching sends to recvs (%ld ops)", n);
+}
+
 /* ---------------------------------------------------------------- the deadlock report */
 
 int bm_match_deadlock_report(const struct bm_table *t, const struct bm_match *m, const int *pc,

@@ -96,6 +96,10 @@ struct bm_match {
 /* Match every send of t to its recv in O(ops) (hash of the keys). BM_ERR only when out of
  * memory. Release with bm_match_free (also safe on a zeroed or half-built struct). */
 int bm_match_build(const struct bm_table *t, struct bm_match *m, struct bm_err *err);
+/* The same pairing with only base and peer_op filled (msg_of and msgs NULL, n_msgs 0): what
+ * the simulator and bm_match_deadlock_report need, in about a third of the memory (one
+ * 16-byte slot per send, no per-message records). BM_ERR only when out of memory. */
+int bm_match_peers(const struct bm_table *t, struct bm_match *m, struct bm_err *err);
 void bm_match_free(struct bm_match *m);
 /* The op index on the peer rank matched with rank r's op i, or -1. */
 static inline int32_t bm_match_peer(const struct bm_match *m, int r, int i)
