@@ -162,10 +162,11 @@ struct planner {
 /* The list scheduler's order for window W with the drain fill up to 'level' (*used: what it
  * placed, may be NULL), then for bigmac and ideal the placement search within W's residency
  * bound. */
-static int nest_and_search(struct planner *pl, int W, int level, int *used, struct bm_order **out,
+static int search_order(struct planner *pl, int W, struct bm_order *o, struct bm_err *err);
+
+static int nest_and_search(struct planner *pl, int W, int level, int *used, int search, struct bm_order **out,
                            struct bm_err *err)
 {
-    struct bm_table *t = pl->t;
     struct bm_order *o;
     PROF_START(t1);
     int rc = bm_nest_fill(pl->g, W, level, used, &o, err);
@@ -173,6 +174,18 @@ static int nest_and_search(struct planner *pl, int W, int level, int *used, stru
     if (bm_plan_prof) bm_plan_prof->plans++;
     *out = NULL;
     if (rc) return rc;
+    if (search && search_order(pl, W, o, err)) {
+        bm_order_free(o);
+        return BM_ERR;
+    }
+    *out = o;
+    return BM_OK;
+}
+
+/* For bigmac and ideal: the placement search on o within W's residency bound. */
+static int search_order(struct planner *pl, int W, struct bm_order *o, struct bm_err *err)
+{
+    struct bm_table *t = pl->t;
     PROF_START(t2);
     if ((t->policy == BM_POL_BIGMAC || t->policy == BM_POL_IDEAL) && pl->search >= 0) {
         long budget = pl->search > 0 ? pl->search : SEARCH_TIMINGS;
@@ -181,14 +194,10 @@ static int nest_and_search(struct planner *pl, int W, int level, int *used, stru
         /* by default only where it pays: a budget that cannot try every nested op once is skipped */
         if (pl->search == 0) budget = by_work < nested ? 0 : BM_MIN(budget, by_work);
         int moved;
-        if (budget > 0 && bm_search_order(pl->g, o, W, budget, &moved, err)) {
-            bm_order_free(o);
-            return BM_ERR;
-        }
+        if (budget > 0 && bm_search_order(pl->g, o, W, budget, &moved, err)) return BM_ERR;
         if (bm_plan_prof && budget > 0) bm_plan_prof->searched++;
     }
     PROF_ADD(search_s, t2);
-    *out = o;
     return BM_OK;
 }
 
@@ -220,15 +229,19 @@ static int plan_with_window(struct planner *pl, int W, struct bm_err *err)
      * same table when the fill gains nothing. Larger plans take the gap rule alone. */
     int both = (t->policy == BM_POL_BIGMAC || t->policy == BM_POL_IDEAL) && pl->g->n_tasks <= NEST_BOTH_TASKS;
     int used = 0;
-    int rc = nest_and_search(pl, W, both ? 2 : 1, &used, &o, err);
+    int rc = nest_and_search(pl, W, both ? 2 : 1, &used, !both, &o, err);
+    if (both && rc == BM_OK && !used && search_order(pl, W, o, err)) rc = BM_ERR;
     if (rc == BM_ERR || !both || !used) {
-        if (rc) return rc;
+        if (rc) {
+            bm_order_free(o);
+            return rc;
+        }
     } else {
         int arc[2] = {BM_PLAN_STALL, BM_PLAN_STALL}, best = -1, res = BM_OK;
         double ms[3] = {0, 0, 0};
         for (int k = 0; k < used && res == BM_OK; k++) {
             struct bm_err e2;
-            arc[k] = nest_and_search(pl, W, k, NULL, &alt[k], &e2);
+            arc[k] = nest_and_search(pl, W, k, NULL, 0, &alt[k], &e2);
             if (arc[k] == BM_ERR) res = bm_err_set(err, "%s", e2.msg);
         }
         double *st = res ? NULL : bm_malloc((size_t)pl->g->n_tasks * sizeof(double) + 1);
@@ -248,7 +261,11 @@ static int plan_with_window(struct planner *pl, int W, struct bm_err *err)
         for (int k = 0; k < 3; k++)
             if (cand[k] != keep) bm_order_free(cand[k]);
         o = keep;
-        if (res) return res;
+        if (res == BM_OK && search_order(pl, W, o, err)) res = BM_ERR; /* the kept order alone is searched */
+        if (res) {
+            bm_order_free(o);
+            return res;
+        }
     }
     PROF_START(t3);
     for (int r = 0; r < t->pp; r++) t->ranks[r].n_ops = 0;
