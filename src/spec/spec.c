@@ -15,6 +15,7 @@
 #include <jansson.h>
 
 #include "spec/jpos.h"
+#include "spec/knobs.h"
 #include "util/util.h"
 
 /* ---------------------------------------------------------------- limits against absurd input */
@@ -45,20 +46,11 @@
 
 static const char *const top_keys[] = {"format", "version", "name", "doc", "device", "parallel",
                                        "schedule", "inputs", "modules", "data", "train", NULL};
-static const char *const device_keys[] = {"memory_gib", "peak_tflops", "efficiency",
-                                          "link_gbytes_per_s", "link_latency_us", "rank_time_scale",
-                                          "ranks_per_host", "inter_host_gbytes_per_s",
-                                          "inter_host_latency_us", "op_overhead_us", "op_overhead_sd_us",
-                                          "recv_overhead_us", "step_lead_us", "optimizer_ms_per_gib",
-                                          "coll_gbytes_per_s", "coll_latency_us", "inter_host_coll_gbytes_per_s",
-                                          "inter_host_coll_latency_us", NULL};
 static const char *const parallel_keys[] = {"pp", "vpp", "microbatches", "unit", "dp", NULL};
 static const char *const schedule_keys[] = {"backbone", "policy", "window", NULL};
 static const char *const module_keys[] = {"name", "role", "consumes", "produces", "layers", "cost",
                                           "grad_to_backbone", "impl", "arch", "doc", "recompute", "trainable", NULL};
 static const char *const recompute_names[] = {"none", "full", NULL};
-static const char *const cost_keys[] = {"fwd_ms", "bwd_ms", "act_mib", "state_mib", "out_mib", "spread",
-                                        "w_ms", "act_w_mib", "param_mib", NULL};
 static const char *const arch_keys[] = {"params", "layers", "hidden", "heads", "ffn", "vocab", "seq",
                                         "tokens", "image", "patch", "channels", "cond", NULL};
 static const char *const data_keys[] = {"encoder_cost_scale", "seed", "samples_per_microbatch",
@@ -350,6 +342,17 @@ static int get_num(struct ctx *c, json_t *obj, const char *parent, const char *k
     return BM_OK;
 }
 
+/* Knob k (knobs.h) of the object obj at parent, with its limits, into its field of base (the
+ * struct its home names). Unchanged when absent. */
+static int get_knob(struct ctx *c, json_t *obj, const char *parent, const struct bm_knob *k, void *base,
+                    int *given)
+{
+    void *p = (char *)base + k->off;
+    if (k->integer)
+        return get_int(c, obj, parent, k->key, (long long)k->lo, (long long)k->hi, 0, (int *)p, given);
+    return get_num(c, obj, parent, k->key, k->lo, k->lo_open ? GT : GE, k->hi, (double *)p, given);
+}
+
 static int get_bool(struct ctx *c, json_t *obj, const char *parent, const char *key, int *out)
 {
     json_t *v = json_object_get(obj, key);
@@ -519,9 +522,9 @@ static int parse_hosts(struct ctx *c, json_t *o)
     struct bm_device *d = &c->s->device;
     const char *P = "device";
     int rph = 0, bw = 0, lat = 0;
-    if (get_int(c, o, P, "ranks_per_host", 1, MAX_PP, 0, &d->ranks_per_host, &rph) ||
-        get_num(c, o, P, "inter_host_gbytes_per_s", MIN_LINK, GE, MAX_RATE, &d->inter_host_gbytes_per_s, &bw) ||
-        get_num(c, o, P, "inter_host_latency_us", 0, GE, MAX_MS * 1e3, &d->inter_host_latency_us, &lat))
+    if (get_knob(c, o, P, bm_knob_find(P, "ranks_per_host"), d, &rph) ||
+        get_knob(c, o, P, bm_knob_find(P, "inter_host_gbytes_per_s"), d, &bw) ||
+        get_knob(c, o, P, bm_knob_find(P, "inter_host_latency_us"), d, &lat))
         return BM_ERR;
     if (!rph && (bw || lat)) {
         const char *k = bw ? "inter_host_gbytes_per_s" : "inter_host_latency_us";
@@ -541,22 +544,14 @@ static int parse_device(struct ctx *c, json_t *root)
     if (get_object(c, root, "", "device", &o)) return BM_ERR;
     if (!o) return BM_OK;
     const char *P = "device";
-    if (check_keys(c, o, P, "\"device\"", device_keys) ||
-        get_num(c, o, P, "memory_gib", 0, GT, MAX_RATE, &d->memory_gib, NULL) ||
-        get_num(c, o, P, "peak_tflops", 0, GT, MAX_RATE, &d->peak_tflops, NULL) ||
-        get_num(c, o, P, "efficiency", 0, GT, 1, &d->efficiency, NULL) ||
-        get_num(c, o, P, "link_gbytes_per_s", 0, GT, MAX_RATE, &d->link_gbytes_per_s, NULL) ||
-        get_num(c, o, P, "link_latency_us", 0, GE, MAX_MS * 1e3, &d->link_latency_us, NULL) ||
-        get_num(c, o, P, "op_overhead_us", 0, GE, MAX_MS * 1e3, &c->s->op_overhead_us, NULL) ||
-        get_num(c, o, P, "op_overhead_sd_us", 0, GE, MAX_MS * 1e3, &c->s->op_overhead_sd_us, NULL) ||
-        get_num(c, o, P, "recv_overhead_us", 0, GE, MAX_MS * 1e3, &c->s->recv_overhead_us, NULL) ||
-        get_num(c, o, P, "step_lead_us", 0, GE, MAX_MS * 1e3, &c->s->step_lead_us, NULL) ||
-        get_num(c, o, P, "optimizer_ms_per_gib", 0, GE, MAX_MS, &d->optimizer_ms_per_gib, NULL) ||
-        get_num(c, o, P, "coll_gbytes_per_s", 0, GE, MAX_RATE, &d->coll_gbytes_per_s, NULL) ||
-        get_num(c, o, P, "coll_latency_us", 0, GE, MAX_MS * 1e3, &d->coll_latency_us, NULL) ||
-        get_num(c, o, P, "inter_host_coll_gbytes_per_s", 0, GE, MAX_RATE, &d->inter_host_coll_gbytes_per_s, NULL) ||
-        get_num(c, o, P, "inter_host_coll_latency_us", 0, GE, MAX_MS * 1e3, &d->inter_host_coll_latency_us, NULL))
-        return BM_ERR;
+    const char *keys[64];
+    bm_knob_keys("device", keys, 64);
+    if (check_keys(c, o, P, "\"device\"", keys)) return BM_ERR;
+    for (int i = 0; i < bm_n_knobs; i++) { /* the plain ones, in the list's order */
+        const struct bm_knob *k = &bm_knobs[i];
+        if (strcmp(k->section, "device") || k->parse != BM_KNOB_PLAIN) continue;
+        if (get_knob(c, o, P, k, k->home == BM_KNOB_OVERHEAD ? (void *)c->s : (void *)d, NULL)) return BM_ERR;
+    }
     if (d->link_gbytes_per_s < MIN_LINK)
         return fail(c, "device.link_gbytes_per_s",
                     "device.link_gbytes_per_s must be >= %g (transfer times would overflow), got %g",
@@ -810,23 +805,25 @@ static int parse_module(struct ctx *c, int i, json_t *mo)
         m->has_arch = 1;
         if (!m->layers && a->layers) m->layers = a->layers > MAX_COUNT ? MAX_COUNT : a->layers;
     }
-    m->cost = (struct bm_cost){1.0, 2.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0};
+    bm_knob_cost_defaults(&m->cost);
     int w_given = 0, aw_given = 0, pm_given = 0;
     if (co) {
         struct bm_cost *k = &m->cost;
         join(p, P, "cost");
         snprintf(where, sizeof where, "\"cost\" of module \"%s\"", e);
-        if (check_keys(c, co, p, where, cost_keys) ||
-            get_num(c, co, p, "fwd_ms", 0, GT, MAX_MS, &k->fwd_ms, NULL) ||
-            get_num(c, co, p, "bwd_ms", 0, GT, MAX_MS, &k->bwd_ms, NULL) ||
-            get_num(c, co, p, "act_mib", 0, GE, MAX_MIB, &k->act_mib, NULL) ||
-            get_num(c, co, p, "state_mib", 0, GE, MAX_MIB, &k->state_mib, NULL) ||
-            get_num(c, co, p, "out_mib", 0, GE, MAX_MIB, &k->out_mib, NULL) ||
-            get_num(c, co, p, "spread", 0, GE, 10, &m->spread, NULL) ||
-            get_num(c, co, p, "w_ms", 0, GT, MAX_MS, &k->w_ms, &w_given) ||
-            get_num(c, co, p, "act_w_mib", 0, GT, MAX_MIB, &k->act_w_mib, &aw_given) ||
-            get_num(c, co, p, "param_mib", 0, GE, MAX_MIB, &k->param_mib, &pm_given))
-            return BM_ERR;
+        const char *keys[64];
+        bm_knob_keys("cost", keys, 64);
+        if (check_keys(c, co, p, where, keys)) return BM_ERR;
+        for (int i = 0; i < bm_n_knobs; i++) { /* in the list's order */
+            const struct bm_knob *kn = &bm_knobs[i];
+            if (strcmp(kn->section, "cost")) continue;
+            if (kn->home == BM_KNOB_SPREAD ? get_num(c, co, p, kn->key, kn->lo, GE, kn->hi, &m->spread, NULL)
+                                           : get_knob(c, co, p, kn, k, NULL))
+                return BM_ERR;
+        }
+        w_given = json_object_get(co, "w_ms") != NULL;
+        aw_given = json_object_get(co, "act_w_mib") != NULL;
+        pm_given = json_object_get(co, "param_mib") != NULL;
         char q[PATH_N];
         if (w_given && !(k->w_ms < k->bwd_ms)) {
             join(q, p, "w_ms");
@@ -1253,7 +1250,7 @@ static int parse_modules(struct ctx *c, json_t *root)
 
 static void set_defaults(struct bm_spec *s)
 {
-    s->device = (struct bm_device){80, 989, 0.4, 25, 10, 0, 12.5, 20, 0, 0, 0, 0, 0};
+    bm_knob_device_defaults(&s->device);
     s->pp = 1;
     s->vpp = 1;
     s->dp = 1;
