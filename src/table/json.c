@@ -12,19 +12,9 @@
 
 #include "bigmac_cost.h"
 #include "spec/jpos.h"
+#include "spec/knobs.h"
 #include "table/table.h"
 #include "util/util.h"
-
-/* The executor's time outside the ops: top-level keys in us, the cost model's fields in ms
- * (src/sim/cost.h). */
-static const struct {
-    const char *key;
-    size_t off; /* of the double in struct bm_costs */
-} overheads[] = {{"op_overhead_us", offsetof(struct bm_costs, op_overhead_ms)},
-                 {"op_overhead_sd_us", offsetof(struct bm_costs, op_overhead_sd_ms)},
-                 {"recv_overhead_us", offsetof(struct bm_costs, recv_overhead_ms)},
-                 {"step_lead_us", offsetof(struct bm_costs, step_lead_ms)}};
-enum { N_OVERHEADS = sizeof overheads / sizeof overheads[0] };
 
 /* ---------------------------------------------------------------- writer */
 
@@ -58,22 +48,9 @@ int bm_table_write_json(const struct bm_table *t, const struct bm_costs *costs, 
     if (t->zero) fprintf(f, " \"zero\": 1,\n");            /* ZeRO-1 (sim/step.h): only when asked */
     fprintf(f, " \"backbone\": \"%s\", \"policy\": \"%s\", \"warmup_extra\": %d,\n",
             bm_backbone_name(t->backbone), bm_policy_name(t->policy), t->warmup_extra);
-    struct bm_field fields[8];
+    struct bm_field fields[64];
     fprintf(f, " \"device\": {");
-    put_fields(f, fields, bm_table_device_fields(&km->device, t->ranks_per_host, fields));
-    if (km->device.optimizer_ms_per_gib > 0) { /* absent = 0 (sim/step.h) */
-        fprintf(f, ", \"optimizer_ms_per_gib\": ");
-        bm_put_num(f, km->device.optimizer_ms_per_gib);
-    }
-    const char *coll_names[4] = {"coll_gbytes_per_s", "coll_latency_us", "inter_host_coll_gbytes_per_s",
-                                 "inter_host_coll_latency_us"}; /* absent = 0: the link's (sim/step.h) */
-    const double coll[4] = {km->device.coll_gbytes_per_s, km->device.coll_latency_us,
-                            km->device.inter_host_coll_gbytes_per_s, km->device.inter_host_coll_latency_us};
-    for (int k = 0; k < 4; k++)
-        if (coll[k] > 0) {
-            fprintf(f, ", \"%s\": ", coll_names[k]);
-            bm_put_num(f, coll[k]);
-        }
+    put_fields(f, fields, bm_table_device_fields(&km->device, t->ranks_per_host, 0, fields, 64));
     fprintf(f, "},\n \"modules\": [\n");
     int split = bm_table_splits(t, -1);
     for (int i = 0; i < t->n_modules; i++) {
@@ -139,10 +116,12 @@ int bm_table_write_json(const struct bm_table *t, const struct bm_costs *costs, 
         }
         fprintf(f, "],\n");
     }
-    for (int k = 0; k < N_OVERHEADS; k++) {
-        double ms = *(const double *)(const void *)((const char *)km + overheads[k].off);
+    for (int k = 0; k < bm_n_knobs; k++) { /* the executor's time outside the ops: us here, ms in
+                                             * the cost model (src/sim/cost.h) */
+        if (bm_knobs[k].home != BM_KNOB_OVERHEAD || bm_knobs[k].json != BM_KNOB_IF_POSITIVE) continue;
+        double ms = *(const double *)(const void *)((const char *)km + bm_knobs[k].costs_off);
         if (ms > 0) {
-            fprintf(f, " \"%s\": ", overheads[k].key);
+            fprintf(f, " \"%s\": ", bm_knobs[k].key);
             bm_put_num(f, ms * 1000.0);
             fprintf(f, ",\n");
         }
@@ -501,10 +480,14 @@ static int load_op(struct ld *L, json_t *o, const char *p, struct bm_table *t, s
 /* device.ranks_per_host and the inter-host link (see put_hosts); absent = one host. */
 static int load_hosts(struct ld *L, json_t *d, struct bm_device *dev)
 {
-    if (get_int(L, d, "device", "ranks_per_host", 0, 0, 4096, &dev->ranks_per_host) ||
-        get_num(L, d, "device", "inter_host_gbytes_per_s", &dev->inter_host_gbytes_per_s) ||
-        get_num(L, d, "device", "inter_host_latency_us", &dev->inter_host_latency_us))
-        return BM_ERR;
+    for (int i = 0; i < bm_n_knobs; i++) {
+        const struct bm_knob *kn = &bm_knobs[i];
+        if (kn->home != BM_KNOB_DEVICE || kn->parse != BM_KNOB_HOSTS) continue;
+        void *p = bm_knob_device_field(kn, dev);
+        if (kn->integer ? get_int(L, d, "device", kn->key, 0, 0, (int)kn->hi, (int *)p)
+                        : get_num(L, d, "device", kn->key, (double *)p))
+            return BM_ERR;
+    }
     if (dev->inter_host_gbytes_per_s > 0 && dev->inter_host_gbytes_per_s < 1e-6)
         return fail(L, "device.inter_host_gbytes_per_s",
                     "\"inter_host_gbytes_per_s\" must be 0 (no transfer cost) or >= 1e-06, got %g",
@@ -855,16 +838,20 @@ static char *header_text(const char *text, const char *a, const char *b)
 
 static int load_root(struct ld *L, json_t *root, struct bm_table **out)
 {
-    static const char *const keys[] = {"format", "version", "pp", "vpp", "microbatches", "unit",
-                                       "window", "dp", "zero", "backbone", "policy", "warmup_extra", "device",
-                                       "modules", "chunk_weights", "chunk_layers", "chunk_rank", "mb_scale",
-                                       "rank_time_scale", "op_overhead_us", "op_overhead_sd_us",
-                                       "recv_overhead_us", "step_lead_us", "ranks", NULL};
-    static const char *const dkeys[] = {"memory_gib", "peak_tflops", "efficiency",
-                                        "link_gbytes_per_s", "link_latency_us", "ranks_per_host",
-                                        "inter_host_gbytes_per_s", "inter_host_latency_us",
-                                        "optimizer_ms_per_gib", "coll_gbytes_per_s", "coll_latency_us",
-                                        "inter_host_coll_gbytes_per_s", "inter_host_coll_latency_us", NULL};
+    static const char *const fixed[] = {"format", "version", "pp", "vpp", "microbatches", "unit",
+                                        "window", "dp", "zero", "backbone", "policy", "warmup_extra", "device",
+                                        "modules", "chunk_weights", "chunk_layers", "chunk_rank", "mb_scale",
+                                        "rank_time_scale", "ranks", NULL};
+    const char *keys[96], *dkeys[64]; /* the top level's and the device's: the knobs a table carries */
+    int nk = 0, nd = 0;
+    for (int i = 0; fixed[i]; i++) keys[nk++] = fixed[i];
+    for (int i = 0; i < bm_n_knobs; i++) {
+        const struct bm_knob *kn = &bm_knobs[i];
+        if (strcmp(kn->section, "device") || kn->json == BM_KNOB_NEVER) continue;
+        if (kn->home == BM_KNOB_OVERHEAD && nk < 95) keys[nk++] = kn->key;
+        if (kn->home == BM_KNOB_DEVICE && nd < 63) dkeys[nd++] = kn->key;
+    }
+    keys[nk] = dkeys[nd] = NULL;
     if (!json_is_object(root)) return fail(L, "", "a table must be a JSON object");
     if (check_keys(L, root, "", keys)) return BM_ERR;
     const char *fmt, *bbs, *pols;
@@ -902,23 +889,21 @@ static int load_root(struct ld *L, json_t *root, struct bm_table **out)
         return fail(L, "backbone", "unknown backbone schedule \"%s\" (gpipe, 1f1b, interleaved, zb-h1, zb-interleaved, zb-v, dualpipe-v)", bbs);
     if (bm_policy_parse(pols, &t->policy))
         return fail(L, "policy", "unknown policy \"%s\"", pols);
-    k->device = (struct bm_device){.memory_gib = 80, .peak_tflops = 989, .efficiency = 0.4, .link_gbytes_per_s = 25, .link_latency_us = 10,
-                .inter_host_gbytes_per_s = 12.5, .inter_host_latency_us = 20};
+    bm_knob_device_defaults(&k->device);
     json_t *d = json_object_get(root, "device");
     if (d) {
         if (!json_is_object(d)) return fail(L, "device", "\"device\" must be an object");
-        if (check_keys(L, d, "device", dkeys) ||
-            get_num(L, d, "device", "memory_gib", &k->device.memory_gib) ||
-            get_num(L, d, "device", "peak_tflops", &k->device.peak_tflops) ||
-            get_num(L, d, "device", "efficiency", &k->device.efficiency) ||
-            get_num(L, d, "device", "link_gbytes_per_s", &k->device.link_gbytes_per_s) ||
-            get_num(L, d, "device", "link_latency_us", &k->device.link_latency_us) || load_hosts(L, d, &k->device) ||
-            get_num(L, d, "device", "optimizer_ms_per_gib", &k->device.optimizer_ms_per_gib) ||
-            get_num(L, d, "device", "coll_gbytes_per_s", &k->device.coll_gbytes_per_s) ||
-            get_num(L, d, "device", "coll_latency_us", &k->device.coll_latency_us) ||
-            get_num(L, d, "device", "inter_host_coll_gbytes_per_s", &k->device.inter_host_coll_gbytes_per_s) ||
-            get_num(L, d, "device", "inter_host_coll_latency_us", &k->device.inter_host_coll_latency_us))
-            return BM_ERR;
+        if (check_keys(L, d, "device", dkeys)) return BM_ERR;
+        int hosts_read = 0;
+        for (int i = 0; i < bm_n_knobs; i++) { /* in the list's order; the hosts' together */
+            const struct bm_knob *kn = &bm_knobs[i];
+            if (kn->home != BM_KNOB_DEVICE || kn->json == BM_KNOB_NEVER || strcmp(kn->section, "device")) continue;
+            if (kn->parse == BM_KNOB_HOSTS) {
+                if (!hosts_read++ && load_hosts(L, d, &k->device)) return BM_ERR;
+                continue;
+            }
+            if (get_num(L, d, "device", kn->key, (double *)bm_knob_device_field(kn, &k->device))) return BM_ERR;
+        }
         if (k->device.link_gbytes_per_s > 0 && k->device.link_gbytes_per_s < 1e-6)
             return fail(L, "device.link_gbytes_per_s",
                         "\"link_gbytes_per_s\" must be 0 (no transfer cost) or >= 1e-06, got %g",
@@ -935,13 +920,14 @@ static int load_root(struct ld *L, json_t *root, struct bm_table **out)
     if (load_doubles(L, root, "chunk_weights", C, 1.0 / C, 0, &k->chunk_weights) ||
         load_doubles(L, root, "mb_scale", t->microbatches, 1.0, 0, &k->mb_scale))
         return BM_ERR;
-    for (int n = 0; n < N_OVERHEADS; n++) {
-        const char *key = overheads[n].key;
+    for (int n = 0; n < bm_n_knobs; n++) {
+        if (bm_knobs[n].home != BM_KNOB_OVERHEAD || bm_knobs[n].json == BM_KNOB_NEVER) continue;
+        const char *key = bm_knobs[n].key;
         json_t *j = json_object_get(root, key);
         if (!j) continue;
         double v = json_is_number(j) ? json_number_value(j) : -1;
         if (!(v >= 0) || v > 1e12) return fail(L, key, "\"%s\" must be a number >= 0", key);
-        *(double *)(void *)((char *)L->c + overheads[n].off) = v / 1000.0;
+        *(double *)(void *)((char *)L->c + bm_knobs[n].costs_off) = v / 1000.0;
     }
     if (json_object_get(root, "rank_time_scale")) {
         if (load_doubles(L, root, "rank_time_scale", t->pp, 1.0, 0, &k->rank_time_scale)) return BM_ERR;
