@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include "bigmac_cost.h"
+#include "spec/jfield.h"
 #include "spec/jpos.h"
 #include "spec/knobs.h"
 #include "table/table.h"
@@ -168,8 +169,7 @@ int bm_table_save(const struct bm_table *t, const struct bm_costs *c, const char
 /* ---------------------------------------------------------------- loader */
 
 struct ld {
-    const char *text, *name;
-    struct bm_err *err;
+    struct bm_jfield f;   /* name, text and err of the messages, the table's wording (jfield.h) */
     const char *ranks_at; /* the "ranks" array in text when it is streamed (stream_ranks), else NULL */
     struct bm_costs *c;   /* the costs the table carries, filled beside it */
 };
@@ -182,14 +182,11 @@ static int fail(struct ld *L, const char *path, const char *fmt, ...)
     ;
 static int fail(struct ld *L, const char *path, const char *fmt, ...)
 {
-    char msg[1024];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    int rc = bm_jf_vfail(&L->f, path, fmt, ap);
     va_end(ap);
-    int line = 1, col = 1;
-    bm_jpos_find(L->text, path, &line, &col);
-    return bm_err_set(L->err, "%s:%d:%d: %s", L->name, line, col, msg);
+    return rc;
 }
 
 /* Reject keys of object o (at 'path') that are not in the NULL-terminated list 'known'. */
@@ -213,47 +210,18 @@ static int check_keys(struct ld *L, json_t *o, const char *path, const char *con
 static int get_int(struct ld *L, json_t *o, const char *path, const char *key, int required,
                    int lo, int hi, int *out)
 {
-    char p[512];
-    snprintf(p, sizeof p, "%s%s%s", path, *path ? "." : "", key);
-    json_t *v = json_object_get(o, key);
-    if (!v) {
-        if (required) return fail(L, path, "missing required field \"%s\"", key);
-        return BM_OK;
-    }
-    long long x;
-    if (!bm_json_whole(v, &x)) /* the one integer rule (spec/jpos.h): 4 and 4.0, not 4.5 */
-        return fail(L, p, "\"%s\" must be an integer", key);
-    if (x < lo || x > hi)
-        return fail(L, p, "\"%s\" is %lld, must be in %d..%d", key, (long long)x, lo, hi);
-    *out = (int)x;
-    return BM_OK;
+    return bm_jf_int(&L->f, o, path, key, lo, hi, required ? BM_JF_REQUIRED : 0, out, NULL);
 }
 
+/* A figure: finite, >= 0, at most BM_MAX_FIGURE. */
 static int get_num(struct ld *L, json_t *o, const char *path, const char *key, double *out)
 {
-    char p[512];
-    snprintf(p, sizeof p, "%s%s%s", path, *path ? "." : "", key);
-    json_t *v = json_object_get(o, key);
-    if (!v) return BM_OK;
-    if (!json_is_number(v)) return fail(L, p, "\"%s\" must be a number", key);
-    double x = json_number_value(v);
-    if (!isfinite(x) || x < 0) return fail(L, p, "\"%s\" must be a finite number >= 0", key);
-    if (x > BM_MAX_FIGURE)
-        return fail(L, p, "\"%s\" is %g, more than the limit %g (a guard against absurd input)",
-                    key, x, BM_MAX_FIGURE);
-    *out = x;
-    return BM_OK;
+    return bm_jf_num(&L->f, o, path, key, 0, 0, BM_MAX_FIGURE, out, NULL);
 }
 
 static int get_str(struct ld *L, json_t *o, const char *path, const char *key, const char **out)
 {
-    char p[512];
-    snprintf(p, sizeof p, "%s%s%s", path, *path ? "." : "", key);
-    json_t *v = json_object_get(o, key);
-    if (!v) return fail(L, path, "missing required field \"%s\"", key);
-    if (!json_is_string(v)) return fail(L, p, "\"%s\" must be a string", key);
-    *out = json_string_value(v);
-    return BM_OK;
+    return bm_jf_str(&L->f, o, path, key, 0, 1, out);
 }
 
 static int get_strv(struct ld *L, json_t *o, const char *path, const char *key, char ***out, int *n)
@@ -268,7 +236,7 @@ static int get_strv(struct ld *L, json_t *o, const char *path, const char *key, 
     size_t k = json_array_size(v);
     if (k == 0) return BM_OK;
     *out = bm_calloc(k, sizeof **out);
-    if (!*out) return bm_err_set(L->err, "%s: out of memory", L->name);
+    if (!*out) return bm_err_set(L->f.err, "%s: out of memory", L->f.name);
     for (size_t i = 0; i < k; i++) {
         json_t *s = json_array_get(v, i);
         if (!json_is_string(s) || json_string_length(s) > BM_MAX_NAME_LEN) {
@@ -280,7 +248,7 @@ static int get_strv(struct ld *L, json_t *o, const char *path, const char *key, 
             return fail(L, q, "\"%s\" must be an array of strings", key);
         }
         (*out)[i] = bm_strdup(json_string_value(s));
-        if (!(*out)[i]) return bm_err_set(L->err, "%s: out of memory", L->name);
+        if (!(*out)[i]) return bm_err_set(L->f.err, "%s: out of memory", L->f.name);
         (*n)++;
     }
     return BM_OK;
@@ -302,7 +270,7 @@ static int load_modules(struct ld *L, json_t *root, struct bm_table *t)
     struct bm_costs *k = L->c;
     k->modules = bm_calloc((size_t)n, sizeof *k->modules);
     k->spread = bm_calloc((size_t)n, sizeof *k->spread);
-    if (!t->modules || !k->modules || !k->spread) return bm_err_set(L->err, "%s: out of memory", L->name);
+    if (!t->modules || !k->modules || !k->spread) return bm_err_set(L->f.err, "%s: out of memory", L->f.name);
     for (int i = 0; i < n; i++) {
         char p[64];
         snprintf(p, sizeof p, "modules[%d]", i);
@@ -322,7 +290,7 @@ static int load_modules(struct ld *L, json_t *root, struct bm_table *t)
             return fail(L, q, "a module name is %zu bytes long; the limit is %d", strlen(name),
                         BM_MAX_NAME_LEN);
         }
-        if (!(m->name = bm_strdup(name))) return bm_err_set(L->err, "%s: out of memory", L->name);
+        if (!(m->name = bm_strdup(name))) return bm_err_set(L->f.err, "%s: out of memory", L->f.name);
         for (int j = 0; j < i; j++)
             if (!strcmp(t->modules[j].name, name))
                 return fail(L, p, "duplicate module name \"%s\"", name);
@@ -406,7 +374,7 @@ static int load_doubles(struct ld *L, json_t *root, const char *key, int n, doub
                         int integral, double **out)
 {
     *out = bm_malloc((size_t)n * sizeof **out);
-    if (!*out) return bm_err_set(L->err, "%s: out of memory", L->name);
+    if (!*out) return bm_err_set(L->f.err, "%s: out of memory", L->f.name);
     json_t *v = json_object_get(root, key);
     for (int i = 0; i < n; i++) (*out)[i] = dflt;
     if (!v) return BM_OK;
@@ -549,8 +517,8 @@ static const char *skip_value(const char *p)
 static int syntax_at(struct ld *L, const char *at, const char *what)
 {
     int line, col;
-    bm_jpos_offset(L->text, (size_t)(at - L->text), &line, &col);
-    bm_err_set(L->err, "%s:%d:%d: invalid JSON: %s", L->name, line, col, what);
+    bm_jpos_offset(L->f.text, (size_t)(at - L->f.text), &line, &col);
+    bm_err_set(L->f.err, "%s:%d:%d: invalid JSON: %s", L->f.name, line, col, what);
     return STREAM_SYNTAX;
 }
 
@@ -559,14 +527,14 @@ static int parse_span(struct ld *L, const char *a, const char *b, json_t **out)
 {
     size_t n = (size_t)(b - a);
     char *buf = bm_malloc(n + 1);
-    if (!buf) return bm_err_set(L->err, "%s: out of memory", L->name);
+    if (!buf) return bm_err_set(L->f.err, "%s: out of memory", L->f.name);
     memcpy(buf, a, n);
     buf[n] = 0;
     struct bm_err e;
-    *out = bm_json_parse(buf, L->name, 0, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &e);
+    *out = bm_json_parse(buf, L->f.name, 0, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &e);
     bm_free(buf);
     if (*out) return BM_OK;
-    if (strstr(e.msg, "out of memory")) return bm_err_set(L->err, "%s", e.msg);
+    if (strstr(e.msg, "out of memory")) return bm_err_set(L->f.err, "%s", e.msg);
     const char *why = strstr(e.msg, "invalid JSON: ");
     return syntax_at(L, a, why ? why + 14 : e.msg);
 }
@@ -696,7 +664,7 @@ static int stream_ops(struct ld *L, struct bm_table *t, int r, const char **pp)
                 return fail(L, op_path, "rank %d %ss to itself", r, op.kind == BM_OP_SEND ? "send" : "recv");
             p = e;
         }
-        if (bm_table_push(t, r, op, L->err)) return BM_ERR;
+        if (bm_table_push(t, r, op, L->f.err)) return BM_ERR;
         p = skip_ws(p);
         if (*p == ']') break;
         if (*p != ',') return syntax_at(L, p, "expected ',' or ']' after an op");
@@ -731,9 +699,9 @@ static int stream_rank(struct ld *L, struct bm_table *t, int r, const char **pp)
             const char *end = skip_value(e);
             if (!end) return syntax_at(L, e, "a value ends early");
             json_t *v, *o = json_object();
-            if (!o) return bm_err_set(L->err, "%s: out of memory", L->name);
+            if (!o) return bm_err_set(L->f.err, "%s: out of memory", L->f.name);
             int rc = parse_span(L, e, end, &v), rank = -1;
-            if (!rc && json_object_set_new(o, "rank", v)) rc = bm_err_set(L->err, "%s: out of memory", L->name);
+            if (!rc && json_object_set_new(o, "rank", v)) rc = bm_err_set(L->f.err, "%s: out of memory", L->f.name);
             if (!rc && get_int(L, o, p, "rank", 1, 0, t->pp - 1, &rank)) rc = BM_ERR;
             json_decref(o);
             if (rc) return rc;
@@ -863,7 +831,7 @@ static int load_root(struct ld *L, json_t *root, struct bm_table **out)
         get_int(L, root, "", "pp", 1, 1, 4096, &pp))
         return BM_ERR;
     struct bm_table *t = bm_table_new(pp);
-    if (!t) return bm_err_set(L->err, "%s: out of memory", L->name);
+    if (!t) return bm_err_set(L->f.err, "%s: out of memory", L->f.name);
     *out = t;
     struct bm_costs *k = L->c;
     t->vpp = 1;
@@ -914,7 +882,7 @@ static int load_root(struct ld *L, json_t *root, struct bm_table **out)
     if (json_object_get(root, "warmup_extra")) {
         if (get_int(L, root, "", "warmup_extra", 0, 0, 1000000, &t->warmup_extra)) return BM_ERR;
     } else if ((t->warmup_extra = bm_table_default_warmup(t)) < 0) {
-        return bm_err_set(L->err, "%s: out of memory", L->name);
+        return bm_err_set(L->f.err, "%s: out of memory", L->f.name);
     }
     int C = t->pp * t->vpp;
     if (load_doubles(L, root, "chunk_weights", C, 1.0 / C, 0, &k->chunk_weights) ||
@@ -948,7 +916,7 @@ static int load_root(struct ld *L, json_t *root, struct bm_table **out)
         t->chunk_layers = bm_malloc((size_t)C * sizeof(int));
         if (!t->chunk_layers) {
             bm_free(tmp);
-            return bm_err_set(L->err, "%s: out of memory", L->name);
+            return bm_err_set(L->f.err, "%s: out of memory", L->f.name);
         }
         for (int c = 0; c < C; c++) t->chunk_layers[c] = (int)tmp[c];
         bm_free(tmp);
@@ -961,7 +929,7 @@ static int load_root(struct ld *L, json_t *root, struct bm_table **out)
         }
         if (!(t->chunk_rank = bm_malloc((size_t)C * sizeof(int)))) {
             bm_free(tmp);
-            return bm_err_set(L->err, "%s: out of memory", L->name);
+            return bm_err_set(L->f.err, "%s: out of memory", L->f.name);
         }
         for (int c = 0; c < C; c++) {
             if (tmp[c] >= pp) {
@@ -974,7 +942,7 @@ static int load_root(struct ld *L, json_t *root, struct bm_table **out)
         }
         bm_free(tmp);
     }
-    if (bm_table_finish(t, L->err)) return BM_ERR;
+    if (bm_table_finish(t, L->f.err)) return BM_ERR;
     if (L->ranks_at) return stream_ranks(L, t);
 
     json_t *ranks = json_object_get(root, "ranks");
@@ -1007,7 +975,7 @@ static int load_root(struct ld *L, json_t *root, struct bm_table **out)
             if (load_op(L, json_array_get(ops, i), op_path, t, &op)) return BM_ERR;
             if (op.kind != BM_OP_COMPUTE && op.peer == r)
                 return fail(L, op_path, "rank %d %ss to itself", r, op.kind == BM_OP_SEND ? "send" : "recv");
-            if (bm_table_push(t, r, op, L->err)) return BM_ERR;
+            if (bm_table_push(t, r, op, L->f.err)) return BM_ERR;
         }
     }
     return BM_OK;
@@ -1022,7 +990,7 @@ int bm_table_parse(const char *text, const char *name, struct bm_table **out, st
     if (len > (size_t)BM_MAX_TABLE_TEXT)
         return bm_err_set(err, "%s: the table is %zu bytes; a table may be at most %ld MiB", name,
                           len, BM_MAX_TABLE_TEXT >> 20);
-    struct ld L = {text, name, err, NULL, NULL};
+    struct ld L = {.f = {.name = name, .text = text, .err = err, .table = 1}};
     const char *a, *b;
     int line, col;
     if (bm_jpos_depth(text, 64, &line, &col))
