@@ -596,7 +596,7 @@ static int parse_module(struct cp *P, const struct line *L, struct bm_table *t)
     struct bm_table_module *m = &t->modules[t->n_modules];
     memset(m, 0, sizeof *m);
     struct bm_cost *mc = &kc->modules[kc->n_modules];
-    *mc = (struct bm_cost){1, 2, 0, 0, 0, 0, 0, 0};
+    bm_knob_cost_defaults(mc); /* the spec's (knobs.h) */
     kc->spread[kc->n_modules++] = 0;
     m->grad_to_backbone = 1;
     m->role = BM_ROLE_ENCODER;

@@ -258,8 +258,11 @@ static int load_modules(struct ld *L, json_t *root, struct bm_table *t)
 {
     static const char *const mkeys[] = {"name", "role", "consumes", "produces", "grad_to_backbone",
                                         "cost", "recompute", "trainable", NULL};
-    static const char *const ckeys[] = {"fwd_ms", "bwd_ms", "act_mib", "state_mib", "out_mib", "spread",
-                                        "w_ms", "act_w_mib", "param_mib", NULL};
+    const char *ckeys[64]; /* a module's cost: the knobs a table carries */
+    int nc = 0;
+    for (int i = 0; i < bm_n_knobs && nc < 63; i++)
+        if (!strcmp(bm_knobs[i].section, "cost") && bm_knobs[i].json != BM_KNOB_NEVER) ckeys[nc++] = bm_knobs[i].key;
+    ckeys[nc] = NULL;
     json_t *mods = json_object_get(root, "modules");
     if (!mods) return fail(L, "", "missing required field \"modules\"");
     if (!json_is_array(mods) || json_array_size(mods) == 0)
@@ -280,7 +283,7 @@ static int load_modules(struct ld *L, json_t *root, struct bm_table *t)
         struct bm_table_module *m = &t->modules[i];
         t->n_modules = k->n_modules = i + 1;
         struct bm_cost *mc = &k->modules[i];
-        *mc = (struct bm_cost){1, 2, 0, 0, 0, 0, 0, 0};
+        bm_knob_cost_defaults(mc); /* the spec's (knobs.h) */
         m->grad_to_backbone = 1;
         const char *name, *role;
         if (get_str(L, mo, p, "name", &name) || get_str(L, mo, p, "role", &role)) return BM_ERR;
@@ -339,14 +342,12 @@ static int load_modules(struct ld *L, json_t *root, struct bm_table *t)
             char q[80];
             snprintf(q, sizeof q, "%s.cost", p);
             if (!json_is_object(c)) return fail(L, q, "\"cost\" must be an object");
-            if (check_keys(L, c, q, ckeys) || get_num(L, c, q, "fwd_ms", &mc->fwd_ms) ||
-                get_num(L, c, q, "bwd_ms", &mc->bwd_ms) ||
-                get_num(L, c, q, "act_mib", &mc->act_mib) ||
-                get_num(L, c, q, "state_mib", &mc->state_mib) ||
-                get_num(L, c, q, "out_mib", &mc->out_mib) ||
-                get_num(L, c, q, "w_ms", &mc->w_ms) ||
-                get_num(L, c, q, "act_w_mib", &mc->act_w_mib))
-                return BM_ERR;
+            if (check_keys(L, c, q, ckeys)) return BM_ERR;
+            for (int j = 0; j < bm_n_knobs; j++) { /* the figures, in the list's order */
+                const struct bm_knob *kn = &bm_knobs[j];
+                if (kn->home != BM_KNOB_COST || kn->json == BM_KNOB_NEVER || kn->json == BM_KNOB_BY_OWN_CODE) continue;
+                if (get_num(L, c, q, kn->key, (double *)(void *)((char *)mc + kn->off))) return BM_ERR;
+            }
             mc->param_mib = mc->state_mib / 4; /* absent: a quarter of the state */
             if (get_num(L, c, q, "param_mib", &mc->param_mib)) return BM_ERR;
             if (json_object_get(c, "spread")) {
