@@ -638,14 +638,15 @@ static int parse_module(struct cp *P, const struct line *L, struct bm_table *t)
                 return at(P, L->no, tk[i].col, "trainable must be true or false");
             m->frozen = v[0] == 'f';
         } else {
-            double *dst = !strcmp(k, "fwd_ms") ? &mc->fwd_ms
-                          : !strcmp(k, "bwd_ms") ? &mc->bwd_ms
-                          : !strcmp(k, "act_mib") ? &mc->act_mib
-                          : !strcmp(k, "state_mib") ? &mc->state_mib
-                          : !strcmp(k, "out_mib") ? &mc->out_mib
-                          : !strcmp(k, "w_ms") ? &mc->w_ms
-                          : !strcmp(k, "act_w_mib") ? &mc->act_w_mib : NULL;
-            if (!dst) return at(P, L->no, tk[i].col, "unknown module key \"%s\" (name, role, consumes, produces, grad_to_backbone, recompute, trainable, fwd_ms, bwd_ms, act_mib, state_mib, out_mib, w_ms, act_w_mib)", k);
+            const struct bm_knob *kn = bm_knob_find("cost", k); /* the figures the line carries */
+            if (!kn || kn->home != BM_KNOB_COST || kn->csv == BM_KNOB_NEVER) {
+                char known[512] = "name, role, consumes, produces, grad_to_backbone, recompute, trainable";
+                for (int j = 0; j < bm_n_knobs; j++)
+                    if (bm_knobs[j].home == BM_KNOB_COST && bm_knobs[j].csv != BM_KNOB_NEVER)
+                        snprintf(known + strlen(known), sizeof known - strlen(known), ", %s", bm_knobs[j].key);
+                return at(P, L->no, tk[i].col, "unknown module key \"%s\" (%s)", k, known);
+            }
+            double *dst = (double *)(void *)((char *)mc + kn->off);
             if (parse_dbl(P, L->no, &tk[i], v, dst)) return BM_ERR;
         }
     }
