@@ -14,7 +14,9 @@
 
 #include <jansson.h>
 
+#include "spec/jfield.h"
 #include "spec/jpos.h"
+#include "spec/knobs.h"
 #include "util/util.h"
 
 /* ---------------------------------------------------------------- limits against absurd input */
@@ -45,20 +47,11 @@
 
 static const char *const top_keys[] = {"format", "version", "name", "doc", "device", "parallel",
                                        "schedule", "inputs", "modules", "data", "train", NULL};
-static const char *const device_keys[] = {"memory_gib", "peak_tflops", "efficiency",
-                                          "link_gbytes_per_s", "link_latency_us", "rank_time_scale",
-                                          "ranks_per_host", "inter_host_gbytes_per_s",
-                                          "inter_host_latency_us", "op_overhead_us", "op_overhead_sd_us",
-                                          "recv_overhead_us", "step_lead_us", "optimizer_ms_per_gib",
-                                          "coll_gbytes_per_s", "coll_latency_us", "inter_host_coll_gbytes_per_s",
-                                          "inter_host_coll_latency_us", NULL};
 static const char *const parallel_keys[] = {"pp", "vpp", "microbatches", "unit", "dp", NULL};
 static const char *const schedule_keys[] = {"backbone", "policy", "window", NULL};
 static const char *const module_keys[] = {"name", "role", "consumes", "produces", "layers", "cost",
                                           "grad_to_backbone", "impl", "arch", "doc", "recompute", "trainable", NULL};
 static const char *const recompute_names[] = {"none", "full", NULL};
-static const char *const cost_keys[] = {"fwd_ms", "bwd_ms", "act_mib", "state_mib", "out_mib", "spread",
-                                        "w_ms", "act_w_mib", "param_mib", NULL};
 static const char *const arch_keys[] = {"params", "layers", "hidden", "heads", "ffn", "vocab", "seq",
                                         "tokens", "image", "patch", "channels", "cond", NULL};
 static const char *const data_keys[] = {"encoder_cost_scale", "seed", "samples_per_microbatch",
@@ -76,37 +69,10 @@ static const char *const dist_names[] = {"none", "uniform", "lognormal", NULL};
 /* ---------------------------------------------------------------- context and messages */
 
 struct ctx {
-    const char *name;     /* file name used in messages */
-    const char *text;     /* raw JSON (for positions) */
-    struct bm_err *err;
+    struct bm_jfield f;   /* name, text, err, subject and strip of the messages (jfield.h) */
     struct bm_spec *s;
     json_t *modules;      /* the "modules" array (alive while checking the graph) */
-    const char *subject;  /* "module \"vit\": " while inside a module, else "" */
-    size_t strip;         /* bytes of the path prefix the subject replaces ("modules[3].") */
 };
-
-/* Escape a user string for a message: quotes, backslashes and control bytes, at most
- * ~200 bytes shown. */
-static const char *esc(const char *s, char *buf, size_t n)
-{
-    size_t o = 0;
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (o + 8 >= n || o >= 200) {
-            snprintf(buf + o, n - o, "...");
-            return buf;
-        }
-        if (*p == '"' || *p == '\\') {
-            buf[o++] = '\\';
-            buf[o++] = (char)*p;
-        } else if (*p < 0x20 || *p == 0x7f) {
-            o += (size_t)snprintf(buf + o, n - o, "\\x%02x", *p);
-        } else {
-            buf[o++] = (char)*p;
-        }
-    }
-    buf[o] = 0;
-    return buf;
-}
 
 /* "name:line:col: <message>" with the position of 'path'. Returns BM_ERR. */
 static int fail(struct ctx *c, const char *path, const char *fmt, ...)
@@ -116,50 +82,28 @@ static int fail(struct ctx *c, const char *path, const char *fmt, ...)
     ;
 static int fail(struct ctx *c, const char *path, const char *fmt, ...)
 {
-    int line, col;
-    char msg[3800];
-    bm_jpos_find(c->text, path, &line, &col);
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    int rc = bm_jf_vfail(&c->f, path, fmt, ap);
     va_end(ap);
-    return bm_err_set(c->err, "%s:%d:%d: %s", c->name, line, col, msg);
+    return rc;
 }
 
 static int oom(struct ctx *c)
 {
-    return bm_err_set(c->err, "%s: out of memory while loading the spec", c->name);
+    return bm_err_set(c->f.err, "%s: out of memory while loading the spec", c->f.name);
 }
 
 /* How a field is named in messages: "parallel.pp", or "module \"vit\": cost.fwd_ms". */
 static const char *field(struct ctx *c, const char *path, char *buf, size_t n)
 {
-    snprintf(buf, n, "%s%s", c->subject, strlen(path) >= c->strip ? path + c->strip : path);
-    return buf;
-}
-
-/* What a JSON value is, for "got ..." */
-static const char *describe(const json_t *v, char *buf, size_t n)
-{
-    char e[256];
-    switch (json_typeof(v)) {
-    case JSON_OBJECT: return "an object";
-    case JSON_ARRAY: return "an array";
-    case JSON_STRING: snprintf(buf, n, "a string (\"%s\")", esc(json_string_value(v), e, sizeof e)); return buf;
-    case JSON_INTEGER: snprintf(buf, n, "%lld", (long long)json_integer_value(v)); return buf;
-    case JSON_REAL: snprintf(buf, n, "%g", json_real_value(v)); return buf;
-    case JSON_TRUE: return "true";
-    case JSON_FALSE: return "false";
-    case JSON_NULL: return "null";
-    }
-    return "?";
+    return bm_jf_field(&c->f, path, buf, n);
 }
 
 /* path + "." + key (or ["key"]) into out. */
 static void join(char *out, const char *parent, const char *key)
 {
-    snprintf(out, PATH_N, "%s", parent);
-    (void)bm_jpos_key(out, PATH_N, key);
+    bm_jf_join(out, parent, key);
 }
 
 static void join_index(char *out, const char *parent, long i)
@@ -249,7 +193,7 @@ static int check_keys(struct ctx *c, json_t *obj, const char *path, const char *
         join(p, path, key);
         char what[300];
         snprintf(what, sizeof what, "%s accepts", where);
-        return fail(c, p, "unknown key \"%s\" in %s%s", esc(key, e, sizeof e), where,
+        return fail(c, p, "unknown key \"%s\" in %s%s", bm_jf_esc(key, e, sizeof e), where,
                     hint_for(key, allowed, what, h, sizeof h));
     }
     return BM_OK;
@@ -265,7 +209,7 @@ static int get_object(struct ctx *c, json_t *obj, const char *parent, const char
         char p[PATH_N], f[PATH_N], d[300];
         join(p, parent, key);
         return fail(c, p, "%s must be an object, got %s", field(c, p, f, sizeof f),
-                    describe(v, d, sizeof d));
+                    bm_jf_describe(v, d, sizeof d));
     }
     *out = v;
     return BM_OK;
@@ -290,27 +234,7 @@ static int get_window(struct ctx *c, json_t *obj, const char *parent, int *out)
 static int get_int(struct ctx *c, json_t *obj, const char *parent, const char *key, long long lo,
                    long long hi, int allow_auto, int *out, int *given)
 {
-    json_t *v = json_object_get(obj, key);
-    if (given) *given = v != NULL;
-    if (!v) return BM_OK;
-    char p[PATH_N], f[PATH_N], d[300];
-    join(p, parent, key);
-    field(c, p, f, sizeof f);
-    const char *ora = allow_auto ? " or \"auto\"" : "";
-    if (allow_auto && json_is_string(v) && !strcmp(json_string_value(v), "auto")) {
-        *out = 0;
-        return BM_OK;
-    }
-    long long x;
-    if (!bm_json_whole(v, &x)) /* the one integer rule (spec/jpos.h), shared with tables */
-        return fail(c, p, "%s must be an integer%s, got %s", f, ora, describe(v, d, sizeof d));
-    if (x < lo)
-        return fail(c, p, "%s must be an integer >= %lld%s, got %lld", f, lo, ora, x);
-    if (x > hi)
-        return fail(c, p, "%s is %lld, more than the limit %lld (a guard against absurd input)", f,
-                    x, hi);
-    *out = (int)x;
-    return BM_OK;
+    return bm_jf_int(&c->f, obj, parent, key, lo, hi, allow_auto ? BM_JF_AUTO : 0, out, given);
 }
 
 static int get_u64(struct ctx *c, json_t *obj, const char *parent, const char *key, uint64_t *out)
@@ -322,7 +246,7 @@ static int get_u64(struct ctx *c, json_t *obj, const char *parent, const char *k
     long long x;
     if (!bm_json_whole(v, &x) || x < 0)
         return fail(c, p, "%s must be an integer >= 0, got %s", field(c, p, f, sizeof f),
-                    describe(v, d, sizeof d));
+                    bm_jf_describe(v, d, sizeof d));
     *out = (uint64_t)x;
     return BM_OK;
 }
@@ -333,21 +257,18 @@ enum { GT = 1, GE = 0 };  /* lower-bound kinds for get_num */
 static int get_num(struct ctx *c, json_t *obj, const char *parent, const char *key, double lo,
                    int kind, double hi, double *out, int *given)
 {
-    json_t *v = json_object_get(obj, key);
-    if (given) *given = v != NULL;
-    if (!v) return BM_OK;
-    char p[PATH_N], f[PATH_N], d[300];
-    join(p, parent, key);
-    field(c, p, f, sizeof f);
-    if (!json_is_number(v))
-        return fail(c, p, "%s must be a number, got %s", f, describe(v, d, sizeof d));
-    double x = json_number_value(v);
-    if (!isfinite(x)) return fail(c, p, "%s must be finite", f);
-    if (kind == GT ? !(x > lo) : !(x >= lo))
-        return fail(c, p, "%s must be %s %g, got %g", f, kind == GT ? ">" : ">=", lo, x);
-    if (x > hi) return fail(c, p, "%s must be <= %g, got %g", f, hi, x);
-    *out = x;
-    return BM_OK;
+    return bm_jf_num(&c->f, obj, parent, key, lo, kind == GT, hi, out, given);
+}
+
+/* Knob k (knobs.h) of the object obj at parent, with its limits, into its field of base (the
+ * struct its home names). Unchanged when absent. */
+static int get_knob(struct ctx *c, json_t *obj, const char *parent, const struct bm_knob *k, void *base,
+                    int *given)
+{
+    void *p = (char *)base + k->off;
+    if (k->integer)
+        return get_int(c, obj, parent, k->key, (long long)k->lo, (long long)k->hi, 0, (int *)p, given);
+    return get_num(c, obj, parent, k->key, k->lo, k->lo_open ? GT : GE, k->hi, (double *)p, given);
 }
 
 static int get_bool(struct ctx *c, json_t *obj, const char *parent, const char *key, int *out)
@@ -358,7 +279,7 @@ static int get_bool(struct ctx *c, json_t *obj, const char *parent, const char *
         char p[PATH_N], f[PATH_N], d[300];
         join(p, parent, key);
         return fail(c, p, "%s must be true or false, got %s", field(c, p, f, sizeof f),
-                    describe(v, d, sizeof d));
+                    bm_jf_describe(v, d, sizeof d));
     }
     *out = json_is_true(v);
     return BM_OK;
@@ -368,20 +289,7 @@ static int get_bool(struct ctx *c, json_t *obj, const char *parent, const char *
 static int get_str(struct ctx *c, json_t *obj, const char *parent, const char *key, size_t maxlen,
                    const char **sv)
 {
-    json_t *v = json_object_get(obj, key);
-    *sv = NULL;
-    if (!v) return BM_OK;
-    char p[PATH_N], f[PATH_N], d[300];
-    join(p, parent, key);
-    field(c, p, f, sizeof f);
-    if (!json_is_string(v))
-        return fail(c, p, "%s must be a string, got %s", f, describe(v, d, sizeof d));
-    size_t len = json_string_length(v);
-    if (maxlen && len == 0) return fail(c, p, "%s must not be empty", f);
-    if (maxlen && len > maxlen)
-        return fail(c, p, "%s is %zu bytes long; the limit is %zu", f, len, maxlen);
-    *sv = json_string_value(v);
-    return BM_OK;
+    return bm_jf_str(&c->f, obj, parent, key, maxlen, 0, sv);
 }
 
 /* Same, copied (bm_strdup) into *out (left unchanged when absent). */
@@ -414,7 +322,7 @@ static int get_enum(struct ctx *c, json_t *obj, const char *parent, const char *
     join(p, parent, key);
     field(c, p, f, sizeof f);
     return fail(c, p, "%s must be one of %s, got \"%s\"%s", f, list_names(names, all, sizeof all),
-                esc(sv, e, sizeof e), hint_for(sv, names, "valid values are", h, sizeof h));
+                bm_jf_esc(sv, e, sizeof e), hint_for(sv, names, "valid values are", h, sizeof h));
 }
 
 /* Array of distinct names (1..MAX_NAME bytes, at most MAX_LIST). */
@@ -427,7 +335,7 @@ static int get_names(struct ctx *c, json_t *obj, const char *parent, const char 
     join(p, parent, key);
     field(c, p, f, sizeof f);
     if (!json_is_array(v))
-        return fail(c, p, "%s must be an array of names, got %s", f, describe(v, d, sizeof d));
+        return fail(c, p, "%s must be an array of names, got %s", f, bm_jf_describe(v, d, sizeof d));
     size_t len = json_array_size(v);
     if (len > MAX_LIST) {
         char q[PATH_N];
@@ -442,14 +350,14 @@ static int get_names(struct ctx *c, json_t *obj, const char *parent, const char 
         join_index(q, p, (long)i);
         field(c, q, g, sizeof g);
         if (!json_is_string(x))
-            return fail(c, q, "%s must be a string, got %s", g, describe(x, d, sizeof d));
+            return fail(c, q, "%s must be a string, got %s", g, bm_jf_describe(x, d, sizeof d));
         const char *sv = json_string_value(x);
         size_t sl = json_string_length(x);
         if (sl == 0) return fail(c, q, "%s must not be empty", g);
         if (sl > MAX_NAME) return fail(c, q, "%s is %zu bytes long; the limit is %d", g, sl, MAX_NAME);
         for (int j = 0; j < *n; j++)
             if (!strcmp((*out)[j], sv))
-                return fail(c, q, "%s lists \"%s\" twice", f, esc(sv, e, sizeof e));
+                return fail(c, q, "%s lists \"%s\" twice", f, bm_jf_esc(sv, e, sizeof e));
         (*out)[*n] = bm_strdup(sv);
         if (!(*out)[*n]) return oom(c);
         (*n)++;
@@ -469,7 +377,7 @@ static int parse_scale_list(struct ctx *c, json_t *v, const char *p, const char 
     char d[300];
     size_t n = json_array_size(v);
     if (!json_is_array(v) || n == 0)
-        return fail(c, p, "%s must be a non-empty array of numbers (%s), got %s", p, what, describe(v, d, sizeof d));
+        return fail(c, p, "%s must be a non-empty array of numbers (%s), got %s", p, what, bm_jf_describe(v, d, sizeof d));
     if (n > limit) return fail(c, p, "%s has %zu entries; the limit is %zu%s", p, n, limit, limit_note);
     for (int k = 0; exclude && exclude[k]; k++)
         if (json_object_get(parent, exclude[k]))
@@ -484,7 +392,7 @@ static int parse_scale_list(struct ctx *c, json_t *v, const char *p, const char 
         join_index(q, p, (long)i);
         double xv = json_is_number(x) ? json_number_value(x) : NAN;
         if (!(xv > 0) || xv > max)
-            return fail(c, q, "%s[%zu] must be a number in (0, %g], got %s", p, i, max, describe(x, d, sizeof d));
+            return fail(c, q, "%s[%zu] must be a number in (0, %g], got %s", p, i, max, bm_jf_describe(x, d, sizeof d));
         (*out)[i] = xv;
     }
     return BM_OK;
@@ -519,9 +427,9 @@ static int parse_hosts(struct ctx *c, json_t *o)
     struct bm_device *d = &c->s->device;
     const char *P = "device";
     int rph = 0, bw = 0, lat = 0;
-    if (get_int(c, o, P, "ranks_per_host", 1, MAX_PP, 0, &d->ranks_per_host, &rph) ||
-        get_num(c, o, P, "inter_host_gbytes_per_s", MIN_LINK, GE, MAX_RATE, &d->inter_host_gbytes_per_s, &bw) ||
-        get_num(c, o, P, "inter_host_latency_us", 0, GE, MAX_MS * 1e3, &d->inter_host_latency_us, &lat))
+    if (get_knob(c, o, P, bm_knob_find(P, "ranks_per_host"), d, &rph) ||
+        get_knob(c, o, P, bm_knob_find(P, "inter_host_gbytes_per_s"), d, &bw) ||
+        get_knob(c, o, P, bm_knob_find(P, "inter_host_latency_us"), d, &lat))
         return BM_ERR;
     if (!rph && (bw || lat)) {
         const char *k = bw ? "inter_host_gbytes_per_s" : "inter_host_latency_us";
@@ -541,22 +449,14 @@ static int parse_device(struct ctx *c, json_t *root)
     if (get_object(c, root, "", "device", &o)) return BM_ERR;
     if (!o) return BM_OK;
     const char *P = "device";
-    if (check_keys(c, o, P, "\"device\"", device_keys) ||
-        get_num(c, o, P, "memory_gib", 0, GT, MAX_RATE, &d->memory_gib, NULL) ||
-        get_num(c, o, P, "peak_tflops", 0, GT, MAX_RATE, &d->peak_tflops, NULL) ||
-        get_num(c, o, P, "efficiency", 0, GT, 1, &d->efficiency, NULL) ||
-        get_num(c, o, P, "link_gbytes_per_s", 0, GT, MAX_RATE, &d->link_gbytes_per_s, NULL) ||
-        get_num(c, o, P, "link_latency_us", 0, GE, MAX_MS * 1e3, &d->link_latency_us, NULL) ||
-        get_num(c, o, P, "op_overhead_us", 0, GE, MAX_MS * 1e3, &c->s->op_overhead_us, NULL) ||
-        get_num(c, o, P, "op_overhead_sd_us", 0, GE, MAX_MS * 1e3, &c->s->op_overhead_sd_us, NULL) ||
-        get_num(c, o, P, "recv_overhead_us", 0, GE, MAX_MS * 1e3, &c->s->recv_overhead_us, NULL) ||
-        get_num(c, o, P, "step_lead_us", 0, GE, MAX_MS * 1e3, &c->s->step_lead_us, NULL) ||
-        get_num(c, o, P, "optimizer_ms_per_gib", 0, GE, MAX_MS, &d->optimizer_ms_per_gib, NULL) ||
-        get_num(c, o, P, "coll_gbytes_per_s", 0, GE, MAX_RATE, &d->coll_gbytes_per_s, NULL) ||
-        get_num(c, o, P, "coll_latency_us", 0, GE, MAX_MS * 1e3, &d->coll_latency_us, NULL) ||
-        get_num(c, o, P, "inter_host_coll_gbytes_per_s", 0, GE, MAX_RATE, &d->inter_host_coll_gbytes_per_s, NULL) ||
-        get_num(c, o, P, "inter_host_coll_latency_us", 0, GE, MAX_MS * 1e3, &d->inter_host_coll_latency_us, NULL))
-        return BM_ERR;
+    const char *keys[64];
+    bm_knob_keys("device", keys, 64);
+    if (check_keys(c, o, P, "\"device\"", keys)) return BM_ERR;
+    for (int i = 0; i < bm_n_knobs; i++) { /* the plain ones, in the list's order */
+        const struct bm_knob *k = &bm_knobs[i];
+        if (strcmp(k->section, "device") || k->parse != BM_KNOB_PLAIN) continue;
+        if (get_knob(c, o, P, k, k->home == BM_KNOB_OVERHEAD ? (void *)c->s : (void *)d, NULL)) return BM_ERR;
+    }
     if (d->link_gbytes_per_s < MIN_LINK)
         return fail(c, "device.link_gbytes_per_s",
                     "device.link_gbytes_per_s must be >= %g (transfer times would overflow), got %g",
@@ -737,10 +637,10 @@ static int parse_module(struct ctx *c, int i, json_t *mo)
     struct bm_module *m = &c->s->modules[i];
     char P[PATH_N], p[PATH_N], d[300], e[256], subj[300];
     join_index(P, "modules", i);
-    c->subject = "";
-    c->strip = 0;
+    c->f.subject = "";
+    c->f.strip = 0;
     if (!json_is_object(mo))
-        return fail(c, P, "%s must be an object, got %s", P, describe(mo, d, sizeof d));
+        return fail(c, P, "%s must be an object, got %s", P, bm_jf_describe(mo, d, sizeof d));
     m->grad_to_backbone = 1;
 
     const char *name;
@@ -757,18 +657,18 @@ static int parse_module(struct ctx *c, int i, json_t *mo)
             int l, col;
             join_index(q, "modules", j);
             (void)bm_jpos_key(q, sizeof q, "name");
-            bm_jpos_find(c->text, q, &l, &col);
+            bm_jpos_find(c->f.text, q, &l, &col);
             join(p, P, "name");
             return fail(c, p, "duplicate module name \"%s\"\nhint: the first \"%s\" is at %s:%d:%d; "
                               "module names must be unique",
-                        esc(name, e, sizeof e), e, c->name, l, col);
+                        bm_jf_esc(name, e, sizeof e), e, c->f.name, l, col);
         }
     if (!(m->name = bm_strdup(name))) return oom(c);
-    snprintf(subj, sizeof subj, "module \"%s\": ", esc(name, e, sizeof e));
+    snprintf(subj, sizeof subj, "module \"%s\": ", bm_jf_esc(name, e, sizeof e));
     snprintf(where, sizeof where, "module \"%s\"", e);
     if (check_keys(c, mo, P, where, module_keys)) return BM_ERR;
-    c->subject = subj;
-    c->strip = strlen(P) + 1;
+    c->f.subject = subj;
+    c->f.strip = strlen(P) + 1;
 
     int role = 0;
     m->role_given = json_object_get(mo, "role") != NULL;
@@ -810,23 +710,25 @@ static int parse_module(struct ctx *c, int i, json_t *mo)
         m->has_arch = 1;
         if (!m->layers && a->layers) m->layers = a->layers > MAX_COUNT ? MAX_COUNT : a->layers;
     }
-    m->cost = (struct bm_cost){1.0, 2.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0};
+    bm_knob_cost_defaults(&m->cost);
     int w_given = 0, aw_given = 0, pm_given = 0;
     if (co) {
         struct bm_cost *k = &m->cost;
         join(p, P, "cost");
         snprintf(where, sizeof where, "\"cost\" of module \"%s\"", e);
-        if (check_keys(c, co, p, where, cost_keys) ||
-            get_num(c, co, p, "fwd_ms", 0, GT, MAX_MS, &k->fwd_ms, NULL) ||
-            get_num(c, co, p, "bwd_ms", 0, GT, MAX_MS, &k->bwd_ms, NULL) ||
-            get_num(c, co, p, "act_mib", 0, GE, MAX_MIB, &k->act_mib, NULL) ||
-            get_num(c, co, p, "state_mib", 0, GE, MAX_MIB, &k->state_mib, NULL) ||
-            get_num(c, co, p, "out_mib", 0, GE, MAX_MIB, &k->out_mib, NULL) ||
-            get_num(c, co, p, "spread", 0, GE, 10, &m->spread, NULL) ||
-            get_num(c, co, p, "w_ms", 0, GT, MAX_MS, &k->w_ms, &w_given) ||
-            get_num(c, co, p, "act_w_mib", 0, GT, MAX_MIB, &k->act_w_mib, &aw_given) ||
-            get_num(c, co, p, "param_mib", 0, GE, MAX_MIB, &k->param_mib, &pm_given))
-            return BM_ERR;
+        const char *keys[64];
+        bm_knob_keys("cost", keys, 64);
+        if (check_keys(c, co, p, where, keys)) return BM_ERR;
+        for (int i = 0; i < bm_n_knobs; i++) { /* in the list's order */
+            const struct bm_knob *kn = &bm_knobs[i];
+            if (strcmp(kn->section, "cost")) continue;
+            if (kn->home == BM_KNOB_SPREAD ? get_num(c, co, p, kn->key, kn->lo, GE, kn->hi, &m->spread, NULL)
+                                           : get_knob(c, co, p, kn, k, NULL))
+                return BM_ERR;
+        }
+        w_given = json_object_get(co, "w_ms") != NULL;
+        aw_given = json_object_get(co, "act_w_mib") != NULL;
+        pm_given = json_object_get(co, "param_mib") != NULL;
         char q[PATH_N];
         if (w_given && !(k->w_ms < k->bwd_ms)) {
             join(q, p, "w_ms");
@@ -859,8 +761,8 @@ static int parse_module(struct ctx *c, int i, json_t *mo)
                     * state (weights, gradients and AdamW's two moments, 4 bytes each) */
         m->cost.param_mib = m->has_arch && m->arch.params > 0 ? 4.0 * m->arch.params / 1048576.0
                                                               : m->cost.state_mib / 4;
-    c->subject = "";
-    c->strip = 0;
+    c->f.subject = "";
+    c->f.strip = 0;
     return BM_OK;
 }
 
@@ -960,16 +862,16 @@ static int dfs_cycle(struct ctx *c, struct graph *g, int u, int depth)
             while (g->stack[start] != v) start--;
             for (int i = start; i <= depth && o < sizeof msg; i++)
                 o += (size_t)snprintf(msg + o, sizeof msg - o, "%s -> ",
-                                      esc(s->modules[g->stack[i]].name, e, sizeof e));
-            if (o < sizeof msg) snprintf(msg + o, sizeof msg - o, "%s", esc(s->modules[v].name, e, sizeof e));
+                                      bm_jf_esc(s->modules[g->stack[i]].name, e, sizeof e));
+            if (o < sizeof msg) snprintf(msg + o, sizeof msg - o, "%s", bm_jf_esc(s->modules[v].name, e, sizeof e));
             int k = edge_k(s, g, u, v);
             consumes_path(p, v, k);
             char e2[256];
             return fail(c, p, "cycle in the module graph: %s\nhint: module \"%s\" consumes \"%s\", "
                               "which depends on its own output; a module's inputs must come from "
                               "\"inputs\" or from modules upstream of it",
-                        msg, esc(s->modules[v].name, e, sizeof e),
-                        esc(s->modules[v].consumes[k], e2, sizeof e2));
+                        msg, bm_jf_esc(s->modules[v].name, e, sizeof e),
+                        bm_jf_esc(s->modules[v].consumes[k], e2, sizeof e2));
         }
         if (g->color[v] == 0 && dfs_cycle(c, g, v, depth + 1)) return BM_ERR;
     }
@@ -1020,9 +922,9 @@ static void missing_hint(const struct bm_spec *s, const struct graph *g, const c
     if (bname && best <= (tl <= 4 ? 1 : tl <= 8 ? 2 : 3)) {
         if (bmod)
             snprintf(buf, n, "\nhint: did you mean \"%s\" (produced by module \"%s\")?",
-                     esc(bname, e, sizeof e), esc(bmod, e2, sizeof e2));
+                     bm_jf_esc(bname, e, sizeof e), bm_jf_esc(bmod, e2, sizeof e2));
         else
-            snprintf(buf, n, "\nhint: did you mean the input \"%s\"?", esc(bname, e, sizeof e));
+            snprintf(buf, n, "\nhint: did you mean the input \"%s\"?", bm_jf_esc(bname, e, sizeof e));
         return;
     }
     /* a module whose name prefixes the tensor ("vit.patches" -> "vit") */
@@ -1031,13 +933,13 @@ static void missing_hint(const struct bm_spec *s, const struct graph *g, const c
         if (l < tl && !strncmp(t, s->modules[m].name, l) && (t[l] == '.' || t[l] == '_' || t[l] == ':')) {
             snprintf(buf, n, "\nhint: add \"produces\": [\"%s\"] to module \"%s\", or add \"%s\" to "
                              "\"inputs\" if it is data",
-                     esc(t, e, sizeof e), esc(s->modules[m].name, e2, sizeof e2), e);
+                     bm_jf_esc(t, e, sizeof e), bm_jf_esc(s->modules[m].name, e2, sizeof e2), e);
             return;
         }
     }
     snprintf(buf, n, "\nhint: add \"%s\" to \"inputs\" if it is data, or to the \"produces\" of the "
                      "module that computes it",
-             esc(t, e, sizeof e));
+             bm_jf_esc(t, e, sizeof e));
 }
 
 static const char *role_reason(enum bm_role r)
@@ -1083,13 +985,13 @@ static int check_producers(struct ctx *c, struct graph *g)
             if (is_input(g, s->n_inputs, t))
                 return fail(c, p, "module \"%s\" produces \"%s\", which is a spec input\nhint: rename the "
                                   "output, or remove \"%s\" from \"inputs\"",
-                            esc(mod->name, e, sizeof e), esc(t, e2, sizeof e2), e2);
+                            bm_jf_esc(mod->name, e, sizeof e), bm_jf_esc(t, e2, sizeof e2), e2);
             const struct prod *first = find_prod(g, t);
             if (first->m != m || first->k != k)
                 return fail(c, p, "tensor \"%s\" is produced by two modules: \"%s\" and \"%s\"\nhint: "
                                   "every tensor has exactly one producer; rename one of them",
-                            esc(t, e2, sizeof e2), esc(s->modules[first->m].name, e3, sizeof e3),
-                            esc(mod->name, e, sizeof e));
+                            bm_jf_esc(t, e2, sizeof e2), bm_jf_esc(s->modules[first->m].name, e3, sizeof e3),
+                            bm_jf_esc(mod->name, e, sizeof e));
         }
     }
     return BM_OK;
@@ -1112,7 +1014,7 @@ static int check_consumers(struct ctx *c, struct graph *g)
                 missing_hint(s, g, t, h, sizeof h);
                 return fail(c, p, "module \"%s\" consumes \"%s\", but it is not in \"inputs\" and no module "
                                   "produces it%s",
-                            esc(mod->name, e, sizeof e), esc(t, e2, sizeof e2), h);
+                            bm_jf_esc(mod->name, e, sizeof e), bm_jf_esc(t, e2, sizeof e2), h);
             }
             g->adj[pr->m * n + m] = 1;
         }
@@ -1134,7 +1036,7 @@ static int find_backbone(struct ctx *c, const struct graph *g)
             return fail(c, p, "several backbones: modules \"%s\" and \"%s\" are both marked \"role\": "
                               "\"backbone\"\nhint: a spec has exactly one backbone; mark the other one "
                               "\"encoder\" or \"generator\", or drop its \"role\" to derive it",
-                        esc(s->modules[bb].name, e, sizeof e), esc(s->modules[m].name, e2, sizeof e2));
+                        bm_jf_esc(s->modules[bb].name, e, sizeof e), bm_jf_esc(s->modules[m].name, e2, sizeof e2));
         }
         bb = m;
     }
@@ -1163,7 +1065,7 @@ static int find_backbone(struct ctx *c, const struct graph *g)
         if (tie >= 0)
             return fail(c, "modules", "no unique backbone: modules \"%s\" and \"%s\" both qualify with the same "
                                       "cost (%g ms per microbatch)\nhint: add \"role\": \"backbone\" to one of them",
-                        esc(s->modules[bb].name, e, sizeof e), esc(s->modules[tie].name, e2, sizeof e2), best);
+                        bm_jf_esc(s->modules[bb].name, e, sizeof e), bm_jf_esc(s->modules[tie].name, e2, sizeof e2), best);
     }
     s->backbone_module = bb;
     return BM_OK;
@@ -1187,13 +1089,13 @@ static int derive_roles(struct ctx *c, const struct graph *g)
             return fail(c, p, "module \"%s\" is neither upstream nor downstream of the backbone \"%s\"\n"
                               "hint: an encoder's outputs must (transitively) feed the backbone; a "
                               "generator must (transitively) consume the backbone's outputs",
-                        esc(mod->name, e, sizeof e), esc(s->modules[bb].name, e2, sizeof e2));
+                        bm_jf_esc(mod->name, e, sizeof e), bm_jf_esc(s->modules[bb].name, e2, sizeof e2));
         }
         if (mod->role_given && mod->role != r) {
             member_path(p, m, "role");
             return fail(c, p, "module \"%s\" is marked \"role\": \"%s\" but the graph makes it %s %s (%s)\n"
                               "hint: fix its \"consumes\"/\"produces\", or drop \"role\" to use the derived one",
-                        esc(mod->name, e, sizeof e), bm_role_name(mod->role),
+                        bm_jf_esc(mod->name, e, sizeof e), bm_role_name(mod->role),
                         r == BM_ROLE_ENCODER ? "an" : "a", bm_role_name(r), role_reason(r));
         }
         mod->role = r;
@@ -1202,7 +1104,7 @@ static int derive_roles(struct ctx *c, const struct graph *g)
             member_path(p, m, "grad_to_backbone");
             return fail(c, p, "\"grad_to_backbone\" is only for generators, but module \"%s\" is %s %s\n"
                               "hint: remove it",
-                        esc(mod->name, e, sizeof e), r == BM_ROLE_ENCODER ? "an" : "a", bm_role_name(r));
+                        bm_jf_esc(mod->name, e, sizeof e), r == BM_ROLE_ENCODER ? "an" : "a", bm_role_name(r));
         }
     }
     return BM_OK;
@@ -1234,7 +1136,7 @@ static int parse_modules(struct ctx *c, json_t *root)
         return fail(c, "", "the spec has no \"modules\"\nhint: add \"modules\": [{\"name\": ..., "
                            "\"role\": \"backbone\", ...}]");
     if (!json_is_array(ms))
-        return fail(c, "modules", "modules must be an array, got %s", describe(ms, d, sizeof d));
+        return fail(c, "modules", "modules must be an array, got %s", bm_jf_describe(ms, d, sizeof d));
     size_t n = json_array_size(ms);
     if (n == 0)
         return fail(c, "modules", "\"modules\" is empty: a spec needs one backbone module");
@@ -1253,7 +1155,7 @@ static int parse_modules(struct ctx *c, json_t *root)
 
 static void set_defaults(struct bm_spec *s)
 {
-    s->device = (struct bm_device){80, 989, 0.4, 25, 10, 0, 12.5, 20, 0, 0, 0, 0, 0};
+    bm_knob_device_defaults(&s->device);
     s->pp = 1;
     s->vpp = 1;
     s->dp = 1;
@@ -1291,7 +1193,7 @@ static int parse_root(struct ctx *c, json_t *root)
     struct bm_spec *s = c->s;
     char d[300];
     if (!json_is_object(root))
-        return fail(c, "", "a spec must be a JSON object, got %s", describe(root, d, sizeof d));
+        return fail(c, "", "a spec must be a JSON object, got %s", bm_jf_describe(root, d, sizeof d));
     json_t *f = json_object_get(root, "format"), *v = json_object_get(root, "version");
     /* a misspelt "format"/"version" gets its did-you-mean rather than "missing" */
     if ((!f || !v) && check_keys(c, root, "", "the spec", top_keys)) return BM_ERR;
@@ -1300,7 +1202,7 @@ static int parse_root(struct ctx *c, json_t *root)
                            "{\"format\": \"bigmac-spec\", \"version\": 1, ...}");
     if (!json_is_string(f) || strcmp(json_string_value(f), "bigmac-spec"))
         return fail(c, "format", "\"format\" must be \"bigmac-spec\", got %s%s",
-                    describe(f, d, sizeof d),
+                    bm_jf_describe(f, d, sizeof d),
                     json_is_string(f) && !strcmp(json_string_value(f), "bigmac-table")
                         ? "\nhint: this is an operator table; commands that take a spec want the "
                           "model description"
@@ -1310,12 +1212,12 @@ static int parse_root(struct ctx *c, json_t *root)
     long long version;
     if (!bm_json_whole(v, &version) || version != BM_SPEC_VERSION)
         return fail(c, "version", "unsupported spec version %s; this bigmac reads version %d",
-                    describe(v, d, sizeof d), BM_SPEC_VERSION);
+                    bm_jf_describe(v, d, sizeof d), BM_SPEC_VERSION);
     if (check_keys(c, root, "", "the spec", top_keys)) return BM_ERR;
     if (get_strdup(c, root, "", "name", MAX_NAME, &s->name) ||
         get_strdup(c, root, "", "doc", 0, &s->doc))
         return BM_ERR;
-    if (!s->name && !(s->name = default_name(c->name))) return oom(c);
+    if (!s->name && !(s->name = default_name(c->f.name))) return oom(c);
     if (parse_device(c, root) || parse_parallel_schedule(c, root) || parse_inputs(c, root) ||
         parse_data_train(c, root) || parse_modules(c, root) || check_graph(c))
         return BM_ERR;
@@ -1334,7 +1236,7 @@ int bm_spec_parse(const char *text, const char *name, struct bm_spec **out, stru
     json_t *root = bm_json_parse(text, name, MAX_DEPTH, JSON_REJECT_DUPLICATES, err);
     if (!root) return BM_ERR;
     struct bm_spec *s = bm_calloc(1, sizeof *s);
-    struct ctx c = {name, text, err, s, NULL, "", 0};
+    struct ctx c = {.f = {.name = name, .text = text, .err = err, .subject = ""}, .s = s};
     int rc = BM_ERR;
     if (!s || !(s->path = bm_strdup(name))) {
         oom(&c);

@@ -20,6 +20,7 @@
 
 #include "table/flow.h"
 #include "bigmac_cost.h"
+#include "spec/knobs.h"
 #include "table/table.h"
 #include "util/util.h"
 
@@ -73,9 +74,9 @@ int bm_csv_write(const struct bm_table *t, const struct bm_costs *costs, FILE *f
                "backbone=%s policy=%s warmup_extra=%d\n",
             t->pp, t->vpp, t->microbatches, t->unit, t->window, bm_backbone_name(t->backbone),
             bm_policy_name(t->policy), t->warmup_extra);
-    struct bm_field fields[8];
+    struct bm_field fields[64];
     fprintf(f, "# device");
-    put_fields(f, fields, bm_table_device_fields(&km->device, t->ranks_per_host, fields));
+    put_fields(f, fields, bm_table_device_fields(&km->device, t->ranks_per_host, 1, fields, 64));
     fprintf(f, "\n");
     int split = bm_table_splits(t, -1);
     for (int i = 0; i < t->n_modules; i++) {
@@ -566,23 +567,19 @@ static int parse_device(struct cp *P, const struct line *L, struct bm_device *d)
         if (!eq) return at(P, L->no, tk[i].col, "\"%s\": expected key=value", tk[i].text);
         *eq = 0;
         const char *k = tk[i].text;
-        double *dst = !strcmp(k, "memory_gib") ? &d->memory_gib
-                      : !strcmp(k, "peak_tflops") ? &d->peak_tflops
-                      : !strcmp(k, "efficiency") ? &d->efficiency
-                      : !strcmp(k, "link_gbytes_per_s") ? &d->link_gbytes_per_s
-                      : !strcmp(k, "link_latency_us") ? &d->link_latency_us
-                      : !strcmp(k, "inter_host_gbytes_per_s") ? &d->inter_host_gbytes_per_s
-                      : !strcmp(k, "inter_host_latency_us") ? &d->inter_host_latency_us : NULL;
-        if (!strcmp(k, "ranks_per_host")) {
+        const struct bm_knob *kn = bm_knob_find("device", k); /* the keys the line carries */
+        if (!kn || kn->home != BM_KNOB_DEVICE || kn->csv == BM_KNOB_NEVER)
+            return at(P, L->no, tk[i].col, "unknown device key \"%s\"", k);
+        void *dst = bm_knob_device_field(kn, d);
+        if (kn->integer) {
             double h;
             if (parse_dbl(P, L->no, &tk[i], eq + 1, &h)) return BM_ERR;
-            if (h != (int)h || h > 4096)
-                return at(P, L->no, tk[i].col, "ranks_per_host must be an integer in 0..4096, got %s", eq + 1);
-            d->ranks_per_host = (int)h;
+            if (h != (int)h || h > kn->hi)
+                return at(P, L->no, tk[i].col, "%s must be an integer in 0..%d, got %s", k, (int)kn->hi, eq + 1);
+            *(int *)dst = (int)h;
             continue;
         }
-        if (!dst) return at(P, L->no, tk[i].col, "unknown device key \"%s\"", k);
-        if (parse_dbl(P, L->no, &tk[i], eq + 1, dst)) return BM_ERR;
+        if (parse_dbl(P, L->no, &tk[i], eq + 1, (double *)dst)) return BM_ERR;
     }
     return BM_OK;
 }
@@ -599,7 +596,7 @@ static int parse_module(struct cp *P, const struct line *L, struct bm_table *t)
     struct bm_table_module *m = &t->modules[t->n_modules];
     memset(m, 0, sizeof *m);
     struct bm_cost *mc = &kc->modules[kc->n_modules];
-    *mc = (struct bm_cost){1, 2, 0, 0, 0, 0, 0, 0};
+    bm_knob_cost_defaults(mc); /* the spec's (knobs.h) */
     kc->spread[kc->n_modules++] = 0;
     m->grad_to_backbone = 1;
     m->role = BM_ROLE_ENCODER;
@@ -641,14 +638,15 @@ static int parse_module(struct cp *P, const struct line *L, struct bm_table *t)
                 return at(P, L->no, tk[i].col, "trainable must be true or false");
             m->frozen = v[0] == 'f';
         } else {
-            double *dst = !strcmp(k, "fwd_ms") ? &mc->fwd_ms
-                          : !strcmp(k, "bwd_ms") ? &mc->bwd_ms
-                          : !strcmp(k, "act_mib") ? &mc->act_mib
-                          : !strcmp(k, "state_mib") ? &mc->state_mib
-                          : !strcmp(k, "out_mib") ? &mc->out_mib
-                          : !strcmp(k, "w_ms") ? &mc->w_ms
-                          : !strcmp(k, "act_w_mib") ? &mc->act_w_mib : NULL;
-            if (!dst) return at(P, L->no, tk[i].col, "unknown module key \"%s\" (name, role, consumes, produces, grad_to_backbone, recompute, trainable, fwd_ms, bwd_ms, act_mib, state_mib, out_mib, w_ms, act_w_mib)", k);
+            const struct bm_knob *kn = bm_knob_find("cost", k); /* the figures the line carries */
+            if (!kn || kn->home != BM_KNOB_COST || kn->csv == BM_KNOB_NEVER) {
+                char known[512] = "name, role, consumes, produces, grad_to_backbone, recompute, trainable";
+                for (int j = 0; j < bm_n_knobs; j++)
+                    if (bm_knobs[j].home == BM_KNOB_COST && bm_knobs[j].csv != BM_KNOB_NEVER)
+                        snprintf(known + strlen(known), sizeof known - strlen(known), ", %s", bm_knobs[j].key);
+                return at(P, L->no, tk[i].col, "unknown module key \"%s\" (%s)", k, known);
+            }
+            double *dst = (double *)(void *)((char *)mc + kn->off);
             if (parse_dbl(P, L->no, &tk[i], v, dst)) return BM_ERR;
         }
     }
@@ -1006,8 +1004,7 @@ static int parse_shell(struct cp *P, struct bm_table *t, const struct line *dev_
                        const struct line *ms_line, const struct line *rs_line, const struct line *cl_line)
 {
     int pp = t->pp, C = t->pp * t->vpp, M = t->microbatches;
-    P->c->device = (struct bm_device){.memory_gib = 80, .peak_tflops = 989, .efficiency = 0.4, .link_gbytes_per_s = 25, .link_latency_us = 10,
-                                   .inter_host_gbytes_per_s = 12.5, .inter_host_latency_us = 20};
+    bm_knob_device_defaults(&P->c->device);
     if (dev_line && parse_device(P, dev_line, &P->c->device)) return BM_ERR;
     t->ranks_per_host = P->c->device.ranks_per_host; /* the placement is the table's */
     for (int i = 0; i < P->n_lines; i++)

@@ -11,20 +11,11 @@
 #include <sys/stat.h>
 
 #include "bigmac_cost.h"
+#include "spec/jfield.h"
 #include "spec/jpos.h"
+#include "spec/knobs.h"
 #include "table/table.h"
 #include "util/util.h"
-
-/* The executor's time outside the ops: top-level keys in us, the cost model's fields in ms
- * (src/sim/cost.h). */
-static const struct {
-    const char *key;
-    size_t off; /* of the double in struct bm_costs */
-} overheads[] = {{"op_overhead_us", offsetof(struct bm_costs, op_overhead_ms)},
-                 {"op_overhead_sd_us", offsetof(struct bm_costs, op_overhead_sd_ms)},
-                 {"recv_overhead_us", offsetof(struct bm_costs, recv_overhead_ms)},
-                 {"step_lead_us", offsetof(struct bm_costs, step_lead_ms)}};
-enum { N_OVERHEADS = sizeof overheads / sizeof overheads[0] };
 
 /* ---------------------------------------------------------------- writer */
 
@@ -58,22 +49,9 @@ int bm_table_write_json(const struct bm_table *t, const struct bm_costs *costs, 
     if (t->zero) fprintf(f, " \"zero\": 1,\n");            /* ZeRO-1 (sim/step.h): only when asked */
     fprintf(f, " \"backbone\": \"%s\", \"policy\": \"%s\", \"warmup_extra\": %d,\n",
             bm_backbone_name(t->backbone), bm_policy_name(t->policy), t->warmup_extra);
-    struct bm_field fields[8];
+    struct bm_field fields[64];
     fprintf(f, " \"device\": {");
-    put_fields(f, fields, bm_table_device_fields(&km->device, t->ranks_per_host, fields));
-    if (km->device.optimizer_ms_per_gib > 0) { /* absent = 0 (sim/step.h) */
-        fprintf(f, ", \"optimizer_ms_per_gib\": ");
-        bm_put_num(f, km->device.optimizer_ms_per_gib);
-    }
-    const char *coll_names[4] = {"coll_gbytes_per_s", "coll_latency_us", "inter_host_coll_gbytes_per_s",
-                                 "inter_host_coll_latency_us"}; /* absent = 0: the link's (sim/step.h) */
-    const double coll[4] = {km->device.coll_gbytes_per_s, km->device.coll_latency_us,
-                            km->device.inter_host_coll_gbytes_per_s, km->device.inter_host_coll_latency_us};
-    for (int k = 0; k < 4; k++)
-        if (coll[k] > 0) {
-            fprintf(f, ", \"%s\": ", coll_names[k]);
-            bm_put_num(f, coll[k]);
-        }
+    put_fields(f, fields, bm_table_device_fields(&km->device, t->ranks_per_host, 0, fields, 64));
     fprintf(f, "},\n \"modules\": [\n");
     int split = bm_table_splits(t, -1);
     for (int i = 0; i < t->n_modules; i++) {
@@ -139,10 +117,12 @@ int bm_table_write_json(const struct bm_table *t, const struct bm_costs *costs, 
         }
         fprintf(f, "],\n");
     }
-    for (int k = 0; k < N_OVERHEADS; k++) {
-        double ms = *(const double *)(const void *)((const char *)km + overheads[k].off);
+    for (int k = 0; k < bm_n_knobs; k++) { /* the executor's time outside the ops: us here, ms in
+                                             * the cost model (src/sim/cost.h) */
+        if (bm_knobs[k].home != BM_KNOB_OVERHEAD || bm_knobs[k].json != BM_KNOB_IF_POSITIVE) continue;
+        double ms = *(const double *)(const void *)((const char *)km + bm_knobs[k].costs_off);
         if (ms > 0) {
-            fprintf(f, " \"%s\": ", overheads[k].key);
+            fprintf(f, " \"%s\": ", bm_knobs[k].key);
             bm_put_num(f, ms * 1000.0);
             fprintf(f, ",\n");
         }
@@ -189,8 +169,7 @@ int bm_table_save(const struct bm_table *t, const struct bm_costs *c, const char
 /* ---------------------------------------------------------------- loader */
 
 struct ld {
-    const char *text, *name;
-    struct bm_err *err;
+    struct bm_jfield f;   /* name, text and err of the messages, the table's wording (jfield.h) */
     const char *ranks_at; /* the "ranks" array in text when it is streamed (stream_ranks), else NULL */
     struct bm_costs *c;   /* the costs the table carries, filled beside it */
 };
@@ -203,14 +182,11 @@ static int fail(struct ld *L, const char *path, const char *fmt, ...)
     ;
 static int fail(struct ld *L, const char *path, const char *fmt, ...)
 {
-    char msg[1024];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    int rc = bm_jf_vfail(&L->f, path, fmt, ap);
     va_end(ap);
-    int line = 1, col = 1;
-    bm_jpos_find(L->text, path, &line, &col);
-    return bm_err_set(L->err, "%s:%d:%d: %s", L->name, line, col, msg);
+    return rc;
 }
 
 /* Reject keys of object o (at 'path') that are not in the NULL-terminated list 'known'. */
@@ -234,47 +210,18 @@ static int check_keys(struct ld *L, json_t *o, const char *path, const char *con
 static int get_int(struct ld *L, json_t *o, const char *path, const char *key, int required,
                    int lo, int hi, int *out)
 {
-    char p[512];
-    snprintf(p, sizeof p, "%s%s%s", path, *path ? "." : "", key);
-    json_t *v = json_object_get(o, key);
-    if (!v) {
-        if (required) return fail(L, path, "missing required field \"%s\"", key);
-        return BM_OK;
-    }
-    long long x;
-    if (!bm_json_whole(v, &x)) /* the one integer rule (spec/jpos.h): 4 and 4.0, not 4.5 */
-        return fail(L, p, "\"%s\" must be an integer", key);
-    if (x < lo || x > hi)
-        return fail(L, p, "\"%s\" is %lld, must be in %d..%d", key, (long long)x, lo, hi);
-    *out = (int)x;
-    return BM_OK;
+    return bm_jf_int(&L->f, o, path, key, lo, hi, required ? BM_JF_REQUIRED : 0, out, NULL);
 }
 
+/* A figure: finite, >= 0, at most BM_MAX_FIGURE. */
 static int get_num(struct ld *L, json_t *o, const char *path, const char *key, double *out)
 {
-    char p[512];
-    snprintf(p, sizeof p, "%s%s%s", path, *path ? "." : "", key);
-    json_t *v = json_object_get(o, key);
-    if (!v) return BM_OK;
-    if (!json_is_number(v)) return fail(L, p, "\"%s\" must be a number", key);
-    double x = json_number_value(v);
-    if (!isfinite(x) || x < 0) return fail(L, p, "\"%s\" must be a finite number >= 0", key);
-    if (x > BM_MAX_FIGURE)
-        return fail(L, p, "\"%s\" is %g, more than the limit %g (a guard against absurd input)",
-                    key, x, BM_MAX_FIGURE);
-    *out = x;
-    return BM_OK;
+    return bm_jf_num(&L->f, o, path, key, 0, 0, BM_MAX_FIGURE, out, NULL);
 }
 
 static int get_str(struct ld *L, json_t *o, const char *path, const char *key, const char **out)
 {
-    char p[512];
-    snprintf(p, sizeof p, "%s%s%s", path, *path ? "." : "", key);
-    json_t *v = json_object_get(o, key);
-    if (!v) return fail(L, path, "missing required field \"%s\"", key);
-    if (!json_is_string(v)) return fail(L, p, "\"%s\" must be a string", key);
-    *out = json_string_value(v);
-    return BM_OK;
+    return bm_jf_str(&L->f, o, path, key, 0, 1, out);
 }
 
 static int get_strv(struct ld *L, json_t *o, const char *path, const char *key, char ***out, int *n)
@@ -289,7 +236,7 @@ static int get_strv(struct ld *L, json_t *o, const char *path, const char *key, 
     size_t k = json_array_size(v);
     if (k == 0) return BM_OK;
     *out = bm_calloc(k, sizeof **out);
-    if (!*out) return bm_err_set(L->err, "%s: out of memory", L->name);
+    if (!*out) return bm_err_set(L->f.err, "%s: out of memory", L->f.name);
     for (size_t i = 0; i < k; i++) {
         json_t *s = json_array_get(v, i);
         if (!json_is_string(s) || json_string_length(s) > BM_MAX_NAME_LEN) {
@@ -301,7 +248,7 @@ static int get_strv(struct ld *L, json_t *o, const char *path, const char *key, 
             return fail(L, q, "\"%s\" must be an array of strings", key);
         }
         (*out)[i] = bm_strdup(json_string_value(s));
-        if (!(*out)[i]) return bm_err_set(L->err, "%s: out of memory", L->name);
+        if (!(*out)[i]) return bm_err_set(L->f.err, "%s: out of memory", L->f.name);
         (*n)++;
     }
     return BM_OK;
@@ -311,8 +258,11 @@ static int load_modules(struct ld *L, json_t *root, struct bm_table *t)
 {
     static const char *const mkeys[] = {"name", "role", "consumes", "produces", "grad_to_backbone",
                                         "cost", "recompute", "trainable", NULL};
-    static const char *const ckeys[] = {"fwd_ms", "bwd_ms", "act_mib", "state_mib", "out_mib", "spread",
-                                        "w_ms", "act_w_mib", "param_mib", NULL};
+    const char *ckeys[64]; /* a module's cost: the knobs a table carries */
+    int nc = 0;
+    for (int i = 0; i < bm_n_knobs && nc < 63; i++)
+        if (!strcmp(bm_knobs[i].section, "cost") && bm_knobs[i].json != BM_KNOB_NEVER) ckeys[nc++] = bm_knobs[i].key;
+    ckeys[nc] = NULL;
     json_t *mods = json_object_get(root, "modules");
     if (!mods) return fail(L, "", "missing required field \"modules\"");
     if (!json_is_array(mods) || json_array_size(mods) == 0)
@@ -323,7 +273,7 @@ static int load_modules(struct ld *L, json_t *root, struct bm_table *t)
     struct bm_costs *k = L->c;
     k->modules = bm_calloc((size_t)n, sizeof *k->modules);
     k->spread = bm_calloc((size_t)n, sizeof *k->spread);
-    if (!t->modules || !k->modules || !k->spread) return bm_err_set(L->err, "%s: out of memory", L->name);
+    if (!t->modules || !k->modules || !k->spread) return bm_err_set(L->f.err, "%s: out of memory", L->f.name);
     for (int i = 0; i < n; i++) {
         char p[64];
         snprintf(p, sizeof p, "modules[%d]", i);
@@ -333,7 +283,7 @@ static int load_modules(struct ld *L, json_t *root, struct bm_table *t)
         struct bm_table_module *m = &t->modules[i];
         t->n_modules = k->n_modules = i + 1;
         struct bm_cost *mc = &k->modules[i];
-        *mc = (struct bm_cost){1, 2, 0, 0, 0, 0, 0, 0};
+        bm_knob_cost_defaults(mc); /* the spec's (knobs.h) */
         m->grad_to_backbone = 1;
         const char *name, *role;
         if (get_str(L, mo, p, "name", &name) || get_str(L, mo, p, "role", &role)) return BM_ERR;
@@ -343,7 +293,7 @@ static int load_modules(struct ld *L, json_t *root, struct bm_table *t)
             return fail(L, q, "a module name is %zu bytes long; the limit is %d", strlen(name),
                         BM_MAX_NAME_LEN);
         }
-        if (!(m->name = bm_strdup(name))) return bm_err_set(L->err, "%s: out of memory", L->name);
+        if (!(m->name = bm_strdup(name))) return bm_err_set(L->f.err, "%s: out of memory", L->f.name);
         for (int j = 0; j < i; j++)
             if (!strcmp(t->modules[j].name, name))
                 return fail(L, p, "duplicate module name \"%s\"", name);
@@ -392,14 +342,12 @@ static int load_modules(struct ld *L, json_t *root, struct bm_table *t)
             char q[80];
             snprintf(q, sizeof q, "%s.cost", p);
             if (!json_is_object(c)) return fail(L, q, "\"cost\" must be an object");
-            if (check_keys(L, c, q, ckeys) || get_num(L, c, q, "fwd_ms", &mc->fwd_ms) ||
-                get_num(L, c, q, "bwd_ms", &mc->bwd_ms) ||
-                get_num(L, c, q, "act_mib", &mc->act_mib) ||
-                get_num(L, c, q, "state_mib", &mc->state_mib) ||
-                get_num(L, c, q, "out_mib", &mc->out_mib) ||
-                get_num(L, c, q, "w_ms", &mc->w_ms) ||
-                get_num(L, c, q, "act_w_mib", &mc->act_w_mib))
-                return BM_ERR;
+            if (check_keys(L, c, q, ckeys)) return BM_ERR;
+            for (int j = 0; j < bm_n_knobs; j++) { /* the figures, in the list's order */
+                const struct bm_knob *kn = &bm_knobs[j];
+                if (kn->home != BM_KNOB_COST || kn->json == BM_KNOB_NEVER || kn->json == BM_KNOB_BY_OWN_CODE) continue;
+                if (get_num(L, c, q, kn->key, (double *)(void *)((char *)mc + kn->off))) return BM_ERR;
+            }
             mc->param_mib = mc->state_mib / 4; /* absent: a quarter of the state */
             if (get_num(L, c, q, "param_mib", &mc->param_mib)) return BM_ERR;
             if (json_object_get(c, "spread")) {
@@ -427,7 +375,7 @@ static int load_doubles(struct ld *L, json_t *root, const char *key, int n, doub
                         int integral, double **out)
 {
     *out = bm_malloc((size_t)n * sizeof **out);
-    if (!*out) return bm_err_set(L->err, "%s: out of memory", L->name);
+    if (!*out) return bm_err_set(L->f.err, "%s: out of memory", L->f.name);
     json_t *v = json_object_get(root, key);
     for (int i = 0; i < n; i++) (*out)[i] = dflt;
     if (!v) return BM_OK;
@@ -501,10 +449,14 @@ static int load_op(struct ld *L, json_t *o, const char *p, struct bm_table *t, s
 /* device.ranks_per_host and the inter-host link (see put_hosts); absent = one host. */
 static int load_hosts(struct ld *L, json_t *d, struct bm_device *dev)
 {
-    if (get_int(L, d, "device", "ranks_per_host", 0, 0, 4096, &dev->ranks_per_host) ||
-        get_num(L, d, "device", "inter_host_gbytes_per_s", &dev->inter_host_gbytes_per_s) ||
-        get_num(L, d, "device", "inter_host_latency_us", &dev->inter_host_latency_us))
-        return BM_ERR;
+    for (int i = 0; i < bm_n_knobs; i++) {
+        const struct bm_knob *kn = &bm_knobs[i];
+        if (kn->home != BM_KNOB_DEVICE || kn->parse != BM_KNOB_HOSTS) continue;
+        void *p = bm_knob_device_field(kn, dev);
+        if (kn->integer ? get_int(L, d, "device", kn->key, 0, 0, (int)kn->hi, (int *)p)
+                        : get_num(L, d, "device", kn->key, (double *)p))
+            return BM_ERR;
+    }
     if (dev->inter_host_gbytes_per_s > 0 && dev->inter_host_gbytes_per_s < 1e-6)
         return fail(L, "device.inter_host_gbytes_per_s",
                     "\"inter_host_gbytes_per_s\" must be 0 (no transfer cost) or >= 1e-06, got %g",
@@ -566,8 +518,8 @@ static const char *skip_value(const char *p)
 static int syntax_at(struct ld *L, const char *at, const char *what)
 {
     int line, col;
-    bm_jpos_offset(L->text, (size_t)(at - L->text), &line, &col);
-    bm_err_set(L->err, "%s:%d:%d: invalid JSON: %s", L->name, line, col, what);
+    bm_jpos_offset(L->f.text, (size_t)(at - L->f.text), &line, &col);
+    bm_err_set(L->f.err, "%s:%d:%d: invalid JSON: %s", L->f.name, line, col, what);
     return STREAM_SYNTAX;
 }
 
@@ -576,14 +528,14 @@ static int parse_span(struct ld *L, const char *a, const char *b, json_t **out)
 {
     size_t n = (size_t)(b - a);
     char *buf = bm_malloc(n + 1);
-    if (!buf) return bm_err_set(L->err, "%s: out of memory", L->name);
+    if (!buf) return bm_err_set(L->f.err, "%s: out of memory", L->f.name);
     memcpy(buf, a, n);
     buf[n] = 0;
     struct bm_err e;
-    *out = bm_json_parse(buf, L->name, 0, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &e);
+    *out = bm_json_parse(buf, L->f.name, 0, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &e);
     bm_free(buf);
     if (*out) return BM_OK;
-    if (strstr(e.msg, "out of memory")) return bm_err_set(L->err, "%s", e.msg);
+    if (strstr(e.msg, "out of memory")) return bm_err_set(L->f.err, "%s", e.msg);
     const char *why = strstr(e.msg, "invalid JSON: ");
     return syntax_at(L, a, why ? why + 14 : e.msg);
 }
@@ -713,7 +665,7 @@ static int stream_ops(struct ld *L, struct bm_table *t, int r, const char **pp)
                 return fail(L, op_path, "rank %d %ss to itself", r, op.kind == BM_OP_SEND ? "send" : "recv");
             p = e;
         }
-        if (bm_table_push(t, r, op, L->err)) return BM_ERR;
+        if (bm_table_push(t, r, op, L->f.err)) return BM_ERR;
         p = skip_ws(p);
         if (*p == ']') break;
         if (*p != ',') return syntax_at(L, p, "expected ',' or ']' after an op");
@@ -748,9 +700,9 @@ static int stream_rank(struct ld *L, struct bm_table *t, int r, const char **pp)
             const char *end = skip_value(e);
             if (!end) return syntax_at(L, e, "a value ends early");
             json_t *v, *o = json_object();
-            if (!o) return bm_err_set(L->err, "%s: out of memory", L->name);
+            if (!o) return bm_err_set(L->f.err, "%s: out of memory", L->f.name);
             int rc = parse_span(L, e, end, &v), rank = -1;
-            if (!rc && json_object_set_new(o, "rank", v)) rc = bm_err_set(L->err, "%s: out of memory", L->name);
+            if (!rc && json_object_set_new(o, "rank", v)) rc = bm_err_set(L->f.err, "%s: out of memory", L->f.name);
             if (!rc && get_int(L, o, p, "rank", 1, 0, t->pp - 1, &rank)) rc = BM_ERR;
             json_decref(o);
             if (rc) return rc;
@@ -855,16 +807,20 @@ static char *header_text(const char *text, const char *a, const char *b)
 
 static int load_root(struct ld *L, json_t *root, struct bm_table **out)
 {
-    static const char *const keys[] = {"format", "version", "pp", "vpp", "microbatches", "unit",
-                                       "window", "dp", "zero", "backbone", "policy", "warmup_extra", "device",
-                                       "modules", "chunk_weights", "chunk_layers", "chunk_rank", "mb_scale",
-                                       "rank_time_scale", "op_overhead_us", "op_overhead_sd_us",
-                                       "recv_overhead_us", "step_lead_us", "ranks", NULL};
-    static const char *const dkeys[] = {"memory_gib", "peak_tflops", "efficiency",
-                                        "link_gbytes_per_s", "link_latency_us", "ranks_per_host",
-                                        "inter_host_gbytes_per_s", "inter_host_latency_us",
-                                        "optimizer_ms_per_gib", "coll_gbytes_per_s", "coll_latency_us",
-                                        "inter_host_coll_gbytes_per_s", "inter_host_coll_latency_us", NULL};
+    static const char *const fixed[] = {"format", "version", "pp", "vpp", "microbatches", "unit",
+                                        "window", "dp", "zero", "backbone", "policy", "warmup_extra", "device",
+                                        "modules", "chunk_weights", "chunk_layers", "chunk_rank", "mb_scale",
+                                        "rank_time_scale", "ranks", NULL};
+    const char *keys[96], *dkeys[64]; /* the top level's and the device's: the knobs a table carries */
+    int nk = 0, nd = 0;
+    for (int i = 0; fixed[i]; i++) keys[nk++] = fixed[i];
+    for (int i = 0; i < bm_n_knobs; i++) {
+        const struct bm_knob *kn = &bm_knobs[i];
+        if (strcmp(kn->section, "device") || kn->json == BM_KNOB_NEVER) continue;
+        if (kn->home == BM_KNOB_OVERHEAD && nk < 95) keys[nk++] = kn->key;
+        if (kn->home == BM_KNOB_DEVICE && nd < 63) dkeys[nd++] = kn->key;
+    }
+    keys[nk] = dkeys[nd] = NULL;
     if (!json_is_object(root)) return fail(L, "", "a table must be a JSON object");
     if (check_keys(L, root, "", keys)) return BM_ERR;
     const char *fmt, *bbs, *pols;
@@ -876,7 +832,7 @@ static int load_root(struct ld *L, json_t *root, struct bm_table **out)
         get_int(L, root, "", "pp", 1, 1, 4096, &pp))
         return BM_ERR;
     struct bm_table *t = bm_table_new(pp);
-    if (!t) return bm_err_set(L->err, "%s: out of memory", L->name);
+    if (!t) return bm_err_set(L->f.err, "%s: out of memory", L->f.name);
     *out = t;
     struct bm_costs *k = L->c;
     t->vpp = 1;
@@ -902,23 +858,21 @@ static int load_root(struct ld *L, json_t *root, struct bm_table **out)
         return fail(L, "backbone", "unknown backbone schedule \"%s\" (gpipe, 1f1b, interleaved, zb-h1, zb-interleaved, zb-v, dualpipe-v)", bbs);
     if (bm_policy_parse(pols, &t->policy))
         return fail(L, "policy", "unknown policy \"%s\"", pols);
-    k->device = (struct bm_device){.memory_gib = 80, .peak_tflops = 989, .efficiency = 0.4, .link_gbytes_per_s = 25, .link_latency_us = 10,
-                .inter_host_gbytes_per_s = 12.5, .inter_host_latency_us = 20};
+    bm_knob_device_defaults(&k->device);
     json_t *d = json_object_get(root, "device");
     if (d) {
         if (!json_is_object(d)) return fail(L, "device", "\"device\" must be an object");
-        if (check_keys(L, d, "device", dkeys) ||
-            get_num(L, d, "device", "memory_gib", &k->device.memory_gib) ||
-            get_num(L, d, "device", "peak_tflops", &k->device.peak_tflops) ||
-            get_num(L, d, "device", "efficiency", &k->device.efficiency) ||
-            get_num(L, d, "device", "link_gbytes_per_s", &k->device.link_gbytes_per_s) ||
-            get_num(L, d, "device", "link_latency_us", &k->device.link_latency_us) || load_hosts(L, d, &k->device) ||
-            get_num(L, d, "device", "optimizer_ms_per_gib", &k->device.optimizer_ms_per_gib) ||
-            get_num(L, d, "device", "coll_gbytes_per_s", &k->device.coll_gbytes_per_s) ||
-            get_num(L, d, "device", "coll_latency_us", &k->device.coll_latency_us) ||
-            get_num(L, d, "device", "inter_host_coll_gbytes_per_s", &k->device.inter_host_coll_gbytes_per_s) ||
-            get_num(L, d, "device", "inter_host_coll_latency_us", &k->device.inter_host_coll_latency_us))
-            return BM_ERR;
+        if (check_keys(L, d, "device", dkeys)) return BM_ERR;
+        int hosts_read = 0;
+        for (int i = 0; i < bm_n_knobs; i++) { /* in the list's order; the hosts' together */
+            const struct bm_knob *kn = &bm_knobs[i];
+            if (kn->home != BM_KNOB_DEVICE || kn->json == BM_KNOB_NEVER || strcmp(kn->section, "device")) continue;
+            if (kn->parse == BM_KNOB_HOSTS) {
+                if (!hosts_read++ && load_hosts(L, d, &k->device)) return BM_ERR;
+                continue;
+            }
+            if (get_num(L, d, "device", kn->key, (double *)bm_knob_device_field(kn, &k->device))) return BM_ERR;
+        }
         if (k->device.link_gbytes_per_s > 0 && k->device.link_gbytes_per_s < 1e-6)
             return fail(L, "device.link_gbytes_per_s",
                         "\"link_gbytes_per_s\" must be 0 (no transfer cost) or >= 1e-06, got %g",
@@ -929,19 +883,20 @@ static int load_root(struct ld *L, json_t *root, struct bm_table **out)
     if (json_object_get(root, "warmup_extra")) {
         if (get_int(L, root, "", "warmup_extra", 0, 0, 1000000, &t->warmup_extra)) return BM_ERR;
     } else if ((t->warmup_extra = bm_table_default_warmup(t)) < 0) {
-        return bm_err_set(L->err, "%s: out of memory", L->name);
+        return bm_err_set(L->f.err, "%s: out of memory", L->f.name);
     }
     int C = t->pp * t->vpp;
     if (load_doubles(L, root, "chunk_weights", C, 1.0 / C, 0, &k->chunk_weights) ||
         load_doubles(L, root, "mb_scale", t->microbatches, 1.0, 0, &k->mb_scale))
         return BM_ERR;
-    for (int n = 0; n < N_OVERHEADS; n++) {
-        const char *key = overheads[n].key;
+    for (int n = 0; n < bm_n_knobs; n++) {
+        if (bm_knobs[n].home != BM_KNOB_OVERHEAD || bm_knobs[n].json == BM_KNOB_NEVER) continue;
+        const char *key = bm_knobs[n].key;
         json_t *j = json_object_get(root, key);
         if (!j) continue;
         double v = json_is_number(j) ? json_number_value(j) : -1;
         if (!(v >= 0) || v > 1e12) return fail(L, key, "\"%s\" must be a number >= 0", key);
-        *(double *)(void *)((char *)L->c + overheads[n].off) = v / 1000.0;
+        *(double *)(void *)((char *)L->c + bm_knobs[n].costs_off) = v / 1000.0;
     }
     if (json_object_get(root, "rank_time_scale")) {
         if (load_doubles(L, root, "rank_time_scale", t->pp, 1.0, 0, &k->rank_time_scale)) return BM_ERR;
@@ -962,7 +917,7 @@ static int load_root(struct ld *L, json_t *root, struct bm_table **out)
         t->chunk_layers = bm_malloc((size_t)C * sizeof(int));
         if (!t->chunk_layers) {
             bm_free(tmp);
-            return bm_err_set(L->err, "%s: out of memory", L->name);
+            return bm_err_set(L->f.err, "%s: out of memory", L->f.name);
         }
         for (int c = 0; c < C; c++) t->chunk_layers[c] = (int)tmp[c];
         bm_free(tmp);
@@ -975,7 +930,7 @@ static int load_root(struct ld *L, json_t *root, struct bm_table **out)
         }
         if (!(t->chunk_rank = bm_malloc((size_t)C * sizeof(int)))) {
             bm_free(tmp);
-            return bm_err_set(L->err, "%s: out of memory", L->name);
+            return bm_err_set(L->f.err, "%s: out of memory", L->f.name);
         }
         for (int c = 0; c < C; c++) {
             if (tmp[c] >= pp) {
@@ -988,7 +943,7 @@ static int load_root(struct ld *L, json_t *root, struct bm_table **out)
         }
         bm_free(tmp);
     }
-    if (bm_table_finish(t, L->err)) return BM_ERR;
+    if (bm_table_finish(t, L->f.err)) return BM_ERR;
     if (L->ranks_at) return stream_ranks(L, t);
 
     json_t *ranks = json_object_get(root, "ranks");
@@ -1021,7 +976,7 @@ static int load_root(struct ld *L, json_t *root, struct bm_table **out)
             if (load_op(L, json_array_get(ops, i), op_path, t, &op)) return BM_ERR;
             if (op.kind != BM_OP_COMPUTE && op.peer == r)
                 return fail(L, op_path, "rank %d %ss to itself", r, op.kind == BM_OP_SEND ? "send" : "recv");
-            if (bm_table_push(t, r, op, L->err)) return BM_ERR;
+            if (bm_table_push(t, r, op, L->f.err)) return BM_ERR;
         }
     }
     return BM_OK;
@@ -1036,7 +991,7 @@ int bm_table_parse(const char *text, const char *name, struct bm_table **out, st
     if (len > (size_t)BM_MAX_TABLE_TEXT)
         return bm_err_set(err, "%s: the table is %zu bytes; a table may be at most %ld MiB", name,
                           len, BM_MAX_TABLE_TEXT >> 20);
-    struct ld L = {text, name, err, NULL, NULL};
+    struct ld L = {.f = {.name = name, .text = text, .err = err, .table = 1}};
     const char *a, *b;
     int line, col;
     if (bm_jpos_depth(text, 64, &line, &col))

@@ -4,6 +4,7 @@
 
 #include "spec/split.h"
 #include "table/flow.h"
+#include "spec/knobs.h"
 #include "table/table.h"
 #include "util/util.h"
 
@@ -195,20 +196,18 @@ void bm_op_format(const struct bm_table *t, const struct bm_op *op, char *buf, s
 
 /* ---------------------------------------------------------------- field lists of the writers */
 
-int bm_table_device_fields(const struct bm_device *d, int ranks_per_host, struct bm_field out[8])
+int bm_table_device_fields(const struct bm_device *d, int ranks_per_host, int csv, struct bm_field *out, int n)
 {
-    int n = 0;
-    out[n++] = (struct bm_field){"memory_gib", d->memory_gib};
-    out[n++] = (struct bm_field){"peak_tflops", d->peak_tflops};
-    out[n++] = (struct bm_field){"efficiency", d->efficiency};
-    out[n++] = (struct bm_field){"link_gbytes_per_s", d->link_gbytes_per_s};
-    out[n++] = (struct bm_field){"link_latency_us", d->link_latency_us};
-    if (ranks_per_host > 0) { /* only a table placed over hosts (sim/hosts.h) says so */
-        out[n++] = (struct bm_field){"ranks_per_host", ranks_per_host};
-        out[n++] = (struct bm_field){"inter_host_gbytes_per_s", d->inter_host_gbytes_per_s};
-        out[n++] = (struct bm_field){"inter_host_latency_us", d->inter_host_latency_us};
+    struct bm_device dev = *d;
+    dev.ranks_per_host = ranks_per_host; /* the placement is the table's */
+    int k = 0;
+    for (int i = 0; i < bm_n_knobs && k < n; i++) {
+        const struct bm_knob *kn = &bm_knobs[i];
+        if (kn->home == BM_KNOB_DEVICE && !strcmp(kn->section, "device") &&
+            bm_knob_written(csv ? kn->csv : kn->json, kn, &dev))
+            out[k++] = (struct bm_field){kn->key, bm_knob_device_value(kn, &dev)};
     }
-    return n;
+    return k;
 }
 
 int bm_table_cost_fields(const struct bm_cost *k, int frozen, int split, struct bm_field out[7])

@@ -61,11 +61,10 @@ struct bm_field {
     const char *key;
     double val;
 };
-/* The device's numbers in writing order: memory_gib, peak_tflops, efficiency, link_gbytes_per_s,
- * link_latency_us, and for a table placed over hosts (ranks_per_host > 0, the table's) that and
- * the inter-host link.
- * Returns how many (at most 8). */
-int bm_table_device_fields(const struct bm_device *d, int ranks_per_host, struct bm_field out[8]);
+/* The device's numbers a table writes, in writing order (the knob list's, src/spec/knobs.h:
+ * each knob's JSON rule, or its CSV rule when csv), with ranks_per_host (the table's) as the
+ * placement. At most n; returns how many. */
+int bm_table_device_fields(const struct bm_device *d, int ranks_per_host, int csv, struct bm_field *out, int n);
 /* A module's cost numbers in writing order: fwd_ms, bwd_ms, act_mib, state_mib, out_mib, and
  * with split (the table splits some backward) or frozen (the module is) the resolved w_ms and
  * act_w_mib. Returns how many (5 or 7). */
