@@ -57,7 +57,8 @@ train() {
 echo "priority: ${PRIO:-normal} (2 x 2: normal)"
 echo "| executor | P x D | predicted step ms | measured step ms (median) | ratio | error | measured wall ms (median) | predicted walk / exposed sync / optimizer ms | measured sync+optimizer ms | load |"
 echo "|---|---|---|---|---|---|---|---|---|---|"
-for cfg in "c 2 1" "c 1 2" "torch 2 1" "c 2 2"; do
+IFS=, read -r -a CFGS <<<"${CONFIGS:-c 2 1,c 1 2,torch 2 1,c 2 2}"
+for cfg in "${CFGS[@]}"; do
     set -- $cfg
     kind=$1 p=$2 d=$3 tag="$1_$2x$3"
     logs=() ; traces=() ; steps=()

@@ -244,6 +244,10 @@ struct bm_calibration_opts {
     int spread;      /* also each module's cost spread (--spread) */
     int run_median;  /* every trace fitted on its own, then the median over the traces of every
                       * number (--run-median, bm_calibrate_median_runs) */
+    int replica;     /* of a data-parallel run's trace (every replica's ranks): -1 the replica
+                      * with the longest walk in each trace (what ends the step: --replica
+                      * slowest, the default), d >= 0 replica d in every trace (--replica d).
+                      * A zeroed struct takes replica 0; bm_calibration_build(o = NULL) -1. */
 };
 
 /* The figures (cal, pointing into the arrays here) and what they came from. */
@@ -255,6 +259,7 @@ struct bm_calibration {
     struct bm_costs *model;          /* t[0]'s cost model with the calibrated figures in place:
                                       * what the calibrated spec gives this plan */
     int n;
+    int *replica;                    /* [n] the data-parallel replica each trace's fits took */
     struct bm_cost *costs;           /* [n_modules] */
     double *rank_scale, *mb_scale, *spread; /* NULL when not measured */
     const char **names;              /* [n_modules], into t[0] */
