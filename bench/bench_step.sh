@@ -4,7 +4,8 @@
 # (one rank per core) and 2 x 2 (4 ranks on 2 cores: oversubscribed), and of the torch executor
 # at 2 x 1, on examples/tiny-mllm.json (vpp 2, M 8), from a calibration of a SEPARATE run.
 # Per configuration, REPS calibration runs and REPS measured runs, interleaved (torch: REPS x
-# CAL_REPS_TORCH calibration runs, since it traces its last step only):
+# CAL_REPS_TORCH of each, since it traces its last step only and its runs drift apart by up to
+# 30% here):
 #   calibration run:  train ... --steps $STEPS --log cal.log --trace cal.json [--trace-from 2]
 #   the table:        bigmac plan SPEC --pp P --dp D -o T      (the table `train` runs)
 #   per step, expected (the prediction; docs/simulator.md "Predicting a run", "The step"):
@@ -19,7 +20,9 @@
 #                     the step from its origin to the last rank's end (max over ranks of
 #                     sync_end_ms + optimizer_ms: walk, collectives, AdamW; what step_ms
 #                     predicts); the calibration runs' own median step beside it shows how far
-#                     two runs of the same configuration drift apart on this machine
+#                     two runs of the same configuration drift apart on this machine, and the
+#                     same-step error (the median over traced steps of each step's prediction
+#                     over that very step's measured time) the model's error without that drift
 # Printed: the rerun command, then a Markdown row per configuration with both predictions and
 # their signed errors (predicted / measured - 1), the measured and the calibration runs' median
 # step, the prediction's parts (expected walk, exposed sync, optimizer), the measured walk and
@@ -60,8 +63,8 @@ train() {
 
 echo "priority: ${PRIO:-normal} (2 x 2: normal); STEPS=$STEPS REPS=$REPS CAL_REPS_TORCH=${CAL_REPS_TORCH:-3}"
 echo "rerun: STEPS=$STEPS REPS=$REPS CONFIGS='${CONFIGS:-c 2 1,c 1 2,torch 2 1,c 2 2}' bench/bench_step.sh"
-echo "| executor | P x D | predicted step ms (per step, expected) | error | predicted step ms (pooled) | error | measured step ms (median) | calibration runs' step ms (median) | predicted walk (expected) / exposed sync / optimizer ms | measured walk / sync+optimizer ms | load |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|"
+echo "| executor | P x D | predicted step ms (per step, expected) | error | predicted step ms (pooled) | error | measured step ms (median) | calibration runs' step ms (median) | same-step error (median) | predicted walk (expected) / exposed sync / optimizer ms | measured walk / sync+optimizer ms | load |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
 IFS=, read -r -a CFGS <<<"${CONFIGS:-c 2 1,c 1 2,torch 2 1,c 2 2}"
 for cfg in "${CFGS[@]}"; do
     set -- $cfg
@@ -76,10 +79,8 @@ for cfg in "${CFGS[@]}"; do
         train $kind $p $d "$T/$tag.cal$r" || { ok=0; echo "bench_step: $tag calibration run failed" >&2; tail -3 "$T/$tag.cal$r.out" >&2; }
         logs+=("$T/$tag.cal$r.log")
         if [ "$kind" = c ]; then traces+=("$T/$tag.cal$r".step*.json); else traces+=("$T/$tag.cal$r.json"); fi
-        if [ "$r" -le "$REPS" ]; then
-            train $kind $p $d "$T/$tag.meas$r" || { ok=0; echo "bench_step: $tag measured run failed" >&2; tail -3 "$T/$tag.meas$r.out" >&2; }
-            steps+=("$T/$tag.meas$r.log")
-        fi
+        train $kind $p $d "$T/$tag.meas$r" || { ok=0; echo "bench_step: $tag measured run failed" >&2; tail -3 "$T/$tag.meas$r.out" >&2; }
+        steps+=("$T/$tag.meas$r.log")
     done
     [ $ok = 1 ] || continue
     cat "${logs[@]}" >"$T/$tag.cal.log"
@@ -90,21 +91,31 @@ for cfg in "${CFGS[@]}"; do
     "$BIGMAC" simulate "$T/$tag.cal.spec.json" --table "$T/$tag.table.json" --json >"$T/$tag.sim.json"
     # per step, expected (docs/simulator.md "Predicting a run"): each traced step calibrated on its
     # own (its slowest replica at dp > 1) with its op-time spread, its expected walk + the step after it
-    sims=()
+    # (each with the log and step it traced: "SIM LOG STEP" lines, for the same-step error)
+    : >"$T/$tag.sims"
     for i in "${!traces[@]}"; do
-        "$BIGMAC" calibrate "${traces[$i]}" --spec $SPEC --mean --rank-scale --spread --step-log "$T/$tag.cal.log" \
+        f=${traces[$i]} st=$STEPS
+        [[ $f =~ \.step([0-9]+)\.json$ ]] && st=${BASH_REMATCH[1]}
+        "$BIGMAC" calibrate "$f" --spec $SPEC --mean --rank-scale --spread --step-log "$T/$tag.cal.log" \
             -o "$T/$tag.s$i.spec.json" 2>/dev/null &&
         "$BIGMAC" simulate "$T/$tag.s$i.spec.json" --table "$T/$tag.table.json" --json >"$T/$tag.s$i.sim.json" &&
-        sims+=("$T/$tag.s$i.sim.json")
+        echo "$T/$tag.s$i.sim.json ${f%%.step*}.log $st" | sed 's/\.json\.log /.log /' >>"$T/$tag.sims"
     done
     "$PYTHON" - "$T/$tag.sim.json" "$kind" "$p x $d" "$(cut -d' ' -f1-3 /proc/loadavg)" "${#steps[@]}" "${steps[@]}" \
-        "${#logs[@]}" "${logs[@]}" "${sims[@]}" <<'PY'
+        "${#logs[@]}" "${logs[@]}" "$T/$tag.sims" <<'PY'
 import json, statistics, sys
 a = sys.argv
 sim = json.load(open(a[1]))
 kind, layout, load = a[2], a[3], a[4]
 n = int(a[5]); meas_logs = a[6:6 + n]
-m = int(a[6 + n]); cal_logs = a[7 + n:7 + n + m]; sims = [json.load(open(p)) for p in a[7 + n + m:]]
+m = int(a[6 + n]); cal_logs = a[7 + n:7 + n + m]
+rows = [l.split() for l in open(a[7 + n + m])]
+sims = [json.load(open(r[0])) for r in rows]
+def step_of(log, k):  # the measured step k of a log (origin to the last rank's end)
+    for l in open(log):
+        j = json.loads(l)
+        if j["step"] == k:
+            return max(r["sync_end_ms"] + r["optimizer_ms"] for r in j["ranks"])
 def steps(paths):
     ms, walk, tail = [], [], []
     for path in paths:
@@ -126,8 +137,9 @@ pwalk = statistics.median(s.get("expected_makespan_ms", s["makespan_ms"]) for s 
 psync = statistics.median(s["sync_exposed_ms"] for s in sims)
 popt = statistics.median(s["optimizer_ms"] for s in sims)
 pooled = sim["step_ms"]
-print("| %s | %s | %.2f | %+.1f%% | %.2f | %+.1f%% | %.2f | %.2f | %.2f / %.2f / %.2f | %.2f / %.2f | %s |" % (
+same = statistics.median(exp_step(s) / step_of(r[1], int(r[2])) - 1 for s, r in zip(sims, rows))
+print("| %s | %s | %.2f | %+.1f%% | %.2f | %+.1f%% | %.2f | %.2f | %+.1f%% | %.2f / %.2f / %.2f | %.2f / %.2f | %s |" % (
     "C" if kind == "c" else "torch", layout, per, (per / meas - 1) * 100, pooled, (pooled / meas - 1) * 100,
-    meas, cal, pwalk, psync, popt, mwalk, mtail, load))
+    meas, cal, same * 100, pwalk, psync, popt, mwalk, mtail, load))
 PY
 done
