@@ -15,6 +15,10 @@
 #                     bigmac simulate CAL --table T --json  -> expected_makespan_ms + (step_ms - makespan_ms)
 #                     (the expected walk, then the exposed sync and the optimizer), the median over
 #                     the steps
+#   after the walk:   the same with every collective after the walk, one after another, as both
+#                     executors run them: expected_makespan_ms + sync_total_ms + optimizer_ms
+#                     (the simulator overlaps a chunk's reduction with the cooldown, Megatron's
+#                     order; src/exec/run.c reduces every gradient after the walk)
 #   pooled (as before): every trace in one calibration, --mean --rank-scale, simulate -> step_ms
 #   measured run:     train ... --steps $STEPS --log meas.log  -> over steps 2.., the median of
 #                     the step from its origin to the last rank's end (max over ranks of
@@ -63,8 +67,8 @@ train() {
 
 echo "priority: ${PRIO:-normal} (2 x 2: normal); STEPS=$STEPS REPS=$REPS CAL_REPS_TORCH=${CAL_REPS_TORCH:-3}"
 echo "rerun: STEPS=$STEPS REPS=$REPS CONFIGS='${CONFIGS:-c 2 1,c 1 2,torch 2 1,c 2 2}' bench/bench_step.sh"
-echo "| executor | P x D | predicted step ms (per step, expected) | error | predicted step ms (pooled) | error | measured step ms (median) | calibration runs' step ms (median) | same-step error (median) | predicted walk (expected) / exposed sync / optimizer ms | measured walk / sync+optimizer ms | load |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
+echo "| executor | P x D | predicted step ms (per step, expected) | error | the same, collectives after the walk | error | predicted step ms (pooled) | error | measured step ms (median) | calibration runs' step ms (median) | same-step error (median; overlapped / after the walk) | predicted walk (expected) / exposed sync (all sync) / optimizer ms | measured walk / sync+optimizer ms | load |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 IFS=, read -r -a CFGS <<<"${CONFIGS:-c 2 1,c 1 2,torch 2 1,c 2 2}"
 for cfg in "${CFGS[@]}"; do
     set -- $cfg
@@ -136,10 +140,15 @@ per = statistics.median(exp_step(s) for s in sims)
 pwalk = statistics.median(s.get("expected_makespan_ms", s["makespan_ms"]) for s in sims)
 psync = statistics.median(s["sync_exposed_ms"] for s in sims)
 popt = statistics.median(s["optimizer_ms"] for s in sims)
+def exp_seq(s):  # the collectives after the walk, one after another, as both executors run them
+    return s.get("expected_makespan_ms", s["makespan_ms"]) + s["sync_total_ms"] + s["optimizer_ms"]
 pooled = sim["step_ms"]
 same = statistics.median(exp_step(s) / step_of(r[1], int(r[2])) - 1 for s, r in zip(sims, rows))
-print("| %s | %s | %.2f | %+.1f%% | %.2f | %+.1f%% | %.2f | %.2f | %+.1f%% | %.2f / %.2f / %.2f | %.2f / %.2f | %s |" % (
-    "C" if kind == "c" else "torch", layout, per, (per / meas - 1) * 100, pooled, (pooled / meas - 1) * 100,
-    meas, cal, same * 100, pwalk, psync, popt, mwalk, mtail, load))
+seq = statistics.median(exp_seq(s) for s in sims)
+same_seq = statistics.median(exp_seq(s) / step_of(r[1], int(r[2])) - 1 for s, r in zip(sims, rows))
+ptot = statistics.median(s["sync_total_ms"] for s in sims)
+print("| %s | %s | %.2f | %+.1f%% | %.2f | %+.1f%% | %.2f | %+.1f%% | %.2f | %.2f | %+.1f%% / %+.1f%% | %.2f / %.2f (%.2f) / %.2f | %.2f / %.2f | %s |" % (
+    "C" if kind == "c" else "torch", layout, per, (per / meas - 1) * 100, seq, (seq / meas - 1) * 100,
+    pooled, (pooled / meas - 1) * 100, meas, cal, same * 100, same_seq * 100, pwalk, psync, ptot, popt, mwalk, mtail, load))
 PY
 done
