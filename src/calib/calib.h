@@ -158,8 +158,10 @@ int bm_calibrate_optimizer(const char *path, double *ms_per_gib, int *n, struct 
 
 /* The collectives' ring fitted from a step log's "collectives" (each rank's: op, group, ranks,
  * bytes, start_ms, end_ms, link): a collective of one step is the members' records of the same
- * (group, module, chunk, of, op); its time is the duration of the member that started last (it
- * waited for no one); each collective's median over the steps (the first left out when there
+ * (group, module, chunk, of, op); its time is that of the member that started last (it waited
+ * for no one), from the end of that rank's walk or previous collective (its work to issue it;
+ * ZeRO-1's all-gathers from its optimizer's end) to the collective's end: the span alone when
+ * the rank's record has no walk_ms; each collective's median over the steps (the first left out when there
  * are more) is one point; per link class (intra, inter host) a least-squares fit through the
  * origin of  t = f(n-1)/n * bytes / bw + f(n-1) * latency  (f = 2 for an all-reduce, 1 for a
  * reduce-scatter or an all-gather: src/sim/step.h). When the points cannot tell bandwidth from
