@@ -64,6 +64,8 @@ static void usage(FILE *f)
             "issue it) to f(n-1)/n * bytes / bw + f(n-1) * latency; and each\n"
             "module's cost.param_mib from the weights the ranks hold (the log's \"params\") with\n"
             "state_mib = 4 x param_mib (weights, gradients, AdamW's two moments).\n"
+            "");
+    fprintf(f,
             "A trace of a data-parallel run (`train --dp D`) holds every replica's ranks; the fits\n"
             "take, in each trace, the replica whose walk was longest (--replica slowest, the\n"
             "default): the step ends with the slowest replica, since every gradient collective\n"
