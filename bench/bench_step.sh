@@ -3,25 +3,36 @@
 # docs/simulator.md "The step"), not the walk, of the C executor at P x D = 2 x 1 and 1 x 2
 # (one rank per core) and 2 x 2 (4 ranks on 2 cores: oversubscribed), and of the torch executor
 # at 2 x 1, on examples/tiny-mllm.json (vpp 2, M 8), from a calibration of a SEPARATE run.
-# Per configuration:
+# Per configuration, REPS calibration runs and REPS measured runs, interleaved (torch: REPS x
+# CAL_REPS_TORCH of each, since it traces its last step only and its runs drift apart by up to
+# 30% here):
 #   calibration run:  train ... --steps $STEPS --log cal.log --trace cal.json [--trace-from 2]
-#                     bigmac calibrate cal.step*.json --spec SPEC --mean --rank-scale --step-log cal.log -o CAL
-#                     (the C executor traces every step from 2 and all are pooled; the torch
-#                     executor traces its last step, so it has CAL_REPS_TORCH runs, default 3)
-#                     (module costs, each rank's speed, dispatch, link latency from the trace;
-#                     optimizer_ms_per_gib and the collectives' ring from the step log)
 #   the table:        bigmac plan SPEC --pp P --dp D -o T      (the table `train` runs)
-#   prediction:       bigmac simulate CAL --table T --json     -> step_ms (and its parts)
+#   per step, expected (the prediction; docs/simulator.md "Predicting a run", "The step"):
+#                     every traced step on its own (at dp > 1 its slowest replica, calibrate's
+#                     default), with its op-time spread:
+#                     bigmac calibrate cal.stepK.json --spec SPEC --mean --rank-scale --spread --step-log cal.log -o CAL
+#                     bigmac simulate CAL --table T --json  -> expected_makespan_ms + (step_ms - makespan_ms)
+#                     (the expected walk, then the exposed sync and the optimizer), the median over
+#                     the steps
+#   after the walk:   the same with every collective after the walk, one after another, as both
+#                     executors run them: expected_makespan_ms + sync_total_ms + optimizer_ms
+#                     (the simulator overlaps a chunk's reduction with the cooldown, Megatron's
+#                     order; src/exec/run.c reduces every gradient after the walk)
+#   pooled (as before): every trace in one calibration, --mean --rank-scale, simulate -> step_ms
 #   measured run:     train ... --steps $STEPS --log meas.log  -> over steps 2.., the median of
 #                     the step from its origin to the last rank's end (max over ranks of
 #                     sync_end_ms + optimizer_ms: walk, collectives, AdamW; what step_ms
-#                     predicts), and of the log's "ms" (rank 0's wall time of the step, which also
-#                     draws the step's data before the origin: a prefetching loader's work)
-# Printed: a Markdown row per configuration with predicted and measured step, their ratio and
-# the error with its sign (predicted / measured - 1), the prediction's parts (walk, exposed
-# sync, optimizer), the measured tail (median over steps and ranks of sync_end - walk and of
-# optimizer_ms), and the machine's load average. Nothing is asserted. REPS runs of each kind
-# (default 1) pool their steps. Rerun on a quiet machine for the figures that count.
+#                     predicts); the calibration runs' own median step beside it shows how far
+#                     two runs of the same configuration drift apart on this machine, and the
+#                     same-step error (the median over traced steps of each step's prediction
+#                     over that very step's measured time) the model's error without that drift
+# Printed: the rerun command, then a Markdown row per configuration with both predictions and
+# their signed errors (predicted / measured - 1), the measured and the calibration runs' median
+# step, the prediction's parts (expected walk, exposed sync, optimizer), the measured walk and
+# tail (median over steps and ranks of sync_end - walk + optimizer_ms), and the machine's load
+# average. Nothing is asserted. CONFIGS picks configurations (default
+# 'c 2 1,c 1 2,torch 2 1,c 2 2'). About 15 s per configuration and REPS at STEPS=12 on 2 cores.
 # As bench_exec.sh, the ranks run at real-time priority (SCHED_FIFO via chrt, root only; RT=0
 # turns it off) to emulate dedicated cores on a shared machine, except the oversubscribed 2 x 2
 # (4 FIFO ranks on 2 cores would not share a core: it runs at normal priority, which is what
@@ -54,49 +65,90 @@ train() {
     fi
 }
 
-echo "priority: ${PRIO:-normal} (2 x 2: normal)"
-echo "| executor | P x D | predicted step ms | measured step ms (median) | ratio | error | measured wall ms (median) | predicted walk / exposed sync / optimizer ms | measured sync+optimizer ms | load |"
-echo "|---|---|---|---|---|---|---|---|---|---|"
-for cfg in "c 2 1" "c 1 2" "torch 2 1" "c 2 2"; do
+echo "priority: ${PRIO:-normal} (2 x 2: normal); STEPS=$STEPS REPS=$REPS CAL_REPS_TORCH=${CAL_REPS_TORCH:-3}"
+echo "rerun: STEPS=$STEPS REPS=$REPS CONFIGS='${CONFIGS:-c 2 1,c 1 2,torch 2 1,c 2 2}' bench/bench_step.sh"
+echo "| executor | P x D | predicted step ms (per step, expected) | error | the same, collectives after the walk | error | predicted step ms (pooled) | error | measured step ms (median) | calibration runs' step ms (median) | same-step error (median; overlapped / after the walk) | predicted walk (expected) / exposed sync (all sync) / optimizer ms | measured walk / sync+optimizer ms | load |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+IFS=, read -r -a CFGS <<<"${CONFIGS:-c 2 1,c 1 2,torch 2 1,c 2 2}"
+for cfg in "${CFGS[@]}"; do
     set -- $cfg
     kind=$1 p=$2 d=$3 tag="$1_$2x$3"
     logs=() ; traces=() ; steps=()
     ok=1
     ncal=$REPS
-    [ "$kind" = torch ] && ncal=${CAL_REPS_TORCH:-3}
+    [ "$kind" = torch ] && ncal=$((REPS * ${CAL_REPS_TORCH:-3}))
+    # calibration and measured runs interleaved (cal, meas, cal, meas, ...): a machine whose
+    # speed drifts over the minute gives both kinds the same mix
     for r in $(seq 1 "$ncal"); do
         train $kind $p $d "$T/$tag.cal$r" || { ok=0; echo "bench_step: $tag calibration run failed" >&2; tail -3 "$T/$tag.cal$r.out" >&2; }
         logs+=("$T/$tag.cal$r.log")
         if [ "$kind" = c ]; then traces+=("$T/$tag.cal$r".step*.json); else traces+=("$T/$tag.cal$r.json"); fi
-    done
-    for r in $(seq 1 "$REPS"); do
         train $kind $p $d "$T/$tag.meas$r" || { ok=0; echo "bench_step: $tag measured run failed" >&2; tail -3 "$T/$tag.meas$r.out" >&2; }
         steps+=("$T/$tag.meas$r.log")
     done
     [ $ok = 1 ] || continue
     cat "${logs[@]}" >"$T/$tag.cal.log"
+    "$BIGMAC" plan $SPEC --pp $p --dp $d -o "$T/$tag.table.json" >/dev/null
+    # pooled: every trace in one calibration (means over all of them), the deterministic step
     "$BIGMAC" calibrate "${traces[@]}" --spec $SPEC --mean --rank-scale --step-log "$T/$tag.cal.log" -o "$T/$tag.cal.spec.json" \
         2>"$T/$tag.calib.err" || { echo "bench_step: $tag calibrate failed: $(cat "$T/$tag.calib.err")" >&2; continue; }
-    "$BIGMAC" plan $SPEC --pp $p --dp $d -o "$T/$tag.table.json" >/dev/null
     "$BIGMAC" simulate "$T/$tag.cal.spec.json" --table "$T/$tag.table.json" --json >"$T/$tag.sim.json"
-    "$PYTHON" - "$T/$tag.sim.json" "$kind" "$p x $d" "$(cut -d' ' -f1-3 /proc/loadavg)" "${steps[@]}" <<'PY'
+    # per step, expected (docs/simulator.md "Predicting a run"): each traced step calibrated on its
+    # own (its slowest replica at dp > 1) with its op-time spread, its expected walk + the step after it
+    # (each with the log and step it traced: "SIM LOG STEP" lines, for the same-step error)
+    : >"$T/$tag.sims"
+    for i in "${!traces[@]}"; do
+        f=${traces[$i]} st=$STEPS
+        [[ $f =~ \.step([0-9]+)\.json$ ]] && st=${BASH_REMATCH[1]}
+        "$BIGMAC" calibrate "$f" --spec $SPEC --mean --rank-scale --spread --step-log "$T/$tag.cal.log" \
+            -o "$T/$tag.s$i.spec.json" 2>/dev/null &&
+        "$BIGMAC" simulate "$T/$tag.s$i.spec.json" --table "$T/$tag.table.json" --json >"$T/$tag.s$i.sim.json" &&
+        echo "$T/$tag.s$i.sim.json ${f%%.step*}.log $st" | sed 's/\.json\.log /.log /' >>"$T/$tag.sims"
+    done
+    "$PYTHON" - "$T/$tag.sim.json" "$kind" "$p x $d" "$(cut -d' ' -f1-3 /proc/loadavg)" "${#steps[@]}" "${steps[@]}" \
+        "${#logs[@]}" "${logs[@]}" "$T/$tag.sims" <<'PY'
 import json, statistics, sys
-sim = json.load(open(sys.argv[1]))
-kind, layout, load, logs = sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5:]
-ms, wall, tail = [], [], []
-for path in logs:
-    for l in open(path):
+a = sys.argv
+sim = json.load(open(a[1]))
+kind, layout, load = a[2], a[3], a[4]
+n = int(a[5]); meas_logs = a[6:6 + n]
+m = int(a[6 + n]); cal_logs = a[7 + n:7 + n + m]
+rows = [l.split() for l in open(a[7 + n + m])]
+sims = [json.load(open(r[0])) for r in rows]
+def step_of(log, k):  # the measured step k of a log (origin to the last rank's end)
+    for l in open(log):
         j = json.loads(l)
-        if j["step"] == 1:
-            continue
-        wall.append(j["ms"])
-        ms.append(max(r["sync_end_ms"] + r["optimizer_ms"] for r in j["ranks"]))
-        for r in j["ranks"]:
-            tail.append(r["sync_end_ms"] - r["walk_ms"] + r["optimizer_ms"])
-meas = statistics.median(ms)
-pred = sim["step_ms"]
-print("| %s | %s | %.2f | %.2f | %.3f | %+.1f%% | %.2f | %.2f / %.2f / %.2f | %.2f | %s |" % (
-    "C" if kind == "c" else "torch", layout, pred, meas, pred / meas, (pred / meas - 1) * 100, statistics.median(wall),
-    sim["makespan_ms"], sim["sync_exposed_ms"], sim["optimizer_ms"], statistics.median(tail), load))
+        if j["step"] == k:
+            return max(r["sync_end_ms"] + r["optimizer_ms"] for r in j["ranks"])
+def steps(paths):
+    ms, walk, tail = [], [], []
+    for path in paths:
+        for l in open(path):
+            j = json.loads(l)
+            if j["step"] == 1:
+                continue
+            ms.append(max(r["sync_end_ms"] + r["optimizer_ms"] for r in j["ranks"]))
+            walk.append(max(r["walk_ms"] for r in j["ranks"]))
+            for r in j["ranks"]:
+                tail.append(r["sync_end_ms"] - r["walk_ms"] + r["optimizer_ms"])
+    return statistics.median(ms), statistics.median(walk), statistics.median(tail)
+meas, mwalk, mtail = steps(meas_logs)
+cal, _, _ = steps(cal_logs)
+def exp_step(s):
+    return s.get("expected_makespan_ms", s["makespan_ms"]) + s["step_ms"] - s["makespan_ms"]
+per = statistics.median(exp_step(s) for s in sims)
+pwalk = statistics.median(s.get("expected_makespan_ms", s["makespan_ms"]) for s in sims)
+psync = statistics.median(s["sync_exposed_ms"] for s in sims)
+popt = statistics.median(s["optimizer_ms"] for s in sims)
+def exp_seq(s):  # the collectives after the walk, one after another, as both executors run them
+    return s.get("expected_makespan_ms", s["makespan_ms"]) + s["sync_total_ms"] + s["optimizer_ms"]
+pooled = sim["step_ms"]
+same = statistics.median(exp_step(s) / step_of(r[1], int(r[2])) - 1 for s, r in zip(sims, rows))
+seq = statistics.median(exp_seq(s) for s in sims)
+same_seq = statistics.median(exp_seq(s) / step_of(r[1], int(r[2])) - 1 for s, r in zip(sims, rows))
+ptot = statistics.median(s["sync_total_ms"] for s in sims)
+print("| %s | %s | %.2f | %+.1f%% | %.2f | %+.1f%% | %.2f | %+.1f%% | %.2f | %.2f | %+.1f%% / %+.1f%% | %.2f / %.2f (%.2f) / %.2f | %.2f / %.2f | %s |" % (
+    "C" if kind == "c" else "torch", layout, per, (per / meas - 1) * 100, seq, (seq / meas - 1) * 100,
+    pooled, (pooled / meas - 1) * 100, meas, cal, same * 100, same_seq * 100, pwalk, psync, ptot, popt, mwalk, mtail, load))
 PY
 done

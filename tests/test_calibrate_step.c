@@ -63,6 +63,40 @@ static void write_log(const char *path, int inter, int one_size)
     fclose(f);
 }
 
+/* With the ranks' walk_ms (as both executors log it), each collective's time runs from the end
+ * of its last-started member's walk or previous collective (its work to issue it) to its end.
+ * pp 1 x dp 2, two all-reduces of one size (1e6 B) per step:
+ *   rank 0: walk 10.0, vit 10.5 .. 11.0, dit 11.3 .. 11.6
+ *   rank 1: walk 10.1, vit 10.6 .. 11.0, dit 11.2 .. 11.6
+ * vit: rank 1 started last: 11.0 - 10.1 = 0.9 ms (its own span 0.4); dit: rank 0 started last:
+ * 11.6 - 11.0 = 0.6 ms (its span 0.3). One size: latency alone, least squares of t = 2 * lat
+ * over the two points: lat = (0.9 + 0.6) / 4 = 0.375 ms (from the spans alone: 0.175 ms). */
+TEST(collectives_charge_the_issue_time)
+{
+    const char *path = tmp("issue.log");
+    FILE *f = fopen(path, "w");
+    for (int step = 1; step <= 3; step++) {
+        double junk = step == 1 ? 50 : 0;
+        fprintf(f, "{\"step\": %d, \"loss\": 1, \"ms\": 12, \"ranks\": [", step);
+        for (int d = 0; d < 2; d++) {
+            fprintf(f, "%s{\"rank\": %d, \"pp\": 0, \"dp\": %d, \"walk_ms\": %.1f, \"sync_end_ms\": 11.6, "
+                       "\"optimizer_ms\": 1, \"collectives\": [", d ? ", " : "", d, d, d ? 10.1 : 10.0);
+            coll(f, 1, "all_reduce", "world", 2, "vit", -1, "intra", 1e6, d ? 10.6 : 10.5, (d ? 0.4 : 0.5) + junk);
+            coll(f, 0, "all_reduce", "world", 2, "dit", -1, "intra", 1e6, (d ? 11.2 : 11.3) + junk,
+                 d ? 0.4 : 0.3);
+            fprintf(f, "]}");
+        }
+        fprintf(f, "]}\n");
+    }
+    fclose(f);
+    struct bm_coll_fit cf;
+    struct bm_err err;
+    CHECKF(bm_calibrate_collectives(path, &cf, &err) == BM_OK, "%s", err.msg);
+    CHECK(cf.intra.n == 2 && !cf.intra.have_bw && cf.inter.n == 0);
+    CHECK_NEAR(cf.intra.latency_us, 375.0, 1e-6);
+    remove(path);
+}
+
 TEST(collectives_fit_by_hand_intra_and_inter)
 {
     const char *path = tmp("both.log");
@@ -136,6 +170,7 @@ TEST(collectives_log_without_them_fails)
 int main(void)
 {
     RUN(collectives_fit_by_hand_intra_and_inter);
+    RUN(collectives_charge_the_issue_time);
     RUN(collectives_fit_intra_only);
     RUN(collectives_one_size_fits_latency_alone);
     RUN(collectives_log_without_them_fails);

@@ -121,6 +121,33 @@ if [ "$rows" = 4 ]; then echo "PASS trace_ops_of_every_rank"; else echo "FAIL tr
 expect_exit dp_trace_renders 0 "$BIGMAC" render "$T/dw.json" --format ascii
 expect_contains dp_trace_renders_measured "measured timeline"
 expect_exit dp_trace_calibrates 0 "$BIGMAC" calibrate "$T/dw.json" -o "$T/dw_costs.json"
+# calibrate fits the slowest replica of a data-parallel trace (the step ends with it): the replica
+# whose ops end last, read here from the trace's own events, is the one the default takes, for
+# the 4-rank trace above and a pp 1 x dp 2 run's traced steps; --replica past dp is refused
+mpi 2 train $SPEC --pp 1 --dp 2 --steps 4 --quiet --trace "$T/d12.json" --trace-from 2 >/dev/null 2>&1
+slowest() { # slowest TRACE P: the replica with the latest op end (the first of equal ones)
+    /usr/bin/python3 - "$1" "$2" <<'PY'
+import json, sys
+ev = json.load(open(sys.argv[1]))["traceEvents"]
+P, end = int(sys.argv[2]), {}
+for e in ev:
+    if e.get("ph") == "X" and "op" in e.get("args", {}):
+        d = e["pid"] // P
+        end[d] = max(end.get(d, 0), e["ts"] + e["dur"])
+print(max(sorted(end), key=lambda d: (end[d], -d)) if len(end) > 1 else "none")
+PY
+}
+for tp in "dw.json 2" "d12.step3.json 1" "d12.step4.json 1"; do
+    set -- $tp
+    d=$(slowest "$T/$1" $2 2>/dev/null || echo none)
+    if [ "$d" != none ] &&
+       "$BIGMAC" calibrate "$T/$1" --mean -o "$T/sl_default.json" 2>/dev/null &&
+       "$BIGMAC" calibrate "$T/$1" --mean --replica "$d" -o "$T/sl_named.json" 2>/dev/null &&
+       cmp -s "$T/sl_default.json" "$T/sl_named.json"; then echo "PASS dp_calibrate_takes_slowest_replica_$1 (replica $d)"
+    else echo "FAIL dp_calibrate_takes_slowest_replica_$1 (replica $d)"; fi
+done
+expect_exit dp_calibrate_replica_past_dp 1 "$BIGMAC" calibrate "$T/dw.json" --replica 2
+expect_contains dp_calibrate_replica_past_dp_says "--replica 2: the run had 2 data-parallel replicas (0..1)"
 
 # Measured peaks: every replica walks the same table, so replica 0 (global ranks 0 and 2), which
 # trains the same microbatches as one pipeline of M, has that pipeline's peaks in every step

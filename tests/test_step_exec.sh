@@ -61,7 +61,8 @@ expect_contains calibrate_step_log_missing_says "cannot read the step log"
 # the collectives' ring from a real 2-rank run (pp 1 x dp 2: every module all-reduced over both
 # ranks, four sizes): calibrate --step-log writes device.coll_latency_us (and coll_gbytes_per_s
 # when the sizes tell bandwidth from latency), equal to the fit recomputed here from the log:
-# each collective's time is the duration of the member that started last, its median over the
+# each collective's time is that of the member that started last, from the end of its walk or
+# its previous collective (its own work to issue it) to its end, its median over the
 # steps after the first, least squares through the origin of t = (n-1)/n*2*B*a + 2(n-1)*b (the
 # spec keeps 6 significant digits: compared within 1e-5)
 if timeout 120 mpirun -np 2 "$BIGMAC" train $SPEC --pp 1 --dp 2 --steps 5 --quiet --log "$T/c2.log" --trace "$T/c2.json" \
@@ -75,10 +76,13 @@ for l in open(sys.argv[1]):
     if j["step"] == 1: continue
     last = {}
     for r in j["ranks"]:
+        prev = r["walk_ms"]
         for c in r["collectives"]:
             k = (c["group"], c["module"], c.get("chunk"), c["of"])
+            issue = min(prev, c["start_ms"])
+            prev = c["end_ms"]
             if k not in last or c["start_ms"] > last[k][0]:
-                last[k] = (c["start_ms"], c["end_ms"] - c["start_ms"], c["bytes"], c["ranks"])
+                last[k] = (c["start_ms"], c["end_ms"] - issue, c["bytes"], c["ranks"])
     for k, (s, d, b, n) in last.items():
         pts.setdefault(k, []).append((d, 2 * (n - 1) / n * b, 2 * (n - 1)))
 rows = [(statistics.median(d for d, _, _ in v), v[0][1], v[0][2]) for v in pts.values()]

@@ -158,8 +158,10 @@ int bm_calibrate_optimizer(const char *path, double *ms_per_gib, int *n, struct 
 
 /* The collectives' ring fitted from a step log's "collectives" (each rank's: op, group, ranks,
  * bytes, start_ms, end_ms, link): a collective of one step is the members' records of the same
- * (group, module, chunk, of, op); its time is the duration of the member that started last (it
- * waited for no one); each collective's median over the steps (the first left out when there
+ * (group, module, chunk, of, op); its time is that of the member that started last (it waited
+ * for no one), from the end of that rank's walk or previous collective (its work to issue it;
+ * ZeRO-1's all-gathers from its optimizer's end) to the collective's end: the span alone when
+ * the rank's record has no walk_ms; each collective's median over the steps (the first left out when there
  * are more) is one point; per link class (intra, inter host) a least-squares fit through the
  * origin of  t = f(n-1)/n * bytes / bw + f(n-1) * latency  (f = 2 for an all-reduce, 1 for a
  * reduce-scatter or an all-gather: src/sim/step.h). When the points cannot tell bandwidth from
@@ -244,6 +246,10 @@ struct bm_calibration_opts {
     int spread;      /* also each module's cost spread (--spread) */
     int run_median;  /* every trace fitted on its own, then the median over the traces of every
                       * number (--run-median, bm_calibrate_median_runs) */
+    int replica;     /* of a data-parallel run's trace (every replica's ranks): -1 the replica
+                      * with the longest walk in each trace (what ends the step: --replica
+                      * slowest, the default), d >= 0 replica d in every trace (--replica d).
+                      * A zeroed struct takes replica 0; bm_calibration_build(o = NULL) -1. */
 };
 
 /* The figures (cal, pointing into the arrays here) and what they came from. */
@@ -255,6 +261,7 @@ struct bm_calibration {
     struct bm_costs *model;          /* t[0]'s cost model with the calibrated figures in place:
                                       * what the calibrated spec gives this plan */
     int n;
+    int *replica;                    /* [n] the data-parallel replica each trace's fits took */
     struct bm_cost *costs;           /* [n_modules] */
     double *rank_scale, *mb_scale, *spread; /* NULL when not measured */
     const char **names;              /* [n_modules], into t[0] */

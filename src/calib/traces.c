@@ -9,12 +9,55 @@
 
 #include "bigmac_report.h"
 #include "calib/calib.h"
+#include "report/report.h"
 #include "util/util.h"
 
-static int load_traces(const char *const *traces, int n, struct bm_calibration *c, struct bm_err *err)
+/* Trace i's table, cost model and the timeline the fits take: of a data-parallel run's trace
+ * (bm_render_trace_dp, every replica's ranks) the replica o->replica, or with o->replica < 0
+ * the replica whose walk (makespan) was longest: a data-parallel step ends with its slowest
+ * replica (every gradient collective waits for it), and the simulator models every replica
+ * alike, so the costs that predict the step are the slowest replica's (docs/simulator.md
+ * "Predicting a run"). c->replica[i]: the replica taken. */
+static int load_trace(const char *path, int i, const struct bm_calibration_opts *o, struct bm_calibration *c,
+                      struct bm_err *err)
+{
+    size_t len;
+    char *text = bm_read_file_max(path, (size_t)BM_MAX_TRACE_TEXT, &len, err);
+    if (!text) return BM_ERR;
+    int rc = strlen(text) != len ? bm_err_set(err, "%s: not a text file", path)
+                                 : bm_trace_parse(text, path, &c->t[i], &c->k[i], &c->tl[i], err);
+    int D = rc == BM_OK && c->t[i]->dp > 1 ? c->t[i]->dp : 1;
+    c->replica[i] = 0;
+    if (rc == BM_OK && o->replica >= D)
+        rc = bm_err_set(err, "%s: --replica %d: the run had %d data-parallel replica%s (0..%d)", path, o->replica, D,
+                        D > 1 ? "s" : "", D - 1);
+    for (int d = 1; rc == BM_OK && d < D && o->replica != 0; d++) {
+        if (o->replica > 0 && d != o->replica) continue;
+        struct bm_table *t;
+        struct bm_timeline *tl;
+        if ((rc = bm_trace_parse_replica(text, path, d, &t, NULL, &tl, err))) break;
+        bm_table_free(t);
+        if (!tl) { /* a trace of replica 0 alone */
+            if (o->replica > 0) rc = bm_err_set(err, "%s: --replica %d: the trace holds replica 0 only", path, d);
+            continue;
+        }
+        if (o->replica > 0 || tl->makespan_ms > c->tl[i]->makespan_ms) {
+            bm_timeline_free(c->tl[i]);
+            c->tl[i] = tl;
+            c->replica[i] = d;
+        } else {
+            bm_timeline_free(tl);
+        }
+    }
+    bm_free(text);
+    return rc;
+}
+
+static int load_traces(const char *const *traces, int n, const struct bm_calibration_opts *o, struct bm_calibration *c,
+                       struct bm_err *err)
 {
     for (int i = 0; i < n; i++) {
-        if (bm_trace_load(traces[i], &c->t[i], &c->k[i], &c->tl[i], err)) return BM_ERR;
+        if (load_trace(traces[i], i, o, c, err)) return BM_ERR;
         if (!c->tl[i]->measured)
             return bm_err_set(err, "%s: a simulated trace; calibrate needs one measured by `bigmac train --trace`",
                               traces[i]);
@@ -125,15 +168,18 @@ static int make_model(struct bm_calibration *c, struct bm_err *err)
 int bm_calibration_build(const char *const *traces, int n, const struct bm_calibration_opts *o,
                          struct bm_calibration *out, struct bm_err *err)
 {
-    static const struct bm_calibration_opts defaults = {0};
+    static const struct bm_calibration_opts defaults = {.replica = -1};
     memset(out, 0, sizeof *out);
     if (n < 1) return bm_err_set(err, "calibrate: no trace");
     out->t = bm_calloc((size_t)n, sizeof *out->t);
     out->k = bm_calloc((size_t)n, sizeof *out->k);
     out->tl = bm_calloc((size_t)n, sizeof *out->tl);
+    out->replica = bm_calloc((size_t)n, sizeof *out->replica);
     out->n = n;
-    int rc = !out->t || !out->k || !out->tl ? bm_err_set(err, "out of memory") : load_traces(traces, n, out, err);
-    if (rc == BM_OK) rc = estimate(out, o ? o : &defaults, err);
+    if (!o) o = &defaults;
+    int rc = !out->t || !out->k || !out->tl || !out->replica ? bm_err_set(err, "out of memory")
+                                                             : load_traces(traces, n, o, out, err);
+    if (rc == BM_OK) rc = estimate(out, o, err);
     if (rc == BM_OK) rc = make_model(out, err);
     if (rc) bm_calibration_free(out);
     return rc;
@@ -146,7 +192,7 @@ void bm_calibration_free(struct bm_calibration *c)
         if (c->t) bm_table_free(c->t[i]);
         if (c->k) bm_costs_free(c->k[i]);
     }
-    bm_free(c->tl), bm_free(c->t), bm_free(c->k);
+    bm_free(c->tl), bm_free(c->t), bm_free(c->k), bm_free(c->replica);
     bm_costs_free(c->model);
     bm_free(c->costs), bm_free(c->names), bm_free(c->rank_scale), bm_free(c->mb_scale), bm_free(c->spread);
     memset(c, 0, sizeof *c);

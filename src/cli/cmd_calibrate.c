@@ -4,6 +4,7 @@
  * traces through the estimators; bm_spec_write_calibrated / bm_spec_write_costs write the
  * calibrated spec or the cost fragment). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
@@ -14,7 +15,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: bigmac calibrate TRACE.json... [--spec SPEC.json] [--mean] [--run-median] [--rank-scale] [--spread]\n"
-            "                       [--step-log LOG.json]\n"
+            "                       [--step-log LOG.json] [--replica slowest|N]\n"
             "                        [-o FILE]\n"
             "\n"
             "Turns the measured op times and activation bytes of an executor trace\n"
@@ -59,9 +60,17 @@ static void usage(FILE *f)
             "state it updated (docs/simulator.md \"The step\"); and, from the log's \"collectives\", the\n"
             "ring's device.coll_gbytes_per_s and coll_latency_us (inter_host_coll_* for collectives\n"
             "whose group spans hosts): a least-squares fit of each collective's median time (that of\n"
-            "its last member to start) to f(n-1)/n * bytes / bw + f(n-1) * latency; and each\n"
+            "its last member to start, from that rank's walk or previous collective: its work to\n"
+            "issue it) to f(n-1)/n * bytes / bw + f(n-1) * latency; and each\n"
             "module's cost.param_mib from the weights the ranks hold (the log's \"params\") with\n"
             "state_mib = 4 x param_mib (weights, gradients, AdamW's two moments).\n"
+            "");
+    fprintf(f,
+            "A trace of a data-parallel run (`train --dp D`) holds every replica's ranks; the fits\n"
+            "take, in each trace, the replica whose walk was longest (--replica slowest, the\n"
+            "default): the step ends with the slowest replica, since every gradient collective\n"
+            "waits for it, and the simulator models the replicas alike. --replica N takes\n"
+            "replica N of every trace instead.\n"
             "-o - (the default) writes to stdout.\n");
 }
 
@@ -71,7 +80,7 @@ int bm_cmd_calibrate(int argc, char **argv)
     /* the trace paths, gathered at the front of argv (never ahead of the scan) */
     const char **traces = (const char **)argv;
     int n_traces = 0;
-    int mean = 0, rank_scale = 0, want_spread = 0, run_median = 0;
+    int mean = 0, rank_scale = 0, want_spread = 0, run_median = 0, replica = -1;
     const char *step_log = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -92,6 +101,19 @@ int bm_cmd_calibrate(int argc, char **argv)
                 return BM_USAGE;
             }
             step_log = argv[++i];
+        } else if (!strcmp(a, "--replica")) {
+            char *end;
+            long v = i + 1 < argc ? strtol(argv[i + 1], &end, 10) : -1;
+            if (i + 1 < argc && !strcmp(argv[i + 1], "slowest")) {
+                replica = -1;
+            } else if (i + 1 >= argc || !*argv[i + 1] || *end || v < 0 || v > 1000000) {
+                fprintf(stderr, "bigmac: error: --replica needs 'slowest' or a replica number >= 0%s%s%s\n",
+                        i + 1 < argc ? " (got '" : "", i + 1 < argc ? argv[i + 1] : "", i + 1 < argc ? "')" : "");
+                return BM_USAGE;
+            } else {
+                replica = (int)v;
+            }
+            i++;
         } else if (!strcmp(a, "--spec") || !strcmp(a, "-o")) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "bigmac: error: %s needs a value\n", a);
@@ -114,7 +136,7 @@ int bm_cmd_calibrate(int argc, char **argv)
     struct bm_err err;
     struct bm_calibration c;
     struct bm_calibration_opts co = {.mean = mean, .rank_scale = rank_scale, .spread = want_spread,
-                                     .run_median = run_median};
+                                     .run_median = run_median, .replica = replica};
     int rc = bm_calibration_build(traces, n_traces, &co, &c, &err);
     if (rc == BM_OK && c.link_latency_short_us > 0)
         fprintf(stderr, "bigmac: warning: calibrate: the measured transfers are %.1f us shorter than the model charges "

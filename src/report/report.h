@@ -90,6 +90,13 @@ int bm_render_html_vs(const struct bm_table *t, const struct bm_costs *c, const 
 int bm_report_vs_simulate(const struct bm_table *mt, const struct bm_costs *mc, const struct bm_timeline *measured,
                           const struct bm_table *table, const struct bm_costs *tc, struct bm_costs **costs,
                           struct bm_timeline **out, struct bm_err *err);
+/* bm_trace_parse of data-parallel replica `replica` of a trace written for dp replicas
+ * (bm_render_trace_dp: processes replica * pp .. replica * pp + pp - 1; replica 0 is what
+ * bm_trace_parse reads). A replica past the table's dp is an error; a replica > 0 of which the
+ * trace has no op event at all (a trace of one replica) is BM_OK with *tl = NULL (and *t, *c
+ * still set). */
+int bm_trace_parse_replica(const char *text, const char *name, int replica, struct bm_table **t, struct bm_costs **c,
+                           struct bm_timeline **tl, struct bm_err *err);
 /* 1 when text is a JSON object with a top-level "traceEvents" member (a Chrome trace). */
 int bm_trace_sniff(const char *text);
 /* The top-level "format" string of the JSON object in text into fmt (n bytes; "" when there is

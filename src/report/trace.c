@@ -805,7 +805,7 @@ static int take_op_event(struct scan *S, const char *at, const struct event *e, 
 
 /* Pass 2: the events of "traceEvents" into tl and E. BM_ERR with err set; -1 out of memory. */
 static int read_events(struct scan *S, const struct trace_top *T, const struct bm_table *t, struct bm_timeline *tl,
-                       struct trace_events *E)
+                       struct trace_events *E, int pid0)
 {
     S->p = T->ev_at;
     int first = 1, k;
@@ -820,7 +820,8 @@ static int read_events(struct scan *S, const struct trace_top *T, const struct b
         const char *at = S->p;
         if (read_event(S, &e)) return BM_ERR;
         seq++;
-        if (!e.has_pid || e.pid < 0 || e.pid >= t->pp || e.pid != (int)e.pid) continue;
+        if (!e.has_pid || e.pid < pid0 || e.pid >= pid0 + t->pp || e.pid != (int)e.pid) continue;
+        e.pid -= pid0; /* replica d's pipeline rank p is process d * pp + p (bm_render_trace_dp) */
         int used = (!strcmp(e.ph, "X") && e.has_op) || (!strcmp(e.ph, "C") && !strcmp(e.name, T->counter));
         if (used && e.not_num) { /* a string "dur" is an error, not 0 */
             char m[160];
@@ -854,6 +855,12 @@ static int read_events(struct scan *S, const struct trace_top *T, const struct b
 int bm_trace_parse(const char *text, const char *name, struct bm_table **tp, struct bm_costs **cp,
                    struct bm_timeline **tlp, struct bm_err *err)
 {
+    return bm_trace_parse_replica(text, name, 0, tp, cp, tlp, err);
+}
+
+int bm_trace_parse_replica(const char *text, const char *name, int replica, struct bm_table **tp, struct bm_costs **cp,
+                           struct bm_timeline **tlp, struct bm_err *err)
+{
     *tp = NULL;
     if (cp) *cp = NULL;
     *tlp = NULL;
@@ -871,15 +878,30 @@ int bm_trace_parse(const char *text, const char *name, struct bm_table **tp, str
         if (!(E.seen[r] = bm_calloc((size_t)t->ranks[r].n_ops + 1, 1))) goto oom;
     tl->measured = T.measured;
     if (T.spm >= 1 && T.spm <= 1e9) tl->samples_per_microbatch = (int)T.spm;
-    if ((rc = read_events(&S, &T, t, tl, &E)) < 0) goto oom;
+    if (replica < 0 || (replica > 0 && replica >= t->dp)) {
+        bm_err_set(err, "%s: no data-parallel replica %d (the trace's table has dp %d)", name, replica, t->dp > 1 ? t->dp : 1);
+        goto fail;
+    }
+    if ((rc = read_events(&S, &T, t, tl, &E, replica * t->pp)) < 0) goto oom;
     if (rc) goto fail;
+    if (replica > 0) { /* a replica without a single op event: not written (one replica's trace) */
+        int any = 0;
+        for (int r = 0; r < t->pp && !any; r++)
+            for (int i = 0; i < t->ranks[r].n_ops && !any; i++) any = E.seen[r][i];
+        if (!any) {
+            bm_timeline_free(tl);
+            tl = NULL;
+            rc = BM_OK;
+            goto done;
+        }
+    }
     for (int r = 0; r < t->pp; r++) {
         for (int i = 0; i < t->ranks[r].n_ops; i++)
             if (!E.seen[r][i]) {
                 char b[BM_MAX_NAME + 64];
                 bm_op_format(t, &t->ranks[r].ops[i], b, sizeof b);
                 bm_err_set(err, "%s: rank %d op #%d (%s) has no \"X\" event (pid %d, args.op %d): the trace does not cover the embedded table",
-                           name, r, i, b, r, i);
+                           name, r, i, b, replica * t->pp + r, i);
                 goto fail;
             }
         if (E.n_mem[r] > 1) /* mem[r] is NULL when the rank has no counter events */
