@@ -10,7 +10,8 @@ role, measured peak == simulated peak exactly (integers of bytes, no tolerance):
 - P = 2: 1f1b, interleaved, zb-h1, zb-interleaved, zb-v, dualpipe-v x bigmac, optimus, unified
   (tiny-mllm: a ViT encoder, the GPT backbone, a DiT generator; M = 4, 2 steps, the last step's
   bytes and peaks);
-- P = 4: four of them (M = 8: past the warm-up, where zb-h1 defers its W), and pp 2 x dp 2
+- P = 4: 1f1b/optimus, zb-h1/bigmac and every V shape x policy (M = 8: past the warm-up, where
+  zb-h1 defers its W), and pp 2 x dp 2
   (replica 0's pipeline, reported on every rank);
 - frozen modules (docs/spec.md "Frozen modules"): the ViT frozen (its forwards keep 0 bytes, its
   peak is 0 on every rank) under 1f1b, zb-h1 and zb-v, the backbone frozen with the ViT training
@@ -162,8 +163,10 @@ def configs(P):
                                                                             ("gpt", ("1f1b", "zb-h1")),
                                                                             ("vitgpt", ("1f1b",))) for bb in bbs]
         return run
-    return [(SPEC, "", "1f1b", "optimus"), (SPEC, "", "zb-h1", "bigmac"), (SPEC, "", "zb-v", "bigmac"),
-            (SPEC, "", "dualpipe-v", "unified"), (SPEC, "dp2_", "zb-h1", "bigmac")]  # dp2: pp 2 x dp 2
+    # every V shape x policy (issue 25 asks P = 2 and 4 for them), two others, and pp 2 x dp 2
+    return [(SPEC, "", "1f1b", "optimus"), (SPEC, "", "zb-h1", "bigmac")] + \
+        [(SPEC, "", bb, pol) for bb in ("zb-v", "dualpipe-v") for pol in ("bigmac", "optimus", "unified")] + \
+        [(SPEC, "dp2_", "zb-h1", "bigmac")]
 
 
 def run(rank, P):
