@@ -161,14 +161,19 @@ static int collective(struct bm_exec **x, struct bm_comm *c, int i, int op, int 
     return rc;
 }
 
-/* Sum the gradients over the ranks that hold the same instance: a replicated encoder's or
- * generator's over every rank of the job, a backbone chunk's over its data-parallel group (the D
- * replicas of this pipeline rank; nothing to do with one pipeline). Instances are created in the
- * same order on every rank (replicas first, spec order, then the local chunks), so instance i
- * is the same module everywhere and the same chunk across a data-parallel group. Under ZeRO-1
- * (table "zero": 1) a reduce-scatter instead: each rank gets the sum of its own shard only
- * (bm_exec_inst_shard), all its optimizer step reads. */
-static int reduce_grads(struct bm_exec **x, struct bm_comm *c, struct bm_err *err)
+/* The data-parallel collectives over the ranks that hold the same instance: a replicated
+ * encoder's or generator's over every rank of the job, a backbone chunk's over its data-parallel
+ * group (the D replicas of this pipeline rank; nothing to do with one pipeline). Instances are
+ * created in the same order on every rank (replicas first, spec order, then the local chunks), so
+ * instance i is the same module everywhere and the same chunk across a data-parallel group.
+ * Frozen instances have no optimizer step and take no part.
+ * weights 0 (before the optimizer): the gradients are summed, by an all-reduce, or under ZeRO-1
+ * (table "zero": 1) a reduce-scatter: each rank gets the sum of its own shard only
+ * (bm_exec_inst_shard), all its optimizer step reads.
+ * weights 1 (ZeRO-1, after the optimizer): each rank updated its shard of every sharded instance
+ * (with the moments of that shard, all it holds: exec.c make_inst); the group all-gathers the
+ * updated weights. */
+static int sync_instances(struct bm_exec **x, struct bm_comm *c, int weights, struct bm_err *err)
 {
     float **bufs = bm_calloc((size_t)c->nlocal, sizeof *bufs);
     if (!bufs) return bm_err_set(err, "out of memory");
@@ -177,32 +182,13 @@ static int reduce_grads(struct bm_exec **x, struct bm_comm *c, struct bm_err *er
         int module, chunk, rep;
         size_t n = 0, lo, hi;
         bm_exec_inst(x[0], i, &module, &chunk, &rep);
-        if (!rep && c->dp <= 1) continue;
-        if (bm_exec_inst_frozen(x[0], i)) continue; /* no optimizer step: nothing to sum */
+        if ((!rep && c->dp <= 1) || bm_exec_inst_frozen(x[0], i)) continue;
         int shard = bm_exec_inst_shard(x[0], i, &lo, &hi) > 1;
-        for (int l = 0; l < c->nlocal; l++) bufs[l] = bm_exec_inst_grads(x[l], i, &n);
-        rc = collective(x, c, i, shard ? BM_COLL_REDUCE_SCATTER : BM_COLL_ALL_REDUCE, 0, bufs, n,
-                        rep ? BM_COMM_WORLD : BM_COMM_DP, err);
-    }
-    bm_free(bufs);
-    return rc;
-}
-
-/* ZeRO-1 after the optimizer: each rank updated its shard of every instance (with the moments of
- * that shard, all it holds: exec.c make_inst) from its reduce-scattered gradients; the group
- * all-gathers the updated weights. */
-static int gather_weights(struct bm_exec **x, struct bm_comm *c, struct bm_err *err)
-{
-    float **bufs = bm_calloc((size_t)c->nlocal, sizeof *bufs);
-    if (!bufs) return bm_err_set(err, "out of memory");
-    int rc = BM_OK;
-    for (int i = 0; i < bm_exec_n_inst(x[0]) && rc == BM_OK; i++) {
-        int module, chunk, rep;
-        size_t n = 0, lo, hi;
-        bm_exec_inst(x[0], i, &module, &chunk, &rep);
-        if (bm_exec_inst_frozen(x[0], i) || bm_exec_inst_shard(x[0], i, &lo, &hi) <= 1) continue;
-        for (int l = 0; l < c->nlocal; l++) bufs[l] = bm_exec_inst_params(x[l], i, &n);
-        rc = collective(x, c, i, BM_COLL_ALL_GATHER, 1, bufs, n, rep ? BM_COMM_WORLD : BM_COMM_DP, err);
+        if (weights && !shard) continue; /* all-reduced gradients: every copy stepped alike */
+        for (int l = 0; l < c->nlocal; l++)
+            bufs[l] = weights ? bm_exec_inst_params(x[l], i, &n) : bm_exec_inst_grads(x[l], i, &n);
+        int op = weights ? BM_COLL_ALL_GATHER : shard ? BM_COLL_REDUCE_SCATTER : BM_COLL_ALL_REDUCE;
+        rc = collective(x, c, i, op, weights, bufs, n, rep ? BM_COMM_WORLD : BM_COMM_DP, err);
     }
     bm_free(bufs);
     return rc;
@@ -326,14 +312,14 @@ int bm_exec_run_step(struct bm_exec **x, struct bm_comm *c, long step, struct bm
     for (int l = 0; l < c->nlocal; l++)
         if (bm_exec_step_finish(x[l], err)) return BM_ERR;
     double s0 = bm_exec_now_ms(x[0]); /* the step's tail, for the log (docs/simulator.md "The step") */
-    if (reduce_grads(x, c, err)) return step_fail(step, err);
+    if (sync_instances(x, c, 0, err)) return step_fail(step, err);
     double s1 = bm_exec_now_ms(x[0]);
     for (int l = 0; l < c->nlocal; l++) {
         double o0 = bm_exec_now_ms(x[l]);
         bm_exec_optimizer(x[l], step); /* each instance's shard: the whole unless ZeRO-1 */
         bm_exec_note_tail(x[l], s0, s1, bm_exec_now_ms(x[l]) - o0);
     }
-    if (bm_exec_zero(x[0]) && gather_weights(x, c, err)) return step_fail(step, err);
+    if (bm_exec_zero(x[0]) && sync_instances(x, c, 1, err)) return step_fail(step, err);
     return BM_OK;
 }
 
