@@ -117,6 +117,19 @@ static void put_name(FILE *f, const char *key, const char *v, int first)
     put_str(f, v);
 }
 
+/* "key": [v[0], ...] (v NULL: null). */
+static void put_ints(FILE *f, const char *key, const int *v, int n, int first)
+{
+    put_key(f, key, first);
+    if (!v) {
+        fputs("null", f);
+        return;
+    }
+    fputc('[', f);
+    for (int i = 0; i < n; i++) fprintf(f, i ? ", %d" : "%d", v[i]);
+    fputc(']', f);
+}
+
 /* ---------------------------------------------------------------- spec */
 
 void *bmpy_spec_load(const char *path, char *err, size_t n)
@@ -424,14 +437,7 @@ char *bmpy_table_info(const void *tp)
     fputc('[', f);
     for (int c = 0; c < C; c++) fprintf(f, c ? ", %d" : "%d", bm_table_chunk_rank(t, c));
     fputc(']', f);
-    put_key(f, "chunk_layers", 0);
-    if (t->chunk_layers) {
-        fputc('[', f);
-        for (int c = 0; c < C; c++) fprintf(f, c ? ", %d" : "%d", t->chunk_layers[c]);
-        fputc(']', f);
-    } else {
-        fputs("null", f);
-    }
+    put_ints(f, "chunk_layers", t->chunk_layers, C, 0);
     fputc('}', f);
     return jw_close(&w, 0);
 }
@@ -506,14 +512,9 @@ char *bmpy_table_op_flow(const void *tp, int module, int chunk, int pass)
     fputc('{', f);
     put_int(f, "found", found, 1);
     if (found == 1) {
-        put_key(f, "needs", 0);
-        fputc('[', f);
-        for (int i = 0; i < nn; i++) fprintf(f, i ? ", %d" : "%d", needs[i]);
-        fputc(']', f);
-        put_key(f, "makes", 0);
-        fputc('[', f);
-        for (int i = 0; i < nk; i++) fprintf(f, i ? ", %d" : "%d", makes[i]);
-        fputc(']', f);
+        static const int none[1];
+        put_ints(f, "needs", needs ? needs : none, nn, 0); /* an op without inputs: [] */
+        put_ints(f, "makes", makes ? makes : none, nk, 0);
     }
     fputc('}', f);
     return jw_close(&w, 0);
