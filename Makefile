@@ -189,9 +189,9 @@ test: all $(TESTS)
 
 # ASan/UBSan build of everything in its own directories; leak detection on except for MPI
 # tests (tests/run.sh sets detect_leaks=0 for those).
-# The fuzz targets are sanitized builds already, so the asan pass runs them only briefly.
+# The fuzz targets are sanitized builds already: the asan pass skips test_fuzz_short.sh.
 asan:
-	@FUZZ_SHORT_SECONDS=$${FUZZ_SHORT_SECONDS:-3} $(MAKE) --no-print-directory BUILD=build-asan BIN=build-asan/bin OPT=-O1 \
+	@$(MAKE) --no-print-directory BUILD=build-asan BIN=build-asan/bin OPT=-O1 \
 	  SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" test
 
 # libFuzzer targets (docs/hardening.md): the library is rebuilt with clang in build-fuzz/ with

@@ -10,6 +10,7 @@
 #     refuses --steps below the checkpoint's step, and a fresh run does not overwrite another
 #     run's checkpoint.
 # Every MPI run is wrapped in `timeout`, so a bug is a failure, not a hang.
+# suite: waits (tests/run.sh runs it in the lane beside the others: its time is spent waiting)
 cd "$(dirname "$0")/.."
 . tests/lib.sh
 mpi_env

@@ -9,6 +9,7 @@
 # the trace's process per global rank, checkpoints (one copy per pipeline rank; resumed with
 # another dp; another pp refused), a rank dying mid-step, and bad layouts refused with one line.
 # Every MPI run is wrapped in `timeout` so a bug is a failure, not a hang.
+# suite: waits (tests/run.sh runs it in the lane beside the others: its time is spent waiting)
 cd "$(dirname "$0")/.."
 . tests/lib.sh
 mpi_env

@@ -7,6 +7,7 @@
 # Also: --trace renders, failure handling (NaN, crash, exit, hang: every rank exits non-zero
 # within seconds, naming the rank and op), checkpoint + resume == uninterrupted run, --table.
 # Every MPI run is wrapped in `timeout` so a bug is a failure, not a hang.
+# suite: waits (tests/run.sh runs it in the lane beside the others: its time is spent waiting)
 cd "$(dirname "$0")/.."
 . tests/lib.sh
 mpi_env

@@ -12,6 +12,7 @@
 #   * a non-finite loss or gradient stops every trainer (--reference, --local, MPI) naming the
 #     step, the rank and the module, with a non-zero exit; an absurd lr is refused at spec load.
 # Every MPI run is wrapped in `timeout`, so a bug is a failure, not a hang.
+# suite: waits (tests/run.sh runs it in the lane beside the others: its time is spent waiting)
 cd "$(dirname "$0")/.."
 . tests/lib.sh
 mpi_env

@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
 # test_fuzz_short.sh — a short libFuzzer run of every fuzz target (fuzz/fuzz_*.c) as part of the
 # suite: builds them with `make fuzz-build` (clang, ASan+UBSan, build-fuzz/) and runs each for
-# FUZZ_SHORT_SECONDS (10) from the seed corpus tests/corpus/<target>/ (never written to). A crash,
+# FUZZ_SHORT_SECONDS (6) from the seed corpus tests/corpus/<target>/ (never written to). A crash,
 # leak, timeout or out-of-memory is a FAIL that names the saved input. The long runs are
 # `make fuzz` (docs/hardening.md). Skips (one PASS line saying so) only when clang or its libFuzzer
-# runtime is missing, as on a dev machine without libclang-rt-14-dev; CI installs both.
+# runtime is missing, as on a dev machine without libclang-rt-14-dev; CI installs both. `make asan`
+# skips it: the targets are the same ASan+UBSan binaries (build-fuzz/) `make test` just ran.
 . "$(dirname "$0")/lib.sh"
 
-secs=${FUZZ_SHORT_SECONDS:-10}
+secs=${FUZZ_SHORT_SECONDS:-6}
+if [ -n "${TEST_SAN:-}" ]; then
+    echo "SKIP fuzz_short: make asan runs the same sanitized fuzz binaries (build-fuzz/) make test ran"
+    exit 0
+fi
 cc=${FUZZ_CC:-clang}
 work=$TEST_TMP/fuzz_short
 mkdir -p "$work"

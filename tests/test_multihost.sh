@@ -17,6 +17,7 @@
 #   3. cleanup: every namespace is removed, also when a check fails (trap).
 # Not root, no `ip`, or namespaces refused: one SKIP line (tests/run.sh counts it); with
 # BIGMAC_REQUIRE_NETNS=1 (CI, which runs as root) that is a FAIL instead.
+# suite: waits (tests/run.sh runs it in the lane beside the others: its time is spent waiting)
 cd "$(dirname "$0")/.."
 . tests/lib.sh
 export OPENBLAS_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1

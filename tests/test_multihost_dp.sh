@@ -13,6 +13,7 @@
 # both against `train --reference --dp 2` (losses and parameters within 1e-4), their traces
 # render, and rank 0 warns about the placement in neither. Not root, no `ip`, or namespaces
 # refused: one SKIP line; a FAIL with BIGMAC_REQUIRE_NETNS=1.
+# suite: waits (tests/run.sh runs it in the lane beside the others: its time is spent waiting)
 cd "$(dirname "$0")/.."
 . tests/lib.sh
 export OPENBLAS_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1

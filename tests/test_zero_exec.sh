@@ -16,6 +16,7 @@
 #     --resume equals the uninterrupted run (losses and final parameters bit for bit); a ZeRO-0
 #     set resumes under ZeRO-1 (each rank takes its shard of the whole moments); a ZeRO-1 set
 #     under another zero or dp is refused, naming both.
+# suite: waits (tests/run.sh runs it in the lane beside the others: its time is spent waiting)
 cd "$(dirname "$0")/.."
 . tests/lib.sh
 mpi_env
