@@ -276,20 +276,20 @@ int bm_graph_build(const struct bm_table *t, const struct bm_costs *c, int pair_
                 x->dur = g->c ? bm_cost_compute_ms(t, g->c, &op, 0) * bm_cost_rank_scale(t, g->c, x->rank) : 0;
             }
     }
-    /* Edges in CSR form: the predecessors in one pass (room for a task's most, 64 + 2 * 256, ahead
-     * of each), then the successors from them. */
-    long np = 0;
-    int cap = 0;
+    /* Edges in CSR form: the predecessors in one pass (into one block sized for every task's
+     * most: its template's needs and its own F), then the successors from them. */
+    long np = 0, most = 0;
     struct tpls T = {NULL, NULL};
     if (g->M > 0 && tpls_build(g, &T)) {
         tpls_free(&T);
         goto oom;
     }
+    for (int i = 0; i < g->n_tasks; i++) most += T.key[tpl_key(g, &g->task[i])].n + 1;
+    if (!(g->pred = bm_malloc((size_t)(most > 0 ? most : 1) * sizeof *g->pred))) {
+        tpls_free(&T);
+        goto oom;
+    }
     for (int i = 0; i < g->n_tasks; i++) {
-        if (np + 64 + 2 * 256 > cap && bm_grow(&g->pred, &cap, (int)(np + 64 + 2 * 256), sizeof *g->pred)) {
-            tpls_free(&T);
-            goto oom;
-        }
         int k = for_preds(g, &T, i, g->pred + np);
         g->task[i].pred0 = (int32_t)np;
         g->task[i].npred = k;
