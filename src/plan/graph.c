@@ -376,7 +376,8 @@ void bm_order_free(struct bm_order *o)
 
 /* Each rank runs its sequence until an op's input is not done yet, then parks on that input and
  * is woken when it finishes: every task and edge is visited once, O(tasks + edges). Reads the
- * tasks' hot part only (struct bm_task_hot); nested tasks are the ids from first_nested on. */
+ * tasks' hot part only (struct bm_task_hot); nested tasks are the ids from first_nested on. A
+ * task not done yet has finish -1 (times are >= 0), so no separate "done" array is read. */
 static int order_times(const struct bm_graph *g, const struct bm_order *o, double *start,
                        double *finish, double *makespan, int backbone_only, struct bm_err *err)
 {
@@ -385,18 +386,16 @@ static int order_times(const struct bm_graph *g, const struct bm_order *o, doubl
     int *stack = bm_malloc((size_t)P * sizeof *stack);
     int *wait_next = bm_malloc((size_t)P * sizeof *wait_next);
     double *free_at = bm_calloc((size_t)P, sizeof *free_at);
-    char *done = bm_calloc((size_t)(N > 0 ? N : 1), 1);
     int *wait_head = bm_malloc((size_t)(N > 0 ? N : 1) * sizeof *wait_head);
-    if (!pos || !stack || !wait_next || !free_at || !done || !wait_head) {
+    if (!pos || !stack || !wait_next || !free_at || !wait_head) {
         bm_free(pos);
         bm_free(stack);
         bm_free(wait_next);
         bm_free(free_at);
-        bm_free(done);
         bm_free(wait_head);
         return bm_err_set(err, "out of memory timing the plan");
     }
-    for (int i = 0; i < N; i++) wait_head[i] = -1;
+    for (int i = 0; i < N; i++) wait_head[i] = -1, finish[i] = -1;
     long remaining = 0;
     const int first_nested = bm_task_nested(g, 0, 0, 0);
     for (int r = 0; r < P; r++) {
@@ -415,7 +414,7 @@ static int order_times(const struct bm_graph *g, const struct bm_order *o, doubl
             for (int e = 0; e < x->npred; e++) {
                 struct bm_edge pe = g->pred[x->pred0 + e];
                 if (backbone_only && pe.task >= first_nested) continue;
-                if (!done[pe.task]) {
+                if (finish[pe.task] < 0) { /* not done */
                     blocked = pe.task;
                     break;
                 }
@@ -429,7 +428,6 @@ static int order_times(const struct bm_graph *g, const struct bm_order *o, doubl
             start[id] = ready;
             finish[id] = tf = ready + x->dur;
             if (tf > end) end = tf;
-            done[id] = 1;
             pos[r]++;
             remaining--;
             for (int q = wait_head[id]; q >= 0; q = wait_next[q]) stack[sp++] = q;
@@ -441,7 +439,6 @@ static int order_times(const struct bm_graph *g, const struct bm_order *o, doubl
     bm_free(stack);
     bm_free(wait_next);
     bm_free(free_at);
-    bm_free(done);
     bm_free(wait_head);
     if (remaining > 0) {
         bm_err_set(err, "internal: the planned order deadlocks");
