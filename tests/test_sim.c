@@ -5,6 +5,8 @@
 #include "test.h"
 #include "sim/cost.h"
 #include "sim/step.h"
+#include "bigmac_report.h"
+#include "report/critical.h"
 #include "util/util.h"
 
 /* ---------------------------------------------------------------- table builders */
@@ -941,6 +943,19 @@ TEST(summary_equals_the_full_timeline_and_summarize)
                         CHECKF(figures_equal(full, sum), "%s %s %s dp %d: summary differs", specs[si],
                                bm_backbone_name(o.backbone), bm_policy_name(o.policy), dp);
                         for (int r = 0; r < sum->pp; r++) CHECK(!sum->ranks[r].ops && !sum->ranks[r].mem);
+                        if (cases == 1) { /* no op times to draw: refused, never read */
+                            FILE *nul = fopen("/dev/null", "w");
+                            struct bm_critical cp;
+                            CHECK(nul && bm_render_svg(t, sum, NULL, 0, nul) == BM_ERR);
+                            CHECK(nul && bm_render_ascii(t, sum, 80, nul) == BM_ERR);
+                            CHECK(nul && bm_render_trace(t, t_c, sum, nul) == BM_ERR);
+                            CHECK(nul && bm_render_html(t, t_c, sum, NULL, NULL, nul) == BM_ERR);
+                            CHECK(bm_critical_path(t, sum, &cp, &err) == BM_ERR);
+                            bm_critical_free(t, &cp);
+                            CHECK(nul && bm_render_svg(t, full, NULL, 0, nul) == BM_OK);
+                            CHECK(nul && bm_render_trace(t, t_c, full, nul) == BM_OK);
+                            if (nul) fclose(nul);
+                        }
                         /* the reference: summarize the full timeline's own op times, then the step */
                         struct bm_timeline ref = *full;
                         struct bm_rank_timeline *rr = calloc((size_t)full->pp, sizeof *rr);

@@ -544,6 +544,14 @@ static int deadlock_error(struct sim *s, struct bm_err *err)
                       rp.dropped ? "\n  ... (more ranks blocked)" : "");
 }
 
+int bm_timeline_per_op(const struct bm_table *t, const struct bm_timeline *tl)
+{
+    if (!tl || tl->pp != t->pp || !tl->ranks) return 0;
+    for (int r = 0; r < t->pp; r++)
+        if (tl->ranks[r].n_ops != t->ranks[r].n_ops || (t->ranks[r].n_ops > 0 && !tl->ranks[r].ops)) return 0;
+    return 1;
+}
+
 /* The summary from what the run gathered (bm_timeline_summarize's arithmetic, in its order),
  * then the step after the walk (sim/step.h). */
 static int finish_summary(struct sim *s, struct bm_err *err)
