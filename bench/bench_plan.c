@@ -6,7 +6,10 @@
  *  2. plan + simulate, the figure a sweep pays per point: `simulate SPEC --pp P --vpp V --backbone
  *     interleaved --microbatches M --unit P --window 3` on bench_spec.h's spec and on the two
  *     paper-shaped examples with "layers" removed from every module. In-process: bm_plan_build +
- *     bm_simulate, best of 3 wall and CPU seconds, each run in a child process so that its peak
+ *     bm_simulate_summary (what sweep, the planner's window search and `bigmac simulate` run:
+ *     every figure, no per-op timeline; row "in-proc") and bm_plan_build + bm_simulate (the
+ *     timeline kept, as render and trace need it; row "in-full"), best of 3 wall and CPU seconds,
+ *     each run in a child process so that its peak
  *     RSS is its own (the largest of the 3 is printed). Then the same command through the CLI of
  *     this build and, with --old BIN (e.g. main at 2023d2d built in a scratch worktree), of that
  *     binary, alternating, five runs each from the same run: best wall seconds, the largest peak
@@ -77,7 +80,7 @@ struct figures {
 };
 
 /* plan + simulate once, in a child process so that its peak RSS is this run's alone. */
-static struct figures one_child(const char *spec_path, int P, int V, int M)
+static struct figures one_child(const char *spec_path, int P, int V, int M, int full)
 {
     struct figures f = {0, 0, 0, 0, 0};
     int fd[2];
@@ -97,7 +100,8 @@ static struct figures one_child(const char *spec_path, int P, int V, int M)
             o.pp = P, o.vpp = V, o.microbatches = M, o.unit = P, o.window = 3;
             o.backbone = BM_BB_INTERLEAVED, o.policy = BM_POL_BIGMAC;
             double w0 = bm_now(), c0 = cpu_s();
-            if (bm_plan_build(s, &o, &t, &t_c, &err) == BM_OK && bm_simulate(t, t_c, NULL, &tl, &err) == BM_OK) {
+            if (bm_plan_build(s, &o, &t, &t_c, &err) == BM_OK &&
+                (full ? bm_simulate : bm_simulate_summary)(t, t_c, NULL, &tl, &err) == BM_OK) {
                 c.wall = bm_now() - w0, c.cpu = cpu_s() - c0, c.makespan = tl->makespan_ms, c.ok = 1;
                 struct rusage ru;
                 getrusage(RUSAGE_SELF, &ru);
@@ -116,11 +120,11 @@ static struct figures one_child(const char *spec_path, int P, int V, int M)
 }
 
 /* Three runs: the best wall and CPU seconds, the largest peak RSS. */
-static struct figures in_process(const char *spec_path, int P, int V, int M)
+static struct figures in_process(const char *spec_path, int P, int V, int M, int full)
 {
     struct figures best = {1e9, 1e9, 0, 0, 1};
     for (int rep = 0; rep < 3 && best.ok; rep++) {
-        struct figures f = one_child(spec_path, P, V, M);
+        struct figures f = one_child(spec_path, P, V, M, full);
         if (!f.ok) return f;
         if (f.wall < best.wall) best.wall = f.wall;
         if (f.cpu < best.cpu) best.cpu = f.cpu;
@@ -230,7 +234,7 @@ int main(int argc, char **argv)
            "--unit %d --window 3\n", P, V, M, P);
     printf("%-14s %-9s %9s %9s %9s %12s\n", "spec", "run", "wall s", "cpu s", "RSS MB", "makespan ms");
     for (int k = 0; k < 3; k++) {
-        struct figures in = in_process(paths[k], P, V, M);
+        struct figures in = in_process(paths[k], P, V, M, 0), inf = in_process(paths[k], P, V, M, 1);
         /* new and old alternate, five runs each, so both meet the same load */
         struct figures cn = {1e9, 0, 0, 0, 1}, co = {1e9, 0, 0, 0, 1};
         for (int rep = 0; rep < 5; rep++) {
@@ -239,6 +243,8 @@ int main(int argc, char **argv)
         }
         printf("%-14s %-9s %9.3f %9.3f %9.1f %12.1f%s\n", names[k], "in-proc", in.wall, in.cpu,
                in.rss_kb / 1024.0, in.makespan, in.ok ? "" : "  FAILED");
+        printf("%-14s %-9s %9.3f %9.3f %9.1f %12.1f%s\n", names[k], "in-full", inf.wall, inf.cpu,
+               inf.rss_kb / 1024.0, inf.makespan, inf.ok ? "" : "  FAILED");
         printf("%-14s %-9s %9.3f %9s %9.1f %12.1f%s\n", names[k], "CLI new", cn.wall, "", cn.rss_kb / 1024.0,
                cn.makespan, cn.ok ? "" : "  FAILED");
         if (old) {

@@ -670,6 +670,15 @@ struct bm_sim_opts {
  * runs in O(ops). */
 BM_API int bm_simulate(const struct bm_table *t, const struct bm_costs *c, const struct bm_sim_opts *o,
                        struct bm_timeline **out, struct bm_err *err);
+/* bm_simulate for callers that need only the figures: the same timeline, every figure equal to
+ * bm_simulate's bit for bit (makespan, bubble, samples/s, peaks, OOM, the step, each rank's
+ * busy/idle/state/peaks and split-backward figures), but without the per-op record: every
+ * ranks[r].ops and ranks[r].mem is NULL (n_ops and n_mem 0), so it cannot be rendered, traced
+ * or summarized again. bm_timeline_write_json takes it. Keeps one double per op while it runs
+ * (a send's issue time) instead of the 40 B per op and 32 B per memory point of the timeline:
+ * what the planner, sweep and `bigmac simulate` use. */
+BM_API int bm_simulate_summary(const struct bm_table *t, const struct bm_costs *c, const struct bm_sim_opts *o,
+                               struct bm_timeline **out, struct bm_err *err);
 BM_API void bm_timeline_free(struct bm_timeline *tl);
 /* Write the JSON object `bigmac simulate --json` prints for table t and its timeline tl
  * (docs/simulator.md "JSON output": policy, settings, makespan, bubble, samples/s, memory,

@@ -4,6 +4,9 @@
  * with bm_table_new/push/tensor, independent of the planner. */
 #include "test.h"
 #include "sim/cost.h"
+#include "sim/step.h"
+#include "bigmac_report.h"
+#include "report/critical.h"
 #include "util/util.h"
 
 /* ---------------------------------------------------------------- table builders */
@@ -880,6 +883,104 @@ TEST(planned_tables_simulate_for_every_policy)
     bm_spec_free(spec);
 }
 
+/* bm_simulate_summary against bm_simulate, and the figures bm_simulate gathers while running
+ * against bm_timeline_summarize + the step model run afterwards on its own op times (the
+ * reference: how every figure was computed before): equal bit for bit, on planned tables of
+ * every policy and backbone kind, split backwards, recomputation, replicas with ZeRO-1, hosts. */
+static int figures_equal(const struct bm_timeline *a, const struct bm_timeline *b)
+{
+    int same = a->pp == b->pp && a->makespan_ms == b->makespan_ms && a->bubble_ratio == b->bubble_ratio &&
+               a->samples_per_s == b->samples_per_s && a->peak_mib == b->peak_mib && a->oom == b->oom &&
+               a->step_ms == b->step_ms && a->sync_exposed_ms == b->sync_exposed_ms &&
+               a->sync_total_ms == b->sync_total_ms && a->optimizer_ms == b->optimizer_ms &&
+               a->memory_cap_mib == b->memory_cap_mib &&
+               !memcmp(a->peak_act_mib, b->peak_act_mib, sizeof a->peak_act_mib);
+    for (int r = 0; same && r < a->pp; r++) {
+        const struct bm_rank_timeline *x = &a->ranks[r], *y = &b->ranks[r];
+        same = x->state_mib == y->state_mib && x->peak_mib == y->peak_mib && x->busy_ms == y->busy_ms &&
+               x->idle_lead_ms == y->idle_lead_ms && x->idle_mid_ms == y->idle_mid_ms &&
+               x->idle_tail_ms == y->idle_tail_ms && x->oom == y->oom && x->freed_b_mib == y->freed_b_mib &&
+               x->freed_w_mib == y->freed_w_mib && x->peak_held_w_mib == y->peak_held_w_mib &&
+               !memcmp(x->peak_act_mib, y->peak_act_mib, sizeof x->peak_act_mib) &&
+               !memcmp(x->busy_role_ms, y->busy_role_ms, sizeof x->busy_role_ms);
+    }
+    return same;
+}
+
+TEST(summary_equals_the_full_timeline_and_summarize)
+{
+    const char *specs[] = {"examples/tiny-mllm.json", "examples/tiny-mllm-2enc.json", "tests/specs/exec-recompute.json",
+                           "tests/specs/hosts-p8.json", "tests/specs/recompute-oom.json", "tests/specs/exec-2gen.json"};
+    enum bm_backbone bbs[4] = {BM_BB_1F1B, BM_BB_INTERLEAVED, BM_BB_ZB_H1, BM_BB_GPIPE};
+    int cases = 0;
+    for (int si = 0; si < 6; si++) {
+        struct bm_spec *spec;
+        struct bm_err err;
+        if (bm_spec_load(specs[si], &spec, &err)) {
+            CHECKF(0, "%s", err.msg);
+            continue;
+        }
+        for (int bi = 0; bi < 4; bi++)
+            for (int pol = 0; pol < BM_N_POLICIES; pol++)
+                for (int dp = 1; dp <= 2; dp++) {
+                    struct bm_plan_opts o;
+                    bm_plan_opts_from_spec(&o, spec);
+                    o.backbone = bbs[bi];
+                    o.vpp = bbs[bi] == BM_BB_INTERLEAVED ? 2 : 1;
+                    o.microbatches = 4 * o.pp;
+                    o.policy = (enum bm_policy)pol;
+                    o.dp = dp;
+                    o.zero = dp - 1;
+                    struct bm_table *t;
+                    struct bm_costs *t_c = NULL;
+                    if (bm_plan_build(spec, &o, &t, &t_c, &err)) continue; /* e.g. a window too small */
+                    struct bm_sim_opts so = {0.2, 7, 3}; /* jitter: the encoders' times differ */
+                    struct bm_timeline *full = NULL, *sum = NULL;
+                    CHECKF(bm_simulate(t, t_c, &so, &full, &err) == BM_OK, "%s: %s", specs[si], err.msg);
+                    CHECKF(bm_simulate_summary(t, t_c, &so, &sum, &err) == BM_OK, "%s: %s", specs[si], err.msg);
+                    if (full && sum) {
+                        cases++;
+                        CHECKF(figures_equal(full, sum), "%s %s %s dp %d: summary differs", specs[si],
+                               bm_backbone_name(o.backbone), bm_policy_name(o.policy), dp);
+                        for (int r = 0; r < sum->pp; r++) CHECK(!sum->ranks[r].ops && !sum->ranks[r].mem);
+                        if (cases == 1) { /* no op times to draw: refused, never read */
+                            FILE *nul = fopen("/dev/null", "w");
+                            struct bm_critical cp;
+                            CHECK(nul && bm_render_svg(t, sum, NULL, 0, nul) == BM_ERR);
+                            CHECK(nul && bm_render_ascii(t, sum, 80, nul) == BM_ERR);
+                            CHECK(nul && bm_render_trace(t, t_c, sum, nul) == BM_ERR);
+                            CHECK(nul && bm_render_html(t, t_c, sum, NULL, NULL, nul) == BM_ERR);
+                            CHECK(bm_critical_path(t, sum, &cp, &err) == BM_ERR);
+                            bm_critical_free(t, &cp);
+                            CHECK(nul && bm_render_svg(t, full, NULL, 0, nul) == BM_OK);
+                            CHECK(nul && bm_render_trace(t, t_c, full, nul) == BM_OK);
+                            if (nul) fclose(nul);
+                        }
+                        /* the reference: summarize the full timeline's own op times, then the step */
+                        struct bm_timeline ref = *full;
+                        struct bm_rank_timeline *rr = calloc((size_t)full->pp, sizeof *rr);
+                        if (!rr) continue;
+                        memcpy(rr, full->ranks, (size_t)full->pp * sizeof *rr);
+                        ref.ranks = rr;
+                        bm_timeline_summarize(&ref, t);
+                        struct bm_step st;
+                        CHECK(bm_step_model(t, t_c, &ref, &st, &err) == BM_OK);
+                        ref.step_ms = st.step_ms, ref.sync_exposed_ms = st.sync_exposed_ms;
+                        ref.sync_total_ms = st.sync_total_ms, ref.optimizer_ms = st.optimizer_ms;
+                        bm_timeline_summarize(&ref, t); /* samples/s of the step */
+                        CHECKF(figures_equal(full, &ref), "%s %s %s dp %d: gathered figures differ from summarize",
+                               specs[si], bm_backbone_name(o.backbone), bm_policy_name(o.policy), dp);
+                        free(rr);
+                    }
+                    bm_timeline_free(full);
+                    bm_timeline_free(sum);
+                    test_table_free(t), bm_costs_free(t_c);
+                }
+        bm_spec_free(spec);
+    }
+    CHECKF(cases > 100, "%d cases", cases);
+}
+
 int main(void)
 {
     RUN(makespan_1f1b_p4_m8_is_33);
@@ -903,5 +1004,6 @@ int main(void)
     RUN(grid_idle_sums_and_makespan_bounds);
     RUN(differential_against_naive_reference);
     RUN(planned_tables_simulate_for_every_policy);
+    RUN(summary_equals_the_full_timeline_and_summarize);
     return test_summary();
 }

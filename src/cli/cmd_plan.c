@@ -73,7 +73,7 @@ static int summary(const char *name, const struct bm_table *t, const struct bm_c
     bm_free(live);
     struct bm_timeline *tl;
     struct bm_err err;
-    if (bm_simulate(t, c, NULL, &tl, &err) != BM_OK) {
+    if (bm_simulate_summary(t, c, NULL, &tl, &err) != BM_OK) { /* figures only */
         /* a planned table always simulates; what is left is running out of memory */
         bm_cli_error(err.msg);
         return BM_ERR;

@@ -335,7 +335,7 @@ static int run_one(const struct bm_spec *s, const struct bm_plan_opts *po, const
         bm_cli_error(err.msg);
         return 1;
     }
-    if (bm_simulate(t, c, so, &tl, &err)) {
+    if (bm_simulate_summary(t, c, so, &tl, &err)) { /* only figures are printed */
         bm_table_free(t), bm_costs_free(c);
         bm_cli_error(err.msg);
         return 1;

@@ -105,6 +105,7 @@ void bm_graph_free(struct bm_graph *g)
 {
     if (!g) return;
     bm_free(g->task);
+    bm_free(g->hot);
     bm_free(g->pred);
     bm_free(g->succ);
     bm_free(g->nested_module);
@@ -112,9 +113,68 @@ void bm_graph_free(struct bm_graph *g)
     bm_free(g);
 }
 
+/* What a task's preds are, per (chunk, pass) of the backbone and (module, pass) of the others
+ * (every microbatch of one has the same producers, microbatch mb's pred being the template's
+ * id + mb): the flow is looked up once per template instead of once per task, and each need's
+ * transfer time is kept for the last pair of ranks it was computed for (the same pair recurs
+ * for every microbatch of a backbone chunk). */
+struct tpl_need {
+    int pid0;        /* the producer's task id for microbatch 0 */
+    int tensor;
+    int src, dst;    /* the ranks comm was computed for (-1: none yet) */
+    float comm;
+};
+struct tpl {
+    int phantom;     /* a pass the module does not have (bm_table_has_pass) */
+    int n, first;    /* needs[first .. first + n) */
+};
+struct tpls {
+    struct tpl *key;        /* [C*np + 2*n_nested] */
+    struct tpl_need *need;
+};
+
+static int tpl_key(const struct bm_graph *g, const struct bm_task *x)
+{
+    return x->chunk >= 0 ? x->chunk * g->np + x->pass : g->C * g->np + g->nested_slot[x->module] * 2 + x->pass;
+}
+
+static void tpls_free(struct tpls *T)
+{
+    bm_free(T->key);
+    bm_free(T->need);
+}
+
+/* g's templates, from its tasks of microbatch 0 (g->M >= 1). -1 when memory runs out. */
+static int tpls_build(const struct bm_graph *g, struct tpls *T)
+{
+    const struct bm_table *t = g->t;
+    int nk = g->C * g->np + 2 * g->n_nested, cap = 0, n = 0;
+    T->need = NULL;
+    T->key = bm_calloc((size_t)(nk > 0 ? nk : 1), sizeof *T->key);
+    if (!T->key) return -1;
+    for (int k = 0; k < nk; k++) {
+        const struct bm_task *x = &g->task[k < g->C * g->np ? bm_task_bb(g, k / g->np, k % g->np, 0)
+                                                             : bm_task_nested(g, (k - g->C * g->np) / 2, k % 2, 0)];
+        struct tpl *tp = &T->key[tpl_key(g, x)];
+        tp->first = n;
+        if (x->pass == BM_PASS_W) continue; /* its own B only (for_preds) */
+        const struct bm_flow_op *fo = bm_flow_get(g->flow, x->module, x->chunk, x->pass);
+        tp->phantom = !bm_table_has_pass(t, x->module, x->pass);
+        for (int i = 0; i < fo->n_needs; i++) {
+            int pm, pc, pp;
+            if (bm_flow_producer(g->flow, fo->needs[i], &pm, &pc, &pp)) continue;
+            if (bm_grow(&T->need, &cap, n + 1, sizeof *T->need)) return -1;
+            int pid0 = pm == t->backbone_module ? bm_task_bb(g, pc, pp, 0) : bm_task_nested(g, g->nested_slot[pm], pp, 0);
+            T->need[n++] = (struct tpl_need){pid0, fo->needs[i], -1, -1, 0.0f};
+            tp->n++;
+        }
+    }
+    return 0;
+}
+
 /* Preds of task (module, chunk, pass, mb): producers of its needs, and its own F for a B.
- * Calls visit(pred_task, comm_ms) for each; returns the count. */
-static int for_preds(const struct bm_graph *g, int id, struct bm_edge *out)
+ * Writes each (pred task, comm_ms) to out; returns the count. */
+static int for_preds(const struct bm_graph *g, struct tpls *T, int id, struct bm_edge *out)
 {
     const struct bm_table *t = g->t;
     const struct bm_task *x = &g->task[id];
@@ -122,19 +182,21 @@ static int for_preds(const struct bm_graph *g, int id, struct bm_edge *out)
         out[0] = (struct bm_edge){bm_task_bb(g, x->chunk, BM_PASS_B, x->mb), 0.0f};
         return 1;
     }
-    const struct bm_flow_op *fo = bm_flow_get(g->flow, x->module, x->chunk, x->pass);
+    const struct tpl *tp = &T->key[tpl_key(g, x)];
     /* a pass a frozen module does not have (bm_table_has_pass) stays in the graph as a task of
      * no time whose edges carry nothing, so the policies' rules keep their shape; bm_lower
      * leaves it out of the table */
-    int phantom = !bm_table_has_pass(t, x->module, x->pass);
+    int phantom = tp->phantom;
     int n = 0;
-    for (int i = 0; i < fo->n_needs; i++) {
-        int pm, pc, pp;
-        if (bm_flow_producer(g->flow, fo->needs[i], &pm, &pc, &pp)) continue;
-        int pid = pm == t->backbone_module ? bm_task_bb(g, pc, pp, x->mb)
-                                           : bm_task_nested(g, g->nested_slot[pm], pp, x->mb);
-        float comm = g->task[pid].rank != x->rank && !phantom
-                         && g->c ? (float)bm_cost_transfer_ms(t, g->c, fo->needs[i], g->task[pid].rank, x->rank) : 0.0f;
+    for (int i = 0; i < tp->n; i++) {
+        struct tpl_need *nd = &T->need[tp->first + i];
+        int pid = nd->pid0 + x->mb;
+        int src = g->task[pid].rank;
+        if (src != x->rank && !phantom && g->c && (nd->src != src || nd->dst != x->rank)) {
+            nd->src = src, nd->dst = x->rank;
+            nd->comm = (float)bm_cost_transfer_ms(t, g->c, nd->tensor, src, x->rank);
+        }
+        float comm = src != x->rank && !phantom && g->c ? nd->comm : 0.0f;
         int dup = 0;
         for (int j = 0; j < n; j++)
             if (out[j].task == pid) {
@@ -214,18 +276,26 @@ int bm_graph_build(const struct bm_table *t, const struct bm_costs *c, int pair_
                 x->dur = g->c ? bm_cost_compute_ms(t, g->c, &op, 0) * bm_cost_rank_scale(t, g->c, x->rank) : 0;
             }
     }
-    /* Edges in CSR form: the predecessors in one pass (room for a task's most, 64 + 2 * 256, ahead
-     * of each), then the successors from them. */
-    long np = 0;
-    int cap = 0;
+    /* Edges in CSR form: the predecessors in one pass (into one block sized for every task's
+     * most: its template's needs and its own F), then the successors from them. */
+    long np = 0, most = 0;
+    struct tpls T = {NULL, NULL};
+    if (g->M > 0 && tpls_build(g, &T)) {
+        tpls_free(&T);
+        goto oom;
+    }
+    for (int i = 0; i < g->n_tasks; i++) most += T.key[tpl_key(g, &g->task[i])].n + 1;
+    if (!(g->pred = bm_malloc((size_t)(most > 0 ? most : 1) * sizeof *g->pred))) {
+        tpls_free(&T);
+        goto oom;
+    }
     for (int i = 0; i < g->n_tasks; i++) {
-        if (np + 64 + 2 * 256 > cap && bm_grow(&g->pred, &cap, (int)(np + 64 + 2 * 256), sizeof *g->pred))
-            goto oom;
-        int k = for_preds(g, i, g->pred + np);
+        int k = for_preds(g, &T, i, g->pred + np);
         g->task[i].pred0 = (int32_t)np;
         g->task[i].npred = k;
         np += k;
     }
+    tpls_free(&T);
     g->succ = bm_malloc((size_t)(np ? np : 1) * sizeof *g->succ);
     if (!g->succ) goto oom;
     for (int i = 0; i < g->n_tasks; i++) g->task[i].nsucc = 0;
@@ -242,6 +312,9 @@ int bm_graph_build(const struct bm_table *t, const struct bm_costs *c, int pair_
             struct bm_task *p = &g->task[pe.task];
             g->succ[p->succ0 + p->nsucc++] = (struct bm_edge){i, pe.comm_ms};
         }
+    if (!(g->hot = bm_malloc((size_t)(g->n_tasks > 0 ? g->n_tasks : 1) * sizeof *g->hot))) goto oom;
+    for (int i = 0; i < g->n_tasks; i++)
+        g->hot[i] = (struct bm_task_hot){g->task[i].dur, g->task[i].pred0, g->task[i].npred};
     bm_free(owner);
     *out = g;
     return BM_OK;
@@ -257,8 +330,10 @@ int bm_graph_repair(struct bm_graph *g, int pair_window, struct bm_err *err)
     pair_window = pair_window > 0 && bm_graph_pairs_by_window(t, g->c) ? pair_window : 0;
     if (pair_window == g->pair_window) return BM_OK;
     int *owner = bm_malloc((size_t)(g->M > 0 ? g->M : 1) * sizeof *owner);
-    if (!owner || nested_owners(t, g->c, pair_window, owner)) {
+    struct tpls T = {NULL, NULL}; /* (they do not depend on ranks) */
+    if (!owner || nested_owners(t, g->c, pair_window, owner) || (g->M > 0 && tpls_build(g, &T))) {
         bm_free(owner);
+        tpls_free(&T);
         return bm_err_set(err, "out of memory re-pairing the task graph");
     }
     g->pair_window = pair_window;
@@ -268,6 +343,7 @@ int bm_graph_repair(struct bm_graph *g, int pair_window, struct bm_err *err)
         x->rank = task_rank(t, owner, x->module, -1, x->mb);
         struct bm_op op = {BM_OP_COMPUTE, (uint8_t)x->pass, x->module, -1, x->mb, -1, -1};
         x->dur = g->c ? bm_cost_compute_ms(t, g->c, &op, 0) * bm_cost_rank_scale(t, g->c, x->rank) : 0;
+        g->hot[i].dur = x->dur;
     }
     bm_free(owner);
     /* Edge counts do not depend on ranks, only transfer times do: redo the pred lists of the
@@ -276,8 +352,9 @@ int bm_graph_repair(struct bm_graph *g, int pair_window, struct bm_err *err)
         const struct bm_task *x = &g->task[i];
         int touch = i >= first_nested;
         for (int e = 0; e < x->npred && !touch; e++) touch = g->pred[x->pred0 + e].task >= first_nested;
-        if (touch) for_preds(g, i, g->pred + x->pred0);
+        if (touch) for_preds(g, &T, i, g->pred + x->pred0);
     }
+    tpls_free(&T);
     for (int i = 0; i < g->n_tasks; i++) g->task[i].nsucc = 0;
     for (int i = 0; i < g->n_tasks; i++)
         for (int e = 0; e < g->task[i].npred; e++) {
@@ -298,7 +375,9 @@ void bm_order_free(struct bm_order *o)
 }
 
 /* Each rank runs its sequence until an op's input is not done yet, then parks on that input and
- * is woken when it finishes: every task and edge is visited once, O(tasks + edges). */
+ * is woken when it finishes: every task and edge is visited once, O(tasks + edges). Reads the
+ * tasks' hot part only (struct bm_task_hot); nested tasks are the ids from first_nested on. A
+ * task not done yet has finish -1 (times are >= 0), so no separate "done" array is read. */
 static int order_times(const struct bm_graph *g, const struct bm_order *o, double *start,
                        double *finish, double *makespan, int backbone_only, struct bm_err *err)
 {
@@ -307,19 +386,18 @@ static int order_times(const struct bm_graph *g, const struct bm_order *o, doubl
     int *stack = bm_malloc((size_t)P * sizeof *stack);
     int *wait_next = bm_malloc((size_t)P * sizeof *wait_next);
     double *free_at = bm_calloc((size_t)P, sizeof *free_at);
-    char *done = bm_calloc((size_t)(N > 0 ? N : 1), 1);
     int *wait_head = bm_malloc((size_t)(N > 0 ? N : 1) * sizeof *wait_head);
-    if (!pos || !stack || !wait_next || !free_at || !done || !wait_head) {
+    if (!pos || !stack || !wait_next || !free_at || !wait_head) {
         bm_free(pos);
         bm_free(stack);
         bm_free(wait_next);
         bm_free(free_at);
-        bm_free(done);
         bm_free(wait_head);
         return bm_err_set(err, "out of memory timing the plan");
     }
-    for (int i = 0; i < N; i++) wait_head[i] = -1;
+    for (int i = 0; i < N; i++) wait_head[i] = -1, finish[i] = -1;
     long remaining = 0;
+    const int first_nested = bm_task_nested(g, 0, 0, 0);
     for (int r = 0; r < P; r++) {
         remaining += o->n[r];
         stack[sp++] = P - 1 - r;
@@ -330,13 +408,13 @@ static int order_times(const struct bm_graph *g, const struct bm_order *o, doubl
         double tf = free_at[r];
         while (pos[r] < o->n[r]) {
             int id = o->seq[r][pos[r]];
-            const struct bm_task *x = &g->task[id];
+            const struct bm_task_hot *x = &g->hot[id];
             double ready = tf;
             int blocked = -1;
             for (int e = 0; e < x->npred; e++) {
                 struct bm_edge pe = g->pred[x->pred0 + e];
-                if (backbone_only && g->task[pe.task].chunk < 0) continue;
-                if (!done[pe.task]) {
+                if (backbone_only && pe.task >= first_nested) continue;
+                if (finish[pe.task] < 0) { /* not done */
                     blocked = pe.task;
                     break;
                 }
@@ -350,7 +428,6 @@ static int order_times(const struct bm_graph *g, const struct bm_order *o, doubl
             start[id] = ready;
             finish[id] = tf = ready + x->dur;
             if (tf > end) end = tf;
-            done[id] = 1;
             pos[r]++;
             remaining--;
             for (int q = wait_head[id]; q >= 0; q = wait_next[q]) stack[sp++] = q;
@@ -362,7 +439,6 @@ static int order_times(const struct bm_graph *g, const struct bm_order *o, doubl
     bm_free(stack);
     bm_free(wait_next);
     bm_free(free_at);
-    bm_free(done);
     bm_free(wait_head);
     if (remaining > 0) {
         bm_err_set(err, "internal: the planned order deadlocks");

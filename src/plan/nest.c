@@ -57,7 +57,8 @@ struct sched {
     int optimus;
 
     int *unsched;          /* [task] preds not yet committed */
-    double *ready;         /* [task] inputs' arrival once unsched == 0 */
+    double *ready;         /* [task] inputs' arrival once unsched == 0 (raised by each pred's
+                            * commit, so making a task available reads none of its preds) */
     double *start, *finish;
     char *done;
     double *s0;            /* [task] backbone-only nominal start (backbone tasks) */
@@ -430,16 +431,11 @@ static struct pick propose(struct sched *S, int r)
 
 /* ---------------------------------------------------------------- committing */
 
+/* Task id's last pred is committed (S->ready[id] holds its inputs' arrival): it becomes a
+ * candidate of its rank. */
 static int make_avail(struct sched *S, int id)
 {
     const struct bm_task *x = &S->g->task[id];
-    double rd = 0;
-    for (int e = 0; e < x->npred; e++) {
-        struct bm_edge pe = S->g->pred[x->pred0 + e];
-        double a = S->finish[pe.task] + pe.comm_ms;
-        if (a > rd) rd = a;
-    }
-    S->ready[id] = rd;
     invalidate(S, x->rank);
     if (is_bb(S, id)) return 0;
     /* generator block members after the head are committed through the forced queue */
@@ -612,8 +608,10 @@ static int commit(struct sched *S, int r, struct pick p)
         }
     }
     for (int e = 0; e < x->nsucc; e++) {
-        int s = g->succ[x->succ0 + e].task;
-        if (--S->unsched[s] == 0 && make_avail(S, s)) return -1;
+        struct bm_edge se = g->succ[x->succ0 + e];
+        double a = S->finish[id] + se.comm_ms; /* the max over preds, whatever their order */
+        if (a > S->ready[se.task]) S->ready[se.task] = a;
+        if (--S->unsched[se.task] == 0 && make_avail(S, se.task)) return -1;
     }
     if (column_unit >= 0 && make_column(S, column_unit)) return -1;
     if (gen_column_unit >= 0 && S->nested_rules && !S->gen_asap && make_gen_column(S, gen_column_unit)) return -1;

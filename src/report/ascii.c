@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "report/report.h"
+#include "sim/expect.h"
 #include "util/util.h"
 
 /* Pick one letter per nested module: its first letter not yet used and not f/b/w (the
@@ -62,6 +63,7 @@ static void put_span(char *line, int c0, int c1, const char *label, char one)
 
 int bm_render_ascii(const struct bm_table *t, const struct bm_timeline *tl, int width, FILE *f)
 {
+    if (!bm_timeline_per_op(t, tl)) return BM_ERR; /* a summary has no op times to draw */
     if (width <= 0) width = 120;
     if (width < 8) width = 8;
     char *letters = bm_malloc((size_t)t->n_modules + 1);

@@ -2,6 +2,7 @@
 #include <string.h>
 
 #include "report/critical.h"
+#include "sim/expect.h"
 #include "util/util.h"
 
 void bm_critical_free(const struct bm_table *t, struct bm_critical *c)
@@ -27,6 +28,9 @@ int bm_critical_path(const struct bm_table *t, const struct bm_timeline *tl, str
                      struct bm_err *err)
 {
     memset(c, 0, sizeof *c);
+    if (!bm_timeline_per_op(t, tl))
+        return bm_err_set(err, "critical path: the timeline has no op times (bm_simulate_summary's): simulate with "
+                               "bm_simulate");
     c->on = bm_calloc((size_t)(t->pp > 0 ? t->pp : 1), sizeof *c->on);
     if (!c->on) return bm_err_set(err, "critical path: out of memory");
     for (int r = 0; r < t->pp; r++)

@@ -28,7 +28,8 @@ struct bm_critical {
     double makespan_ms;  /* the end the walk started from */
 };
 
-/* Walk tl (a timeline of t, simulated or measured). BM_ERR only on allocation failure. The
+/* Walk tl (a timeline of t, simulated or measured). BM_ERR on allocation failure or when tl has
+ * no op times (bm_simulate_summary's). The
  * caller frees c with bm_critical_free. */
 int bm_critical_path(const struct bm_table *t, const struct bm_timeline *tl, struct bm_critical *c,
                      struct bm_err *err);

@@ -20,6 +20,7 @@
 
 #include "report/html_views.h"
 #include "report/report.h"
+#include "sim/expect.h"
 #include "sim/hosts.h"
 #include "sim/step.h"
 #include "util/util.h"
@@ -221,6 +222,7 @@ static int render_html(const struct bm_table *t, const struct bm_costs *c, const
                        const struct bm_timeline *sim, const char *title, FILE *f)
 {
     static const char *const roles[BM_N_ROLES] = {"encoder", "backbone", "generator"};
+    if (!bm_timeline_per_op(t, tl)) return BM_ERR; /* a summary has no op times to draw */
     if (!title) title = "bigmac schedule";
     int K = t->n_modules * 3;
     struct bm_critical crit;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "report/report.h"
+#include "sim/expect.h"
 #include "util/util.h"
 
 #define SVG_W 1200.0
@@ -54,6 +55,7 @@ static double mem_total(const struct bm_mem_point *p)
 int bm_render_svg(const struct bm_table *t, const struct bm_timeline *tl, const char *title,
                   double span_ms, FILE *f)
 {
+    if (!bm_timeline_per_op(t, tl)) return BM_ERR; /* a summary has no op times to draw */
     double ms = tl->makespan_ms > 0 ? tl->makespan_ms : 1;
     if (span_ms > ms) ms = span_ms;
     double pw = SVG_W - LEFT - RIGHT, sx = pw / ms;

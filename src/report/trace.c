@@ -9,6 +9,7 @@
 
 #include "report/critical.h"
 #include "report/report.h"
+#include "sim/expect.h"
 #include "sim/step.h"
 #include "spec/jpos.h"
 #include "util/util.h"
@@ -320,6 +321,8 @@ static int time_ok(double ms)
 
 int bm_trace_check_times(const struct bm_table *t, const struct bm_timeline *tl, struct bm_err *err)
 {
+    if (!bm_timeline_per_op(t, tl))
+        return bm_err_set(err, "trace: the timeline has no op times (bm_simulate_summary's): simulate with bm_simulate");
     static const char *const bounds = "a trace's times must be finite and in 0..1e9 ms, its message sizes and "
                                       "memory in 0..1e12 MiB";
     for (int r = 0; r < t->pp; r++) {

@@ -43,7 +43,7 @@ int bm_simulate_expected(const struct bm_table *t, const struct bm_costs *c, con
 {
     struct bm_timeline *tl = NULL;
     if (!c || !bm_costs_have_spread(c) || samples < 1) {
-        if (bm_simulate(t, c, o, &tl, err)) return BM_ERR;
+        if (bm_simulate_summary(t, c, o, &tl, err)) return BM_ERR;
         *mean_ms = tl->makespan_ms;
         if (sd_ms) *sd_ms = 0;
         bm_timeline_free(tl);
@@ -70,7 +70,7 @@ int bm_simulate_expected(const struct bm_table *t, const struct bm_costs *c, con
                 f[g] = sg > 0 ? exp(sg * bm_rng_normal(&rng) - 0.5 * sg * sg) : 1;
                 if (disp) disp[g] = bm_rng_gamma_mean_sd(&rng, c->op_overhead_ms, c->op_overhead_sd_ms);
             }
-        if (bm_simulate_drawn(t, c, o, f, disp, &tl, err)) {
+        if (bm_simulate_run(t, c, o, f, disp, 1, &tl, err)) {
             bm_free(f), bm_free(disp);
             return BM_ERR;
         }

@@ -33,6 +33,14 @@ int bm_simulate_op_scaled(const struct bm_table *t, const struct bm_costs *c, co
 int bm_simulate_drawn(const struct bm_table *t, const struct bm_costs *c, const struct bm_sim_opts *o,
                       const double *op_scale, const double *dispatch_ms, struct bm_timeline **out,
                       struct bm_err *err);
+/* The simulator's one entry: bm_simulate_drawn, and with 'summary' bm_simulate_summary's timeline
+ * (no op times, no memory trace; every figure the same). */
+int bm_simulate_run(const struct bm_table *t, const struct bm_costs *c, const struct bm_sim_opts *o,
+                    const double *op_scale, const double *dispatch_ms, int summary, struct bm_timeline **out,
+                    struct bm_err *err);
+/* 1 when tl holds every op's time of t (ranks and op counts match, ops present): not a
+ * bm_simulate_summary timeline. Renderers and trace writers refuse one without. */
+int bm_timeline_per_op(const struct bm_table *t, const struct bm_timeline *tl);
 /* A gamma-distributed draw of mean 'mean' and standard deviation 'sd' (> 0 both; sd 0 gives
  * the mean). */
 double bm_rng_gamma_mean_sd(struct bm_rng *rng, double mean, double sd);

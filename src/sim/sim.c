@@ -8,6 +8,13 @@
  * to recvs up front). When no rank can move and some have ops left, the table deadlocks and
  * the error names each blocked rank's op and what it waits for.
  *
+ * Every figure of the summary (makespan, busy and idle per rank, activation peaks, the step's
+ * inputs) is gathered while the ranks run, in the order bm_timeline_summarize would compute it
+ * from the finished timeline, so the two agree bit for bit. bm_simulate_summary keeps nothing
+ * per op (no op times, no memory trace; a send's issue time only until its recv has run, in
+ * one double per op): at P = 64, V = 4, M = 1024 (1.57 M ops) the timeline it does not keep is
+ * 63 MB of op times and 17 MB of memory points.
+ *
  * Cost and memory rules live in sim/cost.h. */
 #include <stdio.h>
 #include <string.h>
@@ -33,9 +40,10 @@ void bm_timeline_free(struct bm_timeline *tl)
     bm_free(tl);
 }
 
-/* The timeline's objects for t; with 'init' every op time is zeroed (wait -1/-1), otherwise
- * the caller writes every one (the simulator, which hands the timeline out only when every op
- * ran: one pass over 40 B per op fewer). */
+/* The timeline's objects for t; with 'init' 1 every op time is zeroed (wait -1/-1), with 0 the
+ * caller writes every one (the simulator, which hands the timeline out only when every op ran:
+ * one pass over 40 B per op fewer), with -1 there are none (bm_simulate_summary: ops NULL,
+ * n_ops 0). */
 static struct bm_timeline *timeline_alloc(const struct bm_table *t, const struct bm_costs *c, int init)
 {
     struct bm_timeline *tl = bm_calloc(1, sizeof *tl);
@@ -53,8 +61,9 @@ static struct bm_timeline *timeline_alloc(const struct bm_table *t, const struct
     for (int r = 0; r < t->pp; r++) {
         struct bm_rank_timeline *rt = &tl->ranks[r];
         int n = t->ranks[r].n_ops;
-        rt->n_ops = n;
         rt->state_mib = state[r];
+        if (init < 0) continue;
+        rt->n_ops = n;
         rt->ops = bm_malloc((size_t)(n > 0 ? n : 1) * sizeof *rt->ops);
         if (!rt->ops) goto fail;
         for (int i = 0; init && i < n; i++)
@@ -186,6 +195,12 @@ struct sim {
     double *act;       /* [P*3] live activations per role */
     uint8_t *parked;   /* rank waits at pc for a send */
     uint8_t *parked_oh; /* the parked op's dispatch overhead is already in tfree */
+    /* the summary, gathered as ops run (see the file's comment) */
+    double makespan;
+    double *first, *last;   /* [P] first compute start (-1: none yet), last compute end */
+    double *peak_total;     /* [P] the most live activation MiB at once (all roles) */
+    struct bm_step_ends ends; /* what the step model needs (sim/step.h) */
+    double *issue;          /* summary only: [ops] a send's issue time (global id) */
     const double *op_scale; /* [ops] duration factor per compute op (global id), or NULL */
     const double *dispatch; /* [ops] dispatch ms per op (global id), or NULL = c->op_overhead_ms */
     int *stack, sp;
@@ -209,10 +224,15 @@ static void sim_free(struct sim *s)
     bm_free(s->parked);
     bm_free(s->parked_oh);
     bm_free(s->stack);
+    bm_free(s->first);
+    bm_free(s->last);
+    bm_free(s->peak_total);
+    bm_step_ends_free(&s->ends);
+    bm_free(s->issue);
 }
 
 static int sim_init(struct sim *s, const struct bm_table *t, const struct bm_costs *c, const struct bm_sim_opts *o,
-                    struct bm_err *err)
+                    int summary, struct bm_err *err)
 {
     int P = t->pp, M = t->microbatches, NM = t->n_modules;
     s->t = t;
@@ -237,10 +257,16 @@ static int sim_init(struct sim *s, const struct bm_table *t, const struct bm_cos
     s->parked = bm_calloc((size_t)P, 1);
     s->parked_oh = bm_calloc((size_t)P, 1);
     s->stack = bm_malloc((size_t)P * sizeof *s->stack);
+    s->first = bm_malloc((size_t)(P > 0 ? P : 1) * sizeof *s->first);
+    s->last = bm_calloc((size_t)(P > 0 ? P : 1), sizeof *s->last);
+    s->peak_total = bm_calloc((size_t)(P > 0 ? P : 1), sizeof *s->peak_total);
+    if (summary) s->issue = bm_malloc((size_t)(n > 0 ? n : 1) * sizeof *s->issue);
     if (!s->jit || !s->split || !s->comm || !s->comm_x || !s->last_end ||
         !s->last_op || !s->pend || !s->pend_rank || !s->pend_op || !s->pc || !s->tfree ||
-        !s->act || !s->parked || !s->parked_oh || !s->stack)
+        !s->act || !s->parked || !s->parked_oh || !s->stack || !s->first || !s->last || !s->peak_total ||
+        (summary && !s->issue) || bm_step_ends_alloc(t, &s->ends))
         return bm_err_set(err, "simulate: out of memory (%ld ops)", n);
+    for (int r = 0; r < P; r++) s->first[r] = -1;
 
     for (size_t i = 0; i < pm; i++) {
         s->last_end[i] = -1;
@@ -291,13 +317,51 @@ static int sim_init(struct sim *s, const struct bm_table *t, const struct bm_cos
     return BM_OK;
 }
 
+/* A change of rank r's live activations: its peaks (each role's and the total's, summed in
+ * role order as bm_timeline_summarize sums a memory point), and with a timeline kept the point. */
 static int mem_change(struct sim *s, int r, double t_ms, int role, double delta)
 {
     if (delta == 0) return BM_OK;
     double *a = &s->act[r * BM_N_ROLES];
     a[role] += delta;
     if (a[role] < 1e-9 && a[role] > -1e-9) a[role] = 0; /* float noise of +x-x */
-    return bm_timeline_mem_push(s->tl, r, t_ms, a);
+    struct bm_rank_timeline *rt = &s->tl->ranks[r];
+    double sum = 0;
+    for (int k = 0; k < BM_N_ROLES; k++) {
+        sum += a[k];
+        if (a[k] > rt->peak_act_mib[k]) rt->peak_act_mib[k] = a[k];
+    }
+    if (sum > s->peak_total[r]) s->peak_total[r] = sum;
+    return s->issue ? BM_OK : bm_timeline_mem_push(s->tl, r, t_ms, a);
+}
+
+/* An op of rank r ended at e: the rank's walk and the makespan. */
+static inline void op_ended(struct sim *s, int r, double e)
+{
+    if (e > s->ends.walk_end[r]) s->ends.walk_end[r] = e;
+    if (e > s->makespan) s->makespan = e;
+}
+
+/* Compute op i of rank r ran st..e: busy time (by role, bm_timeline_summarize's rule), the
+ * first start and last end, and the step's ends. */
+static inline void compute_ran(struct sim *s, int r, const struct bm_op *op, double st, double e)
+{
+    const struct bm_table *t = s->t;
+    struct bm_rank_timeline *rt = &s->tl->ranks[r];
+    op_ended(s, r, e);
+    rt->busy_ms += e - st;
+    int mod = op->module;
+    int role = mod >= 0 && mod < t->n_modules ? (int)t->modules[mod].role : -1;
+    if (role >= 0 && role < BM_N_ROLES) rt->busy_role_ms[role] += e - st;
+    if (s->first[r] < 0) s->first[r] = st;
+    if (e > s->last[r]) s->last[r] = e;
+    if (mod < 0 || mod >= t->n_modules) return;
+    s->ends.hosted[(size_t)r * t->n_modules + mod] = 1;
+    if (mod == t->backbone_module) {
+        if (op->chunk >= 0 && op->chunk < s->C && e > s->ends.last_chunk[op->chunk]) s->ends.last_chunk[op->chunk] = e;
+    } else if (e > s->ends.last_mod[mod]) {
+        s->ends.last_mod[mod] = e;
+    }
 }
 
 /* Memory events of a recomputed module's op running tf .. tf+d (cost.h): F holds a while it
@@ -351,12 +415,11 @@ static int run_rank(struct sim *s, int r, struct bm_err *err)
     const struct bm_table *t = s->t;
     const struct bm_costs *c = s->c;
     const struct bm_op *ops = t->ranks[r].ops;
-    struct bm_op_time *times = s->tl->ranks[r].ops;
+    struct bm_op_time *times = s->tl->ranks[r].ops; /* NULL: summary only */
     int n = t->ranks[r].n_ops;
     double tf = s->tfree[r];
     for (int i = s->pc[r]; i < n; i++) {
         const struct bm_op *op = &ops[i];
-        struct bm_op_time *ot = &times[i];
         if (i == s->pc[r] && s->parked_oh[r]) s->parked_oh[r] = 0; /* dispatched before it parked */
         else tf += s->dispatch ? s->dispatch[s->base[r] + i] : c->op_overhead_ms; /* (cost.h) */
         size_t mi = (size_t)r * (size_t)s->M + (size_t)op->mb;
@@ -374,7 +437,9 @@ static int run_rank(struct sim *s, int r, struct bm_err *err)
                 d *= s->jit[((size_t)op->module * 2 + (op->pass == BM_PASS_F ? 0 : 1)) * (size_t)s->M +
                             (size_t)op->mb];
             if (s->op_scale) d *= s->op_scale[s->base[r] + i];
-            *ot = (struct bm_op_time){tf, tf + d, ready, wr, wo, 0};
+            double e = tf + d;
+            if (times) times[i] = (struct bm_op_time){tf, e, ready, wr, wo, 0};
+            compute_ran(s, r, op, tf, e);
             int role = t->modules[op->module].role;
             if ((unsigned)role >= BM_N_ROLES) role = BM_ROLE_BACKBONE;
             double a = bm_cost_act_mib(t, c, op);
@@ -399,7 +464,7 @@ static int run_rank(struct sim *s, int r, struct bm_err *err)
                     if (*held < 1e-9) *held = 0;
                 }
             }
-            tf += d;
+            tf = e;
             s->last_end[mi] = tf;
             s->last_op[mi] = i;
             s->pend[mi] = -1;
@@ -407,8 +472,12 @@ static int run_rank(struct sim *s, int r, struct bm_err *err)
             s->pc[r] = i + 1;
         } else if (op->kind == BM_OP_SEND) {
             int has = s->last_op[mi] >= 0;
-            *ot = (struct bm_op_time){tf, tf, has ? s->last_end[mi] : tf, has ? r : -1,
-                                      has ? s->last_op[mi] : -1, 0};
+            if (times)
+                times[i] = (struct bm_op_time){tf, tf, has ? s->last_end[mi] : tf, has ? r : -1,
+                                               has ? s->last_op[mi] : -1, 0};
+            else
+                s->issue[s->base[r] + i] = tf;
+            op_ended(s, r, tf);
             s->pc[r] = i + 1;
             int q = op->peer;
             int32_t ri = s->match[s->base[r] + i];
@@ -426,10 +495,11 @@ static int run_rank(struct sim *s, int r, struct bm_err *err)
                 s->parked_oh[r] = 1;
                 return BM_OK;
             }
-            double arrive = s->tl->ranks[p].ops[si].start_ms +
-                            (bm_cost_crosses_hosts(t, p, r) ? s->comm_x : s->comm)[op->tensor];
+            double issued = times ? s->tl->ranks[p].ops[si].start_ms : s->issue[s->base[p] + si];
+            double arrive = issued + (bm_cost_crosses_hosts(t, p, r) ? s->comm_x : s->comm)[op->tensor];
             double done = tf + c->recv_overhead_ms, end = arrive > done ? arrive : done;
-            *ot = (struct bm_op_time){tf, end, arrive, p, si, 0};
+            if (times) times[i] = (struct bm_op_time){tf, end, arrive, p, si, 0};
+            op_ended(s, r, end);
             if (arrive > s->pend[mi]) {
                 s->pend[mi] = arrive;
                 s->pend_rank[mi] = p;
@@ -474,21 +544,80 @@ static int deadlock_error(struct sim *s, struct bm_err *err)
                       rp.dropped ? "\n  ... (more ranks blocked)" : "");
 }
 
+int bm_timeline_per_op(const struct bm_table *t, const struct bm_timeline *tl)
+{
+    if (!tl || tl->pp != t->pp || !tl->ranks) return 0;
+    for (int r = 0; r < t->pp; r++)
+        if (tl->ranks[r].n_ops != t->ranks[r].n_ops || (t->ranks[r].n_ops > 0 && !tl->ranks[r].ops)) return 0;
+    return 1;
+}
+
+/* The summary from what the run gathered (bm_timeline_summarize's arithmetic, in its order),
+ * then the step after the walk (sim/step.h). */
+static int finish_summary(struct sim *s, struct bm_err *err)
+{
+    struct bm_timeline *tl = s->tl;
+    const struct bm_table *t = s->t;
+    double makespan = s->makespan, idle = 0;
+    tl->makespan_ms = makespan;
+    for (int r = 0; r < tl->pp; r++) {
+        struct bm_rank_timeline *rt = &tl->ranks[r];
+        if (s->first[r] < 0) {
+            rt->idle_lead_ms = makespan;
+            rt->idle_mid_ms = rt->idle_tail_ms = 0;
+        } else {
+            rt->idle_lead_ms = s->first[r];
+            rt->idle_tail_ms = makespan - s->last[r];
+            rt->idle_mid_ms = s->last[r] - s->first[r] - rt->busy_ms;
+            if (rt->idle_mid_ms < 0) rt->idle_mid_ms = 0;
+        }
+        idle += rt->idle_lead_ms + rt->idle_mid_ms + rt->idle_tail_ms;
+        rt->peak_mib = rt->state_mib + s->peak_total[r];
+        rt->oom = tl->memory_cap_mib > 0 && rt->peak_mib > tl->memory_cap_mib;
+        if (rt->peak_mib > tl->peak_mib) tl->peak_mib = rt->peak_mib;
+        for (int k = 0; k < BM_N_ROLES; k++)
+            if (rt->peak_act_mib[k] > tl->peak_act_mib[k]) tl->peak_act_mib[k] = rt->peak_act_mib[k];
+        tl->oom |= rt->oom;
+    }
+    tl->bubble_ratio = makespan > 0 && tl->pp > 0 ? idle / (tl->pp * makespan) : 0;
+    struct bm_step st;
+    if (bm_step_model_ends(t, s->c, makespan, &s->ends, &st, NULL, err)) return BM_ERR;
+    tl->step_ms = st.step_ms;
+    tl->sync_exposed_ms = st.sync_exposed_ms;
+    tl->sync_total_ms = st.sync_total_ms;
+    tl->optimizer_ms = st.optimizer_ms;
+    samples_rate(tl, t);
+    return BM_OK;
+}
+
 int bm_simulate(const struct bm_table *t, const struct bm_costs *c, const struct bm_sim_opts *o,
                 struct bm_timeline **out, struct bm_err *err)
 {
-    return bm_simulate_op_scaled(t, c, o, NULL, out, err);
+    return bm_simulate_run(t, c, o, NULL, NULL, 0, out, err);
+}
+
+int bm_simulate_summary(const struct bm_table *t, const struct bm_costs *c, const struct bm_sim_opts *o,
+                        struct bm_timeline **out, struct bm_err *err)
+{
+    return bm_simulate_run(t, c, o, NULL, NULL, 1, out, err);
 }
 
 int bm_simulate_op_scaled(const struct bm_table *t, const struct bm_costs *c, const struct bm_sim_opts *o,
                           const double *op_scale, struct bm_timeline **out, struct bm_err *err)
 {
-    return bm_simulate_drawn(t, c, o, op_scale, NULL, out, err);
+    return bm_simulate_run(t, c, o, op_scale, NULL, 0, out, err);
 }
 
 int bm_simulate_drawn(const struct bm_table *t, const struct bm_costs *c, const struct bm_sim_opts *o,
                       const double *op_scale, const double *dispatch_ms, struct bm_timeline **out,
                       struct bm_err *err)
+{
+    return bm_simulate_run(t, c, o, op_scale, dispatch_ms, 0, out, err);
+}
+
+int bm_simulate_run(const struct bm_table *t, const struct bm_costs *c, const struct bm_sim_opts *o,
+                    const double *op_scale, const double *dispatch_ms, int summary, struct bm_timeline **out,
+                    struct bm_err *err)
 {
     *out = NULL;
     if (bm_table_check_ops(t, "simulate", err)) return BM_ERR;
@@ -501,9 +630,10 @@ int bm_simulate_drawn(const struct bm_table *t, const struct bm_costs *c, const 
     s.op_scale = op_scale;
     s.dispatch = dispatch_ms;
     int rc = BM_ERR;
-    if (sim_init(&s, t, c, o, err)) goto done; /* first: its matcher's scratch is gone before the timeline */
-    s.tl = timeline_alloc(t, c, 0); /* run_rank writes every op's time; *out only when all ran */
-    if (!s.tl || reserve_mem(s.tl, t)) {
+    if (sim_init(&s, t, c, o, summary, err)) goto done; /* first: its matcher's scratch is gone before the timeline */
+    /* run_rank writes every op's time; *out only when all ran */
+    s.tl = timeline_alloc(t, c, summary ? -1 : 0);
+    if (!s.tl || (!summary && reserve_mem(s.tl, t))) {
         bm_err_set(err, "simulate: out of memory allocating the timeline");
         goto done;
     }
@@ -518,14 +648,7 @@ int bm_simulate_drawn(const struct bm_table *t, const struct bm_costs *c, const 
             deadlock_error(&s, err);
             goto done;
         }
-    bm_timeline_summarize(s.tl, t);
-    struct bm_step st; /* the step after the walk: sync and optimizer (sim/step.h) */
-    if (bm_step_model(t, c, s.tl, &st, err)) goto done;
-    s.tl->step_ms = st.step_ms;
-    s.tl->sync_exposed_ms = st.sync_exposed_ms;
-    s.tl->sync_total_ms = st.sync_total_ms;
-    s.tl->optimizer_ms = st.optimizer_ms;
-    samples_rate(s.tl, t); /* samples/s of the step; nothing else of the summary changes */
+    if (finish_summary(&s, err)) goto done;
     *out = s.tl;
     s.tl = NULL;
     rc = BM_OK;

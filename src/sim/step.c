@@ -159,41 +159,77 @@ int bm_step_model(const struct bm_table *t, const struct bm_costs *c, const stru
     return bm_step_model_ranks(t, c, tl, out, NULL, err);
 }
 
+int bm_step_ends_alloc(const struct bm_table *t, struct bm_step_ends *e)
+{
+    int P = t->pp, NM = t->n_modules, C = P * (t->vpp > 0 ? t->vpp : 1);
+    e->walk_end = bm_calloc((size_t)(P > 0 ? P : 1), sizeof *e->walk_end);
+    e->last_chunk = bm_calloc((size_t)(C > 0 ? C : 1), sizeof *e->last_chunk);
+    e->last_mod = bm_calloc((size_t)(NM > 0 ? NM : 1), sizeof *e->last_mod);
+    e->hosted = bm_calloc((size_t)(P > 0 ? P : 1) * (size_t)(NM > 0 ? NM : 1), 1);
+    if (e->walk_end && e->last_chunk && e->last_mod && e->hosted) return BM_OK;
+    bm_step_ends_free(e);
+    return BM_ERR;
+}
+
+void bm_step_ends_free(struct bm_step_ends *e)
+{
+    bm_free(e->walk_end);
+    bm_free(e->last_chunk);
+    bm_free(e->last_mod);
+    bm_free(e->hosted);
+    memset(e, 0, sizeof *e);
+}
+
 int bm_step_model_ranks(const struct bm_table *t, const struct bm_costs *km, const struct bm_timeline *tl,
                         struct bm_step *out, struct bm_step_rank *ranks, struct bm_err *err)
 {
     int P = t->pp, NM = t->n_modules, C = P * (t->vpp > 0 ? t->vpp : 1), bb = t->backbone_module;
-    int D = bm_cost_dp(t);
-    memset(out, 0, sizeof *out);
-    out->walk_ms = tl->makespan_ms;
-    out->step_ms = tl->makespan_ms;
-    size_t np = (size_t)(P > 0 ? P : 1), nm = (size_t)(NM > 0 ? NM : 1);
-    char *h = hosting(t);
-    double *last_chunk = bm_calloc((size_t)(C > 0 ? C : 1), sizeof *last_chunk);
-    double *last_mod = bm_calloc(nm, sizeof *last_mod);
-    double *walk_end = bm_calloc(np, sizeof *walk_end), *free_at = bm_calloc(np, sizeof *free_at);
-    double *busy = bm_calloc(np, sizeof *busy), *opt_start = bm_calloc(np, sizeof *opt_start);
-    double *opt_end = bm_calloc(np, sizeof *opt_end), *first = bm_calloc(np, sizeof *first);
-    struct bm_step_mem *mem = bm_calloc(np, sizeof *mem);
-    struct coll *cs = bm_calloc((size_t)C + nm, sizeof *cs);
-    int rc = BM_ERR;
-    if (!h || !last_chunk || !last_mod || !walk_end || !free_at || !busy || !opt_start || !opt_end || !first || !mem || !cs) {
-        bm_err_set(err, "step: out of memory");
-        goto done;
+    struct bm_step_ends e;
+    if (bm_step_ends_alloc(t, &e)) {
+        memset(out, 0, sizeof *out);
+        return bm_err_set(err, "step: out of memory");
     }
     /* when each chunk's and module's last backward ends, and each rank's walk */
     for (int r = 0; r < P; r++)
         for (int i = 0; i < t->ranks[r].n_ops; i++) {
             const struct bm_op *op = &t->ranks[r].ops[i];
-            double e = tl->ranks[r].ops[i].end_ms;
-            if (e > walk_end[r]) walk_end[r] = e;
+            double end = tl->ranks[r].ops[i].end_ms;
+            if (end > e.walk_end[r]) e.walk_end[r] = end;
             if (op->kind != BM_OP_COMPUTE || op->module < 0 || op->module >= NM) continue;
+            e.hosted[(size_t)r * NM + op->module] = 1;
             if (op->module == bb) {
-                if (op->chunk >= 0 && op->chunk < C && e > last_chunk[op->chunk]) last_chunk[op->chunk] = e;
-            } else if (e > last_mod[op->module]) {
-                last_mod[op->module] = e;
+                if (op->chunk >= 0 && op->chunk < C && end > e.last_chunk[op->chunk]) e.last_chunk[op->chunk] = end;
+            } else if (end > e.last_mod[op->module]) {
+                e.last_mod[op->module] = end;
             }
         }
+    int rc = bm_step_model_ends(t, km, tl->makespan_ms, &e, out, ranks, err);
+    bm_step_ends_free(&e);
+    return rc;
+}
+
+int bm_step_model_ends(const struct bm_table *t, const struct bm_costs *km, double walk_ms,
+                       const struct bm_step_ends *e, struct bm_step *out, struct bm_step_rank *ranks,
+                       struct bm_err *err)
+{
+    int P = t->pp, NM = t->n_modules, C = P * (t->vpp > 0 ? t->vpp : 1), bb = t->backbone_module;
+    int D = bm_cost_dp(t);
+    memset(out, 0, sizeof *out);
+    out->walk_ms = walk_ms;
+    out->step_ms = walk_ms;
+    size_t np = (size_t)(P > 0 ? P : 1), nm = (size_t)(NM > 0 ? NM : 1);
+    const char *h = e->hosted;
+    const double *last_chunk = e->last_chunk, *last_mod = e->last_mod, *walk_end = e->walk_end;
+    double *free_at = bm_calloc(np, sizeof *free_at);
+    double *busy = bm_calloc(np, sizeof *busy), *opt_start = bm_calloc(np, sizeof *opt_start);
+    double *opt_end = bm_calloc(np, sizeof *opt_end), *first = bm_calloc(np, sizeof *first);
+    struct bm_step_mem *mem = bm_calloc(np, sizeof *mem);
+    struct coll *cs = bm_calloc((size_t)C + nm, sizeof *cs);
+    int rc = BM_ERR;
+    if (!free_at || !busy || !opt_start || !opt_end || !first || !mem || !cs) {
+        bm_err_set(err, "step: out of memory");
+        goto done;
+    }
     state_parts(t, km, h, mem);
     int n = 0;
     const struct bm_device *dv = &km->device;
@@ -261,10 +297,6 @@ int bm_step_model_ranks(const struct bm_table *t, const struct bm_costs *km, con
     if (out->sync_exposed_ms < 0) out->sync_exposed_ms = 0;
     rc = BM_OK;
 done:
-    bm_free(h);
-    bm_free(last_chunk);
-    bm_free(last_mod);
-    bm_free(walk_end);
     bm_free(free_at);
     bm_free(busy);
     bm_free(opt_start);

@@ -82,4 +82,21 @@ struct bm_step_rank {
 int bm_step_model_ranks(const struct bm_table *t, const struct bm_costs *c, const struct bm_timeline *tl,
                         struct bm_step *out, struct bm_step_rank *ranks, struct bm_err *err);
 
+/* What the step needs of a walk, gathered while simulating (sim.c) or from a timeline's ops:
+ * each rank's latest op end, each backbone chunk's and each other module's latest compute end,
+ * and which pipeline ranks run a compute op of each module. */
+struct bm_step_ends {
+    double *walk_end;   /* [pp] latest end_ms of any op of the rank (0 if none) */
+    double *last_chunk; /* [pp * vpp] latest end of a backbone compute op of the global chunk */
+    double *last_mod;   /* [n_modules] latest end of a compute op of the (non-backbone) module */
+    char *hosted;       /* [pp * n_modules] 1 when rank r has a compute op of module m */
+};
+/* Zeroed arrays for t (bm_step_ends_free releases them). BM_ERR when memory runs out. */
+int bm_step_ends_alloc(const struct bm_table *t, struct bm_step_ends *e);
+void bm_step_ends_free(struct bm_step_ends *e);
+/* bm_step_model_ranks from the walk's makespan and ends (the same figures, bit for bit). */
+int bm_step_model_ends(const struct bm_table *t, const struct bm_costs *c, double walk_ms,
+                       const struct bm_step_ends *e, struct bm_step *out, struct bm_step_rank *ranks,
+                       struct bm_err *err);
+
 #endif

@@ -145,7 +145,7 @@ int bm_cluster_sweep(const struct bm_spec *s, const struct bm_plan_opts *base, c
                         }
                         struct bm_timeline *tl;
                         struct bm_sim_opts so = {0, 1, spm};
-                        if (bm_simulate(t, c, &so, &tl, &e)) {
+                        if (bm_simulate_summary(t, c, &so, &tl, &e)) {
                             skip(out, what, e.msg);
                             continue;
                         }

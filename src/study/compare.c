@@ -47,7 +47,7 @@ static void fill_row(const struct bm_spec *s, const struct bm_plan_opts *o, cons
     struct bm_err err;
     double lb = -1;
     row->lower_ms = -1;
-    if (bm_plan_build_search(s, &po, search, &t, &c, &lb, &err) || bm_simulate(t, c, co->sim, &tl, &err)) {
+    if (bm_plan_build_search(s, &po, search, &t, &c, &lb, &err) || (co->keep ? bm_simulate : bm_simulate_summary)(t, c, co->sim, &tl, &err)) {
         snprintf(row->error, sizeof row->error, "%s", err.msg);
         bm_table_free(t);
         bm_costs_free(c);

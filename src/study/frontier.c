@@ -59,7 +59,7 @@ static int one_point(const struct bm_spec *s, const struct bm_plan_opts *o, doub
     struct bm_timeline *tl = NULL;
     struct bm_sim_opts so = {0, 1, s->data.samples_per_microbatch};
     if (bm_plan_build(s, o, &t, &c, err)) return BM_ERR;
-    int src = bm_simulate(t, c, &so, &tl, err);
+    int src = (kp ? bm_simulate : bm_simulate_summary)(t, c, &so, &tl, err); /* kept points are drawn */
     bm_costs_free(c); /* the points keep their schedule and timeline only */
     if (src) {
         bm_table_free(t);

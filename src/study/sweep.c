@@ -44,7 +44,7 @@ static void run_one(const struct bm_spec *s, const struct bm_plan_opts *o, const
     struct bm_costs *c = NULL;
     struct bm_timeline *tl = NULL;
     struct bm_err err;
-    int rc = bm_plan_build(s, o, &t, &c, &err) || bm_simulate(t, c, so->sim, &tl, &err);
+    int rc = bm_plan_build(s, o, &t, &c, &err) || bm_simulate_summary(t, c, so->sim, &tl, &err);
     bm_costs_free(c);
     if (rc) {
         bm_table_free(t);

@@ -1,8 +1,32 @@
-/* alloc.c — the one allocation wrapper, with n-th-allocation failure injection. */
+/* alloc.c — the one allocation wrapper, with n-th-allocation failure injection.
+ *
+ * Large blocks (BIG_BLOCK and up: the planner's per-task arrays, the task graph, the simulator's
+ * per-op arrays at hundreds of thousands of tasks) are marked for transparent huge pages where
+ * the kernel offers them on request (Linux, /sys/kernel/mm/transparent_hugepage/enabled =
+ * madvise): each such array is written once soon after it is allocated, and with 4 KiB pages
+ * the first touches were 18% of plan + simulate's time at P = 64, V = 4, M = 1024 (page
+ * faults), about 6 points of it with 2 MiB pages. A hint only: nothing depends on it. */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "util/util.h"
+
+#define BIG_BLOCK (4u << 20)
+#define HUGE_PAGE ((uintptr_t)2 << 20)
+
+/* The 2 MiB-aligned part of p[0 .. n) may use huge pages (no-op where unsupported). */
+static void *big(void *p, size_t n)
+{
+#ifdef MADV_HUGEPAGE
+    if (p && n >= BIG_BLOCK) {
+        uintptr_t a = ((uintptr_t)p + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1), b = ((uintptr_t)p + n) & ~(HUGE_PAGE - 1);
+        if (b > a) (void)madvise((void *)a, b - a, MADV_HUGEPAGE);
+    }
+#endif
+    return p;
+}
 
 static long fail_at = -1;   /* -1: not yet read from the environment */
 static long counted;
@@ -36,19 +60,19 @@ int bm_alloc_failed(void) { return fired; }
 void *bm_malloc(size_t n)
 {
     if (should_fail()) return NULL;
-    return malloc(n ? n : 1);
+    return big(malloc(n ? n : 1), n);
 }
 
 void *bm_calloc(size_t count, size_t size)
 {
     if (should_fail()) return NULL;
-    return calloc(count ? count : 1, size ? size : 1);
+    return big(calloc(count ? count : 1, size ? size : 1), count && size && count <= SIZE_MAX / size ? count * size : 0);
 }
 
 void *bm_realloc(void *p, size_t n)
 {
     if (should_fail()) return NULL;
-    return realloc(p, n ? n : 1);
+    return big(realloc(p, n ? n : 1), n);
 }
 
 char *bm_strdup(const char *s)
