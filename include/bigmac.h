@@ -66,9 +66,13 @@ extern "C" {
  * 0.5.0 changed struct layouts under soname 0; 0.6.0 (soname 1) exports only the public
  * functions (BM_API) and adds bigmac_report.h. 0.7.0 (soname 2) takes the cost model out of
  * struct bm_table (struct bm_costs, bigmac_cost.h), gives struct bm_plan_opts its "unset"
- * (BM_UNSET) and the fields dp / ranks_per_host / zero, and struct bm_device the collectives. */
-#define BM_VERSION "0.7.0"
-#define BM_SOVERSION 2
+ * (BM_UNSET) and the fields dp / ranks_per_host / zero, and struct bm_device the collectives.
+ * 0.8.0 (soname 3) takes the private fields out of the public structs: struct bm_table keeps its
+ * tensor index, dataflow and list rooms behind one opaque priv, struct bm_rank_ops has no cap,
+ * and struct bm_compare's rows and struct bm_sweep_opts' policies are pointers with counts, so a
+ * new policy moves no layout. */
+#define BM_VERSION "0.8.0"
+#define BM_SOVERSION 3
 #define BM_SPEC_FORMAT "bigmac-spec"
 #define BM_SPEC_VERSION 1
 #define BM_TABLE_FORMAT "bigmac-table"
