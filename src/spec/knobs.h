@@ -2,10 +2,11 @@
  *
  * One row per key of the spec's "device" object and of a module's "cost" object: its key, unit,
  * default, limits, where it lives, and when an operator table (JSON, CSV "# device" line) writes
- * it. The spec loader takes its known-key lists and range checks from here, the table's JSON
- * and CSV readers and writers their device keys, and tests/test_knobs.c checks docs/spec.md's
- * key tables against the list. Adding a device knob: a row here, the field in struct
- * bm_device (bigmac.h), its use, its line in docs/spec.md.
+ * it, and what the docs say of it. The spec loader takes its known-key lists and range checks from here, the table's JSON
+ * and CSV readers and writers their device keys, the calibrated-spec writer its device keys,
+ * and docs/spec.md's key tables are generated from the list (`make docs`; tests/test_knobs.c fails when the file
+ * differs). Adding a device knob: a row in knobs.c, the field in struct bm_device (bigmac.h),
+ * its use; then `make docs`.
  *
  * Messages stay those of the loaders: the rows only say what to check. */
 #ifndef BM_KNOBS_H
@@ -57,6 +58,10 @@ struct bm_knob {
     int parse;           /* enum bm_knob_parse */
     int json, csv;       /* enum bm_knob_when: table JSON ("device" object, or the top level for
                           * BM_KNOB_OVERHEAD, in us), CSV ("# device" line) */
+    /* docs/spec.md's key tables (bm_knob_docs): the default cell (NULL: the default, or "absent"
+     * when it lies outside the limits; "%g" in it stands for the default) and the meaning after
+     * the limits (NULL: none) */
+    const char *dflt_doc, *doc;
 };
 
 extern const struct bm_knob bm_knobs[];
@@ -79,5 +84,15 @@ double bm_knob_device_value(const struct bm_knob *k, const struct bm_device *d);
 /* Whether a table writes device knob k (rule 'when', k->json or k->csv) of device d placed
  * with ranks_per_host. */
 int bm_knob_written(int when, const struct bm_knob *k, const struct bm_device *d);
+
+/* docs/spec.md's key tables (knobs_doc.c; `make docs` runs scripts/knob_docs.c, and
+ * tests/test_knobs.c checks the file against it). */
+/* The markdown table of section's knobs ("device", "cost"), in the list's order, into f. */
+void bm_knob_docs(const char *section, FILE *f);
+/* doc with every generated block replaced by the table of its section: a block is the lines
+ * between "<!-- knobs: SECTION ... -->" and "<!-- /knobs -->". *out is malloc'd (the caller
+ * frees it); returns the number of blocks, or -1 (why in err: an unknown section, an unclosed
+ * block, out of memory). */
+int bm_knob_docs_splice(const char *doc, char **out, struct bm_err *err);
 
 #endif
