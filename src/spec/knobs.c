@@ -1,5 +1,6 @@
 /* knobs.c — the list of device and module-cost knobs (knobs.h): one row per key, in the order
  * the spec's known-key lists name them (their "hint: ... accepts" lines print this order). */
+#include <stdio.h>
 #include <string.h>
 
 #include "spec/knobs.h"
@@ -159,4 +160,30 @@ int bm_knob_written(int when, const struct bm_knob *k, const struct bm_device *d
     case BM_KNOB_IF_POSITIVE: return bm_knob_device_value(k, d) > 0;
     default: return 0;
     }
+}
+
+int bm_knob_in_range(const struct bm_knob *k, double v)
+{
+    return (k->lo_open ? v > k->lo : v >= k->lo) && v <= k->hi;
+}
+
+const char *bm_knob_num(double v, char *buf, size_t n)
+{
+    snprintf(buf, n, "%g", v);
+    char *e = strstr(buf, "e-0");
+    if (!e) e = strstr(buf, "e+");
+    if (e) { /* "1e-06" -> "1e-6", "1e+12" -> "1e12" */
+        char *d = e + 1 + (e[1] == '-'), *q = e + 2;
+        while (*q == '0' && q[1]) q++;
+        memmove(d, q, strlen(q) + 1);
+    }
+    return buf;
+}
+
+const char *bm_knob_range(const struct bm_knob *k, char *buf, size_t n)
+{
+    char lo[32], hi[32];
+    snprintf(buf, n, "%c%s, %s]", k->lo_open ? '(' : '[', bm_knob_num(k->lo, lo, sizeof lo),
+             bm_knob_num(k->hi, hi, sizeof hi));
+    return buf;
 }

@@ -85,6 +85,13 @@ double bm_knob_device_value(const struct bm_knob *k, const struct bm_device *d);
  * with ranks_per_host. */
 int bm_knob_written(int when, const struct bm_knob *k, const struct bm_device *d);
 
+/* 1 when v is inside knob k's limits (x > lo when lo_open, else x >= lo, and x <= hi); NaN: 0. */
+int bm_knob_in_range(const struct bm_knob *k, double v);
+/* k's limits as an interval, "(0, 1e9]", into buf (n bytes); returns buf. */
+const char *bm_knob_range(const struct bm_knob *k, char *buf, size_t n);
+/* v as %g writes it without an exponent's leading zeros ("1e-6", "1e12"), into buf; returns buf. */
+const char *bm_knob_num(double v, char *buf, size_t n);
+
 /* docs/spec.md's key tables (knobs_doc.c; `make docs` runs scripts/knob_docs.c, and
  * tests/test_knobs.c checks the file against it). */
 /* The markdown table of section's knobs ("device", "cost"), in the list's order, into f. */

@@ -13,15 +13,10 @@
  * out (docs/spec.md "Limits" covers them). */
 #define GUARD 1e9
 
-/* %g without an exponent's leading zeros (1e-6, not 1e-06). */
 static void put_num(double v, FILE *f)
 {
     char b[32];
-    snprintf(b, sizeof b, "%g", v);
-    char *e = strstr(b, "e-0");
-    if (!e) e = strstr(b, "e+0");
-    if (e) memmove(e + 2, e + 3, strlen(e + 3) + 1);
-    fputs(b, f);
+    fputs(bm_knob_num(v, b, sizeof b), f);
 }
 
 static void put_default(const struct bm_knob *k, FILE *f)
@@ -40,12 +35,9 @@ static void put_default(const struct bm_knob *k, FILE *f)
 
 static void put_limits(const struct bm_knob *k, FILE *f)
 {
+    char b[80];
     if (k->hi < GUARD) {
-        fprintf(f, "%sin %c", k->home == BM_KNOB_LIST ? "each " : "", k->lo_open ? '(' : '[');
-        put_num(k->lo, f);
-        fputs(", ", f);
-        put_num(k->hi, f);
-        fputs("]", f);
+        fprintf(f, "%sin %s", k->home == BM_KNOB_LIST ? "each " : "", bm_knob_range(k, b, sizeof b));
     } else {
         fputs(k->lo_open ? "> " : "≥ ", f);
         put_num(k->lo, f);

@@ -240,20 +240,31 @@ int bm_table_device_fields(const struct bm_device *d, int ranks_per_host, int cs
     return k;
 }
 
-int bm_table_cost_fields(const struct bm_cost *k, int frozen, int split, struct bm_field out[7])
+int bm_table_cost_fields(const struct bm_cost *k, double spread, int frozen, int split, int csv, struct bm_field *out,
+                         int n)
 {
-    int n = 0;
-    out[n++] = (struct bm_field){"fwd_ms", k->fwd_ms};
-    out[n++] = (struct bm_field){"bwd_ms", k->bwd_ms};
-    out[n++] = (struct bm_field){"act_mib", k->act_mib};
-    out[n++] = (struct bm_field){"state_mib", k->state_mib};
-    out[n++] = (struct bm_field){"out_mib", k->out_mib};
-    if (split || frozen) { /* only tables with a split backward (or a frozen module, whose
-                            * input-gradient-only backward costs bwd_ms - w_ms) carry them */
-        out[n++] = (struct bm_field){"w_ms", bm_cost_w_ms(k)};
-        out[n++] = (struct bm_field){"act_w_mib", bm_cost_act_w_frac(k) * k->act_mib};
+    int m = 0;
+    for (int i = 0; i < bm_n_knobs && m < n; i++) {
+        const struct bm_knob *kn = &bm_knobs[i];
+        if (strcmp(kn->section, "cost")) continue;
+        double v = kn->home == BM_KNOB_SPREAD ? spread : *(const double *)(const void *)((const char *)k + kn->off);
+        switch (csv ? kn->csv : kn->json) {
+        case BM_KNOB_ALWAYS: break;
+        case BM_KNOB_IF_SPLIT:
+            /* only tables with a split backward (or a frozen module, whose input-gradient-only
+             * backward costs bwd_ms - w_ms) carry them, resolved (0 = the default, spec/split.h) */
+            if (!split && !frozen) continue;
+            if (kn->off == offsetof(struct bm_cost, w_ms)) v = bm_cost_w_ms(k);
+            else if (kn->off == offsetof(struct bm_cost, act_w_mib)) v = bm_cost_act_w_frac(k) * k->act_mib;
+            break;
+        case BM_KNOB_BY_OWN_CODE: /* cost.spread: absent = 0; cost.param_mib: absent = state_mib / 4 (sim/step.h) */
+            if (kn->home == BM_KNOB_SPREAD ? !(v > 0) : v == k->state_mib / 4) continue;
+            break;
+        default: continue;
+        }
+        out[m++] = (struct bm_field){kn->key, v};
     }
-    return n;
+    return m;
 }
 
 int bm_table_chunk_rank(const struct bm_table *t, int c)

@@ -78,10 +78,12 @@ struct bm_field {
  * each knob's JSON rule, or its CSV rule when csv), with ranks_per_host (the table's) as the
  * placement. At most n; returns how many. */
 int bm_table_device_fields(const struct bm_device *d, int ranks_per_host, int csv, struct bm_field *out, int n);
-/* A module's cost numbers in writing order: fwd_ms, bwd_ms, act_mib, state_mib, out_mib, and
+/* A module's cost numbers in writing order: the knob list's cost rows by their JSON rule, or
+ * their CSV rule when csv (fwd_ms, bwd_ms, act_mib, state_mib, out_mib; JSON: spread when > 0;
  * with split (the table splits some backward) or frozen (the module is) the resolved w_ms and
- * act_w_mib. Returns how many (5 or 7). */
-int bm_table_cost_fields(const struct bm_cost *k, int frozen, int split, struct bm_field out[7]);
+ * act_w_mib; JSON: param_mib when not state_mib / 4). At most n; returns how many. */
+int bm_table_cost_fields(const struct bm_cost *k, double spread, int frozen, int split, int csv,
+                         struct bm_field *out, int n);
 
 /* ---------------------------------------------------------------- send/recv matching */
 
