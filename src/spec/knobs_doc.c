@@ -10,7 +10,7 @@
 #include "util/util.h"
 
 /* Limits at or above this are guards against overflow, not a knob's range: the tables leave them
- * out (docs/spec.md "Limits" covers them). */
+ * out (docs/spec.md "Limits against absurd input" names them). */
 #define GUARD 1e9
 
 static void put_num(double v, FILE *f)
