@@ -47,7 +47,8 @@ int main(int argc, char **argv)
             int bad = bm_verify(t, &err);
             double t2 = cpu();
             for (int r = 0; r < P && !bad; r++)
-                for (int i = 0; i < t->ranks[r].n_ops && !bad; i++) bad = bm_table_push(u, r, t->ranks[r].ops[i], &err);
+                for (int i = 0; i < t->ranks[r].n_ops && !bad; i++)
+                    bad = bm_table_push(u, r, t->ranks[r].ops[i], &err);
             double t3 = cpu();
             if (bad) {
                 fprintf(stderr, "%s\n", err.msg);

@@ -78,8 +78,8 @@ static int check_knob(const char *section, const char *key, const char *what, do
     const struct bm_knob *k = bm_knob_find(section, key);
     if (!k || bm_knob_in_range(k, v)) return BM_OK;
     char range[80];
-    return bm_err_set(err, "calibrate: %sthe measured %s.%s is %g, outside %s%s%s, which a spec needs%s", what, section,
-                      key, v, bm_knob_range(k, range, sizeof range), *k->unit ? " " : "", k->unit, why);
+    return bm_err_set(err, "calibrate: %sthe measured %s.%s is %g, outside %s%s%s, which a spec needs%s", what,
+                      section, key, v, bm_knob_range(k, range, sizeof range), *k->unit ? " " : "", k->unit, why);
 }
 
 /* The figures a spec takes, as the spec loader bounds them (the knob list's limits: fwd_ms and

@@ -1,12 +1,13 @@
 /* knobs.h — every device-level and module-cost knob described once (issue 26, item 3).
  *
  * One row per key of the spec's "device" object and of a module's "cost" object: its key, unit,
- * default, limits, where it lives, and when an operator table (JSON, CSV "# device" line) writes
- * it, and what the docs say of it. The spec loader takes its known-key lists and range checks from here, the table's JSON
- * and CSV readers and writers their device keys, the calibrated-spec writer its device keys,
- * and docs/spec.md's key tables are generated from the list (`make docs`; tests/test_knobs.c fails when the file
- * differs). Adding a device knob: a row in knobs.c, the field in struct bm_device (bigmac.h),
- * its use; then `make docs`.
+ * default, limits, where it lives, when an operator table (JSON, CSV "# device" line) writes it,
+ * and what the docs say of it. The spec loader takes its known-key lists, range checks and
+ * defaults from here; the table's JSON and CSV readers and writers their device and cost fields
+ * (bm_table_device_fields, bm_table_cost_fields); calibrate's check of the figures it writes
+ * their limits; and docs/spec.md's key tables are written from the list (knobs_doc.c, `make
+ * docs`; tests/test_knobs.c fails when the file differs). Adding a device knob: a row in
+ * knobs.c, the field in struct bm_device (bigmac.h), its use; then `make docs`.
  *
  * Messages stay those of the loaders: the rows only say what to check. */
 #ifndef BM_KNOBS_H
