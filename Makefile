@@ -7,6 +7,7 @@
 #   make bench      benchmarks (print figures; never asserted as wall-clock limits)
 #   make deps       install the Debian packages (no-op when present)
 #   make fuzz       libFuzzer targets (fuzz/) under ASan+UBSan, FUZZ_SECONDS (60) each
+#   make docs       docs/spec.md's key tables rewritten from the knob list (src/spec/knobs.c)
 
 CC      ?= cc
 BUILD   ?= build
@@ -74,7 +75,7 @@ PYLIB_OBJ := $(filter-out $(BUILD)/$(MPI_SRC:.c=.o) $(BUILD)/src/cli/train_main.
 # Programs that may call bm_train_main link through mpicc (MPI's libraries and flags).
 LINK = OMPI_CC=$(CC) $(MPICC)
 
-.PHONY: all test asan run bench deps clean preflight fuzz fuzz-build fuzzers shared install uninstall abi-baseline
+.PHONY: all test asan run bench deps clean preflight fuzz fuzz-build fuzzers shared install uninstall abi-baseline docs
 all: $(BIN)/bigmac $(EXAMPLES) shared $(PYLIB)
 shared: $(BUILD)/libbigmac.so
 
@@ -176,6 +177,15 @@ $(PYLIB): python/bigmac/_capi.c $(PYLIB_OBJ)
 	@mkdir -p $(dir $@)
 	@echo "  PYLIB   $@"
 	@$(CC) $(PY_CFLAGS) -fvisibility=default -shared -Wl,--no-undefined -o $@ python/bigmac/_capi.c $(PYLIB_OBJ) $(LDFLAGS) $(LDLIBS)
+
+# docs/spec.md's device and cost key tables are written from the knob list (src/spec/knobs.c);
+# tests/test_knobs.c fails when the committed file differs from what this writes.
+$(BUILD)/scripts/knob_docs: scripts/knob_docs.c $(LIB)
+	@mkdir -p $(dir $@)
+	@echo "  LINK    $@"
+	@$(CC) $(CFLAGS) -o $@ $< $(LIB) $(LDFLAGS) $(LDLIBS)
+docs: $(BUILD)/scripts/knob_docs
+	@$(BUILD)/scripts/knob_docs docs/spec.md
 
 # The recorded public ABI (tests/test_abi.sh compares the build against it): rerun after a change
 # that bumps BM_SOVERSION (a public struct's layout, a removed function), and commit abi/.

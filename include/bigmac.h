@@ -66,9 +66,13 @@ extern "C" {
  * 0.5.0 changed struct layouts under soname 0; 0.6.0 (soname 1) exports only the public
  * functions (BM_API) and adds bigmac_report.h. 0.7.0 (soname 2) takes the cost model out of
  * struct bm_table (struct bm_costs, bigmac_cost.h), gives struct bm_plan_opts its "unset"
- * (BM_UNSET) and the fields dp / ranks_per_host / zero, and struct bm_device the collectives. */
-#define BM_VERSION "0.7.0"
-#define BM_SOVERSION 2
+ * (BM_UNSET) and the fields dp / ranks_per_host / zero, and struct bm_device the collectives.
+ * 0.8.0 (soname 3) takes the private fields out of the public structs: struct bm_table keeps its
+ * tensor index, dataflow and list rooms behind one opaque priv, struct bm_rank_ops has no cap,
+ * and struct bm_compare's rows and struct bm_sweep_opts' policies are pointers with counts, so a
+ * new policy moves no layout. */
+#define BM_VERSION "0.8.0"
+#define BM_SOVERSION 3
 #define BM_SPEC_FORMAT "bigmac-spec"
 #define BM_SPEC_VERSION 1
 #define BM_TABLE_FORMAT "bigmac-table"
@@ -337,7 +341,10 @@ struct bm_table_module {
 };
 enum { BM_BACKWARD_FULL = 0, BM_BACKWARD_INPUT = 1, BM_BACKWARD_NONE = 2 };
 
-struct bm_flow; /* the dataflow of a table (private) */
+/* What a table keeps for the library alone (its tensor index, how much its lists allocated, the
+ * dataflow bm_table_finish computes): opaque, read through functions (bm_table_find_tensor,
+ * bm_table_op_flow, ...). */
+struct bm_table_private;
 
 /* The cost model that goes beside a table (bigmac_cost.h): programs that only plan, verify or
  * run a schedule pass it along without looking inside. Frees every array it holds; NULL is a
@@ -345,15 +352,26 @@ struct bm_flow; /* the dataflow of a table (private) */
 struct bm_costs;
 BM_API void bm_costs_free(struct bm_costs *c);
 
+/* One rank's ops in program order. ops is malloc'd and owned by the table. A program may edit
+ * ops in place, shorten n_ops and append with bm_table_push (which grows the list: the table
+ * keeps how much it allocated, privately); one that gives a rank another list (malloc'd) sets
+ * ops and n_ops and frees the old list only after the new one is allocated. */
 struct bm_rank_ops {
     struct bm_op *ops;
-    int n_ops, cap;
+    int n_ops;
 };
 
 /* The schedule: which ops run on which rank in which order, and what they exchange. What the
  * ops cost (module costs, chunk weights, microbatch and rank scales, the device, overheads,
  * measured bytes) is not here but in the cost model that goes beside a table (struct bm_costs,
- * bigmac_cost.h): the verifier and the executors read a table alone. */
+ * bigmac_cost.h): the verifier and the executors read a table alone.
+ *
+ * Made by bm_table_new (never by a program's own allocation: priv must be the table's) and
+ * released by bm_table_free. Every field is public to read. A program that builds or edits a
+ * table sets the shape (pp is fixed at bm_table_new), modules, chunk_layers, chunk_rank and the
+ * deployment fields directly, appends ops with bm_table_push and tensors with bm_table_tensor
+ * (tensors is read-only otherwise: the table indexes their names), and calls bm_table_finish
+ * after changing the modules. */
 struct bm_table {
     int pp, vpp, microbatches, unit, window;  /* window 0 = policy uses none */
     enum bm_backbone backbone;
@@ -362,14 +380,11 @@ struct bm_table {
     int n_modules;
     struct bm_table_module *modules;
     int backbone_module;      /* index into modules */
-    int n_tensors, cap_tensors;
-    struct bm_tensor *tensors;
+    int n_tensors;
+    struct bm_tensor *tensors;/* [n_tensors] read-only: added by bm_table_tensor */
     int *chunk_layers;        /* [pp*vpp] layers per chunk, or NULL when layers unknown */
     struct bm_rank_ops *ranks;/* [pp] */
-    void *tensor_index;       /* private: name -> tensor hash */
-    /* private: the dataflow (src/table/flow.h) bm_table_finish computed from the modules; NULL
-     * until then. Owned by the table. */
-    struct bm_flow *flow;
+    struct bm_table_private *priv; /* the library's (opaque; see above); programs never touch it */
     /* Data-parallel replicas D of this pipeline (JSON "dp", written only when > 1; 0 or 1 = one
      * pipeline). Every replica walks this table; pipeline rank p of replica d is global rank
      * p * D + d, which is what ranks_per_host places on hosts (src/sim/hosts.h). */
@@ -807,10 +822,11 @@ struct bm_compare_row {
     double step_ms, sync_exposed_ms, optimizer_ms; /* the whole step (struct bm_timeline) */
 };
 
+/* A comparison (bm_compare fills it; read-only; bm_compare_free releases it). */
 struct bm_compare {
-    struct bm_compare_row rows[BM_N_POLICIES + 1]; /* rows[p] is policy p (enum order); then the
-                                                    * optimus+recompute row, only when optimus
-                                                    * is OOM */
+    struct bm_compare_row *rows; /* [n_rows] rows[p] is policy p (enum order, BM_N_POLICIES of
+                                  * them); then the optimus+recompute row, only when optimus is
+                                  * OOM. Owned by the comparison */
     int n_rows;
     int n_failed;                /* of the BM_N_POLICIES policy rows */
     double bound_ms;             /* the zero-added-bubble bound: none's makespan + bigmac's
@@ -838,7 +854,8 @@ struct bm_compare_opts {
  * then empty). Release with bm_compare_free. */
 BM_API int bm_compare(struct bm_spec *s, const struct bm_plan_opts *o, const struct bm_compare_opts *opts,
                       struct bm_compare *out, struct bm_err *err);
-/* Frees the kept tables and timelines; safe on a zeroed or freed comparison. */
+/* Frees the rows with their kept tables and timelines (rows becomes NULL, n_rows 0); safe on a
+ * zeroed or freed comparison. */
 BM_API void bm_compare_free(struct bm_compare *c);
 /* "optimus+recompute" for that row, else the policy's name. */
 BM_API const char *bm_compare_row_name(const struct bm_compare_row *row);
@@ -858,7 +875,7 @@ struct bm_sweep_opts {
     int pp[BM_SWEEP_MAX_VALUES], n_pp;
     int vpp[BM_SWEEP_MAX_VALUES], n_vpp;
     int microbatches[BM_SWEEP_MAX_VALUES], n_microbatches;
-    enum bm_policy policies[BM_N_POLICIES];
+    const enum bm_policy *policies; /* [n_policies] the caller's (none: the base's policy) */
     int n_policies;
     int windows[BM_SWEEP_MAX_VALUES], n_windows; /* bigmac only (the one policy with a window):
                                                   * >= 1, BM_WINDOW_AUTO or BM_WINDOW_FIT */

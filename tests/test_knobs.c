@@ -1,7 +1,7 @@
 /* test_knobs.c — the knob list (src/spec/knobs.c) against docs/spec.md and the readers and
- * writers it drives: every device and cost knob documented with its default and unit and no
- * documented key missing from the list; every device knob read by the spec loader in its
- * limits, and carried through a table's JSON and CSV by its rules. */
+ * writers it drives: docs/spec.md's key tables are the ones the list writes (`make docs`); every
+ * device knob read by the spec loader in its limits, and carried through a table's JSON and CSV
+ * by its rules. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,123 +27,60 @@ static char *slurp(const char *path)
     return s;
 }
 
-/* The text of docs/spec.md's section whose heading starts with 'heading' (up to the next "\n## "). */
-static char *section(const char *doc, const char *heading)
+/* docs/spec.md's key tables are the ones the knob list writes (src/spec/knobs_doc.c, `make docs`):
+ * the committed file equals its splice, both blocks (device, cost) present. */
+TEST(docs_key_tables_are_the_ones_the_knob_list_writes)
 {
-    const char *a = strstr(doc, heading);
-    if (!a) return NULL;
-    const char *b = strstr(a + 1, "\n## ");
-    size_t n = b ? (size_t)(b - a) : strlen(a);
-    char *s = malloc(n + 1);
-    memcpy(s, a, n);
-    s[n] = 0;
-    return s;
-}
-
-static const char *doc_unit(const struct bm_knob *k)
-{
-    return *k->unit ? k->unit : "—";
-}
-
-/* Whether a documented default cell says knob k's default: its value (%g), or "absent" for a
- * list or a knob whose default lies outside its limits (not given = none). */
-static int default_ok(const struct bm_knob *k, const char *cell)
-{
-    char want[64];
-    snprintf(want, sizeof want, "%g", k->dflt);
-    size_t n = strlen(want);
-    if (!strncmp(cell, want, n) && (cell[n] == 0 || cell[n] == ' ')) return 1;
-    int absent_ok = k->home == BM_KNOB_LIST || k->dflt < k->lo || (k->lo_open && k->dflt <= k->lo);
-    return absent_ok && !strncmp(cell, "absent", 6);
-}
-
-TEST(docs_device_table_lists_every_device_knob_with_its_unit_and_default)
-{
-    char *doc = slurp("docs/spec.md");
+    char *doc = slurp("docs/spec.md"), *gen = NULL;
     CHECK(doc != NULL);
     if (!doc) return;
-    char *sec = section(doc, "## `device`");
-    CHECK(sec != NULL);
-    int seen[256] = {0};
-    for (char *line = sec ? strtok(sec, "\n") : NULL; line; line = strtok(NULL, "\n")) {
-        if (strncmp(line, "| `", 3)) continue;
-        char *cells[8];
-        int nc = 0;
-        for (char *p = line + 2; nc < 8;) { /* "| a | b | c |" -> a, b, c */
-            char *e = strstr(p, " | ");
-            cells[nc++] = p;
-            if (!e) break;
-            *e = 0;
-            p = e + 3;
-        }
-        CHECKF(nc >= 5, "%s: expected key | type | unit | default | constraint", cells[0]);
-        if (nc < 5) continue;
-        /* cells[0]: "`a`, `b`"; cells[2]: "u" or "u1, u2" */
-        char *units[8], *us = NULL;
-        int nu = 0;
-        for (char *u = strtok_r(cells[2], ",", &us); u && nu < 8; u = strtok_r(NULL, ",", &us))
-            units[nu++] = u + (*u == ' ');
-        char *save = NULL;
-        int ki = 0;
-        for (char *kt = strtok_r(cells[0], ", ", &save); kt; kt = strtok_r(NULL, ", ", &save), ki++) {
-            char key[128];
-            snprintf(key, sizeof key, "%.*s", (int)strlen(kt) - 2, kt + 1); /* strip the backticks */
-            const struct bm_knob *k = bm_knob_find("device", key);
-            CHECKF(k != NULL, "docs/spec.md documents device.%s, which is not in the knob list", key);
-            if (!k) continue;
-            seen[k - bm_knobs] = 1;
-            const char *u = units[ki < nu ? ki : nu - 1];
-            CHECKF(!strcmp(u, doc_unit(k)), "device.%s: docs say unit \"%s\", the list \"%s\"", key, u,
-                   doc_unit(k));
-            CHECKF(default_ok(k, cells[3]), "device.%s: docs say default \"%s\", the list %g", key, cells[3],
-                   k->dflt);
-        }
+    struct bm_err err;
+    int n = bm_knob_docs_splice(doc, &gen, &err);
+    CHECKF(n == 2, "docs/spec.md: %d generated key tables (want device and cost)%s%s", n, n < 0 ? ": " : "",
+           n < 0 ? err.msg : "");
+    if (gen && strcmp(doc, gen)) {
+        int line = 1;
+        size_t i = 0;
+        while (doc[i] && doc[i] == gen[i]) line += doc[i++] == '\n';
+        CHECKF(0, "docs/spec.md line %d differs from what the knob list writes: run `make docs` (src/spec/knobs.c "
+                  "is where the keys are described)", line);
     }
-    for (int i = 0; i < bm_n_knobs; i++)
-        if (!strcmp(bm_knobs[i].section, "device"))
-            CHECKF(seen[i], "device.%s is not in docs/spec.md's device table", bm_knobs[i].key);
-    free(sec);
+    /* every knob has its row, with its unit and default */
+    for (int i = 0; gen && i < bm_n_knobs; i++) {
+        char row[256];
+        snprintf(row, sizeof row, "| `%s` | ", bm_knobs[i].key);
+        CHECKF(strstr(gen, row) != NULL, "%s.%s has no row", bm_knobs[i].section, bm_knobs[i].key);
+    }
+    free(gen);
     free(doc);
 }
 
-TEST(docs_cost_keys_list_every_cost_knob_with_its_unit_and_default)
+/* The generator's own rules on a small document: text outside the blocks is kept byte for byte,
+ * an old table is replaced, and a block without its end or of an unknown section is refused. */
+TEST(docs_splice_replaces_only_the_blocks)
 {
-    char *doc = slurp("docs/spec.md");
-    CHECK(doc != NULL);
-    if (!doc) return;
-    const char *a = strstr(doc, "`cost` keys");
-    CHECK(a != NULL);
-    if (!a) {
-        free(doc);
-        return;
+    const char *doc = "# title\n<!-- knobs: cost -->\nold row\n<!-- /knobs -->\ntail\n";
+    char *gen = NULL;
+    struct bm_err err;
+    CHECK(bm_knob_docs_splice(doc, &gen, &err) == 1);
+    if (gen) {
+        const char *head = "# title\n<!-- knobs: cost -->\n| key | type | unit | default | constraint |\n";
+        CHECK(!strncmp(gen, head, strlen(head)));
+        CHECK(strstr(gen, "old row") == NULL);
+        CHECK(strstr(gen, "| `fwd_ms` | number | ms | 1 | > 0: forward time of one microbatch |\n") != NULL);
+        CHECK(strstr(gen, "| `spread` | number | — | 0 | in [0, 10]: ") != NULL);
+        size_t n = strlen(gen);
+        CHECK(n > 30 && !strcmp(gen + n - 21, "<!-- /knobs -->\ntail\n"));
+        CHECK(strstr(gen, "`memory_gib`") == NULL); /* the device table is another block's */
     }
-    const char *b = strstr(a, "\n\n");
-    size_t n = b ? (size_t)(b - a) : strlen(a);
-    int seen[256] = {0};
-    for (const char *p = a; (p = strstr(p, "` (")) && p < a + n; p++) { /* every "`key` (" */
-        const char *q = p;
-        while (q > a && q[-1] != '`') q--;
-        char key[128];
-        snprintf(key, sizeof key, "%.*s", (int)(p - q), q);
-        if (strspn(key, "abcdefghijklmnopqrstuvwxyz_0123456789") != strlen(key)) continue; /* a formula */
-        const struct bm_knob *k = bm_knob_find("cost", key);
-        CHECKF(k != NULL, "docs/spec.md documents cost.%s, which is not in the knob list", key);
-        if (!k) continue;
-        seen[k - bm_knobs] = 1;
-        const char *par = p + 3, *close = strchr(par, ')');
-        if (*k->unit) {
-            size_t ul = strlen(k->unit);
-            CHECKF(!strncmp(par, k->unit, ul) && par[ul] == ',', "cost.%s: docs do not say its unit %s", key,
-                   k->unit);
-        }
-        if (close && !strncmp(close, ") [", 3) && close[3] >= '0' && close[3] <= '9')
-            CHECKF(atof(close + 3) == k->dflt, "cost.%s: docs say default [%g], the list %g", key,
-                   atof(close + 3), k->dflt);
-    }
-    for (int i = 0; i < bm_n_knobs; i++)
-        if (!strcmp(bm_knobs[i].section, "cost"))
-            CHECKF(seen[i], "cost.%s is not in docs/spec.md's cost keys", bm_knobs[i].key);
-    free(doc);
+    free(gen);
+    gen = NULL;
+    CHECK(bm_knob_docs_splice("a\n<!-- knobs: device -->\nrow\n", &gen, &err) < 0 && gen == NULL);
+    CHECK_STR_CONTAINS(err.msg, "line 2: the block of \"device\" has no closing <!-- /knobs --> line");
+    CHECK(bm_knob_docs_splice("<!-- knobs: gpu -->\n<!-- /knobs -->\n", &gen, &err) < 0);
+    CHECK_STR_CONTAINS(err.msg, "line 1: no knob has the section \"gpu\"");
+    CHECK(bm_knob_docs_splice("no blocks\n", &gen, &err) == 0 && gen && !strcmp(gen, "no blocks\n"));
+    free(gen);
 }
 
 /* A value of knob i inside its limits, distinct per knob, and not its default. */
@@ -258,8 +195,8 @@ TEST(every_plain_device_knob_is_refused_above_its_limit)
 
 int main(void)
 {
-    RUN(docs_device_table_lists_every_device_knob_with_its_unit_and_default);
-    RUN(docs_cost_keys_list_every_cost_knob_with_its_unit_and_default);
+    RUN(docs_key_tables_are_the_ones_the_knob_list_writes);
+    RUN(docs_splice_replaces_only_the_blocks);
     RUN(every_device_knob_is_read_in_its_limits_and_round_trips_through_json_and_csv);
     RUN(every_plain_device_knob_is_refused_above_its_limit);
     return test_summary();

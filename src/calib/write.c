@@ -5,6 +5,7 @@
 
 #include "calib/calib.h"
 #include "spec/jpos.h"
+#include "spec/knobs.h"
 #include "util/util.h"
 
 #define MAX_DEPTH 64                  /* JSON nesting, as the spec loader */
@@ -69,45 +70,54 @@ static void set_measured_device(json_t *o, const struct bm_spec_calibration *c)
     }
 }
 
-/* The figures a spec takes, as the spec loader bounds them (fwd_ms and bwd_ms in (0, 1e9] ms,
- * memory in [0, 1e12] MiB, spread in [0, 10], encoder scales in (0, 1e6], rank scales in
- * (0, 1000], dispatch times in [0, 1e12] us): BM_ERR naming the first figure outside, so calibrate never writes a spec or a cost
- * fragment that `simulate` refuses (all-zero or absurd durations in a trace). */
+/* Whether the measured v of knob key (section "cost" or "device") is in the knob list's limits,
+ * which the spec loader applies: BM_ERR naming it (what: "module \"vit\": " or "") otherwise. */
+static int check_knob(const char *section, const char *key, const char *what, double v, const char *why,
+                      struct bm_err *err)
+{
+    const struct bm_knob *k = bm_knob_find(section, key);
+    if (!k || bm_knob_in_range(k, v)) return BM_OK;
+    char range[80];
+    return bm_err_set(err, "calibrate: %sthe measured %s.%s is %g, outside %s%s%s, which a spec needs%s", what,
+                      section, key, v, bm_knob_range(k, range, sizeof range), *k->unit ? " " : "", k->unit, why);
+}
+
+/* The figures a spec takes, as the spec loader bounds them (the knob list's limits: fwd_ms and
+ * bwd_ms in (0, 1e9] ms, memory in [0, 1e12] MiB, spread in [0, 10], dispatch times in [0, 1e12]
+ * us; encoder scales in (0, 1e6], rank scales in (0, 1000]): BM_ERR naming the first figure
+ * outside, so calibrate never writes a spec or a cost fragment that `simulate` refuses (all-zero
+ * or absurd durations in a trace). */
 static int check_figures(const struct bm_spec_calibration *c, struct bm_err *err)
 {
     static const char *const why = "\nhint: the trace's op times are not a run's (all zero, or absurd); "
                                    "nothing was written";
     for (int k = 0; k < c->n_modules; k++) {
-        const struct bm_cost *m = &c->costs[k];
-        const double ms[2] = {m->fwd_ms, m->bwd_ms}, mib[3] = {m->act_mib, m->state_mib, m->out_mib};
-        static const char *const ms_keys[2] = {"fwd_ms", "bwd_ms"}, *const mib_keys[3] = {"act_mib", "state_mib", "out_mib"};
-        for (int j = 0; j < 2; j++)
-            if (!(ms[j] > 0 && ms[j] <= 1e9))
-                return bm_err_set(err, "calibrate: module \"%s\": the measured cost.%s is %g, outside (0, 1e9] ms, "
-                                       "which a spec needs%s", c->names[k], ms_keys[j], ms[j], why);
-        for (int j = 0; j < 3; j++)
-            if (!(mib[j] >= 0 && mib[j] <= 1e12))
-                return bm_err_set(err, "calibrate: module \"%s\": the measured cost.%s is %g, outside [0, 1e12] MiB%s",
-                                  c->names[k], mib_keys[j], mib[j], why);
-        if (c->spread && !(c->spread[k] >= 0 && c->spread[k] <= 10))
-            return bm_err_set(err, "calibrate: module \"%s\": the measured cost.spread is %g, outside [0, 10]%s",
-                              c->names[k], c->spread[k], why);
+        char what[BM_MAX_NAME + 32];
+        snprintf(what, sizeof what, "module \"%s\": ", c->names[k]);
+        for (int i = 0; i < bm_n_knobs; i++) { /* the costs a calibrated spec always has */
+            const struct bm_knob *kn = &bm_knobs[i];
+            if (kn->home != BM_KNOB_COST || kn->json != BM_KNOB_ALWAYS) continue;
+            double v = *(const double *)(const void *)((const char *)&c->costs[k] + kn->off);
+            if (check_knob("cost", kn->key, what, v, why, err)) return BM_ERR;
+        }
+        if (c->spread && check_knob("cost", "spread", what, c->spread[k], why, err)) return BM_ERR;
     }
     for (int m = 0; c->mb_scale && m < c->microbatches; m++)
         if (!(c->mb_scale[m] > 0 && c->mb_scale[m] <= 1e6))
             return bm_err_set(err, "calibrate: the measured data.encoder_cost_scale.values[%d] is %g, outside (0, 1e6]%s", m,
                               c->mb_scale[m], why);
+    const struct bm_knob *rs = bm_knob_find("device", "rank_time_scale");
+    char range[80];
     for (int r = 0; c->rank_scale && r < c->pp; r++)
-        if (!(c->rank_scale[r] > 0 && c->rank_scale[r] <= 1000))
-            return bm_err_set(err, "calibrate: the measured device.rank_time_scale[%d] is %g, outside (0, 1000]%s", r,
-                              c->rank_scale[r], why);
+        if (!bm_knob_in_range(rs, c->rank_scale[r]))
+            return bm_err_set(err, "calibrate: the measured device.rank_time_scale[%d] is %g, outside %s%s", r,
+                              c->rank_scale[r], bm_knob_range(rs, range, sizeof range), why);
     const double us[5] = {c->op_overhead_us, c->op_overhead_sd_us, c->recv_overhead_us, c->step_lead_us,
                           c->have_link_latency ? c->link_latency_us : 0};
     static const char *const us_keys[5] = {"op_overhead_us", "op_overhead_sd_us", "recv_overhead_us", "step_lead_us",
                                            "link_latency_us"};
     for (int j = 0; j < 5; j++)
-        if (!(us[j] >= 0 && us[j] <= 1e12))
-            return bm_err_set(err, "calibrate: the measured device.%s is %g, outside [0, 1e12] us%s", us_keys[j], us[j], why);
+        if (check_knob("device", us_keys[j], "", us[j], why, err)) return BM_ERR;
     return BM_OK;
 }
 

@@ -267,6 +267,7 @@ static void print_human(const struct bm_spec *s, const char *path, const struct 
 /* What the command line says. */
 struct args {
     struct bm_sweep_opts so;
+    enum bm_policy policies[BM_N_POLICIES]; /* --policy's list (so.policies points here) */
     struct bm_plan_opts f;  /* the plan flags (BM_UNSET: not given) */
     struct bm_sim_opts sim;
     double cap_gib;
@@ -294,7 +295,8 @@ static int parse_args(int argc, char **argv, struct args *g)
         if (list) {
             if (parse_list(a, argv[++i], list, nlist)) return BM_USAGE;
         } else if (!strcmp(a, "--policy")) {
-            if (parse_policies(argv[++i], so->policies, &so->n_policies)) return BM_USAGE;
+            if (parse_policies(argv[++i], g->policies, &so->n_policies)) return BM_USAGE;
+            so->policies = g->policies;
         } else if (!strcmp(a, "--window")) {
             if (parse_windows(argv[++i], so->windows, &so->n_windows)) return BM_USAGE;
         } else if (!strcmp(a, "--mem-cap-gib") || !strcmp(a, "--jitter")) {

@@ -12,35 +12,29 @@ static int task_id_of(const struct bm_graph *g, int module, int chunk, int pass,
     return bm_task_nested(g, g->nested_slot[module], pass, mb);
 }
 
-/* bm_table_push without the call: the common case is a store into room reserved up front */
-static inline int push(struct bm_table *t, int r, struct bm_op op, struct bm_err *err)
+/* Rank r's list while lowering it: bm_table_push without the call in the common case, a store
+ * into room reserved up front (room: the list's, bm_table_room). */
+struct lw {
+    struct bm_table *t;
+    int r, room;
+};
+
+static inline int push(struct lw *w, struct bm_op op, struct bm_err *err)
 {
-    struct bm_rank_ops *ro = &t->ranks[r];
-    if (ro->n_ops < ro->cap) {
+    struct bm_rank_ops *ro = &w->t->ranks[w->r];
+    if (ro->n_ops < w->room) {
         ro->ops[ro->n_ops++] = op;
         return BM_OK;
     }
-    return bm_table_push(t, r, op, err);
+    if (bm_table_push(w->t, w->r, op, err)) return BM_ERR;
+    w->room = bm_table_room(w->t, w->r);
+    return BM_OK;
 }
 
-static int push_compute(struct bm_table *t, int r, const struct bm_task *x, struct bm_err *err)
+static int push_compute(struct lw *w, const struct bm_task *x, struct bm_err *err)
 {
     struct bm_op op = {BM_OP_COMPUTE, (uint8_t)x->pass, x->module, x->chunk, x->mb, -1, -1};
-    return push(t, r, op, err);
-}
-
-/* Room for rank r's ops before lowering it: its compute ops and, per op, a recv and a send
- * (more grow as they come; room left unused is never touched). */
-static int reserve(struct bm_table *t, int r, long n, struct bm_err *err)
-{
-    struct bm_rank_ops *ro = &t->ranks[r];
-    if (n > 0x7fffffffL) n = 0x7fffffffL;
-    if (n <= ro->cap) return BM_OK;
-    struct bm_op *q = bm_realloc(ro->ops, (size_t)n * sizeof *q);
-    if (!q) return bm_err_set(err, "out of memory growing rank %d's op list (%ld ops)", r, n);
-    ro->ops = q;
-    ro->cap = (int)n;
-    return BM_OK;
+    return push(w, op, err);
 }
 
 int bm_lower(struct bm_table *t, const struct bm_graph *g, const struct bm_order *o,
@@ -63,12 +57,14 @@ int bm_lower(struct bm_table *t, const struct bm_graph *g, const struct bm_order
     int rc = BM_OK;
     for (int r = 0; r < t->pp && !rc; r++) {
         memset(have, 0, (size_t)(nbits / 8 + 1));
-        rc = reserve(t, r, t->ranks[r].n_ops + 3L * o->n[r], err);
+        /* room for its compute ops and, per op, a recv and a send (more grow as they come) */
+        rc = bm_table_reserve(t, r, t->ranks[r].n_ops + 3L * o->n[r], err);
+        struct lw w = {t, r, rc ? 0 : bm_table_room(t, r)};
         for (int i = 0; i < o->n[r] && !rc; i++) {
             const struct bm_task *x = &g->task[o->seq[r][i]];
             if (!HAS(x)) continue; /* frozen: no such op */
             if (x->pass == BM_PASS_W) { /* weight gradient: needs and makes nothing that travels */
-                rc = push_compute(t, r, x, err);
+                rc = push_compute(&w, x, err);
                 continue;
             }
             const struct bm_flow_op *fo = bm_flow_get(f, x->module, x->chunk, x->pass);
@@ -82,11 +78,11 @@ int bm_lower(struct bm_table *t, const struct bm_graph *g, const struct bm_order
                 int src = g->task[task_id_of(g, pm, pc, pp, x->mb)].rank;
                 if (src == r) continue;
                 struct bm_op op = {BM_OP_RECV, 0, (int16_t)pm, -1, x->mb, src, tn};
-                rc = push(t, r, op, err);
+                rc = push(&w, op, err);
                 have[bit >> 3] |= (unsigned char)(1u << (bit & 7));
             }
             if (rc) break;
-            rc = push_compute(t, r, x, err);
+            rc = push_compute(&w, x, err);
             /* send what it makes to every other rank that consumes it */
             for (int k = 0; k < fo->n_makes && !rc; k++) {
                 int tn = fo->makes[k];
@@ -111,7 +107,7 @@ int bm_lower(struct bm_table *t, const struct bm_graph *g, const struct bm_order
                     }
                 for (int q = 0; q < nd && !rc; q++) {
                     struct bm_op op = {BM_OP_SEND, 0, x->module, -1, x->mb, dests[q], tn};
-                    rc = push(t, r, op, err);
+                    rc = push(&w, op, err);
                 }
                 long bit = (long)tn * t->microbatches + x->mb;
                 have[bit >> 3] |= (unsigned char)(1u << (bit & 7));

@@ -127,7 +127,6 @@ static int snapshot_take(struct snapshot *sn, const struct bm_table *t, struct b
         sn->ranks[r].ops = bm_malloc((size_t)(n ? n : 1) * sizeof(struct bm_op));
         if (!sn->ranks[r].ops) return bm_err_set(err, "out of memory keeping the best plan");
         memcpy(sn->ranks[r].ops, t->ranks[r].ops, (size_t)n * sizeof(struct bm_op));
-        sn->ranks[r].cap = n ? n : 1;
         sn->ranks[r].n_ops = n;
     }
     return BM_OK;
@@ -136,9 +135,9 @@ static int snapshot_take(struct snapshot *sn, const struct bm_table *t, struct b
 /* Put the kept ops back into t (the snapshot is consumed). */
 static void snapshot_restore(struct snapshot *sn, struct bm_table *t)
 {
-    for (int r = 0; r < t->pp; r++) {
-        bm_free(t->ranks[r].ops);
-        t->ranks[r] = sn->ranks[r];
+    for (int r = 0; r < t->pp; r++) { /* each list was allocated with room for max(n_ops, 1) */
+        int n = sn->ranks[r].n_ops;
+        bm_table_set_ops(t, r, sn->ranks[r].ops, n, n ? n : 1);
     }
     bm_free(sn->ranks);
     sn->ranks = NULL;

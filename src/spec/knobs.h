@@ -1,11 +1,13 @@
 /* knobs.h — every device-level and module-cost knob described once (issue 26, item 3).
  *
  * One row per key of the spec's "device" object and of a module's "cost" object: its key, unit,
- * default, limits, where it lives, and when an operator table (JSON, CSV "# device" line) writes
- * it. The spec loader takes its known-key lists and range checks from here, the table's JSON
- * and CSV readers and writers their device keys, and tests/test_knobs.c checks docs/spec.md's
- * key tables against the list. Adding a device knob: a row here, the field in struct
- * bm_device (bigmac.h), its use, its line in docs/spec.md.
+ * default, limits, where it lives, when an operator table (JSON, CSV "# device" line) writes it,
+ * and what the docs say of it. The spec loader takes its known-key lists, range checks and
+ * defaults from here; the table's JSON and CSV readers and writers their device and cost fields
+ * (bm_table_device_fields, bm_table_cost_fields); calibrate's check of the figures it writes
+ * their limits; and docs/spec.md's key tables are written from the list (knobs_doc.c, `make
+ * docs`; tests/test_knobs.c fails when the file differs). Adding a device knob: a row in
+ * knobs.c, the field in struct bm_device (bigmac.h), its use; then `make docs`.
  *
  * Messages stay those of the loaders: the rows only say what to check. */
 #ifndef BM_KNOBS_H
@@ -57,6 +59,10 @@ struct bm_knob {
     int parse;           /* enum bm_knob_parse */
     int json, csv;       /* enum bm_knob_when: table JSON ("device" object, or the top level for
                           * BM_KNOB_OVERHEAD, in us), CSV ("# device" line) */
+    /* docs/spec.md's key tables (bm_knob_docs): the default cell (NULL: the default, or "absent"
+     * when it lies outside the limits; "%g" in it stands for the default) and the meaning after
+     * the limits (NULL: none) */
+    const char *dflt_doc, *doc;
 };
 
 extern const struct bm_knob bm_knobs[];
@@ -79,5 +85,22 @@ double bm_knob_device_value(const struct bm_knob *k, const struct bm_device *d);
 /* Whether a table writes device knob k (rule 'when', k->json or k->csv) of device d placed
  * with ranks_per_host. */
 int bm_knob_written(int when, const struct bm_knob *k, const struct bm_device *d);
+
+/* 1 when v is inside knob k's limits (x > lo when lo_open, else x >= lo, and x <= hi); NaN: 0. */
+int bm_knob_in_range(const struct bm_knob *k, double v);
+/* k's limits as an interval, "(0, 1e9]", into buf (n bytes); returns buf. */
+const char *bm_knob_range(const struct bm_knob *k, char *buf, size_t n);
+/* v as %g writes it without an exponent's leading zeros ("1e-6", "1e12"), into buf; returns buf. */
+const char *bm_knob_num(double v, char *buf, size_t n);
+
+/* docs/spec.md's key tables (knobs_doc.c; `make docs` runs scripts/knob_docs.c, and
+ * tests/test_knobs.c checks the file against it). */
+/* The markdown table of section's knobs ("device", "cost"), in the list's order, into f. */
+void bm_knob_docs(const char *section, FILE *f);
+/* doc with every generated block replaced by the table of its section: a block is the lines
+ * between "<!-- knobs: SECTION ... -->" and "<!-- /knobs -->". *out is malloc'd (the caller
+ * frees it); returns the number of blocks, or -1 (why in err: an unknown section, an unclosed
+ * block, out of memory). */
+int bm_knob_docs_splice(const char *doc, char **out, struct bm_err *err);
 
 #endif

@@ -103,6 +103,7 @@ int bm_compare(struct bm_spec *s, const struct bm_plan_opts *o, const struct bm_
     memset(out, 0, sizeof *out);
     out->bound_ms = -1;
     out->lower_ms = -1;
+    if (!(out->rows = bm_calloc(BM_N_POLICIES + 1, sizeof *out->rows))) return bm_err_set(err, "out of memory");
     for (int p = 0; p < BM_N_POLICIES; p++) {
         struct bm_compare_row *row = &out->rows[out->n_rows++];
         row->policy = (enum bm_policy)p;
@@ -126,10 +127,12 @@ int bm_compare(struct bm_spec *s, const struct bm_plan_opts *o, const struct bm_
 
 void bm_compare_free(struct bm_compare *c)
 {
-    for (int i = 0; i < c->n_rows; i++) {
+    for (int i = 0; c->rows && i < c->n_rows; i++) {
         bm_table_free(c->rows[i].t);
         bm_costs_free(c->rows[i].c);
         bm_timeline_free(c->rows[i].tl);
-        c->rows[i].t = NULL, c->rows[i].c = NULL, c->rows[i].tl = NULL;
     }
+    bm_free(c->rows);
+    c->rows = NULL;
+    c->n_rows = 0;
 }

@@ -89,8 +89,8 @@ int bm_csv_write(const struct bm_table *t, const struct bm_costs *costs, FILE *f
         if (m->recompute) fprintf(f, " recompute=full");
         if (m->frozen) fprintf(f, " trainable=false");
         static const struct bm_cost zero_cost;
-        put_fields(f, fields, bm_table_cost_fields(i < km->n_modules ? &km->modules[i] : &zero_cost, m->frozen, split,
-                                                   fields));
+        put_fields(f, fields, bm_table_cost_fields(i < km->n_modules ? &km->modules[i] : &zero_cost, 0, m->frozen, split,
+                                                   1, fields, (int)(sizeof fields / sizeof fields[0])));
         fprintf(f, "\n");
     }
     int C = t->pp * t->vpp;

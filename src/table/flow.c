@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "table/flow.h"
+#include "table/priv.h"
 #include "util/util.h"
 
 /* Name -> index of the extra tensors (bm_flow.extra_index). */
@@ -262,12 +263,12 @@ int bm_flow_producer(const struct bm_flow *f, int tensor_i, int *module, int *ch
     return 0;
 }
 
-const struct bm_flow *bm_table_flow(const struct bm_table *t) { return t->flow; }
+const struct bm_flow *bm_table_flow(const struct bm_table *t) { return t->priv->flow; }
 
 int bm_table_op_flow(const struct bm_table *t, int module, int chunk, int pass, const int **needs, int *n_needs,
                      const int **makes, int *n_makes)
 {
-    const struct bm_flow *f = t->flow;
+    const struct bm_flow *f = t->priv->flow;
     if (!f) return -1;
     const struct bm_flow_op *o = bm_flow_get(f, module, chunk, pass);
     if (!o) return 0;
@@ -348,7 +349,7 @@ int bm_table_finish(struct bm_table *t, struct bm_err *err)
     f->extra_index = NULL;
     f->cap_extra = 0;
     f->n_table = f->n_tensors;
-    bm_flow_free(t->flow);
-    t->flow = f;
+    bm_flow_free(t->priv->flow);
+    t->priv->flow = f;
     return BM_OK;
 }

@@ -69,19 +69,9 @@ int bm_table_write_json(const struct bm_table *t, const struct bm_costs *costs, 
         static const struct bm_cost zero_cost;
         const struct bm_cost *k = i < km->n_modules ? &km->modules[i] : &zero_cost;
         double spread = i < km->n_modules && km->spread ? km->spread[i] : 0;
-        int nf = bm_table_cost_fields(k, m->frozen, split, fields);
+        int nf = bm_table_cost_fields(k, spread, m->frozen, split, 0, fields, (int)(sizeof fields / sizeof fields[0]));
         fprintf(f, ",\n   \"cost\": {");
-        put_fields(f, fields, 5);
-        if (spread > 0) { /* absent = 0 */
-            fprintf(f, ", \"spread\": ");
-            bm_put_num(f, spread);
-        }
-        if (nf > 5) fputs(", ", f);
-        put_fields(f, fields + 5, nf - 5);
-        if (k->param_mib != k->state_mib / 4) { /* absent = state_mib / 4 (sim/step.h) */
-            fprintf(f, ", \"param_mib\": ");
-            bm_put_num(f, k->param_mib);
-        }
+        put_fields(f, fields, nf);
         fprintf(f, "}}%s\n", i + 1 < t->n_modules ? "," : "");
     }
     int C = t->pp * t->vpp;

@@ -4,16 +4,12 @@
 
 #include "spec/split.h"
 #include "table/flow.h"
+#include "table/priv.h"
 #include "spec/knobs.h"
 #include "table/table.h"
 #include "util/util.h"
 
 /* ---------------------------------------------------------------- tensor name hash */
-
-struct tindex {
-    int cap;     /* power of two */
-    int *slot;   /* tensor index + 1; 0 = empty */
-};
 
 static uint64_t hash_str(const char *s)
 {
@@ -24,20 +20,12 @@ static uint64_t hash_str(const char *s)
 
 static int tindex_rebuild(struct bm_table *t, int cap)
 {
+    struct bm_table_private *p = t->priv;
     int *slot = bm_calloc((size_t)cap, sizeof *slot);
     if (!slot) return -1;
-    struct tindex *ix = t->tensor_index;
-    if (!ix) {
-        ix = bm_calloc(1, sizeof *ix);
-        if (!ix) {
-            bm_free(slot);
-            return -1;
-        }
-        t->tensor_index = ix;
-    }
-    bm_free(ix->slot);
-    ix->slot = slot;
-    ix->cap = cap;
+    bm_free(p->index_slot);
+    p->index_slot = slot;
+    p->index_cap = cap;
     for (int i = 0; i < t->n_tensors; i++) {
         uint64_t h = hash_str(t->tensors[i].name) & (uint64_t)(cap - 1);
         while (slot[h]) h = (h + 1) & (uint64_t)(cap - 1);
@@ -48,13 +36,13 @@ static int tindex_rebuild(struct bm_table *t, int cap)
 
 int bm_table_find_tensor(const struct bm_table *t, const char *name)
 {
-    const struct tindex *ix = t->tensor_index;
-    if (!ix) return -1;
-    uint64_t h = hash_str(name) & (uint64_t)(ix->cap - 1);
-    while (ix->slot[h]) {
-        int i = ix->slot[h] - 1;
+    const struct bm_table_private *p = t->priv;
+    if (!p->index_cap) return -1;
+    uint64_t h = hash_str(name) & (uint64_t)(p->index_cap - 1);
+    while (p->index_slot[h]) {
+        int i = p->index_slot[h] - 1;
         if (!strcmp(t->tensors[i].name, name)) return i;
-        h = (h + 1) & (uint64_t)(ix->cap - 1);
+        h = (h + 1) & (uint64_t)(p->index_cap - 1);
     }
     return -1;
 }
@@ -63,18 +51,19 @@ int bm_table_tensor(struct bm_table *t, const char *name, int module, int grad)
 {
     int i = bm_table_find_tensor(t, name);
     if (i >= 0) return i;
-    struct tindex *ix = t->tensor_index;
-    if (!ix || (t->n_tensors + 1) * 2 > ix->cap)
-        if (tindex_rebuild(t, ix ? ix->cap * 2 : 64)) return -1;
-    if (bm_grow(&t->tensors, &t->cap_tensors, t->n_tensors + 1, sizeof *t->tensors)) return -1;
+    struct bm_table_private *p = t->priv;
+    if ((t->n_tensors + 1) * 2 > p->index_cap)
+        if (tindex_rebuild(t, p->index_cap ? p->index_cap * 2 : 64)) return -1;
+    if (p->tensors_at != t->tensors) p->room_tensors = t->n_tensors; /* a list the program gave */
+    if (bm_grow(&t->tensors, &p->room_tensors, t->n_tensors + 1, sizeof *t->tensors)) return -1;
+    p->tensors_at = t->tensors;
     char *copy = bm_strdup(name);
     if (!copy) return -1;
     i = t->n_tensors++;
     t->tensors[i] = (struct bm_tensor){copy, module, grad};
-    ix = t->tensor_index;
-    uint64_t h = hash_str(name) & (uint64_t)(ix->cap - 1);
-    while (ix->slot[h]) h = (h + 1) & (uint64_t)(ix->cap - 1);
-    ix->slot[h] = i + 1;
+    uint64_t h = hash_str(name) & (uint64_t)(p->index_cap - 1);
+    while (p->index_slot[h]) h = (h + 1) & (uint64_t)(p->index_cap - 1);
+    p->index_slot[h] = i + 1;
     return i;
 }
 
@@ -84,12 +73,17 @@ struct bm_table *bm_table_new(int pp)
 {
     struct bm_table *t = bm_calloc(1, sizeof *t);
     if (!t) return NULL;
+    size_t n = (size_t)(pp > 0 ? pp : 1);
     t->pp = pp;
-    t->ranks = bm_calloc((size_t)(pp > 0 ? pp : 1), sizeof *t->ranks);
-    if (!t->ranks) {
+    t->ranks = bm_calloc(n, sizeof *t->ranks);
+    t->priv = bm_calloc(1, sizeof *t->priv);
+    if (!t->ranks || !t->priv || !(t->priv->rank = bm_calloc(n, sizeof *t->priv->rank))) {
+        bm_free(t->ranks);
+        bm_free(t->priv);
         bm_free(t);
         return NULL;
     }
+    t->priv->n_ranks = (int)n;
     t->backbone_module = -1;
     t->dp = 1;
     return t;
@@ -115,19 +109,55 @@ void bm_table_free(struct bm_table *t)
     bm_free(t->modules);
     for (int i = 0; i < t->n_tensors; i++) bm_free(t->tensors[i].name);
     bm_free(t->tensors);
-    if (t->tensor_index) bm_free(((struct tindex *)t->tensor_index)->slot);
-    bm_free(t->tensor_index);
     bm_free(t->chunk_layers);
     bm_free(t->chunk_rank);
-    bm_flow_free(t->flow);
+    if (t->priv) {
+        bm_free(t->priv->rank);
+        bm_free(t->priv->index_slot);
+        bm_flow_free(t->priv->flow);
+        bm_free(t->priv);
+    }
     bm_free(t);
+}
+
+int bm_table_room(const struct bm_table *t, int rank)
+{
+    const struct bm_table_private *p = t->priv;
+    const struct bm_rank_ops *r = &t->ranks[rank];
+    if (rank < p->n_ranks && p->rank[rank].ops == r->ops && p->rank[rank].room >= r->n_ops) return p->rank[rank].room;
+    return r->n_ops; /* a list the program gave the rank: as long as it is */
+}
+
+int bm_table_reserve(struct bm_table *t, int rank, long n, struct bm_err *err)
+{
+    struct bm_rank_ops *r = &t->ranks[rank];
+    if (n > 0x7fffffffL) n = 0x7fffffffL;
+    int room = bm_table_room(t, rank);
+    if (n <= room) return BM_OK;
+    struct bm_op *q = bm_realloc(r->ops, (size_t)n * sizeof *q);
+    if (!q) return bm_err_set(err, "out of memory growing rank %d's op list (%ld ops)", rank, n);
+    r->ops = q;
+    if (rank < t->priv->n_ranks) t->priv->rank[rank] = (struct bm_table_room){q, (int)n};
+    return BM_OK;
+}
+
+void bm_table_set_ops(struct bm_table *t, int rank, struct bm_op *ops, int n_ops, int room)
+{
+    bm_free(t->ranks[rank].ops);
+    t->ranks[rank] = (struct bm_rank_ops){ops, n_ops};
+    if (rank < t->priv->n_ranks) t->priv->rank[rank] = (struct bm_table_room){ops, room};
 }
 
 int bm_table_push(struct bm_table *t, int rank, struct bm_op op, struct bm_err *err)
 {
     struct bm_rank_ops *r = &t->ranks[rank];
-    if (bm_grow(&r->ops, &r->cap, r->n_ops + 1, sizeof *r->ops))
-        return bm_err_set(err, "out of memory growing rank %d's op list (%d ops)", rank, r->n_ops);
+    int room = bm_table_room(t, rank);
+    if (r->n_ops >= room) {
+        int grown = room;
+        if (bm_grow(&r->ops, &grown, r->n_ops + 1, sizeof *r->ops))
+            return bm_err_set(err, "out of memory growing rank %d's op list (%d ops)", rank, r->n_ops);
+        if (rank < t->priv->n_ranks) t->priv->rank[rank] = (struct bm_table_room){r->ops, grown};
+    }
     r->ops[r->n_ops++] = op;
     return BM_OK;
 }
@@ -210,20 +240,31 @@ int bm_table_device_fields(const struct bm_device *d, int ranks_per_host, int cs
     return k;
 }
 
-int bm_table_cost_fields(const struct bm_cost *k, int frozen, int split, struct bm_field out[7])
+int bm_table_cost_fields(const struct bm_cost *k, double spread, int frozen, int split, int csv, struct bm_field *out,
+                         int n)
 {
-    int n = 0;
-    out[n++] = (struct bm_field){"fwd_ms", k->fwd_ms};
-    out[n++] = (struct bm_field){"bwd_ms", k->bwd_ms};
-    out[n++] = (struct bm_field){"act_mib", k->act_mib};
-    out[n++] = (struct bm_field){"state_mib", k->state_mib};
-    out[n++] = (struct bm_field){"out_mib", k->out_mib};
-    if (split || frozen) { /* only tables with a split backward (or a frozen module, whose
-                            * input-gradient-only backward costs bwd_ms - w_ms) carry them */
-        out[n++] = (struct bm_field){"w_ms", bm_cost_w_ms(k)};
-        out[n++] = (struct bm_field){"act_w_mib", bm_cost_act_w_frac(k) * k->act_mib};
+    int m = 0;
+    for (int i = 0; i < bm_n_knobs && m < n; i++) {
+        const struct bm_knob *kn = &bm_knobs[i];
+        if (strcmp(kn->section, "cost")) continue;
+        double v = kn->home == BM_KNOB_SPREAD ? spread : *(const double *)(const void *)((const char *)k + kn->off);
+        switch (csv ? kn->csv : kn->json) {
+        case BM_KNOB_ALWAYS: break;
+        case BM_KNOB_IF_SPLIT:
+            /* only tables with a split backward (or a frozen module, whose input-gradient-only
+             * backward costs bwd_ms - w_ms) carry them, resolved (0 = the default, spec/split.h) */
+            if (!split && !frozen) continue;
+            if (kn->off == offsetof(struct bm_cost, w_ms)) v = bm_cost_w_ms(k);
+            else if (kn->off == offsetof(struct bm_cost, act_w_mib)) v = bm_cost_act_w_frac(k) * k->act_mib;
+            break;
+        case BM_KNOB_BY_OWN_CODE: /* cost.spread: absent = 0; cost.param_mib: absent = state_mib / 4 (sim/step.h) */
+            if (kn->home == BM_KNOB_SPREAD ? !(v > 0) : v == k->state_mib / 4) continue;
+            break;
+        default: continue;
+        }
+        out[m++] = (struct bm_field){kn->key, v};
     }
-    return n;
+    return m;
 }
 
 int bm_table_chunk_rank(const struct bm_table *t, int c)

@@ -2,7 +2,9 @@
  * package but util/ and spec/: the table types live in include/bigmac.h; this header holds what
  * the readers and writers of tables share beyond that public API:
  *
- *   table.c     new/free/push, tensor interning, action strings, split flags
+ *   table.c     new/free/push, tensor interning, action strings, split flags; what a table
+ *               keeps for the library alone (its priv: the tensor index, the lists' rooms, the
+ *               dataflow) is table/priv.h's, which no other package includes
  *   costs.c     the cost model's new/copy/free (include/bigmac_cost.h)
  *   skeleton.c  a table's shell and its cost model from a spec and options (modules, costs,
  *               chunks, warm-up, dataflow), the one used by the planner and by the CSV loader
@@ -54,6 +56,17 @@ int bm_table_use_spec_costs(struct bm_table *t, struct bm_costs *c, const struct
  * -1 on allocation failure. */
 int bm_table_default_warmup(const struct bm_table *t);
 
+/* ---------------------------------------------------------------- op lists */
+
+/* The room of rank r's op list (ops allocated; struct bm_table's priv keeps it): pushes up to
+ * it only store. A list a program gave the rank counts as n_ops long. */
+int bm_table_room(const struct bm_table *t, int r);
+/* Room for n ops on rank r (n_ops unchanged). BM_ERR (with message) on allocation failure. */
+int bm_table_reserve(struct bm_table *t, int r, long n, struct bm_err *err);
+/* Rank r's op list becomes ops (n_ops used of room allocated, malloc'd; t owns it), its old one
+ * freed. */
+void bm_table_set_ops(struct bm_table *t, int r, struct bm_op *ops, int n_ops, int room);
+
 /* ---------------------------------------------------------------- field lists of the writers */
 
 /* A number of the table as the writers put it: key and value (JSON "key": v, CSV key=v). */
@@ -65,10 +78,12 @@ struct bm_field {
  * each knob's JSON rule, or its CSV rule when csv), with ranks_per_host (the table's) as the
  * placement. At most n; returns how many. */
 int bm_table_device_fields(const struct bm_device *d, int ranks_per_host, int csv, struct bm_field *out, int n);
-/* A module's cost numbers in writing order: fwd_ms, bwd_ms, act_mib, state_mib, out_mib, and
+/* A module's cost numbers in writing order: the knob list's cost rows by their JSON rule, or
+ * their CSV rule when csv (fwd_ms, bwd_ms, act_mib, state_mib, out_mib; JSON: spread when > 0;
  * with split (the table splits some backward) or frozen (the module is) the resolved w_ms and
- * act_w_mib. Returns how many (5 or 7). */
-int bm_table_cost_fields(const struct bm_cost *k, int frozen, int split, struct bm_field out[7]);
+ * act_w_mib; JSON: param_mib when not state_mib / 4). At most n; returns how many. */
+int bm_table_cost_fields(const struct bm_cost *k, double spread, int frozen, int split, int csv,
+                         struct bm_field *out, int n);
 
 /* ---------------------------------------------------------------- send/recv matching */
 
