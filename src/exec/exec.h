@@ -95,6 +95,14 @@ void bm_exec_optimizer_inst(struct bm_exec *x, int i, long step);
 /* 1 when the rank's table asks for ZeRO-1 (table->zero). */
 int bm_exec_zero(const struct bm_exec *x);
 
+/* The rank's op (index into its op list) that ends instance i's last backward (B or W) in a
+ * step, after which its gradients are final; -1 when the rank runs no backward of it. */
+int bm_exec_inst_last_bwd(const struct bm_exec *x, int i);
+/* Called by bm_exec_advance after each op k of the walk completes (hook NULL: none); a failure
+ * (BM_ERR, err set) fails the op. run.c starts each instance's gradient collective there. */
+typedef int (*bm_exec_op_hook)(void *arg, int k, struct bm_err *err);
+void bm_exec_set_op_hook(struct bm_exec *x, bm_exec_op_hook hook, void *arg);
+
 /* Module instances of the rank: for i in 0..n-1, module index (spec order), global chunk (-1 for
  * non-backbone), replicated (1 = encoder/generator replica, all-reduced). */
 int bm_exec_n_inst(const struct bm_exec *x);
