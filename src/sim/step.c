@@ -57,7 +57,8 @@ static void state_parts(const struct bm_table *t, const struct bm_costs *k, cons
         *o = (struct bm_step_mem){0, 0, 0};
         if (bb >= 0 && bb < t->n_modules) {
             const struct bm_cost *m = &k->modules[bb];
-            for (int c = r; c < C; c += P) { /* a frozen module: its weights only */
+            for (int c = 0; c < C; c++) { /* a frozen module: its weights only */
+                if (bm_table_chunk_rank(t, c) != r) continue; /* V shapes: not c mod P */
                 double w = bm_cost_chunk_weight(t, k, c);
                 o->weights_mib += bm_step_param_mib(m) * w;
                 if (t->modules[bb].frozen) continue;
@@ -201,11 +202,12 @@ int bm_step_model_ranks(const struct bm_table *t, const struct bm_costs *km, con
     if (bb >= 0 && bb < NM && D > 1 && !t->modules[bb].frozen)
         for (int c = 0; c < C; c++) {
             double mib = bm_step_param_mib(&km->modules[bb]) * bm_cost_chunk_weight(t, km, c);
-            int x = spans_hosts(t, NULL, c % P);
+            int cr = bm_table_chunk_rank(t, c); /* the chunk's rank (V shapes: not c mod P) */
+            int x = spans_hosts(t, NULL, cr);
             double gbps, lat;
             coll_link(dv, x, &gbps, &lat);
             double ms = bm_step_ring_ms(D, mib, gbps, lat, !t->zero);
-            if (ms > 0) cs[n++] = (struct coll){last_chunk[c], c, c % P, bb, ms};
+            if (ms > 0) cs[n++] = (struct coll){last_chunk[c], c, cr, bb, ms};
         }
     for (int m = 0; m < NM; m++) {
         if (m == bb || t->modules[m].frozen) continue;

@@ -9,7 +9,8 @@
  * state_mib >= 2 * param_mib); a backbone chunk holds its chunk weight's share of each.
  *
  * Groups: a copy of a module is held by every global rank that hosts it. Backbone chunk c on
- * pipeline rank p: its D replicas (global ranks p*D + d). Any other module: every pipeline rank
+ * pipeline rank p = bm_table_chunk_rank(t, c) (c mod P but for the V shapes, whose second half
+ * runs back down the ranks): its D replicas (global ranks p*D + d). Any other module: every pipeline rank
  * with a compute op of it, in every replica (k*D ranks; unified's encoder on rank 0 only: D).
  * ZeRO-1 (t->zero) shards each copy's optimizer state over its group: a rank keeps 1/n.
  *
