@@ -956,6 +956,8 @@ int bm_exec_zero(const struct bm_exec *x) { return x->t->zero; }
 
 int bm_exec_inst_last_bwd(const struct bm_exec *x, int i) { return x->last_bwd[i]; }
 
+int bm_exec_inst_role(const struct bm_exec *x, int i) { return role_of(x, x->inst[i].module); }
+
 void bm_exec_set_op_hook(struct bm_exec *x, bm_exec_op_hook hook, void *arg)
 {
     x->hook = hook, x->hook_arg = arg;

@@ -98,6 +98,8 @@ int bm_exec_zero(const struct bm_exec *x);
 /* The rank's op (index into its op list) that ends instance i's last backward (B or W) in a
  * step, after which its gradients are final; -1 when the rank runs no backward of it. */
 int bm_exec_inst_last_bwd(const struct bm_exec *x, int i);
+/* Instance i's module's role (enum bm_role). */
+int bm_exec_inst_role(const struct bm_exec *x, int i);
 /* Called by bm_exec_advance after each op k of the walk completes (hook NULL: none); a failure
  * (BM_ERR, err set) fails the op. run.c starts each instance's gradient collective there. */
 typedef int (*bm_exec_op_hook)(void *arg, int k, struct bm_err *err);

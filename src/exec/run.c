@@ -204,8 +204,9 @@ static int sync_instances(struct bm_exec **x, struct bm_comm *c, int weights, st
  * is what makes MPI progress them while the rank computes (no progress thread). A group's
  * collectives start in the same order on each of its ranks: a backbone chunk's data-parallel
  * group are replicas of one pipeline rank, walking the same op list; the replicated modules'
- * group is every rank, whose op lists differ, so these start in instance order (the same on every
- * rank), each once its own backward and every earlier one's are done. A transport without
+ * group is every rank, whose op lists differ, so these start in one fixed order (the generators'
+ * first, whose backward comes first, then the encoders', each in spec order: docs/simulator.md
+ * "The step"), each once its own backward and every earlier one's are done. A transport without
  * icoll (comm_local) runs them all after the walk (sync_instances). */
 struct gsync {
     struct bm_exec *x;
@@ -248,10 +249,12 @@ static int gs_init(struct gsync *g, struct bm_exec *x, struct bm_comm *c, struct
 static int gs_step(struct gsync *g, int k, struct bm_err *err)
 {
     int world_wait = 0; /* a replicated instance not ready yet: the later ones wait for it */
-    for (int i = 0; i < g->n; i++) {
+    for (int j = 0; j < 2 * g->n; j++) { /* the generators' first (their backward runs first), then the rest */
+        int i = j % g->n, module, chunk, rep;
         if (g->state[i] != 1) continue;
-        int module, chunk, rep;
         bm_exec_inst(g->x, i, &module, &chunk, &rep);
+        if (rep && (bm_exec_inst_role(g->x, i) == BM_ROLE_GENERATOR) != (j < g->n)) continue;
+        if (!rep && j >= g->n) continue;
         int ready = bm_exec_inst_last_bwd(g->x, i) <= k;
         if (rep && (world_wait || !ready)) {
             world_wait = 1;

@@ -209,13 +209,20 @@ int bm_step_model_ranks(const struct bm_table *t, const struct bm_costs *km, con
             double ms = bm_step_ring_ms(D, mib, gbps, lat, !t->zero);
             if (ms > 0) cs[n++] = (struct coll){last_chunk[c], c, cr, bb, ms};
         }
-    for (int m = 0; m < NM; m++) {
-        if (m == bb || t->modules[m].frozen) continue;
+    /* the replicated modules' collectives start in one fixed order, the executors' (every rank
+     * must issue a group's collectives alike): the generators' first, then the others', each in
+     * spec order; one may start once its own and every earlier one's last backwards are done */
+    double before = 0;
+    for (int j = 0; j < 2 * NM; j++) {
+        int m = j % NM;
+        if (m == bb || t->modules[m].frozen || (t->modules[m].role == BM_ROLE_GENERATOR) != (j < NM)) continue;
         int k = n_hosts_of(t, h, m) * D, x = spans_hosts(t, h + m, -1);
         double gbps, lat;
         coll_link(dv, x, &gbps, &lat);
         double ms = bm_step_ring_ms(k, bm_step_param_mib(&km->modules[m]), gbps, lat, !t->zero);
-        if (ms > 0) cs[n++] = (struct coll){last_mod[m], C + m, -1, m, ms};
+        if (!(ms > 0)) continue;
+        if (last_mod[m] > before) before = last_mod[m];
+        cs[n++] = (struct coll){before, C + m, -1, m, ms};
     }
     out->n_collectives = n;
     for (int r = 0; r < P; r++) first[r] = -1;

@@ -22,9 +22,11 @@
  * n = 1 or 0 bytes: none. ZeRO 0 all-reduces the gradients; ZeRO 1 reduce-scatters them and,
  * after the optimizer, all-gathers the updated weights.
  *
- * Order (Megatron's overlap): a backbone chunk's collective may start when its rank's last
- * backward (B or W) of the chunk ends; another module's when every rank of its group has ended
- * its last backward of it. Each rank has one communication stream: a collective starts when it
+ * Order (Megatron's overlap, as both executors run it): a backbone chunk's collective may start
+ * when its rank's last backward (B or W) of the chunk ends; another module's when every rank of
+ * its group has ended its last backward of it and the module before it has (the executors issue
+ * the replicated modules' collectives in one fixed order, the same on every rank: generators
+ * first, whose backward runs first, then the others, each in spec order). Each rank has one communication stream: a collective starts when it
  * may and every member's stream is free; collectives are issued in the order they may start
  * (ties: backbone chunks by global chunk, then modules by index). Every replica walks the same
  * table, so the D replicas of a pipeline rank have the same times and one stream per pipeline

@@ -980,15 +980,19 @@ class Executor:
         instance's starts (async_op) right after the rank's last backward of it (_sync_start) and
         runs on gloo's threads while the walk goes on; _allreduce waits for them before the
         optimizer. Replicated modules sum over all P*D ranks, whose op lists differ: theirs start
-        in instance order (the same on every rank), each once its own backward and every earlier
-        one's are done; backbone chunks sum over the D replicas of this pipeline rank, which walk
+        in one fixed order (generators, then encoders, each in spec order), each once its own
+        backward and every earlier one's are done; backbone chunks sum over the D replicas of this pipeline rank, which walk
         the same op list, and start as they become ready."""
         self.colls, self.pending, self.started = [], [], set()
         self._sync_start(-1)  # an instance without a backward on this rank: its zeros at once
 
     def _sync_start(self, k):
         world_wait = False
-        for i, x in enumerate(self.inst):
+        # the replicated modules' in one fixed order: generators first (their backward runs
+        # first), then the encoders, each in spec order (the C executor's and the simulator's)
+        order = sorted(range(len(self.inst)), key=lambda i: (self.inst[i]["replicated"] and self.inst[i]["role"] != "generator", i))
+        for i in order:
+            x = self.inst[i]
             if i in self.started or not self.params[i]:
                 continue
             if x["replicated"]:
