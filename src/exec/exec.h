@@ -54,6 +54,8 @@ struct bm_exec_coll {
     int inter;             /* 1: the group spans hosts */
     double bytes;          /* the buffer's bytes (each rank's whole buffer) */
     double start_ms, end_ms; /* on the step's clock (bm_exec_now_ms) */
+    int in_walk;           /* 1: started inside the walk, before the rank's last op (the end is
+                            * when the rank first saw it done, after the op running then) */
 };
 
 struct bm_exec;

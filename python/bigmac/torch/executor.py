@@ -1016,14 +1016,14 @@ class Executor:
                 work = dist.all_reduce(f, op=dist.ReduceOp.SUM, group=group, async_op=True)
             except RuntimeError as e:
                 raise self._comm_error(None, what, None, e) from e
-            self.pending.append((i, f, work, c0, what))
+            self.pending.append((i, f, work, c0, what, k < len(self.ops) - 1))
 
     def _allreduce(self):
         """Wait for the step's all-reduces (_sync_begin), in the order they started, and put the
         sums back into the gradients; each one's start, end (when its wait returned) and bytes
         into self.colls (the step log's "collectives", as the C executor's)."""
         self._sync_start(len(self.ops))  # any left (none: every backward has run)
-        for i, f, work, c0, what in self.pending:
+        for i, f, work, c0, what, in_walk in self.pending:
             x = self.inst[i]
             self._wait(work, None, what)
             c = {"op": "all_reduce", "of": "grads", "module": x["name"]}
@@ -1032,6 +1032,8 @@ class Executor:
             c.update({"group": "world" if x["replicated"] else "dp", "ranks": self.P * self.D if x["replicated"] else self.D,
                       "link": "intra", "bytes": f.numel() * f.element_size(), "start_ms": round(c0, 3),
                       "end_ms": round(self._now(), 3)})
+            if in_walk:  # started before the rank's last op: its end is when the wait returned
+                c["in_walk"] = True
             self.colls.append(c)
             f = f.to(self.device)
             at = 0
