@@ -130,6 +130,35 @@ TEST(collectives_overlapped_left_out)
     remove(path);
 }
 
+/* Two runs' logs appended (the steps start again at 1): each run's collectives are its own. Run
+ * A's vit all-reduce, last member started at 10.1, takes 0.2 ms; run B's, started at 20.1 on its
+ * own clock, 0.4 ms. Steps 2 and 3 of each: median of {0.2, 0.2, 0.4, 0.4} = 0.3 ms = 2(n-1) x
+ * latency, 150 us (merged by step number, run B's later start would stand for both: 200 us). */
+TEST(collectives_runs_appended)
+{
+    const char *path = tmp("runs.log");
+    FILE *f = fopen(path, "w");
+    for (int run = 0; run < 2; run++)
+        for (int step = 1; step <= 3; step++) {
+            double at = run ? 20 : 10, dur = run ? 0.4 : 0.2;
+            fprintf(f, "{\"step\": %d, \"loss\": 1, \"ms\": 12, \"ranks\": [", step);
+            for (int d = 0; d < 2; d++) {
+                fprintf(f, "%s{\"rank\": %d, \"pp\": 0, \"dp\": %d, \"walk_ms\": %.1f, \"collectives\": [",
+                        d ? ", " : "", d, d, at + (d ? 0.1 : 0.0));
+                coll(f, 1, "all_reduce", "world", 2, "vit", -1, "intra", 1e6, at + (d ? 0.1 : 0.0), dur + (d ? 0 : 0.1));
+                fprintf(f, "]}");
+            }
+            fprintf(f, "]}\n");
+        }
+    fclose(f);
+    struct bm_coll_fit cf;
+    struct bm_err err;
+    CHECKF(bm_calibrate_collectives(path, &cf, &err) == BM_OK, "%s", err.msg);
+    CHECK(cf.intra.n == 1 && !cf.intra.have_bw);
+    CHECK_NEAR(cf.intra.latency_us, 150.0, 1e-6);
+    remove(path);
+}
+
 TEST(collectives_fit_by_hand_intra_and_inter)
 {
     const char *path = tmp("both.log");
@@ -205,6 +234,7 @@ int main(void)
     RUN(collectives_fit_by_hand_intra_and_inter);
     RUN(collectives_charge_the_issue_time);
     RUN(collectives_overlapped_left_out);
+    RUN(collectives_runs_appended);
     RUN(collectives_fit_intra_only);
     RUN(collectives_one_size_fits_latency_alone);
     RUN(collectives_log_without_them_fails);

@@ -84,6 +84,7 @@ done:
 /* One collective's members as read: key (step, group id, module, chunk, of), the last member to
  * start and its own duration (it waited for no one). */
 struct coll_rec {
+    int run;            /* the run, in a log of several runs one after another (its steps restart) */
     long step;
     char key[160];
     int inter;
@@ -93,10 +94,10 @@ struct coll_rec {
                          * rank saw it done, after an op, so dur only bounds the collective's time */
 };
 
-static int find_rec(struct coll_rec *v, int n, long step, const char *key)
+static int find_rec(struct coll_rec *v, int n, int run, long step, const char *key)
 {
     for (int i = n - 1; i >= 0; i--)
-        if (v[i].step == step && !strcmp(v[i].key, key)) return i;
+        if (v[i].run == run && v[i].step == step && !strcmp(v[i].key, key)) return i;
     return -1;
 }
 
@@ -139,7 +140,8 @@ int bm_calibrate_collectives(const char *path, struct bm_coll_fit *out, struct b
     FILE *f = fopen(path, "r");
     if (!f) return bm_err_set(err, "%s: cannot read the step log", path);
     struct coll_rec *v = NULL;
-    int nv = 0, cap = 0, line = 0, steps = 0, rc = BM_OK, seen_key = 0;
+    int nv = 0, cap = 0, line = 0, steps = 0, rc = BM_OK, seen_key = 0, run = 0;
+    long last_step = -1;
     char buf[1 << 16];
     double *x1 = NULL, *x2 = NULL, *tt = NULL, *med = NULL;
     while (fgets(buf, sizeof buf, f)) {
@@ -156,6 +158,8 @@ int bm_calibrate_collectives(const char *path, struct bm_coll_fit *out, struct b
         }
         steps++;
         long step = (long)json_integer_value(st);
+        if (step <= last_step) run++; /* the steps start again: the next run's log, appended */
+        last_step = step;
         size_t i, k;
         json_t *r, *c;
         json_array_foreach(ranks, i, r) {
@@ -206,7 +210,7 @@ int bm_calibrate_collectives(const char *path, struct bm_coll_fit *out, struct b
                          json_string_value(mod), json_is_integer(ch) ? (long long)json_integer_value(ch) : -1LL,
                          json_is_string(of) ? json_string_value(of) : "", ops);
                 double d = e - issue;
-                int at = find_rec(v, nv, step, key);
+                int at = find_rec(v, nv, run, step, key);
                 if (at < 0) {
                     if (bm_grow(&v, &cap, nv + 1, sizeof *v)) {
                         json_decref(j);
@@ -214,7 +218,7 @@ int bm_calibrate_collectives(const char *path, struct bm_coll_fit *out, struct b
                         goto done;
                     }
                     at = nv++;
-                    v[at] = (struct coll_rec){step, "", json_is_string(lk) && !strcmp(json_string_value(lk), "inter"),
+                    v[at] = (struct coll_rec){run, step, "", json_is_string(lk) && !strcmp(json_string_value(lk), "inter"),
                                               fct * (nn - 1) / nn * json_number_value(by), fct * (nn - 1), a, d,
                                               in_walk};
                     snprintf(v[at].key, sizeof v[at].key, "%s", key);
