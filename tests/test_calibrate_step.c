@@ -97,6 +97,68 @@ TEST(collectives_charge_the_issue_time)
     remove(path);
 }
 
+/* Collectives overlapped with the walk ("in_walk": the executors start a chunk's right after its
+ * last backward; its end is when the rank saw it done, after an op) are left out of the fit
+ * when the log has any that is not, and do not move the next one's origin before the walk's end.
+ * pp 1 x dp 2, walks end at 10.0 and 10.1: chunk 0's all-reduce started at 5.0 / 5.1 and seen
+ * done at 9.9 / 9.95 (inside the walk; 4.85 ms, far more than it took); vit's all-reduce started
+ * after the walks at 10.0 / 10.1 and ended at 10.3 on both. Its last member (rank 1) waited from
+ * its walk's end, 10.1 (not chunk 0's seen end, 9.95): 0.2 ms = 2(n-1) x latency, 100 us. */
+TEST(collectives_overlapped_left_out)
+{
+    const char *path = tmp("overlap.log");
+    FILE *f = fopen(path, "w");
+    for (int step = 1; step <= 3; step++) {
+        fprintf(f, "{\"step\": %d, \"loss\": 1, \"ms\": 12, \"ranks\": [", step);
+        for (int d = 0; d < 2; d++) {
+            fprintf(f, "%s{\"rank\": %d, \"pp\": 0, \"dp\": %d, \"walk_ms\": %.1f, \"sync_end_ms\": 10.3, "
+                       "\"optimizer_ms\": 1, \"collectives\": [", d ? ", " : "", d, d, d ? 10.1 : 10.0);
+            fprintf(f, "{\"op\": \"all_reduce\", \"of\": \"grads\", \"module\": \"gpt\", \"chunk\": 0, "
+                       "\"group\": \"dp\", \"ranks\": 2, \"link\": \"intra\", \"bytes\": 4000000, "
+                       "\"start_ms\": %.2f, \"end_ms\": %.2f, \"in_walk\": true}", d ? 5.1 : 5.0, d ? 9.95 : 9.9);
+            coll(f, 0, "all_reduce", "world", 2, "vit", -1, "intra", 1e6, d ? 10.1 : 10.0, d ? 0.2 : 0.3);
+            fprintf(f, "]}");
+        }
+        fprintf(f, "]}\n");
+    }
+    fclose(f);
+    struct bm_coll_fit cf;
+    struct bm_err err;
+    CHECKF(bm_calibrate_collectives(path, &cf, &err) == BM_OK, "%s", err.msg);
+    CHECK(cf.intra.n == 1 && !cf.intra.have_bw && cf.inter.n == 0);
+    CHECK_NEAR(cf.intra.latency_us, 100.0, 1e-6);
+    remove(path);
+}
+
+/* Two runs' logs appended (the steps start again at 1): each run's collectives are its own. Run
+ * A's vit all-reduce, last member started at 10.1, takes 0.2 ms; run B's, started at 20.1 on its
+ * own clock, 0.4 ms. Steps 2 and 3 of each: median of {0.2, 0.2, 0.4, 0.4} = 0.3 ms = 2(n-1) x
+ * latency, 150 us (merged by step number, run B's later start would stand for both: 200 us). */
+TEST(collectives_runs_appended)
+{
+    const char *path = tmp("runs.log");
+    FILE *f = fopen(path, "w");
+    for (int run = 0; run < 2; run++)
+        for (int step = 1; step <= 3; step++) {
+            double at = run ? 20 : 10, dur = run ? 0.4 : 0.2;
+            fprintf(f, "{\"step\": %d, \"loss\": 1, \"ms\": 12, \"ranks\": [", step);
+            for (int d = 0; d < 2; d++) {
+                fprintf(f, "%s{\"rank\": %d, \"pp\": 0, \"dp\": %d, \"walk_ms\": %.1f, \"collectives\": [",
+                        d ? ", " : "", d, d, at + (d ? 0.1 : 0.0));
+                coll(f, 1, "all_reduce", "world", 2, "vit", -1, "intra", 1e6, at + (d ? 0.1 : 0.0), dur + (d ? 0 : 0.1));
+                fprintf(f, "]}");
+            }
+            fprintf(f, "]}\n");
+        }
+    fclose(f);
+    struct bm_coll_fit cf;
+    struct bm_err err;
+    CHECKF(bm_calibrate_collectives(path, &cf, &err) == BM_OK, "%s", err.msg);
+    CHECK(cf.intra.n == 1 && !cf.intra.have_bw);
+    CHECK_NEAR(cf.intra.latency_us, 150.0, 1e-6);
+    remove(path);
+}
+
 TEST(collectives_fit_by_hand_intra_and_inter)
 {
     const char *path = tmp("both.log");
@@ -171,6 +233,8 @@ int main(void)
 {
     RUN(collectives_fit_by_hand_intra_and_inter);
     RUN(collectives_charge_the_issue_time);
+    RUN(collectives_overlapped_left_out);
+    RUN(collectives_runs_appended);
     RUN(collectives_fit_intra_only);
     RUN(collectives_one_size_fits_latency_alone);
     RUN(collectives_log_without_them_fails);

@@ -42,21 +42,24 @@ static struct bm_table *backbone_table(enum bm_backbone bb, int P, int V, int M,
     for (int r = 0; r < P; r++) {
         if (bm_backbone_order(bb, P, V, M, r, 0, st, &err)) abort();
         for (int k = 0; k < n; k++) {
-            int c = st[k].chunk, mb = st[k].mb;
-            int prev = c > 0 && (c - 1) % P != r, next = c < C - 1 && (c + 1) % P != r;
+            int c = st[k].chunk, mb = st[k].mb; /* neighbours' ranks: the backbone's placement */
+            int rp = c > 0 ? bm_backbone_chunk_rank(bb, P, c - 1) : -1, rn = c < C - 1 ? bm_backbone_chunk_rank(bb, P, c + 1) : -1;
+            int prev = rp >= 0 && rp != r, next = rn >= 0 && rn != r;
             char name[64];
             if (st[k].pass == BM_PASS_F) {
                 snprintf(name, sizeof name, "llm.c%d.out", c - 1);
-                if (prev) push(t, r, BM_OP_RECV, 0, 0, -1, mb, (c - 1) % P, bm_table_tensor(t, name, 0, 0));
+                if (prev) push(t, r, BM_OP_RECV, 0, 0, -1, mb, rp, bm_table_tensor(t, name, 0, 0));
                 push(t, r, BM_OP_COMPUTE, BM_PASS_F, 0, c, mb, -1, -1);
                 snprintf(name, sizeof name, "llm.c%d.out", c);
-                if (next) push(t, r, BM_OP_SEND, 0, 0, -1, mb, (c + 1) % P, bm_table_tensor(t, name, 0, 0));
+                if (next) push(t, r, BM_OP_SEND, 0, 0, -1, mb, rn, bm_table_tensor(t, name, 0, 0));
+            } else if (st[k].pass == BM_PASS_W) { /* a zero-bubble weight gradient: no message */
+                push(t, r, BM_OP_COMPUTE, BM_PASS_W, 0, c, mb, -1, -1);
             } else {
                 snprintf(name, sizeof name, "grad:llm.c%d.out", c);
-                if (next) push(t, r, BM_OP_RECV, 0, 0, -1, mb, (c + 1) % P, bm_table_tensor(t, name, 0, 1));
+                if (next) push(t, r, BM_OP_RECV, 0, 0, -1, mb, rn, bm_table_tensor(t, name, 0, 1));
                 push(t, r, BM_OP_COMPUTE, BM_PASS_B, 0, c, mb, -1, -1);
                 snprintf(name, sizeof name, "grad:llm.c%d.out", c - 1);
-                if (prev) push(t, r, BM_OP_SEND, 0, 0, -1, mb, (c - 1) % P, bm_table_tensor(t, name, 0, 1));
+                if (prev) push(t, r, BM_OP_SEND, 0, 0, -1, mb, rp, bm_table_tensor(t, name, 0, 1));
             }
         }
     }
@@ -190,6 +193,43 @@ TEST(overlap_hidden_and_exposed)
     bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
 }
 
+/* A V-shaped backbone (zb-v, P = 2, V = 2, M = 4, D = 2): chunk c runs on rank c for c < 2 and on
+ * rank 3 - c for the second half (rank 0 holds chunks 0 and 3, rank 1 chunks 1 and 2), not on
+ * c mod P. Each chunk's all-reduce (20 ms, far longer than any cooldown) runs on its own rank's
+ * stream from its last backward (W) there: rank r ends at max(its walk, first + 20) + 20, first
+ * the earlier of its two chunks' last backwards; the step at the later of the two ranks. Placed
+ * by c mod P, rank 0's stream would take chunk 2's reduction, whose backward ends on rank 1. */
+TEST(v_shape_chunks_on_their_ranks)
+{
+    double param = 4 * 0.2e6 / 1048576.0 * 100; /* 20 ms per chunk's all-reduce over 2 at 1 GB/s */
+    struct bm_costs *t_c = NULL;
+    struct bm_table *t = backbone_table(BM_BB_ZB_V, 2, 2, 4, param, 4 * param, 1, 0, &t_c);
+    t->dp = 2;
+    CHECK(bm_table_chunk_rank(t, 2) == 1 && bm_table_chunk_rank(t, 3) == 0);
+    struct bm_timeline *tl = sim(t, t_c);
+    struct bm_step st;
+    struct bm_step_rank sr[2];
+    struct bm_err err;
+    CHECK(bm_step_model_ranks(t, t_c, tl, &st, sr, &err) == BM_OK);
+    static const int chunks[2][2] = {{0, 3}, {1, 2}};
+    double big = 20, want = 0;
+    for (int r = 0; r < 2; r++) {
+        double a = last_b(t, tl, chunks[r][0]), b = last_b(t, tl, chunks[r][1]);
+        double first = a < b ? a : b, w = walk_end(t, tl, r);
+        double e = (first + big > w ? first + big : w) + big;
+        CHECKF(fabs(sr[r].sync_start_ms - first) < 1e-9, "rank %d: sync starts %.6f, want %.6f", r, sr[r].sync_start_ms,
+               first);
+        CHECKF(fabs(sr[r].sync_end_ms - e) < 1e-9, "rank %d: sync ends %.6f, want %.6f", r, sr[r].sync_end_ms, e);
+        CHECK_NEAR(sr[r].sync_busy_ms, 2 * big, 1e-9);
+        if (e > want) want = e;
+    }
+    CHECK(fabs(last_b(t, tl, 2) - last_b(t, tl, 3)) > 1e-6); /* the misplacement would show */
+    CHECK_NEAR(st.step_ms, want, 1e-9);
+    CHECK_NEAR(tl->step_ms, want, 1e-9);
+    bm_timeline_free(tl);
+    bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
+}
+
 /* D = 1, no replicated module: no collective, step = walk + optimizer. 1F1B P = 2, M = 4;
  * state 4096 MiB = 1024 weights + 1024 gradients + 2048 optimizer state, half per rank: each
  * rank updates 1 GiB of optimizer state at 3 ms/GiB. Rank 0's walk ends last. */
@@ -286,6 +326,7 @@ int main(void)
     RUN(ring_formulas_by_hand);
     RUN(ring_in_the_step_one_and_two_hosts);
     RUN(overlap_hidden_and_exposed);
+    RUN(v_shape_chunks_on_their_ranks);
     RUN(dp1_step_is_walk_plus_optimizer);
     RUN(zero1_memory_by_hand_2x2);
     return test_summary();

@@ -158,11 +158,14 @@ int bm_calibrate_optimizer(const char *path, double *ms_per_gib, int *n, struct 
 
 /* The collectives' ring fitted from a step log's "collectives" (each rank's: op, group, ranks,
  * bytes, start_ms, end_ms, link): a collective of one step is the members' records of the same
- * (group, module, chunk, of, op); its time is that of the member that started last (it waited
- * for no one), from the end of that rank's walk or previous collective (its work to issue it;
- * ZeRO-1's all-gathers from its optimizer's end) to the collective's end: the span alone when
- * the rank's record has no walk_ms; each collective's median over the steps (the first left out when there
- * are more) is one point; per link class (intra, inter host) a least-squares fit through the
+ * (group, module, chunk, of, op) (a log of several runs appended one after another: each run's
+ * own, a step number not above the previous line's starting the next run); its time is that of
+ * the member that started last (it waited for no one), from the later of the end of that rank's
+ * walk and of its previous collective (its work to issue it; ZeRO-1's all-gathers from its
+ * optimizer's end) to the collective's end: the span alone when the rank's record has no
+ * walk_ms; each collective's median over the steps (the first of each run left out when there
+ * are more) is one point, left out when that member started it inside its walk ("in_walk": its
+ * end only seen after an op) and the link class has points that are not; per link class (intra, inter host) a least-squares fit through the
  * origin of  t = f(n-1)/n * bytes / bw + f(n-1) * latency  (f = 2 for an all-reduce, 1 for a
  * reduce-scatter or an all-gather: src/sim/step.h). When the points cannot tell bandwidth from
  * latency (one size) or the fit is unphysical, latency alone is fitted (have_bw = 0). */

@@ -84,17 +84,20 @@ done:
 /* One collective's members as read: key (step, group id, module, chunk, of), the last member to
  * start and its own duration (it waited for no one). */
 struct coll_rec {
+    int run;            /* the run, in a log of several runs one after another (its steps restart) */
     long step;
     char key[160];
     int inter;
     double x1, x2;      /* the ring's bytes term f(n-1)/n * bytes and latency term f(n-1) */
     double start, dur;  /* the latest start among the members so far, and that member's duration */
+    int approx;         /* that member started it inside its walk ("in_walk"): its end is when the
+                         * rank saw it done, after an op, so dur only bounds the collective's time */
 };
 
-static int find_rec(struct coll_rec *v, int n, long step, const char *key)
+static int find_rec(struct coll_rec *v, int n, int run, long step, const char *key)
 {
     for (int i = n - 1; i >= 0; i--)
-        if (v[i].step == step && !strcmp(v[i].key, key)) return i;
+        if (v[i].run == run && v[i].step == step && !strcmp(v[i].key, key)) return i;
     return -1;
 }
 
@@ -137,7 +140,8 @@ int bm_calibrate_collectives(const char *path, struct bm_coll_fit *out, struct b
     FILE *f = fopen(path, "r");
     if (!f) return bm_err_set(err, "%s: cannot read the step log", path);
     struct coll_rec *v = NULL;
-    int nv = 0, cap = 0, line = 0, steps = 0, rc = BM_OK, seen_key = 0;
+    int nv = 0, cap = 0, line = 0, steps = 0, rc = BM_OK, seen_key = 0, run = 0;
+    long last_step = -1;
     char buf[1 << 16];
     double *x1 = NULL, *x2 = NULL, *tt = NULL, *med = NULL;
     while (fgets(buf, sizeof buf, f)) {
@@ -154,6 +158,8 @@ int bm_calibrate_collectives(const char *path, struct bm_coll_fit *out, struct b
         }
         steps++;
         long step = (long)json_integer_value(st);
+        if (step <= last_step) run++; /* the steps start again: the next run's log, appended */
+        last_step = step;
         size_t i, k;
         json_t *r, *c;
         json_array_foreach(ranks, i, r) {
@@ -176,7 +182,8 @@ int bm_calibrate_collectives(const char *path, struct bm_coll_fit *out, struct b
                 json_t *op = json_object_get(c, "op"), *grp = json_object_get(c, "group"), *n = json_object_get(c, "ranks");
                 json_t *by = json_object_get(c, "bytes"), *s0 = json_object_get(c, "start_ms"), *s1 = json_object_get(c, "end_ms");
                 json_t *mod = json_object_get(c, "module"), *ch = json_object_get(c, "chunk"), *of = json_object_get(c, "of");
-                json_t *lk = json_object_get(c, "link");
+                json_t *lk = json_object_get(c, "link"), *iw = json_object_get(c, "in_walk");
+                int in_walk = json_is_true(iw);
                 if (!json_is_string(op) || !json_is_string(grp) || !json_is_integer(n) || !json_is_number(by) ||
                     !json_is_number(s0) || !json_is_number(s1) || !json_is_string(mod)) {
                     json_decref(j);
@@ -192,7 +199,9 @@ int bm_calibrate_collectives(const char *path, struct bm_coll_fit *out, struct b
                 if (charge) {
                     double from = opt_end >= 0 && a >= opt_end && prev < opt_end ? opt_end : prev;
                     if (from < issue) issue = from;
-                    prev = e;
+                    /* a collective overlapped with the walk (it ended before the walk did) leaves
+                     * the walk's end as the next one's origin */
+                    if (e > prev) prev = e;
                 }
                 if (fct == 0 || nn < 2) continue; /* an unknown op, or a group of one: nothing to fit */
                 char key[160];
@@ -201,7 +210,7 @@ int bm_calibrate_collectives(const char *path, struct bm_coll_fit *out, struct b
                          json_string_value(mod), json_is_integer(ch) ? (long long)json_integer_value(ch) : -1LL,
                          json_is_string(of) ? json_string_value(of) : "", ops);
                 double d = e - issue;
-                int at = find_rec(v, nv, step, key);
+                int at = find_rec(v, nv, run, step, key);
                 if (at < 0) {
                     if (bm_grow(&v, &cap, nv + 1, sizeof *v)) {
                         json_decref(j);
@@ -209,11 +218,12 @@ int bm_calibrate_collectives(const char *path, struct bm_coll_fit *out, struct b
                         goto done;
                     }
                     at = nv++;
-                    v[at] = (struct coll_rec){step, "", json_is_string(lk) && !strcmp(json_string_value(lk), "inter"),
-                                              fct * (nn - 1) / nn * json_number_value(by), fct * (nn - 1), a, d};
+                    v[at] = (struct coll_rec){run, step, "", json_is_string(lk) && !strcmp(json_string_value(lk), "inter"),
+                                              fct * (nn - 1) / nn * json_number_value(by), fct * (nn - 1), a, d,
+                                              in_walk};
                     snprintf(v[at].key, sizeof v[at].key, "%s", key);
                 } else if (a > v[at].start) { /* a later member: its duration is the collective's */
-                    v[at].start = a, v[at].dur = d;
+                    v[at].start = a, v[at].dur = d, v[at].approx = in_walk;
                 }
             }
         }
@@ -238,11 +248,17 @@ int bm_calibrate_collectives(const char *path, struct bm_coll_fit *out, struct b
         goto done;
     }
     for (int inter = 0; inter < 2; inter++) { /* per link class: each collective's median over the steps */
-        int n = 0;
+        /* collectives overlapped with the walk (the executors start a gradient's right after its
+         * last backward) end when the rank saw them done: only an upper bound. Fitted from the
+         * ones whose last member started after its walk (a blocking wait saw their end) when the
+         * class has any, else from all. */
+        int exact = 0, n = 0;
+        for (int i = 0; i < nv; i++) exact |= v[i].inter == inter && !v[i].approx;
         for (int i = 0; i < nv;) {
             int e = i, m = 0;
-            while (e < nv && !strcmp(v[e].key, v[i].key) && v[e].inter == v[i].inter) med[m++] = v[e++].dur;
-            if (v[i].inter == inter) {
+            for (; e < nv && !strcmp(v[e].key, v[i].key) && v[e].inter == v[i].inter; e++)
+                if (!exact || !v[e].approx) med[m++] = v[e].dur;
+            if (v[i].inter == inter && m > 0) {
                 qsort(med, (size_t)m, sizeof *med, cmp_double);
                 x1[n] = v[i].x1, x2[n] = v[i].x2, tt[n] = m % 2 ? med[m / 2] : (med[m / 2 - 1] + med[m / 2]) / 2;
                 n++;

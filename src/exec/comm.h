@@ -60,6 +60,18 @@ struct bm_comm_ops {
     int (*reduce_scatter_sum)(struct bm_comm *c, float **bufs, size_t count, enum bm_comm_group group,
                               struct bm_err *err);
     int (*allgather)(struct bm_comm *c, float **bufs, size_t count, enum bm_comm_group group, struct bm_err *err);
+    /* The gradient collectives started inside the walk (Megatron's overlap, docs/simulator.md
+     * "The step"): allreduce_sum (scatter 0) or reduce_scatter_sum (scatter 1) of ONE local
+     * rank's buffer, started now and completed by coll_wait; *req names it. buf stays untouched
+     * until then. Every rank of a group starts the group's collectives in the same order. Only
+     * for transports with one local rank (MPI); NULL in comm_local, whose collectives take every
+     * local rank's buffer at once (the driver then runs them after the walk). */
+    int (*icoll)(struct bm_comm *c, int scatter, float *buf, size_t n, enum bm_comm_group group, long *req,
+                 struct bm_err *err);
+    /* Test (block 0: *done = 0 when not complete yet) or wait (block 1, failing after timeout_s
+     * like wait) for collective req; a completed id is released. Each call also lets every
+     * other started transfer progress. */
+    int (*coll_wait)(struct bm_comm *c, long req, int block, int *done, struct bm_err *err);
     /* Max of one int per local rank over all ranks (agreement on a status). */
     int (*allreduce_max)(struct bm_comm *c, const int *vals, int *out, struct bm_err *err);
     /* Variable-size gather to global rank 0: items[i] of bytes[i] from each local rank.

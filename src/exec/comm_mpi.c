@@ -9,7 +9,9 @@
  * Point to point: MPI_Isend / MPI_Irecv on the pipeline communicator (MPI_COMM_WORLD with
  * D = 1); a blocking wait polls MPI_Test (yielding the core between polls, so oversubscribed
  * runs stay fast) and fails after comm->timeout_s, so a peer that hangs turns into an error
- * instead of a hang. Collectives are the non-blocking MPI-3 ones (MPI_Iallreduce, MPI_Igatherv, MPI_Ibcast) waited the same way. Errors
+ * instead of a hang. Collectives are the non-blocking MPI-3 ones (MPI_Iallreduce, MPI_Igatherv, MPI_Ibcast) waited the same way;
+ * the gradients' all-reduces and reduce-scatters may also be started inside the walk (icoll) and
+ * waited later (coll_wait), every MPI_Test of the walk letting them progress. Errors
  * abort the whole job with MPI_Abort (a dead peer makes mpirun end every process), under a
  * watchdog that ends this process when MPI_Abort hangs (a dead link between hosts). When the
  * launcher ends the job (SIGTERM, because another rank failed), a rank that is waiting says
@@ -28,7 +30,21 @@
 #include "exec/comm.h"
 #include "util/util.h"
 
+/* A gradient collective started inside the walk (icoll): its requests (an all-reduce of more
+ * than 2^30 floats runs in parts) and, for an in-place reduce-scatter, its counts (kept until it
+ * completes, as MPI asks) and the move of the rank's sum to its own slice once done. */
+struct icoll {
+    MPI_Request *r;
+    int nr;                 /* 0: the slot is free */
+    int scatter;
+    int *counts, *displs;
+    float *buf;
+    size_t move_to, move_n; /* reduce-scatter: move_n floats from buf[0] to buf[move_to] */
+};
+
 struct mpi {
+    struct icoll *ic;   /* [cap_ic] started collectives (icoll), n_ic slots in use or free */
+    int n_ic, cap_ic;
     MPI_Request *req;
     int *peer;          /* [cap_peer] the other rank of each point-to-point request */
     int n_req, cap_req, cap_peer;
@@ -418,6 +434,75 @@ static int m_allgather(struct bm_comm *c, float **bufs, size_t count, enum bm_co
     return rc ? BM_ERR : BM_OK;
 }
 
+static int m_icoll(struct bm_comm *c, int scatter, float *buf, size_t n, enum bm_comm_group group, long *req,
+                   struct bm_err *err)
+{
+    struct mpi *m = c->impl;
+    MPI_Comm comm = group == BM_COMM_DP ? m->dpc : MPI_COMM_WORLD;
+    int g = group == BM_COMM_DP ? c->dp : c->world, k = group == BM_COMM_DP ? c->replica : m->world_rank;
+    *req = -1; /* a group of one: nothing to do, coll_wait(-1) is done at once */
+    if (g <= 1) return BM_OK;
+    long id = -1;
+    for (int i = 0; i < m->n_ic && id < 0; i++)
+        if (!m->ic[i].nr) id = i;
+    if (id < 0) {
+        if (bm_grow(&m->ic, &m->cap_ic, m->n_ic + 1, sizeof *m->ic))
+            return bm_err_set(err, "out of memory for a collective request");
+        id = m->n_ic++;
+    }
+    struct icoll *q = &m->ic[id];
+    *q = (struct icoll){.scatter = scatter, .buf = buf};
+    size_t part = (size_t)1 << 30; /* MPI counts are ints */
+    int parts = scatter || n == 0 ? 1 : (int)((n + part - 1) / part);
+    if (!(q->r = bm_malloc((size_t)parts * sizeof *q->r))) return bm_err_set(err, "out of memory for a collective request");
+    if (scatter) {
+        if (slices(n, g, &q->counts, &q->displs, err)) {
+            bm_free(q->r), q->r = NULL;
+            return BM_ERR;
+        }
+        q->move_to = (size_t)q->displs[k], q->move_n = (size_t)q->counts[k];
+        q->r[0] = MPI_REQUEST_NULL, q->nr = 1;
+        if (check(MPI_Ireduce_scatter(MPI_IN_PLACE, buf, q->counts, MPI_FLOAT, MPI_SUM, comm, &q->r[0]),
+                  "MPI_Ireduce_scatter", err))
+            return BM_ERR;
+    } else {
+        for (int i = 0; i < parts; i++) {
+            size_t at = (size_t)i * part;
+            int cnt = (int)(n - at > part ? part : n - at);
+            q->r[i] = MPI_REQUEST_NULL, q->nr = i + 1;
+            if (check(MPI_Iallreduce(MPI_IN_PLACE, buf + at, cnt, MPI_FLOAT, MPI_SUM, comm, &q->r[i]), "MPI_Iallreduce",
+                      err))
+                return BM_ERR;
+        }
+    }
+    *req = id;
+    return BM_OK;
+}
+
+static int m_coll_wait(struct bm_comm *c, long req, int block, int *done, struct bm_err *err)
+{
+    struct mpi *m = c->impl;
+    *done = 1;
+    if (req == -1) return BM_OK;
+    if (req < 0 || req >= m->n_ic || !m->ic[req].nr) return bm_err_set(err, "bad collective request id %ld", req);
+    struct icoll *q = &m->ic[req];
+    for (int i = 0; i < q->nr; i++) {
+        int d = 0;
+        if (q->r[i] == MPI_REQUEST_NULL) continue;
+        if (poll_req(c, &q->r[i], block, &d, q->scatter ? "no gradient reduce-scatter result" : "no gradient all-reduce result",
+                     -1, err))
+            return BM_ERR;
+        if (!d) {
+            *done = 0;
+            return BM_OK;
+        }
+    }
+    if (q->move_n) memmove(q->buf + q->move_to, q->buf, q->move_n * sizeof(float));
+    bm_free(q->r), bm_free(q->counts), bm_free(q->displs);
+    *q = (struct icoll){0};
+    return BM_OK;
+}
+
 static int m_allreduce_max(struct bm_comm *c, const int *vals, int *out, struct bm_err *err)
 {
     MPI_Request r;
@@ -565,6 +650,9 @@ static void m_free(struct bm_comm *c)
             if (m->req[i] != MPI_REQUEST_NULL) MPI_Cancel(&m->req[i]), MPI_Request_free(&m->req[i]);
         if (m->pipe != MPI_COMM_WORLD) MPI_Comm_free(&m->pipe);
         if (m->dpc != MPI_COMM_SELF) MPI_Comm_free(&m->dpc);
+        for (int i = 0; i < m->n_ic; i++) /* collectives a failed step left open: their memory */
+            bm_free(m->ic[i].r), bm_free(m->ic[i].counts), bm_free(m->ic[i].displs);
+        bm_free(m->ic);
         bm_free(m->req), bm_free(m->peer), bm_free(m->host), bm_free(m->hostp), bm_free(m->reply_buf);
         bm_free(m);
     }
@@ -575,7 +663,7 @@ static void m_free(struct bm_comm *c)
 static const struct bm_comm_ops mpi_ops = {
     .isend = m_isend, .irecv = m_irecv, .wait = m_wait, .allreduce_sum = m_allreduce_sum,
     .reduce_scatter_sum = m_reduce_scatter_sum, .allgather = m_allgather,
-    .allreduce_max = m_allreduce_max, .gather = m_gather, .bcast = m_bcast, .clock_offset = m_clock_offset, .split = m_split, .abort = m_abort,
+    .icoll = m_icoll, .coll_wait = m_coll_wait, .allreduce_max = m_allreduce_max, .gather = m_gather, .bcast = m_bcast, .clock_offset = m_clock_offset, .split = m_split, .abort = m_abort,
     .free = m_free,
 };
 

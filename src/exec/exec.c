@@ -91,6 +91,9 @@ struct bm_exec {
     double tail[3];      /* the step after the walk: sync start, sync end, optimizer ms (run.c) */
     struct bm_exec_coll *colls; /* [2 * n_inst] this step's collectives (run.c) */
     int n_colls;
+    int *last_bwd;       /* [n_inst] the rank's op of the instance's last backward (B or W); -1: none */
+    bm_exec_op_hook hook; /* called after each op of the walk (run.c: the overlapped collectives) */
+    void *hook_arg;
 };
 
 static int role_of(const struct bm_exec *x, int module) { return (int)x->t->modules[module].role; }
@@ -259,6 +262,7 @@ void bm_exec_free(struct bm_exec *x)
     bm_free(x->data);
     bm_free(x->inst), bm_free(x->inst_of), bm_free(x->uses0), bm_free(x->recv_consumer);
     bm_free(x->sends), bm_free(x->lm), bm_free(x->gen), bm_free(x->times), bm_free(x->mem), bm_free(x->colls);
+    bm_free(x->last_bwd);
     bm_free(x->op_bytes), bm_free(x->mb_pend), bm_free(x->mb_last);
     bm_free(x);
 }
@@ -383,12 +387,14 @@ int bm_exec_new(const struct bm_spec *s, const struct bm_table *t, int rank, str
     x->wctx = bm_calloc((size_t)x->n_inst * M + 1, sizeof *x->wctx);
     x->split = bm_calloc((size_t)nm + 1, 1);
     x->colls = bm_calloc((size_t)x->n_inst * 2 + 1, sizeof *x->colls);
+    x->last_bwd = bm_malloc(((size_t)x->n_inst + 1) * sizeof *x->last_bwd);
     if (!x->ctx || !x->rc_in || !x->rc_n || !x->rc_held || !x->op_in_bytes || !x->msg_bytes || !x->wctx || !x->split ||
-        !x->colls) {
+        !x->colls || !x->last_bwd) {
         bm_err_set(err, "out of memory");
         goto fail;
     }
     bm_table_split_flags(t, x->split);
+    for (int i = 0; i < x->n_inst; i++) x->last_bwd[i] = -1;
     /* Static use counts and checks of every op. */
     for (int k = 0; k < x->n_ops; k++) {
         const struct bm_op *op = &x->ops[k];
@@ -417,6 +423,7 @@ int bm_exec_new(const struct bm_spec *s, const struct bm_table *t, int rank, str
                     goto fail;
                 }
             }
+            if (op->pass != BM_PASS_F) x->last_bwd[inst_for(x, op) - x->inst] = k;
             if (op->pass == BM_PASS_W) continue; /* needs and makes no tensor */
             const struct bm_flow_op *f = flow_of(x, op);
             /* chunk 0 takes (F) and gives back (B) one tensor per encoder; a backward may get
@@ -912,6 +919,7 @@ int bm_exec_advance(struct bm_exec *x, int block, int *done, int *progress, stru
         x->pc++;
         ++*progress;
         if (x->n_sends && poll_sends(x, 0, err)) return op_fail(x, k, err);
+        if (x->hook && x->hook(x->hook_arg, k, err)) return op_fail(x, k, err);
     }
     *done = 1;
     return BM_OK;
@@ -945,6 +953,15 @@ int bm_exec_step_finish(struct bm_exec *x, struct bm_err *err)
 }
 
 int bm_exec_zero(const struct bm_exec *x) { return x->t->zero; }
+
+int bm_exec_inst_last_bwd(const struct bm_exec *x, int i) { return x->last_bwd[i]; }
+
+int bm_exec_inst_role(const struct bm_exec *x, int i) { return role_of(x, x->inst[i].module); }
+
+void bm_exec_set_op_hook(struct bm_exec *x, bm_exec_op_hook hook, void *arg)
+{
+    x->hook = hook, x->hook_arg = arg;
+}
 
 void bm_exec_optimizer_inst(struct bm_exec *x, int i, long step)
 {

@@ -54,6 +54,8 @@ struct bm_exec_coll {
     int inter;             /* 1: the group spans hosts */
     double bytes;          /* the buffer's bytes (each rank's whole buffer) */
     double start_ms, end_ms; /* on the step's clock (bm_exec_now_ms) */
+    int in_walk;           /* 1: started inside the walk, before the rank's last op (the end is
+                            * when the rank first saw it done, after the op running then) */
 };
 
 struct bm_exec;
@@ -94,6 +96,16 @@ void bm_exec_optimizer(struct bm_exec *x, long step);
 void bm_exec_optimizer_inst(struct bm_exec *x, int i, long step);
 /* 1 when the rank's table asks for ZeRO-1 (table->zero). */
 int bm_exec_zero(const struct bm_exec *x);
+
+/* The rank's op (index into its op list) that ends instance i's last backward (B or W) in a
+ * step, after which its gradients are final; -1 when the rank runs no backward of it. */
+int bm_exec_inst_last_bwd(const struct bm_exec *x, int i);
+/* Instance i's module's role (enum bm_role). */
+int bm_exec_inst_role(const struct bm_exec *x, int i);
+/* Called by bm_exec_advance after each op k of the walk completes (hook NULL: none); a failure
+ * (BM_ERR, err set) fails the op. run.c starts each instance's gradient collective there. */
+typedef int (*bm_exec_op_hook)(void *arg, int k, struct bm_err *err);
+void bm_exec_set_op_hook(struct bm_exec *x, bm_exec_op_hook hook, void *arg);
 
 /* Module instances of the rank: for i in 0..n-1, module index (spec order), global chunk (-1 for
  * non-backbone), replicated (1 = encoder/generator replica, all-reduced). */

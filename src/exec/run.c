@@ -4,6 +4,7 @@
  * P ranks in one process (comm_local, cooperative round-robin). */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <math.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -156,7 +157,7 @@ static int collective(struct bm_exec **x, struct bm_comm *c, int i, int op, int 
                                           : c->ops->allreduce_sum(c, bufs, n, group, err);
     double t1 = bm_exec_now_ms(x[0]);
     struct bm_exec_coll e = {i, op, weights, group, group == BM_COMM_WORLD ? c->world : c->dp,
-                             group_inter(c, group), (double)n * sizeof(float), t0, t1};
+                             group_inter(c, group), (double)n * sizeof(float), t0, t1, 0};
     for (int l = 0; l < c->nlocal && rc == BM_OK; l++) bm_exec_note_coll(x[l], &e);
     return rc;
 }
@@ -192,6 +193,126 @@ static int sync_instances(struct bm_exec **x, struct bm_comm *c, int weights, st
     }
     bm_free(bufs);
     return rc;
+}
+
+/* ---------------------------------------------------------------- overlapped gradient sync */
+
+/* Megatron's overlap (docs/simulator.md "The step", docs/executor.md "The step"): each
+ * instance's gradient collective (all-reduce, or ZeRO-1's reduce-scatter) starts inside the walk,
+ * right after the rank's last backward (B or W) of the instance (bm_exec_inst_last_bwd), and the
+ * driver waits for them all before the optimizer. Each op of the walk tests the open ones, which
+ * is what makes MPI progress them while the rank computes (no progress thread). A group's
+ * collectives start in the same order on each of its ranks: a backbone chunk's data-parallel
+ * group are replicas of one pipeline rank, walking the same op list; the replicated modules'
+ * group is every rank, whose op lists differ, so these start in one fixed order (the generators'
+ * first, whose backward comes first, then the encoders', each in spec order: docs/simulator.md
+ * "The step"), each once its own backward and every earlier one's are done. A transport without
+ * icoll (comm_local) runs them all after the walk (sync_instances). */
+struct gsync {
+    struct bm_exec *x;
+    struct bm_comm *c;
+    int n;           /* instances */
+    char *state;     /* [n] 0: none (frozen, or a group of one), 1: to start, 2: started, 3: done */
+    long *req;       /* [n] the transport's id once started */
+    double *t0, *t1; /* [n] start and end (ms on the step's clock; the end as first seen) */
+    char *in_walk;   /* [n] 1: started before the rank's last op (its end is only seen between ops) */
+    int n_ops;       /* the rank's ops */
+    int *order;      /* [n] instances in the order they started */
+    int n_started;
+};
+
+static void gs_free(struct gsync *g)
+{
+    bm_free(g->state), bm_free(g->req), bm_free(g->t0), bm_free(g->t1), bm_free(g->order), bm_free(g->in_walk);
+}
+
+/* Set up the step's collectives (state 1 for each instance that has one). */
+static int gs_init(struct gsync *g, struct bm_exec *x, struct bm_comm *c, struct bm_err *err)
+{
+    int n = bm_exec_n_inst(x);
+    *g = (struct gsync){.x = x, .c = c, .n = n};
+    g->state = bm_calloc((size_t)n + 1, 1), g->req = bm_calloc((size_t)n + 1, sizeof *g->req);
+    g->t0 = bm_calloc((size_t)n + 1, sizeof *g->t0), g->t1 = bm_calloc((size_t)n + 1, sizeof *g->t1);
+    g->order = bm_calloc((size_t)n + 1, sizeof *g->order);
+    g->in_walk = bm_calloc((size_t)n + 1, 1);
+    bm_exec_op_times(x, &g->n_ops);
+    if (!g->state || !g->req || !g->t0 || !g->t1 || !g->order || !g->in_walk) {
+        gs_free(g);
+        return bm_err_set(err, "out of memory");
+    }
+    for (int i = 0; i < n; i++) {
+        int module, chunk, rep;
+        bm_exec_inst(x, i, &module, &chunk, &rep);
+        g->state[i] = !((!rep && c->dp <= 1) || (rep && c->world <= 1) || bm_exec_inst_frozen(x, i));
+    }
+    return BM_OK;
+}
+
+/* Start every collective whose gradients are final after op k (k = INT_MAX: all that are left),
+ * in the orders above; then test the open ones (their progress). */
+static int gs_step(struct gsync *g, int k, struct bm_err *err)
+{
+    int world_wait = 0; /* a replicated instance not ready yet: the later ones wait for it */
+    for (int j = 0; j < 2 * g->n; j++) { /* the generators' first (their backward runs first), then the rest */
+        int i = j % g->n, module, chunk, rep;
+        if (g->state[i] != 1) continue;
+        bm_exec_inst(g->x, i, &module, &chunk, &rep);
+        if (rep && (bm_exec_inst_role(g->x, i) == BM_ROLE_GENERATOR) != (j < g->n)) continue;
+        if (!rep && j >= g->n) continue;
+        int ready = bm_exec_inst_last_bwd(g->x, i) <= k;
+        if (rep && (world_wait || !ready)) {
+            world_wait = 1;
+            continue;
+        }
+        if (!ready) continue;
+        size_t n, lo, hi;
+        float *buf = bm_exec_inst_grads(g->x, i, &n);
+        int scatter = bm_exec_inst_shard(g->x, i, &lo, &hi) > 1;
+        g->t0[i] = bm_exec_now_ms(g->x);
+        if (g->c->ops->icoll(g->c, scatter, buf, n, rep ? BM_COMM_WORLD : BM_COMM_DP, &g->req[i], err)) return BM_ERR;
+        g->state[i] = 2;
+        g->in_walk[i] = k < g->n_ops - 1;
+        g->order[g->n_started++] = i;
+    }
+    for (int j = 0; j < g->n_started; j++) {
+        int i = g->order[j], done = 0;
+        if (g->state[i] != 2) continue;
+        if (g->c->ops->coll_wait(g->c, g->req[i], 0, &done, err)) return BM_ERR;
+        if (done) g->state[i] = 3, g->t1[i] = bm_exec_now_ms(g->x);
+    }
+    return BM_OK;
+}
+
+static int gs_hook(void *arg, int k, struct bm_err *err) { return gs_step(arg, k, err); }
+
+/* After the walk: start what is left, wait for every collective, note them (start order) in the
+ * step log. *s0 / *s1: the first start and the last end (-1 / now when there were none). */
+static int gs_finish(struct gsync *g, double *s0, double *s1, struct bm_err *err)
+{
+    if (gs_step(g, INT_MAX, err)) return BM_ERR;
+    *s0 = -1, *s1 = bm_exec_now_ms(g->x);
+    for (int j = 0; j < g->n_started; j++) {
+        int i = g->order[j], done = 0;
+        if (g->state[i] == 2) {
+            if (g->c->ops->coll_wait(g->c, g->req[i], 1, &done, err)) return BM_ERR;
+            g->state[i] = 3, g->t1[i] = bm_exec_now_ms(g->x);
+        }
+    }
+    for (int j = 0; j < g->n_started; j++) {
+        int i = g->order[j], module, chunk, rep;
+        size_t n, lo, hi;
+        bm_exec_inst(g->x, i, &module, &chunk, &rep);
+        bm_exec_inst_grads(g->x, i, &n);
+        int group = rep ? BM_COMM_WORLD : BM_COMM_DP;
+        int op = bm_exec_inst_shard(g->x, i, &lo, &hi) > 1 ? BM_COLL_REDUCE_SCATTER : BM_COLL_ALL_REDUCE;
+        struct bm_exec_coll e = {i, op, 0, group, group == BM_COMM_WORLD ? g->c->world : g->c->dp,
+                                 group_inter(g->c, group), (double)n * sizeof(float), g->t0[i], g->t1[i],
+                                 g->in_walk[i]};
+        bm_exec_note_coll(g->x, &e);
+        if (*s0 < 0 || g->t0[i] < *s0) *s0 = g->t0[i];
+        if (g->t1[i] > *s1) *s1 = g->t1[i];
+    }
+    return BM_OK;
 }
 
 /* Final parameters in spec module order (replicas from rank 0, backbone chunks in global order)
@@ -308,12 +429,36 @@ int bm_exec_run_step(struct bm_exec **x, struct bm_comm *c, long step, struct bm
     if (c->ops->bcast(c, &origin, sizeof origin, err)) return step_fail(step, err);
     for (int l = 0; l < c->nlocal; l++)
         if (bm_exec_step_begin(x[l], origin, err)) return BM_ERR;
-    if (walk(x, c, err)) return BM_ERR;
-    for (int l = 0; l < c->nlocal; l++)
-        if (bm_exec_step_finish(x[l], err)) return BM_ERR;
-    double s0 = bm_exec_now_ms(x[0]); /* the step's tail, for the log (docs/simulator.md "The step") */
-    if (sync_instances(x, c, 0, err)) return step_fail(step, err);
-    double s1 = bm_exec_now_ms(x[0]);
+    int overlap = c->nlocal == 1 && c->ops->icoll && c->ops->coll_wait;
+    struct gsync g = {0};
+    if (overlap) { /* the gradient collectives start inside the walk (gsync above) */
+        if (gs_init(&g, x[0], c, err)) return BM_ERR;
+        bm_exec_set_op_hook(x[0], gs_hook, &g);
+        if (gs_step(&g, -1, err)) { /* a rank without a backward of an instance: at once */
+            gs_free(&g);
+            return step_fail(step, err);
+        }
+    }
+    int rc = walk(x, c, err);
+    if (overlap) bm_exec_set_op_hook(x[0], NULL, NULL);
+    for (int l = 0; l < c->nlocal && rc == BM_OK; l++) rc = bm_exec_step_finish(x[l], err);
+    if (rc) {
+        gs_free(&g);
+        return BM_ERR;
+    }
+    /* the step's tail, for the log (docs/simulator.md "The step"): the collectives' first start
+     * (inside the walk when overlapped) and last end */
+    double s0 = bm_exec_now_ms(x[0]), s1;
+    if (overlap) {
+        double a;
+        rc = gs_finish(&g, &a, &s1, err);
+        gs_free(&g);
+        if (rc) return step_fail(step, err);
+        if (a >= 0) s0 = a;
+    } else {
+        if (sync_instances(x, c, 0, err)) return step_fail(step, err);
+        s1 = bm_exec_now_ms(x[0]);
+    }
     for (int l = 0; l < c->nlocal; l++) {
         double o0 = bm_exec_now_ms(x[l]);
         bm_exec_optimizer(x[l], step); /* each instance's shard: the whole unless ZeRO-1 */
@@ -650,15 +795,15 @@ static int gather_step(struct bm_exec **x, struct bm_comm *c, int M, double ms, 
         }
         q[6 + 2 * M] = st.sync_start_ms, q[7 + 2 * M] = st.sync_end_ms, q[8 + 2 * M] = st.optimizer_ms;
         q[9 + 2 * M] = (double)ob;
-        int nc; /* the collectives: a count, then 8 numbers each, then their starts (report_step) */
+        int nc; /* the collectives: a count, then 9 numbers each, then their starts (report_step) */
         const struct bm_exec_coll *cl = bm_exec_colls(x[l], &nc);
         double *e = q + 10 + 2 * M;
         e[0] = nc;
         for (int k = 0; k < nc; k++) {
-            double *f = e + 1 + 8 * k;
+            double *f = e + 1 + 9 * k;
             f[0] = cl[k].inst, f[1] = cl[k].op, f[2] = cl[k].weights, f[3] = cl[k].group, f[4] = cl[k].ranks;
-            f[5] = cl[k].inter, f[6] = cl[k].bytes, f[7] = cl[k].end_ms - cl[k].start_ms;
-            e[1 + 8 * nc + k] = cl[k].start_ms;
+            f[5] = cl[k].inter, f[6] = cl[k].bytes, f[7] = cl[k].end_ms - cl[k].start_ms, f[8] = cl[k].in_walk;
+            e[1 + 9 * nc + k] = cl[k].start_ms;
         }
         double *pb = q + sr->nrec - sr->ni; /* each instance's weights (bytes), for calibrate */
         for (int i = 0; i < bm_exec_n_inst(x[l]) && i < sr->ni; i++) {
@@ -732,7 +877,7 @@ static int report_step(const struct bm_train_opts *o, FILE *pr, FILE *log, const
             int nc = (int)e[0];
             for (int k = 0; k < nc; k++) { /* instance i is the same module on every rank (run.c) */
                 static const char *const ops[] = {"all_reduce", "reduce_scatter", "all_gather"};
-                const double *f = e + 1 + 8 * k;
+                const double *f = e + 1 + 9 * k;
                 int module, chunk, rep, inst = (int)f[0];
                 bm_exec_inst(x0, inst, &module, &chunk, &rep);
                 fprintf(log, "%s{\"op\": \"%s\", \"of\": \"%s\", \"module\": ", k ? ", " : "", ops[(int)f[1]],
@@ -745,9 +890,9 @@ static int report_step(const struct bm_train_opts *o, FILE *pr, FILE *log, const
                     fprintf(log, ", \"chunk\": %d", c2);
                 }
                 fprintf(log, ", \"group\": \"%s\", \"ranks\": %d, \"link\": \"%s\", \"bytes\": %.0f, "
-                             "\"start_ms\": %.3f, \"end_ms\": %.3f}",
+                             "\"start_ms\": %.3f, \"end_ms\": %.3f%s}",
                         (int)f[3] == BM_COMM_WORLD ? "world" : "dp", (int)f[4], f[5] ? "inter" : "intra", f[6],
-                        e[1 + 8 * nc + k], e[1 + 8 * nc + k] + f[7]);
+                        e[1 + 9 * nc + k], e[1 + 9 * nc + k] + f[7], f[8] ? ", \"in_walk\": true" : "");
             }
             fprintf(log, "], \"params\": [");
             for (int i = 0; i < bm_exec_n_inst(x0); i++) { /* the weights of each instance the rank holds */
@@ -799,7 +944,7 @@ int bm_exec_train(const struct bm_spec *s, const struct bm_table *t, const struc
      * instance (the replicas of every module but the backbone, and vpp chunks), then each
      * instance's weights in bytes (the log's "params") */
     int ni = t->n_modules - 1 + t->vpp; /* instances per rank: the replicas and vpp chunks */
-    struct step_records sr = {.nrec = 10 + 2 * M + 1 + 9 * 2 * ni + ni, .ni = ni};
+    struct step_records sr = {.nrec = 10 + 2 * M + 1 + 10 * 2 * ni + ni, .ni = ni};
     sr.rec = bm_calloc((size_t)nl * sr.nrec, sizeof *sr.rec);
     sr.items = bm_calloc((size_t)nl, sizeof *sr.items);
     sr.bytes = bm_calloc((size_t)nl, sizeof *sr.bytes), sr.ob = bm_calloc((size_t)c->world, sizeof *sr.ob);

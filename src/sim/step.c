@@ -57,7 +57,8 @@ static void state_parts(const struct bm_table *t, const struct bm_costs *k, cons
         *o = (struct bm_step_mem){0, 0, 0};
         if (bb >= 0 && bb < t->n_modules) {
             const struct bm_cost *m = &k->modules[bb];
-            for (int c = r; c < C; c += P) { /* a frozen module: its weights only */
+            for (int c = 0; c < C; c++) { /* a frozen module: its weights only */
+                if (bm_table_chunk_rank(t, c) != r) continue; /* V shapes: not c mod P */
                 double w = bm_cost_chunk_weight(t, k, c);
                 o->weights_mib += bm_step_param_mib(m) * w;
                 if (t->modules[bb].frozen) continue;
@@ -237,19 +238,27 @@ int bm_step_model_ends(const struct bm_table *t, const struct bm_costs *km, doub
     if (bb >= 0 && bb < NM && D > 1 && !t->modules[bb].frozen)
         for (int c = 0; c < C; c++) {
             double mib = bm_step_param_mib(&km->modules[bb]) * bm_cost_chunk_weight(t, km, c);
-            int x = spans_hosts(t, NULL, c % P);
+            int cr = bm_table_chunk_rank(t, c); /* the chunk's rank (V shapes: not c mod P) */
+            int x = spans_hosts(t, NULL, cr);
             double gbps, lat;
             coll_link(dv, x, &gbps, &lat);
             double ms = bm_step_ring_ms(D, mib, gbps, lat, !t->zero);
-            if (ms > 0) cs[n++] = (struct coll){last_chunk[c], c, c % P, bb, ms};
+            if (ms > 0) cs[n++] = (struct coll){last_chunk[c], c, cr, bb, ms};
         }
-    for (int m = 0; m < NM; m++) {
-        if (m == bb || t->modules[m].frozen) continue;
+    /* the replicated modules' collectives start in one fixed order, the executors' (every rank
+     * must issue a group's collectives alike): the generators' first, then the others', each in
+     * spec order; one may start once its own and every earlier one's last backwards are done */
+    double before = 0;
+    for (int j = 0; j < 2 * NM; j++) {
+        int m = j % NM;
+        if (m == bb || t->modules[m].frozen || (t->modules[m].role == BM_ROLE_GENERATOR) != (j < NM)) continue;
         int k = n_hosts_of(t, h, m) * D, x = spans_hosts(t, h + m, -1);
         double gbps, lat;
         coll_link(dv, x, &gbps, &lat);
         double ms = bm_step_ring_ms(k, bm_step_param_mib(&km->modules[m]), gbps, lat, !t->zero);
-        if (ms > 0) cs[n++] = (struct coll){last_mod[m], C + m, -1, m, ms};
+        if (!(ms > 0)) continue;
+        if (last_mod[m] > before) before = last_mod[m];
+        cs[n++] = (struct coll){before, C + m, -1, m, ms};
     }
     out->n_collectives = n;
     for (int r = 0; r < P; r++) first[r] = -1;

@@ -9,7 +9,8 @@
  * state_mib >= 2 * param_mib); a backbone chunk holds its chunk weight's share of each.
  *
  * Groups: a copy of a module is held by every global rank that hosts it. Backbone chunk c on
- * pipeline rank p: its D replicas (global ranks p*D + d). Any other module: every pipeline rank
+ * pipeline rank p = bm_table_chunk_rank(t, c) (c mod P but for the V shapes, whose second half
+ * runs back down the ranks): its D replicas (global ranks p*D + d). Any other module: every pipeline rank
  * with a compute op of it, in every replica (k*D ranks; unified's encoder on rank 0 only: D).
  * ZeRO-1 (t->zero) shards each copy's optimizer state over its group: a rank keeps 1/n.
  *
@@ -21,9 +22,11 @@
  * n = 1 or 0 bytes: none. ZeRO 0 all-reduces the gradients; ZeRO 1 reduce-scatters them and,
  * after the optimizer, all-gathers the updated weights.
  *
- * Order (Megatron's overlap): a backbone chunk's collective may start when its rank's last
- * backward (B or W) of the chunk ends; another module's when every rank of its group has ended
- * its last backward of it. Each rank has one communication stream: a collective starts when it
+ * Order (Megatron's overlap, as both executors run it): a backbone chunk's collective may start
+ * when its rank's last backward (B or W) of the chunk ends; another module's when every rank of
+ * its group has ended its last backward of it and the module before it has (the executors issue
+ * the replicated modules' collectives in one fixed order, the same on every rank: generators
+ * first, whose backward runs first, then the others, each in spec order). Each rank has one communication stream: a collective starts when it
  * may and every member's stream is free; collectives are issued in the order they may start
  * (ties: backbone chunks by global chunk, then modules by index). Every replica walks the same
  * table, so the D replicas of a pipeline rank have the same times and one stream per pipeline

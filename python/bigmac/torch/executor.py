@@ -429,6 +429,12 @@ class Executor:
                 self.flow.append(None)
                 if op.kind == bigmac.OP_SEND:
                     self.uses0[(op.tensor, op.mb)] = self.uses0.get((op.tensor, op.mb), 0) + 1
+        # each instance's last backward (B or W) on this rank: its gradients are final after that
+        # op, and its all-reduce starts there (Megatron's overlap; _sync_start); -1: none here
+        self.last_bwd = [-1] * len(self.inst)
+        for k, op in enumerate(self.ops):
+            if op.kind == bigmac.OP_COMPUTE and op.pass_ != "F":
+                self.last_bwd[self.inst_of[(op.module, op.chunk if op.module == self.bb else -1)]] = k
         self.tensor_names = [table.tensor_name(i) for i in range(table.n_tensors)]
         self.tensor_module = [table.tensor_module(i) for i in range(table.n_tensors)]
         self.times = [[0.0, 0.0, 0.0] for _ in self.ops]
@@ -619,6 +625,7 @@ class Executor:
             for p in ps:
                 if p.grad is None:
                     p.grad = torch.zeros_like(p)
+        self._sync_begin()
         t0 = time.time()
         self.mem.append((self._now(), 0.0, 0.0, 0.0))
         mb_pend = [0.0] * self.M
@@ -643,6 +650,8 @@ class Executor:
                     tm[2] = ready
                     mb_last[op.mb], mb_pend[op.mb] = tm[1], 0.0
                     self.mem.append((tm[1] if op.pass_ == "F" else tm[0],) + tuple(float(v) for v in self.live))
+                    if op.pass_ != "F":
+                        self._sync_start(k)
             except bigmac.Error:
                 raise
             except Exception as e:  # not the user's code (that is tagged in _compute): name the op all the same
@@ -667,8 +676,12 @@ class Executor:
         for (tsr, mb), v in self.store.items():
             raise bigmac.Error("rank %d: tensor %s of microbatch %d was never used up" % (self.me, self.tensor_names[tsr], mb))
         self.ms = (time.time() - t0) * 1e3
-        self.sync_start_ms = self._now()  # the step after the walk, for the log (docs/simulator.md "The step")
+        # the step after the walk, for the log (docs/simulator.md "The step"): from the first
+        # all-reduce's start (inside the walk) to the last one's end
+        self.sync_start_ms = self._now()
         self._allreduce()
+        if self.colls:
+            self.sync_start_ms = min(self.sync_start_ms, min(c["start_ms"] for c in self.colls))
         self.sync_end_ms = self._now()
         self.grad_norm = None
         if self.scaler is not None:
@@ -962,40 +975,72 @@ class Executor:
                     inst["name"], chunk, type(e).__name__, e, what, op.mb, where_raised(e))) from e
         return _Tag()
 
-    def _allreduce(self):
-        """Replicated modules' gradients summed over all P*D ranks, backbone chunks' over the D
-        replicas of this pipeline rank (one flat all_reduce per instance); each one's start, end
-        and bytes into self.colls (the step log's "collectives", as the C executor's)."""
-        self.colls = []
-        for i, x in enumerate(self.inst):
-            if not self.params[i]:
+    def _sync_begin(self):
+        """The step's gradient all-reduces (Megatron's overlap, docs/simulator.md "The step"): each
+        instance's starts (async_op) right after the rank's last backward of it (_sync_start) and
+        runs on gloo's threads while the walk goes on; _allreduce waits for them before the
+        optimizer. Replicated modules sum over all P*D ranks, whose op lists differ: theirs start
+        in one fixed order (generators, then encoders, each in spec order), each once its own
+        backward and every earlier one's are done; backbone chunks sum over the D replicas of this pipeline rank, which walk
+        the same op list, and start as they become ready."""
+        self.colls, self.pending, self.started = [], [], set()
+        self._sync_start(-1)  # an instance without a backward on this rank: its zeros at once
+
+    def _sync_start(self, k):
+        world_wait = False
+        # the replicated modules' in one fixed order: generators first (their backward runs
+        # first), then the encoders, each in spec order (the C executor's and the simulator's)
+        order = sorted(range(len(self.inst)), key=lambda i: (self.inst[i]["replicated"] and self.inst[i]["role"] != "generator", i))
+        for i in order:
+            x = self.inst[i]
+            if i in self.started or not self.params[i]:
                 continue
             if x["replicated"]:
                 if self.P * self.D == 1:
                     continue
+                if world_wait or self.last_bwd[i] > k:
+                    world_wait = True
+                    continue
                 group, over = self.world_group, "the ranks"
             else:
-                if self.D == 1:
+                if self.D == 1 or self.last_bwd[i] > k:
                     continue
                 group, over = self.dp_group, "the data-parallel replicas"
+            self.started.add(i)
             flat = torch.cat([p.grad.reshape(-1) for p in self.params[i]])
             f = self._comm(flat)
             c0 = self._now()
-            self._wait(lambda: dist.all_reduce(f, op=dist.ReduceOp.SUM, group=group, async_op=True), None,
-                       "the sum of module %s%s's gradients over %s (all_reduce)"
-                       % (x["name"], " chunk %d" % x["chunk"] if x["chunk"] >= 0 else "", over))
+            what = "the sum of module %s%s's gradients over %s (all_reduce)" % (
+                x["name"], " chunk %d" % x["chunk"] if x["chunk"] >= 0 else "", over)
+            try:
+                work = dist.all_reduce(f, op=dist.ReduceOp.SUM, group=group, async_op=True)
+            except RuntimeError as e:
+                raise self._comm_error(None, what, None, e) from e
+            self.pending.append((i, f, work, c0, what, k < len(self.ops) - 1))
+
+    def _allreduce(self):
+        """Wait for the step's all-reduces (_sync_begin), in the order they started, and put the
+        sums back into the gradients; each one's start, end (when its wait returned) and bytes
+        into self.colls (the step log's "collectives", as the C executor's)."""
+        self._sync_start(len(self.ops))  # any left (none: every backward has run)
+        for i, f, work, c0, what, in_walk in self.pending:
+            x = self.inst[i]
+            self._wait(work, None, what)
             c = {"op": "all_reduce", "of": "grads", "module": x["name"]}
             if not x["replicated"]:
                 c["chunk"] = x["chunk"]
             c.update({"group": "world" if x["replicated"] else "dp", "ranks": self.P * self.D if x["replicated"] else self.D,
                       "link": "intra", "bytes": f.numel() * f.element_size(), "start_ms": round(c0, 3),
                       "end_ms": round(self._now(), 3)})
+            if in_walk:  # started before the rank's last op: its end is when the wait returned
+                c["in_walk"] = True
             self.colls.append(c)
             f = f.to(self.device)
             at = 0
             for p in self.params[i]:
                 p.grad.copy_(f[at:at + p.numel()].reshape(p.shape))
                 at += p.numel()
+        self.pending = []
 
     # ------------------------------------------------------------ results
 
