@@ -1,0 +1,163 @@
+"""bench_torch_attr.py — where the profiled prediction of a torch pipelined step and the measured
+step part (issue 29): the measured run's ops (every step's, both ranks) against the simulator's
+timeline of the profiled spec, op kind by op kind. Figures printed, nothing asserted.
+
+Run: PYTHONPATH=python /usr/bin/python3 bench/bench_torch_attr.py [SPEC] [SCHEDULE ...]
+(default: tests/specs/exec-small.json and examples/tiny-mllm.json, 1f1b interleaved zb-h1;
+STEPS=10, steps 3..STEPS measured; RT=0: normal priority, else real-time when root).
+
+Per (spec, schedule): the step (log "ms": rank 0's Executor.step) and its parts, measured
+(medians over steps) and simulated: the lead (the step's start to the first op), the walk (first
+op to the last op's end, max over ranks), the send completions at the walk's end, the gradient
+all-reduces, the optimizer; then per op kind the summed durations on each rank (compute by
+module and pass; recv waits; the gaps between ops: dispatch) measured vs simulated.
+"""
+import json
+import os
+import statistics
+import sys
+import tempfile
+
+import bigmac
+import bigmac.torch as bt
+import bigmac.torch.executor as ex
+from bigmac.torch import twins
+
+STEPS = int(os.environ.get("STEPS", "10"))
+tmp = tempfile.mkdtemp()
+V = {"1f1b": 1, "interleaved": 2, "zb-h1": 1}
+
+
+def run(rank, spec, build, data, table, steps):
+    """Train, keeping every step's ops (times since the step's origin, ms), the step's
+    start/end against the origin and the executor's tail."""
+    out = []
+    step0 = ex.Executor.step
+
+    def step(self, s):
+        import time
+        t0 = time.time()
+        r = step0(self, s)
+        t1 = time.time()
+        out.append({"start": (t0 - self.origin) * 1e3, "end": (t1 - self.origin) * 1e3,
+                    "times": [list(t) for t in self.times], "walk_ms": self.ms, "sync": (self.sync_start_ms, self.sync_end_ms),
+                    "opt": self.optimizer_ms,
+                    "kinds": [(o.kind, o.module, o.chunk, o.pass_) for o in self.ops],
+                    "names": [o.name for o in self.ops]})
+        return r
+    ex.Executor.step = step
+    try:
+        bt.train(spec, build, data, table=table, steps=steps, log=os.path.join(tmp, "l.jsonl") if rank == 0 else None)
+    finally:
+        ex.Executor.step = step0
+    return out
+
+
+def sim_ops(prof, v, b):
+    """The simulated timeline of the profiled spec: {rank: [(start ms, dur ms, name, args)]} by op index, and step figures."""
+    table = bigmac.plan(prof, pp=2, vpp=v, backbone=b)
+    path = os.path.join(tmp, "sim.json")
+    bigmac.render(table, "trace", path)
+    d = json.load(open(path))
+    ev = d["traceEvents"] if isinstance(d, dict) else d
+    ops = {0: {}, 1: {}}
+    step = {0: [], 1: []}
+    for e in ev:
+        if e.get("ph") != "X":
+            continue
+        if e.get("cat") == "step":
+            step[e["pid"]].append((e["name"], e["ts"] / 1e3, e["dur"] / 1e3))
+            continue
+        ops[e["pid"]][e["args"]["op"]] = (e["ts"] / 1e3, e["dur"] / 1e3, e["name"])
+    return table, {r: [ops[r][k] for k in sorted(ops[r])] for r in ops}, step, bigmac.simulate(table)
+
+
+def key(kind, module, chunk, p, names):
+    if kind == bigmac.OP_SEND:
+        return "send"
+    if kind == bigmac.OP_RECV:
+        return "recv"
+    return "%s %s" % (names[module], p)
+
+
+def main():
+    specs = [a for a in sys.argv[1:] if a.endswith(".json")] or ["tests/specs/exec-small.json", "examples/tiny-mllm.json"]
+    scheds = [a for a in sys.argv[1:] if a in V] or list(V)
+    rt = os.environ.get("RT", "1") == "1" and os.geteuid() == 0
+    if rt:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(10))
+    print("load %.1f" % os.getloadavg()[0])
+    for spec in specs:
+        sp = bigmac.load_spec(spec)
+        names = [m.name for m in sp.modules]
+        tw = (twins.factory(spec), twins.dataset(spec))
+        for b in scheds:
+            v = V[b]
+            prof = bt.profile(spec, *tw, table=bigmac.plan(spec, pp=2, vpp=v, backbone=b))
+            table, sops, sstep, sim = sim_ops(prof, v, b)
+            ppath = os.path.join(tmp, "prof.json")
+            with open(ppath, "w") as f:
+                json.dump(prof.to_dict(), f)
+            recs = bt.spawn(run, 2, (ppath, tw[0], tw[1], table, STEPS), timeout=600)
+            logms = [json.loads(l)["ms"] for l in open(os.path.join(tmp, "l.jsonl"))]
+            keep = range(2, STEPS)
+            dv = prof.to_dict()["device"]
+            print("\n## %s %s (load %.1f)" % (os.path.basename(spec), b, os.getloadavg()[0]))
+            print("profile: %s" % ", ".join("%s %g" % (k, dv.get(k, 0)) for k in (
+                "op_overhead_us", "recv_overhead_us", "link_latency_us", "step_lead_us", "optimizer_ms_per_gib")))
+            ov = prof.overheads
+            print("  parts: dispatch %.1f us, send %.1f us, data %.1f us, setup %.1f us, post %.1f us, bcast %.1f us, chunk %s" % (
+                ov["dispatch_us"], ov["send_us"], ov["data_us"], ov["setup_us"], ov["header_post_us"],
+                ov["broadcast_us"], {k: round(x, 3) for k, x in ov["chunk_fixed_ms"].items()}))
+            med = statistics.median
+            # the step's parts, measured on rank 0 (its log ms) and per rank
+            m_step = med([logms[s] for s in keep])
+            print("step ms: measured %.2f (log), simulated step_ms %.2f (makespan %.2f, sync exposed %.2f, optimizer %.2f) -> %.2f" % (
+                m_step, sim["step_ms"], sim["makespan_ms"], sim["sync_exposed_ms"], sim["optimizer_ms"], sim["step_ms"] / m_step))
+            print("| part | rank | measured ms (median) | simulated ms |")
+            print("|---|---|---|---|")
+            for r in (0, 1):
+                R = [recs[r][s] for s in keep]
+                first = med([x["times"][0][0] - x["start"] for x in R])
+                last = med([max(t[1] for t in x["times"]) - x["start"] for x in R])
+                walk_end = med([x["sync"][0] - x["start"] for x in R])
+                sync = med([x["sync"][1] - x["sync"][0] for x in R])
+                opt = med([x["opt"] for x in R])
+                end = med([x["end"] - x["start"] for x in R])
+                s_first = sops[r][0][0]
+                s_last = max(t[0] + t[1] for t in sops[r])
+                print("| lead: step start -> first op | %d | %.2f | %.2f |" % (r, first, s_first))
+                print("| first op -> last op end | %d | %.2f | %.2f |" % (r, last - first, s_last - s_first))
+                print("| last op end -> walk end (sends' completion) | %d | %.2f | |" % (r, walk_end - last))
+                print("| gradient all-reduces | %d | %.2f | %s |" % (r, sync, sstep[r]))
+                print("| optimizer | %d | %.2f | |" % (r, opt))
+                print("| step (this rank's Executor.step) | %d | %.2f | |" % (r, end))
+            for r in (0, 1):
+                if [n for _, _, n in sops[r]] != recs[r][0]["names"]:
+                    raise SystemExit("rank %d: the simulated ops are not the run's" % r)
+            # per op kind, summed durations and gaps
+            print("| op kind | rank | n | measured sum ms | simulated sum ms | measured/simulated |")
+            print("|---|---|---|---|---|---|")
+            for r in (0, 1):
+                R = [recs[r][s] for s in keep]
+                kinds = R[0]["kinds"]
+                agg_m, agg_s = {}, {}
+                for k, kd in enumerate(kinds):
+                    name = key(*kd, names)
+                    d_m = med([x["times"][k][1] - x["times"][k][0] for x in R])
+                    agg_m.setdefault(name, []).append(d_m)
+                    agg_s.setdefault(name, []).append(sops[r][k][1])
+                    if k:
+                        g_m = med([x["times"][k][0] - x["times"][k - 1][1] for x in R])
+                        g_s = sops[r][k][0] - (sops[r][k - 1][0] + sops[r][k - 1][1])
+                        agg_m.setdefault("gap (dispatch)", []).append(g_m)
+                        agg_s.setdefault("gap (dispatch)", []).append(g_s)
+                for name in sorted(agg_m):
+                    a, s = sum(agg_m[name]), sum(agg_s[name])
+                    print("| %s | %d | %d | %.2f | %.2f | %s |" % (name, r, len(agg_m[name]), a, s,
+                                                                 "%.2f" % (a / s) if s > 0 else "-"))
+            sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
