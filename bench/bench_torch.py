@@ -64,11 +64,19 @@ def makespan(trace):
 SCHEDULES = (("1f1b", 1), ("interleaved", 2), ("zb-h1", 1))
 
 
-def sched_runs(rank, specs, steps, rnd):
-    for spec in specs:
-        for b, v in SCHEDULES:
-            bt.train(spec, steps=steps, pp=2, vpp=v, backbone=b, log=os.path.join(tmp, "pred-%d-%s-%s.jsonl" % (
-                rnd, os.path.basename(spec), b)))
+def sched_runs(rank, jobs, steps):
+    """Every job (profiled spec's path, its table, build, data, log) trained for steps steps."""
+    for path, table, build, data, log in jobs:
+        bt.train(path, build, data, table=table, steps=steps, log=log)
+
+
+def predicted(prof, v, b):
+    """The profiled spec's table and its predicted step: the walk (makespan_ms), every gradient
+    all-reduce after it (sync_total_ms: the torch executor reduces after the walk, docs/simulator.md
+    "The step") and the optimizer."""
+    table = bigmac.plan(prof, pp=2, vpp=v, backbone=b)
+    sim = bigmac.simulate(table)
+    return table, sim["makespan_ms"] + sim["sync_total_ms"] + sim["optimizer_ms"]
 
 
 def predict():
@@ -93,18 +101,25 @@ def predict():
 def _predict(specs, rounds, l0, rt):
     meas, pred, cpred, profs = {}, {}, {}, {}
     for rnd in range(rounds):
+        jobs = []
         for spec in specs:
             tw = (twins.factory(spec), twins.dataset(spec))
             bare = bt.profile(spec, *tw, executor=False)
             for b, v in SCHEDULES:  # profiled for the table that runs (its op mix, a split backward)
                 prof = bt.profile(spec, *tw, table=bigmac.plan(spec, pp=2, vpp=v, backbone=b))
                 profs[(spec, b)] = prof
-                pred.setdefault((spec, b), []).append(bigmac.simulate(prof, pp=2, vpp=v, backbone=b)["step_ms"])
-                cpred.setdefault((spec, b), []).append(bigmac.simulate(bare, pp=2, vpp=v, backbone=b)["step_ms"])
-        bt.spawn(sched_runs, 2, (specs, STEPS, rnd), timeout=1800)
+                # the run trains the table predicted: the profiled spec's plan (its costs place the ops)
+                table, ms = predicted(prof, v, b)
+                pred.setdefault((spec, b), []).append(ms)
+                cpred.setdefault((spec, b), []).append(predicted(bare, v, b)[1])
+                path = os.path.join(tmp, "prof-%d-%s-%s.json" % (rnd, os.path.basename(spec), b))
+                with open(path, "w") as f:
+                    json.dump(prof.to_dict(), f)
+                jobs.append((path, table, tw[0], tw[1], path + "l"))
+        bt.spawn(sched_runs, 2, (jobs, STEPS), timeout=1800)
         for spec in specs:
             for b, v in SCHEDULES:
-                ms = [json.loads(l)["ms"] for l in open(os.path.join(tmp, "pred-%d-%s-%s.jsonl" % (
+                ms = [json.loads(l)["ms"] for l in open(os.path.join(tmp, "prof-%d-%s-%s.jsonl" % (
                     rnd, os.path.basename(spec), b)))]
                 meas.setdefault((spec, b), []).append(statistics.median(ms[2:] if len(ms) > 2 else ms))
     print("\nload %.1f at the start of section 3, %.1f at its end; STEPS=%d, ROUNDS=%d, %s" % (

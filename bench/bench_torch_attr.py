@@ -112,8 +112,10 @@ def main():
             med = statistics.median
             # the step's parts, measured on rank 0 (its log ms) and per rank
             m_step = med([logms[s] for s in keep])
-            print("step ms: measured %.2f (log), simulated step_ms %.2f (makespan %.2f, sync exposed %.2f, optimizer %.2f) -> %.2f" % (
-                m_step, sim["step_ms"], sim["makespan_ms"], sim["sync_exposed_ms"], sim["optimizer_ms"], sim["step_ms"] / m_step))
+            pr = sim["makespan_ms"] + sim["sync_total_ms"] + sim["optimizer_ms"]
+            print("step ms: measured %.2f (log), predicted %.2f = makespan %.2f + all-reduces %.2f + optimizer %.2f -> %.2f "
+                  "(expected makespan %.2f)" % (m_step, pr, sim["makespan_ms"], sim["sync_total_ms"], sim["optimizer_ms"],
+                                                pr / m_step, sim.get("expected_makespan_ms", 0)))
             print("| part | rank | measured ms (median) | simulated ms |")
             print("|---|---|---|---|")
             for r in (0, 1):
@@ -156,6 +158,22 @@ def main():
                     a, s = sum(agg_m[name]), sum(agg_s[name])
                     print("| %s | %d | %d | %.2f | %.2f | %s |" % (name, r, len(agg_m[name]), a, s,
                                                                  "%.2f" % (a / s) if s > 0 else "-"))
+            # compute ops after a blocking receive (> 50 us: the rank slept) against the others:
+            # measured / simulated duration, all steps pooled
+            woke, ran = [], []
+            for r in (0, 1):
+                for x in (recs[r][s] for s in keep):
+                    waited = False
+                    for k, kd in enumerate(x["kinds"]):
+                        d = x["times"][k][1] - x["times"][k][0]
+                        if kd[0] == bigmac.OP_RECV:
+                            waited = waited or d > 0.05
+                        elif kd[0] == bigmac.OP_COMPUTE:
+                            if sops[r][k][1] > 0:
+                                (woke if waited else ran).append(d / sops[r][k][1])
+                            waited = False
+            print("compute ops measured/simulated: after a blocking recv median %.2f (n %d), others %.2f (n %d)" % (
+                med(woke) if woke else 0, len(woke), med(ran) if ran else 0, len(ran)))
             sys.stdout.flush()
 
 

@@ -57,7 +57,7 @@ import torch.distributed as dist
 
 import bigmac
 from bigmac.torch.executor import _Acts, state_ptrs, data_ptrs, split_result, Executor, HDR, check_timeout, check_table, _takes_inputs, \
-    DEFAULT_TIMEOUT
+    DEFAULT_TIMEOUT, chunk_ranges, make_optimizer
 
 MIB = 1048576.0
 GIB = 1073741824.0
@@ -239,6 +239,60 @@ def _transfers(group, rank, ranks, comm_cpu, device, timeout, repeats):
             "broadcast_us": _median(bc) * 1e6}
 
 
+def _ring_fit(points, n=2, f=2):
+    """calibrate's fit of the collectives (src/calib/step_log.c fit_ring): least squares through
+    the origin of t = f(n-1)/n * bytes / bw + f(n-1) * latency over [(bytes, t us)]; (latency us,
+    GB/s); when the sizes cannot tell the two apart (one size, or a fit outside the physical),
+    latency alone, the bytes free (GB/s None). Sizes within a factor 4 of each other count as one
+    size: their time differences are the machine's noise, not the bytes'."""
+    x1 = [f * (n - 1) / n * b for b, _ in points]
+    x2 = [f * (n - 1.0)] * len(points)
+    t = [v for _, v in points]
+    s11, s12, s22 = sum(a * a for a in x1), sum(a * b for a, b in zip(x1, x2)), sum(b * b for b in x2)
+    s1t, s2t = sum(a * v for a, v in zip(x1, t)), sum(b * v for b, v in zip(x2, t))
+    det = s11 * s22 - s12 * s12
+    a = b = 0.0
+    sizes = [b for b, _ in points]
+    if len(points) >= 2 and det > 1e-12 * s11 * s22 and max(sizes) >= 4 * min(sizes):
+        a, b = (s1t * s22 - s2t * s12) / det, (s2t * s11 - s1t * s12) / det
+    if not a > 0 or b < 0:
+        return max(0.0, s2t / s22 if s22 > 0 else 0.0), None
+    return b, 1e-3 / a  # a: us per byte
+
+
+def _collectives(group, rank, ranks, comm_cpu, device, timeout, shapes, repeats):
+    """Executor._allreduce itself (on an Executor made without its constructor), one replicated
+    module at a time on ranks 0 and 1, with that module's trainable parameters' shapes (shapes:
+    [(name, [shape])]): {name: (bytes, median us)} (rank 0's; the ranks start each together)."""
+    x = object.__new__(Executor)
+    x.group = x.world_group = group
+    x.rank, x.ranks, x.me = rank, ranks, ranks[rank]
+    x.P, x.D, x.M, x.step_no = 2, 1, 1, 0
+    x.comm_cpu, x.device = comm_cpu, torch.device(device)
+    x.timeout = check_timeout(timeout)
+    x.td = datetime.timedelta(seconds=x.timeout)
+    x.ops = []
+    x.origin = time.time()
+    out = {}
+    for name, shp in shapes:
+        ps = []
+        for sh in shp:
+            q = torch.nn.Parameter(torch.randn(sh, device=x.device))
+            q.grad = torch.randn(sh, device=x.device)
+            ps.append(q)
+        x.inst, x.params = [{"replicated": True, "name": name, "chunk": -1}], [ps]
+        ts = []
+        for i in range(repeats + 1):
+            _Link.barrier(types.SimpleNamespace(x=x))
+            _spin(0.001)  # both ranks out of the barrier's wait
+            t0 = time.perf_counter()
+            x._allreduce()
+            if i:
+                ts.append((time.perf_counter() - t0) * 1e6)
+        out[name] = (sum(q.numel() * q.element_size() for q in ps), _median(ts))
+    return out
+
+
 # ---------------------------------------------------------------- the executor's walk
 
 class _Walk:
@@ -416,8 +470,47 @@ def _modules(spec, build, data, repeats, warmup, dev, track_memory):
 
 # ---------------------------------------------------------------- every measurement, on one rank
 
+def _optimizer(rank, spec, table, mods, build, dev, repeats):
+    """The optimizer's step (the executor's default: AdamW with the spec's "train" settings) over
+    the parameters pipeline rank `rank` of table holds: every module but the backbone (the
+    executor keeps each on every rank) and the backbone chunks on that rank, built by build;
+    (median ms, the rank's optimizer state in bytes as the simulator counts it: 2 x the trainable
+    parameter bytes of each module, the backbone's by its chunks' weights)."""
+    bb = spec.backbone_module
+    params = [p for i, md in enumerate(mods) if i != bb for p in md.parameters() if p.requires_grad]
+    ranges, weights = chunk_ranges(spec, table), table.to_dict().get("chunk_weights") or []
+    share = 0.0
+    bbm = spec.modules[bb]
+    for c, r in enumerate(table.chunk_ranks()):
+        if r != rank:
+            continue
+        a, b = ranges[c]
+        params += [p for p in build(bbm.name, a, b).to(dev).parameters() if p.requires_grad]
+        share += weights[c] if c < len(weights) else (b - a) / max(1, bbm.layers)
+    if not params:
+        return 0.0, 0.0
+    for p in params:
+        p.grad = torch.randn_like(p) * 1e-3
+    opt = make_optimizer(None, params, spec)
+    ts = []
+    for i in range(repeats + 1):
+        _sync(dev)
+        t0 = time.perf_counter()
+        opt.step()
+        _sync(dev)
+        if i:
+            ts.append((time.perf_counter() - t0) * 1e3)
+
+    def nbytes(md):
+        return sum(p.numel() * p.element_size() for p in md.parameters() if p.requires_grad)
+    state = sum(2 * nbytes(md) for i, md in enumerate(mods) if i != bb and spec.modules[i].trainable)
+    if bbm.trainable:
+        state += 2 * nbytes(mods[bb]) * share
+    return _median(ts), state
+
+
 def _measure(rank, group, ranks, comm_cpu, spec, build, data, repeats, warmup, device, track_memory, split, walk_mb,
-             timeout):
+             timeout, table):
     """Rank `rank` (0 or 1 measure, every rank of group runs the modules and the walk at once,
     as a pipeline keeps every rank busy) of group: the modules alone, the one-rank walk, the
     transfers. Rank 0 returns the figures, compute figures averaged over ranks 0 and 1."""
@@ -447,12 +540,21 @@ def _measure(rank, group, ranks, comm_cpu, spec, build, data, repeats, warmup, d
         if v:
             fixed[p] = min(max(0.0, _median(v)), 0.9 * _median(whole.dur[(bb, 0, p)]))
     optim = sum(2 * sum(p.numel() * p.element_size() for p in md.parameters() if p.requires_grad) for md in mods)
+    # the optimizer as the table's rank `rank` holds it (ranks 0 and 1 at once)
+    opt_rank = _optimizer(rank, spec, table, mods, build, dev, max(repeats, 5)) if rank < min(2, table.pp) else None
+    # the replicated modules' gradients (Executor._allreduce: every module but the backbone)
+    shapes = [(m.name, [tuple(p.shape) for p in mods[i].parameters() if p.requires_grad])
+              for i, m in enumerate(spec.modules) if i != bb and m.trainable]
+    shapes = [(n, s) for n, s in shapes if s]
     del mods
     mine = {"alone": alone, "ops": {k: _median(v) for k, v in whole.dur.items()}, "fixed": fixed,
             "dispatch_us": sum(whole.gaps) / len(whole.gaps) if whole.gaps else 0.0, "first_us": _median(whole.first),
-            "data_us": _median(whole.calls), "optimizer_ms": _median(whole.opt_ms), "optim_bytes": optim}
+            "data_us": _median(whole.calls), "optimizer_ms": _median(whole.opt_ms), "optim_bytes": optim,
+            "opt_rank": opt_rank}
     dist.barrier(group=group)
     tr = _transfers(pair, rank, ranks, comm_cpu, device, timeout, max(2 * repeats, 10)) if rank < 2 else None
+    if rank < 2:
+        tr["collectives"] = _collectives(pair, rank, ranks, comm_cpu, device, timeout, shapes, max(2 * repeats, 10))
     obj = [mine if rank == 1 else None]
     dist.broadcast_object_list(obj, src=ranks[1], group=group)
     if rank != 0:
@@ -465,6 +567,7 @@ def _measure(rank, group, ranks, comm_cpu, spec, build, data, repeats, warmup, d
         return (a + b) / 2.0 if isinstance(a, float) else a
     out = avg(mine, other)
     out["transfers"] = tr
+    out["opt_rank"] = [x for x in (mine["opt_rank"], other["opt_rank"]) if x is not None]
     return out
 
 
@@ -521,7 +624,8 @@ def profile(spec, build, data, repeats=5, warmup=1, device="cpu", track_memory=T
             raise bigmac.Error("profile: table: %s" % e) from e
     split = any(o.kind == bigmac.OP_COMPUTE and o.pass_ == "W" for ops in table.ops for o in ops)
     M = spec.microbatches or 1
-    args = (spec, build, data, repeats, warmup, device, track_memory, split, max(1, min(M, max(repeats, 4))), timeout)
+    args = (spec, build, data, repeats, warmup, device, track_memory, split, max(1, min(M, max(repeats, 4))), timeout,
+            table)
     if dist.is_available() and dist.is_initialized():
         group = None
         n = dist.get_world_size(group)
@@ -583,11 +687,25 @@ def profile(spec, build, data, repeats=5, warmup=1, device="cpu", track_memory=T
     dv["link_latency_us"] = round(max(0.0, lat0), 3)
     dv["link_gbytes_per_s"] = round(min(1e6, 1e-3 / lat1), 6) if lat1 > 0 else 1e6
     dv["step_lead_us"] = round(nf * res["data_us"] + nr * tr["post_us"] + tr["broadcast_us"] + setup_us, 3)
-    dv["optimizer_ms_per_gib"] = round(res["optimizer_ms"] / gib, 6) if gib > 0 else 0.0
+    # the optimizer: the table's ranks 0 and 1 (their parameters), per GiB of the state the
+    # simulator gives them; the whole model's (the walk's) when they hold none
+    ot, ob = sum(t for t, _ in res["opt_rank"]), sum(b for _, b in res["opt_rank"]) / GIB
+    if ob > 0:
+        dv["optimizer_ms_per_gib"] = round(ot / ob, 6)
+    else:
+        dv["optimizer_ms_per_gib"] = round(res["optimizer_ms"] / gib, 6) if gib > 0 else 0.0
+    # the gradient all-reduces (Executor._allreduce, the executor's work around each included)
+    colls = tr["collectives"]
+    if colls:
+        clat, cbw = _ring_fit(list(colls.values()))
+        dv["coll_latency_us"] = round(clat, 3)
+        dv["coll_gbytes_per_s"] = round(min(1e6, cbw), 6) if cbw else 1e6
     over.update({
         "dispatch_us": dispatch, "send_us": send_us, "data_us": res["data_us"], "setup_us": setup_us,
         "header_post_us": tr["post_us"], "broadcast_us": tr["broadcast_us"], "optimizer_ms": res["optimizer_ms"],
+        "optimizer_rank_ms": [t for t, _ in res["opt_rank"]], "optimizer_rank_bytes": [b for _, b in res["opt_rank"]],
         "latency_us": tr["latency_us"], "arrived_recv_us": tr["arrived_recv_us"], "send_us_by_size": tr["send_us"],
+        "allreduce_us": {k: v[1] for k, v in colls.items()}, "allreduce_bytes": {k: v[0] for k, v in colls.items()},
         "mix": {"compute": nc, "send": ns, "recv": nr, "forward_microbatches": nf, "backbone": nbb},
         "message_bytes": typ})
     return _spec(d, spec, over)
