@@ -299,7 +299,7 @@ class _Walk:
     """A one-rank Executor of a table of vpp backbone chunks on mods (the modules profile()
     built; with vpp > 1 the chunks built by user_build). step(s, keep) runs one step; kept
     steps add to .dur (module, chunk, pass) -> [ms] (chunk -1 but for the backbone), .steps
-    (per step: the same key -> median ms), .gaps (us between ops), .first (the first op's start,
+    (per step: the same key -> mean ms), .gaps (us between ops), .first (the first op's start,
     us), .calls (data() per call, us) and .opt_ms (the optimizer's step)."""
 
     def __init__(self, spec, mods, user_build, data, backbone, vpp, M, device, track_memory, group):
@@ -359,7 +359,7 @@ class _Walk:
             else:
                 self.gaps.append((t[0] - prev) * 1e3)
             prev = t[1]
-        self.steps.append({k: _median(v) for k, v in mine.items()})
+        self.steps.append({k: sum(v) / len(v) for k, v in mine.items()})  # a step sums its ops: their mean
 
 
 def _single_group():
@@ -547,7 +547,10 @@ def _measure(rank, group, ranks, comm_cpu, spec, build, data, repeats, warmup, d
               for i, m in enumerate(spec.modules) if i != bb and m.trainable]
     shapes = [(n, s) for n, s in shapes if s]
     del mods
-    mine = {"alone": alone, "ops": {k: _median(v) for k, v in whole.dur.items()}, "fixed": fixed,
+    # each op's cost: the median over the walk's steps of the step's mean op (the run's step sums
+    # its ops, microbatches of other sizes included; the median step, as the run is measured)
+    ops = {k: _median([st[k] for st in whole.steps if k in st]) for k in whole.dur}
+    mine = {"alone": alone, "ops": ops, "fixed": fixed,
             "dispatch_us": sum(whole.gaps) / len(whole.gaps) if whole.gaps else 0.0, "first_us": _median(whole.first),
             "data_us": _median(whole.calls), "optimizer_ms": _median(whole.opt_ms), "optim_bytes": optim,
             "opt_rank": opt_rank}
@@ -605,6 +608,12 @@ def profile(spec, build, data, repeats=5, warmup=1, device="cpu", track_memory=T
     timeout = check_timeout(timeout)
     d = copy.deepcopy(spec.to_dict())
     over = {"track_memory": track_memory, "executor": executor}
+    # the encoders' costs are measured on the data itself (its microbatches, whatever their
+    # images): a modelled per-microbatch multiplier would count the data's variation twice
+    dd = d.get("data", {})
+    if dd.get("encoder_cost_scale", {}).get("dist", "none") != "none" or "values" in dd.get("encoder_cost_scale", {}):
+        over["encoder_cost_scale_dropped"] = dd["encoder_cost_scale"]
+        dd["encoder_cost_scale"] = {"dist": "none"}
     if not executor:
         _, alone = _modules(spec, build, data, repeats, warmup, torch.device(device), track_memory)
         _costs(d, alone)
