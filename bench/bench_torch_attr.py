@@ -174,6 +174,31 @@ def main():
                             waited = False
             print("compute ops measured/simulated: after a blocking recv median %.2f (n %d), others %.2f (n %d)" % (
                 med(woke) if woke else 0, len(woke), med(ran) if ran else 0, len(ran)))
+            # a send's cost in the run: from the send op's start to the next op's start; the
+            # gaps before the other ops (the dispatch)
+            snd, gap, swait, sbusy = [], [], [], []
+            for r in (0, 1):
+                for s in keep:
+                    x, y = recs[r][s], recs[1 - r][s]
+                    rstart = {}
+                    for k, n in enumerate(y["names"]):
+                        if n.startswith("RECV"):
+                            rstart[n.split(":", 1)[1].rsplit("<", 1)[0]] = y["times"][k][0]
+                    for k in range(1, len(x["kinds"])):
+                        g = (x["times"][k][0] - x["times"][k - 1][1]) * 1e3
+                        if x["kinds"][k - 1][0] == bigmac.OP_SEND:
+                            snd.append(g)
+                            peer = rstart.get(x["names"][k - 1].split(":", 1)[1].rsplit(">", 1)[0])
+                            if peer is not None:
+                                (swait if peer < x["times"][k - 1][0] else sbusy).append(g)
+                        else:
+                            gap.append(g)
+            print("run: send op start -> next op start median %.1f us (mean %.1f, n %d; the receiver in its recv "
+                  "already: %.1f n %d, not yet: %.1f n %d); other gaps median %.1f us (mean %.1f)"
+                  % (med(snd), sum(snd) / len(snd), len(snd), med(swait) if swait else 0, len(swait),
+                     med(sbusy) if sbusy else 0, len(sbusy), med(gap), sum(gap) / len(gap)))
+            print("profile: send_us by size %s, message bytes %s" % (
+                {k: round(v, 1) for k, v in ov["send_us_by_size"].items()}, ov["message_bytes"]))
             sys.stdout.flush()
 
 
