@@ -160,7 +160,7 @@ def main():
                                                                  "%.2f" % (a / s) if s > 0 else "-"))
             # compute ops after a blocking receive (> 50 us: the rank slept) against the others:
             # measured / simulated duration, all steps pooled
-            woke, ran = [], []
+            woke, ran = {}, {}
             for r in (0, 1):
                 for x in (recs[r][s] for s in keep):
                     waited = False
@@ -169,11 +169,14 @@ def main():
                         if kd[0] == bigmac.OP_RECV:
                             waited = waited or d > 0.05
                         elif kd[0] == bigmac.OP_COMPUTE:
-                            if sops[r][k][1] > 0:
-                                (woke if waited else ran).append(d / sops[r][k][1])
+                            (woke if waited else ran).setdefault(key(*kd, names), []).append(d)
                             waited = False
-            print("compute ops measured/simulated: after a blocking recv median %.2f (n %d), others %.2f (n %d)" % (
-                med(woke) if woke else 0, len(woke), med(ran) if ran else 0, len(ran)))
+            print("compute ops after a blocking recv / the others, same module and pass (median ms): %s; wake_us "
+                  "%.1f (%s), transfer latency %.1f us" % (
+                      ", ".join("%s %.3f/%.3f (n %d/%d)" % (k, med(woke[k]), med(ran[k]), len(woke[k]), len(ran[k]))
+                                for k in sorted(woke) if k in ran),
+                      ov.get("wake_us", 0), {k: round(v, 1) for k, v in ov.get("wake_us_by_module", {}).items()},
+                      ov.get("transfer_latency_us", 0)))
             # a send's cost in the run: from the send op's start to the next op's start; the
             # gaps before the other ops (the dispatch)
             snd, gap, swait, sbusy = [], [], [], []
@@ -197,8 +200,9 @@ def main():
                   "already: %.1f n %d, not yet: %.1f n %d); other gaps median %.1f us (mean %.1f)"
                   % (med(snd), sum(snd) / len(snd), len(snd), med(swait) if swait else 0, len(swait),
                      med(sbusy) if sbusy else 0, len(sbusy), med(gap), sum(gap) / len(gap)))
-            print("profile: send_us by size %s, message bytes %s" % (
-                {k: round(v, 1) for k, v in ov["send_us_by_size"].items()}, ov["message_bytes"]))
+            print("profile: send_us by size %s (the receiver waiting: %s), message bytes %s" % (
+                {k: round(v, 1) for k, v in ov["send_us_by_size"].items()},
+                {k: round(v, 1) for k, v in ov.get("send_waiting_us_by_size", {}).items()}, ov["message_bytes"]))
             sys.stdout.flush()
 
 

@@ -175,11 +175,11 @@ def _transfers(group, rank, ranks, comm_cpu, device, timeout, repeats):
     ln = _Link(group, rank, ranks, comm_cpu, device, timeout)
     dev = torch.device("cpu" if comm_cpu else device)
     tid = 0
-    lat, arrived, send, posts = {}, {}, {}, []
+    lat, arrived, send, send_busy, posts = {}, {}, {}, {}, []
     for n in SIZES:
         x = torch.randn(n, device=dev)
         nbytes = n * 4
-        rtt, rcv, snd = [], [], []
+        rtt, rcv, snd, sbusy = [], [], [], []
         for i in range(repeats + 1):
             # the receiver waits: rank 0 sends, rank 1 answers with the same tensor
             a, b = tid, tid + 1
@@ -200,14 +200,22 @@ def _transfers(group, rank, ranks, comm_cpu, device, timeout, repeats):
                 ln.recv(a)
                 ln.send(b, ln.x.store.pop((a, 0), x))
             ln.finish()
-            # the message is there before the receive starts: rank 1 times its receive
+            # the message is there before the receive starts: rank 1 times its receive; rank 0
+            # times its send while rank 1 computes (spins), as a pipeline's sends mostly find
+            # their receiver busy
             c = tid
             tid += 1
             if rank == 1:
                 ln.post(c)
             ln.barrier()
             if rank == 0:
+                _spin(0.0005)  # rank 1 is in its spin by now
+                t0 = time.perf_counter()
                 ln.send(c, x)
+                if i:
+                    sbusy.append(time.perf_counter() - t0)
+            else:
+                _spin(0.002)
             ln.barrier()
             if rank == 1:
                 _spin(0.002)  # the header has arrived by now
@@ -220,6 +228,7 @@ def _transfers(group, rank, ranks, comm_cpu, device, timeout, repeats):
             ln.x.ops, ln.x.msg_bytes = [], []
         lat[nbytes] = _median(rtt) / 2 * 1e6
         send[nbytes] = _median(snd) * 1e6
+        send_busy[nbytes] = _median(sbusy) * 1e6
         arrived[nbytes] = rcv
     # rank 1's arrived receives to rank 0
     mine = {k: _median(v) * 1e6 for k, v in arrived.items()} if rank == 1 else None
@@ -235,7 +244,8 @@ def _transfers(group, rank, ranks, comm_cpu, device, timeout, repeats):
         ln.x._wait(lambda: dist.broadcast(o, src=ranks[0], group=group, async_op=True), None, "the profile's broadcast")
         if i:
             bc.append(time.perf_counter() - t0)
-    return {"latency_us": lat, "send_us": send, "arrived_recv_us": arrived, "post_us": _median(posts) * 1e6,
+    return {"latency_us": lat, "send_us": send, "send_busy_us": send_busy, "arrived_recv_us": arrived,
+            "post_us": _median(posts) * 1e6,
             "broadcast_us": _median(bc) * 1e6}
 
 
@@ -290,6 +300,48 @@ def _collectives(group, rank, ranks, comm_cpu, device, timeout, shapes, repeats)
             if i:
                 ts.append((time.perf_counter() - t0) * 1e6)
         out[name] = (sum(q.numel() * q.element_size() for q in ps), _median(ts))
+    return out
+
+
+def _wake(group, rank, ranks, comm_cpu, device, timeout, calls, wait_s, repeats):
+    """What a receive that sleeps costs the op after it: each of calls (a module's forward) timed
+    right after another module's call (as the walk, which measured the op costs, runs them one
+    after the other) and right after Executor._recv waited wait_s for the other rank's message
+    (it computes meanwhile: spins), as a pipeline's receiver waits for its peer's op; ranks 0 and
+    1 take turns waiting. This rank's median (after the wait - after another op) per call, us."""
+    ln = _Link(group, rank, ranks, comm_cpu, device, timeout)
+    one = torch.zeros(16, device=torch.device("cpu" if comm_cpu else device))
+    tid = 0
+    out = []
+    for j, f in enumerate(calls):
+        hot, woke = [], []
+        for i in range(repeats + 1):
+            ln.barrier()
+            calls[j - 1]()
+            t0 = time.perf_counter()
+            f()
+            t1 = time.perf_counter()
+            if i:
+                hot.append(t1 - t0)
+            for w in (0, 1):
+                if rank == w:
+                    ln.post(tid)
+                ln.barrier()
+                if rank == w:
+                    ln.recv(tid)
+                    t0 = time.perf_counter()
+                    f()
+                    t1 = time.perf_counter()
+                    if i:
+                        woke.append(t1 - t0)
+                    ln.x.store.pop((tid, 0), None)
+                else:
+                    _spin(wait_s)
+                    ln.send(tid, one)
+                ln.finish()
+                ln.x.ops, ln.x.msg_bytes = [], []
+                tid += 1
+        out.append(max(0.0, _median(woke) - _median(hot)) * 1e6)
     return out
 
 
@@ -470,6 +522,31 @@ def _modules(spec, build, data, repeats, warmup, dev, track_memory):
 
 # ---------------------------------------------------------------- every measurement, on one rank
 
+def _forwards(spec, mods, data):
+    """A call per module: its forward on microbatch data(0, 0) (the backbone on the encoders'
+    outputs, a generator on the backbone's), under autograd as the executor runs it."""
+    b = data(0, 0)
+    bb = spec.backbone_module
+    ins = {}
+    outs = []
+    with torch.no_grad():
+        for i, m in enumerate(spec.modules):
+            if m.role == "encoder":
+                ins[i] = None
+                outs.append(split_result(mods[i](None, b), m.name)[0])
+        x = outs[0] if len(outs) == 1 else torch.cat(outs, 0) if outs else None
+        ins[bb] = x
+        hid = split_result(mods[bb](x, b), spec.modules[bb].name)[0]
+    for i, m in enumerate(spec.modules):
+        if m.role == "generator":
+            ins[i] = hid
+    calls = []
+    for i in sorted(ins):
+        x = ins[i].detach().requires_grad_() if ins[i] is not None else None
+        calls.append(lambda i=i, x=x: mods[i](x, b))
+    return calls
+
+
 def _optimizer(rank, spec, table, mods, build, dev, repeats):
     """The optimizer's step (the executor's default: AdamW with the spec's "train" settings) over
     the parameters pipeline rank `rank` of table holds: every module but the backbone (the
@@ -540,6 +617,13 @@ def _measure(rank, group, ranks, comm_cpu, spec, build, data, repeats, warmup, d
         if v:
             fixed[p] = min(max(0.0, _median(v)), 0.9 * _median(whole.dur[(bb, 0, p)]))
     optim = sum(2 * sum(p.numel() * p.element_size() for p in md.parameters() if p.requires_grad) for md in mods)
+    # what a sleeping receive costs the op after it (ranks 0 and 1; the wait: a mean op's time)
+    wake = None
+    if rank < 2:
+        durs = [d for v in whole.dur.values() for d in v]
+        wait = min(0.02, max(2e-4, sum(durs) / len(durs) / 1e3)) if durs else 1e-3
+        dist.barrier(group=pair)
+        wake = _wake(pair, rank, ranks, comm_cpu, device, timeout, _forwards(spec, mods, data), wait, max(repeats, 5))
     # the optimizer as the table's rank `rank` holds it (ranks 0 and 1 at once)
     opt_rank = _optimizer(rank, spec, table, mods, build, dev, max(repeats, 5)) if rank < min(2, table.pp) else None
     # the replicated modules' gradients (Executor._allreduce: every module but the backbone)
@@ -553,7 +637,7 @@ def _measure(rank, group, ranks, comm_cpu, spec, build, data, repeats, warmup, d
     mine = {"alone": alone, "ops": ops, "fixed": fixed,
             "dispatch_us": sum(whole.gaps) / len(whole.gaps) if whole.gaps else 0.0, "first_us": _median(whole.first),
             "data_us": _median(whole.calls), "optimizer_ms": _median(whole.opt_ms), "optim_bytes": optim,
-            "opt_rank": opt_rank}
+            "opt_rank": opt_rank, "wake_us": wake}
     dist.barrier(group=group)
     tr = _transfers(pair, rank, ranks, comm_cpu, device, timeout, max(2 * repeats, 10)) if rank < 2 else None
     if rank < 2:
@@ -571,6 +655,7 @@ def _measure(rank, group, ranks, comm_cpu, spec, build, data, repeats, warmup, d
     out = avg(mine, other)
     out["transfers"] = tr
     out["opt_rank"] = [x for x in (mine["opt_rank"], other["opt_rank"]) if x is not None]
+    out["wake_us"] = [(a + b) / 2 for a, b in zip(mine["wake_us"], other["wake_us"])]
     return out
 
 
@@ -683,7 +768,7 @@ def profile(spec, build, data, repeats=5, warmup=1, device="cpu", track_memory=T
     outs = [v["out"] for v in alone.values() if v["out"] > 0]
     typ = _median(outs, 4.0)
     lat0, lat1 = _line(sorted(tr["latency_us"].items()))
-    send_us = _at(sorted(tr["send_us"].items()), typ)
+    send_us = _at(sorted(tr["send_busy_us"].items()), typ)
     dispatch = res["dispatch_us"]
     setup_us = max(0.0, res["first_us"] - dispatch)  # zeroing the gradients, the walk's start
     gib = res["optim_bytes"] / GIB
@@ -693,7 +778,11 @@ def profile(spec, build, data, repeats=5, warmup=1, device="cpu", track_memory=T
     chunk_us = sum(fixed.get(p, 0.0) * 1e3 * n for p, n in nbb.items())
     dv["op_overhead_us"] = round(dispatch + (send_us * ns + chunk_us) / max(1, nc + ns + nr), 3)
     dv["recv_overhead_us"] = round(_at(sorted(tr["arrived_recv_us"].items()), typ), 3)
-    dv["link_latency_us"] = round(max(0.0, lat0), 3)
+    # a receive that waits: the message's latency, then the op after it runs on a core gone cold
+    # (the mean over the modules' forwards of what the wait added): the simulator's link latency
+    # is what a waiting receiver pays, exactly where the penalty falls
+    wake_us = sum(res["wake_us"]) / len(res["wake_us"]) if res["wake_us"] else 0.0
+    dv["link_latency_us"] = round(max(0.0, lat0) + wake_us, 3)
     dv["link_gbytes_per_s"] = round(min(1e6, 1e-3 / lat1), 6) if lat1 > 0 else 1e6
     dv["step_lead_us"] = round(nf * res["data_us"] + nr * tr["post_us"] + tr["broadcast_us"] + setup_us, 3)
     # the optimizer: the table's ranks 0 and 1 (their parameters), per GiB of the state the
@@ -711,9 +800,12 @@ def profile(spec, build, data, repeats=5, warmup=1, device="cpu", track_memory=T
         dv["coll_gbytes_per_s"] = round(min(1e6, cbw), 6) if cbw else 1e6
     over.update({
         "dispatch_us": dispatch, "send_us": send_us, "data_us": res["data_us"], "setup_us": setup_us,
+        "wake_us": wake_us, "wake_us_by_module": dict(zip([m.name for m in spec.modules], res["wake_us"])),
+        "transfer_latency_us": max(0.0, lat0),
         "header_post_us": tr["post_us"], "broadcast_us": tr["broadcast_us"], "optimizer_ms": res["optimizer_ms"],
         "optimizer_rank_ms": [t for t, _ in res["opt_rank"]], "optimizer_rank_bytes": [b for _, b in res["opt_rank"]],
-        "latency_us": tr["latency_us"], "arrived_recv_us": tr["arrived_recv_us"], "send_us_by_size": tr["send_us"],
+        "latency_us": tr["latency_us"], "arrived_recv_us": tr["arrived_recv_us"], "send_us_by_size": tr["send_busy_us"],
+        "send_waiting_us_by_size": tr["send_us"],
         "allreduce_us": {k: v[1] for k, v in colls.items()}, "allreduce_bytes": {k: v[0] for k, v in colls.items()},
         "mix": {"compute": nc, "send": ns, "recv": nr, "forward_microbatches": nf, "backbone": nbb},
         "message_bytes": typ})
