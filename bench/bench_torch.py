@@ -80,8 +80,8 @@ def predicted(prof, v, b):
 
 
 def predict():
-    """Section 3, in ROUNDS rounds (default 3): each round profiles both specs, then runs every
-    schedule of both; a round's ratio pairs a run with the profile taken just before it (the
+    """Section 3, in ROUNDS rounds (default 3): each round profiles every (spec, schedule) and
+    runs it right after; a round's ratio pairs a run with the profile taken just before it (the
     machine's load moves between rounds), the table gives the median over rounds."""
     specs = ["examples/tiny-mllm.json", "tests/specs/exec-small.json"]
     rounds = int(os.environ.get("ROUNDS", "3"))
@@ -116,7 +116,7 @@ def _predict(specs, rounds, l0, rt):
                 with open(path, "w") as f:
                     json.dump(prof.to_dict(), f)
                 jobs.append((path, table, tw[0], tw[1], path + "l"))
-        bt.spawn(sched_runs, 2, (jobs, STEPS), timeout=1800)
+                bt.spawn(sched_runs, 2, (jobs[-1:], STEPS), timeout=1800)  # right after its profile
         for spec in specs:
             for b, v in SCHEDULES:
                 ms = [json.loads(l)["ms"] for l in open(os.path.join(tmp, "prof-%d-%s-%s.jsonl" % (
@@ -124,21 +124,26 @@ def _predict(specs, rounds, l0, rt):
                 meas.setdefault((spec, b), []).append(statistics.median(ms[2:] if len(ms) > 2 else ms))
     print("\nload %.1f at the start of section 3, %.1f at its end; STEPS=%d, ROUNDS=%d, %s" % (
         l0, load(), STEPS, rounds, "real-time priority (SCHED_FIFO 10)" if rt else "normal priority"))
-    print("\n| spec (P = 2, twins) | schedule | measured step ms (median, steps 3-%d) | predicted step_ms (profile) | "
-          "predicted / measured | error | ratio per round | compute-only prediction ms |" % STEPS)
-    print("|---|---|---|---|---|---|---|---|")
+    print("\n| spec (P = 2, twins) | schedule | measured step ms (median, steps 3-%d) | predicted step ms (profile) | "
+          "predicted / measured | error | ratio per round | measured ms per round | compute-only prediction ms |"
+          % STEPS)
+    print("|---|---|---|---|---|---|---|---|---|")
     for spec in specs:
         name = os.path.basename(spec)
         m, p = {}, {}
         for b, _ in SCHEDULES:
             m[b], p[b] = statistics.median(meas[(spec, b)]), statistics.median(pred[(spec, b)])
-            print("| %s | %s | %.1f | %.1f | %.2f | %+.0f%% | %s | %.1f |" % (
+            print("| %s | %s | %.1f | %.1f | %.2f | %+.0f%% | %s | %s | %.1f |" % (
                 name, b, m[b], p[b], p[b] / m[b], 100 * (p[b] / m[b] - 1),
                 " ".join("%.2f" % (x / y) for x, y in zip(pred[(spec, b)], meas[(spec, b)])),
-                statistics.median(cpred[(spec, b)])))
+                " ".join("%.1f" % x for x in meas[(spec, b)]), statistics.median(cpred[(spec, b)])))
         rm, rp = sorted(m, key=m.get), sorted(p, key=p.get)
-        print("| %s | ranking | %s | %s | %s | | | |" % (name, " < ".join(rm), " < ".join(rp),
-                                                    "same" if rm == rp else "differs"))
+        # two schedules whose measured rounds overlap are not told apart by the measurement
+        close = ["%s ~ %s" % (a, c) for a, c in zip(rm, rm[1:])
+                 if min(meas[(spec, c)]) <= max(meas[(spec, a)])]
+        print("| %s | ranking | %s | %s | %s%s | | | | |" % (
+            name, " < ".join(rm), " < ".join(rp), "same" if rm == rp else "differs",
+            " (measured rounds overlap: %s)" % ", ".join(close) if close else ""))
     for spec in specs:
         prof = profs[(spec, "1f1b")]
         dv = prof.to_dict()["device"]
