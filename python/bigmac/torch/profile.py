@@ -20,8 +20,9 @@ microbatches data(0, 0), data(0, 1), ...:
 
 The executor's own walk (Executor.step) of a one-rank table of the spec over those modules (the
 backbone whole; a one-rank process group):
-  fwd_ms, bwd_ms  the median F / B op of each module as the executor runs it (its work around
-                  the module's call: leaves, hooks, checks, the stored outputs)
+  fwd_ms, bwd_ms  each module's F / B op as the executor runs it (its work around the module's
+                  call: leaves, hooks, checks, the stored outputs): the median over the walk's
+                  steps of each step's mean op (a step sums its ops, microbatches of every size)
   w_ms            when the table the prediction is for splits the backward: the walk is a
                   zb-h1 table's, the backbone's bwd_ms its B + W and w_ms its W
   chunk cost      the same walk with the backbone in two chunks: the two chunks' op less the
@@ -29,7 +30,10 @@ backbone whole; a one-rank process group):
                   backbone's costs, put on each backbone op of the table through the dispatch)
   dispatch        the mean gap between an op's end and the next op's start
   setup           data(step, mb) per call, the walk's first op's start less one dispatch
-  optimizer       its step() per GiB of optimizer state
+
+The optimizer (the executor's default, AdamW with the spec's "train" settings) over the
+parameters the table's rank 0 (and rank 1) holds: every module but the backbone and that rank's
+backbone chunks (built by build): its step() per GiB of the state the simulator gives that rank.
 
 The executor's transfers between ranks 0 and 1: Executor._send and Executor._recv themselves
 (on an Executor made without its constructor), the header's receive posted ahead as
@@ -37,14 +41,24 @@ Executor.step does, at 64 B .. 1 MiB payloads:
   latency   a ping-pong while the receiver waits: half the round trip; a line through the sizes
   arrived   a receive started after its message was sent (gloo sends the payload only once the
             receive is posted: a round trip)
-  send      the sender's time in _send (the header's and the payload's isend)
+  send      the sender's time in _send (the header's and the payload's isend) while the
+            receiver computes, as most of a pipeline's sends find it (the receiver waiting in
+            its receive, a ping-pong's send, is recorded too: ~2x as long)
+  wake      each module's forward right after a receive that waited (slept) for the other
+            rank's message against right after another module's forward: the op after a
+            sleeping wait runs on a core gone cold
   posting a header's receive, the step's start broadcast
+  all-reduce Executor._allreduce itself, one replicated module (every module but the backbone)
+            at a time with its parameters' shapes, as the step after the walk runs them
 
 Into the spec's device (the keys `bigmac calibrate` fits from a trace, with the same meaning to
 the simulator, docs/simulator.md): op_overhead_us (dispatch, plus the sends and the backbone
-chunks' own cost spread over the ops of the table's rank 0), recv_overhead_us, link_latency_us, link_gbytes_per_s, step_lead_us
+chunks' own cost spread over the ops of the table's rank 0), recv_overhead_us, link_latency_us
+(the transfer's plus the wake: a receive that waits pays both), link_gbytes_per_s, step_lead_us
 (data x forward microbatches + header posts x receives + broadcast + setup),
-optimizer_ms_per_gib. The returned Spec's .overheads holds every measured figure.
+optimizer_ms_per_gib, coll_latency_us and coll_gbytes_per_s (calibrate's ring fit of the
+all-reduces). A modelled data.encoder_cost_scale is set to none (the encoders were measured on
+the data). The returned Spec's .overheads holds every measured figure.
 """
 import copy
 import datetime
