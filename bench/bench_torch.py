@@ -9,12 +9,14 @@ bash bench/bench_torch.sh; `make bench` runs it).
     simulator's prediction from bigmac.torch.profile of the twins on this machine (and, for
     both executors, from `bigmac calibrate --mean` of the run's own last-step trace).
  3. The profile's prediction against the run (issue 29): at P = 2 on the twins of
-    examples/tiny-mllm.json (M = 8) and tests/specs/exec-small.json (M = 4), the torch
-    executor's median step (log "ms", steps 3..STEPS) under 1f1b, interleaved (V = 2) and zb-h1,
-    against bigmac.simulate's step_ms of the spec bigmac.torch.profile returns for that table
-    (the modules and the executor's own costs), per schedule the ratio and the signed error, and whether the
-    ranking of the three schedules is the measured one; the compute-only profile
-    (executor=False) beside it.
+    examples/tiny-mllm.json (M = 8) and tests/specs/exec-small.json (M = 4), per schedule
+    (1f1b, interleaved with V = 2, zb-h1) bigmac.torch.profile for that table, then right after
+    it the torch executor's run of the profiled spec's plan of it (the table predicted); its
+    median step (log "ms", steps 3..STEPS) against the predicted step, makespan_ms +
+    sync_total_ms + optimizer_ms of bigmac.simulate (the executor reduces after the walk,
+    docs/python.md "The step it predicts"): the ratio, the signed error, every round's measured
+    step, and whether the ranking of the three schedules is the measured one (and which measured
+    neighbours the rounds cannot tell apart); the compute-only profile (executor=False) beside it.
 
 BENCH=predict runs only section 3 (ROUNDS=3 rounds; under a minute at STEPS=10); it runs at
 real-time priority when root (RT=0: normal priority).
