@@ -72,6 +72,11 @@ def sched_runs(rank, jobs, steps):
         bt.train(path, build, data, table=table, steps=steps, log=log)
 
 
+def _at(by_size, x):
+    from bigmac.torch.profile import _at as at
+    return at(sorted(by_size.items()), x)
+
+
 def predicted(prof, v, b):
     """The profiled spec's table and its predicted step: the walk (makespan_ms), every gradient
     all-reduce after it (sync_total_ms: the torch executor reduces after the walk, docs/simulator.md
@@ -101,7 +106,7 @@ def predict():
 
 
 def _predict(specs, rounds, l0, rt):
-    meas, pred, cpred, profs = {}, {}, {}, {}
+    meas, pred, cpred, profs, nwpred = {}, {}, {}, {}, {}
     for rnd in range(rounds):
         jobs = []
         for spec in specs:
@@ -114,6 +119,10 @@ def _predict(specs, rounds, l0, rt):
                 table, ms = predicted(prof, v, b)
                 pred.setdefault((spec, b), []).append(ms)
                 cpred.setdefault((spec, b), []).append(predicted(bare, v, b)[1])
+                # the same without the wake after a sleeping receive (the link latency the transfer's)
+                nw = prof.to_dict()
+                nw["device"]["link_latency_us"] = round(prof.overheads["transfer_latency_us"], 3)
+                nwpred.setdefault((spec, b), []).append(predicted(bigmac.load_spec(nw), v, b)[1])
                 path = os.path.join(tmp, "prof-%d-%s-%s.json" % (rnd, os.path.basename(spec), b))
                 with open(path, "w") as f:
                     json.dump(prof.to_dict(), f)
@@ -127,23 +136,24 @@ def _predict(specs, rounds, l0, rt):
     print("\nload %.1f at the start of section 3, %.1f at its end; STEPS=%d, ROUNDS=%d, %s" % (
         l0, load(), STEPS, rounds, "real-time priority (SCHED_FIFO 10)" if rt else "normal priority"))
     print("\n| spec (P = 2, twins) | schedule | measured step ms (median, steps 3-%d) | predicted step ms (profile) | "
-          "predicted / measured | error | ratio per round | measured ms per round | compute-only prediction ms |"
-          % STEPS)
-    print("|---|---|---|---|---|---|---|---|---|")
+          "predicted / measured | error | ratio per round | measured ms per round | without the wake: ratio | "
+          "compute-only prediction ms |" % STEPS)
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for spec in specs:
         name = os.path.basename(spec)
         m, p = {}, {}
         for b, _ in SCHEDULES:
             m[b], p[b] = statistics.median(meas[(spec, b)]), statistics.median(pred[(spec, b)])
-            print("| %s | %s | %.1f | %.1f | %.2f | %+.0f%% | %s | %s | %.1f |" % (
+            print("| %s | %s | %.1f | %.1f | %.2f | %+.0f%% | %s | %s | %.2f | %.1f |" % (
                 name, b, m[b], p[b], p[b] / m[b], 100 * (p[b] / m[b] - 1),
                 " ".join("%.2f" % (x / y) for x, y in zip(pred[(spec, b)], meas[(spec, b)])),
-                " ".join("%.1f" % x for x in meas[(spec, b)]), statistics.median(cpred[(spec, b)])))
+                " ".join("%.1f" % x for x in meas[(spec, b)]), statistics.median(nwpred[(spec, b)]) / m[b],
+                statistics.median(cpred[(spec, b)])))
         rm, rp = sorted(m, key=m.get), sorted(p, key=p.get)
         # two schedules whose measured rounds overlap are not told apart by the measurement
         close = ["%s ~ %s" % (a, c) for a, c in zip(rm, rm[1:])
                  if min(meas[(spec, c)]) <= max(meas[(spec, a)])]
-        print("| %s | ranking | %s | %s | %s%s | | | | |" % (
+        print("| %s | ranking | %s | %s | %s%s | | | | | |" % (
             name, " < ".join(rm), " < ".join(rp), "same" if rm == rp else "differs",
             " (measured rounds overlap: %s)" % ", ".join(close) if close else ""))
     for spec in specs:
@@ -152,9 +162,15 @@ def _predict(specs, rounds, l0, rt):
         print("\n%s (last round's profile for 1f1b): %s; modules (fwd/bwd ms): %s; transfers on %s" % (
             os.path.basename(spec), ", ".join("%s %g" % (k, dv[k]) for k in (
                 "op_overhead_us", "recv_overhead_us", "link_latency_us", "link_gbytes_per_s", "step_lead_us",
-                "optimizer_ms_per_gib")),
+                "optimizer_ms_per_gib", "coll_latency_us", "coll_gbytes_per_s")),
             ", ".join("%s %.2f/%.2f" % (mm.name, mm.cost["fwd_ms"], mm.cost["bwd_ms"]) for mm in prof.modules),
             prof.overheads["transfers_on"]))
+        ov = prof.overheads
+        print("parts (us): dispatch %.1f, send %.1f (the receiver waiting: %.1f), transfer latency %.1f, wake %.1f %s, "
+              "all-reduces %s, optimizer per rank %s ms" % (
+                  ov["dispatch_us"], ov["send_us"], _at(ov["send_waiting_us_by_size"], ov["message_bytes"]),
+                  ov["transfer_latency_us"], ov["wake_us"], {k: round(x) for k, x in ov["wake_us_by_module"].items()},
+                  {k: round(x) for k, x in ov["allreduce_us"].items()}, [round(x, 2) for x in ov["optimizer_rank_ms"]]))
         zb = profs[(spec, "zb-h1")].to_dict()["modules"][prof.backbone_module]["cost"]
         print("zb-h1's profile: backbone B + W %.2f ms, W %.2f ms (the unsplit backward %.2f ms)" % (
             zb["bwd_ms"], zb["w_ms"], prof.modules[prof.backbone_module].cost["bwd_ms"]))

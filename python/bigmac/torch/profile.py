@@ -322,21 +322,20 @@ def _wake(group, rank, ranks, comm_cpu, device, timeout, calls, wait_s, repeats)
     right after another module's call (as the walk, which measured the op costs, runs them one
     after the other) and right after Executor._recv waited wait_s for the other rank's message
     (it computes meanwhile: spins), as a pipeline's receiver waits for its peer's op; ranks 0 and
-    1 take turns waiting. This rank's median (after the wait - after another op) per call, us."""
+    1 take turns waiting. This rank's median over repeats of (after the wait - after another op)
+    per call, us (at least 0)."""
     ln = _Link(group, rank, ranks, comm_cpu, device, timeout)
     one = torch.zeros(16, device=torch.device("cpu" if comm_cpu else device))
     tid = 0
     out = []
     for j, f in enumerate(calls):
-        hot, woke = [], []
+        diff = []
         for i in range(repeats + 1):
             ln.barrier()
             calls[j - 1]()
             t0 = time.perf_counter()
             f()
-            t1 = time.perf_counter()
-            if i:
-                hot.append(t1 - t0)
+            hot = time.perf_counter() - t0
             for w in (0, 1):
                 if rank == w:
                     ln.post(tid)
@@ -345,9 +344,8 @@ def _wake(group, rank, ranks, comm_cpu, device, timeout, calls, wait_s, repeats)
                     ln.recv(tid)
                     t0 = time.perf_counter()
                     f()
-                    t1 = time.perf_counter()
-                    if i:
-                        woke.append(t1 - t0)
+                    if i:  # paired with the same repeat's: the machine's slow spells cancel
+                        diff.append(time.perf_counter() - t0 - hot)
                     ln.x.store.pop((tid, 0), None)
                 else:
                     _spin(wait_s)
@@ -355,7 +353,7 @@ def _wake(group, rank, ranks, comm_cpu, device, timeout, calls, wait_s, repeats)
                 ln.finish()
                 ln.x.ops, ln.x.msg_bytes = [], []
                 tid += 1
-        out.append(max(0.0, _median(woke) - _median(hot)) * 1e6)
+        out.append(max(0.0, _median(diff)) * 1e6)
     return out
 
 
@@ -637,7 +635,7 @@ def _measure(rank, group, ranks, comm_cpu, spec, build, data, repeats, warmup, d
         durs = [d for v in whole.dur.values() for d in v]
         wait = min(0.02, max(2e-4, sum(durs) / len(durs) / 1e3)) if durs else 1e-3
         dist.barrier(group=pair)
-        wake = _wake(pair, rank, ranks, comm_cpu, device, timeout, _forwards(spec, mods, data), wait, max(repeats, 5))
+        wake = _wake(pair, rank, ranks, comm_cpu, device, timeout, _forwards(spec, mods, data), wait, max(2 * repeats, 10))
     # the optimizer as the table's rank `rank` holds it (ranks 0 and 1 at once)
     opt_rank = _optimizer(rank, spec, table, mods, build, dev, max(repeats, 5)) if rank < min(2, table.pp) else None
     # the replicated modules' gradients (Executor._allreduce: every module but the backbone)
