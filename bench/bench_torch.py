@@ -119,9 +119,12 @@ def _predict(specs, rounds, l0, rt):
                 table, ms = predicted(prof, v, b)
                 pred.setdefault((spec, b), []).append(ms)
                 cpred.setdefault((spec, b), []).append(predicted(bare, v, b)[1])
-                # the same without the wake after a sleeping receive (the link latency the transfer's)
-                nw = prof.to_dict()
-                nw["device"]["link_latency_us"] = round(prof.overheads["transfer_latency_us"], 3)
+                # the same without the wake (off the dispatch of the ops after a receive, off the lead)
+                nw, ov = prof.to_dict(), prof.overheads
+                mx = ov["mix"]
+                nw["device"]["op_overhead_us"] -= ov["wake_us"] * mx["after_recv"] / max(1, mx["compute"] + mx["send"]
+                                                                                          + mx["recv"])
+                nw["device"]["step_lead_us"] -= ov["wake_us"]
                 nwpred.setdefault((spec, b), []).append(predicted(bigmac.load_spec(nw), v, b)[1])
                 path = os.path.join(tmp, "prof-%d-%s-%s.json" % (rnd, os.path.basename(spec), b))
                 with open(path, "w") as f:
@@ -166,10 +169,10 @@ def _predict(specs, rounds, l0, rt):
             ", ".join("%s %.2f/%.2f" % (mm.name, mm.cost["fwd_ms"], mm.cost["bwd_ms"]) for mm in prof.modules),
             prof.overheads["transfers_on"]))
         ov = prof.overheads
-        print("parts (us): dispatch %.1f, send %.1f (the receiver waiting: %.1f), transfer latency %.1f, wake %.1f %s, "
+        print("parts (us): dispatch %.1f, send %.1f (the receiver waiting: %.1f), wake %.1f %s x %d ops after a recv, "
               "all-reduces %s, optimizer per rank %s ms" % (
                   ov["dispatch_us"], ov["send_us"], _at(ov["send_waiting_us_by_size"], ov["message_bytes"]),
-                  ov["transfer_latency_us"], ov["wake_us"], {k: round(x) for k, x in ov["wake_us_by_module"].items()},
+                  ov["wake_us"], {k: round(x) for k, x in ov["wake_us_by_module"].items()}, ov["mix"]["after_recv"],
                   {k: round(x) for k, x in ov["allreduce_us"].items()}, [round(x, 2) for x in ov["optimizer_rank_ms"]]))
         zb = profs[(spec, "zb-h1")].to_dict()["modules"][prof.backbone_module]["cost"]
         print("zb-h1's profile: backbone B + W %.2f ms, W %.2f ms (the unsplit backward %.2f ms)" % (

@@ -15,6 +15,7 @@ module and pass; recv waits; the gaps between ops: dispatch) measured vs simulat
 import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 
@@ -47,7 +48,8 @@ def run(rank, spec, build, data, table, steps):
         return r
     ex.Executor.step = step
     try:
-        bt.train(spec, build, data, table=table, steps=steps, log=os.path.join(tmp, "l.jsonl") if rank == 0 else None)
+        bt.train(spec, build, data, table=table, steps=steps, log=os.path.join(tmp, "l.jsonl") if rank == 0 else None,
+                 trace=os.path.join(tmp, "trace.json") if rank == 0 else None)
     finally:
         ex.Executor.step = step0
     return out
@@ -137,6 +139,19 @@ def main():
             for r in (0, 1):
                 if [n for _, _, n in sops[r]] != recs[r][0]["names"]:
                     raise SystemExit("rank %d: the simulated ops are not the run's" % r)
+            # the trace route on the run's last step: bigmac calibrate --mean against the profile, key by key
+            cal = os.path.join(tmp, "cal.json")
+            subprocess.run([os.environ.get("BIGMAC", "bin/bigmac"), "calibrate", os.path.join(tmp, "trace.json"),
+                            "--spec", ppath, "--mean", "-o", cal], check=True, capture_output=True)
+            cd = json.load(open(cal))
+            cs = bigmac.simulate(bigmac.load_spec(cal), pp=2, vpp=v, backbone=b)
+            print("calibrate (the run's last step) vs profile: %s; modules F/B: %s; its step %.2f (makespan %.2f)" % (
+                ", ".join("%s %.1f/%.1f" % (k, cd["device"].get(k, 0), dv.get(k, 0)) for k in (
+                    "op_overhead_us", "recv_overhead_us", "link_latency_us", "step_lead_us")),
+                ", ".join("%s %.2f/%.2f vs %.2f/%.2f" % (m["name"], m["cost"]["fwd_ms"], m["cost"]["bwd_ms"],
+                                                         pm.cost["fwd_ms"], pm.cost["bwd_ms"])
+                          for m, pm in zip(cd["modules"], prof.modules)),
+                cs["makespan_ms"] + cs["sync_total_ms"] + cs["optimizer_ms"], cs["makespan_ms"]))
             # per op kind, summed durations and gaps
             print("| op kind | rank | n | measured sum ms | simulated sum ms | measured/simulated |")
             print("|---|---|---|---|---|---|")
@@ -171,12 +186,27 @@ def main():
                         elif kd[0] == bigmac.OP_COMPUTE:
                             (woke if waited else ran).setdefault(key(*kd, names), []).append(d)
                             waited = False
+            # every compute op against its profiled cost (the backbone's with the chunk's own cost),
+            # by what came before it on the rank: the run's extra per op, us
+            fixed = prof.overheads["chunk_fixed_ms"]
+            extra = {}
+            for r in (0, 1):
+                for x in (recs[r][s] for s in keep):
+                    for k, kd in enumerate(x["kinds"]):
+                        if kd[0] != bigmac.OP_COMPUTE:
+                            continue
+                        want = sops[r][k][1] + (fixed.get(kd[3], 0.0) if kd[1] == sp.backbone_module else 0.0)
+                        prev = "first" if k == 0 else {bigmac.OP_RECV: "recv", bigmac.OP_SEND: "send"}.get(
+                            x["kinds"][k - 1][0], "compute")
+                        extra.setdefault(prev, []).append((x["times"][k][1] - x["times"][k][0] - want) * 1e3)
+            print("run's op less its profiled cost, by the op before it (median us, n): %s" % ", ".join(
+                "after %s %.0f (%d)" % (k, med(v), len(v)) for k, v in sorted(extra.items())))
             print("compute ops after a blocking recv / the others, same module and pass (median ms): %s; wake_us "
-                  "%.1f (%s), transfer latency %.1f us" % (
+                  "%.1f (%s) x %d ops after a recv" % (
                       ", ".join("%s %.3f/%.3f (n %d/%d)" % (k, med(woke[k]), med(ran[k]), len(woke[k]), len(ran[k]))
                                 for k in sorted(woke) if k in ran),
                       ov.get("wake_us", 0), {k: round(v, 1) for k, v in ov.get("wake_us_by_module", {}).items()},
-                      ov.get("transfer_latency_us", 0)))
+                      ov["mix"]["after_recv"]))
             # a send's cost in the run: from the send op's start to the next op's start; the
             # gaps before the other ops (the dispatch)
             snd, gap, swait, sbusy = [], [], [], []

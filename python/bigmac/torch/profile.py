@@ -52,10 +52,10 @@ Executor.step does, at 64 B .. 1 MiB payloads:
             at a time with its parameters' shapes, as the step after the walk runs them
 
 Into the spec's device (the keys `bigmac calibrate` fits from a trace, with the same meaning to
-the simulator, docs/simulator.md): op_overhead_us (dispatch, plus the sends and the backbone
-chunks' own cost spread over the ops of the table's rank 0), recv_overhead_us, link_latency_us
-(the transfer's plus the wake: a receive that waits pays both), link_gbytes_per_s, step_lead_us
-(data x forward microbatches + header posts x receives + broadcast + setup),
+the simulator, docs/simulator.md): op_overhead_us (dispatch, plus the sends, the backbone
+chunks' own cost and the wake of each compute op right after a receive, spread over the ops of
+the table's rank 0), recv_overhead_us, link_latency_us, link_gbytes_per_s, step_lead_us
+(data x forward microbatches + header posts x receives + broadcast + setup + one wake),
 optimizer_ms_per_gib, coll_latency_us and coll_gbytes_per_s (calibrate's ring fit of the
 all-reduces). A modelled data.encoder_cost_scale is set to none (the encoders were measured on
 the data). The returned Spec's .overheads holds every measured figure.
@@ -434,11 +434,12 @@ def _single_group():
 
 
 def _mix(table):
-    """(compute, send, recv ops, F microbatches) of rank 0 of table."""
+    """(compute, send, recv ops, F microbatches, compute ops right after a recv) of rank 0 of table."""
     ops = table.ops[0]
     return (sum(o.kind == bigmac.OP_COMPUTE for o in ops), sum(o.kind == bigmac.OP_SEND for o in ops),
             sum(o.kind == bigmac.OP_RECV for o in ops),
-            len({o.mb for o in ops if o.kind == bigmac.OP_COMPUTE and o.pass_ == "F"}))
+            len({o.mb for o in ops if o.kind == bigmac.OP_COMPUTE and o.pass_ == "F"}),
+            sum(o.kind == bigmac.OP_COMPUTE and p.kind == bigmac.OP_RECV for p, o in zip(ops, ops[1:])))
 
 
 # ---------------------------------------------------------------- the modules alone
@@ -776,7 +777,7 @@ def profile(spec, build, data, repeats=5, warmup=1, device="cpu", track_memory=T
         bbc["w_ms"] = round(ws, 6)
     elif bs > 0:
         bbc["bwd_ms"] = round(bs, 6)
-    nc, ns, nr, nf = _mix(table)
+    nc, ns, nr, nf, na = _mix(table)
     outs = [v["out"] for v in alone.values() if v["out"] > 0]
     typ = _median(outs, 4.0)
     lat0, lat1 = _line(sorted(tr["latency_us"].items()))
@@ -788,15 +789,16 @@ def profile(spec, build, data, repeats=5, warmup=1, device="cpu", track_memory=T
     nbb = {p: sum(o.kind == bigmac.OP_COMPUTE and o.module == bb and o.pass_ == p for o in table.ops[0])
            for p in ("F", "B", "W")}
     chunk_us = sum(fixed.get(p, 0.0) * 1e3 * n for p, n in nbb.items())
-    dv["op_overhead_us"] = round(dispatch + (send_us * ns + chunk_us) / max(1, nc + ns + nr), 3)
-    dv["recv_overhead_us"] = round(_at(sorted(tr["arrived_recv_us"].items()), typ), 3)
-    # a receive that waits: the message's latency, then the op after it runs on a core gone cold
-    # (the mean over the modules' forwards of what the wait added): the simulator's link latency
-    # is what a waiting receiver pays, exactly where the penalty falls
+    # the wake: a compute op right after a receive (every gloo receive waits, asleep, at least for
+    # its payload's round trip) runs on a core gone cold; the mean over the modules' forwards of
+    # what a wait added, on each such op of the table's rank 0 (through the dispatch, as the
+    # sends), and once on the step's first op (after the start broadcast's wait)
     wake_us = sum(res["wake_us"]) / len(res["wake_us"]) if res["wake_us"] else 0.0
-    dv["link_latency_us"] = round(max(0.0, lat0) + wake_us, 3)
+    dv["op_overhead_us"] = round(dispatch + (send_us * ns + chunk_us + wake_us * na) / max(1, nc + ns + nr), 3)
+    dv["recv_overhead_us"] = round(_at(sorted(tr["arrived_recv_us"].items()), typ), 3)
+    dv["link_latency_us"] = round(max(0.0, lat0), 3)
     dv["link_gbytes_per_s"] = round(min(1e6, 1e-3 / lat1), 6) if lat1 > 0 else 1e6
-    dv["step_lead_us"] = round(nf * res["data_us"] + nr * tr["post_us"] + tr["broadcast_us"] + setup_us, 3)
+    dv["step_lead_us"] = round(nf * res["data_us"] + nr * tr["post_us"] + tr["broadcast_us"] + setup_us + wake_us, 3)
     # the optimizer: the table's ranks 0 and 1 (their parameters), per GiB of the state the
     # simulator gives them; the whole model's (the walk's) when they hold none
     ot, ob = sum(t for t, _ in res["opt_rank"]), sum(b for _, b in res["opt_rank"]) / GIB
@@ -813,13 +815,12 @@ def profile(spec, build, data, repeats=5, warmup=1, device="cpu", track_memory=T
     over.update({
         "dispatch_us": dispatch, "send_us": send_us, "data_us": res["data_us"], "setup_us": setup_us,
         "wake_us": wake_us, "wake_us_by_module": dict(zip([m.name for m in spec.modules], res["wake_us"])),
-        "transfer_latency_us": max(0.0, lat0),
         "header_post_us": tr["post_us"], "broadcast_us": tr["broadcast_us"], "optimizer_ms": res["optimizer_ms"],
         "optimizer_rank_ms": [t for t, _ in res["opt_rank"]], "optimizer_rank_bytes": [b for _, b in res["opt_rank"]],
         "latency_us": tr["latency_us"], "arrived_recv_us": tr["arrived_recv_us"], "send_us_by_size": tr["send_busy_us"],
         "send_waiting_us_by_size": tr["send_us"],
         "allreduce_us": {k: v[1] for k, v in colls.items()}, "allreduce_bytes": {k: v[0] for k, v in colls.items()},
-        "mix": {"compute": nc, "send": ns, "recv": nr, "forward_microbatches": nf, "backbone": nbb},
+        "mix": {"compute": nc, "send": ns, "recv": nr, "forward_microbatches": nf, "after_recv": na, "backbone": nbb},
         "message_bytes": typ})
     return _spec(d, spec, over)
 
