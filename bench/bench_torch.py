@@ -124,7 +124,7 @@ def _predict(specs, rounds, l0, rt):
                 mx = ov["mix"]
                 nw["device"]["op_overhead_us"] -= ov["wake_us"] * mx["after_recv"] / max(1, mx["compute"] + mx["send"]
                                                                                           + mx["recv"])
-                nw["device"]["step_lead_us"] -= ov["wake_us"]
+                nw["device"]["step_lead_us"] -= ov["first_op_us"]
                 nwpred.setdefault((spec, b), []).append(predicted(bigmac.load_spec(nw), v, b)[1])
                 path = os.path.join(tmp, "prof-%d-%s-%s.json" % (rnd, os.path.basename(spec), b))
                 with open(path, "w") as f:
@@ -139,7 +139,7 @@ def _predict(specs, rounds, l0, rt):
     print("\nload %.1f at the start of section 3, %.1f at its end; STEPS=%d, ROUNDS=%d, %s" % (
         l0, load(), STEPS, rounds, "real-time priority (SCHED_FIFO 10)" if rt else "normal priority"))
     print("\n| spec (P = 2, twins) | schedule | measured step ms (median, steps 3-%d) | predicted step ms (profile) | "
-          "predicted / measured | error | ratio per round | measured ms per round | without the wake: ratio | "
+          "predicted / measured | error | ratio per round | measured ms per round | without the wakes: ratio | "
           "compute-only prediction ms |" % STEPS)
     print("|---|---|---|---|---|---|---|---|---|---|")
     for spec in specs:
@@ -170,10 +170,11 @@ def _predict(specs, rounds, l0, rt):
             prof.overheads["transfers_on"]))
         ov = prof.overheads
         print("parts (us): dispatch %.1f, send %.1f (the receiver waiting: %.1f), wake %.1f %s x %d ops after a recv, "
-              "all-reduces %s, optimizer per rank %s ms" % (
+              "first op %.1f, all-reduces %s, optimizer per rank %s ms" % (
                   ov["dispatch_us"], ov["send_us"], _at(ov["send_waiting_us_by_size"], ov["message_bytes"]),
                   ov["wake_us"], {k: round(x) for k, x in ov["wake_us_by_module"].items()}, ov["mix"]["after_recv"],
-                  {k: round(x) for k, x in ov["allreduce_us"].items()}, [round(x, 2) for x in ov["optimizer_rank_ms"]]))
+                  ov["first_op_us"], {k: round(x) for k, x in ov["allreduce_us"].items()},
+                  [round(x, 2) for x in ov["optimizer_rank_ms"]]))
         zb = profs[(spec, "zb-h1")].to_dict()["modules"][prof.backbone_module]["cost"]
         print("zb-h1's profile: backbone B + W %.2f ms, W %.2f ms (the unsplit backward %.2f ms)" % (
             zb["bwd_ms"], zb["w_ms"], prof.modules[prof.backbone_module].cost["bwd_ms"]))

@@ -54,7 +54,9 @@ ar = list(o["arrived_recv_us"].values())
 check("profile_recv_overhead_within_measured", min(ar) - 1e-3 <= dv["recv_overhead_us"] <= max(ar) + 1e-3,
       "%g vs %s" % (dv["recv_overhead_us"], ar))
 lead = mix["forward_microbatches"] * o["data_us"] + mix["recv"] * o["header_post_us"] + o["broadcast_us"] + o["setup_us"] \
-    + o["wake_us"]
+    + max(o["wake_us"], o["first_extra_us"])
+check("profile_first_op", o["first_extra_us"] >= 0 and o["first_op_us"] == max(o["wake_us"], o["first_extra_us"]),
+      "%s %s" % (o["first_extra_us"], o["first_op_us"]))
 check("profile_wake_measured", o["wake_us"] >= 0 and sorted(o["wake_us_by_module"]) == sorted(names)
       and all(v >= 0 for v in o["wake_us_by_module"].values())
       and abs(o["wake_us"] - sum(o["wake_us_by_module"].values()) / len(names)) <= 1e-6 * max(1.0, o["wake_us"]),

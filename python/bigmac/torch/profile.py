@@ -55,7 +55,8 @@ Into the spec's device (the keys `bigmac calibrate` fits from a trace, with the 
 the simulator, docs/simulator.md): op_overhead_us (dispatch, plus the sends, the backbone
 chunks' own cost and the wake of each compute op right after a receive, spread over the ops of
 the table's rank 0), recv_overhead_us, link_latency_us, link_gbytes_per_s, step_lead_us
-(data x forward microbatches + header posts x receives + broadcast + setup + one wake),
+(data x forward microbatches + header posts x receives + broadcast + setup + the first op's
+cold start: the larger of a wake and the walk's first op over its slot's others),
 optimizer_ms_per_gib, coll_latency_us and coll_gbytes_per_s (calibrate's ring fit of the
 all-reduces). A modelled data.encoder_cost_scale is set to none (the encoders were measured on
 the data). The returned Spec's .overheads holds every measured figure.
@@ -371,6 +372,7 @@ class _Walk:
         names = [m.name for m in spec.modules]
         self.bb = spec.backbone_module
         self.dur, self.steps, self.gaps, self.first, self.calls, self.opt_ms = {}, [], [], [], [], []
+        self.first_extra = []
         calls = self._calls = []
 
         def build(name, a, b):
@@ -420,10 +422,14 @@ class _Walk:
             mine.setdefault((op.module, c, op.pass_), []).append(t[1] - t[0])
             if prev is None:
                 self.first.append(t[0] * 1e3)
+                first = ((op.module, c, op.pass_), t[1] - t[0])
             else:
                 self.gaps.append((t[0] - prev) * 1e3)
             prev = t[1]
         self.steps.append({k: sum(v) / len(v) for k, v in mine.items()})  # a step sums its ops: their mean
+        if prev is not None and len(mine[first[0]]) > 1:  # the first op against its slot's others
+            rest = mine[first[0]][1:]
+            self.first_extra.append((first[1] - sum(rest) / len(rest)) * 1e3)
 
 
 def _single_group():
@@ -649,7 +655,7 @@ def _measure(rank, group, ranks, comm_cpu, spec, build, data, repeats, warmup, d
     ops = {k: _median([st[k] for st in whole.steps if k in st]) for k in whole.dur}
     mine = {"alone": alone, "ops": ops, "fixed": fixed,
             "dispatch_us": sum(whole.gaps) / len(whole.gaps) if whole.gaps else 0.0, "first_us": _median(whole.first),
-            "data_us": _median(whole.calls), "optimizer_ms": _median(whole.opt_ms), "optim_bytes": optim,
+            "first_extra_us": max(0.0, _median(whole.first_extra)), "data_us": _median(whole.calls), "optimizer_ms": _median(whole.opt_ms), "optim_bytes": optim,
             "opt_rank": opt_rank, "wake_us": wake}
     dist.barrier(group=group)
     tr = _transfers(pair, rank, ranks, comm_cpu, device, timeout, max(2 * repeats, 10)) if rank < 2 else None
@@ -794,13 +800,16 @@ def profile(spec, build, data, repeats=5, warmup=1, device="cpu", track_memory=T
     # the wake: a compute op right after a receive (every gloo receive waits, asleep, at least for
     # its payload's round trip) runs on a core gone cold; the mean over the modules' forwards of
     # what a wait added, on each such op of the table's rank 0 (through the dispatch, as the
-    # sends), and once on the step's first op (after the start broadcast's wait)
+    # sends). The step's first op starts cold as well (after the step's setup and the start
+    # broadcast's wait): the larger of a wake and what the walk's first op took over its slot's
+    # other ops, once per step
     wake_us = sum(res["wake_us"]) / len(res["wake_us"]) if res["wake_us"] else 0.0
+    first_us = max(wake_us, res["first_extra_us"])
     dv["op_overhead_us"] = round(dispatch + (send_us * ns + chunk_us + wake_us * na) / max(1, nc + ns + nr), 3)
     dv["recv_overhead_us"] = round(_at(sorted(tr["arrived_recv_us"].items()), typ), 3)
     dv["link_latency_us"] = round(max(0.0, lat0), 3)
     dv["link_gbytes_per_s"] = round(min(1e6, 1e-3 / lat1), 6) if lat1 > 0 else 1e6
-    dv["step_lead_us"] = round(nf * res["data_us"] + nr * tr["post_us"] + tr["broadcast_us"] + setup_us + wake_us, 3)
+    dv["step_lead_us"] = round(nf * res["data_us"] + nr * tr["post_us"] + tr["broadcast_us"] + setup_us + first_us, 3)
     # the optimizer: the table's ranks 0 and 1 (their parameters), per GiB of the state the
     # simulator gives them; the whole model's (the walk's) when they hold none
     ot, ob = sum(t for t, _ in res["opt_rank"]), sum(b for _, b in res["opt_rank"]) / GIB
@@ -816,6 +825,7 @@ def profile(spec, build, data, repeats=5, warmup=1, device="cpu", track_memory=T
         dv["coll_gbytes_per_s"] = round(min(1e6, cbw), 6) if cbw else 1e6
     over.update({
         "dispatch_us": dispatch, "send_us": send_us, "data_us": res["data_us"], "setup_us": setup_us,
+        "first_op_us": first_us, "first_extra_us": res["first_extra_us"],
         "wake_us": wake_us, "wake_us_by_module": dict(zip([m.name for m in spec.modules], res["wake_us"])),
         "header_post_us": tr["post_us"], "broadcast_us": tr["broadcast_us"], "optimizer_ms": res["optimizer_ms"],
         "optimizer_rank_ms": [t for t, _ in res["opt_rank"]], "optimizer_rank_bytes": [b for _, b in res["opt_rank"]],
