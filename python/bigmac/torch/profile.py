@@ -78,7 +78,7 @@ MIB = 1048576.0
 GIB = 1073741824.0
 # the payload sizes (float32 elements) the transfers are measured at: 64 B to 1 MiB
 SIZES = (16, 4096, 65536, 262144)
-WALK_STEPS = 3  # measured steps of each one-rank walk (after one warm-up step)
+WALK_STEPS = 5  # measured steps of each one-rank walk (after one warm-up step)
 
 
 def _sync(dev):
