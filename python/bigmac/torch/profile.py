@@ -277,7 +277,7 @@ def _ring_fit(points, n=2, f=2):
     s1t, s2t = sum(a * v for a, v in zip(x1, t)), sum(b * v for b, v in zip(x2, t))
     det = s11 * s22 - s12 * s12
     a = b = 0.0
-    sizes = [b for b, _ in points]
+    sizes = [nb for nb, _ in points]
     if len(points) >= 2 and det > 1e-12 * s11 * s22 and max(sizes) >= 4 * min(sizes):
         a, b = (s1t * s22 - s2t * s12) / det, (s2t * s11 - s1t * s12) / det
     if not a > 0 or b < 0:
