@@ -12,9 +12,9 @@ bash bench/bench_torch.sh; `make bench` runs it).
     examples/tiny-mllm.json (M = 8) and tests/specs/exec-small.json (M = 4), per schedule
     (1f1b, interleaved with V = 2, zb-h1) bigmac.torch.profile for that table, then right after
     it the torch executor's run of the profiled spec's plan of it (the table predicted); its
-    median step (log "ms", steps 3..STEPS) against the predicted step, makespan_ms +
-    sync_total_ms + optimizer_ms of bigmac.simulate (the executor reduces after the walk,
-    docs/python.md "The step it predicts"): the ratio, the signed error, every round's measured
+    median step (log "ms", steps 3..STEPS) against the predicted step, step_ms of
+    bigmac.simulate (the walk, the gradient all-reduces overlapping its end as the executor
+    starts them, the optimizer; docs/python.md "The step it predicts"): the ratio, the signed error, every round's measured
     step, and whether the ranking of the three schedules is the measured one (and which measured
     neighbours the rounds cannot tell apart); the compute-only profile (executor=False) beside it.
 
@@ -78,12 +78,13 @@ def _at(by_size, x):
 
 
 def predicted(prof, v, b):
-    """The profiled spec's table and its predicted step: the walk (makespan_ms), every gradient
-    all-reduce after it (sync_total_ms: the torch executor reduces after the walk, docs/simulator.md
-    "The step") and the optimizer."""
+    """The profiled spec's table and its predicted step, step_ms: the walk, the gradient
+    all-reduces (each started after the rank's last backward of its module, as the executor
+    starts them; only what ends after the walk counts, docs/simulator.md "The step") and the
+    optimizer."""
     table = bigmac.plan(prof, pp=2, vpp=v, backbone=b)
     sim = bigmac.simulate(table)
-    return table, sim["makespan_ms"] + sim["sync_total_ms"] + sim["optimizer_ms"]
+    return table, sim["step_ms"]
 
 
 def predict():

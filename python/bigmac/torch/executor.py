@@ -10,8 +10,10 @@ does, with torch modules from a user factory.
   recv  the header's irecv is posted for every recv of the step before the walk starts (as the
         C executor posts its receives); at the op, the shape is checked against what this rank
         expects, then the payload is received
-After the walk: every replicated module's (encoders, generators) gradients are summed over all
-ranks, with data parallel every backbone chunk's over its replicas; then the grad scaler's
+The gradients: every replicated module's (encoders, generators) are summed over all ranks, with
+data parallel every backbone chunk's over its replicas, each all-reduce started (async) right
+after the rank's last backward of it, overlapping the rest of the walk, and waited for after the
+walk (the simulator's step model, docs/simulator.md "The step"); then the grad scaler's
 unscale, the global gradient-norm clip, the optimizer (AdamW with the spec's "train" settings,
 or the user's) and the learning-rate scheduler. The per-step JSONL log
 and the Chrome trace are those of `bigmac train` (the trace is written by the C library).

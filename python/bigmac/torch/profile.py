@@ -305,9 +305,11 @@ def _collectives(group, rank, ranks, comm_cpu, device, timeout, shapes, repeats)
             q = torch.nn.Parameter(torch.randn(sh, device=x.device))
             q.grad = torch.randn(sh, device=x.device)
             ps.append(q)
-        x.inst, x.params = [{"replicated": True, "name": name, "chunk": -1}], [ps]
+        x.inst, x.params = [{"replicated": True, "name": name, "chunk": -1, "role": "encoder"}], [ps]
+        x.last_bwd = [-1]  # its backward done before the walk's first op: _allreduce starts it
         ts = []
         for i in range(repeats + 1):
+            x.colls, x.pending, x.started = [], [], set()
             _Link.barrier(types.SimpleNamespace(x=x))
             _spin(0.001)  # both ranks out of the barrier's wait
             t0 = time.perf_counter()
