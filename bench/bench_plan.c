@@ -9,8 +9,8 @@
  *     bm_simulate_summary (what sweep, the planner's window search and `bigmac simulate` run:
  *     every figure, no per-op timeline; row "in-proc") and bm_plan_build + bm_simulate (the
  *     timeline kept, as render and trace need it; row "in-full"), best of 3 wall and CPU seconds,
- *     each run in a child process so that its peak
- *     RSS is its own (the largest of the 3 is printed). Then the same command through the CLI of
+ *     each run in a fresh process (this program run again with --child) so that its peak RSS and
+ *     its heap are its own (the largest RSS of the 3 is printed). Then the same command through the CLI of
  *     this build and, with --old BIN (e.g. main at 2023d2d built in a scratch worktree), of that
  *     binary, alternating, five runs each from the same run: best wall seconds, the largest peak
  *     RSS, the makespan each printed, and old / new.
@@ -79,7 +79,36 @@ struct figures {
     int ok;
 };
 
-/* plan + simulate once, in a child process so that its peak RSS is this run's alone. */
+/* plan + simulate once in this process (a fresh one: main's "--child"), the figures written to fd. */
+static int child_run(const char *spec_path, int P, int V, int M, int full, int fd)
+{
+    struct bm_spec *s;
+    struct bm_err err;
+    struct figures c = {0, 0, 0, 0, 0};
+    struct bm_plan_opts o;
+    struct bm_table *t;
+    struct bm_costs *t_c = NULL;
+    struct bm_timeline *tl;
+    if (bm_spec_load(spec_path, &s, &err) == BM_OK) {
+        bm_plan_opts_from_spec(&o, s);
+        o.pp = P, o.vpp = V, o.microbatches = M, o.unit = P, o.window = 3;
+        o.backbone = BM_BB_INTERLEAVED, o.policy = BM_POL_BIGMAC;
+        double w0 = bm_now(), c0 = cpu_s();
+        if (bm_plan_build(s, &o, &t, &t_c, &err) == BM_OK &&
+            (full ? bm_simulate : bm_simulate_summary)(t, t_c, NULL, &tl, &err) == BM_OK) {
+            c.wall = bm_now() - w0, c.cpu = cpu_s() - c0, c.makespan = tl->makespan_ms, c.ok = 1;
+            struct rusage ru;
+            getrusage(RUSAGE_SELF, &ru);
+            c.rss_kb = ru.ru_maxrss;
+        }
+    }
+    if (!c.ok) fprintf(stderr, "%s\n", err.msg);
+    return write(fd, &c, sizeof c) == (ssize_t)sizeof c ? 0 : 1;
+}
+
+/* plan + simulate once, in a fresh process (this program again, "--child"): its peak RSS is this
+ * run's alone, and its heap is new, as a user's program's would be (a forked child would write
+ * into the parent's freed heap, copying each page on write: 5-10% slower than a fresh process). */
 static struct figures one_child(const char *spec_path, int P, int V, int M, int full)
 {
     struct figures f = {0, 0, 0, 0, 0};
@@ -88,29 +117,12 @@ static struct figures one_child(const char *spec_path, int P, int V, int M, int 
     pid_t pid = fork();
     if (pid == 0) {
         close(fd[0]);
-        struct bm_spec *s;
-        struct bm_err err;
-        struct figures c = {0, 0, 0, 0, 0};
-        struct bm_plan_opts o;
-        struct bm_table *t;
-        struct bm_costs *t_c = NULL;
-        struct bm_timeline *tl;
-        if (bm_spec_load(spec_path, &s, &err) == BM_OK) {
-            bm_plan_opts_from_spec(&o, s);
-            o.pp = P, o.vpp = V, o.microbatches = M, o.unit = P, o.window = 3;
-            o.backbone = BM_BB_INTERLEAVED, o.policy = BM_POL_BIGMAC;
-            double w0 = bm_now(), c0 = cpu_s();
-            if (bm_plan_build(s, &o, &t, &t_c, &err) == BM_OK &&
-                (full ? bm_simulate : bm_simulate_summary)(t, t_c, NULL, &tl, &err) == BM_OK) {
-                c.wall = bm_now() - w0, c.cpu = cpu_s() - c0, c.makespan = tl->makespan_ms, c.ok = 1;
-                struct rusage ru;
-                getrusage(RUSAGE_SELF, &ru);
-                c.rss_kb = ru.ru_maxrss;
-            }
-        }
-        if (!c.ok) fprintf(stderr, "%s\n", err.msg);
-        if (write(fd[1], &c, sizeof c) != (ssize_t)sizeof c) _exit(1);
-        _exit(0);
+        char a[5][32];
+        snprintf(a[0], sizeof a[0], "%d", P), snprintf(a[1], sizeof a[1], "%d", V);
+        snprintf(a[2], sizeof a[2], "%d", M), snprintf(a[3], sizeof a[3], "%d", full);
+        snprintf(a[4], sizeof a[4], "%d", fd[1]);
+        execl("/proc/self/exe", "bench_plan", "--child", spec_path, a[0], a[1], a[2], a[3], a[4], (char *)NULL);
+        _exit(127);
     }
     close(fd[1]);
     if (pid > 0 && read(fd[0], &f, sizeof f) != (ssize_t)sizeof f) f.ok = 0;
@@ -198,6 +210,8 @@ static int strip_layers(const char *src, const char *path)
 
 int main(int argc, char **argv)
 {
+    if (argc == 8 && !strcmp(argv[1], "--child"))
+        return child_run(argv[2], atoi(argv[3]), atoi(argv[4]), atoi(argv[5]), atoi(argv[6]), atoi(argv[7]));
     const char *old = NULL, *newbin = "bin/bigmac", *ex = "examples";
     char *pos[3];
     int np = 0;
