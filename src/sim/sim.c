@@ -98,6 +98,18 @@ int bm_timeline_mem_push(struct bm_timeline *tl, int r, double t_ms, const doubl
 
 static void samples_rate(struct bm_timeline *tl, const struct bm_table *t);
 
+/* A rank's peak (its state plus its largest activation total) and OOM, folded into the
+ * timeline's (the full timeline's summary and the summary-only run share it). */
+static void rank_peak(struct bm_timeline *tl, struct bm_rank_timeline *rt, double peak_total)
+{
+    rt->peak_mib = rt->state_mib + peak_total;
+    rt->oom = tl->memory_cap_mib > 0 && rt->peak_mib > tl->memory_cap_mib;
+    if (rt->peak_mib > tl->peak_mib) tl->peak_mib = rt->peak_mib;
+    for (int k = 0; k < BM_N_ROLES; k++)
+        if (rt->peak_act_mib[k] > tl->peak_act_mib[k]) tl->peak_act_mib[k] = rt->peak_act_mib[k];
+    tl->oom |= rt->oom;
+}
+
 void bm_timeline_summarize(struct bm_timeline *tl, const struct bm_table *t)
 {
     double makespan = 0;
@@ -148,12 +160,7 @@ void bm_timeline_summarize(struct bm_timeline *tl, const struct bm_table *t)
             }
             if (s > peak_total) peak_total = s;
         }
-        rt->peak_mib = rt->state_mib + peak_total;
-        rt->oom = tl->memory_cap_mib > 0 && rt->peak_mib > tl->memory_cap_mib;
-        if (rt->peak_mib > tl->peak_mib) tl->peak_mib = rt->peak_mib;
-        for (int k = 0; k < BM_N_ROLES; k++)
-            if (rt->peak_act_mib[k] > tl->peak_act_mib[k]) tl->peak_act_mib[k] = rt->peak_act_mib[k];
-        tl->oom |= rt->oom;
+        rank_peak(tl, rt, peak_total);
     }
     tl->bubble_ratio = makespan > 0 && tl->pp > 0 ? idle / (tl->pp * makespan) : 0;
     samples_rate(tl, t);
@@ -572,12 +579,7 @@ static int finish_summary(struct sim *s, struct bm_err *err)
             if (rt->idle_mid_ms < 0) rt->idle_mid_ms = 0;
         }
         idle += rt->idle_lead_ms + rt->idle_mid_ms + rt->idle_tail_ms;
-        rt->peak_mib = rt->state_mib + s->peak_total[r];
-        rt->oom = tl->memory_cap_mib > 0 && rt->peak_mib > tl->memory_cap_mib;
-        if (rt->peak_mib > tl->peak_mib) tl->peak_mib = rt->peak_mib;
-        for (int k = 0; k < BM_N_ROLES; k++)
-            if (rt->peak_act_mib[k] > tl->peak_act_mib[k]) tl->peak_act_mib[k] = rt->peak_act_mib[k];
-        tl->oom |= rt->oom;
+        rank_peak(tl, rt, s->peak_total[r]);
     }
     tl->bubble_ratio = makespan > 0 && tl->pp > 0 ? idle / (tl->pp * makespan) : 0;
     struct bm_step st;
