@@ -710,7 +710,8 @@ BM_API struct bm_timeline *bm_timeline_new(const struct bm_table *t, const struc
 BM_API int bm_timeline_mem_push(struct bm_timeline *tl, int r, double t_ms,
                                 const double act_mib[BM_N_ROLES]);
 /* Recompute every derived figure (busy/idle, peaks, OOM, makespan, bubble ratio, samples/s)
- * from ops[] times, the memory traces and state_mib. */
+ * from ops[] times, the memory traces and state_mib. A timeline without op times
+ * (bm_simulate_summary's) keeps its figures. */
 BM_API void bm_timeline_summarize(struct bm_timeline *tl, const struct bm_table *t);
 
 /* ---------------------------------------------------------------- executor (docs/design.md §9) */

@@ -112,6 +112,11 @@ static void rank_peak(struct bm_timeline *tl, struct bm_rank_timeline *rt, doubl
 
 void bm_timeline_summarize(struct bm_timeline *tl, const struct bm_table *t)
 {
+    /* bm_simulate_summary's timeline has no op times to summarize: its figures stay (recomputing
+     * them from nothing would set the makespan and the peaks to 0) */
+    if (tl->pp == t->pp)
+        for (int r = 0; r < tl->pp; r++)
+            if (t->ranks[r].n_ops > 0 && !tl->ranks[r].ops) return;
     double makespan = 0;
     for (int r = 0; r < tl->pp; r++) {
         const struct bm_rank_timeline *rt = &tl->ranks[r];
