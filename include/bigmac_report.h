@@ -51,7 +51,8 @@ BM_API int bm_render_html(const struct bm_table *t, const struct bm_costs *c, co
                           const struct bm_report_compare *cmp, const char *title, FILE *f);
 
 /* The table as CSV (docs/csv.md): '#' header lines, then one row per rank. BM_ERR (nothing
- * written) when a name cannot be written as CSV; bm_csv_check_names says which. */
+ * written) when a name cannot be written as CSV (a character CSV uses, or a name or tensor list
+ * longer than a CSV field); bm_csv_check_names says which. */
 BM_API int bm_csv_write(const struct bm_table *t, const struct bm_costs *costs, FILE *f);
 BM_API int bm_csv_check_names(const struct bm_table *t, struct bm_err *err);
 /* The table in PyTorch's grammar (docs/csv.md "Writing PyTorch's files"): one row per rank,

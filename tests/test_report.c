@@ -596,6 +596,9 @@ static char *subst(const char *text, const char *from, const char *to)
     return out;
 }
 
+#define STR10 "xxxxxxxxxx"
+#define STR100 STR10 STR10 STR10 STR10 STR10 STR10 STR10 STR10 STR10 STR10
+
 TEST(csv_errors_are_positioned)
 {
     struct bm_table *t;
@@ -605,6 +608,14 @@ TEST(csv_errors_are_positioned)
         return;
     }
     char *csv = capture(w_csv, t, t_c, NULL, NULL);
+    /* what the reader could not take back is not written: a tensor list longer than a field */
+    struct bm_err werr;
+    char *keep = t->modules[0].consumes[0];
+    t->modules[0].consumes[0] = STR100 STR100 STR100 STR100 STR100 STR100 STR100 STR100 STR100 STR100 STR100;
+    CHECK(bm_csv_check_names(t, &werr) == BM_ERR);
+    CHECK_STR_CONTAINS(werr.msg, "module \"vit\" cannot be written as CSV: its name or a tensor list is longer");
+    t->modules[0].consumes[0] = keep;
+    CHECK(bm_csv_check_names(t, &werr) == BM_OK);
     bm_table_free(t), bm_costs_free(t_c), t_c = NULL;
     /* the header lines come first; rank 0's row starts at line 8 with "vit:F0" */
     int hdr = 0;
@@ -624,6 +635,11 @@ TEST(csv_errors_are_positioned)
         {"policy=bigmac", "policy=bigmax", "unknown policy \"bigmax\""},
         {"# module name=vit", "# module nmae=vit", "unknown module key \"nmae\""},
         {"pp=4", "pp=5", "expected 5 rank rows (pp = 5), found 4"},
+        /* a field beyond a line's room, or longer than a field, is refused (they were dropped) */
+        {"# module name=vit", "# module a=1 b=2 c=3 d=4 e=5 f=6 g=7 h=8 i=9 j=10 k=11 l=12 m=13 n=14 o=15 name=vit",
+         "more than 15 fields on a '# module' line"},
+        {"# device", "# device x=" STR100 STR100 STR100 STR100 STR100 STR100 STR100 STR100 STR100 STR100 STR100,
+         "a field of 1102 characters (at most 1023)"},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         char *bad = subst(csv, cases[c].from, cases[c].to);

@@ -41,6 +41,9 @@ static const char *bad_char(const char *name, int is_module)
     return *name ? NULL : name;
 }
 
+/* The longest field ("key=value") of a '#' line the reader takes. */
+#define CSV_FIELD_MAX 1023
+
 int bm_csv_check_names(const struct bm_table *t, struct bm_err *err)
 {
     for (int m = 0; m < t->n_modules; m++) {
@@ -52,6 +55,13 @@ int bm_csv_check_names(const struct bm_table *t, struct bm_err *err)
             if (bad_char(n, 0))
                 return bm_err_set(err, "tensor name \"%s\" of module \"%s\" cannot be written as CSV (no spaces, ',', '=' or '\"' in names)", n, mod->name);
         }
+        /* the reader's field room (CSV_FIELD_MAX): a list that does not fit is not written */
+        size_t len[2] = {strlen("consumes="), strlen("produces=")};
+        for (int k = 0; k < mod->n_consumes + mod->n_produces; k++)
+            len[k >= mod->n_consumes] += strlen(k < mod->n_consumes ? mod->consumes[k] : mod->produces[k - mod->n_consumes]) + 1;
+        if (strlen(mod->name) + 5 > CSV_FIELD_MAX || len[0] > CSV_FIELD_MAX || len[1] > CSV_FIELD_MAX)
+            return bm_err_set(err, "module \"%s\" cannot be written as CSV: its name or a tensor list is longer than a CSV field (%d characters)",
+                              mod->name, CSV_FIELD_MAX);
     }
     return BM_OK;
 }
@@ -437,22 +447,26 @@ static int at(struct cp *P, int line, int col, const char *fmt, ...)
 
 /* A whitespace-separated token of a '#' line. */
 struct tok {
-    char text[1024];
+    char text[CSV_FIELD_MAX + 1];
     int col;
 };
 
 /* Split line L (after '#') into tokens; returns count (at most max). */
-static int tokens(const struct line *L, struct tok *tk, int max)
+static int tokens(struct cp *P, const struct line *L, struct tok *tk, int max)
 {
     int n = 0, i = 1;
-    while (i < L->len && n < max) {
+    while (i < L->len) {
         while (i < L->len && isspace((unsigned char)L->s[i])) i++;
         if (i >= L->len) break;
         int j = i;
         while (j < L->len && !isspace((unsigned char)L->s[j])) j++;
-        int k = j - i < (int)sizeof tk[n].text - 1 ? j - i : (int)sizeof tk[n].text - 1;
-        memcpy(tk[n].text, L->s + i, (size_t)k);
-        tk[n].text[k] = 0;
+        /* a field beyond the line's room or longer than a token's is refused, never dropped */
+        if (n == max)
+            return -at(P, L->no, i + 1, "more than %d fields on a '# %s' line (every key appears once)", max - 1, tk[0].text);
+        if (j - i > (int)sizeof tk[n].text - 1)
+            return -at(P, L->no, i + 1, "a field of %d characters (at most %d)", j - i, (int)sizeof tk[n].text - 1);
+        memcpy(tk[n].text, L->s + i, (size_t)(j - i));
+        tk[n].text[j - i] = 0;
         tk[n].col = i + 1;
         n++;
         i = j;
@@ -520,7 +534,8 @@ struct hdr {
 static int parse_header(struct cp *P, const struct line *L, struct hdr *h)
 {
     struct tok tk[32];
-    int n = tokens(L, tk, 32);
+    int n = tokens(P, L, tk, 32);
+    if (n < 0) return BM_ERR;
     h->line = L->no;
     for (int i = 1; i < n; i++) {
         char *eq = strchr(tk[i].text, '=');
@@ -561,7 +576,8 @@ static int parse_header(struct cp *P, const struct line *L, struct hdr *h)
 static int parse_device(struct cp *P, const struct line *L, struct bm_device *d)
 {
     struct tok tk[16];
-    int n = tokens(L, tk, 16);
+    int n = tokens(P, L, tk, 16);
+    if (n < 0) return BM_ERR;
     for (int i = 1; i < n; i++) {
         char *eq = strchr(tk[i].text, '=');
         if (!eq) return at(P, L->no, tk[i].col, "\"%s\": expected key=value", tk[i].text);
@@ -587,7 +603,8 @@ static int parse_device(struct cp *P, const struct line *L, struct bm_device *d)
 static int parse_module(struct cp *P, const struct line *L, struct bm_table *t)
 {
     struct tok tk[16];
-    int n = tokens(L, tk, 16);
+    int n = tokens(P, L, tk, 16);
+    if (n < 0) return BM_ERR;
     struct bm_costs *kc = P->c;
     if (bm_grow(&t->modules, &(int){t->n_modules}, t->n_modules + 1, sizeof *t->modules) ||
         bm_grow(&kc->modules, &(int){kc->n_modules}, kc->n_modules + 1, sizeof *kc->modules) ||
