@@ -62,6 +62,21 @@ for j in lines:
             ok = False
             why.append("step %d rank %d: %s" % (j["step"], r["rank"], {k: r[k] for k in r if k != "peak_act_bytes"}))
 check("torch_step_records_match_model_sizes", ok and len(lines) == 3, "; ".join(why[:2]))
+# one host: every collective on the intra-host link; the link class from every rank's host (global
+# rank p*D + d), as the C executor's: the world group spans hosts, a replica group may not
+check("torch_collectives_on_one_host_are_intra", all(c["link"] == "intra" for j in lines for r in j["ranks"]
+                                                      for c in r["collectives"]))
+from bigmac.torch.executor import Executor
+fake = object.__new__(Executor)
+fake.P, fake.D, fake.rank, fake.hosts = 2, 2, 0, ["a", "a", "b", "b"]  # pipeline rank 0 on host a, 1 on b
+links = [fake._link(True), fake._link(False)]
+fake.rank = 1
+links.append(fake._link(False))
+fake.hosts = ["a", "b", "a", "b"]  # each rank's replicas on two hosts
+links.append(fake._link(False))
+fake.hosts = None
+links.append(fake._link(True))
+check("torch_collective_link_class_from_hosts", links == ["inter", "intra", "intra", "inter", "intra"], links)
 params = [{(e["module"], e.get("chunk")): e["bytes"] for e in r["params"]} for j in lines for r in j["ranks"]]
 check("torch_step_records_params", all(p == want_bytes for p in params), str(params[:1]))
 # the C executor records the same optimizer state for the same layout

@@ -614,8 +614,11 @@ def train(spec, build=None, data=None, table=None, steps=None, log=None, trace=N
     # replicas initialised identically: every encoder/generator on every rank, every chunk over its replicas
     fwd_mbs = sorted({op.mb for op in x.ops if op.kind == bigmac.OP_COMPUTE and op.pass_ == "F"})
     loads = (len(fwd_mbs), sorted({i for mb in fwd_mbs for i in x.rank_inputs(mb)}) if x.data_inputs else None)
-    both = x.gather((x.param_hashes() if check_init else {}, loads), "every rank's parameter hashes",
-                    world=True) if world > 1 else [({}, loads)]
+    # with each rank's host: a collective whose group spans hosts is logged on the inter-host link
+    both = x.gather((x.param_hashes() if check_init else {}, loads, socket.gethostname()),
+                    "every rank's parameter hashes", world=True) if world > 1 else [({}, loads, socket.gethostname())]
+    x.hosts = [h for _, _, h in both]
+    both = [(h, ld) for h, ld, _ in both]
     hs = [h for h, _ in both]
     names = [m.name for m in spec.modules]
     _compare(lambda k, r0, r1: "module \"%s\"%s is initialised differently on rank %d and rank %d (its parameters' "

@@ -1020,6 +1020,17 @@ class Executor:
                 raise self._comm_error(None, what, None, e) from e
             self.pending.append((i, f, work, c0, what, k < len(self.ops) - 1))
 
+    def _link(self, world):
+        """The link class of a collective over all P*D ranks (world) or over this pipeline rank's
+        D replicas: "inter" when its ranks run on more than one host (self.hosts: every rank's
+        host name in global rank order, rank = p*D + d, gathered by train(); one host when
+        unknown), as the C executor logs it."""
+        hosts = getattr(self, "hosts", None)
+        if not hosts or len(hosts) != self.P * self.D:
+            return "intra"
+        members = hosts if world else hosts[self.rank * self.D:(self.rank + 1) * self.D]
+        return "inter" if len(set(members)) > 1 else "intra"
+
     def _allreduce(self):
         """Wait for the step's all-reduces (_sync_begin), in the order they started, and put the
         sums back into the gradients; each one's start, end (when its wait returned) and bytes
@@ -1032,7 +1043,7 @@ class Executor:
             if not x["replicated"]:
                 c["chunk"] = x["chunk"]
             c.update({"group": "world" if x["replicated"] else "dp", "ranks": self.P * self.D if x["replicated"] else self.D,
-                      "link": "intra", "bytes": f.numel() * f.element_size(), "start_ms": round(c0, 3),
+                      "link": self._link(x["replicated"]), "bytes": f.numel() * f.element_size(), "start_ms": round(c0, 3),
                       "end_ms": round(self._now(), 3)})
             if in_walk:  # started before the rank's last op: its end is when the wait returned
                 c["in_walk"] = True
