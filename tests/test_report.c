@@ -689,6 +689,45 @@ TEST(csv_errors_are_positioned)
     free(csv);
 }
 
+TEST(csv_carries_the_calibrated_device_keys)
+{
+    /* a calibrated cost model (per-op overheads, optimizer time, the collectives' rings) survives
+     * CSV and back: the JSON of the table read back equals the original's (they were dropped) */
+    struct bm_table *t;
+    struct bm_costs *t_c = NULL;
+    if (plan(BM_BB_1F1B, 1, 4, BM_POL_BIGMAC, &t, &t_c, NULL)) {
+        CHECK(0);
+        return;
+    }
+    t_c->op_overhead_ms = 0.0123, t_c->op_overhead_sd_ms = 0.004, t_c->recv_overhead_ms = 0.021;
+    t_c->step_lead_ms = 0.3;
+    t_c->device.optimizer_ms_per_gib = 812.5, t_c->device.coll_gbytes_per_s = 3.25;
+    t_c->device.coll_latency_us = 41, t_c->device.inter_host_coll_gbytes_per_s = 0.75;
+    t_c->device.inter_host_coll_latency_us = 120;
+    char *csv = capture(w_csv, t, t_c, NULL, NULL), *j1 = capture(w_json, t, t_c, NULL, NULL);
+    CHECK_STR_CONTAINS(csv, " op_overhead_us=12.3 ");
+    CHECK_STR_CONTAINS(csv, " coll_gbytes_per_s=3.25 ");
+    struct bm_table *t2;
+    struct bm_costs *t2_c = NULL;
+    struct bm_err err;
+    int rc = bm_csv_parse(csv, "cal.csv", NULL, NULL, &t2, &t2_c, &err);
+    CHECKF(rc == BM_OK, "%s", err.msg);
+    if (rc == BM_OK) {
+        char *j2 = capture(w_json, t2, t2_c, NULL, NULL);
+        CHECK(j1 && j2 && !strcmp(j1, j2));
+        CHECK(fabs(t2_c->op_overhead_ms - 0.0123) < 1e-15 && t2_c->device.coll_latency_us == 41);
+        free(j2);
+        bm_table_free(t2), bm_costs_free(t2_c), t2_c = NULL;
+    }
+    /* an overhead beyond its limit is refused on the device line, with its position */
+    char *bad = subst(csv, "step_lead_us=300", "step_lead_us=1e99");
+    CHECK(bad && bm_csv_parse(bad, "cal.csv", NULL, NULL, &t2, &t2_c, &err) == BM_ERR);
+    CHECK_STR_CONTAINS(err.msg, "cal.csv:2:");
+    CHECK_STR_CONTAINS(err.msg, "step_lead_us must be at most");
+    free(bad), free(csv), free(j1);
+    bm_table_free(t), bm_costs_free(t_c);
+}
+
 TEST(csv_hand_edit_with_spec)
 {
     /* a PyTorch-style CSV without any header, with spaces and empty cells, plus the spec */
@@ -789,6 +828,7 @@ int main(void)
     RUN(zero_bubble_views_draw_w_in_its_own_colour);
     RUN(csv_round_trip_grid);
     RUN(csv_errors_are_positioned);
+    RUN(csv_carries_the_calibrated_device_keys);
     RUN(csv_hand_edit_with_spec);
     RUN(alloc_failures_never_crash);
     return test_summary();

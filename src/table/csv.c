@@ -87,6 +87,13 @@ int bm_csv_write(const struct bm_table *t, const struct bm_costs *costs, FILE *f
     struct bm_field fields[64];
     fprintf(f, "# device");
     put_fields(f, fields, bm_table_device_fields(&km->device, t->ranks_per_host, 1, fields, 64));
+    for (int k = 0; k < bm_n_knobs; k++) { /* the executor's time outside the ops (us; ms in the
+                                             * cost model), as the JSON table's top level has it */
+        const struct bm_knob *kn = &bm_knobs[k];
+        if (kn->home != BM_KNOB_OVERHEAD || kn->csv != BM_KNOB_IF_POSITIVE) continue;
+        double ms = *(const double *)(const void *)((const char *)km + kn->costs_off);
+        if (ms > 0) put_fields(f, &(struct bm_field){kn->key, ms * 1000.0}, 1);
+    }
     fprintf(f, "\n");
     int split = bm_table_splits(t, -1);
     for (int i = 0; i < t->n_modules; i++) {
@@ -575,8 +582,8 @@ static int parse_header(struct cp *P, const struct line *L, struct hdr *h)
 
 static int parse_device(struct cp *P, const struct line *L, struct bm_device *d)
 {
-    struct tok tk[16];
-    int n = tokens(P, L, tk, 16);
+    struct tok tk[32];
+    int n = tokens(P, L, tk, 32);
     if (n < 0) return BM_ERR;
     for (int i = 1; i < n; i++) {
         char *eq = strchr(tk[i].text, '=');
@@ -584,8 +591,15 @@ static int parse_device(struct cp *P, const struct line *L, struct bm_device *d)
         *eq = 0;
         const char *k = tk[i].text;
         const struct bm_knob *kn = bm_knob_find("device", k); /* the keys the line carries */
-        if (!kn || kn->home != BM_KNOB_DEVICE || kn->csv == BM_KNOB_NEVER)
+        if (!kn || (kn->home != BM_KNOB_DEVICE && kn->home != BM_KNOB_OVERHEAD) || kn->csv == BM_KNOB_NEVER)
             return at(P, L->no, tk[i].col, "unknown device key \"%s\"", k);
+        if (kn->home == BM_KNOB_OVERHEAD) { /* us here, ms in the cost model */
+            double us;
+            if (parse_dbl(P, L->no, &tk[i], eq + 1, &us)) return BM_ERR;
+            if (us > kn->hi) return at(P, L->no, tk[i].col, "%s must be at most %g, got %s", k, kn->hi, eq + 1);
+            *(double *)(void *)((char *)P->c + kn->costs_off) = us / 1000.0;
+            continue;
+        }
         void *dst = bm_knob_device_field(kn, d);
         if (kn->integer) {
             double h;
