@@ -87,13 +87,7 @@ int bm_csv_write(const struct bm_table *t, const struct bm_costs *costs, FILE *f
     struct bm_field fields[64];
     fprintf(f, "# device");
     put_fields(f, fields, bm_table_device_fields(&km->device, t->ranks_per_host, 1, fields, 64));
-    for (int k = 0; k < bm_n_knobs; k++) { /* the executor's time outside the ops (us; ms in the
-                                             * cost model), as the JSON table's top level has it */
-        const struct bm_knob *kn = &bm_knobs[k];
-        if (kn->home != BM_KNOB_OVERHEAD || kn->csv != BM_KNOB_IF_POSITIVE) continue;
-        double ms = *(const double *)(const void *)((const char *)km + kn->costs_off);
-        if (ms > 0) put_fields(f, &(struct bm_field){kn->key, ms * 1000.0}, 1);
-    }
+    put_fields(f, fields, bm_table_overhead_fields(km, 1, fields, 64)); /* as JSON's top level has them */
     fprintf(f, "\n");
     int split = bm_table_splits(t, -1);
     for (int i = 0; i < t->n_modules; i++) {
@@ -459,9 +453,10 @@ struct tok {
 };
 
 /* Split line L (after '#') into tokens; returns count (at most max). */
-static int tokens(struct cp *P, const struct line *L, struct tok *tk, int max)
+static int tokens(struct cp *P, const struct line *L, struct tok *tk, int max, int *count)
 {
     int n = 0, i = 1;
+    *count = 0;
     while (i < L->len) {
         while (i < L->len && isspace((unsigned char)L->s[i])) i++;
         if (i >= L->len) break;
@@ -469,16 +464,17 @@ static int tokens(struct cp *P, const struct line *L, struct tok *tk, int max)
         while (j < L->len && !isspace((unsigned char)L->s[j])) j++;
         /* a field beyond the line's room or longer than a token's is refused, never dropped */
         if (n == max)
-            return -at(P, L->no, i + 1, "more than %d fields on a '# %s' line (every key appears once)", max - 1, tk[0].text);
+            return at(P, L->no, i + 1, "more than %d fields on a '# %s' line (every key appears once)", max - 1, tk[0].text);
         if (j - i > (int)sizeof tk[n].text - 1)
-            return -at(P, L->no, i + 1, "a field of %d characters (at most %d)", j - i, (int)sizeof tk[n].text - 1);
+            return at(P, L->no, i + 1, "a field of %d characters (at most %d)", j - i, (int)sizeof tk[n].text - 1);
         memcpy(tk[n].text, L->s + i, (size_t)(j - i));
         tk[n].text[j - i] = 0;
         tk[n].col = i + 1;
         n++;
         i = j;
     }
-    return n;
+    *count = n;
+    return BM_OK;
 }
 
 static int parse_int(struct cp *P, int line, const struct tok *tk, const char *v, long lo, long hi,
@@ -541,8 +537,8 @@ struct hdr {
 static int parse_header(struct cp *P, const struct line *L, struct hdr *h)
 {
     struct tok tk[32];
-    int n = tokens(P, L, tk, 32);
-    if (n < 0) return BM_ERR;
+    int n;
+    if (tokens(P, L, tk, 32, &n)) return BM_ERR;
     h->line = L->no;
     for (int i = 1; i < n; i++) {
         char *eq = strchr(tk[i].text, '=');
@@ -583,8 +579,8 @@ static int parse_header(struct cp *P, const struct line *L, struct hdr *h)
 static int parse_device(struct cp *P, const struct line *L, struct bm_device *d)
 {
     struct tok tk[32];
-    int n = tokens(P, L, tk, 32);
-    if (n < 0) return BM_ERR;
+    int n;
+    if (tokens(P, L, tk, 32, &n)) return BM_ERR;
     for (int i = 1; i < n; i++) {
         char *eq = strchr(tk[i].text, '=');
         if (!eq) return at(P, L->no, tk[i].col, "\"%s\": expected key=value", tk[i].text);
@@ -617,8 +613,8 @@ static int parse_device(struct cp *P, const struct line *L, struct bm_device *d)
 static int parse_module(struct cp *P, const struct line *L, struct bm_table *t)
 {
     struct tok tk[16];
-    int n = tokens(P, L, tk, 16);
-    if (n < 0) return BM_ERR;
+    int n;
+    if (tokens(P, L, tk, 16, &n)) return BM_ERR;
     struct bm_costs *kc = P->c;
     if (bm_grow(&t->modules, &(int){t->n_modules}, t->n_modules + 1, sizeof *t->modules) ||
         bm_grow(&kc->modules, &(int){kc->n_modules}, kc->n_modules + 1, sizeof *kc->modules) ||

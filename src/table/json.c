@@ -107,15 +107,11 @@ int bm_table_write_json(const struct bm_table *t, const struct bm_costs *costs, 
         }
         fprintf(f, "],\n");
     }
-    for (int k = 0; k < bm_n_knobs; k++) { /* the executor's time outside the ops: us here, ms in
-                                             * the cost model (src/sim/cost.h) */
-        if (bm_knobs[k].home != BM_KNOB_OVERHEAD || bm_knobs[k].json != BM_KNOB_IF_POSITIVE) continue;
-        double ms = *(const double *)(const void *)((const char *)km + bm_knobs[k].costs_off);
-        if (ms > 0) {
-            fprintf(f, " \"%s\": ", bm_knobs[k].key);
-            bm_put_num(f, ms * 1000.0);
-            fprintf(f, ",\n");
-        }
+    struct bm_field ovh[16]; /* the executor's time outside the ops (us; ms in the cost model) */
+    for (int k = 0, n = bm_table_overhead_fields(km, 0, ovh, 16); k < n; k++) {
+        fprintf(f, " \"%s\": ", ovh[k].key);
+        bm_put_num(f, ovh[k].val);
+        fprintf(f, ",\n");
     }
     fprintf(f, " \"ranks\": [\n");
     for (int r = 0; r < t->pp; r++) {

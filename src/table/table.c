@@ -240,6 +240,18 @@ int bm_table_device_fields(const struct bm_device *d, int ranks_per_host, int cs
     return k;
 }
 
+int bm_table_overhead_fields(const struct bm_costs *c, int csv, struct bm_field *out, int n)
+{
+    int k = 0;
+    for (int i = 0; i < bm_n_knobs && k < n; i++) {
+        const struct bm_knob *kn = &bm_knobs[i];
+        if (kn->home != BM_KNOB_OVERHEAD || (csv ? kn->csv : kn->json) != BM_KNOB_IF_POSITIVE) continue;
+        double ms = *(const double *)(const void *)((const char *)c + kn->costs_off);
+        if (ms > 0) out[k++] = (struct bm_field){kn->key, ms * 1000.0};
+    }
+    return k;
+}
+
 int bm_table_cost_fields(const struct bm_cost *k, double spread, int frozen, int split, int csv, struct bm_field *out,
                          int n)
 {

@@ -78,6 +78,10 @@ struct bm_field {
  * each knob's JSON rule, or its CSV rule when csv), with ranks_per_host (the table's) as the
  * placement. At most n; returns how many. */
 int bm_table_device_fields(const struct bm_device *d, int ranks_per_host, int csv, struct bm_field *out, int n);
+/* The executor's time outside the ops a table writes (the knob list's overhead rows set > 0, by
+ * their JSON rule, or their CSV rule when csv): us, as the keys say (ms in the cost model c).
+ * At most n; returns how many. */
+int bm_table_overhead_fields(const struct bm_costs *c, int csv, struct bm_field *out, int n);
 /* A module's cost numbers in writing order: the knob list's cost rows by their JSON rule, or
  * their CSV rule when csv (fwd_ms, bwd_ms, act_mib, state_mib, out_mib; JSON: spread when > 0;
  * with split (the table splits some backward) or frozen (the module is) the resolved w_ms and
